@@ -1,0 +1,182 @@
+"""`input_fn` builders for TFRecord files of `tf.train.Example` (the format `prepare` writes).
+
+These run on the TPU host's CPU. They honour the TPUEstimator contracts:
+  * `params['batch_size']` is the batch for this `input_fn` call: the per-replica batch with PER_HOST_V2 on a
+    TPU, the global batch on CPU. It is never computed here.
+  * Every batch has a static, full batch dimension (`drop_remainder=True`): XLA compiles one fixed shape.
+  * Training repeats forever; the shuffle seed folds in the global step the run starts from, so successive
+    `train()` calls (each rebuilds the graph) do not replay the same order.
+  * Evaluation and prediction are finite and padded with empty Examples to whole batches: every row carries
+    `is_padding` (0.0 real, 1.0 padding), metrics weight padding to zero, prediction drops it on the host.
+    Evaluation runs exactly `eval_steps(...)` steps, so a TPU never waits for input that will not come.
+  * Strings and int64 never reach the model: see `estimator_lib.transform`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Dict, List, Optional, Sequence, Union
+
+import tensorflow as tf
+
+from estimator_lib import transform
+from estimator_lib.schema import INDEX_FEATURE, PADDING_FEATURE, Schema
+
+InputFn = Callable[[Dict], tf.data.Dataset]
+Patterns = Union[str, Sequence[str]]
+_AUTOTUNE = tf.data.AUTOTUNE
+_INTERLEAVE_CYCLE = 4
+
+
+def resolve_files(patterns: Patterns) -> List[str]:
+    """Expands file patterns (local or gs://) to a sorted, de-duplicated list; errors when nothing matches."""
+    patterns = [patterns] if isinstance(patterns, str) else list(patterns)
+    files: List[str] = []
+    for pattern in patterns:
+        matched = tf.io.gfile.glob(pattern)
+        if not matched:
+            raise FileNotFoundError(f"no TFRecord file matches {pattern!r}")
+        files.extend(matched)
+    return sorted(set(files))
+
+
+def count_records(patterns: Patterns) -> int:
+    """Counts the records in TFRecord files (one pass over the data)."""
+    dataset = tf.data.TFRecordDataset(resolve_files(patterns))
+    return int(dataset.reduce(tf.constant(0, tf.int64), lambda n, _: n + 1).numpy())
+
+
+def eval_steps(num_examples: int, global_batch_size: int) -> int:
+    """Evaluation steps that cover `num_examples` rows in whole global batches (the last one padded)."""
+    return math.ceil(num_examples / global_batch_size)
+
+
+def fold_seed(seed: int, step: int) -> int:
+    """Mixes the global step into the base seed: the same (seed, step) always gives the same order."""
+    return (seed * 1_000_003 + step * 7_919) % (2**31 - 1)
+
+
+def start_step(model_dir: Optional[str]) -> int:
+    """The global step of the newest checkpoint in `model_dir` (0 when there is none)."""
+    checkpoint = tf.train.latest_checkpoint(model_dir) if model_dir else None
+    if checkpoint is None:
+        return 0
+    return int(tf.train.load_variable(checkpoint, "global_step"))
+
+
+def _replicas_in_call(params: Dict) -> int:
+    """How many replicas share the batches of one input_fn call (PER_HOST_V2: all replicas of this host)."""
+    context = params.get("context")
+    return context.num_replicas // context.num_hosts if context is not None else 1
+
+
+def _host_files(files: List[str], params: Dict) -> List[str]:
+    """This host's share of the files on a multi-host TPU slice (all files on one host or CPU)."""
+    context = params.get("context")
+    if context is None or context.num_hosts == 1:
+        return files
+    _, host_id = context.current_input_fn_deployment()
+    if len(files) < context.num_hosts:
+        raise ValueError(
+            f"{len(files)} training file(s) cannot be split over {context.num_hosts} TPU hosts; "
+            f"write at least {context.num_hosts} shards (prepare's num_shards)"
+        )
+    return files[host_id :: context.num_hosts]
+
+
+def train_input_fn_builder(
+    patterns: Patterns, schema: Schema, seed: int, shuffle_buffer_size: int, model_dir: Optional[str] = None
+) -> InputFn:
+    """Builds the training input_fn: interleaved files, seeded shuffle, repeat, full static batches.
+
+    Args:
+      patterns: TFRecord file patterns of the training split.
+      schema: the feature schema.
+      seed: base shuffle seed; the checkpoint step in `model_dir` is folded in at each `train()` call.
+      shuffle_buffer_size: records in the shuffle buffer.
+      model_dir: the estimator's model directory (to read the step a resumed run starts from).
+
+    Returns:
+      input_fn(params) -> Dataset of (features, label): features {key: float32/int32 [batch]}, label [batch].
+    """
+    files = resolve_files(patterns)
+
+    def input_fn(params: Dict) -> tf.data.Dataset:
+        batch_size = params["batch_size"]
+        host_files = _host_files(files, params)
+        step_seed = fold_seed(seed, start_step(model_dir))
+        dataset = tf.data.Dataset.from_tensor_slices(host_files)
+        dataset = dataset.shuffle(len(host_files), seed=step_seed).repeat()
+        dataset = dataset.interleave(
+            tf.data.TFRecordDataset,
+            cycle_length=min(len(host_files), _INTERLEAVE_CYCLE),
+            num_parallel_calls=_AUTOTUNE,
+            deterministic=True,
+        )
+        dataset = dataset.shuffle(shuffle_buffer_size, seed=step_seed + 1)
+        dataset = dataset.batch(batch_size, drop_remainder=True)
+        dataset = dataset.map(lambda s: transform.parse_batch(s, schema), num_parallel_calls=_AUTOTUNE)
+        return dataset.prefetch(_AUTOTUNE)
+
+    return input_fn
+
+
+def _padded_records(files: List[str], num_examples: int, total: int) -> tf.data.Dataset:
+    """(serialized, is_padding, index) rows: the `num_examples` real records in file order, then empty
+    Examples up to `total`. Fails at run time if the files do not hold exactly `num_examples` records."""
+    real = tf.data.TFRecordDataset(files).apply(tf.data.experimental.assert_cardinality(num_examples))
+    real = real.map(lambda s: (s, tf.constant(0.0)))
+    padding = tf.data.Dataset.from_tensors((tf.constant(b""), tf.constant(1.0))).repeat(total - num_examples)
+    rows = real.concatenate(padding).enumerate()
+    return rows.map(lambda i, row: (row[0], row[1], tf.cast(i, tf.int32)))
+
+
+def _padded_input_fn(
+    patterns: Patterns, schema: Schema, num_examples: Optional[int], steps_for: Callable[[int, int], int], with_label: bool
+) -> InputFn:
+    files = resolve_files(patterns)
+    count = count_records(files) if num_examples is None else num_examples
+
+    def input_fn(params: Dict) -> tf.data.Dataset:
+        batch_size = params["batch_size"]
+        batches = steps_for(count, batch_size * _replicas_in_call(params)) * _replicas_in_call(params)
+        rows = _padded_records(files, count, batches * batch_size)
+        dataset = rows.batch(batch_size, drop_remainder=True)
+
+        def parse(serialized, is_padding, index):
+            features, label = transform.parse_batch(serialized, schema, with_label=with_label, label_default=True)
+            features[PADDING_FEATURE] = is_padding
+            if not with_label:
+                features[INDEX_FEATURE] = index
+                return features
+            return features, label
+
+        return dataset.map(parse, num_parallel_calls=_AUTOTUNE).prefetch(_AUTOTUNE)
+
+    input_fn.num_examples = count  # type: ignore[attr-defined]
+    return input_fn
+
+
+def eval_input_fn_builder(patterns: Patterns, schema: Schema, num_examples: Optional[int] = None) -> InputFn:
+    """Builds the evaluation input_fn: every record once, padded to `eval_steps(...)` whole global batches.
+
+    Args:
+      patterns: TFRecord file patterns of the evaluation split.
+      schema: the feature schema.
+      num_examples: records in the files, when known (prepare's manifest); counted otherwise.
+
+    Returns:
+      input_fn(params) -> Dataset of (features, label), features including `is_padding` float32 [batch].
+      `input_fn.num_examples` holds the real record count.
+    """
+    return _padded_input_fn(patterns, schema, num_examples, eval_steps, with_label=True)
+
+
+def predict_input_fn_builder(patterns: Patterns, schema: Schema, num_examples: Optional[int] = None) -> InputFn:
+    """Builds the prediction input_fn: every record once, in file order, padded to whole batches.
+
+    Returns:
+      input_fn(params) -> Dataset of features, including `is_padding` float32 [batch] and `example_index`
+      int32 [batch] (the row's position in the input, so the host can join keys and check order).
+    """
+    return _padded_input_fn(patterns, schema, num_examples, eval_steps, with_label=False)

@@ -1,0 +1,76 @@
+"""Building blocks for model families (run inside the TPU computation; static shapes only)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Dict, List
+
+import tensorflow as tf
+
+from estimator_lib.config import ModelConfig
+from estimator_lib.schema import Schema
+
+TRAIN = tf.estimator.ModeKeys.TRAIN
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelContext:
+    """What a logits function knows besides the features.
+
+    Attributes:
+      schema: the features the model uses (already restricted to `ModelConfig.features`) and the label.
+      model: the model config (hidden units, embedding width, dropout, l2, free-form `hparams`).
+      mode: a `tf.estimator.ModeKeys` value.
+      num_logits: width of the logits to return: 1 for binary and regression, K for K classes.
+    """
+
+    schema: Schema
+    model: ModelConfig
+    mode: str
+    num_logits: int
+
+    @property
+    def training(self) -> bool:
+        return self.mode == TRAIN
+
+
+def _regularizer(ctx: ModelContext):
+    if ctx.model.l2 <= 0:
+        return None
+    return lambda w: ctx.model.l2 * tf.reduce_sum(tf.square(w))
+
+
+def normalized_numerics(features: Dict[str, tf.Tensor], ctx: ModelContext) -> tf.Tensor:
+    """Numeric features standardised with the schema's training statistics: float32 [B, n_numeric]."""
+    columns = [(features[f.key] - f.mean) / f.std for f in ctx.schema.numeric]
+    if not columns:
+        return None
+    return tf.stack(columns, axis=1)
+
+
+def embeddings(features: Dict[str, tf.Tensor], ctx: ModelContext, dim: int, scope: str) -> List[tf.Tensor]:
+    """One float32 [B, dim] embedding per categorical feature (a gather: fine on TPU for small tables)."""
+    out = []
+    with tf.compat.v1.variable_scope(scope):
+        for f in ctx.schema.categorical:
+            table = tf.compat.v1.get_variable(
+                f.key,
+                shape=[f.num_buckets, dim],
+                initializer=tf.compat.v1.truncated_normal_initializer(stddev=1.0 / max(dim, 1) ** 0.5),
+                regularizer=_regularizer(ctx),
+            )
+            out.append(tf.gather(table, features[f.key]))
+    return out
+
+
+def dense(x: tf.Tensor, units: int, ctx: ModelContext, name: str) -> tf.Tensor:
+    """x @ W + b with Glorot-uniform W (seeded by the graph seed): float32 [B, units]."""
+    with tf.compat.v1.variable_scope(name):
+        w = tf.compat.v1.get_variable(
+            "kernel",
+            shape=[int(x.shape[-1]), units],
+            initializer=tf.compat.v1.glorot_uniform_initializer(),
+            regularizer=_regularizer(ctx),
+        )
+        b = tf.compat.v1.get_variable("bias", shape=[units], initializer=tf.compat.v1.zeros_initializer())
+    return tf.matmul(x, w) + b

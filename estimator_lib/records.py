@@ -1,0 +1,95 @@
+"""Encoding rows as `tf.train.Example` records and back, as the schema module describes.
+
+A row is a mapping from original column names to typed values: float (or None) for numerics, str/int (or None)
+for categoricals, the class name (classification) or a float (regression) for the label. None means missing:
+the feature is left out of the Example and parsing imputes it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, Iterable, Iterator, Mapping
+
+import tensorflow as tf
+
+from estimator_lib.schema import CLASSIFICATION, KEY_FEATURE, LABEL_KEY, NUMERIC, Schema, SchemaError
+
+
+def canonical_category(value: Any) -> str:
+    """The text a categorical value is stored and looked up as (3 -> "3", 3.0 -> "3", "a" -> "a")."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return str(value)
+
+
+def encode_example(row: Mapping[str, Any], schema: Schema, key: str, with_label: bool = True) -> tf.train.Example:
+    """Encodes one typed row. Raises SchemaError naming the column for a value the schema cannot hold."""
+    feature: Dict[str, tf.train.Feature] = {
+        KEY_FEATURE: tf.train.Feature(bytes_list=tf.train.BytesList(value=[key.encode("utf-8")]))
+    }
+    for spec in schema.features:
+        value = row.get(spec.name)
+        if value is None:
+            continue
+        if spec.kind == NUMERIC:
+            if not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise SchemaError(f"column {spec.name!r}: {value!r} is not a finite number")
+            feature[spec.key] = tf.train.Feature(float_list=tf.train.FloatList(value=[float(value)]))
+        else:
+            text = canonical_category(value).encode("utf-8")
+            feature[spec.key] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[text]))
+    if with_label:
+        feature[LABEL_KEY] = _label_feature(row.get(schema.label.name), schema)
+    return tf.train.Example(features=tf.train.Features(feature=feature))
+
+
+def _label_feature(value: Any, schema: Schema) -> tf.train.Feature:
+    label = schema.label
+    if value is None:
+        raise SchemaError(f"label column {label.name!r} is missing a value")
+    if label.task == CLASSIFICATION:
+        text = canonical_category(value)
+        if text not in label.classes:
+            raise SchemaError(f"label column {label.name!r}: {text!r} is not one of the classes {list(label.classes)}")
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=[label.classes.index(text)]))
+    if not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise SchemaError(f"label column {label.name!r}: {value!r} is not a finite number")
+    return tf.train.Feature(float_list=tf.train.FloatList(value=[float(value)]))
+
+
+def decode_example(serialized: bytes, schema: Schema) -> Dict[str, Any]:
+    """Decodes an Example back to {original name: typed value or None, "__key__": key} (for checks and tests)."""
+    example = tf.train.Example.FromString(serialized)
+    fmap = example.features.feature
+    row: Dict[str, Any] = {"__key__": fmap[KEY_FEATURE].bytes_list.value[0].decode("utf-8")}
+    for spec in schema.features:
+        if spec.key not in fmap:
+            row[spec.name] = None
+        elif spec.kind == NUMERIC:
+            row[spec.name] = fmap[spec.key].float_list.value[0]
+        else:
+            row[spec.name] = fmap[spec.key].bytes_list.value[0].decode("utf-8")
+    if LABEL_KEY in fmap:
+        label = fmap[LABEL_KEY]
+        if schema.label.task == CLASSIFICATION:
+            row[schema.label.name] = schema.label.classes[label.int64_list.value[0]]
+        else:
+            row[schema.label.name] = label.float_list.value[0]
+    return row
+
+
+def write_tfrecord(path: str, examples: Iterable[tf.train.Example]) -> int:
+    """Writes examples to one TFRecord file (local or gs:// through TensorFlow's file system); returns count."""
+    count = 0
+    with tf.io.TFRecordWriter(path) as writer:
+        for example in examples:
+            writer.write(example.SerializeToString())
+            count += 1
+    return count
+
+
+def read_tfrecords(paths: Iterable[str]) -> Iterator[bytes]:
+    """Yields serialized records of TFRecord files in order (eager; for checks and tests)."""
+    for record in tf.data.TFRecordDataset(list(paths)):
+        yield record.numpy()
+
