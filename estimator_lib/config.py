@@ -96,6 +96,8 @@ class TPUSettings(_JsonMixin):
       iterations_per_loop: training steps run on the TPU per host round trip.
       per_host_input: TPU input pipeline deployment; PER_HOST_V2 gives input_fn the per-replica batch.
       eval_on_tpu: run evaluation on the TPU too (needs fixed steps and padded batches, which we provide).
+      strict: before running, build the graphs the TPU would run and reject what a TPU would refuse
+        (`estimator_lib.strict`). On in tests and local pipeline runs; costs a few seconds.
     """
 
     use_tpu: bool = False
@@ -106,6 +108,7 @@ class TPUSettings(_JsonMixin):
     iterations_per_loop: int = 100
     per_host_input: str = PER_HOST_V2
     eval_on_tpu: bool = True
+    strict: bool = False
 
     def __post_init__(self) -> None:
         _positive_int("tpu", "num_cores", self.num_cores)
