@@ -1,0 +1,203 @@
+"""Training and evaluation through TPUEstimator on CPU, on tiny real data."""
+
+from __future__ import annotations
+
+import glob
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import plugin_model
+import reference_metrics
+import synthetic
+from estimator_lib import estimator, inputs, records
+from estimator_lib.config import JobConfig, ModelConfig, OptimizerConfig, TPUSettings, TrainingConfig
+
+ModeKeys = tf.estimator.ModeKeys
+
+
+def make_job(**training) -> JobConfig:
+    base = dict(train_steps=300, save_checkpoints_steps=100, train_batch_size=64, eval_batch_size=64)
+    base.update(training)
+    return JobConfig(tpu=TPUSettings(iterations_per_loop=50), training=TrainingConfig(**base))
+
+
+@pytest.fixture(scope="module")
+def datasets(tmp_path_factory):
+    """Train (2000 rows) and eval (1000 rows) splits for each task; eval is not a multiple of 64."""
+    root = tmp_path_factory.mktemp("data")
+    out = {}
+    for task in ("binary", "multiclass", "regression"):
+        schema = synthetic.make_schema(task)
+        train, _ = synthetic.write_dataset(str(root / task / "train"), synthetic.make_rows(2000, 1, task), schema, 3)
+        evals, _ = synthetic.write_dataset(str(root / task / "eval"), synthetic.make_rows(1000, 2, task), schema, 2)
+        out[task] = (schema, train, evals)
+    return out
+
+
+@pytest.fixture(scope="module")
+def trained(datasets, tmp_path_factory):
+    """One trained model per task (300 steps)."""
+    models = {}
+    for task, (schema, train, _) in datasets.items():
+        model_dir = str(tmp_path_factory.mktemp(f"model_{task}"))
+        estimator.train(make_job(), schema, train, model_dir)
+        models[task] = model_dir
+    return models
+
+
+def real_rows_logits_and_labels(job, schema, model_dir, pattern):
+    """Predicts every eval row (padded batches), drops padding, and returns (labels, logits) in file order."""
+    est = estimator.build_estimator(job, schema, model_dir)
+    input_fn = inputs.predict_input_fn_builder(pattern, schema)
+    logits, index = [], []
+    for batch in est.predict(input_fn, yield_single_examples=False):
+        real = batch["is_padding"] == 0
+        if "logits" in batch:
+            logits.append(batch["logits"][real])
+        else:
+            logits.append(((batch["predictions"][real] - schema.label.mean) / schema.label.std)[:, None])
+        index.append(batch["example_index"][real])
+    rows = [records.decode_example(r, schema) for r in records.read_tfrecords(inputs.resolve_files(pattern))]
+    if schema.label.task == "classification":
+        labels = np.array([schema.label.classes.index(r["target"]) for r in rows])
+    else:
+        labels = np.array([r["target"] for r in rows], dtype=np.float64)
+    np.testing.assert_array_equal(np.concatenate(index), np.arange(len(rows)))
+    return labels, np.concatenate(logits)
+
+
+def test_training_lowers_the_loss_and_resumes(datasets, tmp_path):
+    schema, train, evals = datasets["binary"]
+    model_dir = str(tmp_path / "model")
+    first = estimator.train(make_job(train_steps=1), schema, train, model_dir)
+    before = estimator.evaluate(make_job(), schema, evals, model_dir).metrics["mean_loss"]
+    second = estimator.train(make_job(train_steps=200), schema, train, model_dir)
+    after = estimator.evaluate(make_job(), schema, evals, model_dir)
+    assert (first.global_step, second.global_step) == (1, 200)
+    assert after.metrics["mean_loss"] < 0.6 * before
+    assert after.metrics["accuracy"] > 0.85
+
+
+@pytest.mark.parametrize("task", ["binary", "multiclass", "regression"])
+@pytest.mark.parametrize("eval_batch_size", [64, 2048])
+def test_metrics_ignore_padding_and_match_numpy(datasets, trained, task, eval_batch_size):
+    schema, _, evals = datasets[task]
+    job = make_job(eval_batch_size=eval_batch_size, predict_batch_size=eval_batch_size)
+    result = estimator.evaluate(job, schema, evals, trained[task])
+    assert (result.num_examples, result.steps) == (1000, 16 if eval_batch_size == 64 else 1)
+    labels, logits = real_rows_logits_and_labels(job, schema, trained[task], evals)
+    if task == "binary":
+        expected = reference_metrics.binary(labels, logits)
+    elif task == "multiclass":
+        expected = reference_metrics.multiclass(labels, logits, schema.label.classes)
+    else:
+        expected = reference_metrics.regression(labels, logits, schema.label.mean, schema.label.std)
+    assert sorted(result.metrics) == sorted(expected)
+    for name, value in expected.items():
+        assert result.metrics[name] == pytest.approx(value, rel=1e-5, abs=1e-5), name
+
+
+def _variables(model_dir):
+    checkpoint = tf.train.latest_checkpoint(model_dir)
+    return {name: tf.train.load_variable(checkpoint, name) for name, _ in tf.train.list_variables(checkpoint)}
+
+
+def test_same_seed_gives_bitwise_identical_variables(datasets, tmp_path):
+    schema, train, _ = datasets["multiclass"]
+    job = make_job(train_steps=100)
+    runs = {}
+    for name, seed in (("a", 7), ("b", 7), ("c", 8)):
+        model_dir = str(tmp_path / name)
+        estimator.train(job.with_overrides({"training.seed": seed}), schema, train, model_dir)
+        runs[name] = _variables(model_dir)
+    assert sorted(runs["a"]) == sorted(runs["b"])
+    for name in runs["a"]:
+        assert runs["a"][name].tobytes() == runs["b"][name].tobytes(), name
+    kernel = "dnn/hidden_0/kernel"
+    assert runs["a"][kernel].tobytes() != runs["c"][kernel].tobytes()
+
+
+def test_successive_train_calls_do_not_replay_the_shuffle_order(datasets, tmp_path):
+    schema, train, _ = datasets["binary"]
+    input_fn = inputs.train_input_fn_builder(train, schema, seed=3, shuffle_buffer_size=100, model_dir=None)
+
+    def first_batch_x1(fn):
+        features, _ = next(iter(fn({"batch_size": 8})))
+        return features["f_x_1"].numpy()
+
+    same = inputs.train_input_fn_builder(train, schema, seed=3, shuffle_buffer_size=100, model_dir=None)
+    np.testing.assert_array_equal(first_batch_x1(input_fn), first_batch_x1(same))
+    model_dir = str(tmp_path / "m")
+    estimator.train(make_job(train_steps=5, save_checkpoints_steps=50), schema, train, model_dir)
+    resumed = inputs.train_input_fn_builder(train, schema, seed=3, shuffle_buffer_size=100, model_dir=model_dir)
+    assert inputs.start_step(model_dir) == 5
+    assert not np.array_equal(first_batch_x1(input_fn), first_batch_x1(resumed))
+
+
+def test_plugin_model_trains_and_every_batch_is_static_and_full(datasets, tmp_path):
+    schema, train, evals = datasets["binary"]
+    plugin_model.SEEN.clear()
+    job = make_job(train_steps=50, save_checkpoints_steps=50, eval_batch_size=32, predict_batch_size=16)
+    job = job.with_overrides({"model.family": "plugin_model:tiny_logits"})
+    model_dir = str(tmp_path / "plugin")
+    estimator.train(job, schema, train, model_dir)
+    result = estimator.evaluate(job, schema, evals, model_dir)
+    predictions = list(
+        estimator.build_estimator(job, schema, model_dir).predict(
+            inputs.predict_input_fn_builder(evals, schema), yield_single_examples=False
+        )
+    )
+    assert "plugin_w" in dict(tf.train.list_variables(model_dir))
+    assert result.metrics["accuracy"] > 0.6
+    assert sum(int((p["is_padding"] == 0).sum()) for p in predictions) == 1000
+    batch = {ModeKeys.TRAIN: 64, ModeKeys.EVAL: 32, ModeKeys.PREDICT: 16}
+    modes = {mode for mode, *_ in plugin_model.SEEN}
+    assert modes == set(batch)
+    for mode, key, shape, dtype in plugin_model.SEEN:
+        assert shape == [batch[mode]], (mode, key, shape)
+        assert dtype in ("float32", "int32"), (mode, key, dtype)
+
+
+def test_host_call_writes_summaries(datasets, trained):
+    events = glob.glob(os.path.join(trained["binary"], "events.out.tfevents.*"))
+    tags = set()
+    for path in events:
+        for event in tf.compat.v1.train.summary_iterator(path):
+            tags.update(v.tag for v in event.summary.value)
+    assert {"loss", "learning_rate", "global_step"} <= tags
+
+
+def test_warm_start_initialises_from_a_trained_model(datasets, trained, tmp_path):
+    schema, train, _ = datasets["binary"]
+    source = _variables(trained["binary"])
+    job = make_job(train_steps=1, save_checkpoints_steps=50).with_overrides(
+        {"training.warm_start_from": trained["binary"], "training.optimizer": {"name": "sgd", "learning_rate": 1e-12}}
+    )
+    model_dir = str(tmp_path / "warm")
+    estimator.train(job, schema, train, model_dir)
+    warm = _variables(model_dir)
+    for name in ("dnn/hidden_0/kernel", "dnn/logits/kernel", "dnn/embeddings/f_colour"):
+        np.testing.assert_allclose(warm[name], source[name], atol=1e-6)
+    cold_dir = str(tmp_path / "cold")
+    estimator.train(make_job(train_steps=1, save_checkpoints_steps=50), schema, train, cold_dir)
+    assert not np.allclose(_variables(cold_dir)["dnn/hidden_0/kernel"], source["dnn/hidden_0/kernel"])
+
+
+def test_warm_start_from_an_incompatible_model_names_the_variable(datasets, trained, tmp_path):
+    schema, train, _ = datasets["binary"]
+    job = make_job(train_steps=1, save_checkpoints_steps=50).with_overrides(
+        {"training.warm_start_from": trained["binary"], "model.hidden_units": [16]}
+    )
+    with pytest.raises(ValueError, match=r"dnn/hidden_0/kernel has shape \[\d+, 16\] here but \[\d+, 64\] there"):
+        estimator.train(job, schema, train, str(tmp_path / "bad"))
+
+
+def test_linear_family_trains(datasets, tmp_path):
+    schema, train, evals = datasets["regression"]
+    job = make_job(train_steps=200).with_overrides({"model.family": "linear"})
+    estimator.train(job, schema, train, str(tmp_path / "lin"))
+    result = estimator.evaluate(job, schema, evals, str(tmp_path / "lin"))
+    assert result.metrics["rmse"] < 10.0  # label std is ~25; the rule is linear plus noise 3
