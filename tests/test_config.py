@@ -1,0 +1,104 @@
+"""Configs: validation at construction with fix-it messages, JSON round trip, overrides."""
+
+from __future__ import annotations
+
+import pytest
+
+import synthetic
+from estimator_lib.config import (
+    ConfigError,
+    JobConfig,
+    ModelConfig,
+    OptimizerConfig,
+    TPUSettings,
+    TrainingConfig,
+    parse_override,
+)
+from estimator_lib.model_fn import build_model_fn
+
+TPU8 = TPUSettings(use_tpu=True, tpu_name="local", num_cores=8, iterations_per_loop=100)
+
+
+def test_json_round_trip_is_exact():
+    job = JobConfig(
+        tpu=TPU8,
+        training=TrainingConfig(train_batch_size=128, optimizer=OptimizerConfig(name="momentum", schedule="cosine_decay")),
+        model=ModelConfig(family="dnn", features=("x 1", "colour"), hidden_units=(32, 16), hparams={"a": [1, 2]}),
+    )
+    again = JobConfig.from_json(job.to_json())
+    assert again == job
+    assert again.model.features == ("x 1", "colour") and again.model.hidden_units == (32, 16)
+
+
+def test_indivisible_global_batch_is_rejected_with_the_fix():
+    with pytest.raises(ConfigError) as e:
+        JobConfig(tpu=TPU8, training=TrainingConfig(train_batch_size=12))
+    assert str(e.value) == (
+        "training.train_batch_size=12 is not divisible by tpu.num_cores=8 (the TPU replicas): "
+        "use a multiple of 8, e.g. 8"
+    )
+    with pytest.raises(ConfigError, match=r"training.eval_batch_size=100 is not divisible by tpu.num_cores=8"):
+        JobConfig(tpu=TPU8, training=TrainingConfig(eval_batch_size=100))
+    assert JobConfig(training=TrainingConfig(train_batch_size=12)).training.train_batch_size == 12  # CPU: 1 replica
+
+
+def test_checkpoint_cadence_must_be_a_multiple_of_iterations_per_loop():
+    with pytest.raises(ConfigError) as e:
+        JobConfig(tpu=TPUSettings(iterations_per_loop=100), training=TrainingConfig(save_checkpoints_steps=250))
+    assert str(e.value) == (
+        "training.save_checkpoints_steps=250 is not a multiple of tpu.iterations_per_loop=100: checkpoints are "
+        "only written between TPU loops; use a multiple of 100, e.g. 200"
+    )
+
+
+def test_unknown_model_family_is_rejected():
+    with pytest.raises(ConfigError, match=r"model.family='boosted_trees' is unknown; use one of \('linear', 'dnn'\)"):
+        ModelConfig(family="boosted_trees")
+
+
+def test_unknown_feature_is_rejected_when_the_model_fn_is_built():
+    job = JobConfig(model=ModelConfig(features=("x 1", "wingspan")))
+    with pytest.raises(ConfigError) as e:
+        build_model_fn(synthetic.make_schema("binary"), job)
+    assert "model.features: unknown feature 'wingspan'; the schema has: ['x 1', 'x-2', 'colour']" in str(e.value)
+
+
+def test_unloadable_plugin_is_rejected_when_the_model_fn_is_built():
+    job = JobConfig(model=ModelConfig(family="no_such_module:fn"))
+    with pytest.raises(ValueError, match=r"cannot import module 'no_such_module'"):
+        build_model_fn(synthetic.make_schema("binary"), job)
+    with pytest.raises(ValueError, match=r"module 'plugin_model' has no function 'nope'"):
+        build_model_fn(synthetic.make_schema("binary"), JobConfig(model=ModelConfig(family="plugin_model:nope")))
+
+
+@pytest.mark.parametrize(
+    "build, message",
+    [
+        (lambda: TPUSettings(use_tpu=True), "tpu.tpu_name is required when tpu.use_tpu=True; use 'local'"),
+        (lambda: TPUSettings(num_cores=0), "tpu.num_cores=0 must be a positive integer"),
+        (lambda: TPUSettings(per_host_input="PER_HOST_V9"), "tpu.per_host_input='PER_HOST_V9' is not one of"),
+        (lambda: OptimizerConfig(name="lion"), "optimizer.name='lion' is unknown; use one of"),
+        (lambda: OptimizerConfig(learning_rate=0), "optimizer.learning_rate=0 must be a number > 0"),
+        (lambda: TrainingConfig(train_steps=-5), "training.train_steps=-5 must be a positive integer"),
+        (lambda: TrainingConfig(seed=-1), "training.seed=-1 must be an integer in [0, 2**31)"),
+        (lambda: ModelConfig(dropout=1.0), "model.dropout=1.0 must be in [0, 1)"),
+        (lambda: ModelConfig(hidden_units=(0,)), "model.hidden_units=[0] must be positive integers"),
+        (lambda: JobConfig.from_dict({"training": {"steps": 3}}), "unknown field(s) ['steps'] in TrainingConfig"),
+    ],
+)
+def test_bad_values_name_the_field(build, message):
+    with pytest.raises(ConfigError) as e:
+        build()
+    assert message in str(e.value)
+
+
+def test_overrides_make_validated_variants():
+    job = JobConfig()
+    variant = job.with_overrides(dict([parse_override("training.train_steps=250"), parse_override("model.family=linear")]))
+    assert (variant.training.train_steps, variant.model.family) == (250, "linear")
+    assert job.training.train_steps == 1000  # frozen original unchanged
+    with pytest.raises(ConfigError, match=r"--set training.stepz: unknown field 'stepz'"):
+        job.with_overrides({"training.stepz": 1})
+    with pytest.raises(ConfigError, match=r"not divisible by tpu.num_cores=8"):
+        job.with_overrides({"tpu.use_tpu": True, "tpu.tpu_name": "local", "training.train_batch_size": 20})
+    assert parse_override("model.hidden_units=[8, 4]") == ("model.hidden_units", [8, 4])
