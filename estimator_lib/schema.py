@@ -38,6 +38,10 @@ CLASSIFICATION = "classification"
 REGRESSION = "regression"
 
 
+# Letters that NFKD does not decompose into ASCII.
+_TRANSLITERATE = str.maketrans({"ß": "ss", "æ": "ae", "Æ": "AE", "ø": "o", "Ø": "O", "œ": "oe", "ł": "l", "đ": "d"})
+
+
 class SchemaError(ValueError):
     """The schema, or data checked against it, is invalid; the message names the feature."""
 
@@ -48,7 +52,8 @@ def safe_key(name: str, taken: Iterable[str] = ()) -> str:
     >>> safe_key("Body Mass (g)")
     'f_body_mass_g'
     """
-    ascii_name = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode("ascii")
+    folded = name.translate(_TRANSLITERATE)
+    ascii_name = unicodedata.normalize("NFKD", folded).encode("ascii", "ignore").decode("ascii")
     base = "f_" + (re.sub(r"[^a-z0-9]+", "_", ascii_name.lower()).strip("_") or "feature")
     taken = set(taken)
     key, n = base, 2

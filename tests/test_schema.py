@@ -15,7 +15,7 @@ from estimator_lib.schema import CATEGORICAL, NUMERIC, FeatureSpec, LabelSpec, S
     [
         ("Body Mass (g)", (), "f_body_mass_g"),
         ("bill_length_mm", (), "f_bill_length_mm"),
-        ("Größe", (), "f_groe"),
+        ("Größe", (), "f_grosse"),
         ("Café Noir", (), "f_cafe_noir"),
         ("温度", (), "f_feature"),
         ("a-b", ("f_a_b",), "f_a_b_2"),
