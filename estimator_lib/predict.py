@@ -1,0 +1,634 @@
+"""Batch prediction to sharded JSON Lines, from a checkpoint (TPUEstimator) or an exported SavedModel.
+
+Checkpoint path (`batch_predict`), what runs where:
+  * host CPU, input pipeline: the prepared TFRecords, in file order, padded with empty Examples to whole
+    predict batches (`inputs.predict_input_fn_builder`); each row carries `is_padding` (float32, 1.0 for
+    padding) and `example_index` (int32, its position in the input). TPUs need one static batch shape, so
+    the last batch is padded rather than short.
+  * TPU (or CPU with use_tpu=False): the model. The example key is a string and cannot pass through a TPU
+    computation, so only `example_index` and `is_padding` travel with the predictions.
+  * host CPU, here: the predict generator is consumed whole batch by whole batch
+    (`yield_single_examples=False`). Each batch is checked (real rows are exactly the next input positions,
+    padding only after the last real row), padding is dropped, and the rows are joined to their keys and
+    passthrough columns, read by a second, parallel pass over the same records in the same order that
+    parses only those columns. Rows are formatted a batch at a time (one string format per batch, no
+    per-row `json.dumps`).
+
+SavedModel path (`predict_from_saved_model`): the CPU (`serve`) meta graph's `predict` signature is called
+inside the tf.data pipeline on batches of serialized Examples, so keys come from the same batch; no
+checkpoint or estimator is needed.
+
+Output (both paths): `output_dir/predictions-SSSSS-of-NNNNN.jsonl` holding consecutive ranges of the input
+(reading the shards in name order gives input order) and `manifest.json` (row count, per-shard rows and
+sha256). Everything is written to a staging directory and published with `storage.publish_directory`, so
+`output_dir` is either absent, a previous complete output, or this complete output (`storage.is_committed`),
+locally and on gs://. One JSON object per input row:
+  {"key": ..., <passthrough column>: value or null, ...,
+   "class": name, "class_id": int, "probabilities": {name: p, ...}}      (classification)
+   "value": float                                                       (regression)
+Floats from the model are written with 9 significant digits (exact for float32).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import queue
+import shutil
+import threading
+from json.encoder import encode_basestring as _json_string
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+from estimator_lib import inputs, storage
+from estimator_lib.config import JobConfig
+from estimator_lib.inputs import Patterns
+from estimator_lib.schema import (
+    CLASSIFICATION,
+    INDEX_FEATURE,
+    KEY_FEATURE,
+    LABEL_KEY,
+    NUMERIC,
+    PADDING_FEATURE,
+    Schema,
+)
+
+MANIFEST = "manifest.json"
+KEY_FIELD = "key"
+CLASSIFICATION_FIELDS = ("class", "class_id", "probabilities")
+REGRESSION_FIELDS = ("value",)
+_AUTOTUNE = tf.data.AUTOTUNE
+_QUEUE_DEPTH = 8
+Batch = Dict[str, np.ndarray]
+
+
+class PredictionError(RuntimeError):
+    """Predictions do not line up with the input (order, count, padding) or are not finite."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PredictResult:
+    """A committed prediction output.
+
+    Attributes:
+      output_dir: where the JSONL shards and manifest.json were committed.
+      count: rows written (one per input row; padding excluded).
+      shards: shard file URIs, in input order.
+      manifest: what manifest.json holds: "count", "shards" [{"file", "rows", "bytes", "sha256"}], "fields",
+        "source" (checkpoint or SavedModel), "inputs".
+    """
+
+    output_dir: str
+    count: int
+    shards: Tuple[str, ...]
+    manifest: Dict[str, Any]
+
+
+# -- columns read on the host ---------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class _Column:
+    """A passthrough column: its original name, the record feature holding it and how to render it."""
+
+    name: str
+    feature: str  # key in the tf.train.Example
+    render: str  # "float", "string", "int_text", "class_name" or "key"
+
+
+def _passthrough_columns(schema: Schema, names: Sequence[str]) -> Tuple[_Column, ...]:
+    """Resolves the requested passthrough columns (original names) against the schema."""
+    reserved = {KEY_FIELD} | set(
+        CLASSIFICATION_FIELDS if schema.label.task == CLASSIFICATION else REGRESSION_FIELDS
+    )
+    known: Dict[str, _Column] = {}
+    for f in schema.features:
+        render = "float" if f.kind == NUMERIC else ("int_text" if f.value_type == "int" else "string")
+        known[f.name] = _Column(f.name, f.key, render)
+    label_render = "class_name" if schema.label.task == CLASSIFICATION else "float"
+    known[schema.label.name] = _Column(schema.label.name, LABEL_KEY, label_render)
+    if schema.key_column:
+        known[schema.key_column] = _Column(schema.key_column, KEY_FEATURE, "key")
+    columns = []
+    for name in names:
+        if name not in known:
+            raise ValueError(
+                f"passthrough column {name!r} is not in the schema; use original column names from: {sorted(known)}"
+            )
+        if name in reserved:
+            raise ValueError(
+                f"passthrough column {name!r} collides with the output field of the same name "
+                f"{sorted(reserved)}; leave it out (the key is always written as {KEY_FIELD!r})"
+            )
+        columns.append(known[name])
+    if len({c.name for c in columns}) != len(columns):
+        raise ValueError(f"passthrough={list(names)} lists a column twice")
+    return tuple(columns)
+
+
+def _host_parse_fn(columns: Sequence[_Column], schema: Schema):
+    """tf.data map function: serialized [B] -> {"key": string [B], column: (value [B], present bool [B])}.
+
+    Passthrough values are read without imputation: a missing value stays missing (null in the output).
+    """
+    dtypes = {"float": tf.float32, "string": tf.string, "int_text": tf.string, "key": tf.string}
+    label_dtype = tf.int64 if schema.label.task == CLASSIFICATION else tf.float32
+    dtypes["class_name"] = label_dtype
+    spec: Dict[str, Any] = {KEY_FEATURE: tf.io.FixedLenFeature([], tf.string, default_value="")}
+    for c in columns:
+        spec.setdefault(c.feature, tf.io.RaggedFeature(dtypes[c.render]))
+
+    def parse(serialized: tf.Tensor) -> Dict[str, Any]:
+        parsed = tf.io.parse_example(serialized, spec)
+        out: Dict[str, Any] = {KEY_FEATURE: parsed[KEY_FEATURE]}
+        for c in columns:
+            value = parsed[c.feature]
+            if c.feature == KEY_FEATURE:
+                out[c.name] = (value, tf.ones_like(value, tf.bool))
+            else:
+                out[c.name] = (value.to_tensor(shape=[None, 1])[:, 0], value.row_lengths() > 0)
+        return out
+
+    return parse
+
+
+def _host_columns(files: List[str], columns: Sequence[_Column], schema: Schema, batch_size: int) -> tf.data.Dataset:
+    """The second host-side pass: keys and passthrough columns of the same records, in the same order."""
+    dataset = tf.data.TFRecordDataset(files).batch(batch_size)
+    return dataset.map(_host_parse_fn(columns, schema), num_parallel_calls=_AUTOTUNE).prefetch(_AUTOTUNE)
+
+
+class _RowBuffer:
+    """Hands out host-side rows in the counts the prediction batches need (batches may not align)."""
+
+    def __init__(self, batches: Iterator[Dict[str, Any]]):
+        self._batches = batches
+        self._pending: List[Dict[str, Any]] = []
+        self._available = 0
+
+    def take(self, n: int) -> Dict[str, Any]:
+        while self._available < n:
+            batch = next(self._batches, None)
+            if batch is None:
+                raise PredictionError(
+                    f"the model returned more real rows than the host pass read ({self._available} left, "
+                    f"{n} needed): the input files changed while predicting; rerun on a stable input"
+                )
+            self._pending.append(batch)
+            self._available += len(batch[KEY_FEATURE])
+        merged = self._pending[0] if len(self._pending) == 1 else _concat(self._pending)
+        taken, rest = _split(merged, n)
+        self._pending = [rest] if len(rest[KEY_FEATURE]) else []
+        self._available -= n
+        return taken
+
+    def assert_exhausted(self) -> None:
+        if self._available or next(self._batches, None) is not None:
+            raise PredictionError(
+                "the host pass read more rows than the model predicted: the input files changed while "
+                "predicting; rerun on a stable input"
+            )
+
+
+def _concat(batches: List[Dict[str, Any]]) -> Dict[str, Any]:
+    out: Dict[str, Any] = {}
+    for name, first in batches[0].items():
+        if isinstance(first, tuple):
+            out[name] = tuple(np.concatenate([b[name][i] for b in batches]) for i in range(len(first)))
+        else:
+            out[name] = np.concatenate([b[name] for b in batches])
+    return out
+
+
+def _split(batch: Dict[str, Any], n: int) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    head: Dict[str, Any] = {}
+    tail: Dict[str, Any] = {}
+    for name, value in batch.items():
+        if isinstance(value, tuple):
+            head[name], tail[name] = tuple(v[:n] for v in value), tuple(v[n:] for v in value)
+        else:
+            head[name], tail[name] = value[:n], value[n:]
+    return head, tail
+
+
+# -- padding and order checks ---------------------------------------------------------------------------------
+def real_rows(prediction_batches: Iterator[Batch], count: int) -> Iterator[Batch]:
+    """Drops padding from whole prediction batches, checking order and count on the way.
+
+    Args:
+      prediction_batches: dicts of numpy arrays [B, ...] holding `is_padding` float32 [B] and
+        `example_index` int32 [B] next to the model outputs (`yield_single_examples=False`).
+      count: real rows in the input.
+
+    Yields:
+      The same dicts restricted to real rows, without the two marker arrays.
+
+    Raises:
+      PredictionError: a real row is not the next input position, padding is not after the last real row,
+        or the total differs from `count`.
+    """
+    expected = 0
+    for batch in prediction_batches:
+        index, padding = batch[INDEX_FEATURE], batch[PADDING_FEATURE]
+        real = padding == 0.0
+        n = int(real.sum())
+        if not np.array_equal(real, index < count) or not np.array_equal(
+            index[real], np.arange(expected, expected + n)
+        ):
+            raise PredictionError(
+                f"prediction batch out of order: expected real rows {expected}..{expected + n - 1} then "
+                f"padding (index >= {count}), got example_index={index.tolist()} is_padding={padding.tolist()}"
+            )
+        expected += n
+        outputs = {k: v for k, v in batch.items() if k not in (INDEX_FEATURE, PADDING_FEATURE)}
+        if n:
+            yield outputs if n == len(real) else {k: v[real] for k, v in outputs.items()}
+    if expected != count:
+        raise PredictionError(f"the model returned {expected} real rows for {count} input rows")
+
+
+# -- JSON Lines formatting ------------------------------------------------------------------------------------
+def _field(name: str, placeholder: str) -> str:
+    """'"name": %s' with the name JSON-encoded and any "%" in it escaped for %-formatting."""
+    return _json_string(name).replace("%", "%%") + ": " + placeholder
+
+
+class _RowFormatter:
+    """Formats a batch of rows as JSON Lines with one `%` format per batch.
+
+    Field names and class names are encoded once; model floats use "%.9g" (round-trips float32).
+    """
+
+    def __init__(self, schema: Schema, columns: Sequence[_Column]):
+        self._schema = schema
+        self._columns = tuple(columns)
+        self._classification = schema.label.task == CLASSIFICATION
+        self._class_names = np.array([_json_string(c) for c in schema.label.classes], dtype=object)
+        names = [KEY_FIELD] + [c.name for c in columns]
+        parts = [_field(n, "%s") for n in names]
+        if self._classification:
+            probs = ", ".join(_field(c, "%.9g") for c in schema.label.classes)
+            parts += [_field("class", "%s"), _field("class_id", "%d"), _field("probabilities", "{" + probs + "}")]
+        else:
+            parts.append(_field("value", "%.9g"))
+        self._template = "{" + ", ".join(parts) + "}\n"
+        self.fields = tuple(names) + (CLASSIFICATION_FIELDS if self._classification else REGRESSION_FIELDS)
+
+    def format(self, host: Dict[str, Any], outputs: Batch) -> str:
+        """host: key bytes [n] and passthrough (value, present) [n]; outputs: the model's arrays [n, ...]."""
+        n = len(host[KEY_FEATURE])
+        if n == 0:
+            return ""
+        cols: List[Sequence[Any]] = [[_json_string(k.decode("utf-8")) for k in host[KEY_FEATURE]]]
+        cols += [self._render(c, *host[c.name]) for c in self._columns]
+        cols += self._output_columns(outputs, host[KEY_FEATURE])
+        return (self._template * n) % tuple(v for row in zip(*cols) for v in row)
+
+    def _render(self, column: _Column, values: np.ndarray, present: np.ndarray) -> List[str]:
+        if column.render == "float":
+            return np.where(present, values.astype(str), "null").tolist()
+        if column.render == "class_name":
+            ids = np.clip(values, 0, len(self._class_names) - 1)
+            return np.where(present, self._class_names[ids], "null").tolist()
+        out = []
+        for value, ok in zip(values.tolist(), present.tolist()):
+            text = value.decode("utf-8") if ok else None
+            if text is None:
+                out.append("null")
+            elif column.render == "int_text" and text.lstrip("-").isdigit():
+                out.append(str(int(text)))
+            else:
+                out.append(_json_string(text))
+        return out
+
+    def _output_columns(self, outputs: Batch, keys: np.ndarray) -> List[Sequence[Any]]:
+        values = outputs["probabilities"] if self._classification else outputs["predictions"]
+        finite = np.isfinite(values).reshape(len(keys), -1).all(axis=1)
+        if not finite.all():
+            bad = keys[~finite][:5]
+            raise PredictionError(f"the model returned non-finite outputs for keys {[k.decode() for k in bad]}")
+        if not self._classification:
+            return [values.astype(np.float64).reshape(-1).tolist()]
+        class_ids = outputs["class_ids"]
+        probs = values.astype(np.float64)
+        return [self._class_names[class_ids].tolist(), class_ids.tolist()] + [
+            probs[:, k].tolist() for k in range(probs.shape[1])
+        ]
+
+
+# -- sharded, checksummed, atomically published output -------------------------------------------------------
+def shard_name(index: int, num_shards: int) -> str:
+    return f"predictions-{index:05d}-of-{num_shards:05d}.jsonl"
+
+
+class _ShardWriter:
+    """Writes `count` rows into `num_shards` files of consecutive rows (sizes differ by at most one)."""
+
+    def __init__(self, directory: str, count: int, num_shards: int):
+        self._directory = directory
+        self._num_shards = num_shards
+        self._sizes = shard_sizes(count, num_shards)
+        self._shard = -1
+        self._left = 0
+        self._file = None
+        self._hash = hashlib.sha256()
+        self._bytes = 0
+        self.shards: List[Dict[str, Any]] = []
+        self._next_shard()
+
+    def _next_shard(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self.shards.append(
+                {
+                    "file": shard_name(self._shard, self._num_shards),
+                    "rows": self._sizes[self._shard],
+                    "bytes": self._bytes,
+                    "sha256": self._hash.hexdigest(),
+                }
+            )
+        self._shard += 1
+        if self._shard < self._num_shards:
+            path = os.path.join(self._directory, shard_name(self._shard, self._num_shards))
+            self._file = open(path, "wb", buffering=1 << 20)
+            self._hash, self._bytes, self._left = hashlib.sha256(), 0, self._sizes[self._shard]
+        else:
+            self._file = None
+
+    def rows_until_next_shard(self) -> int:
+        while self._file is not None and self._left == 0:
+            self._next_shard()
+        return self._left
+
+    def write(self, text: str, rows: int) -> None:
+        data = text.encode("utf-8")
+        self._file.write(data)
+        self._hash.update(data)
+        self._bytes += len(data)
+        self._left -= rows
+
+    def close(self) -> List[Dict[str, Any]]:
+        while self._file is not None:
+            if self._left:
+                raise PredictionError(f"shard {self._shard} is {self._left} row(s) short of its planned size")
+            self._next_shard()
+        return self.shards
+
+
+def _write_rows(
+    joined: Iterator[Tuple[Dict[str, Any], Batch]], formatter: _RowFormatter, writer: _ShardWriter
+) -> int:
+    """Formats and writes joined (host columns, outputs) batches, splitting them at shard boundaries."""
+    written = 0
+    for host, outputs in joined:
+        start, n = 0, len(host[KEY_FEATURE])
+        while start < n:
+            take = min(n - start, writer.rows_until_next_shard())
+            if take == 0:
+                raise PredictionError(f"more rows than the {written} planned ones arrived")
+            end = start + take
+            part_host, _ = _split(host, end) if start == 0 else _split(_split(host, start)[1], take)
+            part_out = {k: v[start:end] for k, v in outputs.items()}
+            writer.write(formatter.format(part_host, part_out), take)
+            written, start = written + take, end
+    return written
+
+
+def _check_num_shards(num_shards: int) -> None:
+    if not isinstance(num_shards, int) or isinstance(num_shards, bool) or num_shards < 1:
+        raise ValueError(f"num_shards={num_shards!r} must be a positive integer, e.g. 1")
+
+
+def _publish(
+    joined: Iterator[Tuple[Dict[str, Any], Batch]],
+    formatter: _RowFormatter,
+    count: int,
+    output_dir: str,
+    num_shards: int,
+    provenance: Dict[str, Any],
+) -> PredictResult:
+    """Writes everything into a staging directory, then publishes it as `output_dir` in one commit."""
+    staging = storage.local_staging_dir(output_dir)
+    try:
+        writer = _ShardWriter(staging, count, num_shards)
+        written = _write_rows(joined, formatter, writer)
+        shards = writer.close()
+        if written != count:
+            raise PredictionError(f"wrote {written} rows for {count} input rows")
+        manifest = dict(provenance, format="jsonl", count=count, num_shards=num_shards, shards=shards)
+        manifest["fields"] = list(formatter.fields)
+        storage.write_text(os.path.join(staging, MANIFEST), json.dumps(manifest, indent=2, sort_keys=True))
+        storage.publish_directory(staging, output_dir)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    if not storage.is_committed(output_dir):
+        raise PredictionError(f"published {output_dir!r} but its commit marker is missing")
+    uris = tuple(storage.join(output_dir, s["file"]) for s in shards)
+    return PredictResult(output_dir, count, uris, manifest)
+
+
+# -- reading an output back -----------------------------------------------------------------------------------
+def verify_output(output_dir: str) -> Dict[str, Any]:
+    """Checks a committed prediction output (marker, per-shard rows and sha256); returns its manifest."""
+    if not storage.is_committed(output_dir):
+        raise FileNotFoundError(f"{output_dir!r} holds no committed prediction output; run batch prediction")
+    manifest = json.loads(storage.read_text(storage.join(output_dir, MANIFEST)))
+    for shard in manifest["shards"]:
+        data = storage.read_bytes(storage.join(output_dir, shard["file"]))
+        if hashlib.sha256(data).hexdigest() != shard["sha256"] or data.count(b"\n") != shard["rows"]:
+            raise PredictionError(f"shard {shard['file']} of {output_dir!r} does not match its manifest entry")
+    return manifest
+
+
+def read_predictions(output_dir: str) -> List[Dict[str, Any]]:
+    """All rows of a committed output in input order (verified first). For checks and small outputs."""
+    manifest = verify_output(output_dir)
+    rows: List[Dict[str, Any]] = []
+    for shard in manifest["shards"]:
+        text = storage.read_text(storage.join(output_dir, shard["file"]))
+        rows.extend(json.loads(line) for line in text.splitlines())
+    return rows
+
+
+# -- entry points ---------------------------------------------------------------------------------------------
+def batch_predict(
+    job: JobConfig,
+    schema: Schema,
+    model_dir: str,
+    data: Patterns,
+    output_dir: str,
+    *,
+    num_examples: Optional[int] = None,
+    passthrough: Sequence[str] = (),
+    num_shards: int = 1,
+    checkpoint_path: Optional[str] = None,
+) -> PredictResult:
+    """Predicts every record of `data` with a checkpoint and commits sharded JSON Lines at `output_dir`.
+
+    Args:
+      job: the job config; `training.predict_batch_size` is the (global, static) predict batch.
+      schema: the dataset schema the model was trained with.
+      model_dir: the estimator's model directory.
+      data: prepared TFRecord file patterns (local or gs://), read in sorted file order.
+      output_dir: where to commit the shards and manifest.json (local or gs://); a previous output there is
+        replaced only once this one is complete.
+      num_examples: records in `data` when known (prepare's manifest); counted otherwise. A wrong value fails.
+      passthrough: original column names to copy into each output row (features, the label, the key column).
+      num_shards: output files, each a consecutive range of rows.
+      checkpoint_path: the checkpoint to use; the newest in `model_dir` by default.
+
+    Returns:
+      The committed `PredictResult`.
+    """
+    from estimator_lib.estimator import build_estimator
+
+    columns = _passthrough_columns(schema, passthrough)
+    _check_num_shards(num_shards)
+    files = inputs.resolve_files(data)
+    input_fn = inputs.predict_input_fn_builder(files, schema, num_examples)
+    count = input_fn.num_examples  # type: ignore[attr-defined]
+    estimator = build_estimator(job, schema, model_dir)
+    checkpoint = checkpoint_path or estimator.latest_checkpoint()
+    if checkpoint is None:
+        raise FileNotFoundError(f"no checkpoint in model_dir={model_dir!r} to predict with; train first")
+    batches = estimator.predict(input_fn, yield_single_examples=False, checkpoint_path=checkpoint)
+    # The generator keeps the estimator's graph as this thread's default graph between batches, which would
+    # break the eager host pass; a producer thread also overlaps the model with formatting and writing.
+    batches = _in_background(batches, depth=_QUEUE_DEPTH)
+    host = _host_columns(files, columns, schema, job.training.predict_batch_size).as_numpy_iterator()
+    provenance = {
+        "source": {"kind": "checkpoint", "checkpoint": checkpoint, "model_dir": model_dir},
+        "inputs": files,
+        "passthrough": [c.name for c in columns],
+        "predict_batch_size": job.training.predict_batch_size,
+    }
+    joined = _join(real_rows(batches, count), _RowBuffer(host))
+    return _publish(joined, _RowFormatter(schema, columns), count, output_dir, num_shards, provenance)
+
+
+def _in_background(iterator: Iterator[Any], depth: int) -> Iterator[Any]:
+    """Consumes `iterator` in its own thread (to the end, or closing it when the consumer stops early)
+    and yields its items here; an exception in the thread is re-raised here."""
+    items: "queue.Queue[Tuple[str, Any]]" = queue.Queue(depth)
+    stop = threading.Event()
+
+    def put(kind: str, value: Any) -> None:
+        while not stop.is_set():
+            try:
+                items.put((kind, value), timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    def produce() -> None:
+        try:
+            for item in iterator:
+                put("item", item)
+                if stop.is_set():
+                    break
+            put("end", None)
+        except BaseException as e:  # handed to the consumer, which raises it
+            put("error", e)
+        finally:
+            close = getattr(iterator, "close", None)
+            if close is not None:
+                close()
+
+    thread = threading.Thread(target=produce, name="predict-batches", daemon=True)
+    thread.start()
+    try:
+        while True:
+            kind, value = items.get()
+            if kind == "end":
+                return
+            if kind == "error":
+                raise value
+            yield value
+    finally:
+        stop.set()
+        thread.join()
+
+
+def _join(outputs: Iterator[Batch], host: _RowBuffer) -> Iterator[Tuple[Dict[str, Any], Batch]]:
+    for batch in outputs:
+        n = len(next(iter(batch.values())))
+        yield host.take(n), batch
+    host.assert_exhausted()
+
+
+def predict_from_saved_model(
+    export_dir: str,
+    schema: Schema,
+    data: Patterns,
+    output_dir: str,
+    *,
+    batch_size: int = 256,
+    passthrough: Sequence[str] = (),
+    num_shards: int = 1,
+) -> PredictResult:
+    """Predicts every record of `data` with an exported SavedModel's CPU graph (no checkpoint needed).
+
+    Runs on the host CPU: the `serve` meta graph's `predict` signature is called inside the tf.data pipeline
+    on batches of serialized Examples (the last batch may be short: the CPU graph has a dynamic batch). The
+    output is the same as `batch_predict`'s.
+
+    Args:
+      export_dir: a SavedModel written by `estimator_lib.export.export_model` (local or gs://).
+      schema: the dataset schema (for keys, passthrough columns and class names).
+      batch_size: rows per signature call.
+      Others as for `batch_predict`.
+    """
+    from estimator_lib.export import load_serving_model
+
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size={batch_size!r} must be a positive integer, e.g. 256")
+    columns = _passthrough_columns(schema, passthrough)
+    _check_num_shards(num_shards)
+    files = inputs.resolve_files(data)
+    count = inputs.count_records(files)
+    model = load_serving_model(export_dir)
+    host_parse = _host_parse_fn(columns, schema)
+
+    def predict(serialized: tf.Tensor):
+        outputs = model.signature(examples=serialized)
+        return host_parse(serialized), {k: outputs[k] for k in _output_keys(schema)}
+
+    dataset = tf.data.TFRecordDataset(files).batch(batch_size)
+    dataset = dataset.map(predict, num_parallel_calls=_AUTOTUNE, deterministic=True).prefetch(_AUTOTUNE)
+    provenance = {
+        "source": {"kind": "saved_model", "export_dir": export_dir},
+        "inputs": files,
+        "passthrough": [c.name for c in columns],
+        "predict_batch_size": batch_size,
+    }
+    try:
+        joined = dataset.as_numpy_iterator()
+        return _publish(joined, _RowFormatter(schema, columns), count, output_dir, num_shards, provenance)
+    finally:
+        model.close()
+
+
+def _output_keys(schema: Schema) -> Tuple[str, ...]:
+    return ("class_ids", "probabilities") if schema.label.task == CLASSIFICATION else ("predictions",)
+
+
+def shard_sizes(count: int, num_shards: int) -> List[int]:
+    """Rows per shard: consecutive ranges whose sizes differ by at most one."""
+    base, extra = divmod(count, num_shards)
+    return [base + (1 if i < extra else 0) for i in range(num_shards)]
+
+
+__all__ = [
+    "PredictResult",
+    "PredictionError",
+    "batch_predict",
+    "predict_from_saved_model",
+    "read_predictions",
+    "real_rows",
+    "shard_name",
+    "shard_sizes",
+    "verify_output",
+]
