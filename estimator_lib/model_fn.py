@@ -22,6 +22,7 @@ from estimator_lib.config import ConfigError, JobConfig, OptimizerConfig
 from estimator_lib.models import ModelContext, load_logits_fn
 from estimator_lib.schema import INDEX_FEATURE, PADDING_FEATURE, Schema, SchemaError
 from estimator_lib.warm_start import warm_start_scaffold_fn
+from tensorflow_estimator.python.estimator.tpu import tpu_estimator
 
 ModeKeys = tf.estimator.ModeKeys
 TPUEstimatorSpec = tf.compat.v1.estimator.tpu.TPUEstimatorSpec
@@ -167,6 +168,11 @@ def build_model_fn(schema: Schema, job: JobConfig) -> ModelFn:
 
     def model_fn(features, labels, mode, params, config):
         """The TPUEstimator model_fn; `config` is the estimator's RunConfig (for model_dir)."""
+        if mode == ModeKeys.PREDICT and params.get("use_tpu") and "context" not in params:
+            # Export API v2, `serve,tpu` meta graph: TPUEstimator sets use_tpu (without a TPU context) and
+            # leaves tpu.rewrite + TPUPartitionedCall to us; the inner call builds the plain PREDICT graph.
+            cpu_params = dict(params, use_tpu=False)
+            return tpu_estimator.model_fn_inference_on_tpu(model_fn, features, labels, config, cpu_params)
         ctx = ModelContext(model_schema, job.model, mode, schema.label.num_logits)
         logits = logits_fn(features, ctx)
         head = create_head(logits, labels, schema)
