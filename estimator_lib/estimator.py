@@ -13,7 +13,7 @@ from typing import Dict, Optional
 import numpy as np
 import tensorflow as tf
 
-from estimator_lib import inputs, metrics
+from estimator_lib import inputs, metrics, strict
 from estimator_lib.config import JobConfig
 from estimator_lib.inputs import Patterns
 from estimator_lib.model_fn import build_model_fn
@@ -110,6 +110,8 @@ def train(job: JobConfig, schema: Schema, train_files: Patterns, model_dir: str)
     input_fn = inputs.train_input_fn_builder(
         train_files, schema, job.training.seed, job.training.shuffle_buffer_size, model_dir=model_dir
     )
+    if job.tpu.strict:  # every mode: a model that cannot predict on a TPU should not be trained for one
+        strict.check_model(job, schema, build_model_fn(schema, job), train_input_fn=input_fn)
     estimator.train(input_fn, max_steps=job.training.train_steps)
     checkpoint = estimator.latest_checkpoint()
     return TrainResult(model_dir, inputs.start_step(model_dir), checkpoint)
@@ -137,6 +139,9 @@ def evaluate(
     checkpoint = checkpoint_path or estimator.latest_checkpoint()
     if checkpoint is None:
         raise FileNotFoundError(f"no checkpoint in {model_dir!r} to evaluate; train first")
+    if job.tpu.strict:
+        model_fn = build_model_fn(schema, job)
+        strict.check_model(job, schema, model_fn, eval_input_fn=input_fn, eval_steps=steps, modes=("eval",))
     raw = estimator.evaluate(input_fn, steps=steps, checkpoint_path=checkpoint, name=name)
     step = int(raw.pop("global_step"))
     raw.pop("loss", None)  # averages padded batch losses; "mean_loss" is the exact one
