@@ -1,0 +1,431 @@
+"""Input preparation: CSV or JSON Lines (local or gs://) -> sharded `tf.train.Example` TFRecords, schema,
+statistics, quarantine and a fingerprinted manifest. Runs on the host CPU, before any TPU work.
+
+Two streaming passes over the input, each chunk by chunk on all cores (`prepare_parallel`):
+  1. profile (`prepare_profile`): column types, label values, each row's key hash, hence its split;
+  2. encode (`prepare_encode`): check each row against the decided schema, write good rows, set bad rows
+     aside (or fail on the first), gather training statistics.
+Between them `prepare_plan` decides the schema's shape; after them `prepare_stats` fills in statistics.
+
+Splits are stable: a row's split comes from a hash of its key (the key column, or its content), so preparing
+a superset of the data keeps every old row in its old split. Identical inputs give bitwise identical outputs,
+wherever they are stored and however many workers run.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import os
+import shutil
+from typing import Any, Dict, FrozenSet, Iterator, List, Optional, Sequence, Tuple
+
+from estimator_lib import storage
+from estimator_lib.config import ConfigError
+from estimator_lib.prepare_common import SPLITS, DataError
+from estimator_lib.prepare_encode import ChunkResult, ChunkTask, EncodePlan, encode_chunk
+from estimator_lib.prepare_encode import init_worker as init_encoder
+from estimator_lib.prepare_output import MANIFEST, SCHEMA, QuarantineWriter, ShardWriters, fingerprint
+from estimator_lib.prepare_output import output_fingerprints, write_json
+from estimator_lib.prepare_parallel import ordered_map
+from estimator_lib.prepare_plan import Decisions, decide, encode_plan, find_duplicates, row_place
+from estimator_lib.prepare_profile import Profile, ProfilePlan, profile_chunk
+from estimator_lib.prepare_profile import init_worker as init_profiler
+from estimator_lib.prepare_read import CSV, Chunk, FileScan, InputFile, iter_chunks, resolve_inputs
+from estimator_lib.prepare_stats import Totals, build_schema, notes, summary
+from estimator_lib.schema import CLASSIFICATION, REGRESSION, Schema, read_schema
+
+__all__ = ["DataError", "PrepareConfig", "PrepareResult", "load_prepared", "prepare"]
+
+DEFAULT_MISSING_VALUES = ("", "NA", "N/A", "null", "None")
+FORMAT_VERSION = 1
+
+
+def _check(condition: bool, message: str) -> None:
+    if not condition:
+        raise ConfigError(message)
+
+
+@dataclasses.dataclass(frozen=True)
+class PrepareConfig:
+    """What to prepare and how. Frozen, validated on construction, JSON round trip (`to_dict`/`from_dict`).
+
+    Attributes:
+      data: local paths, gs:// URIs, or globs of either ("*", "?", "[...]").
+      label: the label column (original name).
+      task: "classification" | "regression"; None infers it (text, or few distinct whole numbers ->
+        classification).
+      key_column: a column of unique row keys; None derives keys from each row's content.
+      input_format: "auto" (by extension: .csv; .jsonl/.json/.ndjson) | "csv" | "jsonl".
+      schema_uri: a schema JSON (Schema.to_json format) to enforce instead of inferring types; its statistics
+        are recomputed (given vocabularies and label classes are kept).
+      eval_fraction, test_fraction: expected shares of rows in the eval and test splits.
+      num_shards: TFRecord files per split (at least the number of TPU hosts).
+      bad_rows: "fail" on the first bad row, or "quarantine" bad rows into quarantine.jsonl.
+      max_bad_fraction: with "quarantine", fail anyway when more than this share of rows is bad.
+      missing_values: texts meaning "missing" (after stripping white space); JSON null is always missing.
+      min_numeric_fraction: a column is inferred numeric when at least this share of its values are numbers.
+      max_inferred_classes: a whole-number label with at most this many distinct values is inferred as
+        classification.
+      max_classes: most distinct label values classification accepts.
+      max_vocabulary_size: most values kept in a categorical vocabulary (most frequent first).
+      unknown_columns: with a schema, columns it does not list: "fail" or "ignore" (listed in the manifest).
+      num_workers: worker processes; None uses every core.
+      chunk_bytes: input bytes per chunk of work (part of the output's identity: statistics are summed per
+        chunk).
+    """
+
+    data: Tuple[str, ...]
+    label: str
+    task: Optional[str] = None
+    key_column: Optional[str] = None
+    input_format: str = "auto"
+    schema_uri: Optional[str] = None
+    eval_fraction: float = 0.2
+    test_fraction: float = 0.0
+    num_shards: int = 2
+    bad_rows: str = "fail"
+    max_bad_fraction: float = 0.01
+    missing_values: Tuple[str, ...] = DEFAULT_MISSING_VALUES
+    min_numeric_fraction: float = 0.9
+    max_inferred_classes: int = 20
+    max_classes: int = 1000
+    max_vocabulary_size: int = 10000
+    unknown_columns: str = "fail"
+    num_workers: Optional[int] = None
+    chunk_bytes: int = 1 << 20
+
+    def __post_init__(self) -> None:
+        data = (self.data,) if isinstance(self.data, str) else tuple(self.data)
+        object.__setattr__(self, "data", data)
+        object.__setattr__(self, "missing_values", tuple(self.missing_values))
+        _check(bool(data) and all(isinstance(d, str) and d for d in data), f"data={data!r} must list at least one path")
+        _check(isinstance(self.label, str) and bool(self.label), f"label={self.label!r} must name the label column")
+        _check(self.task in (None, CLASSIFICATION, REGRESSION), f"task={self.task!r} must be None, 'classification' or 'regression'")
+        _check(self.key_column != self.label, f"key_column={self.key_column!r} is the label; use another column or None")
+        _check(self.input_format in ("auto", "csv", "jsonl"), f"input_format={self.input_format!r} must be 'auto', 'csv' or 'jsonl'")
+        self._check_fractions()
+        for name in ("num_shards", "max_inferred_classes", "max_classes", "max_vocabulary_size"):
+            _check_positive_int(name, getattr(self, name))
+        _check(self.num_workers is None or (_is_int(self.num_workers) and self.num_workers > 0), f"num_workers={self.num_workers!r} must be None (all cores) or a positive integer")
+        _check(_is_int(self.chunk_bytes) and self.chunk_bytes >= 1024, f"chunk_bytes={self.chunk_bytes!r} must be an integer >= 1024")
+        _check(self.bad_rows in ("fail", "quarantine"), f"bad_rows={self.bad_rows!r} must be 'fail' or 'quarantine'")
+        _check(self.unknown_columns in ("fail", "ignore"), f"unknown_columns={self.unknown_columns!r} must be 'fail' or 'ignore'")
+        _check(all(isinstance(t, str) for t in self.missing_values), f"missing_values={self.missing_values!r} must be texts")
+
+    def _check_fractions(self) -> None:
+        _check(0 < self.eval_fraction < 1, f"eval_fraction={self.eval_fraction!r} must be in (0, 1), e.g. 0.2")
+        _check(0 <= self.test_fraction < 1, f"test_fraction={self.test_fraction!r} must be in [0, 1)")
+        _check(
+            self.eval_fraction + self.test_fraction < 1,
+            f"eval_fraction + test_fraction = {self.eval_fraction + self.test_fraction} leaves no training rows; "
+            "keep their sum below 1",
+        )
+        _check(0 <= self.max_bad_fraction < 1, f"max_bad_fraction={self.max_bad_fraction!r} must be in [0, 1)")
+        _check(0 < self.min_numeric_fraction <= 1, f"min_numeric_fraction={self.min_numeric_fraction!r} must be in (0, 1]")
+
+    @property
+    def workers(self) -> int:
+        return self.num_workers or os.cpu_count() or 1
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {f.name: list(v) if isinstance(v := getattr(self, f.name), tuple) else v for f in dataclasses.fields(self)}
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> "PrepareConfig":
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        _check(not unknown, f"unknown field(s) {unknown} in PrepareConfig; known fields: {sorted(known)}")
+        return cls(**data)
+
+    def recorded(self, input_names: Sequence[str]) -> Dict[str, Any]:
+        """The config as the manifest records it: locations replaced by input names (outputs must not depend
+        on where files live) and without num_workers (which never changes the output)."""
+        out = self.to_dict()
+        out["data"] = list(input_names)
+        out["schema_uri"] = os.path.basename(self.schema_uri) if self.schema_uri else None
+        out.pop("num_workers")
+        return out
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_positive_int(name: str, value: Any) -> None:
+    _check(_is_int(value) and value > 0, f"{name}={value!r} must be a positive integer")
+
+
+@dataclasses.dataclass(frozen=True)
+class PrepareResult:
+    """A published preparation: where it is, its schema, rows per split, and its manifest."""
+
+    output_dir: str
+    schema: Schema
+    counts: Dict[str, int]
+    manifest: Dict[str, Any]
+
+    def files(self, split: str) -> str:
+        """Glob pattern of a split's TFRecord shards."""
+        if split not in SPLITS:
+            raise ValueError(f"split={split!r} must be one of {SPLITS}")
+        return storage.join(self.output_dir, split, "part-*.tfrecord")
+
+
+def prepare(config: PrepareConfig, output_dir: str) -> PrepareResult:
+    """Prepares `config.data` into `output_dir` (local or gs://), published atomically.
+
+    Raises:
+      DataError: bad input (the message names file, line, column, value and what was expected).
+      ConfigError: a setting is invalid or disagrees with the supplied schema.
+    """
+    inputs = resolve_inputs(config.data, config.input_format)
+    supplied = _supplied_schema(config)
+    staging = storage.local_staging_dir(output_dir)
+    try:
+        schema, counts, manifest = _prepare_into(staging, inputs, supplied, config)
+        storage.publish_directory(staging, output_dir)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return PrepareResult(output_dir, schema, counts, manifest)
+
+
+def load_prepared(output_dir: str) -> PrepareResult:
+    """Reads a published preparation back (schema.json + manifest.json)."""
+    if not storage.is_committed(output_dir):
+        raise FileNotFoundError(
+            f"{output_dir} holds no complete preparation (no {storage.COMMIT_MARKER} marker); run prepare() "
+            "into it first, or check the path"
+        )
+    import json
+
+    manifest = json.loads(storage.read_text(storage.join(output_dir, MANIFEST)))
+    schema = read_schema(storage.join(output_dir, SCHEMA))
+    return PrepareResult(output_dir, schema, dict(manifest["counts"]), manifest)
+
+
+def _supplied_schema(config: PrepareConfig) -> Optional[Schema]:
+    if config.schema_uri is None:
+        return None
+    schema = read_schema(config.schema_uri)
+    _check(
+        schema.label.name == config.label,
+        f"label={config.label!r} differs from the schema's label {schema.label.name!r} ({config.schema_uri}); "
+        "use the same label column",
+    )
+    _check(
+        schema.key_column in (None, config.key_column),
+        f"key_column={config.key_column!r} differs from the schema's key column {schema.key_column!r}; set "
+        f"key_column={schema.key_column!r}",
+    )
+    return schema
+
+
+# -- the two passes -----------------------------------------------------------------------------------------
+def _prepare_into(
+    staging: str, inputs: List[InputFile], supplied: Optional[Schema], config: PrepareConfig
+) -> Tuple[Schema, Dict[str, int], Dict[str, Any]]:
+    profile, chunk_rows, file_starts, scans = _profile(inputs, config)
+    decisions = decide(profile, config, supplied)
+    plan = encode_plan(decisions, config)
+    tasks = _tasks(inputs, config, profile, chunk_rows, file_starts, scans)
+    splits = [s for s, f in zip(SPLITS, (1.0, config.eval_fraction, config.test_fraction)) if f > 0]
+    totals, shard_records = _encode(staging, tasks, plan, splits, profile.rows, config)
+    counts = dict(zip(SPLITS, totals.counts))
+    _check_splits(counts, splits, config)
+    schema = build_schema(decisions, totals, config)
+    with open(os.path.join(staging, SCHEMA), "w", encoding="utf-8", newline="\n") as f:
+        f.write(schema.to_json() + "\n")
+    manifest = _manifest(staging, inputs, scans, file_starts, profile.rows, decisions, schema, totals, shard_records, config)
+    write_json(os.path.join(staging, MANIFEST), manifest)
+    return schema, counts, manifest
+
+
+def _profile(inputs: List[InputFile], config: PrepareConfig) -> Tuple[Profile, List[int], List[int], List[FileScan]]:
+    """Pass 1. Returns the merged profile, rows per chunk, each file's first row index, and the file scans."""
+    plan = ProfilePlan(
+        config.label,
+        config.key_column,
+        frozenset(config.missing_values),
+        config.eval_fraction,
+        config.test_fraction,
+        config.max_classes,
+    )
+    profile, chunk_rows, scans = Profile(), [], []
+    file_starts = [0] * len(inputs)
+    chunks = _checked(iter_chunks(inputs, config.chunk_bytes, scans), config)
+    for chunk, part in ordered_map(profile_chunk, chunks, config.workers, init_profiler, plan):
+        if not chunk_rows or chunk.file_index != _last_file(chunk_rows):
+            _mark_file_start(file_starts, chunk.file_index, profile.rows)
+        profile.merge(part, config.max_classes)
+        chunk_rows.append((chunk.file_index, part.rows))
+    for i in range(1, len(inputs)):  # files without chunks start where the previous one ended
+        file_starts[i] = max(file_starts[i], file_starts[i - 1])
+    return profile, chunk_rows, file_starts, scans
+
+
+def _last_file(chunk_rows: List[Tuple[int, int]]) -> int:
+    return chunk_rows[-1][0]
+
+
+def _mark_file_start(file_starts: List[int], file_index: int, row: int) -> None:
+    for i in range(file_index, len(file_starts)):
+        file_starts[i] = row
+
+
+def _checked(chunks: Iterator[Chunk], config: PrepareConfig) -> Iterator[Chunk]:
+    """Checks each CSV header before its rows are processed: label and key present, same columns everywhere."""
+    first: Optional[Tuple[str, FrozenSet[str]]] = None
+    seen = -1
+    for chunk in chunks:
+        if chunk.fmt == CSV and chunk.file_index != seen:
+            seen = chunk.file_index
+            first = _check_header(chunk, config, first)
+        yield chunk
+
+
+def _check_header(chunk: Chunk, config: PrepareConfig, first: Optional[Tuple[str, FrozenSet[str]]]):
+    header = chunk.columns or ()
+    for role, name in (("label column", config.label), ("key column", config.key_column)):
+        if name is not None and name not in header:
+            raise DataError(f"{chunk.file_name} line 1: {role} {name!r} is not in the header; the columns are {list(header)}")
+    if first is None:
+        return chunk.file_name, frozenset(header)
+    if frozenset(header) != first[1] and config.schema_uri is None:
+        raise DataError(
+            f"{chunk.file_name} line 1: the header's columns differ from {first[0]}'s: missing "
+            f"{sorted(first[1] - set(header))}, extra {sorted(set(header) - first[1])}; all CSV files need the same columns"
+        )
+    return first
+
+
+def _tasks(
+    inputs: List[InputFile],
+    config: PrepareConfig,
+    profile: Profile,
+    chunk_rows: List[Tuple[int, int]],
+    file_starts: List[int],
+    scans: List[FileScan],
+) -> Iterator[ChunkTask]:
+    """Pass-2 tasks: the same chunks again, each with its first row index and its rows' duplicate facts."""
+    repeats = find_duplicates(profile)
+    rows = sorted(repeats)
+    lines = _concat_lines(profile)
+    names = [i.name for i in inputs]
+    rescans: List[FileScan] = []
+    first_row = 0
+    chunks = iter_chunks(inputs, config.chunk_bytes, rescans)
+    for index, chunk in enumerate(chunks):
+        if index >= len(chunk_rows) or chunk_rows[index][0] != chunk.file_index:
+            raise DataError(f"{chunk.file_name} changed while it was being prepared; run again on unchanging input")
+        n = chunk_rows[index][1]
+        mine = rows[bisect.bisect_left(rows, first_row) : bisect.bisect_left(rows, first_row + n)]
+        if config.key_column is None:
+            yield ChunkTask(chunk, first_row, {}, {r: repeats[r][1] for r in mine})
+        else:
+            places = {r: row_place(repeats[r][0], lines, names, file_starts) for r in mine}
+            yield ChunkTask(chunk, first_row, places, {})
+        first_row += n
+    _check_unchanged(scans, rescans, inputs)
+
+
+def _concat_lines(profile: Profile):
+    import numpy as np
+
+    return np.concatenate(profile.lines) if profile.lines else np.zeros(0, np.uint32)
+
+
+def _check_unchanged(scans: List[FileScan], rescans: List[FileScan], inputs: List[InputFile]) -> None:
+    for scan, rescan, item in zip(scans, rescans, inputs):
+        if scan.sha256 != rescan.sha256:
+            raise DataError(f"{item.name} changed while it was being prepared; run again on unchanging input")
+
+
+def _encode(
+    staging: str, tasks: Iterator[ChunkTask], plan: EncodePlan, splits: List[str], total_rows: int, config: PrepareConfig
+) -> Tuple[Totals, Dict[str, int]]:
+    """Pass 2: write good rows to shards, bad rows to quarantine (or fail), merge statistics."""
+    totals = Totals(len(plan.features), max(100_000, 10 * config.max_vocabulary_size))
+    writers, quarantine = ShardWriters(staging, splits, config.num_shards), QuarantineWriter(staging)
+    try:
+        for task, part in ordered_map(encode_chunk, tasks, config.workers, init_encoder, plan):
+            _handle_bad(part, quarantine, totals.bad, total_rows, config)
+            for s, split in enumerate(SPLITS):
+                if part.examples[s]:
+                    writers.write(split, part.examples[s])
+            totals.add(part)
+    finally:
+        writers.close()
+        quarantine.close()
+    return totals, writers.records
+
+
+def _handle_bad(part: ChunkResult, quarantine: QuarantineWriter, bad_so_far: int, total_rows: int, config: PrepareConfig) -> None:
+    if not part.bad:
+        return
+    if config.bad_rows == "fail":
+        raise DataError(f"{part.bad[0]['reason']} (fix the row, or set bad_rows='quarantine' to set bad rows aside)")
+    for bad in part.bad:
+        quarantine.write(bad)
+    bad = bad_so_far + len(part.bad)
+    if bad > config.max_bad_fraction * total_rows:
+        raise DataError(
+            f"{bad} of {total_rows} rows are bad so far, more than max_bad_fraction={config.max_bad_fraction} "
+            f"allows; the first: {_first_reason(quarantine)}. Fix the data, or raise max_bad_fraction"
+        )
+
+
+def _first_reason(quarantine: QuarantineWriter) -> str:
+    import json
+
+    quarantine.close()
+    with open(quarantine.path, encoding="utf-8") as f:
+        return json.loads(f.readline())["reason"]
+
+
+def _check_splits(counts: Dict[str, int], splits: List[str], config: PrepareConfig) -> None:
+    good = sum(counts.values())
+    for split in splits:
+        if counts[split] == 0:
+            raise DataError(
+                f"the {split} split is empty: {good} good row(s) are too few for eval_fraction={config.eval_fraction} "
+                f"and test_fraction={config.test_fraction}; add rows or change the fractions"
+            )
+
+
+def _manifest(
+    staging: str,
+    inputs: List[InputFile],
+    scans: List[FileScan],
+    file_starts: List[int],
+    total_rows: int,
+    decisions: Decisions,
+    schema: Schema,
+    totals: Totals,
+    shard_records: Dict[str, int],
+    config: PrepareConfig,
+) -> Dict[str, Any]:
+    ends = list(file_starts[1:]) + [total_rows]
+    described = [
+        {"name": i.name, "format": i.fmt, "sha256": s.sha256, "bytes": s.size, "rows": end - start}
+        for i, s, start, end in zip(inputs, scans, file_starts, ends)
+    ]
+    outputs = output_fingerprints(staging, shard_records)
+    manifest: Dict[str, Any] = {
+        "format_version": FORMAT_VERSION,
+        "config": config.recorded([i.name for i in inputs]),
+        "inputs": described,
+        "input_fingerprint": fingerprint(described),
+        "task": schema.label.task,
+        "schema_source": "inferred" if decisions.supplied is None else "supplied",
+        "ignored_columns": list(decisions.ignored),
+        "rows": {"total": total_rows, "written": sum(totals.counts), "bad": totals.bad, "quarantined": totals.bad},
+        "counts": dict(zip(SPLITS, totals.counts)),
+        "files": {s: [n for n in outputs if n.startswith(s + "/")] for s in SPLITS},
+        "notes": notes(schema, totals),
+        "outputs": outputs,
+    }
+    manifest.update(summary(schema, totals))
+    manifest["fingerprint"] = fingerprint({"inputs": manifest["input_fingerprint"], "outputs": outputs})
+    return manifest

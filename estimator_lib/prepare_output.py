@@ -1,0 +1,105 @@
+"""Writing preparation's outputs into the staging directory: TFRecord shards, the quarantine file, the
+fingerprints and the manifest.
+
+Layout (relative to the output directory):
+  train/part-00000-of-00002.tfrecord ...   eval/...   test/... (when test_fraction > 0)
+  schema.json  manifest.json  quarantine.jsonl (only when rows were quarantined)
+Rows go to a split's shards round-robin in input order, so shards are balanced and their bytes depend only
+on the input. Nothing fingerprinted holds a time stamp or a local path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from typing import Any, Dict, List, Sequence
+
+import tensorflow as tf
+
+MANIFEST = "manifest.json"
+SCHEMA = "schema.json"
+QUARANTINE = "quarantine.jsonl"
+
+
+def shard_name(split: str, shard: int, num_shards: int) -> str:
+    return f"{split}/part-{shard:05d}-of-{num_shards:05d}.tfrecord"
+
+
+class ShardWriters:
+    """Round-robin TFRecord writers for each split (a host-side, local-disk step)."""
+
+    def __init__(self, staging: str, splits: Sequence[str], num_shards: int):
+        self.names = {s: [shard_name(s, i, num_shards) for i in range(num_shards)] for s in splits}
+        for split in splits:
+            os.makedirs(os.path.join(staging, split), exist_ok=True)
+        self._writers = {s: [tf.io.TFRecordWriter(os.path.join(staging, n)) for n in names] for s, names in self.names.items()}
+        self.records = {name: 0 for names in self.names.values() for name in names}
+        self._written = {s: 0 for s in splits}
+
+    def write(self, split: str, serialized: List[bytes]) -> None:
+        writers, names = self._writers[split], self.names[split]
+        n = self._written[split]
+        for record in serialized:
+            shard = n % len(writers)
+            writers[shard].write(record)
+            self.records[names[shard]] += 1
+            n += 1
+        self._written[split] = n
+
+    def close(self) -> None:
+        for writers in self._writers.values():
+            for writer in writers:
+                writer.close()
+
+
+class QuarantineWriter:
+    """quarantine.jsonl: one bad row per line with file, line, column, value, reason and the raw row."""
+
+    def __init__(self, staging: str):
+        self.path = os.path.join(staging, QUARANTINE)
+        self.count = 0
+        self._file = None
+
+    def write(self, bad: Dict[str, Any]) -> None:
+        if self._file is None:
+            self._file = open(self.path, "w", encoding="utf-8", newline="\n")
+        self._file.write(json.dumps(bad, ensure_ascii=False, sort_keys=True) + "\n")
+        self.count += 1
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+
+
+def sha256_file(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def output_fingerprints(staging: str, records: Dict[str, int]) -> Dict[str, Dict[str, Any]]:
+    """{relative path: {sha256, bytes[, records]}} of every output file written so far."""
+    out: Dict[str, Dict[str, Any]] = {}
+    for root, _, files in os.walk(staging):
+        for name in files:
+            path = os.path.join(root, name)
+            rel = os.path.relpath(path, staging).replace(os.sep, "/")
+            entry: Dict[str, Any] = {"sha256": sha256_file(path), "bytes": os.path.getsize(path)}
+            if rel in records:
+                entry["records"] = records[rel]
+            out[rel] = entry
+    return dict(sorted(out.items()))
+
+
+def fingerprint(value: Any) -> str:
+    """sha256 of a JSON value's canonical text."""
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def write_json(path: str, value: Any) -> None:
+    with open(path, "w", encoding="utf-8", newline="\n") as f:
+        f.write(json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n")

@@ -1,0 +1,45 @@
+"""An ordered, bounded parallel map over chunks: both cores work, output order and bytes stay fixed.
+
+Results come back in submission order whatever the number of workers, and at most `2 * num_workers` chunks
+are in flight, so memory does not grow with the input (unlike `Pool.imap`, which reads its whole input
+iterator ahead). Workers are forked: they inherit the loaded modules and only run Python and protobuf code.
+"""
+
+from __future__ import annotations
+
+import collections
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any, Callable, Iterable, Iterator, Tuple, TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def ordered_map(
+    fn: Callable[[T], R], tasks: Iterable[T], num_workers: int, initializer: Callable[[Any], None], plan: Any
+) -> Iterator[Tuple[T, R]]:
+    """Yields (task, fn(task)) for every task in order; `initializer(plan)` runs once in each worker first.
+
+    With num_workers == 1 everything runs in this process (no pickling, easiest to debug).
+    """
+    if num_workers <= 1:
+        initializer(plan)
+        for task in tasks:
+            yield task, fn(task)
+        return
+    pool = ProcessPoolExecutor(
+        num_workers, mp_context=multiprocessing.get_context("fork"), initializer=initializer, initargs=(plan,)
+    )
+    try:
+        pending: collections.deque = collections.deque()
+        for task in tasks:
+            pending.append((task, pool.submit(fn, task)))
+            if len(pending) >= 2 * num_workers:
+                done, future = pending.popleft()
+                yield done, future.result()
+        while pending:
+            done, future = pending.popleft()
+            yield done, future.result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
