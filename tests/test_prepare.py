@@ -1,0 +1,231 @@
+"""Input preparation on tiny real files: round trips through real TFRecords, stable splits, determinism."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import struct
+
+import pytest
+import tensorflow as tf
+
+from estimator_lib import records
+from estimator_lib.config import ConfigError
+from estimator_lib.datasets import default_dataset
+from estimator_lib.prepare import DataError, PrepareConfig, PrepareResult, load_prepared, prepare
+from estimator_lib.prepare_read import record_boundary
+from estimator_lib.schema import KEY_FEATURE, LABEL_KEY
+
+AWKWARD = ["id", "bill length (mm)", "Île / région", "a,b;c!", "größe", "label"]
+
+
+def f32(x: float) -> float:
+    return struct.unpack("<f", struct.pack("<f", x))[0]
+
+
+def write_csv(path, header, rows, newline="\n"):
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        writer = csv.writer(f, lineterminator=newline)
+        writer.writerow(header)
+        writer.writerows(rows)
+    return str(path)
+
+
+def awkward_rows(n: int):
+    islands = ["Biscoe", "Dream", "Torgersen, \"north\"", "multi\nline"]
+    rows = []
+    for i in range(n):
+        bill = "NA" if i % 11 == 3 else f"{30 + (i * 7) % 25}.{i % 10}"
+        size = "" if i % 13 == 5 else str((i * 37) % 1000 - 500)
+        rows.append([f"k{i}", bill, islands[i % 4], f" v{i % 3} ", size, ["yes", "no"][(i * 3 // 2) % 2]])
+    return rows
+
+
+def read_split(result: PrepareResult, split: str):
+    files = sorted(tf.io.gfile.glob(result.files(split)))
+    return [records.decode_example(r, result.schema) for r in records.read_tfrecords(files)]
+
+
+def all_examples(result: PrepareResult):
+    return {ex["__key__"]: ex for split in ("train", "eval", "test") for ex in read_split(result, split)}
+
+
+def quick(data, label="label", **kwargs) -> PrepareConfig:
+    kwargs.setdefault("num_workers", 1)
+    return PrepareConfig(data=tuple(data) if not isinstance(data, str) else (data,), label=label, **kwargs)
+
+
+# -- round trips -----------------------------------------------------------------------------------------------
+def test_awkward_csv_round_trips_through_the_schema(tmp_path):
+    rows = awkward_rows(60)
+    path = write_csv(tmp_path / "data.csv", AWKWARD, rows, newline="\r\n")
+    result = prepare(quick(path, key_column="id"), str(tmp_path / "out"))
+
+    schema = result.schema
+    assert [(f.name, f.key, f.kind) for f in schema.features] == [
+        ("bill length (mm)", "f_bill_length_mm", "numeric"),
+        ("Île / région", "f_ile_region", "categorical"),
+        ("a,b;c!", "f_a_b_c", "categorical"),
+        ("größe", "f_grosse", "numeric"),
+    ]
+    assert schema.label.classes == ("no", "yes")
+    examples = all_examples(result)
+    assert len(examples) == 60 and sum(result.counts.values()) == 60
+    for row in rows:
+        ex = examples[row[0]]
+        assert ex["bill length (mm)"] == (None if row[1] == "NA" else f32(float(row[1])))
+        assert ex["Île / région"] == row[2]
+        assert ex["a,b;c!"] == row[3].strip()
+        assert ex["größe"] == (None if row[4] == "" else f32(float(row[4])))
+        assert ex["label"] == row[5]
+
+
+def test_jsonl_round_trips_and_parses_with_tensorflow(tmp_path):
+    base = [
+        {"x": 1.5, "colour": "red", "flag": True, "y": 0},
+        {"x": "2.25", "colour": None, "flag": False, "y": 1},
+        {"colour": "blue", "y": 1, "extra é": "N/A"},
+        {"x": -3, "colour": "red", "flag": True, "y": 0, "extra é": "z"},
+    ]
+    objs = [dict(base[i % 4], n=i) for i in range(16)] + [base[0]] * 4
+    path = tmp_path / "data.jsonl"
+    path.write_text("\n".join(json.dumps(o, ensure_ascii=False) for o in objs) + "\n\n", encoding="utf-8")
+    result = prepare(quick(str(path), label="y", eval_fraction=0.3), str(tmp_path / "out"))
+
+    assert [(f.name, f.kind) for f in result.schema.features] == [
+        ("x", "numeric"), ("colour", "categorical"), ("flag", "categorical"), ("n", "numeric"),
+        ("extra é", "categorical"),
+    ]
+    assert result.schema.label.classes == ("0", "1")
+    assert result.manifest["rows"] == {"total": 20, "written": 20, "bad": 0, "quarantined": 0}
+    decoded = [ex for split in ("train", "eval") for ex in read_split(result, split)]
+    expected = {json.dumps(_through_schema(o), sort_keys=True) for o in objs}
+    assert {json.dumps({k: v for k, v in ex.items() if k != "__key__"}, sort_keys=True) for ex in decoded} == expected
+    # Identical rows get distinct keys (content hash + occurrence) and always share a split.
+    keys = [ex["__key__"] for ex in decoded]
+    assert len(set(keys)) == 20 and sorted(k.rsplit("-", 1)[1] for k in keys) == ["0"] * 17 + ["1", "2", "3"]
+    parsed = tf.io.parse_example(
+        [r.numpy() for r in tf.data.TFRecordDataset(tf.io.gfile.glob(result.files("train")))],
+        result.schema.parse_spec(),
+    )
+    assert parsed[LABEL_KEY].dtype == tf.int64 and parsed[KEY_FEATURE].shape == (result.counts["train"],)
+
+
+def _through_schema(o):
+    return {
+        "x": None if "x" not in o else float(o["x"]),
+        "colour": o.get("colour"),
+        "flag": None if "flag" not in o else ("true" if o["flag"] else "false"),
+        "n": None if "n" not in o else float(o["n"]),
+        "extra é": None if o.get("extra é") in (None, "N/A") else o["extra é"],
+        "y": str(o["y"]),
+    }
+
+
+def test_fast_encoder_writes_exactly_what_records_encode_example_writes(tmp_path):
+    path = write_csv(tmp_path / "data.csv", AWKWARD, awkward_rows(40))
+    result = prepare(quick(path, key_column="id"), str(tmp_path / "out"))
+    for split in ("train", "eval"):
+        for serialized in records.read_tfrecords(sorted(tf.io.gfile.glob(result.files(split)))):
+            row = records.decode_example(serialized, result.schema)
+            again = records.encode_example(row, result.schema, row.pop("__key__"))
+            assert again.SerializeToString(deterministic=True) == serialized
+
+
+def test_default_dataset_prepares_with_exact_counts(tmp_path):
+    d = default_dataset()
+    assert (d.label, d.task, os.path.basename(d.path)) == ("species", "classification", "penguins.csv")
+    assert "CC0" in d.licence and "Horst" in d.source
+    result = prepare(quick(d.path, label=d.label, task=d.task), str(tmp_path / "out"))
+    assert result.schema.label.classes == ("Adelie", "Chinstrap", "Gentoo")
+    assert sum(result.counts.values()) == 344 and result.counts["test"] == 0
+    assert result.manifest["missing"]["train"]["sex"] + result.manifest["missing"]["eval"]["sex"] == 11
+    assert sum(result.manifest["class_counts"]["train"].values()) == result.counts["train"]
+    year = result.schema.feature("year")
+    assert (year.kind, year.min, year.max) == ("numeric", 2007.0, 2009.0)
+    loaded = load_prepared(str(tmp_path / "out"))
+    assert loaded.schema == result.schema and loaded.counts == result.counts and loaded.manifest == result.manifest
+
+
+# -- splits and determinism ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("key_column", [None, "id"])
+def test_split_of_old_rows_is_stable_when_data_doubles(tmp_path, key_column):
+    rows = awkward_rows(400)
+    small = write_csv(tmp_path / "small.csv", AWKWARD, rows[:200])
+    large = write_csv(tmp_path / "large.csv", AWKWARD, rows)
+    opts = dict(key_column=key_column, test_fraction=0.1, chunk_bytes=2048)
+    first = prepare(quick(small, **opts), str(tmp_path / "a"))
+    second = prepare(quick(large, **opts), str(tmp_path / "b"))
+
+    def split_of(result):
+        return {ex["__key__"]: s for s in ("train", "eval", "test") for ex in read_split(result, s)}
+
+    before, after = split_of(first), split_of(second)
+    assert len(before) == 200 and len(after) == 400
+    assert all(after[key] == split for key, split in before.items())
+    assert set(before.values()) == {"train", "eval", "test"}
+
+
+def test_outputs_are_bitwise_identical_across_runs_and_worker_counts(tmp_path):
+    path = write_csv(tmp_path / "data.csv", AWKWARD, awkward_rows(300))
+    one = prepare(quick(path, key_column="id", chunk_bytes=1024, num_workers=1), str(tmp_path / "one"))
+    two = prepare(quick(path, key_column="id", chunk_bytes=1024, num_workers=2), str(tmp_path / "two"))
+    assert one.manifest == two.manifest
+    assert _tree(tmp_path / "one") == _tree(tmp_path / "two")
+    assert set(one.manifest["outputs"]) == {p for p in _tree(tmp_path / "one") if p not in ("manifest.json", "_COMMITTED")}
+
+
+def _tree(root):
+    out = {}
+    for dirpath, _, files in os.walk(root):
+        for name in files:
+            path = os.path.join(dirpath, name)
+            with open(path, "rb") as f:
+                out[os.path.relpath(path, root)] = f.read()
+    return out
+
+
+def test_shards_are_round_robin_and_listed_in_the_manifest(tmp_path):
+    path = write_csv(tmp_path / "data.csv", AWKWARD, awkward_rows(50))
+    result = prepare(quick(path, key_column="id", num_shards=3), str(tmp_path / "out"))
+    shards = result.manifest["files"]["train"]
+    assert shards == [f"train/part-0000{i}-of-00003.tfrecord" for i in range(3)]
+    per_shard = [result.manifest["outputs"][s]["records"] for s in shards]
+    assert sum(per_shard) == result.counts["train"] and max(per_shard) - min(per_shard) <= 1
+
+
+def test_glob_of_several_files_reads_them_in_order(tmp_path):
+    rows = awkward_rows(80)
+    write_csv(tmp_path / "part-1.csv", AWKWARD, rows[:40])
+    write_csv(tmp_path / "part-2.csv", AWKWARD, rows[40:])
+    result = prepare(quick(str(tmp_path / "part-*.csv"), key_column="id"), str(tmp_path / "out"))
+    assert [(i["name"], i["rows"]) for i in result.manifest["inputs"]] == [("part-1.csv", 40), ("part-2.csv", 40)]
+    assert set(all_examples(result)) == {r[0] for r in rows}
+
+
+# -- config ----------------------------------------------------------------------------------------------------
+def test_config_round_trips_through_json_and_explains_bad_values():
+    config = PrepareConfig(data=("a.csv", "gs://b/c/*.jsonl"), label="y", key_column="id", bad_rows="quarantine")
+    assert PrepareConfig.from_dict(json.loads(json.dumps(config.to_dict()))) == config
+    with pytest.raises(ConfigError, match=r"eval_fraction \+ test_fraction = 1.0 leaves no training rows"):
+        PrepareConfig(data=("a.csv",), label="y", eval_fraction=0.5, test_fraction=0.5)
+    with pytest.raises(ConfigError, match=r"bad_rows='drop' must be 'fail' or 'quarantine'"):
+        PrepareConfig(data=("a.csv",), label="y", bad_rows="drop")
+    with pytest.raises(ConfigError, match=r"key_column='y' is the label"):
+        PrepareConfig(data=("a.csv",), label="y", key_column="y")
+    with pytest.raises(ConfigError, match=r"unknown field\(s\) \['shards'\]"):
+        PrepareConfig.from_dict({"data": ["a.csv"], "label": "y", "shards": 2})
+
+
+def test_record_boundary_never_cuts_inside_quotes():
+    text = 'a,b\n1,"x\ny"\n2,"z'
+    assert record_boundary(text, quoted=True) == text.index('"x\ny"') + 5
+    assert record_boundary('1,"open\n', quoted=True) == -1
+    assert record_boundary("a\nb\nc", quoted=False) == 3
+
+
+def test_load_prepared_refuses_an_uncommitted_directory(tmp_path):
+    (tmp_path / "half").mkdir()
+    with pytest.raises(FileNotFoundError, match="holds no complete preparation"):
+        load_prepared(str(tmp_path / "half"))
