@@ -1,0 +1,47 @@
+"""KFP v2 components: one thin adapter per pipeline stage over one `estimator_lib` call.
+
+Each stage is a plain function in its own module (unit-testable in-process); `build_stages(image)` turns them
+into lightweight components on the project image. They are lightweight so that the same component runs in
+`kfp.local.SubprocessRunner(use_venv=False)` (the calling environment has the project installed) and on
+Vertex AI (the image has it): `install_kfp_package=False`, no packages to install, imports inside each body.
+The image is chosen when the pipeline is compiled, so the compiled YAML pins one immutable image.
+"""
+
+import dataclasses
+from typing import Any, Callable
+
+from kfp import dsl
+
+from components.batch_predict import batch_predict
+from components.evaluate import evaluate_model
+from components.export import export_model
+from components.prepare import prepare_data
+from components.train import train_model
+
+__all__ = ["Stages", "build_stages", "prepare_data", "train_model", "evaluate_model", "batch_predict", "export_model"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Stages:
+    """The pipeline's components, in DAG order."""
+
+    prepare: Any
+    train: Any
+    evaluate: Any
+    batch_predict: Any
+    export: Any
+
+
+def _component(func: Callable, image: str):
+    return dsl.component(func, base_image=image, install_kfp_package=False, packages_to_install=[])
+
+
+def build_stages(image: str) -> Stages:
+    """The five stages as lightweight components on `image`."""
+    return Stages(
+        prepare=_component(prepare_data, image),
+        train=_component(train_model, image),
+        evaluate=_component(evaluate_model, image),
+        batch_predict=_component(batch_predict, image),
+        export=_component(export_model, image),
+    )

@@ -1,0 +1,45 @@
+"""Prepare stage: raw rows (CSV or JSON Lines, local or gs://) -> TFRecord splits, schema and manifest.
+
+A thin adapter over `estimator_lib.prepare.prepare`. The body is shipped to the worker as source, so its imports
+live inside it; the project image (or, locally, the calling environment) provides the packages.
+"""
+
+from kfp.dsl import Dataset, Output
+
+
+def prepare_data(
+    data: str,
+    label: str,
+    task: str,
+    key_column: str,
+    eval_fraction: float,
+    options: dict,
+    dataset: Output[Dataset],
+):
+    """Prepares `data` for training and evaluation.
+
+    Args:
+      data: CSV/JSONL file or glob (local or gs://), or "embedded:penguins" for the shipped Palmer Penguins.
+      label: the label column.
+      task: "classification", "regression" or "auto" (inferred from the label's values).
+      key_column: a column holding unique row keys, or "" to derive keys from row contents.
+      eval_fraction: share of rows in the eval split (a row's split follows from a hash of its key, so
+        it is stable across runs and data growth).
+      options: other `PrepareConfig` fields ({"num_shards": 4, "bad_rows": "skip"}).
+      dataset: output; the prepared directory (train/, eval/, schema.json, manifest.json).
+    """
+    from components import _io
+    from estimator_lib import prepare
+
+    config = prepare.PrepareConfig.from_dict(
+        _io.typed(prepare.PrepareConfig, {
+            **options,
+            "data": [_io.data_source(data)],
+            "label": label,
+            "task": None if task == "auto" else task,
+            "key_column": key_column or None,
+            "eval_fraction": eval_fraction,
+        })
+    )
+    result = prepare.prepare(config, dataset.uri)
+    _io.describe_dataset(dataset, result)

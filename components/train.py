@@ -1,0 +1,56 @@
+"""Train stage: a thin adapter over `estimator_lib.estimator.train` (TPUEstimator; Cloud TPU on Vertex AI).
+
+The model directory TPUEstimator writes checkpoints to is the Model artifact's `uri` (gs:// on Vertex AI:
+a TPU reads and writes Cloud Storage directly, never the /gcs/ FUSE view). A rerun resumes from the newest
+checkpoint there.
+"""
+
+from kfp.dsl import Dataset, Input, Model, Output
+
+
+def train_model(
+    dataset: Input[Dataset],
+    job_config: dict,
+    model_family: str,
+    hidden_units: list,
+    learning_rate: float,
+    train_steps: int,
+    train_batch_size: int,
+    seed: int,
+    tpu: dict,
+    warm_start: str,
+    publish_root: str,
+    model: Output[Model],
+):
+    """Trains a model on the prepared train split.
+
+    Args:
+      dataset: the prepared dataset.
+      job_config: a full `JobConfig` as JSON ({} for the defaults); the explicit parameters below win over it.
+      model_family, hidden_units, learning_rate, train_steps, train_batch_size, seed: hyperparameters.
+      tpu: where this stage runs: {"use_tpu": True, "tpu_name": "local", "num_cores": 8} on a Cloud TPU VM,
+        {"use_tpu": False} on CPU.
+      warm_start: "none", "latest" (the last model published under `publish_root`; none yet means a cold
+        start), a publish root or a SavedModel directory to initialise the weights from.
+      publish_root: where blessed models are published.
+      model: output; the checkpoint directory, with job_config.json beside the checkpoints.
+    """
+    from components import _io
+    from estimator_lib import estimator, prepare, publish
+
+    prepared = prepare.load_prepared(dataset.uri)
+    source = publish.resolve_model(warm_start, publish_root)
+    hyperparameters = {
+        "model.family": model_family,
+        "model.hidden_units": hidden_units,
+        "training.optimizer.learning_rate": learning_rate,
+        "training.train_steps": train_steps,
+        "training.train_batch_size": train_batch_size,
+        "training.seed": seed,
+    }
+    if source is not None:
+        hyperparameters["training.warm_start_from"] = source
+    job = _io.training_job(job_config, hyperparameters, tpu)
+    _io.write_job_config(model.uri, job)
+    result = estimator.train(job, prepared.schema, prepared.files("train"), model.uri)
+    _io.describe_model(model, result, job, source)

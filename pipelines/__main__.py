@@ -1,0 +1,7 @@
+"""`python -m pipelines ...` is `tpu-pipeline ...`."""
+
+import sys
+
+from pipelines.cli import main
+
+sys.exit(main())

@@ -1,0 +1,155 @@
+"""`build_pipeline`: the one function that builds the DAG, and `compile_pipeline` for Vertex AI.
+
+prepare -> train -> evaluate (metrics, blessing) -> export (publishes only a blessed model)
+                 \-> batch predict (the eval split by default)
+
+The pipeline function only wires. What differs between environments is chosen when the DAG is built:
+  * the image every component runs on (pinned when compiling for Vertex AI);
+  * where train, evaluate and batch predict run: with a TPU preset they become Vertex AI custom jobs on a
+    Cloud TPU VM (google-cloud-pipeline-components' custom-job wrapper) and get
+    {"use_tpu": True, "tpu_name": "local", "num_cores": N} as their `tpu` settings; without one they run as
+    plain tasks on CPU, which is also what the KFP local runner executes.
+Prepare and export always run on CPU (export writes the TPU meta graph without a TPU).
+
+No `from __future__ import annotations` here: KFP reads the pipeline function's annotations as types.
+"""
+
+from typing import Any, Callable, NamedTuple, Optional
+
+from kfp import compiler, dsl
+from kfp.dsl import Artifact, ClassificationMetrics, Dataset, Metrics, Model
+
+from components import Stages, build_stages
+from components._io import EMBEDDED_DATA
+from pipelines.tpu import CPU_SETTINGS, TPUPreset
+
+PIPELINE_NAME = "tpu-estimator-pipeline"
+# Resolved by Vertex AI at run time to the PipelineJob's service account: the TPU custom jobs run as the
+# pipeline does, instead of as the Vertex AI Custom Code Service Agent.
+PIPELINE_SERVICE_ACCOUNT = "{{$.pipeline_service_account}}"
+TPU_STAGES = ("train", "evaluate", "batch_predict")
+
+
+class PipelineOutputs(NamedTuple):
+    dataset: Dataset
+    model: Model
+    metrics: Metrics
+    classification_metrics: ClassificationMetrics
+    blessing: Artifact
+    predictions: Dataset
+    exported: Model
+
+
+def _on_tpu(component: Any, preset: TPUPreset) -> Any:
+    from google_cloud_pipeline_components.v1.custom_job import create_custom_training_job_from_component
+
+    return create_custom_training_job_from_component(
+        component,
+        display_name=f"{component.component_spec.name}-{preset.name}",
+        machine_type=preset.machine_type,
+        accelerator_type=preset.accelerator_type,
+        accelerator_count=preset.accelerator_count,
+        service_account=PIPELINE_SERVICE_ACCOUNT,
+    )
+
+
+def place_stages(stages: Stages, preset: Optional[TPUPreset]) -> Stages:
+    """The stages with train, evaluate and batch predict as Vertex AI TPU custom jobs when `preset` is given."""
+    if preset is None:
+        return stages
+    return Stages(
+        prepare=stages.prepare,
+        train=_on_tpu(stages.train, preset),
+        evaluate=_on_tpu(stages.evaluate, preset),
+        batch_predict=_on_tpu(stages.batch_predict, preset),
+        export=stages.export,
+    )
+
+
+def build_pipeline(image: str, tpu: Optional[TPUPreset] = None) -> Callable[..., PipelineOutputs]:
+    """Builds the pipeline.
+
+    Args:
+      image: the container image every component runs on (an immutable reference when compiling).
+      tpu: run train, evaluate and batch predict on this Cloud TPU (Vertex AI only); None runs them on CPU.
+
+    Returns:
+      The `@dsl.pipeline` function (compile it, or call it under `kfp.local.init`).
+    """
+    stages = place_stages(build_stages(image), tpu)
+    accelerated = tpu.tpu_settings() if tpu else dict(CPU_SETTINGS)
+    host = dict(CPU_SETTINGS)
+
+    @dsl.pipeline(name=PIPELINE_NAME, description="Prepare, train, evaluate and bless, batch predict, export and publish")
+    def tpu_estimator_pipeline(
+        publish_root: str,
+        data: str = EMBEDDED_DATA,
+        label: str = "species",
+        task: str = "auto",
+        key_column: str = "",
+        eval_fraction: float = 0.2,
+        prepare_options: dict = {},
+        job_config: dict = {},
+        model_family: str = "dnn",
+        hidden_units: list = [64, 32],
+        learning_rate: float = 0.01,
+        train_steps: int = 1000,
+        train_batch_size: int = 64,
+        seed: int = 42,
+        blessing_config: dict = {},
+        baseline: str = "latest",
+        warm_start: str = "none",
+        predict_data: str = "eval",
+    ) -> PipelineOutputs:
+        prepare = stages.prepare(
+            data=data,
+            label=label,
+            task=task,
+            key_column=key_column,
+            eval_fraction=eval_fraction,
+            options=prepare_options,
+        )
+        dataset = prepare.outputs["dataset"]
+        train = stages.train(
+            dataset=dataset,
+            job_config=job_config,
+            model_family=model_family,
+            hidden_units=hidden_units,
+            learning_rate=learning_rate,
+            train_steps=train_steps,
+            train_batch_size=train_batch_size,
+            seed=seed,
+            tpu=accelerated,
+            warm_start=warm_start,
+            publish_root=publish_root,
+        )
+        model = train.outputs["model"]
+        evaluate = stages.evaluate(
+            dataset=dataset,
+            model=model,
+            blessing_config=blessing_config,
+            baseline=baseline,
+            publish_root=publish_root,
+            tpu=accelerated,
+        )
+        predict = stages.batch_predict(dataset=dataset, model=model, data=predict_data, tpu=accelerated)
+        export = stages.export(
+            dataset=dataset, model=model, blessing=evaluate.outputs["blessing"], publish_root=publish_root, tpu=host
+        )
+        return PipelineOutputs(
+            dataset=dataset,
+            model=model,
+            metrics=evaluate.outputs["metrics"],
+            classification_metrics=evaluate.outputs["classification_metrics"],
+            blessing=evaluate.outputs["blessing"],
+            predictions=predict.outputs["predictions"],
+            exported=export.outputs["exported"],
+        )
+
+    return tpu_estimator_pipeline
+
+
+def compile_pipeline(output: str, image: str, tpu: Optional[TPUPreset]) -> str:
+    """Compiles the pipeline to a YAML file for Vertex AI; returns `output`."""
+    compiler.Compiler().compile(build_pipeline(image, tpu), package_path=output)
+    return output
