@@ -53,7 +53,8 @@ class ExportResult:
       export_dir: the SavedModel directory (local or gs://), `export_base/<version>`.
       tag_sets: the meta graphs' tag sets, e.g. (("serve",), ("serve", "tpu")).
       signatures: per tag set ("serve", "serve,tpu"): signature name -> {"method", "inputs", "outputs"},
-        each input/output as {"dtype", "shape", "tensor"}.
+        each input/output as {"dtype", "shape" (-1 for an unknown size, None for an unknown rank: the TPU
+        graph's outputs come out of TPUPartitionedCall without a static shape), "tensor"}.
       metadata: what `assets.extra/export_metadata.json` holds.
     """
 
@@ -83,7 +84,7 @@ def _describe_signatures(meta_graph: meta_graph_pb2.MetaGraphDef) -> Dict[str, A
         return {
             name: {
                 "dtype": tf.dtypes.as_dtype(info.dtype).name,
-                "shape": [d.size for d in info.tensor_shape.dim],
+                "shape": None if info.tensor_shape.unknown_rank else [d.size for d in info.tensor_shape.dim],
                 "tensor": info.name,
             }
             for name, info in sorted(infos.items())
