@@ -93,14 +93,17 @@ def placeholders(info: InputInfo, batch: int) -> Tuple[Dict[str, tf.Tensor], Any
 
 
 def call_model_fn(model_fn: Callable, mode: str, features, labels, target: TPUTarget, model_dir: str):
-    """Calls model_fn with the params and config TPUEstimator gives it on a TPU."""
+    """Calls model_fn with the params, config and graph seed TPUEstimator gives it on a TPU."""
     params = {"batch_size": target.batch_sizes[mode], "use_tpu": True, "context": SimulatedTPUContext(target)}
-    config = tf.compat.v1.estimator.tpu.RunConfig(model_dir=model_dir)
+    config = tf.compat.v1.estimator.tpu.RunConfig(model_dir=model_dir, tf_random_seed=target.seed)
+    tf.compat.v1.set_random_seed(target.seed)
     with tpu_function.tpu_shard_context(target.num_replicas):
         return model_fn(features=features, labels=labels, mode=mode, params=params, config=config)
 
 
-def build_mode_graph(model_fn: Callable, mode: str, info: InputInfo, target: TPUTarget, model_dir: str) -> ModeGraph:
+def build_mode_graph(
+    model_fn: Callable, mode: str, info: InputInfo, target: TPUTarget, model_dir: str
+) -> ModeGraph:
     """Builds the model_fn's graph for `mode` in a fresh graph (raises what the model_fn raises)."""
     graph, record = tf.Graph(), CrossShardRecord()
     with graph.as_default(), _watch_cross_shard(record):
@@ -143,13 +146,17 @@ def check_predictions(g: ModeGraph, fn_name: str, batch: int) -> List[str]:
     """PREDICT: every prediction keeps a static batch dimension (TPUEstimator's own rule on a TPU)."""
     predictions = g.spec.predictions
     if not isinstance(predictions, dict):
-        return [f"predict model_fn {fn_name}: TPUEstimatorSpec.predictions is {type(predictions).__name__}; a TPU "
-                "needs a dict of batch-major tensors. Fix: return {'name': tensor [batch, ...]}"]
+        return [
+            f"predict model_fn {fn_name}: TPUEstimatorSpec.predictions is {type(predictions).__name__}; a TPU "
+            "needs a dict of batch-major tensors. Fix: return {'name': tensor [batch, ...]}"
+        ]
     out = []
     for key, t in sorted(predictions.items()):
         if t.shape.rank in (None, 0) or t.shape[0] != batch:
-            out.append(f"predict model_fn {fn_name}: predictions[{key!r}] {t.name!r} has shape {t.shape}, expected "
-                       f"static [{batch}, ...]: TPU predictions are outfed per row. Fix: keep the batch dimension")
+            out.append(
+                f"predict model_fn {fn_name}: predictions[{key!r}] {t.name!r} has shape {t.shape}, expected "
+                f"static [{batch}, ...]: TPU predictions are outfed per row. Fix: keep the batch dimension"
+            )
     return out
 
 
@@ -170,15 +177,21 @@ def check_outfeed(g: ModeGraph, name: str, call, batch: Optional[int]) -> List[s
     for arg, t in _call_tensors(call):
         where = f"{g.mode} {name} argument {arg!r} (tensor {getattr(t, 'name', t)!r}, shape {t.shape})"
         if t.shape.rank == 0:
-            out.append(f"{where} is a scalar: all tensors outfed from a TPU must keep a batch dimension (they are "
-                       "concatenated across replicas along axis 0). Fix: pass a rank >= 1 tensor, e.g. "
-                       "tf.reshape(x, [1]) for a host_call value, or the per-example tensor [batch] for a metric")
+            out.append(
+                f"{where} is a scalar: all tensors outfed from a TPU must keep a batch dimension (they are "
+                "concatenated across replicas along axis 0). Fix: pass a rank >= 1 tensor, e.g. "
+                "tf.reshape(x, [1]) for a host_call value, or the per-example tensor [batch] for a metric"
+            )
         elif not t.shape.is_fully_defined():
-            out.append(f"{where} has a dynamic shape: the TPU outfeed needs static shapes. Fix: keep shapes fixed")
+            out.append(
+                f"{where} has a dynamic shape: the TPU outfeed needs static shapes. Fix: keep shapes fixed"
+            )
         elif batch is not None and t.shape[0] != batch:
-            out.append(f"{where} is not batch-major: its first dimension must be the replica batch {batch}, or it "
-                       "does not line up with the labels once replicas are concatenated. Fix: pass per-example "
-                       "tensors [batch, ...] and reduce inside metric_fn")
+            out.append(
+                f"{where} is not batch-major: its first dimension must be the replica batch {batch}, or it "
+                "does not line up with the labels once replicas are concatenated. Fix: pass per-example "
+                "tensors [batch, ...] and reduce inside metric_fn"
+            )
     return out
 
 
@@ -245,14 +258,23 @@ def check_host_fn(g: ModeGraph, name: str, call, num_replicas: int) -> List[str]
             f"Fix: add the tensor to {name}[1] and take it as an argument of {fn_name}"
             for python_name, obj in captured
         ]
-    with tf.Graph().as_default():
+    with tf.Graph().as_default() as host_graph:
         args = _host_placeholders(call, num_replicas)
         try:
-            fn(**args) if isinstance(args, dict) else fn(*args)
+            results = fn(**args) if isinstance(args, dict) else fn(*args)
         except Exception as e:  # noqa: BLE001 - any failure here is what a TPU host would hit
-            return [f"{g.mode} {name} function {fn_name} fails on the host when given fresh tensors "
-                    f"({type(e).__name__}: {str(e).splitlines()[0]}). Fix: take every tensor it needs as an argument "
-                    f"listed in {name}[1]; do not use tensors of the model graph"]
+            return [
+                f"{g.mode} {name} function {fn_name} fails on the host when given fresh tensors "
+                f"({type(e).__name__}: {str(e).splitlines()[0]}). Fix: take every tensor it needs as an argument "
+                f"listed in {name}[1]; do not use tensors of the model graph"
+            ]
+    foreign = [x for x in tf.nest.flatten(results) if getattr(x, "graph", host_graph) is not host_graph]
+    if foreign:
+        return [
+            f"{g.mode} {name} function {fn_name} fails on the host when given fresh tensors: it builds "
+            f"{foreign[0].name!r} in the model graph, so it reaches model-graph tensors it was not given. Fix: "
+            f"take every tensor it needs as an argument listed in {name}[1]"
+        ]
     return []
 
 

@@ -40,11 +40,14 @@ class TPUTarget:
       num_replicas: TPU cores of the slice (`job.tpu.num_cores`), whatever `use_tpu` says for the local run.
       num_hosts: TPU hosts; each calls input_fn once and feeds `replicas_per_host` replicas.
       batch_sizes: per-replica batch size by mode (global batch / num_replicas).
+      seed: the graph seed TPUEstimator sets from RunConfig.tf_random_seed (random ops need one under op
+        determinism).
     """
 
     num_replicas: int
     num_hosts: int
     batch_sizes: Dict[str, int]
+    seed: int
 
     @classmethod
     def for_job(cls, job: JobConfig) -> "TPUTarget":
@@ -54,7 +57,7 @@ class TPUTarget:
             ModeKeys.EVAL: t.eval_batch_size // cores,
             ModeKeys.PREDICT: t.predict_batch_size // cores,
         }
-        return cls(cores, max(1, math.ceil(cores / CORES_PER_HOST)), per_replica)
+        return cls(cores, max(1, math.ceil(cores / CORES_PER_HOST)), per_replica, t.seed)
 
     @property
     def replicas_per_host(self) -> int:
@@ -97,7 +100,8 @@ def schema_input(schema: Schema, mode: str, batch: int) -> InputInfo:
     """The specs our own input pipelines produce for `schema`, used when no input_fn is given for a mode."""
     spec = tf.TensorSpec
     features: Dict[str, Any] = {
-        f.key: spec([batch], tf.float32 if f.kind == NUMERIC else tf.int32, name=f.key) for f in schema.features
+        f.key: spec([batch], tf.float32 if f.kind == NUMERIC else tf.int32, name=f.key)
+        for f in schema.features
     }
     if mode != ModeKeys.TRAIN:
         features[PADDING_FEATURE] = spec([batch], tf.float32, name=PADDING_FEATURE)
@@ -116,11 +120,15 @@ def call_input_fn(input_fn: Callable, target: TPUTarget, mode: str) -> Tuple[Opt
         try:
             dataset = input_fn(input_params(target, mode))
         except Exception as e:  # noqa: BLE001 - any failure here is a finding to report, not to hide
-            return None, [f"{where} raised {type(e).__name__}: {e}. Fix: it must build with the TPU params "
-                          f"{{'batch_size': {target.batch_sizes[mode]}, 'context': TPUContext}}"]
+            return None, [
+                f"{where} raised {type(e).__name__}: {e}. Fix: it must build with the TPU params "
+                f"{{'batch_size': {target.batch_sizes[mode]}, 'context': TPUContext}}"
+            ]
         if not isinstance(dataset, tf.data.Dataset):
-            return None, [f"{where} returned {type(dataset).__name__}, not a tf.data.Dataset: PER_HOST_V2 "
-                          "input on a TPU needs a Dataset. Fix: return the Dataset itself"]
+            return None, [
+                f"{where} returned {type(dataset).__name__}, not a tf.data.Dataset: PER_HOST_V2 "
+                "input on a TPU needs a Dataset. Fix: return the Dataset itself"
+            ]
         cardinality = tf.data.experimental.cardinality(dataset)
         with tf.compat.v1.Session(graph=graph) as session:
             count = int(session.run(cardinality))
@@ -146,14 +154,18 @@ def _specs(info: InputInfo) -> List[Tuple[str, Any]]:
     return named
 
 
-def check_static_shapes(info: InputInfo, mode: str, batch: int, global_batch: int, replicas: int) -> List[str]:
+def check_static_shapes(
+    info: InputInfo, mode: str, batch: int, global_batch: int, replicas: int
+) -> List[str]:
     """Every feature and label is a dense tensor of static shape whose first dimension is the replica batch."""
     out = []
     for what, spec in _specs(info):
         where = f"{mode} input: {what}"
         if not isinstance(spec, tf.TensorSpec):
-            out.append(f"{where} is a {type(spec).__name__}: a TPU infeed takes dense tensors only. Fix: "
-                       "densify it in the input pipeline (tf.sparse.to_dense / ragged.to_tensor with a fixed shape)")
+            out.append(
+                f"{where} is a {type(spec).__name__}: a TPU infeed takes dense tensors only. Fix: "
+                "densify it in the input pipeline (tf.sparse.to_dense / ragged.to_tensor with a fixed shape)"
+            )
         elif not spec.shape.is_fully_defined() or spec.shape.rank == 0 or spec.shape[0] != batch:
             out.append(
                 f"{where} has shape {spec.shape}, expected static [{batch}, ...]: the TPU compiles one fixed "
@@ -171,27 +183,41 @@ def check_dtypes(info: InputInfo, mode: str) -> List[str]:
         dtype = getattr(spec, "dtype", None)
         if dtype is not None and dtype not in TPU_INPUT_DTYPES:
             fix = _DTYPE_FIX.get(dtype, "convert it to float32 or int32 in the input pipeline")
-            out.append(f"{mode} input: {what} is {dtype.name}, which cannot enter a TPU computation. Fix: {fix}")
+            out.append(
+                f"{mode} input: {what} is {dtype.name}, which cannot enter a TPU computation. Fix: {fix}"
+            )
     return out
 
 
-def check_finite(info: InputInfo, mode: str, needed: Optional[int], target: TPUTarget, fn_name: str) -> List[str]:
+def check_finite(
+    info: InputInfo, mode: str, needed: Optional[int], target: TPUTarget, fn_name: str
+) -> List[str]:
     """An eval/predict input holds a known, finite number of batches, at least the `needed` ones per host."""
     count, where = info.cardinality, f"{mode} input_fn {fn_name}"
     per_host = target.replicas_per_host
-    how = ("pad to whole batches and declare the count with tf.data.experimental.assert_cardinality, as "
-           "estimator_lib.inputs.eval_input_fn_builder does")
+    how = (
+        "pad to whole batches and declare the count with tf.data.experimental.assert_cardinality, as "
+        "estimator_lib.inputs.eval_input_fn_builder does"
+    )
     if count == tf.data.INFINITE_CARDINALITY:
-        return [f"{where} repeats forever: {mode} must read every row exactly once in a fixed number of steps. "
-                f"Fix: do not .repeat() it; {how}"]
+        return [
+            f"{where} repeats forever: {mode} must read every row exactly once in a fixed number of steps. "
+            f"Fix: do not .repeat() it; {how}"
+        ]
     if count == tf.data.UNKNOWN_CARDINALITY or count is None:
-        return [f"{where} has unknown cardinality, so nothing proves it lasts the fixed {mode} steps; on a TPU "
-                f"running out of input mid-{mode} hangs or fails the job. Fix: {how}"]
+        return [
+            f"{where} has unknown cardinality, so nothing proves it lasts the fixed {mode} steps; on a TPU "
+            f"running out of input mid-{mode} hangs or fails the job. Fix: {how}"
+        ]
     if needed is not None and count < needed:
-        return [f"{where} yields {count} batch(es) per host but {mode} needs {needed} ({needed // per_host} "
-                f"step(s) x {per_host} replicas per host): it runs out before the fixed step count. Fix: {how}, "
-                "and compute steps with estimator_lib.inputs.eval_steps(num_examples, global batch size)"]
+        return [
+            f"{where} yields {count} batch(es) per host but {mode} needs {needed} ({needed // per_host} "
+            f"step(s) x {per_host} replicas per host): it runs out before the fixed step count. Fix: {how}, "
+            "and compute steps with estimator_lib.inputs.eval_steps(num_examples, global batch size)"
+        ]
     if count % per_host:
-        return [f"{where} yields {count} batch(es), not a multiple of the {per_host} replicas per host: the last "
-                f"step would be short. Fix: {how}"]
+        return [
+            f"{where} yields {count} batch(es), not a multiple of the {per_host} replicas per host: the last "
+            f"step would be short. Fix: {how}"
+        ]
     return []

@@ -15,8 +15,9 @@ built-in optimizers all have TPU kernels) and the host-side metric_fn/host_call 
 
 from __future__ import annotations
 
+import os
 import re
-from typing import Any, Callable, List
+from typing import Any, Callable, List, Optional
 
 import tensorflow as tf
 
@@ -25,7 +26,9 @@ from estimator_lib.strict_inputs import InputInfo, TPUTarget
 
 ModeKeys = tf.estimator.ModeKeys
 _UNSUPPORTED = re.compile(r"on XLA_\w+: (\w+) \(.*?\{\{node ([^}]+)\}\}", re.S)
+_NOT_CONSTANT = re.compile(r"node `([^`]+)` with op (\w+) must be a compile-time constant")
 _FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
+_LIBRARY_PATHS = ("/tensorflow/", "/tensorflow_estimator/", "/keras/", "estimator_lib/strict")
 
 
 def _static_specs(info: InputInfo, batch: int) -> List[tf.TensorSpec]:
@@ -62,21 +65,41 @@ def _step_outputs(mode: str, spec) -> List[tf.Tensor]:
     return [tf.identity(t) for t in outputs]
 
 
-def _describe(error: str) -> str:
+def _user_frame(frames) -> Optional[str]:
+    """'file:line in fn' of the innermost frame outside TensorFlow and strict mode."""
+    own = [f for f in frames if not any(part in f[0] for part in _LIBRARY_PATHS)]
+    if not own:
+        return None
+    path, line, fn = own[-1]
+    return f"{os.path.basename(path)}:{line} in {fn}"
+
+
+def _describe(error: str, graph: tf.Graph) -> str:
     """'op X (node Y), created at file:line in fn' from an XLA compile error, else its first line."""
     text = error.replace("Failed getting HLO text: '", "")
-    match = _UNSUPPORTED.search(text)
-    what = f"op {match.group(1)} (node {match.group(2)!r})" if match else text.strip().splitlines()[0].strip()
-    frames = [
-        f for f in _FRAME.findall(text) if "site-packages/tensorflow" not in f[0] and "estimator_lib/strict" not in f[0]
-    ]
-    if frames:
-        path, line, fn = frames[-1]
-        what += f", created at {path.rsplit('/', 1)[-1]}:{line} in {fn}"
-    return what
+    unsupported, constant = _UNSUPPORTED.search(text), _NOT_CONSTANT.search(text)
+    if unsupported:
+        op_type, node = unsupported.groups()
+        what = f"op {op_type} (node {node!r})"
+    elif constant:
+        node, op_type = constant.groups()
+        what = f"op {op_type} (node {node!r}): an input that sets a shape is not a compile-time constant"
+    else:
+        return text.strip().splitlines()[0].strip()
+    frames = _FRAME.findall(text)
+    for name in (node, node.split("/", 1)[-1]):
+        try:
+            frames = [(f.filename, f.lineno, f.name) for f in graph.get_operation_by_name(name).traceback]
+            break
+        except KeyError:
+            continue
+    origin = _user_frame(frames)
+    return f"{what}, created at {origin}" if origin else what
 
 
-def check_xla(model_fn: Callable, mode: str, info: InputInfo, target: TPUTarget, model_dir: str, fn_name: str) -> List[str]:
+def check_xla(
+    model_fn: Callable, mode: str, info: InputInfo, target: TPUTarget, model_dir: str, fn_name: str
+) -> List[str]:
     """Compiles one `mode` step with XLA on CPU; returns the first op XLA refuses, if any."""
     batch = target.batch_sizes[mode]
     specs = _static_specs(info, batch)
@@ -97,7 +120,7 @@ def check_xla(model_fn: Callable, mode: str, info: InputInfo, target: TPUTarget,
         compiled.experimental_get_compiler_ir(*[tf.zeros(s.shape, s.dtype) for s in specs])(stage="hlo")
     except (ValueError, tf.errors.OpError) as e:
         return [
-            f"{mode} step of model_fn {fn_name}: XLA cannot compile {_describe(str(e))}; the TPU compiler would "
+            f"{mode} step of model_fn {fn_name}: XLA cannot compile {_describe(str(e), wrapped.graph)}; the TPU compiler would "
             "refuse it too. Fix: use only TPU-supported ops inside the model_fn (no tf.py_function/numpy_function, "
             "string ops or sizes computed from data); move host work to the input pipeline or host_call"
         ]
