@@ -75,7 +75,7 @@ def _host_files(files: List[str], params: Dict) -> List[str]:
     context = params.get("context")
     if context is None or context.num_hosts == 1:
         return files
-    _, host_id = context.current_input_fn_deployment()
+    host_id = context.current_input_fn_deployment()[1]  # (device, invocation index = host, count, replicas)
     if len(files) < context.num_hosts:
         raise ValueError(
             f"{len(files)} training file(s) cannot be split over {context.num_hosts} TPU hosts; "
