@@ -20,6 +20,8 @@ import os
 import shutil
 from typing import Any, Dict, FrozenSet, Iterator, List, Optional, Sequence, Tuple
 
+import numpy as np
+
 from estimator_lib import storage
 from estimator_lib.config import ConfigError
 from estimator_lib.prepare_common import SPLITS, DataError
@@ -312,6 +314,7 @@ def _tasks(
     repeats = find_duplicates(profile)
     rows = sorted(repeats)
     lines = _concat_lines(profile)
+    hashes = np.concatenate(profile.key_hashes) if profile.key_hashes else np.zeros(0, np.uint64)
     names = [i.name for i in inputs]
     rescans: List[FileScan] = []
     first_row = 0
@@ -321,18 +324,17 @@ def _tasks(
             raise DataError(f"{chunk.file_name} changed while it was being prepared; run again on unchanging input")
         n = chunk_rows[index][1]
         mine = rows[bisect.bisect_left(rows, first_row) : bisect.bisect_left(rows, first_row + n)]
+        chunk_hashes = hashes[first_row : first_row + n]
         if config.key_column is None:
-            yield ChunkTask(chunk, first_row, {}, {r: repeats[r][1] for r in mine})
+            yield ChunkTask(chunk, first_row, {}, {r: repeats[r][1] for r in mine}, chunk_hashes)
         else:
             places = {r: row_place(repeats[r][0], lines, names, file_starts) for r in mine}
-            yield ChunkTask(chunk, first_row, places, {})
+            yield ChunkTask(chunk, first_row, places, {}, chunk_hashes)
         first_row += n
     _check_unchanged(scans, rescans, inputs)
 
 
 def _concat_lines(profile: Profile):
-    import numpy as np
-
     return np.concatenate(profile.lines) if profile.lines else np.zeros(0, np.uint32)
 
 

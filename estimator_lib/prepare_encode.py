@@ -14,7 +14,7 @@ from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Tuple
 
 from estimator_lib import prepare_wire as wire
 from estimator_lib import records
-from estimator_lib.prepare_common import Moments, content_text, derived_key, hash64, split_index, where
+from estimator_lib.prepare_common import Moments, derived_key, split_index, where
 from estimator_lib.prepare_read import CSV, BadRecord, Chunk, csv_values, json_values, raw_row
 from estimator_lib.prepare_read import records as read_records
 from estimator_lib.schema import CLASSIFICATION, NUMERIC, Schema
@@ -48,7 +48,11 @@ class EncodePlan:
 
     @property
     def class_index(self) -> Dict[str, int]:
-        return {c: i for i, c in enumerate(self.classes)}
+        cached = self.__dict__.get("_class_index")
+        if cached is None:
+            cached = {c: i for i, c in enumerate(self.classes)}
+            object.__setattr__(self, "_class_index", cached)
+        return cached
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,6 +64,7 @@ class ChunkTask:
     first_row: int
     duplicates: Mapping[int, Tuple[str, int]]
     occurrences: Mapping[int, int]
+    key_hashes: Any  # numpy uint64 [rows of the chunk]: pass 1's key (or content) hashes
 
 
 @dataclasses.dataclass
@@ -88,6 +93,7 @@ _PLAN: Optional[EncodePlan] = None
 def init_worker(plan: EncodePlan) -> None:
     global _PLAN
     _PLAN = plan
+    _entry_cache.clear()
 
 
 def encode_chunk(task: ChunkTask) -> ChunkResult:
@@ -103,9 +109,8 @@ def encode_chunk(task: ChunkTask) -> ChunkResult:
         out.rows += 1
         try:
             values = _values(record, chunk, plan)
-            split, key = _split_and_key(values, row, task, plan)
-            typed = _typed(values, plan)
-            serialized = _serialize(typed, key, plan)
+            split, key = _split_and_key(values, row, int(task.key_hashes[offset]), task, plan)
+            typed, serialized = _encode_row(values, key, plan)
         except (BadRecord, BadValue) as e:
             out.bad.append(_bad_row(e, chunk, line, record))
             continue
@@ -134,15 +139,15 @@ def _values(record: Any, chunk: Chunk, plan: EncodePlan) -> Dict[str, Optional[s
     return json_values(record, plan.missing)
 
 
-def _split_and_key(values: Dict[str, Optional[str]], row: int, task: ChunkTask, plan: EncodePlan) -> Tuple[int, str]:
+def _split_and_key(
+    values: Dict[str, Optional[str]], row: int, key_hash: int, task: ChunkTask, plan: EncodePlan
+) -> Tuple[int, str]:
     label = values.get(plan.label)
     if label is None:
         raise BadValue(plan.label, None, f"the label is missing (missing-value tokens: {sorted(plan.missing)})")
+    split = split_index(key_hash, plan.eval_fraction, plan.test_fraction)
     if plan.key_column is None:
-        content = hash64(content_text(values.items()))
-        return split_index(content, plan.eval_fraction, plan.test_fraction), derived_key(
-            content, task.occurrences.get(row, 0)
-        )
+        return split, derived_key(key_hash, task.occurrences.get(row, 0))
     key = values.get(plan.key_column)
     if key is None:
         raise BadValue(plan.key_column, None, "the key is missing (every row needs a unique key)")
@@ -151,7 +156,61 @@ def _split_and_key(values: Dict[str, Optional[str]], row: int, task: ChunkTask, 
         raise BadValue(
             plan.key_column, key, f"duplicate key {key!r} (first seen at {first_file} line {first_line}); keys must be unique"
         )
-    return split_index(hash64(key), plan.eval_fraction, plan.test_fraction), key
+    return split, key
+
+
+_CACHE_LIMIT = 10_000
+_entry_cache: Dict[Tuple[str, str], bytes] = {}
+
+
+def _encode_row(values: Dict[str, Optional[str]], key: str, plan: EncodePlan) -> Tuple[List[Any], bytes]:
+    """(typed values, serialized Example). The fast path handles good rows; any problem falls back to the
+    precise path (`_typed`), which names the column and the expectation."""
+    try:
+        return _fast_row(values, key, plan)
+    except (ValueError, OverflowError, KeyError, BadValue):
+        typed = _typed(values, plan)  # raises BadValue for the row's first bad value
+        return typed, _serialize(typed, key, plan)
+
+
+def _fast_row(values: Dict[str, Optional[str]], key: str, plan: EncodePlan) -> Tuple[List[Any], bytes]:
+    entries: List[bytes] = [b""] * (len(plan.features) + 2)
+    entries[0] = wire.key_entry(key)
+    typed: List[Any] = []
+    for f in plan.features:
+        text = values.get(f.name)
+        if text is None:
+            typed.append(None)
+        elif f.kind == NUMERIC:
+            number = float(text)
+            if number - number != 0:  # NaN or infinity
+                raise ValueError(text)
+            entries[f.slot] = f.prefix + wire.float32(number)
+            typed.append(number)
+        elif f.value_type == "int":
+            raise KeyError(text)  # rare: the precise path canonicalises whole numbers
+        else:
+            entries[f.slot] = _category_entry(f.key, text)
+            typed.append(text)
+    label = values[plan.label]
+    if plan.task == CLASSIFICATION:
+        index = plan.class_index[_whole_number(plan.label, label, "") if plan.whole_number_classes else label]
+        entries[-1] = wire.label_entry(wire.int64_feature(index))
+        typed.append(index)
+    else:
+        number = _number(plan.label, label, "")
+        entries[-1] = wire.label_entry(wire.float_feature(number))
+        typed.append(number)
+    return typed, wire.example(entries)
+
+
+def _category_entry(key: str, text: str) -> bytes:
+    cached = _entry_cache.get((key, text))
+    if cached is None:
+        cached = wire.entry(key, wire.bytes_feature(text.encode("utf-8")))
+        if len(_entry_cache) < _CACHE_LIMIT:
+            _entry_cache[(key, text)] = cached
+    return cached
 
 
 def _typed(values: Dict[str, Optional[str]], plan: EncodePlan) -> List[Any]:

@@ -86,13 +86,14 @@ def profile_chunk(chunk: Chunk) -> Profile:
     for line, record in records(chunk):
         lines.append(line)
         items = _items(record, chunk, plan)
-        key_hash = _key_hash(items, plan) if items is not None else None
+        row = dict(items) if items is not None else None
+        key_hash = _key_hash(items, row, plan) if items is not None else None
         hashes.append(key_hash or 0)
         valid.append(key_hash is not None)
         if items is not None:
             _count(profile, items, chunk, line)
             if key_hash is not None:
-                _count_label(profile, items, split_index(key_hash, plan.eval_fraction, plan.test_fraction), plan)
+                _count_label(profile, row, split_index(key_hash, plan.eval_fraction, plan.test_fraction), plan)
     profile.rows = len(lines)
     profile.key_hashes = [np.array(hashes, dtype=np.uint64)]
     profile.valid = [np.array(valid, dtype=bool)]
@@ -109,10 +110,10 @@ def _items(record, chunk: Chunk, plan: ProfilePlan) -> Optional[Sequence[Tuple[s
         return None
 
 
-def _key_hash(items: Sequence[Tuple[str, Optional[str]]], plan: ProfilePlan) -> Optional[int]:
+def _key_hash(items: Sequence[Tuple[str, Optional[str]]], row: dict, plan: ProfilePlan) -> Optional[int]:
     if plan.key_column is None:
         return hash64(content_text(items))
-    key = dict(items).get(plan.key_column)
+    key = row.get(plan.key_column)
     return None if key is None else hash64(key)
 
 
@@ -134,8 +135,8 @@ def _count(profile: Profile, items: Sequence[Tuple[str, Optional[str]]], chunk: 
         counts.integer += number.is_integer()
 
 
-def _count_label(profile: Profile, items: Sequence[Tuple[str, Optional[str]]], split: int, plan: ProfilePlan) -> None:
-    value = dict(items).get(plan.label)
+def _count_label(profile: Profile, row: dict, split: int, plan: ProfilePlan) -> None:
+    value = row.get(plan.label)
     if value is None:
         return
     if value not in profile.label_all and len(profile.label_all) >= plan.max_label_values:

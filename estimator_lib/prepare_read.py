@@ -236,7 +236,7 @@ def clean(value: str, missing: FrozenSet[str]) -> Optional[str]:
 def csv_values(fields: List[str], header: Tuple[str, ...], missing: FrozenSet[str]) -> List[Optional[str]]:
     if len(fields) != len(header):
         raise BadRecord(f"has {len(fields)} field(s) but the header has {len(header)} columns")
-    return [clean(v, missing) for v in fields]
+    return [None if (text := v.strip()) in missing else text for v in fields]
 
 
 def json_values(text: str, missing: FrozenSet[str]) -> dict:
