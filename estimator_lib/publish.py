@@ -76,12 +76,16 @@ def fingerprint_files(files: Iterable[str], base: str) -> str:
     return digest.hexdigest()
 
 
+BOOKKEEPING = (storage.COMMIT_MARKER, RECORD)
+
+
 def fingerprint(directory: str) -> str:
-    """Content hash of every file under a local or gs:// directory (the commit marker excluded).
+    """Content hash of every file under a local or gs:// directory, bookkeeping files (the commit marker and
+    publish.json) excluded: a published version has the fingerprint of the export it copies.
 
     Equal for two directories exactly when they hold the same files with the same bytes.
     """
-    files = [f for f in storage.list_files(directory) if os.path.basename(f) != storage.COMMIT_MARKER]
+    files = [f for f in storage.list_files(directory) if os.path.basename(f) not in BOOKKEEPING]
     if not files:
         raise FileNotFoundError(f"{directory!r} holds no file to fingerprint")
     return fingerprint_files(files, directory)

@@ -1,0 +1,164 @@
+"""Blessing: metrics computed in one place for every model, thresholds, the trivial model, the baseline."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from estimator_lib import blessing as b
+from estimator_lib.blessing import Blessing, BlessingConfig, BlessingError, Truth
+
+CLASSES = ("a", "b", "c")
+
+
+def truth3() -> Truth:
+    return Truth(("k0", "k1", "k2", "k3"), np.array(["a", "b", "c", "a"], dtype=object), CLASSES)
+
+
+def rows3(order=CLASSES):
+    """Prediction rows for truth3: right, right, wrong (says "a"), right; probabilities keyed by class name."""
+    probs = [
+        {"a": 0.7, "b": 0.2, "c": 0.1},
+        {"a": 0.1, "b": 0.8, "c": 0.1},
+        {"a": 0.5, "b": 0.1, "c": 0.4},
+        {"a": 0.6, "b": 0.3, "c": 0.1},
+    ]
+    out = []
+    for i, p in enumerate(probs):
+        out.append({"key": f"k{i}", "class": max(p, key=p.get), "probabilities": {c: p[c] for c in order}})
+    return list(reversed(out))  # order of rows does not matter: they are matched by key
+
+
+def test_multiclass_metrics_exact():
+    truth = truth3()
+    metrics = b.compute_metrics(truth, b.scores_from_rows(rows3(), truth, "candidate"))
+    assert metrics["accuracy"] == pytest.approx(0.75)
+    assert metrics["log_loss"] == pytest.approx(-(math.log(0.7) + math.log(0.8) + math.log(0.4) + math.log(0.6)) / 4)
+    # One-vs-rest AUCs: a: pos {0.7, 0.6} vs neg {0.1, 0.5} -> 1.0; b: pos {0.8} vs {0.2, 0.1, 0.3} -> 1.0;
+    # c: pos {0.4} vs {0.1, 0.1, 0.1} -> 1.0.
+    assert metrics["auc"] == pytest.approx(1.0)
+
+
+def test_classes_are_matched_by_name_not_position():
+    """A baseline that lists classes in another order, and knows a class the data lacks, scores the same."""
+    truth = truth3()
+    reordered = rows3(order=("c", "a", "b"))
+    for row in reordered:
+        row["probabilities"]["z"] = 0.0
+    same = b.compute_metrics(truth, b.scores_from_rows(reordered, truth, "baseline"))
+    assert same == b.compute_metrics(truth, b.scores_from_rows(rows3(), truth, "candidate"))
+
+
+def test_a_class_the_baseline_never_knew_gets_probability_zero():
+    truth = truth3()
+    rows = [{"key": f"k{i}", "class": "a", "probabilities": {"a": 0.9, "b": 0.1}} for i in range(4)]
+    scores = b.scores_from_rows(rows, truth, "baseline")
+    assert scores.probabilities[:, 2].tolist() == [0.0, 0.0, 0.0, 0.0]
+    metrics = b.compute_metrics(truth, scores)
+    assert metrics["accuracy"] == pytest.approx(0.5)
+    assert metrics["log_loss"] == pytest.approx((-2 * math.log(0.9) - math.log(0.1) - math.log(1e-15)) / 4)
+
+
+def test_binary_auc_and_ties():
+    truth = Truth(("k0", "k1", "k2", "k3"), np.array(["no", "yes", "yes", "no"], dtype=object), ("no", "yes"))
+    rows = [
+        {"key": "k0", "class": "no", "probabilities": {"no": 0.9, "yes": 0.1}},
+        {"key": "k1", "class": "yes", "probabilities": {"no": 0.1, "yes": 0.9}},
+        {"key": "k2", "class": "yes", "probabilities": {"no": 0.4, "yes": 0.6}},
+        {"key": "k3", "class": "yes", "probabilities": {"no": 0.4, "yes": 0.6}},
+    ]
+    metrics = b.compute_metrics(truth, b.scores_from_rows(rows, truth, "candidate"))
+    # positives {0.9, 0.6} vs negatives {0.1, 0.6}: pairs 1 + 1 + 1 + 0.5 (tie) = 3.5 of 4.
+    assert metrics["auc"] == pytest.approx(0.875)
+    assert metrics["accuracy"] == pytest.approx(0.75)
+
+
+def test_regression_metrics_exact():
+    truth = Truth(("k0", "k1", "k2"), np.array([1.0, 2.0, 3.0]))
+    rows = [{"key": "k0", "value": 1.5}, {"key": "k1", "value": 2.0}, {"key": "k2", "value": 2.0}]
+    metrics = b.compute_metrics(truth, b.scores_from_rows(rows, truth, "candidate"))
+    assert metrics["rmse"] == pytest.approx(math.sqrt((0.25 + 0 + 1) / 3))
+    assert metrics["mae"] == pytest.approx(0.5)
+    assert metrics["r2"] == pytest.approx(1 - 1.25 / 2.0)
+
+
+def test_predictions_must_cover_every_eval_row():
+    truth = truth3()
+    with pytest.raises(BlessingError, match="the baseline predictions miss 1 of 4 eval rows"):
+        b.scores_from_rows(rows3()[1:], truth, "baseline")
+
+
+def test_confusion_matrix_and_roc_curve():
+    truth = truth3()
+    scores = b.scores_from_rows(rows3(), truth, "candidate")
+    assert b.confusion_matrix(truth, scores) == [[2, 0, 0], [0, 1, 0], [1, 0, 0]]
+    roc = b.roc_curve(truth, scores, points=3)  # thresholds 1.0, 0.5, 0.0; micro-average over 12 decisions
+    assert roc["thresholds"] == [1.0, 0.5, 0.0]
+    assert roc["tpr"] == [0.0, pytest.approx(3 / 4), 1.0]  # 0.7, 0.8, 0.6 of true classes are >= 0.5
+    assert roc["fpr"] == [0.0, pytest.approx(1 / 8), 1.0]  # 0.5 ("a" for a "c" row) of 8 negatives
+
+
+def test_decide_first_run_beats_the_trivial_model_and_thresholds():
+    truth = truth3()  # most frequent class "a": 2 of 4
+    verdict = b.decide(BlessingConfig(thresholds={"accuracy": 0.7, "log_loss": 0.6}), truth,
+                       {"accuracy": 0.75, "log_loss": 0.5, "auc": 1.0})
+    assert verdict.blessed
+    assert [c.name for c in verdict.checks] == ["trivial", "threshold", "threshold"]
+    assert verdict.checks[0].bound == 0.5
+    refused = b.decide(BlessingConfig(thresholds={"log_loss": 0.4}), truth, {"accuracy": 0.75, "log_loss": 0.5, "auc": 1})
+    assert not refused.blessed
+    assert refused.reasons == ("threshold: log_loss=0.5000 <= 0.4000 fails",)
+    assert refused.summary() == "not blessed: threshold: log_loss=0.5000 <= 0.4000 fails"
+
+
+def test_decide_trivial_model_is_beaten_strictly():
+    truth = truth3()
+    verdict = b.decide(BlessingConfig(), truth, {"accuracy": 0.5, "log_loss": 1.0, "auc": 0.5})
+    assert not verdict.blessed
+    assert verdict.reasons == ("better than the trivial model: accuracy=0.5000 > 0.5000 fails",)
+    assert b.decide(BlessingConfig(beat_trivial=False), truth, {"accuracy": 0.5, "log_loss": 1, "auc": 0.5}).blessed
+
+
+def test_decide_against_a_baseline():
+    truth = truth3()
+    candidate = {"accuracy": 0.75, "log_loss": 0.5, "auc": 1.0}
+    baseline = {"accuracy": 0.75, "log_loss": 0.4, "auc": 1.0}
+    assert b.decide(BlessingConfig(), truth, candidate, baseline, "gs://b/v1").blessed  # as good: blessed
+    stricter = b.decide(BlessingConfig(min_improvement=0.05), truth, candidate, baseline, "gs://b/v1")
+    assert not stricter.blessed
+    assert stricter.reasons == ("vs baseline 0.7500 with min_improvement 0.05: accuracy=0.7500 >= 0.8000 fails",)
+    assert stricter.baseline_uri == "gs://b/v1" and stricter.baseline_metrics == baseline
+    by_loss = b.decide(BlessingConfig(comparison_metric="log_loss", min_improvement=-0.2), truth, candidate, baseline)
+    assert by_loss.blessed  # lower is better: 0.5 <= 0.4 + 0.2
+    assert b.decide(BlessingConfig(comparison_metric="log_loss"), truth, candidate, baseline).reasons == (
+        "vs baseline 0.4000 with min_improvement 0: log_loss=0.5000 <= 0.4000 fails",
+    )
+
+
+def test_regression_defaults_compare_rmse_and_beat_the_mean():
+    truth = Truth(("k0", "k1", "k2"), np.array([1.0, 2.0, 3.0]))
+    verdict = b.decide(BlessingConfig(), truth, {"rmse": 1.0, "mae": 0.5, "r2": 0.2}, {"rmse": 1.1, "mae": 1, "r2": 0})
+    assert verdict.blessed and verdict.comparison_metric == "rmse"
+    assert [(c.name, c.metric) for c in verdict.checks] == [("trivial", "r2"), ("baseline", "rmse")]
+
+
+def test_config_validation_messages():
+    with pytest.raises(BlessingError, match="unknown blessing metric 'f1'"):
+        BlessingConfig(thresholds={"f1": 0.5})
+    with pytest.raises(BlessingError, match="threshold accuracy='high' must be a finite number"):
+        BlessingConfig(thresholds={"accuracy": "high"})
+    with pytest.raises(BlessingError, match="unknown blessing field"):
+        BlessingConfig.from_dict({"min_improvment": 0.1})
+    with pytest.raises(BlessingError, match=r"\['rmse'\] do not apply to a classification label"):
+        BlessingConfig(thresholds={"rmse": 1.0}).check_task("classification")
+
+
+def test_blessing_round_trips_through_json():
+    verdict = b.decide(BlessingConfig(min_improvement=0.01), truth3(), {"accuracy": 0.75, "log_loss": 0.5, "auc": 1},
+                       {"accuracy": 0.5, "log_loss": 0.9, "auc": 0.7}, "/p/v1")
+    again = Blessing.from_dict(json.loads(verdict.to_json()))
+    assert again == verdict
+    assert again.to_dict()["reasons"] == []
