@@ -15,7 +15,7 @@ These run on the TPU host's CPU. They honour the TPUEstimator contracts:
 from __future__ import annotations
 
 import math
-from typing import Callable, Dict, List, Optional, Sequence, Union
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
 
@@ -64,24 +64,30 @@ def start_step(model_dir: Optional[str]) -> int:
     return int(tf.train.load_variable(checkpoint, "global_step"))
 
 
-def _replicas_in_call(params: Dict) -> int:
-    """How many replicas share the batches of one input_fn call (PER_HOST_V2: all replicas of this host)."""
+def _deployment(params: Dict) -> Tuple[int, int, int]:
+    """(invocation index, invocation count, replicas fed by this call) of this input_fn call.
+
+    On a TPU, `params['context'].current_input_fn_deployment()` tells it: with PER_HOST_V2 there is one call
+    per host, each feeding that host's replicas. Without a context (CPU) there is one call feeding one replica.
+    """
     context = params.get("context")
-    return context.num_replicas // context.num_hosts if context is not None else 1
+    if context is None:
+        return 0, 1, 1
+    _, index, count, replicas = context.current_input_fn_deployment()
+    return index, count, replicas
 
 
 def _host_files(files: List[str], params: Dict) -> List[str]:
-    """This host's share of the files on a multi-host TPU slice (all files on one host or CPU)."""
-    context = params.get("context")
-    if context is None or context.num_hosts == 1:
+    """This call's share of the files on a multi-host TPU slice (all files on one host or on CPU)."""
+    index, count, _ = _deployment(params)
+    if count == 1:
         return files
-    host_id = context.current_input_fn_deployment()[1]  # (device, invocation index = host, count, replicas)
-    if len(files) < context.num_hosts:
+    if len(files) < count:
         raise ValueError(
-            f"{len(files)} training file(s) cannot be split over {context.num_hosts} TPU hosts; "
-            f"write at least {context.num_hosts} shards (prepare's num_shards)"
+            f"{len(files)} training file(s) cannot be split over {count} TPU hosts; "
+            f"write at least {count} shards (prepare's num_shards)"
         )
-    return files[host_id :: context.num_hosts]
+    return files[index::count]
 
 
 def train_input_fn_builder(
@@ -121,6 +127,16 @@ def train_input_fn_builder(
     return input_fn
 
 
+def _require_single_host(params: Dict) -> None:
+    """Padded eval/predict input is built per host from all files; on several hosts each would read every row."""
+    _, count, _ = _deployment(params)
+    if count > 1:
+        raise ValueError(
+            f"evaluation and prediction on a TPU slice with {count} hosts is not supported: every host "
+            "would read every row; use a single-host slice (v2-8, v3-8, v5litepod-8) or tpu.eval_on_tpu=false"
+        )
+
+
 def _padded_records(files: List[str], num_examples: int, total: int) -> tf.data.Dataset:
     """(serialized, is_padding, index) rows: the `num_examples` real records in file order, then empty
     Examples up to `total`. Fails at run time if the files do not hold exactly `num_examples` records."""
@@ -138,8 +154,10 @@ def _padded_input_fn(
     count = count_records(files) if num_examples is None else num_examples
 
     def input_fn(params: Dict) -> tf.data.Dataset:
+        _require_single_host(params)
         batch_size = params["batch_size"]
-        batches = steps_for(count, batch_size * _replicas_in_call(params)) * _replicas_in_call(params)
+        replicas = _deployment(params)[2]
+        batches = steps_for(count, batch_size * replicas) * replicas
         rows = _padded_records(files, count, batches * batch_size)
         dataset = rows.batch(batch_size, drop_remainder=True)
 

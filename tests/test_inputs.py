@@ -71,7 +71,8 @@ class FakeTPUContext:
         self.host_id = host_id
 
     def current_input_fn_deployment(self):
-        return f"/job:worker/task:{self.host_id}/device:CPU:0", self.host_id
+        # (host device, invocation index, invocation count, replicas fed by this call), as with PER_HOST_V2
+        return f"/job:worker/task:{self.host_id}/device:CPU:0", self.host_id, self.num_hosts, 4
 
 
 def test_training_files_are_split_between_hosts(data):
@@ -90,3 +91,9 @@ def test_fold_seed_differs_by_step_and_is_stable():
 def test_missing_files_are_named(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"no TFRecord file matches '.*nothing-\*.tfrecord'"):
         inputs.resolve_files(str(tmp_path / "nothing-*.tfrecord"))
+
+
+def test_padded_input_refuses_multi_host_slices(data):
+    schema, pattern = data
+    with pytest.raises(ValueError, match=r"on a TPU slice with 2 hosts is not supported: every host would read"):
+        inputs.eval_input_fn_builder(pattern, schema)({"batch_size": 4, "context": FakeTPUContext(0)})
