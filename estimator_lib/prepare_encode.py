@@ -160,6 +160,7 @@ def _split_and_key(
 
 
 _CACHE_LIMIT = 10_000
+_pack = wire.float32
 _entry_cache: Dict[Tuple[str, str], bytes] = {}
 
 
@@ -185,7 +186,7 @@ def _fast_row(values: Dict[str, Optional[str]], key: str, plan: EncodePlan) -> T
             number = float(text)
             if number - number != 0:  # NaN or infinity
                 raise ValueError(text)
-            entries[f.slot] = f.prefix + wire.float32(number)
+            entries[f.slot] = f.prefix + _pack(number)
             typed.append(number)
         elif f.value_type == "int":
             raise KeyError(text)  # rare: the precise path canonicalises whole numbers
