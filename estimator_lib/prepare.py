@@ -255,25 +255,15 @@ def _profile(inputs: List[InputFile], config: PrepareConfig) -> Tuple[Profile, L
         config.max_classes,
     )
     profile, chunk_rows, scans = Profile(), [], []
-    file_starts = [0] * len(inputs)
+    file_starts: List[int] = []
     chunks = _checked(iter_chunks(inputs, config.chunk_bytes, scans), config)
     for chunk, part in ordered_map(profile_chunk, chunks, config.workers, init_profiler, plan):
-        if not chunk_rows or chunk.file_index != _last_file(chunk_rows):
-            _mark_file_start(file_starts, chunk.file_index, profile.rows)
+        while len(file_starts) <= chunk.file_index:  # files without rows start where the next one does
+            file_starts.append(profile.rows)
         profile.merge(part, config.max_classes)
         chunk_rows.append((chunk.file_index, part.rows))
-    for i in range(1, len(inputs)):  # files without chunks start where the previous one ended
-        file_starts[i] = max(file_starts[i], file_starts[i - 1])
+    file_starts += [profile.rows] * (len(inputs) - len(file_starts))
     return profile, chunk_rows, file_starts, scans
-
-
-def _last_file(chunk_rows: List[Tuple[int, int]]) -> int:
-    return chunk_rows[-1][0]
-
-
-def _mark_file_start(file_starts: List[int], file_index: int, row: int) -> None:
-    for i in range(file_index, len(file_starts)):
-        file_starts[i] = row
 
 
 def _checked(chunks: Iterator[Chunk], config: PrepareConfig) -> Iterator[Chunk]:
