@@ -26,7 +26,6 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 
-import numpy as np  # noqa: E402
 import synthetic  # noqa: E402  (tests/synthetic.py: tiny datasets drawn from a known rule)
 import tensorflow as tf  # noqa: E402
 
@@ -57,7 +56,10 @@ def naive_predict(job, schema, model_dir, pattern, out_path) -> int:
     """One example at a time: the estimator's default generator, json.dumps per row."""
     est = estimator.build_estimator(job, schema, model_dir)
     input_fn = inputs.predict_input_fn_builder(pattern, schema)
-    keys = [records.decode_example(r, schema)["__key__"] for r in records.read_tfrecords(inputs.resolve_files(pattern))]
+    keys = [
+        records.decode_example(r, schema)["__key__"]
+        for r in records.read_tfrecords(inputs.resolve_files(pattern))
+    ]
     count = 0
     with open(out_path, "w") as f:
         for p in est.predict(input_fn):
@@ -90,7 +92,9 @@ def ceiling(export_dir: str, pattern: str, batch_size: int) -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--batch-size", type=int, default=1024)
     parser.add_argument("--naive-rows", type=int, default=20_000, help="rows for the (slow) naive path")
@@ -101,11 +105,14 @@ def main() -> None:
     schema = synthetic.make_schema("multiclass")
     job = JobConfig(
         tpu=TPUSettings(iterations_per_loop=20),
-        training=TrainingConfig(train_batch_size=64, predict_batch_size=args.batch_size, train_steps=40,
-                                save_checkpoints_steps=40),
+        training=TrainingConfig(
+            train_batch_size=64, predict_batch_size=args.batch_size, train_steps=40, save_checkpoints_steps=40
+        ),
         model=ModelConfig(family="dnn", hidden_units=(64, 32)),
     )
-    train, _ = synthetic.write_dataset(os.path.join(root, "train"), synthetic.make_rows(512, 3, "multiclass"), schema)
+    train, _ = synthetic.write_dataset(
+        os.path.join(root, "train"), synthetic.make_rows(512, 3, "multiclass"), schema
+    )
     model_dir = os.path.join(root, "model")
     estimator.train(job, schema, train, model_dir)
     data = write_records(os.path.join(root, "data"), args.rows, schema)
@@ -113,13 +120,22 @@ def main() -> None:
     one_row = write_records(os.path.join(root, "one"), 1, schema, shards=1)
     exported = export.export_model(job, schema, model_dir, os.path.join(root, "export"), verify_rows=one_row)
 
-    _, startup = timed(lambda: predict.batch_predict(job, schema, model_dir, one_row, os.path.join(root, "o1")))
-    result, t_batch = timed(lambda: predict.batch_predict(job, schema, model_dir, data, os.path.join(root, "o2")))
+    _, startup = timed(
+        lambda: predict.batch_predict(job, schema, model_dir, one_row, os.path.join(root, "o1"))
+    )
+    result, t_batch = timed(
+        lambda: predict.batch_predict(job, schema, model_dir, data, os.path.join(root, "o2"))
+    )
     assert result.count == args.rows
-    sm, t_sm = timed(lambda: predict.predict_from_saved_model(
-        exported.export_dir, schema, data, os.path.join(root, "o3"), batch_size=args.batch_size))
+    sm, t_sm = timed(
+        lambda: predict.predict_from_saved_model(
+            exported.export_dir, schema, data, os.path.join(root, "o3"), batch_size=args.batch_size
+        )
+    )
     assert sm.count == args.rows
-    n_naive, t_naive = timed(lambda: naive_predict(job, schema, model_dir, naive_data, os.path.join(root, "naive.jsonl")))
+    n_naive, t_naive = timed(
+        lambda: naive_predict(job, schema, model_dir, naive_data, os.path.join(root, "naive.jsonl"))
+    )
     n_ceiling = ceiling(exported.export_dir, data, args.batch_size)
     t_ceiling = ceiling.seconds  # type: ignore[attr-defined]
 
@@ -136,8 +152,9 @@ def main() -> None:
     print(f"{'path':<42} {'rows':>8} {'seconds':>8} {'examples/s':>11} {'x ceiling':>9} {'x naive':>8}")
     for name, n, seconds in rows:
         rate = n / seconds
-        print(f"{name:<42} {n:>8} {seconds:>8.2f} {rate:>11.0f} {rate / rate_ceiling:>9.2f} {rate / rate_naive:>8.1f}")
-    _ = np  # imported for readers extending the benchmark with NumPy checks
+        print(
+            f"{name:<42} {n:>8} {seconds:>8.2f} {rate:>11.0f} {rate / rate_ceiling:>9.2f} {rate / rate_naive:>8.1f}"
+        )
 
 
 if __name__ == "__main__":

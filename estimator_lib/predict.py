@@ -155,7 +155,9 @@ def _host_parse_fn(columns: Sequence[_Column], schema: Schema):
     return parse
 
 
-def _host_columns(files: List[str], columns: Sequence[_Column], schema: Schema, batch_size: int) -> tf.data.Dataset:
+def _host_columns(
+    files: List[str], columns: Sequence[_Column], schema: Schema, batch_size: int
+) -> tf.data.Dataset:
     """The second host-side pass: keys and passthrough columns of the same records, in the same order."""
     dataset = tf.data.TFRecordDataset(files).batch(batch_size)
     return dataset.map(_host_parse_fn(columns, schema), num_parallel_calls=_AUTOTUNE).prefetch(_AUTOTUNE)
@@ -312,7 +314,11 @@ class _RowFormatter:
         parts = [_field(n, "%s") for n in names]
         if self._classification:
             probs = ", ".join(_field(c, "%.9g") for c in schema.label.classes)
-            parts += [_field("class", "%s"), _field("class_id", "%d"), _field("probabilities", "{" + probs + "}")]
+            parts += [
+                _field("class", "%s"),
+                _field("class_id", "%d"),
+                _field("probabilities", "{" + probs + "}"),
+            ]
         else:
             parts.append(_field("value", "%.9g"))
         self._template = "{" + ", ".join(parts) + "}\n"
@@ -350,7 +356,9 @@ class _RowFormatter:
         finite = np.isfinite(values).reshape(len(keys), -1).all(axis=1)
         if not finite.all():
             bad = keys[~finite][:5]
-            raise PredictionError(f"the model returned non-finite outputs for keys {[k.decode() for k in bad]}")
+            raise PredictionError(
+                f"the model returned non-finite outputs for keys {[k.decode() for k in bad]}"
+            )
         if not self._classification:
             return [values.astype(np.float64).reshape(-1).tolist()]
         class_ids = outputs["class_ids"]
@@ -481,7 +489,9 @@ def verify_output(output_dir: str) -> Dict[str, Any]:
     for shard in manifest["shards"]:
         data = storage.read_bytes(storage.join(output_dir, shard["file"]))
         if hashlib.sha256(data).hexdigest() != shard["sha256"] or data.count(b"\n") != shard["rows"]:
-            raise PredictionError(f"shard {shard['file']} of {output_dir!r} does not match its manifest entry")
+            raise PredictionError(
+                f"shard {shard['file']} of {output_dir!r} does not match its manifest entry"
+            )
     return manifest
 
 

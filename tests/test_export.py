@@ -52,7 +52,9 @@ def _train_and_export(root: str, task: str, n: int = 40) -> Exported:
     data, _ = synthetic.write_dataset(os.path.join(root, "data"), synthetic.make_rows(n, 11, task), schema)
     job = JobConfig(
         tpu=TPUSettings(iterations_per_loop=10),
-        training=TrainingConfig(train_batch_size=16, predict_batch_size=B, train_steps=30, save_checkpoints_steps=30),
+        training=TrainingConfig(
+            train_batch_size=16, predict_batch_size=B, train_steps=30, save_checkpoints_steps=30
+        ),
         model=ModelConfig(family="dnn", hidden_units=(8,), embedding_dim=3),
     )
     model_dir = os.path.join(root, "model")
@@ -75,25 +77,42 @@ def test_export_has_both_tag_sets_signatures_and_metadata(exported):
     assert sorted(os.listdir(os.path.join(exported.root, "export"))) == [os.path.basename(result.export_dir)]
     for tags in ("serve", "serve,tpu"):
         sigs = result.signatures[tags]
-        assert sorted(sigs) == ["classification", "predict", "raw:predict", "raw:serving_default", "serving_default"]
-        assert sigs["predict"]["inputs"] == {"examples": {"dtype": "string", "shape": [-1], "tensor": "examples:0"}}
+        assert sorted(sigs) == [
+            "classification",
+            "predict",
+            "raw:predict",
+            "raw:serving_default",
+            "serving_default",
+        ]
+        assert sigs["predict"]["inputs"] == {
+            "examples": {"dtype": "string", "shape": [-1], "tensor": "examples:0"}
+        }
         assert {k: (v["dtype"], v["shape"]) for k, v in sigs["raw:predict"]["inputs"].items()} == {
-            "f_colour": ("string", [-1]), "f_x_1": ("float32", [-1]), "f_x_2": ("float32", [-1])
+            "f_colour": ("string", [-1]),
+            "f_x_1": ("float32", [-1]),
+            "f_x_2": ("float32", [-1]),
         }
         outputs = {k: (v["dtype"], v["shape"]) for k, v in sigs["predict"]["outputs"].items()}
         if tags == "serve":
             assert outputs == {
-                "class_ids": ("int32", [-1]), "logits": ("float32", [-1, 3]), "probabilities": ("float32", [-1, 3])
+                "class_ids": ("int32", [-1]),
+                "logits": ("float32", [-1, 3]),
+                "probabilities": ("float32", [-1, 3]),
             }
         else:  # outputs of TPUPartitionedCall carry no static shape
-            assert outputs == {"class_ids": ("int32", None), "logits": ("float32", None),
-                               "probabilities": ("float32", None)}
+            assert outputs == {
+                "class_ids": ("int32", None),
+                "logits": ("float32", None),
+                "probabilities": ("float32", None),
+            }
     metadata = read_export_metadata(result.export_dir)
     assert metadata == result.metadata
     assert metadata["api_version"] == 1 and metadata["global_step"] == 30
     assert metadata["tag_sets"] == [["serve"], ["serve", "tpu"]]
     assert metadata["verification"] == {
-        "tpu_partitioned_call": True, "rows_checked": 40, "max_abs_diff": {"predict": 0.0, "raw:predict": 0.0}
+        "tpu_partitioned_call": True,
+        "rows_checked": 40,
+        "max_abs_diff": {"predict": 0.0, "raw:predict": 0.0},
     }
     assert Schema.from_dict(metadata["schema"]) == exported.schema
     assert storage.is_committed(result.export_dir)
@@ -101,12 +120,28 @@ def test_export_has_both_tag_sets_signatures_and_metadata(exported):
 
 def test_checkpoint_and_saved_model_predictions_agree(exported, tmp_path):
     passthrough = ["x-2", "target"]
-    batch_predict(exported.job, exported.schema, exported.model_dir, exported.data, str(tmp_path / "ckpt"),
-                  passthrough=passthrough)
-    result = predict_from_saved_model(exported.result.export_dir, exported.schema, exported.data,
-                                      str(tmp_path / "sm"), batch_size=6, passthrough=passthrough, num_shards=2)
+    batch_predict(
+        exported.job,
+        exported.schema,
+        exported.model_dir,
+        exported.data,
+        str(tmp_path / "ckpt"),
+        passthrough=passthrough,
+    )
+    result = predict_from_saved_model(
+        exported.result.export_dir,
+        exported.schema,
+        exported.data,
+        str(tmp_path / "sm"),
+        batch_size=6,
+        passthrough=passthrough,
+        num_shards=2,
+    )
 
-    from_checkpoint, from_saved_model = read_predictions(str(tmp_path / "ckpt")), read_predictions(str(tmp_path / "sm"))
+    from_checkpoint, from_saved_model = (
+        read_predictions(str(tmp_path / "ckpt")),
+        read_predictions(str(tmp_path / "sm")),
+    )
     assert result.count == 40 and [s["rows"] for s in result.manifest["shards"]] == [20, 20]
     assert result.manifest["source"] == {"kind": "saved_model", "export_dir": exported.result.export_dir}
     strip = ("probabilities",)
@@ -121,26 +156,61 @@ def test_checkpoint_and_saved_model_predictions_agree(exported, tmp_path):
 @pytest.mark.slow
 def test_saved_model_cli_show_and_run(exported):
     export_dir = exported.result.export_dir
-    show = subprocess.run([SAVED_MODEL_CLI, "show", "--dir", export_dir, "--all"],
-                          capture_output=True, text=True, timeout=120, check=True)
+    show = subprocess.run(
+        [SAVED_MODEL_CLI, "show", "--dir", export_dir, "--all"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     assert "MetaGraphDef with tag-set: 'serve' contains" in show.stdout
     assert "MetaGraphDef with tag-set: 'serve, tpu' contains" in show.stdout
     assert "signature_def['raw:predict']" in show.stdout
 
     example = '[{"f_x_1":[1.0],"f_x_2":[-1.0],"f_colour":["red"]}]'
-    run = subprocess.run([SAVED_MODEL_CLI, "run", "--dir", export_dir, "--tag_set", "serve", "--signature_def",
-                          "predict", "--input_examples", f"examples={example}"],
-                         capture_output=True, text=True, timeout=120, check=True)
+    run = subprocess.run(
+        [
+            SAVED_MODEL_CLI,
+            "run",
+            "--dir",
+            export_dir,
+            "--tag_set",
+            "serve",
+            "--signature_def",
+            "predict",
+            "--input_examples",
+            f"examples={example}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     printed = re.search(r"Result for output key probabilities:\n\[\[([^\]]*)\]\]", run.stdout)
     assert printed, run.stdout
-    want = run_cpu_graph(export_dir, "raw:predict", {"f_x_1": np.array([1.0], np.float32),
-                         "f_x_2": np.array([-1.0], np.float32), "f_colour": np.array([b"red"])})
-    np.testing.assert_allclose([float(v) for v in printed.group(1).split()], want["probabilities"][0], atol=1e-6)
+    want = run_cpu_graph(
+        export_dir,
+        "raw:predict",
+        {
+            "f_x_1": np.array([1.0], np.float32),
+            "f_x_2": np.array([-1.0], np.float32),
+            "f_colour": np.array([b"red"]),
+        },
+    )
+    np.testing.assert_allclose(
+        [float(v) for v in printed.group(1).split()], want["probabilities"][0], atol=1e-6
+    )
 
 
 def test_api_version_2_exports_a_tpu_graph_through_the_model_fn(exported):
-    result = export_model(exported.job, exported.schema, exported.model_dir, os.path.join(exported.root, "v2"),
-                          api_version=2, verify_rows=exported.data)
+    result = export_model(
+        exported.job,
+        exported.schema,
+        exported.model_dir,
+        os.path.join(exported.root, "v2"),
+        api_version=2,
+        verify_rows=exported.data,
+    )
 
     assert result.tag_sets == (("serve",), ("serve", "tpu"))
     assert result.metadata["api_version"] == 2
@@ -155,7 +225,9 @@ def test_export_to_gcs_and_score_from_it(exported, tmp_path, gcs_prefix):
     names = {u[len(result.export_dir) + 1 :] for u in storage.list_files(result.export_dir)}
     assert {"saved_model.pb", "variables/variables.index", "assets.extra/export_metadata.json"} <= names
     predict_from_saved_model(result.export_dir, exported.schema, exported.data, str(tmp_path / "gcs"))
-    predict_from_saved_model(exported.result.export_dir, exported.schema, exported.data, str(tmp_path / "local"))
+    predict_from_saved_model(
+        exported.result.export_dir, exported.schema, exported.data, str(tmp_path / "local")
+    )
     assert read_predictions(str(tmp_path / "gcs")) == read_predictions(str(tmp_path / "local"))
 
 
@@ -190,12 +262,17 @@ def test_verify_rejects_outputs_that_differ_from_the_estimator(exported):
     records = list(read_tfrecords(resolve_files(exported.data)))[:5]
     good = run_cpu_graph(exported.result.export_dir, "predict", {"examples": np.array(records, dtype=object)})
     expected = {"class_ids": good["class_ids"], "probabilities": good["probabilities"]}
-    report = verify_export(exported.result.export_dir, schema=exported.schema, sample=records, expected=expected)
+    report = verify_export(
+        exported.result.export_dir, schema=exported.schema, sample=records, expected=expected
+    )
     assert report["rows_checked"] == 5
 
     shifted = dict(expected, probabilities=expected["probabilities"] + 1e-3)
-    with pytest.raises(ExportVerificationError, match=r"signature 'predict' output 'probabilities' differs from "
-                       r"the estimator by 0\.001 \(allowed 1e-05\)"):
+    with pytest.raises(
+        ExportVerificationError,
+        match=r"signature 'predict' output 'probabilities' differs from "
+        r"the estimator by 0\.001 \(allowed 1e-05\)",
+    ):
         verify_export(exported.result.export_dir, schema=exported.schema, sample=records, expected=shifted)
 
 
@@ -212,7 +289,11 @@ def test_regression_export_and_outputs_agree(tmp_path):
     reg = _train_and_export(str(tmp_path), "regression", n=B + 1)
 
     assert sorted(reg.result.signatures["serve"]) == [
-        "predict", "raw:predict", "raw:serving_default", "regression", "serving_default"
+        "predict",
+        "raw:predict",
+        "raw:serving_default",
+        "regression",
+        "serving_default",
     ]
     batch_predict(reg.job, reg.schema, reg.model_dir, reg.data, str(tmp_path / "ckpt"))
     predict_from_saved_model(reg.result.export_dir, reg.schema, reg.data, str(tmp_path / "sm"), batch_size=4)

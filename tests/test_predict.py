@@ -59,7 +59,9 @@ def trained(tmp_path_factory) -> Trained:
     )
     job = JobConfig(
         tpu=TPUSettings(iterations_per_loop=10),
-        training=TrainingConfig(train_batch_size=16, predict_batch_size=B, train_steps=30, save_checkpoints_steps=30),
+        training=TrainingConfig(
+            train_batch_size=16, predict_batch_size=B, train_steps=30, save_checkpoints_steps=30
+        ),
         model=ModelConfig(family="linear"),
     )
     estimator.train(job, schema, train_pattern, os.path.join(root, "model"))
@@ -176,15 +178,21 @@ def test_failed_run_publishes_nothing_and_keeps_previous_output(trained, tmp_pat
 
 def test_real_rows_drops_padding_and_checks_order():
     def batch(index, padding):
-        return {INDEX_FEATURE: np.array(index, np.int32), PADDING_FEATURE: np.array(padding, np.float32),
-                "class_ids": np.array(index, np.int32) * 10}
+        return {
+            INDEX_FEATURE: np.array(index, np.int32),
+            PADDING_FEATURE: np.array(padding, np.float32),
+            "class_ids": np.array(index, np.int32) * 10,
+        }
 
     got = list(real_rows(iter([batch([0, 1, 2], [0, 0, 0]), batch([3, 4, 5], [0, 1, 1])]), count=4))
     assert [g["class_ids"].tolist() for g in got] == [[0, 10, 20], [30]]
     assert all(set(g) == {"class_ids"} for g in got)
 
-    with pytest.raises(PredictionError, match=r"expected real rows 0\.\.2 then padding \(index >= 4\), got "
-                       r"example_index=\[0, 2, 1\]"):
+    with pytest.raises(
+        PredictionError,
+        match=r"expected real rows 0\.\.2 then padding \(index >= 4\), got "
+        r"example_index=\[0, 2, 1\]",
+    ):
         list(real_rows(iter([batch([0, 2, 1], [0, 0, 0])]), count=4))
     with pytest.raises(PredictionError, match="out of order"):  # a padded row inside the real range
         list(real_rows(iter([batch([0, 1, 2], [0, 1, 0])]), count=4))
@@ -195,8 +203,11 @@ def test_real_rows_drops_padding_and_checks_order():
 def test_argument_errors_name_the_setting(trained, tmp_path):
     pattern, _ = write_rows(trained, "data-args", 3)
     args = (trained.job, trained.schema, trained.model_dir, pattern, str(tmp_path / "out"))
-    with pytest.raises(ValueError, match=r"passthrough column 'weight' is not in the schema; use original column "
-                       r"names from: \['colour', 'target', 'x 1', 'x-2'\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"passthrough column 'weight' is not in the schema; use original column "
+        r"names from: \['colour', 'target', 'x 1', 'x-2'\]",
+    ):
         batch_predict(*args, passthrough=["weight"])
     with pytest.raises(ValueError, match="num_shards=0 must be a positive integer"):
         batch_predict(*args, num_shards=0)
@@ -223,8 +234,16 @@ def test_sigkill_midway_leaves_no_committed_output_and_rerun_commits_all(trained
     (tmp_path / "schema.json").write_text(trained.schema.to_json())
     out = str(tmp_path / "out")
     env = dict(os.environ, PYTHONPATH=REPO)
-    argv = [sys.executable, "-c", _KILL_SCRIPT, str(tmp_path / "job.json"), str(tmp_path / "schema.json"),
-            trained.model_dir, pattern, out]
+    argv = [
+        sys.executable,
+        "-c",
+        _KILL_SCRIPT,
+        str(tmp_path / "job.json"),
+        str(tmp_path / "schema.json"),
+        trained.model_dir,
+        pattern,
+        out,
+    ]
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         staging = _wait_for_second_shard(tmp_path, proc, timeout=120)
