@@ -231,8 +231,8 @@ def predict_input_fn_builder(files: List[str], schema: Schema, count: int) -> in
 
     def input_fn(params: Dict) -> tf.data.Dataset:
         batch_size = params["batch_size"]
-        context = params.get("context")
-        replicas = context.num_replicas // context.num_hosts if context is not None else 1
+        inputs._require_single_host(params)  # the same deployment rules as inputs.predict_input_fn_builder
+        _, _, replicas = inputs._deployment(params)
         batches = inputs.eval_steps(count, batch_size * replicas) * replicas
         real = tf.data.TFRecordDataset(files).apply(tf.data.experimental.assert_cardinality(count))
         padding = tf.data.Dataset.from_tensors(tf.constant(b"")).repeat(batches * batch_size - count)
