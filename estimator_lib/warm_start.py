@@ -36,7 +36,7 @@ def _assignment_map(checkpoint: str, variables: List[tf.Variable]) -> Dict[str, 
     available = dict(tf.train.list_variables(checkpoint))
     problems, assignment = [], {}
     for var in variables:
-        name = var.op.name
+        name = var.name.split(":")[0]
         if name not in available:
             problems.append(f"{name} is not in the checkpoint")
         elif list(available[name]) != var.shape.as_list():

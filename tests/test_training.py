@@ -21,7 +21,7 @@ ModeKeys = tf.estimator.ModeKeys
 def make_job(**training) -> JobConfig:
     base = dict(train_steps=300, save_checkpoints_steps=100, train_batch_size=64, eval_batch_size=64)
     base.update(training)
-    return JobConfig(tpu=TPUSettings(iterations_per_loop=50), training=TrainingConfig(**base))
+    return JobConfig(tpu=TPUSettings(iterations_per_loop=50, strict=True), training=TrainingConfig(**base))
 
 
 @pytest.fixture(scope="module")
@@ -153,11 +153,12 @@ def test_plugin_model_trains_and_every_batch_is_static_and_full(datasets, tmp_pa
     assert "plugin_w" in dict(tf.train.list_variables(model_dir))
     assert result.metrics["accuracy"] > 0.6
     assert sum(int((p["is_padding"] == 0).sum()) for p in predictions) == 1000
+    # The CPU run sees global batches; strict mode's TPU simulation sees per-replica ones (8 replicas).
     batch = {ModeKeys.TRAIN: 64, ModeKeys.EVAL: 32, ModeKeys.PREDICT: 16}
-    modes = {mode for mode, *_ in plugin_model.SEEN}
-    assert modes == set(batch)
+    seen = {(mode, shape[0]) for mode, _, shape, _ in plugin_model.SEEN}
+    assert seen == {(m, b) for m, b in batch.items()} | {(m, b // 8) for m, b in batch.items()}
     for mode, key, shape, dtype in plugin_model.SEEN:
-        assert shape == [batch[mode]], (mode, key, shape)
+        assert shape in ([batch[mode]], [batch[mode] // 8]), (mode, key, shape)
         assert dtype in ("float32", "int32"), (mode, key, dtype)
 
 
