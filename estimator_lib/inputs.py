@@ -26,6 +26,7 @@ InputFn = Callable[[Dict], tf.data.Dataset]
 Patterns = Union[str, Sequence[str]]
 _AUTOTUNE = tf.data.AUTOTUNE
 _INTERLEAVE_CYCLE = 4
+_COUNT_BATCH = 8192
 
 
 def resolve_files(patterns: Patterns) -> List[str]:
@@ -41,9 +42,10 @@ def resolve_files(patterns: Patterns) -> List[str]:
 
 
 def count_records(patterns: Patterns) -> int:
-    """Counts the records in TFRecord files (one pass over the data)."""
-    dataset = tf.data.TFRecordDataset(resolve_files(patterns))
-    return int(dataset.reduce(tf.constant(0, tf.int64), lambda n, _: n + 1).numpy())
+    """Counts the records in TFRecord files (one pass over the data, a batch at a time)."""
+    dataset = tf.data.TFRecordDataset(resolve_files(patterns)).batch(_COUNT_BATCH)
+    total = dataset.reduce(tf.constant(0, tf.int64), lambda n, b: n + tf.cast(tf.shape(b)[0], tf.int64))
+    return int(total.numpy())
 
 
 def eval_steps(num_examples: int, global_batch_size: int) -> int:
@@ -137,19 +139,18 @@ def _require_single_host(params: Dict) -> None:
         )
 
 
-def _padded_records(files: List[str], num_examples: int, total: int) -> tf.data.Dataset:
-    """(serialized, is_padding, index) rows: the `num_examples` real records in file order, then empty
-    Examples up to `total`. Fails at run time if the files do not hold exactly `num_examples` records."""
+def _padded_batches(files: List[str], num_examples: int, batch_size: int, batches: int) -> tf.data.Dataset:
+    """(step, serialized [batch_size]) pairs: the `num_examples` real records in file order, then empty Examples
+    up to `batches` whole batches. Fails at run time if the files do not hold exactly `num_examples` records.
+
+    Padding is added to the record stream and everything after the read works on whole batches (per-record
+    maps cost more than the model here)."""
     real = tf.data.TFRecordDataset(files).apply(tf.data.experimental.assert_cardinality(num_examples))
-    real = real.map(lambda s: (s, tf.constant(0.0)))
-    padding = tf.data.Dataset.from_tensors((tf.constant(b""), tf.constant(1.0))).repeat(total - num_examples)
-    rows = real.concatenate(padding).enumerate()
-    return rows.map(lambda i, row: (row[0], row[1], tf.cast(i, tf.int32)))
+    padding = tf.data.Dataset.from_tensors(tf.constant(b"")).repeat(batches * batch_size - num_examples)
+    return real.concatenate(padding).batch(batch_size, drop_remainder=True).enumerate()
 
 
-def _padded_input_fn(
-    patterns: Patterns, schema: Schema, num_examples: Optional[int], steps_for: Callable[[int, int], int], with_label: bool
-) -> InputFn:
+def _padded_input_fn(patterns: Patterns, schema: Schema, num_examples: Optional[int], with_label: bool) -> InputFn:
     files = resolve_files(patterns)
     count = count_records(files) if num_examples is None else num_examples
 
@@ -157,18 +158,18 @@ def _padded_input_fn(
         _require_single_host(params)
         batch_size = params["batch_size"]
         replicas = _deployment(params)[2]
-        batches = steps_for(count, batch_size * replicas) * replicas
-        rows = _padded_records(files, count, batches * batch_size)
-        dataset = rows.batch(batch_size, drop_remainder=True)
+        batches = eval_steps(count, batch_size * replicas) * replicas
 
-        def parse(serialized, is_padding, index):
+        def parse(step, serialized):
+            index = tf.cast(step, tf.int32) * batch_size + tf.range(batch_size, dtype=tf.int32)
             features, label = transform.parse_batch(serialized, schema, with_label=with_label, label_default=True)
-            features[PADDING_FEATURE] = is_padding
+            features[PADDING_FEATURE] = tf.cast(index >= count, tf.float32)
             if not with_label:
                 features[INDEX_FEATURE] = index
                 return features
             return features, label
 
+        dataset = _padded_batches(files, count, batch_size, batches)
         return dataset.map(parse, num_parallel_calls=_AUTOTUNE).prefetch(_AUTOTUNE)
 
     input_fn.num_examples = count  # type: ignore[attr-defined]
@@ -187,7 +188,7 @@ def eval_input_fn_builder(patterns: Patterns, schema: Schema, num_examples: Opti
       input_fn(params) -> Dataset of (features, label), features including `is_padding` float32 [batch].
       `input_fn.num_examples` holds the real record count.
     """
-    return _padded_input_fn(patterns, schema, num_examples, eval_steps, with_label=True)
+    return _padded_input_fn(patterns, schema, num_examples, with_label=True)
 
 
 def predict_input_fn_builder(patterns: Patterns, schema: Schema, num_examples: Optional[int] = None) -> InputFn:
@@ -197,4 +198,4 @@ def predict_input_fn_builder(patterns: Patterns, schema: Schema, num_examples: O
       input_fn(params) -> Dataset of features, including `is_padding` float32 [batch] and `example_index`
       int32 [batch] (the row's position in the input, so the host can join keys and check order).
     """
-    return _padded_input_fn(patterns, schema, num_examples, eval_steps, with_label=False)
+    return _padded_input_fn(patterns, schema, num_examples, with_label=False)

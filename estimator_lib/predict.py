@@ -2,7 +2,7 @@
 
 Checkpoint path (`batch_predict`), what runs where:
   * host CPU, input pipeline: the prepared TFRecords, in file order, padded with empty Examples to whole
-    predict batches (`predict_input_fn_builder`, batch-vectorised); each row carries `is_padding` (float32, 1.0 for
+    predict batches (`inputs.predict_input_fn_builder`, batch-vectorised); each row carries `is_padding` (float32, 1.0 for
     padding) and `example_index` (int32, its position in the input). TPUs need one static batch shape, so
     the last batch is padded rather than short.
   * TPU (or CPU with use_tpu=False): the model. The example key is a string and cannot pass through a TPU
@@ -44,7 +44,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from estimator_lib import inputs, storage, transform
+from estimator_lib import inputs, storage
 from estimator_lib.config import JobConfig
 from estimator_lib.inputs import Patterns
 from estimator_lib.schema import (
@@ -63,7 +63,6 @@ CLASSIFICATION_FIELDS = ("class", "class_id", "probabilities")
 REGRESSION_FIELDS = ("value",)
 _AUTOTUNE = tf.data.AUTOTUNE
 _QUEUE_DEPTH = 8
-_COUNT_BATCH = 8192
 Batch = Dict[str, np.ndarray]
 
 
@@ -214,47 +213,6 @@ def _split(batch: Dict[str, Any], n: int) -> Tuple[Dict[str, Any], Dict[str, Any
         else:
             head[name], tail[name] = value[:n], value[n:]
     return head, tail
-
-
-# -- the predict input_fn and record counting ---------------------------------------------------------------
-# Same contract as `inputs.predict_input_fn_builder` (whole padded batches, `is_padding`, `example_index`), but
-# every step after the file read works on whole batches: the per-record `map`s of `inputs._padded_records`
-# cost ~50 us per record here, 10x the model. (Proposed for inputs.py; this then becomes a call to it.)
-def predict_input_fn_builder(files: List[str], schema: Schema, count: int) -> inputs.InputFn:
-    """Builds the prediction input_fn (runs on the host CPU): the `count` records of `files` in order, then
-    empty Examples up to whole batches (a TPU compiles one static batch shape).
-
-    Returns:
-      input_fn(params) -> Dataset of features {key: float32/int32 [batch]} plus `is_padding` float32 [batch]
-      (1.0 for padding) and `example_index` int32 [batch] (the row's position in the input).
-    """
-
-    def input_fn(params: Dict) -> tf.data.Dataset:
-        batch_size = params["batch_size"]
-        inputs._require_single_host(params)  # the same deployment rules as inputs.predict_input_fn_builder
-        _, _, replicas = inputs._deployment(params)
-        batches = inputs.eval_steps(count, batch_size * replicas) * replicas
-        real = tf.data.TFRecordDataset(files).apply(tf.data.experimental.assert_cardinality(count))
-        padding = tf.data.Dataset.from_tensors(tf.constant(b"")).repeat(batches * batch_size - count)
-        dataset = real.concatenate(padding).batch(batch_size, drop_remainder=True).enumerate()
-
-        def parse(step: tf.Tensor, serialized: tf.Tensor) -> Dict[str, tf.Tensor]:
-            index = tf.cast(step, tf.int32) * batch_size + tf.range(batch_size, dtype=tf.int32)
-            features, _ = transform.parse_batch(serialized, schema, with_label=False)
-            features[PADDING_FEATURE] = tf.cast(index >= count, tf.float32)
-            features[INDEX_FEATURE] = index
-            return features
-
-        return dataset.map(parse, num_parallel_calls=_AUTOTUNE).prefetch(_AUTOTUNE)
-
-    return input_fn
-
-
-def count_records(files: List[str]) -> int:
-    """Records in TFRecord files, counted a batch at a time (`inputs.count_records` reduces per record)."""
-    dataset = tf.data.TFRecordDataset(files).batch(_COUNT_BATCH)
-    total = dataset.reduce(tf.constant(0, tf.int64), lambda n, b: n + tf.cast(tf.shape(b)[0], tf.int64))
-    return int(total.numpy())
 
 
 # -- padding and order checks ---------------------------------------------------------------------------------
@@ -540,8 +498,8 @@ def batch_predict(
     columns = _passthrough_columns(schema, passthrough)
     _check_num_shards(num_shards)
     files = inputs.resolve_files(data)
-    count = count_records(files) if num_examples is None else num_examples
-    input_fn = predict_input_fn_builder(files, schema, count)
+    input_fn = inputs.predict_input_fn_builder(files, schema, num_examples)
+    count = input_fn.num_examples  # type: ignore[attr-defined]
     estimator = build_estimator(job, schema, model_dir)
     checkpoint = checkpoint_path or estimator.latest_checkpoint()
     if checkpoint is None:
@@ -640,7 +598,7 @@ def predict_from_saved_model(
     columns = _passthrough_columns(schema, passthrough)
     _check_num_shards(num_shards)
     files = inputs.resolve_files(data)
-    count = count_records(files)
+    count = inputs.count_records(files)
     model = load_serving_model(export_dir)
     host_parse = _host_parse_fn(columns, schema)
 

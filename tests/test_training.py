@@ -13,7 +13,7 @@ import plugin_model
 import reference_metrics
 import synthetic
 from estimator_lib import estimator, inputs, records
-from estimator_lib.config import JobConfig, ModelConfig, OptimizerConfig, TPUSettings, TrainingConfig
+from estimator_lib.config import JobConfig, TPUSettings, TrainingConfig
 
 ModeKeys = tf.estimator.ModeKeys
 
