@@ -66,8 +66,7 @@ def summarize(outputs: Mapping[str, Any], settings: RunSettings) -> Dict[str, An
         "artifacts": {
             "prepare": dataset.uri,
             "train": model.uri,
-            "evaluate": outputs["metrics"].uri,
-            "blessing": blessing.uri,
+            "evaluate": blessing.uri,  # blessing.json and both models' eval predictions; metrics live in metadata
             "batch_predict": predictions.uri,
             "export": exported.uri,
         },

@@ -1,0 +1,151 @@
+"""End to end: the README's command runs the whole pipeline on CPU with the KFP local runner (real TensorFlow,
+real subprocess components), then second runs against the first run's published model bless or refuse.
+
+Slow (a minute or so per run): `pytest -m "not slow"` skips them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+from estimator_lib import publish, storage
+
+pytestmark = pytest.mark.slow
+
+TPU_PIPELINE = os.path.join(os.path.dirname(sys.executable), "tpu-pipeline")
+PENGUIN_CLASSES = {"Adelie", "Chinstrap", "Gentoo"}
+
+
+def run_cli(*args: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    return subprocess.run([TPU_PIPELINE, *args], capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def load_summary(output: str) -> dict:
+    with open(os.path.join(output, "summary.json"), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def prediction_rows(uri: str) -> list:
+    rows = []
+    for shard in storage.glob(os.path.join(uri, "predictions-*.jsonl")):
+        with open(shard, encoding="utf-8") as f:
+            rows.extend(json.loads(line) for line in f)
+    return rows
+
+
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory):
+    """`tpu-pipeline run-local --output DIR`: the default run, as the README gives it."""
+    output = str(tmp_path_factory.mktemp("first"))
+    proc = run_cli("run-local", "--output", output)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    return output, proc.stdout, load_summary(output)
+
+
+def test_default_run_prints_where_the_summary_is(first_run):
+    output, stdout, _ = first_run
+    assert stdout.rstrip().splitlines()[-1] == f"summary: {os.path.join(output, 'summary.json')}"
+    assert "blessed: True" in stdout
+
+
+def test_default_run_metrics_are_sane_and_blessed(first_run):
+    _, _, summary = first_run
+    metrics = summary["metrics"]
+    assert all(isinstance(v, float) and math.isfinite(v) for v in metrics.values())
+    assert metrics["accuracy"] >= 0.9  # chance is 1/3, the most frequent class 0.44
+    assert metrics["macro_auc_roc"] >= 0.95
+    assert 0.0 < metrics["mean_loss"] < 0.5
+    assert summary["blessed"] is True
+    assert summary["blessing"]["reasons"] == [] and summary["blessing"]["baseline_uri"] == ""
+    assert summary["blessing"]["candidate_metrics"]["accuracy"] == pytest.approx(metrics["accuracy"])
+
+
+def test_default_run_artifacts_predictions_and_export(first_run):
+    _, _, summary = first_run
+    assert set(summary["artifacts"]) == {"prepare", "train", "evaluate", "batch_predict", "export"}
+    assert all(os.path.exists(uri) for uri in summary["artifacts"].values())
+    counts = summary["dataset"]["counts"]
+    assert counts["train"] + counts["eval"] == 344
+    rows = prediction_rows(summary["predictions"]["uri"])
+    assert summary["predictions"]["count"] == counts["eval"] == len(rows)
+    assert len({r["key"] for r in rows}) == len(rows)
+    for row in rows:
+        assert row["class"] in PENGUIN_CLASSES and set(row["probabilities"]) == PENGUIN_CLASSES
+        assert sum(row["probabilities"].values()) == pytest.approx(1.0, abs=1e-5)
+    export = summary["export"]
+    assert export["tag_sets"] == [["serve"], ["serve", "tpu"]]
+    assert os.path.exists(os.path.join(export["uri"], "saved_model.pb"))
+    assert {"serving_default", "predict", "classification"} <= set(export["signatures"]["serve,tpu"])
+    assert summary["model"]["global_step"] == 1000
+
+
+def test_default_run_publishes_a_version_with_the_exports_fingerprint(first_run):
+    output, _, summary = first_run
+    fingerprints = summary["fingerprints"]
+    assert set(fingerprints) == {"dataset", "model", "blessing", "predictions", "exported"}
+    assert all(len(v) == 64 and int(v, 16) >= 0 for v in fingerprints.values())
+    assert publish.fingerprint(summary["export"]["uri"]) == fingerprints["exported"]
+    latest = publish.latest(os.path.join(output, "published"))
+    assert summary["export"]["published"] is True
+    assert latest.uri == summary["export"]["published_uri"]
+    assert latest.fingerprint == fingerprints["exported"]
+
+
+def test_default_run_records_the_full_config(first_run):
+    _, _, summary = first_run
+    config = summary["config"]
+    assert config["data"] == "embedded:penguins" and config["label"] == "species"
+    assert config["job_config"]["tpu"]["strict"] is True and config["job_config"]["tpu"]["use_tpu"] is False
+    assert config["job_config"]["training"]["train_steps"] == config["train_steps"] == 1000
+    assert config["baseline"] == "latest" and config["warm_start"] == "none"
+
+
+def test_warm_started_second_run_is_blessed_against_the_published_baseline(first_run, tmp_path):
+    first_output, _, first = first_run
+    root = os.path.join(first_output, "published")
+    baseline = publish.latest(root)
+    output = str(tmp_path / "second")
+    proc = run_cli(
+        "run-local", "--output", output, "--publish-root", root, "--warm-start", "latest",
+        "--set", "training.train_steps=50", "--set", "blessing.min_improvement=-0.05",
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    summary = load_summary(output)
+    assert summary["blessed"] is True, summary["blessing"]
+    assert summary["blessing"]["baseline_uri"] == baseline.uri
+    # The baseline is scored with the same code on the same rows: its metrics are the first run's.
+    assert summary["blessing"]["baseline_metrics"] == pytest.approx(first["blessing"]["candidate_metrics"])
+    assert summary["config"]["job_config"]["training"]["warm_start_from"] == baseline.uri
+    assert summary["metrics"]["accuracy"] >= 0.9  # 50 steps on top of the published weights, not from scratch
+    assert publish.latest(root).uri == summary["export"]["published_uri"] != baseline.uri
+
+
+def test_second_run_that_must_beat_the_baseline_is_refused_and_publishes_nothing(first_run, tmp_path):
+    first_output, _, first = first_run
+    root = os.path.join(first_output, "published")
+    baseline_uri = first["export"]["published_uri"]
+    versions_before = sorted(os.listdir(os.path.join(root, "versions")))
+    latest_before = publish.latest(root)
+    output = str(tmp_path / "refused")
+    proc = run_cli(
+        "run-local", "--output", output, "--publish-root", root, "--baseline", baseline_uri,
+        "--set", "training.train_steps=100", "--set", "blessing.min_improvement=0.05",
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    summary = load_summary(output)
+    assert summary["blessed"] is False
+    [reason] = summary["blessing"]["reasons"]
+    assert reason.startswith("vs baseline") and "min_improvement 0.05" in reason and reason.endswith("fails")
+    assert "blessed: False" in proc.stdout and "not published" in proc.stdout
+    assert summary["export"]["published"] is False and summary["export"]["published_uri"] == ""
+    assert summary["export"]["reason"].startswith("not published: not blessed")
+    assert os.path.exists(os.path.join(summary["export"]["uri"], "saved_model.pb"))  # exported, not published
+    assert sorted(os.listdir(os.path.join(root, "versions"))) == versions_before
+    assert publish.latest(root) == latest_before
