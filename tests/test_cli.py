@@ -1,0 +1,179 @@
+"""The `tpu-pipeline` CLI: help on every command, compiled YAML for TPU and CPU, image pinning, settings."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from estimator_lib.config import ConfigError
+from pipelines import cli, image, params, tpu
+
+DIGEST_IMAGE = "us-central1-docker.pkg.dev/proj/repo/tpu-pipeline@sha256:" + "ab" * 32
+COMMIT_IMAGE = "us-central1-docker.pkg.dev/proj/repo/tpu-pipeline:" + "0123456789abcdef0123456789abcdef01234567"
+TPU_STAGES = {"train-model": "train_model", "evaluate-model": "evaluate_model", "batch-predict": "batch_predict"}
+CPU_STAGES = {"prepare-data": "prepare_data", "export-model": "export_model"}
+GCPC_LAUNCHER = "gcr.io/ml-pipeline/google-cloud-pipeline-components:"
+
+
+# -- help ----------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("command", [[], ["run-local"], ["compile"], ["submit"], ["schedule"]])
+def test_every_command_has_help(command, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main([*command, "--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: tpu-pipeline")
+    if command == ["compile"]:
+        assert "v5litepod-4  ct5lp-hightpu-4t   TPU_V5_LITEPOD  x4   4 cores" in out
+
+
+def test_console_script_and_module_entry_points():
+    script = os.path.join(os.path.dirname(sys.executable), "tpu-pipeline")
+    for argv in ([script, "--help"], [sys.executable, "-m", "pipelines", "schedule", "--help"]):
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        assert "usage: tpu-pipeline" in proc.stdout
+    assert "--cron" in proc.stdout
+
+
+# -- compile -------------------------------------------------------------------------------------------------
+def compile_yaml(tmp_path, *args: str) -> dict:
+    output = str(tmp_path / "pipeline.yaml")
+    assert cli.main(["compile", "--output", output, *args]) == 0
+    with open(output, encoding="utf-8") as f:
+        return yaml.safe_load(f)
+
+
+def task_tpu(spec: dict, task: str) -> dict:
+    return spec["root"]["dag"]["tasks"][task]["inputs"]["parameters"]["tpu"]["runtimeValue"]["constant"]
+
+
+@pytest.mark.parametrize(
+    "tpu_type, machine, accelerator, count",
+    [("v2-8", "cloud-tpu", "TPU_V2", 8), ("v3-8", "cloud-tpu", "TPU_V3", 8),
+     ("v5litepod-4", "ct5lp-hightpu-4t", "TPU_V5_LITEPOD", 4)],
+)
+def test_compile_for_tpu_runs_three_stages_as_tpu_custom_jobs(tmp_path, tpu_type, machine, accelerator, count):
+    spec = compile_yaml(tmp_path, "--tpu", tpu_type, "--image", DIGEST_IMAGE)
+    executors = spec["deploymentSpec"]["executors"]
+    for task, function in TPU_STAGES.items():
+        assert executors[f"exec-{task}"]["container"]["image"].startswith(GCPC_LAUNCHER)
+        inputs = spec["components"][f"comp-{task}"]["inputDefinitions"]["parameters"]
+        [pool] = inputs["worker_pool_specs"]["defaultValue"]
+        assert pool["machine_spec"] == {"machine_type": machine, "accelerator_type": accelerator, "accelerator_count": count}
+        assert pool["replica_count"] == 1
+        assert pool["container_spec"]["image_uri"] == DIGEST_IMAGE
+        assert pool["container_spec"]["args"][-1] == function
+        assert inputs["service_account"]["defaultValue"] == "{{$.pipeline_service_account}}"
+        assert inputs["location"]["defaultValue"] == "{{$.pipeline_google_cloud_location}}"
+        assert task_tpu(spec, task) == {"use_tpu": True, "tpu_name": "local", "num_cores": count}
+    for task, function in CPU_STAGES.items():
+        container = executors[f"exec-{task}"]["container"]
+        assert container["image"] == DIGEST_IMAGE
+        assert "worker_pool_specs" not in spec["components"][f"comp-{task}"]["inputDefinitions"].get("parameters", {})
+    assert task_tpu(spec, "export-model") == {"use_tpu": False}
+
+
+def test_compile_for_cpu_has_no_tpu_anywhere(tmp_path):
+    spec = compile_yaml(tmp_path, "--cpu", "--image", COMMIT_IMAGE)
+    text = json.dumps(spec)
+    assert "worker_pool_specs" not in text and "TPU_V" not in text and GCPC_LAUNCHER not in text
+    images = {e["container"]["image"] for e in spec["deploymentSpec"]["executors"].values()}
+    assert images == {COMMIT_IMAGE}
+    for task in TPU_STAGES:
+        assert task_tpu(spec, task) == {"use_tpu": False}
+    for executor in spec["deploymentSpec"]["executors"].values():
+        assert "pip install" not in json.dumps(executor)  # lightweight, on the project image: nothing installed
+
+
+def test_compiled_pipeline_parameters(tmp_path):
+    spec = compile_yaml(tmp_path, "--cpu", "--image", COMMIT_IMAGE)
+    parameters = spec["root"]["inputDefinitions"]["parameters"]
+    assert "defaultValue" not in parameters["publish_root"]  # required: where blessed models go
+    defaults = {name: p.get("defaultValue") for name, p in parameters.items()}
+    assert defaults["data"] == "embedded:penguins" and defaults["label"] == "species"
+    assert defaults["model_family"] == "dnn" and defaults["hidden_units"] == [64.0, 32.0]
+    assert defaults["baseline"] == "latest" and defaults["warm_start"] == "none"
+    assert {"task", "learning_rate", "train_steps", "train_batch_size", "seed", "job_config", "blessing_config",
+            "prepare_options", "predict_data", "eval_fraction", "key_column"} <= set(parameters)
+    assert sorted(spec["root"]["dag"]["tasks"]) == sorted([*TPU_STAGES, *CPU_STAGES])
+    assert spec["root"]["dag"]["tasks"]["export-model"]["dependentTasks"] == ["evaluate-model", "prepare-data", "train-model"]
+
+
+def test_compile_refuses_a_mutable_image_and_both_targets(tmp_path, capsys):
+    output = str(tmp_path / "p.yaml")
+    assert cli.main(["compile", "--output", output, "--image", "gcr.io/p/img:latest"]) == 2
+    assert "not an immutable reference" in capsys.readouterr().err
+    assert not os.path.exists(output)
+    with pytest.raises(SystemExit):
+        cli.main(["compile", "--tpu", "v3-8", "--cpu"])
+
+
+def test_default_image_is_tagged_with_the_commit(tmp_path):
+    spec = compile_yaml(tmp_path, "--cpu", "--image-repo", "us-docker.pkg.dev/p/r/tpu-pipeline")
+    [used] = {e["container"]["image"] for e in spec["deploymentSpec"]["executors"].values()}
+    assert used == f"us-docker.pkg.dev/p/r/tpu-pipeline:{image.git_commit(cli.REPO_DIR)}"
+
+
+def test_image_references():
+    assert image.check_image(DIGEST_IMAGE) == DIGEST_IMAGE
+    assert image.check_image(COMMIT_IMAGE) == COMMIT_IMAGE
+    assert image.check_image("localhost:5000/tpu-pipeline:0a1b2c3") == "localhost:5000/tpu-pipeline:0a1b2c3"
+    for mutable in ("tpu-pipeline", "gcr.io/p/img:latest", "gcr.io/p/img:v1.2", "gcr.io/p/img@sha256:abc"):
+        with pytest.raises(ValueError, match="use a digest .* or a commit tag"):
+            image.check_image(mutable)
+    with pytest.raises(ValueError, match="not a git checkout"):
+        image.default_image("repo", "/")
+
+
+def test_tpu_presets():
+    assert tpu.preset("v3-8").tpu_settings() == {"use_tpu": True, "tpu_name": "local", "num_cores": 8}
+    assert tpu.preset("v5litepod-8").machine_type == "ct5lp-hightpu-8t"
+    with pytest.raises(ValueError, match=r"--tpu 'v9-8' is not a known TPU type; use one of \['v2-8'"):
+        tpu.preset("v9-8")
+
+
+# -- settings ------------------------------------------------------------------------------------------------
+def parse(*argv: str):
+    return cli.build_parser().parse_args(["run-local", *argv])
+
+
+def test_settings_route_overrides_to_their_sections(tmp_path):
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"model": {"family": "linear"}, "blessing": {"thresholds": {"accuracy": 0.8}}}))
+    args = parse("--data", "x.csv", "--label", "y", "--config", str(config), "--set", "training.train_steps=7",
+                 "--set", 'blessing.thresholds={"auc": 0.9}', "--set", "blessing.min_improvement=0.01",
+                 "--set", "prepare.num_shards=3", "--baseline", "none")
+    settings = cli.resolve_settings(args, "/published", fixed={"tpu.strict": True})
+    assert settings.job.model.family == "linear" and settings.job.training.train_steps == 7
+    assert settings.job.tpu.strict is True
+    assert settings.blessing.thresholds == {"auc": 0.9} and settings.blessing.min_improvement == 0.01
+    assert settings.prepare_options == {"num_shards": 3}
+    arguments = settings.arguments()
+    assert arguments["train_steps"] == 7 and arguments["model_family"] == "linear"
+    assert arguments["data"] == "x.csv" and arguments["label"] == "y" and arguments["baseline"] == "none"
+    assert arguments["publish_root"] == "/published"
+    assert "warm_start_from" not in arguments["job_config"]["training"]  # no nulls in KFP parameters
+    assert arguments["blessing_config"] == {"thresholds": {"auc": 0.9}, "beat_trivial": True, "min_improvement": 0.01}
+
+
+def test_settings_errors_name_the_fix(capsys):
+    assert cli.main(["run-local", "--data", "x.csv"]) == 2
+    assert "--label is required with --data" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="unknown field 'train_step'"):
+        cli.resolve_settings(parse("--set", "training.train_step=3"), "/p")
+    with pytest.raises(ConfigError, match="eval_fraction=1.5 must be in"):
+        cli.resolve_settings(parse("--eval-fraction", "1.5"), "/p")
+
+
+def test_without_nulls_keeps_the_config():
+    assert params.without_nulls({"a": None, "b": {"c": None, "d": [1, {"e": None}]}}) == {"b": {"d": [1, {}]}}
+    settings = params.RunSettings(publish_root="/p")
+    from estimator_lib.config import JobConfig
+
+    assert JobConfig.from_dict(settings.arguments()["job_config"]) == settings.job
