@@ -22,11 +22,15 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from estimator_lib.schema import CLASSIFICATION, KEY_FEATURE, LABEL_KEY, REGRESSION, Schema
+
+if TYPE_CHECKING:
+    from estimator_lib.config import JobConfig
+    from estimator_lib.prepare import PrepareResult
 
 HIGHER_IS_BETTER = ("accuracy", "auc", "r2")
 LOWER_IS_BETTER = ("log_loss", "rmse", "mae")
@@ -134,7 +138,7 @@ class Scores:
     probabilities: Optional[np.ndarray] = None
 
 
-def read_truth(files: Sequence[str], schema: Schema) -> Truth:
+def read_truth(files: Union[str, Sequence[str]], schema: Schema) -> Truth:
     """Reads keys and labels of prepared eval TFRecords (host CPU, one pass)."""
     import tensorflow as tf
 
@@ -368,12 +372,6 @@ class Evaluation:
     roc: Optional[Dict[str, List[float]]] = None
 
 
-def _read_scores(output_dir: str, truth: Truth, who: str) -> Scores:
-    from estimator_lib.predict import read_predictions
-
-    return scores_from_rows(read_predictions(output_dir), truth, who)
-
-
 def _baseline_schema(baseline_dir: str, schema: Schema) -> Schema:
     """The schema the baseline was exported with; its label must be the candidate's."""
     from estimator_lib.export import read_export_metadata
@@ -389,8 +387,8 @@ def _baseline_schema(baseline_dir: str, schema: Schema) -> Schema:
 
 
 def evaluate_and_bless(
-    job: Any,
-    prepared: Any,
+    job: "JobConfig",
+    prepared: "PrepareResult",
     model_dir: str,
     config: BlessingConfig,
     baseline_dir: Optional[str],
@@ -410,33 +408,40 @@ def evaluate_and_bless(
       baseline_dir: the baseline's SavedModel directory (the last published model), or None.
       work_dir: where both models' predictions are written (candidate/, baseline/).
     """
-    from estimator_lib import estimator, predict, storage
+    from estimator_lib import estimator, storage
 
     schema = prepared.schema
     config.check_task(schema.label.task)
-    baseline_schema = _baseline_schema(baseline_dir, schema) if baseline_dir else None
+    baseline_schema = _baseline_schema(baseline_dir, schema) if baseline_dir else None  # fail before any work
     eval_files, count = prepared.files("eval"), prepared.counts["eval"]
     result = estimator.evaluate(job, schema, eval_files, model_dir, num_examples=count)
-    truth = read_truth([eval_files], schema)
-    candidate_dir = storage.join(work_dir, "candidate")
-    predict.batch_predict(
-        job, schema, model_dir, eval_files, candidate_dir, num_examples=count, checkpoint_path=result.checkpoint
-    )
-    candidate = _read_scores(candidate_dir, truth, "candidate")
+    truth = read_truth(eval_files, schema)
+    candidate = _score_checkpoint(job, schema, model_dir, result.checkpoint, eval_files, count,
+                                  storage.join(work_dir, "candidate"), truth)
     baseline_metrics = None
     if baseline_dir:
-        predictions_dir = storage.join(work_dir, "baseline")
-        predict.predict_from_saved_model(baseline_dir, baseline_schema, eval_files, predictions_dir)
-        baseline_metrics = compute_metrics(truth, _read_scores(predictions_dir, truth, "baseline"))
+        baseline = _score_saved_model(baseline_dir, baseline_schema, eval_files, storage.join(work_dir, "baseline"), truth)
+        baseline_metrics = compute_metrics(truth, baseline)
     blessing = decide(config, truth, compute_metrics(truth, candidate), baseline_metrics, baseline_dir)
     if truth.task == REGRESSION:
         return Evaluation(result.metrics, result.global_step, result.checkpoint, blessing)
     return Evaluation(
-        result.metrics,
-        result.global_step,
-        result.checkpoint,
-        blessing,
-        truth.classes,
-        confusion_matrix(truth, candidate),
-        roc_curve(truth, candidate),
+        result.metrics, result.global_step, result.checkpoint, blessing,
+        truth.classes, confusion_matrix(truth, candidate), roc_curve(truth, candidate),
     )
+
+
+def _score_checkpoint(job, schema, model_dir, checkpoint, files, count, output_dir, truth) -> Scores:
+    """The candidate's predictions for the eval rows, from the evaluated checkpoint (TPU or CPU)."""
+    from estimator_lib.predict import batch_predict, read_predictions
+
+    batch_predict(job, schema, model_dir, files, output_dir, num_examples=count, checkpoint_path=checkpoint)
+    return scores_from_rows(read_predictions(output_dir), truth, "candidate")
+
+
+def _score_saved_model(export_dir, schema, files, output_dir, truth) -> Scores:
+    """The baseline's predictions for the same rows, from its SavedModel's CPU graph and its own schema."""
+    from estimator_lib.predict import predict_from_saved_model, read_predictions
+
+    predict_from_saved_model(export_dir, schema, files, output_dir)
+    return scores_from_rows(read_predictions(output_dir), truth, "baseline")

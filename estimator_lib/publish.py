@@ -23,9 +23,15 @@ import datetime
 import hashlib
 import json
 import os
-from typing import Any, Dict, Iterable, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Dict, Iterable, Mapping, Optional
 
 from estimator_lib import storage
+
+if TYPE_CHECKING:  # type hints only: importing these pulls in TensorFlow
+    from estimator_lib.blessing import Blessing
+    from estimator_lib.config import JobConfig
+    from estimator_lib.export import ExportResult
+    from estimator_lib.schema import Schema
 
 POINTER = "LATEST"
 VERSIONS = "versions"
@@ -199,28 +205,27 @@ def resolve_model(spec: str, publish_root: str) -> Optional[str]:
 class Release:
     """What the export stage did: the export, and the published version or why there is none."""
 
-    export: Any  # estimator_lib.export.ExportResult
+    export: "ExportResult"
     published: Optional[PublishedModel]
     reason: str
 
 
-def release(export_dir: str, blessing: Any, root: str, metadata: Optional[Mapping[str, Any]] = None) -> Optional[PublishedModel]:
-    """Publishes `export_dir` under `root` if `blessing` (an `estimator_lib.blessing.Blessing`) says so.
+def release(export_dir: str, blessing: "Blessing", root: str, metadata: Optional[Mapping[str, Any]] = None) -> Optional[PublishedModel]:
+    """Publishes `export_dir` under `root` if `blessing` says so; records the verdict with the version.
 
     Returns the new version, or None for an unblessed model (nothing is written then).
     """
     if not blessing.blessed:
         return None
-    record = {"blessing": blessing.to_dict(), **dict(metadata or {})}
-    return publish_model(export_dir, root, metadata=record)
+    return publish_model(export_dir, root, metadata={"blessing": blessing.to_dict(), **dict(metadata or {})})
 
 
 def export_and_release(
-    job: Any,
-    schema: Any,
+    job: "JobConfig",
+    schema: "Schema",
     model_dir: str,
     export_base: str,
-    blessing: Any,
+    blessing: "Blessing",
     root: str,
     verify_files: Optional[str] = None,
 ) -> Release:
@@ -238,8 +243,8 @@ def export_and_release(
     if not root:
         raise ValueError("publish_root is empty; give the directory or gs:// prefix where blessed models go")
     export = export_model(job, schema, model_dir, export_base, verify_rows=verify_files)
-    if not blessing.blessed:
-        return Release(export, None, f"not published: {blessing.summary()}")
     source = {"model_dir": model_dir, "export_dir": export.export_dir, "global_step": export.metadata["global_step"]}
     published = release(export.export_dir, blessing, root, {"source": source})
+    if published is None:
+        return Release(export, None, f"not published: {blessing.summary()}")
     return Release(export, published, f"published version {published.version} at {published.uri}")

@@ -108,6 +108,23 @@ def test_batch_predict_and_export(stages):
     assert publish.latest(str(stages["work"] / "published")).uri == exported["published_uri"]
 
 
+def test_evaluate_scores_the_published_baseline_with_the_same_code(stages, tmp_path):
+    """The candidate against its own published export: same weights, same rows, same metric code."""
+    root = str(stages["work"] / "published")
+    metrics, cmetrics, blessing = (artifact(Metrics, tmp_path, "m"), artifact(ClassificationMetrics, tmp_path, "cm"),
+                                   artifact(Artifact, tmp_path, "b"))
+    evaluate_model(dataset=stages["dataset"], model=stages["model"], blessing_config={"min_improvement": 0.01},
+                   baseline="latest", publish_root=root, tpu=CPU, metrics=metrics, classification_metrics=cmetrics,
+                   blessing=blessing)
+    verdict = _io.read_blessing(blessing.uri)
+    assert verdict.baseline_uri == publish.latest(root).uri
+    assert verdict.baseline_metrics == pytest.approx(verdict.candidate_metrics, abs=1e-6)
+    assert not verdict.blessed
+    assert verdict.reasons[0].startswith("vs baseline") and "min_improvement 0.01" in verdict.reasons[0]
+    assert metrics.metadata["blessed"] == 0.0
+    assert os.path.exists(os.path.join(blessing.uri, "baseline", "manifest.json"))
+
+
 def test_unblessed_model_is_exported_but_not_published(stages, tmp_path):
     verdict = _io.read_blessing(stages["blessing"].uri)
     refused = type(verdict)(**{**verdict.__dict__, "blessed": False})
