@@ -33,9 +33,11 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import json
 import os
 import queue
+import re
 import shutil
 import threading
 from json.encoder import encode_basestring as _json_string
@@ -62,7 +64,9 @@ KEY_FIELD = "key"
 CLASSIFICATION_FIELDS = ("class", "class_id", "probabilities")
 REGRESSION_FIELDS = ("value",)
 _AUTOTUNE = tf.data.AUTOTUNE
-_QUEUE_DEPTH = 8
+# Prediction batches buffered between the estimator's thread and the writer: enough to ride out a slow
+# shard switch or a GC pause without stalling the model (32 x batch x outputs, a few MB at batch 1024).
+_QUEUE_DEPTH = 32
 Batch = Dict[str, np.ndarray]
 
 
@@ -252,24 +256,49 @@ def real_rows(prediction_batches: Iterator[Batch], count: int) -> Iterator[Batch
 
 
 # -- JSON Lines formatting ------------------------------------------------------------------------------------
+# Bytes a key must not hold to be written verbatim between quotes: JSON escapes these. "\n" is absent because
+# `_json_keys` joins the keys with it (so a truncated UTF-8 sequence cannot borrow bytes from the next key).
+_NEEDS_ESCAPE = re.compile(rb'[\x00-\x09\x0b-\x1f"\\]')
+
+
 def _field(name: str, placeholder: str) -> str:
     """'"name": %s' with the name JSON-encoded and any "%" in it escaped for %-formatting."""
     return _json_string(name).replace("%", "%%") + ": " + placeholder
 
 
-class _RowFormatter:
-    """Formats a batch of rows as JSON Lines with one `%` format per batch.
+def _json_keys(keys: np.ndarray) -> List[bytes]:
+    """The inside of each key's JSON string literal (UTF-8, without the quotes).
 
-    Field names and class names are encoded once; model floats use "%.9g" (round-trips float32).
+    Keys are almost always plain text: one regex search and one UTF-8 check over the joined batch then let
+    the key bytes be written as they are. Otherwise each key is escaped (invalid UTF-8 raises, as before).
+    """
+    raw = keys.tolist()
+    joined = b"\n".join(raw)
+    if _NEEDS_ESCAPE.search(joined) is None:
+        try:
+            joined.decode("utf-8")
+            return raw
+        except UnicodeDecodeError:
+            pass
+    return [_json_string(k.decode("utf-8"))[1:-1].encode("utf-8") for k in raw]
+
+
+class _RowFormatter:
+    """Formats a batch of rows as UTF-8 JSON Lines with one bytes `%` format per batch.
+
+    Field names and class names are encoded once; model floats use "%.9g" (round-trips float32). The result
+    is bytes, ready to hash and write (no per-batch encode).
     """
 
     def __init__(self, schema: Schema, columns: Sequence[_Column]):
         self._schema = schema
         self._columns = tuple(columns)
         self._classification = schema.label.task == CLASSIFICATION
-        self._class_names = np.array([_json_string(c) for c in schema.label.classes], dtype=object)
+        self._class_names = np.array(
+            [_json_string(c).encode("utf-8") for c in schema.label.classes], dtype=object
+        )
         names = [KEY_FIELD] + [c.name for c in columns]
-        parts = [_field(n, "%s") for n in names]
+        parts = [_field(KEY_FIELD, '"%s"')] + [_field(n, "%s") for n in names[1:]]
         if self._classification:
             probs = ", ".join(_field(c, "%.9g") for c in schema.label.classes)
             parts += [
@@ -279,34 +308,34 @@ class _RowFormatter:
             ]
         else:
             parts.append(_field("value", "%.9g"))
-        self._template = "{" + ", ".join(parts) + "}\n"
+        self._template = ("{" + ", ".join(parts) + "}\n").encode("utf-8")
         self.fields = tuple(names) + (CLASSIFICATION_FIELDS if self._classification else REGRESSION_FIELDS)
 
-    def format(self, host: Dict[str, Any], outputs: Batch) -> str:
+    def format(self, host: Dict[str, Any], outputs: Batch) -> bytes:
         """host: key bytes [n] and passthrough (value, present) [n]; outputs: the model's arrays [n, ...]."""
         n = len(host[KEY_FEATURE])
         if n == 0:
-            return ""
-        cols: List[Sequence[Any]] = [[_json_string(k.decode("utf-8")) for k in host[KEY_FEATURE]]]
+            return b""
+        cols: List[Sequence[Any]] = [_json_keys(host[KEY_FEATURE])]
         cols += [self._render(c, *host[c.name]) for c in self._columns]
         cols += self._output_columns(outputs, host[KEY_FEATURE])
-        return (self._template * n) % tuple(v for row in zip(*cols) for v in row)
+        return (self._template * n) % tuple(itertools.chain.from_iterable(zip(*cols)))
 
-    def _render(self, column: _Column, values: np.ndarray, present: np.ndarray) -> List[str]:
+    def _render(self, column: _Column, values: np.ndarray, present: np.ndarray) -> List[bytes]:
         if column.render == "float":
-            return np.where(present, values.astype(str), "null").tolist()
+            return np.where(present, values.astype(str), "null").astype(bytes).tolist()
         if column.render == "class_name":
             ids = np.clip(values, 0, len(self._class_names) - 1)
-            return np.where(present, self._class_names[ids], "null").tolist()
+            return np.where(present, self._class_names[ids], b"null").tolist()
         out = []
         for value, ok in zip(values.tolist(), present.tolist()):
             text = value.decode("utf-8") if ok else None
             if text is None:
-                out.append("null")
+                out.append(b"null")
             elif column.render == "int_text" and text.lstrip("-").isdigit():
-                out.append(str(int(text)))
+                out.append(str(int(text)).encode("utf-8"))
             else:
-                out.append(_json_string(text))
+                out.append(_json_string(text).encode("utf-8"))
         return out
 
     def _output_columns(self, outputs: Batch, keys: np.ndarray) -> List[Sequence[Any]]:
@@ -320,9 +349,11 @@ class _RowFormatter:
         if not self._classification:
             return [values.astype(np.float64).reshape(-1).tolist()]
         class_ids = outputs["class_ids"]
-        probs = values.astype(np.float64)
-        return [self._class_names[class_ids].tolist(), class_ids.tolist()] + [
-            probs[:, k].tolist() for k in range(probs.shape[1])
+        # One [classes, n] -> nested list conversion instead of one per class column.
+        return [
+            self._class_names[class_ids].tolist(),
+            class_ids.tolist(),
+            *values.astype(np.float64).T.tolist(),
         ]
 
 
@@ -370,8 +401,7 @@ class _ShardWriter:
             self._next_shard()
         return self._left
 
-    def write(self, text: str, rows: int) -> None:
-        data = text.encode("utf-8")
+    def write(self, data: bytes, rows: int) -> None:
         self._file.write(data)
         self._hash.update(data)
         self._bytes += len(data)
@@ -576,6 +606,7 @@ def predict_from_saved_model(
     output_dir: str,
     *,
     batch_size: int = 256,
+    num_examples: Optional[int] = None,
     passthrough: Sequence[str] = (),
     num_shards: int = 1,
 ) -> PredictResult:
@@ -589,6 +620,8 @@ def predict_from_saved_model(
       export_dir: a SavedModel written by `estimator_lib.export.export_model` (local or gs://).
       schema: the dataset schema (for keys, passthrough columns and class names).
       batch_size: rows per signature call.
+      num_examples: records in `data` when known (prepare's manifest); counted otherwise (one extra pass
+        over the files). A wrong value fails and publishes nothing.
       Others as for `batch_predict`.
     """
     from estimator_lib.export import load_serving_model
@@ -597,8 +630,9 @@ def predict_from_saved_model(
         raise ValueError(f"batch_size={batch_size!r} must be a positive integer, e.g. 256")
     columns = _passthrough_columns(schema, passthrough)
     _check_num_shards(num_shards)
+    _check_num_examples(num_examples)
     files = inputs.resolve_files(data)
-    count = inputs.count_records(files)
+    count = inputs.count_records(files) if num_examples is None else num_examples
     model = load_serving_model(export_dir)
     host_parse = _host_parse_fn(columns, schema)
 
@@ -606,8 +640,14 @@ def predict_from_saved_model(
         outputs = model.signature(examples=serialized)
         return host_parse(serialized), {k: outputs[k] for k in _output_keys(schema)}
 
-    dataset = tf.data.TFRecordDataset(files).batch(batch_size)
-    dataset = dataset.map(predict, num_parallel_calls=_AUTOTUNE, deterministic=True).prefetch(_AUTOTUNE)
+    dataset = tf.data.TFRecordDataset(files)
+    if num_examples is not None:  # a stale count fails in the pipeline, before anything is published
+        dataset = dataset.apply(tf.data.experimental.assert_cardinality(num_examples))
+    dataset = (
+        dataset.batch(batch_size)
+        .map(predict, num_parallel_calls=_AUTOTUNE, deterministic=True)
+        .prefetch(_AUTOTUNE)
+    )
     provenance = {
         "source": {"kind": "saved_model", "export_dir": export_dir},
         "inputs": files,
@@ -619,6 +659,15 @@ def predict_from_saved_model(
         return _publish(joined, _RowFormatter(schema, columns), count, output_dir, num_shards, provenance)
     finally:
         model.close()
+
+
+def _check_num_examples(num_examples: Optional[int]) -> None:
+    if num_examples is not None and (
+        not isinstance(num_examples, int) or isinstance(num_examples, bool) or num_examples < 0
+    ):
+        raise ValueError(
+            f"num_examples={num_examples!r} must be a non-negative integer (prepare's row count) or None to count"
+        )
 
 
 def _output_keys(schema: Schema) -> Tuple[str, ...]:

@@ -25,13 +25,16 @@ from estimator_lib import estimator, storage
 from estimator_lib.config import JobConfig, ModelConfig, TPUSettings, TrainingConfig
 from estimator_lib.predict import (
     PredictionError,
+    _passthrough_columns,
+    _RowFormatter,
     batch_predict,
+    predict_from_saved_model,
     read_predictions,
     real_rows,
     shard_name,
     verify_output,
 )
-from estimator_lib.schema import INDEX_FEATURE, PADDING_FEATURE, Schema
+from estimator_lib.schema import INDEX_FEATURE, KEY_FEATURE, PADDING_FEATURE, Schema
 
 B = 8  # predict batch size
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -272,3 +275,44 @@ def _wait_for_second_shard(directory, proc, timeout: float) -> str:
                 return path
         time.sleep(0.005)
     raise AssertionError("the prediction subprocess never reached its second shard")
+
+
+def test_formatter_writes_exact_json_for_plain_and_escaped_keys(trained):
+    """The batch formatter's bytes equal json.dumps per row (floats to 9 digits), whatever the keys hold."""
+    formatter = _RowFormatter(trained.schema, _passthrough_columns(trained.schema, ["colour"]))
+    probabilities = np.array([[0.125, 0.5, 0.375], [1 / 3, 1 / 3, 1 / 3], [0.0, 1e-9, 1.0]], np.float32)
+    outputs = {"probabilities": probabilities, "class_ids": np.array([1, 0, 2], np.int64)}
+    colours = (np.array([b"red", b"", b'bl"ue'], object), np.array([True, False, True]))
+
+    def expected(keys):
+        rows = []
+        for key, colour, p, k in zip(keys, ["red", None, 'bl"ue'], probabilities, [1, 0, 2]):
+            probs = ", ".join(f'"{c}": {float(v):.9g}' for c, v in zip(("low", "mid", "high"), p))
+            rows.append(
+                f'{{"key": {json.dumps(key, ensure_ascii=False)}, "colour": {json.dumps(colour)}, '
+                f'"class": "{("low", "mid", "high")[k]}", "class_id": {k}, "probabilities": {{{probs}}}}}\n'
+            )
+        return "".join(rows).encode("utf-8")
+
+    for keys in (["row-0", "row-1", "row-2"], ['a"b', "c\\d\te\x01", "žluť\nkód"]):
+        host = {KEY_FEATURE: np.array([k.encode("utf-8") for k in keys], object), "colour": colours}
+        text = formatter.format(host, outputs)
+        assert text == expected(keys)
+        assert [json.loads(line)["key"] for line in text.decode("utf-8").splitlines()] == keys
+    with pytest.raises(UnicodeDecodeError):  # a key cut inside a UTF-8 sequence is refused, not written
+        formatter.format(
+            {KEY_FEATURE: np.array([b"a\xc5", b"\xbeb", b"c"], object), "colour": colours}, outputs
+        )
+
+
+def test_saved_model_path_rejects_a_bad_num_examples_before_loading(tmp_path):
+    with pytest.raises(
+        ValueError, match=r"num_examples=-1 must be a non-negative integer \(prepare's row count\)"
+    ):
+        predict_from_saved_model(
+            str(tmp_path / "no-export"),
+            synthetic.make_schema("multiclass"),
+            "x",
+            str(tmp_path / "o"),
+            num_examples=-1,
+        )
