@@ -59,15 +59,30 @@ def run_naive(path: str, out: str) -> int:
     import tensorflow as tf
 
     from estimator_lib import records
-    from estimator_lib.schema import CATEGORICAL as CAT, NUMERIC as NUM, FeatureSpec, LabelSpec, Schema, safe_key
+    from estimator_lib.schema import (
+        CATEGORICAL as CAT,
+    )
+    from estimator_lib.schema import (
+        NUMERIC as NUM,
+    )
+    from estimator_lib.schema import (
+        FeatureSpec,
+        LabelSpec,
+        Schema,
+        safe_key,
+    )
 
     with open(path, newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
     names = [c for c in rows[0] if c != "label"]
     kinds = {c: NUM if all(_is_number(r[c]) for r in rows) else CAT for c in names}
-    splits = ["eval" if int(hashlib.sha256(json.dumps(r).encode()).hexdigest()[:8], 16) / 2**32 < 0.2 else "train"
-              for r in rows]
-    typed = [{c: float(r[c]) if kinds[c] == NUM else r[c] for c in names} | {"label": r["label"]} for r in rows]
+    splits = [
+        "eval" if int(hashlib.sha256(json.dumps(r).encode()).hexdigest()[:8], 16) / 2**32 < 0.2 else "train"
+        for r in rows
+    ]
+    typed = [
+        {c: float(r[c]) if kinds[c] == NUM else r[c] for c in names} | {"label": r["label"]} for r in rows
+    ]
     train = [t for t, s in zip(typed, splits) if s == "train"]
     features = []
     for c in names:
@@ -75,13 +90,20 @@ def run_naive(path: str, out: str) -> int:
             values = [t[c] for t in train]
             mean = sum(values) / len(values)
             std = (sum((v - mean) ** 2 for v in values) / len(values)) ** 0.5
-            features.append(FeatureSpec(c, safe_key(c), NUM, mean=mean, std=std, min=min(values), max=max(values)))
+            features.append(
+                FeatureSpec(c, safe_key(c), NUM, mean=mean, std=std, min=min(values), max=max(values))
+            )
         else:
             vocab = sorted({t[c] for t in train})
             features.append(FeatureSpec(c, safe_key(c), CAT, value_type="string", vocabulary=vocab))
-    schema = Schema(tuple(features), LabelSpec("label", "classification", classes=tuple(sorted({t["label"] for t in train}))))
+    schema = Schema(
+        tuple(features),
+        LabelSpec("label", "classification", classes=tuple(sorted({t["label"] for t in train}))),
+    )
     os.makedirs(out, exist_ok=True)
-    writers = {s: [tf.io.TFRecordWriter(f"{out}/{s}-{i}.tfrecord") for i in range(2)] for s in ("train", "eval")}
+    writers = {
+        s: [tf.io.TFRecordWriter(f"{out}/{s}-{i}.tfrecord") for i in range(2)] for s in ("train", "eval")
+    }
     for i, (t, s) in enumerate(zip(typed, splits)):
         writers[s][i % 2].write(records.encode_example(t, schema, key=str(i)).SerializeToString())
     for ws in writers.values():
@@ -108,7 +130,11 @@ def child(impl: str, path: str, out: str) -> None:
     seconds = time.perf_counter() - start
     main_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     worker_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    print(json.dumps({"rows": rows, "seconds": seconds, "main_mb": main_kb / 1024, "worker_mb": worker_kb / 1024}))
+    print(
+        json.dumps(
+            {"rows": rows, "seconds": seconds, "main_mb": main_kb / 1024, "worker_mb": worker_kb / 1024}
+        )
+    )
 
 
 # -- driver -------------------------------------------------------------------------------------------------
@@ -131,7 +157,9 @@ def main() -> None:
         child(*args.child)
         return
     os.makedirs(args.workdir, exist_ok=True)
-    print(f"{'rows':>9} {'impl':>8} {'seconds':>8} {'rows/s':>9} {'main MB':>8} {'worker MB':>9} {'speedup':>8}")
+    print(
+        f"{'rows':>9} {'impl':>8} {'seconds':>8} {'rows/s':>9} {'main MB':>8} {'worker MB':>9} {'speedup':>8}"
+    )
     results = {}
     for n in args.rows:
         path = os.path.join(args.workdir, f"synthetic-{n}.csv")
@@ -141,8 +169,11 @@ def main() -> None:
         results[n] = fast
         for name, r in (("naive", naive), ("prepare", fast)):
             speedup = (naive["seconds"] / r["seconds"]) if name == "prepare" else 1.0
-            print(f"{n:>9} {name:>8} {r['seconds']:>8.1f} {r['rows'] / r['seconds']:>9.0f} {r['main_mb']:>8.0f} "
-                  f"{r['worker_mb']:>9.0f} {speedup:>7.2f}x", flush=True)
+            print(
+                f"{n:>9} {name:>8} {r['seconds']:>8.1f} {r['rows'] / r['seconds']:>9.0f} {r['main_mb']:>8.0f} "
+                f"{r['worker_mb']:>9.0f} {speedup:>7.2f}x",
+                flush=True,
+            )
     if len(results) >= 2:
         small, large = min(results), max(results)
         for key in ("main_mb", "worker_mb"):

@@ -27,8 +27,15 @@ from estimator_lib.config import ConfigError
 from estimator_lib.prepare_common import SPLITS, DataError
 from estimator_lib.prepare_encode import ChunkResult, ChunkTask, EncodePlan, encode_chunk
 from estimator_lib.prepare_encode import init_worker as init_encoder
-from estimator_lib.prepare_output import MANIFEST, SCHEMA, QuarantineWriter, ShardWriters, fingerprint
-from estimator_lib.prepare_output import output_fingerprints, write_json
+from estimator_lib.prepare_output import (
+    MANIFEST,
+    SCHEMA,
+    QuarantineWriter,
+    ShardWriters,
+    fingerprint,
+    output_fingerprints,
+    write_json,
+)
 from estimator_lib.prepare_parallel import ordered_map
 from estimator_lib.prepare_plan import Decisions, decide, encode_plan, find_duplicates, row_place
 from estimator_lib.prepare_profile import Profile, ProfilePlan, profile_chunk
@@ -101,37 +108,77 @@ class PrepareConfig:
         data = (self.data,) if isinstance(self.data, str) else tuple(self.data)
         object.__setattr__(self, "data", data)
         object.__setattr__(self, "missing_values", tuple(self.missing_values))
-        _check(bool(data) and all(isinstance(d, str) and d for d in data), f"data={data!r} must list at least one path")
-        _check(isinstance(self.label, str) and bool(self.label), f"label={self.label!r} must name the label column")
-        _check(self.task in (None, CLASSIFICATION, REGRESSION), f"task={self.task!r} must be None, 'classification' or 'regression'")
-        _check(self.key_column != self.label, f"key_column={self.key_column!r} is the label; use another column or None")
-        _check(self.input_format in ("auto", "csv", "jsonl"), f"input_format={self.input_format!r} must be 'auto', 'csv' or 'jsonl'")
+        _check(
+            bool(data) and all(isinstance(d, str) and d for d in data),
+            f"data={data!r} must list at least one path",
+        )
+        _check(
+            isinstance(self.label, str) and bool(self.label),
+            f"label={self.label!r} must name the label column",
+        )
+        _check(
+            self.task in (None, CLASSIFICATION, REGRESSION),
+            f"task={self.task!r} must be None, 'classification' or 'regression'",
+        )
+        _check(
+            self.key_column != self.label,
+            f"key_column={self.key_column!r} is the label; use another column or None",
+        )
+        _check(
+            self.input_format in ("auto", "csv", "jsonl"),
+            f"input_format={self.input_format!r} must be 'auto', 'csv' or 'jsonl'",
+        )
         self._check_fractions()
         for name in ("num_shards", "max_inferred_classes", "max_classes", "max_vocabulary_size"):
             _check_positive_int(name, getattr(self, name))
-        _check(self.num_workers is None or (_is_int(self.num_workers) and self.num_workers > 0), f"num_workers={self.num_workers!r} must be None (all cores) or a positive integer")
-        _check(_is_int(self.chunk_bytes) and self.chunk_bytes >= 1024, f"chunk_bytes={self.chunk_bytes!r} must be an integer >= 1024")
-        _check(self.bad_rows in ("fail", "quarantine"), f"bad_rows={self.bad_rows!r} must be 'fail' or 'quarantine'")
-        _check(self.unknown_columns in ("fail", "ignore"), f"unknown_columns={self.unknown_columns!r} must be 'fail' or 'ignore'")
-        _check(all(isinstance(t, str) for t in self.missing_values), f"missing_values={self.missing_values!r} must be texts")
+        _check(
+            self.num_workers is None or (_is_int(self.num_workers) and self.num_workers > 0),
+            f"num_workers={self.num_workers!r} must be None (all cores) or a positive integer",
+        )
+        _check(
+            _is_int(self.chunk_bytes) and self.chunk_bytes >= 1024,
+            f"chunk_bytes={self.chunk_bytes!r} must be an integer >= 1024",
+        )
+        _check(
+            self.bad_rows in ("fail", "quarantine"),
+            f"bad_rows={self.bad_rows!r} must be 'fail' or 'quarantine'",
+        )
+        _check(
+            self.unknown_columns in ("fail", "ignore"),
+            f"unknown_columns={self.unknown_columns!r} must be 'fail' or 'ignore'",
+        )
+        _check(
+            all(isinstance(t, str) for t in self.missing_values),
+            f"missing_values={self.missing_values!r} must be texts",
+        )
 
     def _check_fractions(self) -> None:
-        _check(0 < self.eval_fraction < 1, f"eval_fraction={self.eval_fraction!r} must be in (0, 1), e.g. 0.2")
+        _check(
+            0 < self.eval_fraction < 1, f"eval_fraction={self.eval_fraction!r} must be in (0, 1), e.g. 0.2"
+        )
         _check(0 <= self.test_fraction < 1, f"test_fraction={self.test_fraction!r} must be in [0, 1)")
         _check(
             self.eval_fraction + self.test_fraction < 1,
             f"eval_fraction + test_fraction = {self.eval_fraction + self.test_fraction} leaves no training rows; "
             "keep their sum below 1",
         )
-        _check(0 <= self.max_bad_fraction < 1, f"max_bad_fraction={self.max_bad_fraction!r} must be in [0, 1)")
-        _check(0 < self.min_numeric_fraction <= 1, f"min_numeric_fraction={self.min_numeric_fraction!r} must be in (0, 1]")
+        _check(
+            0 <= self.max_bad_fraction < 1, f"max_bad_fraction={self.max_bad_fraction!r} must be in [0, 1)"
+        )
+        _check(
+            0 < self.min_numeric_fraction <= 1,
+            f"min_numeric_fraction={self.min_numeric_fraction!r} must be in (0, 1]",
+        )
 
     @property
     def workers(self) -> int:
         return self.num_workers or os.cpu_count() or 1
 
     def to_dict(self) -> Dict[str, Any]:
-        return {f.name: list(v) if isinstance(v := getattr(self, f.name), tuple) else v for f in dataclasses.fields(self)}
+        return {
+            f.name: list(v) if isinstance(v := getattr(self, f.name), tuple) else v
+            for f in dataclasses.fields(self)
+        }
 
     @classmethod
     def from_dict(cls, data: Dict[str, Any]) -> "PrepareConfig":
@@ -239,12 +286,16 @@ def _prepare_into(
     schema = build_schema(decisions, totals, config)
     with open(os.path.join(staging, SCHEMA), "w", encoding="utf-8", newline="\n") as f:
         f.write(schema.to_json() + "\n")
-    manifest = _manifest(staging, inputs, scans, file_starts, profile.rows, decisions, schema, totals, shard_records, config)
+    manifest = _manifest(
+        staging, inputs, scans, file_starts, profile.rows, decisions, schema, totals, shard_records, config
+    )
     write_json(os.path.join(staging, MANIFEST), manifest)
     return schema, counts, manifest
 
 
-def _profile(inputs: List[InputFile], config: PrepareConfig) -> Tuple[Profile, List[int], List[int], List[FileScan]]:
+def _profile(
+    inputs: List[InputFile], config: PrepareConfig
+) -> Tuple[Profile, List[int], List[int], List[FileScan]]:
     """Pass 1. Returns the merged profile, rows per chunk, each file's first row index, and the file scans."""
     plan = ProfilePlan(
         config.label,
@@ -281,7 +332,9 @@ def _check_header(chunk: Chunk, config: PrepareConfig, first: Optional[Tuple[str
     header = chunk.columns or ()
     for role, name in (("label column", config.label), ("key column", config.key_column)):
         if name is not None and name not in header:
-            raise DataError(f"{chunk.file_name} line 1: {role} {name!r} is not in the header; the columns are {list(header)}")
+            raise DataError(
+                f"{chunk.file_name} line 1: {role} {name!r} is not in the header; the columns are {list(header)}"
+            )
     if first is None:
         return chunk.file_name, frozenset(header)
     if frozenset(header) != first[1] and config.schema_uri is None:
@@ -311,7 +364,9 @@ def _tasks(
     chunks = iter_chunks(inputs, config.chunk_bytes, rescans)
     for index, chunk in enumerate(chunks):
         if index >= len(chunk_rows) or chunk_rows[index][0] != chunk.file_index:
-            raise DataError(f"{chunk.file_name} changed while it was being prepared; run again on unchanging input")
+            raise DataError(
+                f"{chunk.file_name} changed while it was being prepared; run again on unchanging input"
+            )
         n = chunk_rows[index][1]
         mine = rows[bisect.bisect_left(rows, first_row) : bisect.bisect_left(rows, first_row + n)]
         chunk_hashes = hashes[first_row : first_row + n]
@@ -335,7 +390,12 @@ def _check_unchanged(scans: List[FileScan], rescans: List[FileScan], inputs: Lis
 
 
 def _encode(
-    staging: str, tasks: Iterator[ChunkTask], plan: EncodePlan, splits: List[str], total_rows: int, config: PrepareConfig
+    staging: str,
+    tasks: Iterator[ChunkTask],
+    plan: EncodePlan,
+    splits: List[str],
+    total_rows: int,
+    config: PrepareConfig,
 ) -> Tuple[Totals, Dict[str, int]]:
     """Pass 2: write good rows to shards, bad rows to quarantine (or fail), merge statistics."""
     totals = Totals(len(plan.features), max(100_000, 10 * config.max_vocabulary_size))
@@ -353,11 +413,15 @@ def _encode(
     return totals, writers.records
 
 
-def _handle_bad(part: ChunkResult, quarantine: QuarantineWriter, bad_so_far: int, total_rows: int, config: PrepareConfig) -> None:
+def _handle_bad(
+    part: ChunkResult, quarantine: QuarantineWriter, bad_so_far: int, total_rows: int, config: PrepareConfig
+) -> None:
     if not part.bad:
         return
     if config.bad_rows == "fail":
-        raise DataError(f"{part.bad[0]['reason']} (fix the row, or set bad_rows='quarantine' to set bad rows aside)")
+        raise DataError(
+            f"{part.bad[0]['reason']} (fix the row, or set bad_rows='quarantine' to set bad rows aside)"
+        )
     for bad in part.bad:
         quarantine.write(bad)
     bad = bad_so_far + len(part.bad)
@@ -412,7 +476,12 @@ def _manifest(
         "task": schema.label.task,
         "schema_source": "inferred" if decisions.supplied is None else "supplied",
         "ignored_columns": list(decisions.ignored),
-        "rows": {"total": total_rows, "written": sum(totals.counts), "bad": totals.bad, "quarantined": totals.bad},
+        "rows": {
+            "total": total_rows,
+            "written": sum(totals.counts),
+            "bad": totals.bad,
+            "quarantined": totals.bad,
+        },
         "counts": dict(zip(SPLITS, totals.counts)),
         "files": {s: [n for n in outputs if n.startswith(s + "/")] for s in SPLITS},
         "notes": notes(schema, totals),

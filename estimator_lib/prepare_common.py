@@ -20,7 +20,7 @@ class DataError(ValueError):
 
 
 def where(file_name: str, line: int, column: Optional[str] = None) -> str:
-    """"data.csv line 7, column 'x'": the prefix of every row-level message."""
+    """ "data.csv line 7, column 'x'": the prefix of every row-level message."""
     place = f"{file_name} line {line}"
     return f"{place}, column {column!r}" if column is not None else place
 

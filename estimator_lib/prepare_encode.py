@@ -144,7 +144,9 @@ def _split_and_key(
 ) -> Tuple[int, str]:
     label = values.get(plan.label)
     if label is None:
-        raise BadValue(plan.label, None, f"the label is missing (missing-value tokens: {sorted(plan.missing)})")
+        raise BadValue(
+            plan.label, None, f"the label is missing (missing-value tokens: {sorted(plan.missing)})"
+        )
     split = split_index(key_hash, plan.eval_fraction, plan.test_fraction)
     if plan.key_column is None:
         return split, derived_key(key_hash, task.occurrences.get(row, 0))
@@ -154,7 +156,9 @@ def _split_and_key(
     if row in task.duplicates:
         first_file, first_line = task.duplicates[row]
         raise BadValue(
-            plan.key_column, key, f"duplicate key {key!r} (first seen at {first_file} line {first_line}); keys must be unique"
+            plan.key_column,
+            key,
+            f"duplicate key {key!r} (first seen at {first_file} line {first_line}); keys must be unique",
         )
     return split, key
 
@@ -238,12 +242,16 @@ def _number(column: str, text: str, why: str) -> float:
         raise BadValue(column, text, f"{text!r} is not a number ({why})") from None
     if not math.isfinite(number):
         raise BadValue(
-            column, text, f"{text!r} is not a finite number ({why}; write a missing-value token such as NA instead)"
+            column,
+            text,
+            f"{text!r} is not a finite number ({why}; write a missing-value token such as NA instead)",
         )
     try:
         wire.float32(number)
     except OverflowError:
-        raise BadValue(column, text, f"{text!r} is outside the float32 range ({why}; |x| must be < 3.4e38)") from None
+        raise BadValue(
+            column, text, f"{text!r} is outside the float32 range ({why}; |x| must be < 3.4e38)"
+        ) from None
     return number
 
 
@@ -262,7 +270,9 @@ def _label(text: str, plan: EncodePlan) -> Any:
     index = plan.class_index.get(text)
     if index is None:
         raise BadValue(
-            plan.label, text, f"{text!r} is not one of the label classes {list(plan.classes)} (from the training split)"
+            plan.label,
+            text,
+            f"{text!r} is not one of the label classes {list(plan.classes)} (from the training split)",
         )
     return index
 
@@ -283,13 +293,17 @@ def _serialize(typed: List[Any], key: str, plan: EncodePlan) -> bytes:
     return wire.example(entries)
 
 
-def _check_against_records(typed: List[Any], key: str, serialized: bytes, plan: EncodePlan, chunk: Chunk, line: int) -> None:
+def _check_against_records(
+    typed: List[Any], key: str, serialized: bytes, plan: EncodePlan, chunk: Chunk, line: int
+) -> None:
     """Guards the wire-format encoder: the chunk's first good row must equal records.encode_example's bytes."""
     row = {f.name: v for f, v in zip(plan.features, typed)}
     row[plan.label] = plan.classes[typed[-1]] if plan.task == CLASSIFICATION else typed[-1]
     expected = records.encode_example(row, plan.check_schema, key).SerializeToString(deterministic=True)
     if expected != serialized:
-        raise AssertionError(f"{where(chunk.file_name, line)}: the fast encoder disagrees with records.encode_example")
+        raise AssertionError(
+            f"{where(chunk.file_name, line)}: the fast encoder disagrees with records.encode_example"
+        )
 
 
 def _tally(out: ChunkResult, typed: List[Any], split: int, plan: EncodePlan, collected: List) -> None:

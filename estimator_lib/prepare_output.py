@@ -33,7 +33,10 @@ class ShardWriters:
         self.names = {s: [shard_name(s, i, num_shards) for i in range(num_shards)] for s in splits}
         for split in splits:
             os.makedirs(os.path.join(staging, split), exist_ok=True)
-        self._writers = {s: [tf.io.TFRecordWriter(os.path.join(staging, n)) for n in names] for s, names in self.names.items()}
+        self._writers = {
+            s: [tf.io.TFRecordWriter(os.path.join(staging, n)) for n in names]
+            for s, names in self.names.items()
+        }
         self.records = {name: 0 for names in self.names.values() for name in names}
         self._written = {s: 0 for s in splits}
 

@@ -17,7 +17,16 @@ from estimator_lib.prepare_common import DataError
 from estimator_lib.prepare_encode import EncodePlan, FeaturePlan
 from estimator_lib.prepare_profile import ColumnCounts, Profile
 from estimator_lib.prepare_wire import float_entry_prefix
-from estimator_lib.schema import CATEGORICAL, CLASSIFICATION, NUMERIC, REGRESSION, FeatureSpec, LabelSpec, Schema, safe_key
+from estimator_lib.schema import (
+    CATEGORICAL,
+    CLASSIFICATION,
+    NUMERIC,
+    REGRESSION,
+    FeatureSpec,
+    LabelSpec,
+    Schema,
+    safe_key,
+)
 
 if TYPE_CHECKING:
     from estimator_lib.prepare import PrepareConfig
@@ -171,7 +180,9 @@ def find_duplicates(profile: Profile) -> Dict[int, Tuple[int, int]]:
     return out
 
 
-def row_place(row: int, profile_lines: np.ndarray, names: Sequence[str], file_starts: Sequence[int]) -> Tuple[str, int]:
+def row_place(
+    row: int, profile_lines: np.ndarray, names: Sequence[str], file_starts: Sequence[int]
+) -> Tuple[str, int]:
     """(file name, line) of a row index."""
     file_index = int(np.searchsorted(np.asarray(file_starts), row, side="right")) - 1
     return names[file_index], int(profile_lines[row])

@@ -213,7 +213,9 @@ def records(chunk: Chunk) -> Iterator[Tuple[int, Record]]:
                 if fields:
                     yield line, fields
         except csv.Error as e:
-            raise DataError(f"{where(chunk.file_name, chunk.first_line + consumed)}: malformed CSV ({e})") from None
+            raise DataError(
+                f"{where(chunk.file_name, chunk.first_line + consumed)}: malformed CSV ({e})"
+            ) from None
         return
     for offset, text in enumerate(chunk.text.split("\n")):
         if text.strip():
@@ -246,7 +248,7 @@ def json_values(text: str, missing: FrozenSet[str]) -> dict:
     except ValueError as e:
         raise BadRecord(f"is not valid JSON ({e})") from None
     if not isinstance(obj, dict):
-        raise BadRecord(f"is a JSON {type(obj).__name__}, expected an object {{\"column\": value, ...}}")
+        raise BadRecord(f'is a JSON {type(obj).__name__}, expected an object {{"column": value, ...}}')
     return {name: json_text(name, value, missing) for name, value in obj.items()}
 
 

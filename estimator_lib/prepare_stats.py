@@ -48,7 +48,9 @@ class Totals:
         for index, moments in part.numeric.items():
             self.numeric[index] = self.numeric.get(index, Moments()).merge(moments)
         for index, counter in part.categories.items():
-            self.categories[index] = _bounded(self.categories.get(index, collections.Counter()) + counter, self.max_categories)
+            self.categories[index] = _bounded(
+                self.categories.get(index, collections.Counter()) + counter, self.max_categories
+            )
         self.label_moments = self.label_moments.merge(part.label_moments)
 
 
@@ -69,7 +71,9 @@ def build_schema(decisions: Decisions, totals: Totals, config: "PrepareConfig") 
     return Schema(features, _label(decisions, totals, config), config.key_column)
 
 
-def _feature(f: FeatureSpec, index: int, decisions: Decisions, totals: Totals, config: "PrepareConfig") -> FeatureSpec:
+def _feature(
+    f: FeatureSpec, index: int, decisions: Decisions, totals: Totals, config: "PrepareConfig"
+) -> FeatureSpec:
     missing = totals.missing[0][index]
     if f.kind == NUMERIC:
         m = totals.numeric.get(index, Moments())
@@ -121,6 +125,7 @@ def summary(schema: Schema, totals: Totals) -> Dict[str, Any]:
     }
     if schema.label.task == CLASSIFICATION:
         out["class_counts"] = {
-            s: {c: totals.class_counts[i][k] for k, c in enumerate(schema.label.classes)} for i, s in enumerate(SPLITS)
+            s: {c: totals.class_counts[i][k] for k, c in enumerate(schema.label.classes)}
+            for i, s in enumerate(SPLITS)
         }
     return out

@@ -13,7 +13,7 @@ import tensorflow as tf
 from estimator_lib import records
 from estimator_lib.config import ConfigError
 from estimator_lib.datasets import default_dataset
-from estimator_lib.prepare import DataError, PrepareConfig, PrepareResult, load_prepared, prepare
+from estimator_lib.prepare import PrepareConfig, PrepareResult, load_prepared, prepare
 from estimator_lib.prepare_read import record_boundary
 from estimator_lib.schema import KEY_FEATURE, LABEL_KEY
 
@@ -33,7 +33,7 @@ def write_csv(path, header, rows, newline="\n"):
 
 
 def awkward_rows(n: int):
-    islands = ["Biscoe", "Dream", "Torgersen, \"north\"", "multi\nline"]
+    islands = ["Biscoe", "Dream", 'Torgersen, "north"', "multi\nline"]
     rows = []
     for i in range(n):
         bill = "NA" if i % 11 == 3 else f"{30 + (i * 7) % 25}.{i % 10}"
@@ -94,14 +94,19 @@ def test_jsonl_round_trips_and_parses_with_tensorflow(tmp_path):
     result = prepare(quick(str(path), label="y", eval_fraction=0.3), str(tmp_path / "out"))
 
     assert [(f.name, f.kind) for f in result.schema.features] == [
-        ("x", "numeric"), ("colour", "categorical"), ("flag", "categorical"), ("n", "numeric"),
+        ("x", "numeric"),
+        ("colour", "categorical"),
+        ("flag", "categorical"),
+        ("n", "numeric"),
         ("extra é", "categorical"),
     ]
     assert result.schema.label.classes == ("0", "1")
     assert result.manifest["rows"] == {"total": 20, "written": 20, "bad": 0, "quarantined": 0}
     decoded = [ex for split in ("train", "eval") for ex in read_split(result, split)]
     expected = {json.dumps(_through_schema(o), sort_keys=True) for o in objs}
-    assert {json.dumps({k: v for k, v in ex.items() if k != "__key__"}, sort_keys=True) for ex in decoded} == expected
+    assert {
+        json.dumps({k: v for k, v in ex.items() if k != "__key__"}, sort_keys=True) for ex in decoded
+    } == expected
     # Identical rows get distinct keys (content hash + occurrence) and always share a split.
     keys = [ex["__key__"] for ex in decoded]
     assert len(set(keys)) == 20 and sorted(k.rsplit("-", 1)[1] for k in keys) == ["0"] * 17 + ["1", "2", "3"]
@@ -145,7 +150,11 @@ def test_default_dataset_prepares_with_exact_counts(tmp_path):
     year = result.schema.feature("year")
     assert (year.kind, year.min, year.max) == ("numeric", 2007.0, 2009.0)
     loaded = load_prepared(str(tmp_path / "out"))
-    assert loaded.schema == result.schema and loaded.counts == result.counts and loaded.manifest == result.manifest
+    assert (
+        loaded.schema == result.schema
+        and loaded.counts == result.counts
+        and loaded.manifest == result.manifest
+    )
 
 
 # -- splits and determinism ------------------------------------------------------------------------------------
@@ -173,7 +182,9 @@ def test_outputs_are_bitwise_identical_across_runs_and_worker_counts(tmp_path):
     two = prepare(quick(path, key_column="id", chunk_bytes=1024, num_workers=2), str(tmp_path / "two"))
     assert one.manifest == two.manifest
     assert _tree(tmp_path / "one") == _tree(tmp_path / "two")
-    assert set(one.manifest["outputs"]) == {p for p in _tree(tmp_path / "one") if p not in ("manifest.json", "_COMMITTED")}
+    assert set(one.manifest["outputs"]) == {
+        p for p in _tree(tmp_path / "one") if p not in ("manifest.json", "_COMMITTED")
+    }
 
 
 def _tree(root):
@@ -202,14 +213,18 @@ def test_glob_of_several_files_reads_them_in_order(tmp_path):
     write_csv(tmp_path / "part-3.csv", AWKWARD, rows[40:])
     result = prepare(quick(str(tmp_path / "part-*.csv"), key_column="id"), str(tmp_path / "out"))
     assert [(i["name"], i["rows"]) for i in result.manifest["inputs"]] == [
-        ("part-1.csv", 40), ("part-2.csv", 0), ("part-3.csv", 40)
+        ("part-1.csv", 40),
+        ("part-2.csv", 0),
+        ("part-3.csv", 40),
     ]
     assert set(all_examples(result)) == {r[0] for r in rows}
 
 
 # -- config ----------------------------------------------------------------------------------------------------
 def test_config_round_trips_through_json_and_explains_bad_values():
-    config = PrepareConfig(data=("a.csv", "gs://b/c/*.jsonl"), label="y", key_column="id", bad_rows="quarantine")
+    config = PrepareConfig(
+        data=("a.csv", "gs://b/c/*.jsonl"), label="y", key_column="id", bad_rows="quarantine"
+    )
     assert PrepareConfig.from_dict(json.loads(json.dumps(config.to_dict()))) == config
     with pytest.raises(ConfigError, match=r"eval_fraction \+ test_fraction = 1.0 leaves no training rows"):
         PrepareConfig(data=("a.csv",), label="y", eval_fraction=0.5, test_fraction=0.5)

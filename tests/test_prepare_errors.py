@@ -14,7 +14,9 @@ HEADER = ["bill length (mm)", "island", "species"]
 
 
 def good_rows(n):
-    return [[f"{35 + i % 17}.5", ["Biscoe", "Dream"][i % 2], ["Adelie", "Gentoo"][(i // 2) % 2]] for i in range(n)]
+    return [
+        [f"{35 + i % 17}.5", ["Biscoe", "Dream"][i % 2], ["Adelie", "Gentoo"][(i // 2) % 2]] for i in range(n)
+    ]
 
 
 def write(path, header, rows):
@@ -40,7 +42,9 @@ def test_first_bad_value_fails_with_file_line_column_value_and_expectation(tmp_p
     rows[20][0] = "xyz"
     path = write(tmp_path / "data.csv", HEADER, rows)
     expected = "data.csv line 7, column 'bill length (mm)': 'abc' is not a number (the column is numeric)"
-    with pytest.raises(DataError, match=r"^" + _re(expected) + r" \(fix the row, or set bad_rows='quarantine'"):
+    with pytest.raises(
+        DataError, match=r"^" + _re(expected) + r" \(fix the row, or set bad_rows='quarantine'"
+    ):
         prepare(config(path), str(tmp_path / "out"))
     assert not (tmp_path / "out").exists()
 
@@ -75,7 +79,10 @@ def test_quarantine_holds_every_bad_row_with_its_reason(tmp_path):
         (16, "bill length (mm)", "1e39"),
     ]
     reasons = [b["reason"] for b in bad]
-    assert reasons[0] == "data.csv line 5, column 'bill length (mm)': 'abc' is not a number (the column is numeric)"
+    assert (
+        reasons[0]
+        == "data.csv line 5, column 'bill length (mm)': 'abc' is not a number (the column is numeric)"
+    )
     assert reasons[1] == (
         "data.csv line 12, column 'bill length (mm)': 'nan' is not a finite number (the column is numeric; "
         "write a missing-value token such as NA instead)"
@@ -85,7 +92,9 @@ def test_quarantine_holds_every_bad_row_with_its_reason(tmp_path):
     assert "outside the float32 range" in reasons[5]
     assert bad[0]["row"] == {"bill length (mm)": "abc", "island": "Dream", "species": "Gentoo"}
     assert bad[4]["row"] == ["1.5", "Dream"]
-    assert result.manifest["outputs"]["quarantine.jsonl"]["bytes"] == (out / "quarantine.jsonl").stat().st_size
+    assert (
+        result.manifest["outputs"]["quarantine.jsonl"]["bytes"] == (out / "quarantine.jsonl").stat().st_size
+    )
 
 
 def test_quarantine_still_fails_above_max_bad_fraction(tmp_path):
@@ -93,8 +102,11 @@ def test_quarantine_still_fails_above_max_bad_fraction(tmp_path):
     for i in (1, 2, 3):
         rows[i][0] = "oops"
     path = write(tmp_path / "data.csv", HEADER, rows)
-    with pytest.raises(DataError, match=r"^3 of 100 rows are bad so far, more than max_bad_fraction=0.02 allows; "
-                       r"the first: data.csv line 3, column 'bill length \(mm\)': 'oops' is not a number"):
+    with pytest.raises(
+        DataError,
+        match=r"^3 of 100 rows are bad so far, more than max_bad_fraction=0.02 allows; "
+        r"the first: data.csv line 3, column 'bill length \(mm\)': 'oops' is not a number",
+    ):
         prepare(config(path, bad_rows="quarantine", max_bad_fraction=0.02), str(tmp_path / "out"))
     assert not (tmp_path / "out").exists()
 
@@ -112,27 +124,37 @@ def test_no_matching_file_empty_file_and_header_only_file(tmp_path):
 
 def test_missing_label_column(tmp_path):
     path = write(tmp_path / "data.csv", HEADER, good_rows(30))
-    with pytest.raises(DataError, match=r"^data.csv line 1: label column 'kind' is not in the header; the columns "
-                       r"are \['bill length \(mm\)', 'island', 'species'\]"):
+    with pytest.raises(
+        DataError,
+        match=r"^data.csv line 1: label column 'kind' is not in the header; the columns "
+        r"are \['bill length \(mm\)', 'island', 'species'\]",
+    ):
         prepare(config(path, label="kind"), str(tmp_path / "out"))
     jsonl = tmp_path / "data.jsonl"
     jsonl.write_text('{"a": 1, "b": "x"}\n{"a": 2, "b": "y"}\n', encoding="utf-8")
-    with pytest.raises(DataError, match=r"^label column 'kind' is not in the input; the columns are \['a', 'b'\]"):
+    with pytest.raises(
+        DataError, match=r"^label column 'kind' is not in the input; the columns are \['a', 'b'\]"
+    ):
         prepare(config(jsonl, label="kind"), str(tmp_path / "out"))
 
 
 def test_label_with_a_single_class(tmp_path):
     rows = [[r[0], r[1], "Adelie"] for r in good_rows(30)]
     path = write(tmp_path / "data.csv", HEADER, rows)
-    with pytest.raises(DataError, match=r"^label column 'species' has a single class 'Adelie' in the training split "
-                       r"\(\d+ rows\); classification needs at least 2 classes"):
+    with pytest.raises(
+        DataError,
+        match=r"^label column 'species' has a single class 'Adelie' in the training split "
+        r"\(\d+ rows\); classification needs at least 2 classes",
+    ):
         prepare(config(path), str(tmp_path / "out"))
 
 
 def test_constant_regression_label(tmp_path):
     rows = [[r[0], r[1], "7.5"] for r in good_rows(30)]
     path = write(tmp_path / "data.csv", HEADER, rows)
-    with pytest.raises(DataError, match=r"label column 'species' has the same value 7.5 in all \d+ training rows"):
+    with pytest.raises(
+        DataError, match=r"label column 'species' has the same value 7.5 in all \d+ training rows"
+    ):
         prepare(config(path, task="regression"), str(tmp_path / "out"))
 
 
@@ -153,8 +175,11 @@ def test_duplicate_keys_are_bad_rows_naming_the_first(tmp_path):
     rows = [[f"id{i}"] + r for i, r in enumerate(good_rows(150))]
     rows[40][0] = "id3"
     path = write(tmp_path / "data.csv", ["key"] + HEADER, rows)
-    with pytest.raises(DataError, match=r"^data.csv line 42, column 'key': duplicate key 'id3' \(first seen at "
-                       r"data.csv line 5\); keys must be unique"):
+    with pytest.raises(
+        DataError,
+        match=r"^data.csv line 42, column 'key': duplicate key 'id3' \(first seen at "
+        r"data.csv line 5\); keys must be unique",
+    ):
         prepare(config(path, key_column="key"), str(tmp_path / "out"))
     out = tmp_path / "out"
     result = prepare(config(path, key_column="key", bad_rows="quarantine"), str(out))
@@ -179,8 +204,11 @@ def test_unknown_columns_against_a_supplied_schema(tmp_path):
     rows = [r + [str(i)] for i, r in enumerate(good_rows(60))]
     path = write(tmp_path / "data.csv", HEADER + ["surprise"], rows)
     schema_uri = _schema_file(tmp_path)
-    with pytest.raises(DataError, match=r"^data.csv line 2: column\(s\) \['surprise'\] are not in the schema .*"
-                       r"set unknown_columns='ignore'"):
+    with pytest.raises(
+        DataError,
+        match=r"^data.csv line 2: column\(s\) \['surprise'\] are not in the schema .*"
+        r"set unknown_columns='ignore'",
+    ):
         prepare(config(path, schema_uri=schema_uri), str(tmp_path / "out"))
     result = prepare(config(path, schema_uri=schema_uri, unknown_columns="ignore"), str(tmp_path / "out"))
     assert result.manifest["ignored_columns"] == ["surprise"]
@@ -214,7 +242,10 @@ def test_jsonl_bad_records(tmp_path):
     prepare(config(path, label="y", bad_rows="quarantine", max_bad_fraction=0.05), str(out))
     reasons = [b["reason"] for b in quarantined(out)]
     assert reasons[0].startswith("data.jsonl line 5: the record is not valid JSON")
-    assert reasons[1] == "data.jsonl line 7: the record is a JSON list, expected an object {\"column\": value, ...}"
+    assert (
+        reasons[1]
+        == 'data.jsonl line 7: the record is a JSON list, expected an object {"column": value, ...}'
+    )
     assert reasons[2] == (
         "data.jsonl line 9, column 'x': [1] is a nested JSON value; expected a number, string, boolean or null"
     )

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 
+from test_prepare import AWKWARD, awkward_rows, write_csv
+
 from estimator_lib import storage
 from estimator_lib.prepare import PrepareConfig, load_prepared, prepare
-from test_prepare import AWKWARD, awkward_rows, write_csv
 
 
 def _local_tree(root):
@@ -34,8 +35,15 @@ def test_gcs_run_gives_byte_identical_outputs_to_the_local_run(tmp_path, gcs_pre
         storage.upload_file(str(local_in / name), f"{gcs_prefix}/in/{name}")
 
     def config(pattern):
-        return PrepareConfig(data=(pattern,), label="label", key_column="id", bad_rows="quarantine",
-                             test_fraction=0.1, chunk_bytes=4096, num_workers=1)
+        return PrepareConfig(
+            data=(pattern,),
+            label="label",
+            key_column="id",
+            bad_rows="quarantine",
+            test_fraction=0.1,
+            chunk_bytes=4096,
+            num_workers=1,
+        )
 
     local = prepare(config(str(local_in / "*.csv")), str(tmp_path / "out"))
     remote = prepare(config(f"{gcs_prefix}/in/*.csv"), f"{gcs_prefix}/out")
@@ -47,4 +55,6 @@ def test_gcs_run_gives_byte_identical_outputs_to_the_local_run(tmp_path, gcs_pre
     assert local_files == remote_files
     assert remote.manifest == local.manifest and remote.schema == local.schema
     loaded = load_prepared(f"{gcs_prefix}/out")
-    assert loaded.counts == local.counts and loaded.files("train") == f"{gcs_prefix}/out/train/part-*.tfrecord"
+    assert (
+        loaded.counts == local.counts and loaded.files("train") == f"{gcs_prefix}/out/train/part-*.tfrecord"
+    )
