@@ -18,7 +18,15 @@ from components.export import export_model
 from components.prepare import prepare_data
 from components.train import train_model
 
-__all__ = ["Stages", "build_stages", "prepare_data", "train_model", "evaluate_model", "batch_predict", "export_model"]
+__all__ = [
+    "Stages",
+    "batch_predict",
+    "build_stages",
+    "evaluate_model",
+    "export_model",
+    "prepare_data",
+    "train_model",
+]
 
 
 @dataclasses.dataclass(frozen=True)

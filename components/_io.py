@@ -74,7 +74,9 @@ def placement(tpu: Mapping[str, Any]) -> Dict[str, Any]:
     return {f"tpu.{key}": value for key, value in tpu.items()}
 
 
-def training_job(job_config: Mapping[str, Any], hyperparameters: Mapping[str, Any], tpu: Mapping[str, Any]) -> JobConfig:
+def training_job(
+    job_config: Mapping[str, Any], hyperparameters: Mapping[str, Any], tpu: Mapping[str, Any]
+) -> JobConfig:
     """The job config for training: the full config, then the pipeline's hyperparameters, then the placement.
 
     Args:

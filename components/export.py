@@ -32,6 +32,12 @@ def export_model(
     job = _io.stage_job(model.uri, tpu)
     verdict = _io.read_blessing(blessing.uri)
     release = publish.export_and_release(
-        job, prepared.schema, model.uri, exported.uri, verdict, publish_root, verify_files=prepared.files("eval")
+        job,
+        prepared.schema,
+        model.uri,
+        exported.uri,
+        verdict,
+        publish_root,
+        verify_files=prepared.files("eval"),
     )
     _io.describe_export(exported, release)

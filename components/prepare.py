@@ -32,14 +32,17 @@ def prepare_data(
     from estimator_lib import prepare
 
     config = prepare.PrepareConfig.from_dict(
-        _io.typed(prepare.PrepareConfig, {
-            **options,
-            "data": [_io.data_source(data)],
-            "label": label,
-            "task": None if task == "auto" else task,
-            "key_column": key_column or None,
-            "eval_fraction": eval_fraction,
-        })
+        _io.typed(
+            prepare.PrepareConfig,
+            {
+                **options,
+                "data": [_io.data_source(data)],
+                "label": label,
+                "task": None if task == "auto" else task,
+                "key_column": key_column or None,
+                "eval_fraction": eval_fraction,
+            },
+        )
     )
     result = prepare.prepare(config, dataset.uri)
     _io.describe_dataset(dataset, result)

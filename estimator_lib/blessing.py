@@ -77,7 +77,9 @@ class BlessingConfig:
 
     def __post_init__(self) -> None:
         if not isinstance(self.thresholds, Mapping):
-            raise BlessingError(f"blessing thresholds must be a JSON object {{metric: value}}, got {self.thresholds!r}")
+            raise BlessingError(
+                f"blessing thresholds must be a JSON object {{metric: value}}, got {self.thresholds!r}"
+            )
         object.__setattr__(self, "thresholds", dict(self.thresholds))
         for name, value in self.thresholds.items():
             higher_is_better(name)
@@ -94,7 +96,9 @@ class BlessingConfig:
         named = list(self.thresholds) + ([self.comparison_metric] if self.comparison_metric else [])
         wrong = sorted(m for m in named if m not in allowed)
         if wrong:
-            raise BlessingError(f"blessing metric(s) {wrong} do not apply to a {task} label; use {list(allowed)}")
+            raise BlessingError(
+                f"blessing metric(s) {wrong} do not apply to a {task} label; use {list(allowed)}"
+            )
 
     def comparison_for(self, task: str) -> str:
         return self.comparison_metric or DEFAULT_COMPARISON[task]
@@ -147,7 +151,9 @@ def read_truth(files: Union[str, Sequence[str]], schema: Schema) -> Truth:
     spec = {KEY_FEATURE: schema.parse_spec()[KEY_FEATURE], LABEL_KEY: schema.parse_spec()[LABEL_KEY]}
     keys: List[str] = []
     labels: List[Any] = []
-    for batch in tf.data.TFRecordDataset(resolve_files(files)).batch(1024).map(lambda s: tf.io.parse_example(s, spec)):
+    for batch in (
+        tf.data.TFRecordDataset(resolve_files(files)).batch(1024).map(lambda s: tf.io.parse_example(s, spec))
+    ):
         keys.extend(k.decode("utf-8") for k in batch[KEY_FEATURE].numpy())
         labels.extend(batch[LABEL_KEY].numpy().tolist())
     if len(set(keys)) != len(keys):
@@ -274,7 +280,9 @@ def _check(name: str, metric: str, value: float, bound: float, strict: bool, wha
         passed = value < bound if strict else value <= bound
     relation = (">" if strict else ">=") if higher else ("<" if strict else "<=")
     verdict = "holds" if passed else "fails"
-    return Check(name, metric, value, bound, passed, f"{what}: {metric}={value:.4f} {relation} {bound:.4f} {verdict}")
+    return Check(
+        name, metric, value, bound, passed, f"{what}: {metric}={value:.4f} {relation} {bound:.4f} {verdict}"
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -328,7 +336,9 @@ def decide(
     checks: List[Check] = []
     if config.beat_trivial:
         for metric, value in trivial_metrics(truth).items():
-            checks.append(_check("trivial", metric, candidate[metric], value, True, "better than the trivial model"))
+            checks.append(
+                _check("trivial", metric, candidate[metric], value, True, "better than the trivial model")
+            )
     for metric, bound in sorted(config.thresholds.items()):
         checks.append(_check("threshold", metric, candidate[metric], float(bound), False, "threshold"))
     comparison = config.comparison_for(truth.task)
@@ -416,18 +426,33 @@ def evaluate_and_bless(
     eval_files, count = prepared.files("eval"), prepared.counts["eval"]
     result = estimator.evaluate(job, schema, eval_files, model_dir, num_examples=count)
     truth = read_truth(eval_files, schema)
-    candidate = _score_checkpoint(job, schema, model_dir, result.checkpoint, eval_files, count,
-                                  storage.join(work_dir, "candidate"), truth)
+    candidate = _score_checkpoint(
+        job,
+        schema,
+        model_dir,
+        result.checkpoint,
+        eval_files,
+        count,
+        storage.join(work_dir, "candidate"),
+        truth,
+    )
     baseline_metrics = None
     if baseline_dir:
-        baseline = _score_saved_model(baseline_dir, baseline_schema, eval_files, storage.join(work_dir, "baseline"), truth)
+        baseline = _score_saved_model(
+            baseline_dir, baseline_schema, eval_files, storage.join(work_dir, "baseline"), truth
+        )
         baseline_metrics = compute_metrics(truth, baseline)
     blessing = decide(config, truth, compute_metrics(truth, candidate), baseline_metrics, baseline_dir)
     if truth.task == REGRESSION:
         return Evaluation(result.metrics, result.global_step, result.checkpoint, blessing)
     return Evaluation(
-        result.metrics, result.global_step, result.checkpoint, blessing,
-        truth.classes, confusion_matrix(truth, candidate), roc_curve(truth, candidate),
+        result.metrics,
+        result.global_step,
+        result.checkpoint,
+        blessing,
+        truth.classes,
+        confusion_matrix(truth, candidate),
+        roc_curve(truth, candidate),
     )
 
 

@@ -78,7 +78,7 @@ def fingerprint_files(files: Iterable[str], base: str) -> str:
     digest = hashlib.sha256()
     for path in sorted(files):
         content = hashlib.sha256(storage.read_bytes(path)).hexdigest()
-        digest.update(f"{_relative(path, base)}\0{content}\n".encode("utf-8"))
+        digest.update(f"{_relative(path, base)}\0{content}\n".encode())
     return digest.hexdigest()
 
 
@@ -133,7 +133,9 @@ def publish_model(
       FileNotFoundError: `export_dir` is not a SavedModel directory.
     """
     if not _is_saved_model(export_dir):
-        raise FileNotFoundError(f"{export_dir!r} is not a SavedModel directory (no saved_model.pb); export first")
+        raise FileNotFoundError(
+            f"{export_dir!r} is not a SavedModel directory (no saved_model.pb); export first"
+        )
     now = now or datetime.datetime.now(datetime.timezone.utc)
     digest = fingerprint(export_dir)
     version = f"{now.strftime('%Y%m%dT%H%M%S%fZ')}-{digest[:12]}"
@@ -186,7 +188,9 @@ def resolve_model(spec: str, publish_root: str) -> Optional[str]:
         return None
     if spec == LATEST:
         if not publish_root:
-            raise ValueError("'latest' needs the publish root (publish_root) to look under; set it or give a URI")
+            raise ValueError(
+                "'latest' needs the publish root (publish_root) to look under; set it or give a URI"
+            )
         model = latest(publish_root)
         return model.uri if model else None
     published = latest(spec)
@@ -210,7 +214,9 @@ class Release:
     reason: str
 
 
-def release(export_dir: str, blessing: "Blessing", root: str, metadata: Optional[Mapping[str, Any]] = None) -> Optional[PublishedModel]:
+def release(
+    export_dir: str, blessing: "Blessing", root: str, metadata: Optional[Mapping[str, Any]] = None
+) -> Optional[PublishedModel]:
     """Publishes `export_dir` under `root` if `blessing` says so; records the verdict with the version.
 
     Returns the new version, or None for an unblessed model (nothing is written then).
@@ -243,7 +249,11 @@ def export_and_release(
     if not root:
         raise ValueError("publish_root is empty; give the directory or gs:// prefix where blessed models go")
     export = export_model(job, schema, model_dir, export_base, verify_rows=verify_files)
-    source = {"model_dir": model_dir, "export_dir": export.export_dir, "global_step": export.metadata["global_step"]}
+    source = {
+        "model_dir": model_dir,
+        "export_dir": export.export_dir,
+        "global_step": export.metadata["global_step"],
+    }
     published = release(export.export_dir, blessing, root, {"source": source})
     if published is None:
         return Release(export, None, f"not published: {blessing.summary()}")

@@ -1,4 +1,4 @@
-"""`tpu-pipeline` (also `python -m pipelines`): run the pipeline locally, compile it, submit or schedule it on Vertex AI.
+"""`tpu-pipeline` (also `python -m pipelines`): run the pipeline locally, compile it, submit or schedule it.
 
 The only place that reads flags and environment variables. Each command resolves its flags into typed
 settings and hands them to one function: `local.run_local`, `pipeline.compile_pipeline`, `vertex.submit`,
@@ -12,7 +12,7 @@ import json
 import os
 import sys
 import tempfile
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence
 
 from pipelines import tpu as tpu_presets
 
@@ -34,22 +34,36 @@ def _preset_help() -> str:
 # -- arguments -----------------------------------------------------------------------------------------------
 def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("pipeline parameters")
-    group.add_argument("--data", help="CSV or JSON Lines file or glob, local or gs:// (default: embedded penguins)")
+    group.add_argument(
+        "--data", help="CSV or JSON Lines file or glob, local or gs:// (default: embedded penguins)"
+    )
     group.add_argument("--label", help="the label column (required with --data; default: species)")
     group.add_argument("--task", choices=("auto", "classification", "regression"), default="auto")
     group.add_argument("--key-column", default="", help="a column of unique row keys (default: derived)")
     group.add_argument("--eval-fraction", type=float, default=0.2, help="share of rows for evaluation")
     group.add_argument("--config", help="JSON config file: JobConfig sections plus 'blessing' and 'prepare'")
     group.add_argument(
-        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
         help="override a config value, e.g. training.train_steps=300, model.family=linear, "
         'blessing.thresholds={"accuracy":0.9}, blessing.min_improvement=0.01 (repeatable)',
     )
-    group.add_argument("--baseline", default="latest",
-                       help="model to compare with: none, latest (last published), a publish root or SavedModel dir")
-    group.add_argument("--warm-start", default="none",
-                       help="initialise from: none, latest (last published), a publish root or SavedModel dir")
-    group.add_argument("--predict-data", default="eval", help="rows to batch-predict: eval, train, test or a URI")
+    group.add_argument(
+        "--baseline",
+        default="latest",
+        help="model to compare with: none, latest (last published), a publish root or SavedModel dir",
+    )
+    group.add_argument(
+        "--warm-start",
+        default="none",
+        help="initialise from: none, latest (last published), a publish root or SavedModel dir",
+    )
+    group.add_argument(
+        "--predict-data", default="eval", help="rows to batch-predict: eval, train, test or a URI"
+    )
     group.add_argument("--publish-root", help="where blessed models are published (versions/ and LATEST)")
 
 
@@ -57,27 +71,45 @@ def _add_image_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("image and accelerator")
     group.add_argument("--image", help="component image: REPO@sha256:DIGEST or REPO:COMMIT (immutable)")
     group.add_argument(
-        "--image-repo", default=os.environ.get(IMAGE_REPO_ENV, DEFAULT_IMAGE_REPO),
+        "--image-repo",
+        default=os.environ.get(IMAGE_REPO_ENV, DEFAULT_IMAGE_REPO),
         help=f"without --image, use REPO:<current git commit> (default ${IMAGE_REPO_ENV} or {DEFAULT_IMAGE_REPO})",
     )
     where = group.add_mutually_exclusive_group()
-    where.add_argument("--tpu", choices=sorted(tpu_presets.PRESETS), default=tpu_presets.DEFAULT_TPU,
-                       help=f"Cloud TPU type for train, evaluate, batch predict (default {tpu_presets.DEFAULT_TPU})")
+    where.add_argument(
+        "--tpu",
+        choices=sorted(tpu_presets.PRESETS),
+        default=tpu_presets.DEFAULT_TPU,
+        help=f"Cloud TPU type for train, evaluate, batch predict (default {tpu_presets.DEFAULT_TPU})",
+    )
     where.add_argument("--cpu", action="store_true", help="compile without TPUs (every stage on CPU)")
 
 
 def _add_vertex_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("Vertex AI")
-    group.add_argument("--project", default=os.environ.get("GOOGLE_CLOUD_PROJECT"),
-                       help="Google Cloud project (default $GOOGLE_CLOUD_PROJECT)")
+    group.add_argument(
+        "--project",
+        default=os.environ.get("GOOGLE_CLOUD_PROJECT"),
+        help="Google Cloud project (default $GOOGLE_CLOUD_PROJECT)",
+    )
     group.add_argument("--region", default="us-central1", help="Vertex AI region with Cloud TPUs")
     group.add_argument("--pipeline-root", required=True, help="gs:// prefix for the run's artifacts")
     group.add_argument("--service-account", help="service account the pipeline and its TPU jobs run as")
     group.add_argument("--network", help="VPC network to peer with: projects/NUMBER/global/networks/NAME")
-    group.add_argument("--job-label", dest="job_labels", action="append", default=[], metavar="KEY=VALUE",
-                       help="resource label on the job (repeatable)")
-    group.add_argument("--caching", action=argparse.BooleanOptionalAction, default=False,
-                       help="reuse outputs of identical earlier tasks (default off)")
+    group.add_argument(
+        "--job-label",
+        dest="job_labels",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="resource label on the job (repeatable)",
+    )
+    group.add_argument(
+        "--caching",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="reuse outputs of identical earlier tasks (default off)",
+    )
     group.add_argument("--display-name", default="tpu-estimator-pipeline")
     group.add_argument("--template", help="a compiled pipeline YAML to run (default: compile one now)")
     group.add_argument("--dry-run", action="store_true", help="print the request as JSON and send nothing")
@@ -85,37 +117,54 @@ def _add_vertex_arguments(parser: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="tpu-pipeline", description="Prepare, train, evaluate, batch-predict and export TPUEstimator models."
+        prog="tpu-pipeline",
+        description="Prepare, train, evaluate, batch-predict and export TPUEstimator models.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run_local = commands.add_parser(
-        "run-local", help="run the whole pipeline on this machine's CPU (KFP local runner)",
+        "run-local",
+        help="run the whole pipeline on this machine's CPU (KFP local runner)",
         description="Runs the pipeline on CPU with the KFP local runner and writes OUTPUT/summary.json. "
         "With no arguments it trains on the embedded Palmer Penguins data.",
     )
     _add_run_arguments(run_local)
-    run_local.add_argument("--output", default=DEFAULT_OUTPUT, help=f"output directory (default {DEFAULT_OUTPUT})")
+    run_local.add_argument(
+        "--output", default=DEFAULT_OUTPUT, help=f"output directory (default {DEFAULT_OUTPUT})"
+    )
 
     compile_ = commands.add_parser(
-        "compile", help="compile the pipeline YAML for Vertex AI",
+        "compile",
+        help="compile the pipeline YAML for Vertex AI",
         description="Writes the pipeline YAML: train, evaluate and batch predict run as Vertex AI custom jobs "
-        "on a Cloud TPU VM (or on CPU with --cpu).", epilog=_preset_help(),
+        "on a Cloud TPU VM (or on CPU with --cpu).",
+        epilog=_preset_help(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    compile_.add_argument("--output", default=DEFAULT_TEMPLATE, help=f"YAML file (default {DEFAULT_TEMPLATE})")
+    compile_.add_argument(
+        "--output", default=DEFAULT_TEMPLATE, help=f"YAML file (default {DEFAULT_TEMPLATE})"
+    )
     _add_image_arguments(compile_)
 
-    for name, text in (("submit", "run the pipeline once on Vertex AI"),
-                       ("schedule", "run the pipeline on Vertex AI on a cron schedule")):
-        sub = commands.add_parser(name, help=text, description=text + ".", epilog=_preset_help(),
-                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+    for name, text in (
+        ("submit", "run the pipeline once on Vertex AI"),
+        ("schedule", "run the pipeline on Vertex AI on a cron schedule"),
+    ):
+        sub = commands.add_parser(
+            name,
+            help=text,
+            description=text + ".",
+            epilog=_preset_help(),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         _add_run_arguments(sub)
         _add_image_arguments(sub)
         _add_vertex_arguments(sub)
         if name == "schedule":
             group = sub.add_argument_group("schedule")
-            group.add_argument("--cron", required=True, help="cron expression, e.g. '0 3 * * 1' (UTC; TZ=... prefix)")
+            group.add_argument(
+                "--cron", required=True, help="cron expression, e.g. '0 3 * * 1' (UTC; TZ=... prefix)"
+            )
             group.add_argument("--schedule-name", default="tpu-estimator-retrain")
             group.add_argument("--max-concurrent-runs", type=int, default=1)
             group.add_argument("--max-runs", type=int, help="stop after this many runs (default: no limit)")
@@ -158,8 +207,11 @@ def resolve_image(args: argparse.Namespace) -> str:
         return check_image(args.image)
     image = default_image(args.image_repo, REPO_DIR)
     if "/" not in args.image_repo:
-        print(f"note: components will run on {image}; build and push it to a registry Vertex AI can pull from "
-              f"and pass --image-repo (or ${IMAGE_REPO_ENV})", file=sys.stderr)
+        print(
+            f"note: components will run on {image}; build and push it to a registry Vertex AI can pull from "
+            f"and pass --image-repo (or ${IMAGE_REPO_ENV})",
+            file=sys.stderr,
+        )
     return image
 
 
@@ -202,7 +254,11 @@ def cmd_compile(args: argparse.Namespace) -> int:
     preset = resolve_preset(args)
     image = resolve_image(args)
     compile_pipeline(args.output, image, preset)
-    where = f"TPU {preset.name} ({preset.machine_type}, {preset.accelerator_type} x{preset.accelerator_count})" if preset else "CPU"
+    where = (
+        f"TPU {preset.name} ({preset.machine_type}, {preset.accelerator_type} x{preset.accelerator_count})"
+        if preset
+        else "CPU"
+    )
     print(f"compiled {args.output}: image {image}; train/evaluate/batch predict on {where}")
     return 0
 
@@ -224,14 +280,18 @@ def _vertex_job(args: argparse.Namespace, template_dir: str, credentials: Any = 
     settings = resolve_settings(args, publish_root=args.pipeline_root.rstrip("/") + "/published")
     template = args.template
     if not template:
-        template = compile_pipeline(os.path.join(template_dir, DEFAULT_TEMPLATE), resolve_image(args), resolve_preset(args))
+        template = compile_pipeline(
+            os.path.join(template_dir, DEFAULT_TEMPLATE), resolve_image(args), resolve_preset(args)
+        )
     return vertex.build_job(template, target, settings.arguments(), credentials=credentials), target
 
 
 def _print_request(job: Any, extra: Optional[Dict[str, Any]] = None) -> None:
     from google.protobuf import json_format
 
-    request = json_format.MessageToDict(job._gca_resource._pb)  # the PipelineJob resource the SDK would create
+    request = json_format.MessageToDict(
+        job._gca_resource._pb
+    )  # the PipelineJob resource the SDK would create
     request.pop("pipelineSpec", None)
     print(json.dumps({**request, **(extra or {})}, indent=2, sort_keys=True))
 
@@ -259,14 +319,25 @@ def cmd_schedule(args: argparse.Namespace, credentials: Any = None) -> int:
             _print_request(job, {"cron": args.cron, "scheduleName": args.schedule_name})
             return 0
         created = vertex.schedule(
-            job, target, args.cron, args.schedule_name, args.max_concurrent_runs, args.max_runs,
-            args.start_time, args.end_time,
+            job,
+            target,
+            args.cron,
+            args.schedule_name,
+            args.max_concurrent_runs,
+            args.max_runs,
+            args.start_time,
+            args.end_time,
         )
     print(f"scheduled {created.resource_name} ({args.cron})")
     return 0
 
 
-COMMANDS = {"run-local": cmd_run_local, "compile": cmd_compile, "submit": cmd_submit, "schedule": cmd_schedule}
+COMMANDS = {
+    "run-local": cmd_run_local,
+    "compile": cmd_compile,
+    "submit": cmd_submit,
+    "schedule": cmd_schedule,
+}
 
 
 def main(argv: Optional[Sequence[str]] = None, credentials: Any = None) -> int:

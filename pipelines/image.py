@@ -32,7 +32,11 @@ def git_commit(directory: str) -> Optional[str]:
     """The checked-out commit of the git work tree holding `directory`, or None outside git."""
     try:
         out = subprocess.run(
-            ["git", "-C", directory, "rev-parse", "HEAD"], capture_output=True, text=True, check=True, timeout=10
+            ["git", "-C", directory, "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=10,
         )
     except (OSError, subprocess.SubprocessError):
         return None

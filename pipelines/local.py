@@ -34,7 +34,9 @@ def run_pipeline(settings: RunSettings, output_dir: str) -> Dict[str, Any]:
 
     pipeline_root = os.path.join(os.path.abspath(output_dir), PIPELINE_ROOT_DIR)
     os.makedirs(pipeline_root, exist_ok=True)
-    local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=pipeline_root, raise_on_error=True)
+    local.init(
+        runner=local.SubprocessRunner(use_venv=False), pipeline_root=pipeline_root, raise_on_error=True
+    )
     with warnings.catch_warnings():
         # The subprocess runner warns that our image name lacks "python": it never uses the image.
         warnings.filterwarnings("ignore", message=".*non-Python base image.*", category=RuntimeWarning)
@@ -70,7 +72,11 @@ def summarize(outputs: Mapping[str, Any], settings: RunSettings) -> Dict[str, An
             "batch_predict": predictions.uri,
             "export": exported.uri,
         },
-        "dataset": {"counts": counts, "schema_uri": dataset.metadata["schema_uri"], "task": dataset.metadata["task"]},
+        "dataset": {
+            "counts": counts,
+            "schema_uri": dataset.metadata["schema_uri"],
+            "task": dataset.metadata["task"],
+        },
         "model": {"uri": model.uri, "global_step": _number(model.metadata["global_step"])},
         "predictions": {
             "uri": predictions.uri,

@@ -15,10 +15,9 @@ import dataclasses
 import json
 from typing import Any, Dict, Mapping, Optional, Sequence
 
+from components._io import EMBEDDED_DATA, PREPARED_SPLITS
 from estimator_lib.blessing import BlessingConfig
 from estimator_lib.config import ConfigError, JobConfig, parse_override
-
-from components._io import EMBEDDED_DATA, PREPARED_SPLITS
 
 OWN_SECTIONS = ("blessing", "prepare")
 TASKS = ("auto", "classification", "regression")
@@ -62,7 +61,9 @@ class RunSettings:
         if not self.label:
             raise ConfigError("--label is empty; name the label column of your data")
         if not self.publish_root:
-            raise ConfigError("the publish root is empty; give the directory or gs:// prefix for blessed models")
+            raise ConfigError(
+                "the publish root is empty; give the directory or gs:// prefix for blessed models"
+            )
         if not 0.0 < self.eval_fraction < 1.0:
             raise ConfigError(f"eval_fraction={self.eval_fraction!r} must be in (0, 1), e.g. 0.2")
         if not self.predict_data:
@@ -143,9 +144,7 @@ def _apply(section: Dict[str, Any], dotted: str, value: Any) -> None:
     node[parts[-1]] = value
 
 
-def resolve_configs(
-    config: Optional[Mapping[str, Any]], overrides: Sequence[str]
-) -> Dict[str, Any]:
+def resolve_configs(config: Optional[Mapping[str, Any]], overrides: Sequence[str]) -> Dict[str, Any]:
     """Resolves the config file's JSON and `--set` overrides into a JobConfig, BlessingConfig and prepare options.
 
     Returns:
@@ -161,7 +160,11 @@ def resolve_configs(
         else:
             job_overrides[key] = value
     job = JobConfig.from_dict(sections["job"]).with_overrides(job_overrides)
-    return {"job": job, "blessing": BlessingConfig.from_dict(sections["blessing"]), "prepare": sections["prepare"]}
+    return {
+        "job": job,
+        "blessing": BlessingConfig.from_dict(sections["blessing"]),
+        "prepare": sections["prepare"],
+    }
 
 
 def read_config_file(path: Optional[str]) -> Dict[str, Any]:

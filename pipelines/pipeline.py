@@ -1,4 +1,4 @@
-"""`build_pipeline`: the one function that builds the DAG, and `compile_pipeline` for Vertex AI.
+r"""`build_pipeline`: the one function that builds the DAG, and `compile_pipeline` for Vertex AI.
 
 prepare -> train -> evaluate (metrics, blessing) -> export (publishes only a blessed model)
                  \-> batch predict (the eval split by default)
@@ -80,7 +80,11 @@ def build_pipeline(image: str, tpu: Optional[TPUPreset] = None) -> Callable[...,
     accelerated = tpu.tpu_settings() if tpu else dict(CPU_SETTINGS)
     host = dict(CPU_SETTINGS)
 
-    @dsl.pipeline(name=PIPELINE_NAME, description="Prepare, train, evaluate and bless, batch predict, export and publish")
+    # KFP takes the parameters' defaults from this signature; the dict and list defaults are never mutated.
+    @dsl.pipeline(
+        name=PIPELINE_NAME,
+        description="Prepare, train, evaluate and bless, batch predict, export and publish",
+    )
     def tpu_estimator_pipeline(
         publish_root: str,
         data: str = EMBEDDED_DATA,
@@ -88,15 +92,15 @@ def build_pipeline(image: str, tpu: Optional[TPUPreset] = None) -> Callable[...,
         task: str = "auto",
         key_column: str = "",
         eval_fraction: float = 0.2,
-        prepare_options: dict = {},
-        job_config: dict = {},
+        prepare_options: dict = {},  # noqa: B006
+        job_config: dict = {},  # noqa: B006
         model_family: str = "dnn",
-        hidden_units: list = [64, 32],
+        hidden_units: list = [64, 32],  # noqa: B006
         learning_rate: float = 0.01,
         train_steps: int = 1000,
         train_batch_size: int = 64,
         seed: int = 42,
-        blessing_config: dict = {},
+        blessing_config: dict = {},  # noqa: B006
         baseline: str = "latest",
         warm_start: str = "none",
         predict_data: str = "eval",
@@ -134,7 +138,11 @@ def build_pipeline(image: str, tpu: Optional[TPUPreset] = None) -> Callable[...,
         )
         predict = stages.batch_predict(dataset=dataset, model=model, data=predict_data, tpu=accelerated)
         export = stages.export(
-            dataset=dataset, model=model, blessing=evaluate.outputs["blessing"], publish_root=publish_root, tpu=host
+            dataset=dataset,
+            model=model,
+            blessing=evaluate.outputs["blessing"],
+            publish_root=publish_root,
+            tpu=host,
         )
         return PipelineOutputs(
             dataset=dataset,

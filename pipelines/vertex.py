@@ -74,7 +74,7 @@ def check_labels(labels: Mapping[str, str]) -> Dict[str, str]:
 
 
 def parse_label(text: str) -> tuple:
-    """"team=ml" -> ("team", "ml")."""
+    """ "team=ml" -> ("team", "ml")."""
     key, sep, value = text.partition("=")
     if not sep:
         raise ValueError(f"--job-label {text!r} must look like KEY=VALUE, e.g. team=ml")

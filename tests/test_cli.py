@@ -14,8 +14,14 @@ from estimator_lib.config import ConfigError
 from pipelines import cli, image, params, tpu
 
 DIGEST_IMAGE = "us-central1-docker.pkg.dev/proj/repo/tpu-pipeline@sha256:" + "ab" * 32
-COMMIT_IMAGE = "us-central1-docker.pkg.dev/proj/repo/tpu-pipeline:" + "0123456789abcdef0123456789abcdef01234567"
-TPU_STAGES = {"train-model": "train_model", "evaluate-model": "evaluate_model", "batch-predict": "batch_predict"}
+COMMIT_IMAGE = (
+    "us-central1-docker.pkg.dev/proj/repo/tpu-pipeline:" + "0123456789abcdef0123456789abcdef01234567"
+)
+TPU_STAGES = {
+    "train-model": "train_model",
+    "evaluate-model": "evaluate_model",
+    "batch-predict": "batch_predict",
+}
 CPU_STAGES = {"prepare-data": "prepare_data", "export-model": "export_model"}
 GCPC_LAUNCHER = "gcr.io/ml-pipeline/google-cloud-pipeline-components:"
 
@@ -35,7 +41,7 @@ def test_every_command_has_help(command, capsys):
 def test_console_script_and_module_entry_points():
     script = os.path.join(os.path.dirname(sys.executable), "tpu-pipeline")
     for argv in ([script, "--help"], [sys.executable, "-m", "pipelines", "schedule", "--help"]):
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
         assert proc.returncode == 0, proc.stderr
         assert "usage: tpu-pipeline" in proc.stdout
     assert "--cron" in proc.stdout
@@ -55,27 +61,38 @@ def task_tpu(spec: dict, task: str) -> dict:
 
 @pytest.mark.parametrize(
     "tpu_type, machine, accelerator, count",
-    [("v2-8", "cloud-tpu", "TPU_V2", 8), ("v3-8", "cloud-tpu", "TPU_V3", 8),
-     ("v5litepod-4", "ct5lp-hightpu-4t", "TPU_V5_LITEPOD", 4)],
+    [
+        ("v2-8", "cloud-tpu", "TPU_V2", 8),
+        ("v3-8", "cloud-tpu", "TPU_V3", 8),
+        ("v5litepod-4", "ct5lp-hightpu-4t", "TPU_V5_LITEPOD", 4),
+    ],
 )
-def test_compile_for_tpu_runs_three_stages_as_tpu_custom_jobs(tmp_path, tpu_type, machine, accelerator, count):
+def test_compile_for_tpu_runs_three_stages_as_tpu_custom_jobs(
+    tmp_path, tpu_type, machine, accelerator, count
+):
     spec = compile_yaml(tmp_path, "--tpu", tpu_type, "--image", DIGEST_IMAGE)
     executors = spec["deploymentSpec"]["executors"]
     for task, function in TPU_STAGES.items():
         assert executors[f"exec-{task}"]["container"]["image"].startswith(GCPC_LAUNCHER)
         inputs = spec["components"][f"comp-{task}"]["inputDefinitions"]["parameters"]
         [pool] = inputs["worker_pool_specs"]["defaultValue"]
-        assert pool["machine_spec"] == {"machine_type": machine, "accelerator_type": accelerator, "accelerator_count": count}
+        assert pool["machine_spec"] == {
+            "machine_type": machine,
+            "accelerator_type": accelerator,
+            "accelerator_count": count,
+        }
         assert pool["replica_count"] == 1
         assert pool["container_spec"]["image_uri"] == DIGEST_IMAGE
         assert pool["container_spec"]["args"][-1] == function
         assert inputs["service_account"]["defaultValue"] == "{{$.pipeline_service_account}}"
         assert inputs["location"]["defaultValue"] == "{{$.pipeline_google_cloud_location}}"
         assert task_tpu(spec, task) == {"use_tpu": True, "tpu_name": "local", "num_cores": count}
-    for task, function in CPU_STAGES.items():
+    for task in CPU_STAGES:
         container = executors[f"exec-{task}"]["container"]
         assert container["image"] == DIGEST_IMAGE
-        assert "worker_pool_specs" not in spec["components"][f"comp-{task}"]["inputDefinitions"].get("parameters", {})
+        assert "worker_pool_specs" not in spec["components"][f"comp-{task}"]["inputDefinitions"].get(
+            "parameters", {}
+        )
     assert task_tpu(spec, "export-model") == {"use_tpu": False}
 
 
@@ -88,7 +105,9 @@ def test_compile_for_cpu_has_no_tpu_anywhere(tmp_path):
     for task in TPU_STAGES:
         assert task_tpu(spec, task) == {"use_tpu": False}
     for executor in spec["deploymentSpec"]["executors"].values():
-        assert "pip install" not in json.dumps(executor)  # lightweight, on the project image: nothing installed
+        assert "pip install" not in json.dumps(
+            executor
+        )  # lightweight, on the project image: nothing installed
 
 
 def test_compiled_pipeline_parameters(tmp_path):
@@ -99,10 +118,25 @@ def test_compiled_pipeline_parameters(tmp_path):
     assert defaults["data"] == "embedded:penguins" and defaults["label"] == "species"
     assert defaults["model_family"] == "dnn" and defaults["hidden_units"] == [64.0, 32.0]
     assert defaults["baseline"] == "latest" and defaults["warm_start"] == "none"
-    assert {"task", "learning_rate", "train_steps", "train_batch_size", "seed", "job_config", "blessing_config",
-            "prepare_options", "predict_data", "eval_fraction", "key_column"} <= set(parameters)
+    assert {
+        "task",
+        "learning_rate",
+        "train_steps",
+        "train_batch_size",
+        "seed",
+        "job_config",
+        "blessing_config",
+        "prepare_options",
+        "predict_data",
+        "eval_fraction",
+        "key_column",
+    } <= set(parameters)
     assert sorted(spec["root"]["dag"]["tasks"]) == sorted([*TPU_STAGES, *CPU_STAGES])
-    assert spec["root"]["dag"]["tasks"]["export-model"]["dependentTasks"] == ["evaluate-model", "prepare-data", "train-model"]
+    assert spec["root"]["dag"]["tasks"]["export-model"]["dependentTasks"] == [
+        "evaluate-model",
+        "prepare-data",
+        "train-model",
+    ]
 
 
 def test_compile_refuses_a_mutable_image_and_both_targets(tmp_path, capsys):
@@ -145,10 +179,27 @@ def parse(*argv: str):
 
 def test_settings_route_overrides_to_their_sections(tmp_path):
     config = tmp_path / "config.json"
-    config.write_text(json.dumps({"model": {"family": "linear"}, "blessing": {"thresholds": {"accuracy": 0.8}}}))
-    args = parse("--data", "x.csv", "--label", "y", "--config", str(config), "--set", "training.train_steps=7",
-                 "--set", 'blessing.thresholds={"auc": 0.9}', "--set", "blessing.min_improvement=0.01",
-                 "--set", "prepare.num_shards=3", "--baseline", "none")
+    config.write_text(
+        json.dumps({"model": {"family": "linear"}, "blessing": {"thresholds": {"accuracy": 0.8}}})
+    )
+    args = parse(
+        "--data",
+        "x.csv",
+        "--label",
+        "y",
+        "--config",
+        str(config),
+        "--set",
+        "training.train_steps=7",
+        "--set",
+        'blessing.thresholds={"auc": 0.9}',
+        "--set",
+        "blessing.min_improvement=0.01",
+        "--set",
+        "prepare.num_shards=3",
+        "--baseline",
+        "none",
+    )
     settings = cli.resolve_settings(args, "/published", fixed={"tpu.strict": True})
     assert settings.job.model.family == "linear" and settings.job.training.train_steps == 7
     assert settings.job.tpu.strict is True
@@ -159,7 +210,11 @@ def test_settings_route_overrides_to_their_sections(tmp_path):
     assert arguments["data"] == "x.csv" and arguments["label"] == "y" and arguments["baseline"] == "none"
     assert arguments["publish_root"] == "/published"
     assert "warm_start_from" not in arguments["job_config"]["training"]  # no nulls in KFP parameters
-    assert arguments["blessing_config"] == {"thresholds": {"auc": 0.9}, "beat_trivial": True, "min_improvement": 0.01}
+    assert arguments["blessing_config"] == {
+        "thresholds": {"auc": 0.9},
+        "beat_trivial": True,
+        "min_improvement": 0.01,
+    }
 
 
 def test_settings_errors_name_the_fix(capsys):

@@ -44,24 +44,67 @@ def stages(tmp_path_factory):
     work = tmp_path_factory.mktemp("stages")
     data = write_csv(str(work / "data.csv"))
     dataset = artifact(Dataset, work, "dataset")
-    prepare_data(data=data, label="label", task="auto", key_column="", eval_fraction=0.25,
-                 options={"num_workers": 1, "num_shards": 2.0}, dataset=dataset)
+    prepare_data(
+        data=data,
+        label="label",
+        task="auto",
+        key_column="",
+        eval_fraction=0.25,
+        options={"num_workers": 1, "num_shards": 2.0},
+        dataset=dataset,
+    )
     model = artifact(Model, work, "model")
-    train_model(dataset=dataset, job_config=LOCAL_JOB, model_family="linear", hidden_units=[8.0],
-                learning_rate=0.05, train_steps=40, train_batch_size=32, seed=1, tpu=CPU, warm_start="none",
-                publish_root=str(work / "published"), model=model)
-    metrics, cmetrics, blessing = (artifact(Metrics, work, "metrics"), artifact(ClassificationMetrics, work, "cm"),
-                                   artifact(Artifact, work, "blessing"))
-    evaluate_model(dataset=dataset, model=model, blessing_config={"thresholds": {"accuracy": 0.5}}, baseline="latest",
-                   publish_root=str(work / "published"), tpu=CPU, metrics=metrics, classification_metrics=cmetrics,
-                   blessing=blessing)
+    train_model(
+        dataset=dataset,
+        job_config=LOCAL_JOB,
+        model_family="linear",
+        hidden_units=[8.0],
+        learning_rate=0.05,
+        train_steps=40,
+        train_batch_size=32,
+        seed=1,
+        tpu=CPU,
+        warm_start="none",
+        publish_root=str(work / "published"),
+        model=model,
+    )
+    metrics, cmetrics, blessing = (
+        artifact(Metrics, work, "metrics"),
+        artifact(ClassificationMetrics, work, "cm"),
+        artifact(Artifact, work, "blessing"),
+    )
+    evaluate_model(
+        dataset=dataset,
+        model=model,
+        blessing_config={"thresholds": {"accuracy": 0.5}},
+        baseline="latest",
+        publish_root=str(work / "published"),
+        tpu=CPU,
+        metrics=metrics,
+        classification_metrics=cmetrics,
+        blessing=blessing,
+    )
     predictions = artifact(Dataset, work, "predictions")
     batch_predict(dataset=dataset, model=model, data="eval", tpu=CPU, predictions=predictions)
     exported = artifact(Model, work, "exported")
-    export_model(dataset=dataset, model=model, blessing=blessing, publish_root=str(work / "published"), tpu=CPU,
-                 exported=exported)
-    return dict(work=work, dataset=dataset, model=model, metrics=metrics, cmetrics=cmetrics, blessing=blessing,
-                predictions=predictions, exported=exported)
+    export_model(
+        dataset=dataset,
+        model=model,
+        blessing=blessing,
+        publish_root=str(work / "published"),
+        tpu=CPU,
+        exported=exported,
+    )
+    return dict(
+        work=work,
+        dataset=dataset,
+        model=model,
+        metrics=metrics,
+        cmetrics=cmetrics,
+        blessing=blessing,
+        predictions=predictions,
+        exported=exported,
+    )
 
 
 def test_prepare_describes_the_dataset(stages):
@@ -80,7 +123,8 @@ def test_train_uses_the_artifact_uri_as_model_dir_and_records_the_config(stages)
     job = JobConfig.from_dict(model.metadata["config"])
     assert job.model.family == "linear" and job.model.hidden_units == (8,) and job.training.seed == 1
     assert job.tpu.strict is True and job.training.warm_start_from is None
-    assert JobConfig.from_json(open(os.path.join(model.uri, _io.JOB_CONFIG_FILE)).read()) == job
+    with open(os.path.join(model.uri, _io.JOB_CONFIG_FILE), encoding="utf-8") as f:
+        assert JobConfig.from_json(f.read()) == job
 
 
 def test_evaluate_logs_metrics_confusion_matrix_roc_and_blessing(stages):
@@ -111,11 +155,22 @@ def test_batch_predict_and_export(stages):
 def test_evaluate_scores_the_published_baseline_with_the_same_code(stages, tmp_path):
     """The candidate against its own published export: same weights, same rows, same metric code."""
     root = str(stages["work"] / "published")
-    metrics, cmetrics, blessing = (artifact(Metrics, tmp_path, "m"), artifact(ClassificationMetrics, tmp_path, "cm"),
-                                   artifact(Artifact, tmp_path, "b"))
-    evaluate_model(dataset=stages["dataset"], model=stages["model"], blessing_config={"min_improvement": 0.01},
-                   baseline="latest", publish_root=root, tpu=CPU, metrics=metrics, classification_metrics=cmetrics,
-                   blessing=blessing)
+    metrics, cmetrics, blessing = (
+        artifact(Metrics, tmp_path, "m"),
+        artifact(ClassificationMetrics, tmp_path, "cm"),
+        artifact(Artifact, tmp_path, "b"),
+    )
+    evaluate_model(
+        dataset=stages["dataset"],
+        model=stages["model"],
+        blessing_config={"min_improvement": 0.01},
+        baseline="latest",
+        publish_root=root,
+        tpu=CPU,
+        metrics=metrics,
+        classification_metrics=cmetrics,
+        blessing=blessing,
+    )
     verdict = _io.read_blessing(blessing.uri)
     assert verdict.baseline_uri == publish.latest(root).uri
     assert verdict.baseline_metrics == pytest.approx(verdict.candidate_metrics, abs=1e-6)
@@ -134,8 +189,14 @@ def test_unblessed_model_is_exported_but_not_published(stages, tmp_path):
         f.write(refused.to_json())
     exported = artifact(Model, tmp_path, "exported")
     root = str(tmp_path / "published")
-    export_model(dataset=stages["dataset"], model=stages["model"], blessing=blessing, publish_root=root, tpu=CPU,
-                 exported=exported)
+    export_model(
+        dataset=stages["dataset"],
+        model=stages["model"],
+        blessing=blessing,
+        publish_root=root,
+        tpu=CPU,
+        exported=exported,
+    )
     assert exported.metadata["published"] is False and exported.metadata["published_uri"] == ""
     assert exported.metadata["publish_reason"].startswith("not published: not blessed")
     assert not os.path.exists(root)
@@ -151,18 +212,25 @@ def test_components_are_lightweight_on_the_given_image():
 
 
 def test_typed_restores_ints_that_kfp_turned_into_floats():
-    data = {"training": {"train_steps": 300.0, "optimizer": {"learning_rate": 1.0}}, "model": {"hidden_units": [64.0]},
-            "tpu": {"num_cores": 8.0, "tpu_name": "local"}}
+    data = {
+        "training": {"train_steps": 300.0, "optimizer": {"learning_rate": 1.0}},
+        "model": {"hidden_units": [64.0]},
+        "tpu": {"num_cores": 8.0, "tpu_name": "local"},
+    }
     typed = _io.typed(JobConfig, data)
     assert typed["training"]["train_steps"] == 300 and isinstance(typed["training"]["train_steps"], int)
     assert typed["model"]["hidden_units"] == [64] and isinstance(typed["model"]["hidden_units"][0], int)
-    assert typed["tpu"]["num_cores"] == 8 and isinstance(typed["training"]["optimizer"]["learning_rate"], float)
+    assert typed["tpu"]["num_cores"] == 8 and isinstance(
+        typed["training"]["optimizer"]["learning_rate"], float
+    )
 
 
 def test_training_job_merges_config_hyperparameters_and_placement():
-    job = _io.training_job({"model": {"family": "linear"}, "training": {"train_steps": 5.0}},
-                           {"training.train_steps": 7, "model.hidden_units": [16.0]},
-                           {"use_tpu": True, "tpu_name": "local", "num_cores": 8.0})
+    job = _io.training_job(
+        {"model": {"family": "linear"}, "training": {"train_steps": 5.0}},
+        {"training.train_steps": 7, "model.hidden_units": [16.0]},
+        {"use_tpu": True, "tpu_name": "local", "num_cores": 8.0},
+    )
     assert (job.model.family, job.training.train_steps, job.model.hidden_units) == ("linear", 7, (16,))
     assert (job.tpu.use_tpu, job.tpu.tpu_name, job.tpu.num_cores) == (True, "local", 8)
 

@@ -24,7 +24,9 @@ PENGUIN_CLASSES = {"Adelie", "Chinstrap", "Gentoo"}
 
 def run_cli(*args: str, timeout: int = 900) -> subprocess.CompletedProcess:
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    return subprocess.run([TPU_PIPELINE, *args], capture_output=True, text=True, timeout=timeout, env=env)
+    return subprocess.run(
+        [TPU_PIPELINE, *args], capture_output=True, text=True, timeout=timeout, env=env, check=False
+    )
 
 
 def load_summary(output: str) -> dict:
@@ -113,8 +115,19 @@ def test_warm_started_second_run_is_blessed_against_the_published_baseline(first
     baseline = publish.latest(root)
     output = str(tmp_path / "second")
     proc = run_cli(
-        "run-local", "--output", output, "--publish-root", root, "--warm-start", "latest",
-        "--set", "training.train_steps=50", "--set", "blessing.min_improvement=-0.05",
+        "run-local",
+        "--output",
+        output,
+        "--publish-root",
+        root,
+        "--warm-start",
+        "latest",
+        "--set",
+        "training.train_steps=50",
+        "--set",
+        "blessing.min_improvement=-0.05",
+        "--set",
+        "prepare.num_workers=1",
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     summary = load_summary(output)
@@ -135,8 +148,19 @@ def test_second_run_that_must_beat_the_baseline_is_refused_and_publishes_nothing
     latest_before = publish.latest(root)
     output = str(tmp_path / "refused")
     proc = run_cli(
-        "run-local", "--output", output, "--publish-root", root, "--baseline", baseline_uri,
-        "--set", "training.train_steps=100", "--set", "blessing.min_improvement=0.05",
+        "run-local",
+        "--output",
+        output,
+        "--publish-root",
+        root,
+        "--baseline",
+        baseline_uri,
+        "--set",
+        "training.train_steps=100",
+        "--set",
+        "blessing.min_improvement=0.05",
+        "--set",
+        "prepare.num_workers=1",
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     summary = load_summary(output)

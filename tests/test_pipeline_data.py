@@ -32,8 +32,20 @@ def write_csv(path: str, task: str, label: str, n: int = 300, seed: int = 7) -> 
 def run(tmp_path, task: str, label: str, *extra: str) -> dict:
     data = write_csv(str(tmp_path / f"{label}.csv"), task, label)
     output = str(tmp_path / "out")
-    args = ["run-local", "--data", data, "--label", label, "--output", output,
-            "--set", "training.train_steps=200", "--set", "prepare.num_workers=1", *extra]
+    args = [
+        "run-local",
+        "--data",
+        data,
+        "--label",
+        label,
+        "--output",
+        output,
+        "--set",
+        "training.train_steps=200",
+        "--set",
+        "prepare.num_workers=1",
+        *extra,
+    ]
     assert cli.main(args) == 0
     with open(os.path.join(output, "summary.json"), encoding="utf-8") as f:
         return json.load(f)
@@ -59,7 +71,11 @@ def test_multiclass_csv(tmp_path):
     summary = run(tmp_path, "multiclass", "tier")
     check_common(summary, "tier", "classification")
     assert summary["metrics"]["accuracy"] >= 0.7  # three classes
-    assert set(json.loads(json.dumps(summary["blessing"]["candidate_metrics"]))) == {"accuracy", "log_loss", "auc"}
+    assert set(json.loads(json.dumps(summary["blessing"]["candidate_metrics"]))) == {
+        "accuracy",
+        "log_loss",
+        "auc",
+    }
 
 
 def test_regression_csv_with_explicit_task(tmp_path):

@@ -41,7 +41,8 @@ def test_publish_copies_the_export_and_points_latest_at_it(tmp_path):
     with open(os.path.join(model.uri, "variables", "variables.data-00000-of-00001"), "rb") as f:
         assert f.read() == b"w1"
     assert storage.is_committed(model.uri)
-    assert json.loads(open(os.path.join(model.uri, publish.RECORD)).read())["metadata"] == {"run": "a"}
+    with open(os.path.join(model.uri, publish.RECORD), encoding="utf-8") as f:
+        assert json.load(f)["metadata"] == {"run": "a"}
     assert publish.latest(root) == model
     assert sorted(os.listdir(root)) == ["LATEST", "versions"]  # no staging left behind
 

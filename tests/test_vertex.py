@@ -47,10 +47,15 @@ class FakeVertexAPI:
             created.name = f"{parent}/schedules/123"
             return created
 
-        monkeypatch.setattr(pipeline_service_client_v1.PipelineServiceClient, "create_pipeline_job", create_pipeline_job)
-        monkeypatch.setattr(schedule_service_client_v1.ScheduleServiceClient, "create_schedule", create_schedule)
         monkeypatch.setattr(
-            gcs_utils, "create_gcs_bucket_for_pipeline_artifacts_if_it_does_not_exist",
+            pipeline_service_client_v1.PipelineServiceClient, "create_pipeline_job", create_pipeline_job
+        )
+        monkeypatch.setattr(
+            schedule_service_client_v1.ScheduleServiceClient, "create_schedule", create_schedule
+        )
+        monkeypatch.setattr(
+            gcs_utils,
+            "create_gcs_bucket_for_pipeline_artifacts_if_it_does_not_exist",
             lambda **kwargs: fake.buckets.append(kwargs["output_artifacts_gcs_dir"]),
         )
 
@@ -61,19 +66,32 @@ def template(tmp_path_factory):
 
 
 def target(**kwargs) -> vertex.VertexTarget:
-    values = dict(project="my-project", location="us-central1", pipeline_root=ROOT, service_account="sa@p.iam.gserviceaccount.com",
-                  labels={"team": "ml", "env": "prod"}, enable_caching=False)
+    values = dict(
+        project="my-project",
+        location="us-central1",
+        pipeline_root=ROOT,
+        service_account="sa@p.iam.gserviceaccount.com",
+        labels={"team": "ml", "env": "prod"},
+        enable_caching=False,
+    )
     values.update(kwargs)
     return vertex.VertexTarget(**values)
 
 
 def settings() -> RunSettings:
-    return RunSettings(publish_root=f"{ROOT}/published", data="gs://bucket/data/*.csv", label="churned",
-                       baseline="latest", warm_start="latest")
+    return RunSettings(
+        publish_root=f"{ROOT}/published",
+        data="gs://bucket/data/*.csv",
+        label="churned",
+        baseline="latest",
+        warm_start="latest",
+    )
 
 
 def test_build_job_request(template):
-    job = vertex.build_job(template, target(), settings().arguments(), credentials=AnonymousCredentials(), job_id="run-1")
+    job = vertex.build_job(
+        template, target(), settings().arguments(), credentials=AnonymousCredentials(), job_id="run-1"
+    )
     resource = job._gca_resource
     assert resource.display_name == "tpu-estimator-pipeline"
     assert dict(resource.labels) == {"team": "ml", "env": "prod"}
@@ -93,15 +111,22 @@ def test_build_job_request(template):
 
 
 def test_caching_switch(template):
-    job = vertex.build_job(template, target(enable_caching=True), settings().arguments(), credentials=AnonymousCredentials())
+    job = vertex.build_job(
+        template, target(enable_caching=True), settings().arguments(), credentials=AnonymousCredentials()
+    )
     tasks = dict(job._gca_resource.pipeline_spec)["root"]["dag"]["tasks"]
     assert all(task["cachingOptions"]["enableCache"] is True for task in tasks.values())
 
 
 def test_submit_sends_the_job_with_its_service_account(template, monkeypatch):
     api = FakeVertexAPI(monkeypatch)
-    job = vertex.build_job(template, target(network="projects/1/global/networks/vpc"), settings().arguments(),
-                           credentials=AnonymousCredentials(), job_id="run-1")
+    job = vertex.build_job(
+        template,
+        target(network="projects/1/global/networks/vpc"),
+        settings().arguments(),
+        credentials=AnonymousCredentials(),
+        job_id="run-1",
+    )
     vertex.submit(job, target(network="projects/1/global/networks/vpc"))
     [request] = api.pipeline_jobs
     assert request["parent"] == "projects/my-project/locations/us-central1"
@@ -136,9 +161,28 @@ def test_schedule_sends_a_cron_schedule_of_the_job(template, monkeypatch):
 
 def test_cli_submit_and_schedule_build_the_same_requests(monkeypatch, capsys):
     api = FakeVertexAPI(monkeypatch)
-    common = ["--project", "my-project", "--region", "europe-west4", "--pipeline-root", ROOT, "--image", IMAGE,
-              "--tpu", "v5litepod-4", "--data", "gs://bucket/x.csv", "--label", "y", "--job-label", "team=ml",
-              "--service-account", "sa@p.iam.gserviceaccount.com", "--set", "training.train_steps=500"]
+    common = [
+        "--project",
+        "my-project",
+        "--region",
+        "europe-west4",
+        "--pipeline-root",
+        ROOT,
+        "--image",
+        IMAGE,
+        "--tpu",
+        "v5litepod-4",
+        "--data",
+        "gs://bucket/x.csv",
+        "--label",
+        "y",
+        "--job-label",
+        "team=ml",
+        "--service-account",
+        "sa@p.iam.gserviceaccount.com",
+        "--set",
+        "training.train_steps=500",
+    ]
     assert cli.main(["submit", *common], credentials=AnonymousCredentials()) == 0
     [request] = api.pipeline_jobs
     sent = request["pipeline_job"]
@@ -151,11 +195,21 @@ def test_cli_submit_and_schedule_build_the_same_requests(monkeypatch, capsys):
     assert pool["defaultValue"][0]["machine_spec"]["machine_type"] == "ct5lp-hightpu-4t"
     assert "submitted projects/my-project/locations/europe-west4/pipelineJobs/" in capsys.readouterr().out
 
-    assert cli.main(["schedule", *common, "--cron", "0 3 * * *", "--warm-start", "latest"],
-                    credentials=AnonymousCredentials()) == 0
+    assert (
+        cli.main(
+            ["schedule", *common, "--cron", "0 3 * * *", "--warm-start", "latest"],
+            credentials=AnonymousCredentials(),
+        )
+        == 0
+    )
     [schedule] = api.schedules
     assert schedule["schedule"].cron == "0 3 * * *"
-    assert schedule["schedule"].create_pipeline_job_request.pipeline_job.runtime_config.parameter_values["warm_start"] == "latest"
+    assert (
+        schedule["schedule"].create_pipeline_job_request.pipeline_job.runtime_config.parameter_values[
+            "warm_start"
+        ]
+        == "latest"
+    )
 
 
 def test_cli_dry_run_prints_the_request_and_sends_nothing(monkeypatch, capsys):
