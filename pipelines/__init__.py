@@ -1,0 +1,1 @@
+"""Kubeflow pipeline wiring, runners (local, Vertex AI) and the `tpu-pipeline` CLI."""

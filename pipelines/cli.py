@@ -12,6 +12,7 @@ import json
 import os
 import sys
 import tempfile
+import warnings
 from typing import Any, Dict, Optional, Sequence
 
 from pipelines import tpu as tpu_presets
@@ -277,6 +278,10 @@ def _vertex_job(args: argparse.Namespace, template_dir: str, credentials: Any = 
         labels=dict(vertex.parse_label(t) for t in args.job_labels),
         enable_caching=args.caching,
     )
+    if args.dry_run and credentials is None:  # nothing is sent: no need for real credentials
+        from google.auth.credentials import AnonymousCredentials
+
+        credentials = AnonymousCredentials()
     settings = resolve_settings(args, publish_root=args.pipeline_root.rstrip("/") + "/published")
     template = args.template
     if not template:
@@ -342,6 +347,10 @@ COMMANDS = {
 
 def main(argv: Optional[Sequence[str]] = None, credentials: Any = None) -> int:
     """Entry point. `credentials` (google-auth) is for callers that bring their own; the CLI uses ADC."""
+    from google.auth.exceptions import DefaultCredentialsError
+
+    # google-api-core warns on every import about Python versions it will drop in 2027; not actionable here.
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"google\.")
     args = build_parser().parse_args(argv)
     command = COMMANDS[args.command]
     try:
@@ -351,6 +360,16 @@ def main(argv: Optional[Sequence[str]] = None, credentials: Any = None) -> int:
     except (ValueError, FileNotFoundError) as e:
         print(f"tpu-pipeline {args.command}: error: {e}", file=sys.stderr)
         return 2
+    except DefaultCredentialsError:
+        print(
+            f"tpu-pipeline {args.command}: error: no Google Cloud credentials; run "
+            "`gcloud auth application-default login` (or set GOOGLE_APPLICATION_CREDENTIALS), or use --dry-run",
+            file=sys.stderr,
+        )
+        return 2
+    except RuntimeError as e:  # the KFP local runner: a stage failed; its log is printed above
+        print(f"tpu-pipeline {args.command}: error: {e}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":
