@@ -233,3 +233,15 @@ def test_request_validation_messages():
         vertex.check_cron("0 3 * *")
     with pytest.raises(ValueError, match="--job-label 'team' must look like KEY=VALUE"):
         vertex.parse_label("team")
+
+
+def test_cli_without_credentials(monkeypatch, tmp_path, capsys):
+    """--dry-run needs no credentials; a real submit without any says how to get them (and sends nothing)."""
+    api = FakeVertexAPI(monkeypatch)
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "missing.json"))
+    argv = ["submit", "--project", "p", "--pipeline-root", ROOT, "--image", IMAGE, "--cpu"]
+    assert cli.main([*argv, "--dry-run"]) == 0
+    assert json.loads(capsys.readouterr().out)["displayName"] == "tpu-estimator-pipeline"
+    assert cli.main(argv) == 2
+    assert "no Google Cloud credentials; run `gcloud auth application-default login`" in capsys.readouterr().err
+    assert api.pipeline_jobs == []
