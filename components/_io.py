@@ -106,6 +106,23 @@ def typed_placement(tpu: Mapping[str, Any]) -> Dict[str, Any]:
     return placement(typed(TPUSettings, tpu))
 
 
+def prepare_config(
+    data: str, label: str, task: str, key_column: str, eval_fraction: float, options: Mapping[str, Any]
+):
+    """The `PrepareConfig` of the prepare stage's parameters ("auto" task and "" key column mean inferred)."""
+    from estimator_lib.prepare import PrepareConfig
+
+    fields = {
+        **options,
+        "data": [data_source(data)],
+        "label": label,
+        "task": None if task == "auto" else task,
+        "key_column": key_column or None,
+        "eval_fraction": eval_fraction,
+    }
+    return PrepareConfig.from_dict(typed(PrepareConfig, fields))
+
+
 def data_source(data: str) -> str:
     """The user's data URI, or the shipped Palmer Penguins CSV for "embedded:penguins"."""
     if data == EMBEDDED_DATA:

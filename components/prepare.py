@@ -25,24 +25,12 @@ def prepare_data(
       key_column: a column holding unique row keys, or "" to derive keys from row contents.
       eval_fraction: share of rows in the eval split (a row's split follows from a hash of its key, so
         it is stable across runs and data growth).
-      options: other `PrepareConfig` fields ({"num_shards": 4, "bad_rows": "skip"}).
+      options: other `PrepareConfig` fields ({"num_shards": 4, "bad_rows": "quarantine"}).
       dataset: output; the prepared directory (train/, eval/, schema.json, manifest.json).
     """
     from components import _io
     from estimator_lib import prepare
 
-    config = prepare.PrepareConfig.from_dict(
-        _io.typed(
-            prepare.PrepareConfig,
-            {
-                **options,
-                "data": [_io.data_source(data)],
-                "label": label,
-                "task": None if task == "auto" else task,
-                "key_column": key_column or None,
-                "eval_fraction": eval_fraction,
-            },
-        )
-    )
+    config = _io.prepare_config(data, label, task, key_column, eval_fraction, options)
     result = prepare.prepare(config, dataset.uri)
     _io.describe_dataset(dataset, result)
