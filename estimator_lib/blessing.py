@@ -468,5 +468,5 @@ def _score_saved_model(export_dir, schema, files, output_dir, truth) -> Scores:
     """The baseline's predictions for the same rows, from its SavedModel's CPU graph and its own schema."""
     from estimator_lib.predict import predict_from_saved_model, read_predictions
 
-    predict_from_saved_model(export_dir, schema, files, output_dir)
+    predict_from_saved_model(export_dir, schema, files, output_dir, num_examples=len(truth.keys))
     return scores_from_rows(read_predictions(output_dir), truth, "baseline")
