@@ -12,7 +12,7 @@ import dataclasses
 import json
 import logging
 import typing
-from typing import Any, Dict, Mapping
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 from estimator_lib import storage
 from estimator_lib.config import JobConfig
@@ -132,9 +132,12 @@ def data_source(data: str) -> str:
     return data
 
 
-def prediction_source(data: str, prepared) -> str:
-    """A prepared split's TFRecords ("eval", "train", "test") or the user's URI, as given."""
-    return prepared.files(data) if data in PREPARED_SPLITS else data
+def prediction_source(data: str, prepared) -> Tuple[str, Optional[int]]:
+    """(files, record count): a prepared split's TFRecords with the manifest's count ("eval", "train",
+    "test"), or the user's URI as given with None (counted when read)."""
+    if data in PREPARED_SPLITS:
+        return prepared.files(data), prepared.counts[data]
+    return data, None
 
 
 def read_blessing(blessing_uri: str):

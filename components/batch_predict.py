@@ -24,6 +24,6 @@ def batch_predict(
 
     prepared = prepare.load_prepared(dataset.uri)
     job = _io.stage_job(model.uri, tpu)
-    source = _io.prediction_source(data, prepared)
-    result = predict.batch_predict(job, prepared.schema, model.uri, source, predictions.uri)
+    files, count = _io.prediction_source(data, prepared)
+    result = predict.batch_predict(job, prepared.schema, model.uri, files, predictions.uri, num_examples=count)
     _io.describe_predictions(predictions, result)
