@@ -10,6 +10,9 @@ Between them `prepare_plan` decides the schema's shape; after them `prepare_stat
 Splits are stable: a row's split comes from a hash of its key (the key column, or its content), so preparing
 a superset of the data keeps every old row in its old split. Identical inputs give bitwise identical outputs,
 wherever they are stored and however many workers run.
+
+`encode_for_scoring` runs the same two passes over new rows with the training schema (no split, label
+optional, rows in input order) for batch prediction; its own pieces are in `prepare_score`.
 """
 
 from __future__ import annotations
@@ -18,10 +21,11 @@ import bisect
 import dataclasses
 import os
 import shutil
-from typing import Any, Dict, FrozenSet, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, FrozenSet, Iterator, List, Optional, Sequence, Tuple, TypeVar, Union
 
 import numpy as np
 
+from estimator_lib import prepare_score as scoring
 from estimator_lib import storage
 from estimator_lib.config import ConfigError
 from estimator_lib.prepare_common import SPLITS, DataError
@@ -30,6 +34,7 @@ from estimator_lib.prepare_encode import init_worker as init_encoder
 from estimator_lib.prepare_output import (
     MANIFEST,
     SCHEMA,
+    ConsecutiveShards,
     QuarantineWriter,
     ShardWriters,
     fingerprint,
@@ -41,13 +46,23 @@ from estimator_lib.prepare_plan import Decisions, decide, encode_plan, find_dupl
 from estimator_lib.prepare_profile import Profile, ProfilePlan, profile_chunk
 from estimator_lib.prepare_profile import init_worker as init_profiler
 from estimator_lib.prepare_read import CSV, Chunk, FileScan, InputFile, iter_chunks, resolve_inputs
+from estimator_lib.prepare_score import ScoringData
 from estimator_lib.prepare_stats import Totals, build_schema, notes, summary
 from estimator_lib.schema import CLASSIFICATION, REGRESSION, Schema, read_schema
 
-__all__ = ["DataError", "PrepareConfig", "PrepareResult", "load_prepared", "prepare"]
+__all__ = [
+    "DataError",
+    "PrepareConfig",
+    "PrepareResult",
+    "ScoringData",
+    "encode_for_scoring",
+    "load_prepared",
+    "prepare",
+]
 
 DEFAULT_MISSING_VALUES = ("", "NA", "N/A", "null", "None")
 FORMAT_VERSION = 1
+T = TypeVar("T")
 
 
 def _check(condition: bool, message: str) -> None:
@@ -230,14 +245,87 @@ def prepare(config: PrepareConfig, output_dir: str) -> PrepareResult:
     """
     inputs = resolve_inputs(config.data, config.input_format)
     supplied = _supplied_schema(config)
+    schema, counts, manifest = _staged(
+        output_dir, lambda staging: _prepare_into(staging, inputs, supplied, config)
+    )
+    return PrepareResult(output_dir, schema, counts, manifest)
+
+
+def encode_for_scoring(
+    data: Union[str, Sequence[str]],
+    schema: Schema,
+    output_dir: str,
+    *,
+    key_column: Optional[str] = None,
+    input_format: str = "auto",
+    bad_rows: str = "fail",
+    max_bad_fraction: float = 0.01,
+    missing_values: Sequence[str] = DEFAULT_MISSING_VALUES,
+    num_shards: int = 1,
+    num_workers: Optional[int] = None,
+    chunk_bytes: int = 1 << 20,
+) -> ScoringData:
+    """Encodes new raw rows (CSV / JSON Lines, local or gs://, globs) for scoring with a model trained on
+    `schema`, into `output_dir` (local or gs://), published atomically. Runs on the host CPU.
+
+    Rows are read, checked and encoded exactly as `prepare` does (same readers, missing values, bad-row
+    messages and wire encoder), with these differences:
+      * no split: every row is kept in input order (file order, then row order); shard i of `num_shards`
+        holds a consecutive range, so reading the shards in name order gives input order;
+      * the schema is the training schema, used as it is (vocabularies, classes and statistics unchanged);
+        an unknown category is encoded as its text and maps to the out-of-vocabulary id when parsed;
+      * the label column is optional. A label that is present and valid (a known class, or a finite number
+        for regression) is written; a missing or invalid one is left out of the Example and the row is
+        still scored (the manifest counts the rows with a label, `rows.labelled`);
+      * columns the schema does not know are allowed and listed in the manifest (`extra_columns`); a feature
+        column absent from a CSV header, or from every JSON Lines row, fails the run, naming the columns.
+    Keys: the `key_column` value, or the content-derived key `prepare` gives the same row (a hash of all its
+    present values by column name plus its occurrence among identical rows); duplicate keys are bad rows.
+
+    Args:
+      data: paths, gs:// URIs or globs of CSV / JSON Lines files.
+      schema: the training schema (prepare's schema.json).
+      output_dir: where `part-SSSSS-of-NNNNN.tfrecord`, schema.json, manifest.json and quarantine.jsonl
+        (only when rows were quarantined) are published.
+      key_column: a column of unique row keys; None uses the schema's key column, or content keys.
+      input_format, bad_rows, max_bad_fraction, missing_values, num_shards, num_workers, chunk_bytes: as in
+        `PrepareConfig`.
+
+    Returns:
+      The published `ScoringData`: its `count` is the number of records (batch prediction's num_examples).
+
+    Raises:
+      DataError: bad input, as `prepare` reports it (file, line, column, value, expectation).
+      ConfigError: an invalid setting.
+    """
+    # A PrepareConfig drives the shared passes and validates the settings; its split fractions go unused.
+    config = PrepareConfig(
+        data=data,
+        label=schema.label.name,
+        key_column=scoring.key_column(schema, key_column),
+        input_format=input_format,
+        bad_rows=bad_rows,
+        max_bad_fraction=max_bad_fraction,
+        missing_values=tuple(missing_values),
+        num_shards=num_shards,
+        num_workers=num_workers,
+        chunk_bytes=chunk_bytes,
+    )
+    inputs = resolve_inputs(config.data, config.input_format)
+    manifest = _staged(output_dir, lambda staging: _score_into(staging, inputs, schema, config))
+    return ScoringData(output_dir, manifest["count"], manifest)
+
+
+def _staged(output_dir: str, fill: Callable[[str], T]) -> T:
+    """Runs `fill(staging)` in a fresh local staging directory, then publishes it as `output_dir`."""
     staging = storage.local_staging_dir(output_dir)
     try:
-        schema, counts, manifest = _prepare_into(staging, inputs, supplied, config)
+        result = fill(staging)
         storage.publish_directory(staging, output_dir)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return PrepareResult(output_dir, schema, counts, manifest)
+    return result
 
 
 def load_prepared(output_dir: str) -> PrepareResult:
@@ -275,12 +363,14 @@ def _supplied_schema(config: PrepareConfig) -> Optional[Schema]:
 def _prepare_into(
     staging: str, inputs: List[InputFile], supplied: Optional[Schema], config: PrepareConfig
 ) -> Tuple[Schema, Dict[str, int], Dict[str, Any]]:
-    profile, chunk_rows, file_starts, scans = _profile(inputs, config)
+    profile, chunk_rows, file_starts, scans = _profile(inputs, config, _header_check(config))
     decisions = decide(profile, config, supplied)
     plan = encode_plan(decisions, config)
     tasks = _tasks(inputs, config, profile, chunk_rows, file_starts, scans)
     splits = [s for s, f in zip(SPLITS, (1.0, config.eval_fraction, config.test_fraction)) if f > 0]
-    totals, shard_records = _encode(staging, tasks, plan, splits, profile.rows, config)
+    writers = ShardWriters(staging, splits, config.num_shards)
+    totals = _encode(tasks, plan, writers, QuarantineWriter(staging), profile.rows, config)
+    shard_records = writers.records
     counts = dict(zip(SPLITS, totals.counts))
     _check_splits(counts, splits, config)
     schema = build_schema(decisions, totals, config)
@@ -293,10 +383,31 @@ def _prepare_into(
     return schema, counts, manifest
 
 
+def _score_into(
+    staging: str, inputs: List[InputFile], schema: Schema, config: PrepareConfig
+) -> Dict[str, Any]:
+    """Scoring's two passes: profile (keys, columns), check the columns, encode in input order, manifest."""
+    header_check = scoring.header_check(schema, config.key_column)
+    profile, chunk_rows, file_starts, scans = _profile(inputs, config, header_check)
+    extra = scoring.check_columns(profile, schema, config)
+    tasks = _tasks(inputs, config, profile, chunk_rows, file_starts, scans)
+    writers = ConsecutiveShards(staging, SPLITS[scoring.SPLIT], config.num_shards, profile.rows)
+    plan = scoring.encode_plan(schema, config)
+    totals = _encode(tasks, plan, writers, QuarantineWriter(staging), profile.rows, config)
+    with open(os.path.join(staging, SCHEMA), "w", encoding="utf-8", newline="\n") as f:
+        f.write(schema.to_json() + "\n")
+    described = _described_inputs(inputs, scans, file_starts, profile.rows)
+    manifest = scoring.manifest(staging, described, schema, extra, totals, writers.records, config)
+    write_json(os.path.join(staging, MANIFEST), manifest)
+    return manifest
+
+
 def _profile(
-    inputs: List[InputFile], config: PrepareConfig
+    inputs: List[InputFile], config: PrepareConfig, header_check: Callable[[Chunk], None]
 ) -> Tuple[Profile, List[int], List[int], List[FileScan]]:
-    """Pass 1. Returns the merged profile, rows per chunk, each file's first row index, and the file scans."""
+    """Pass 1. Returns the merged profile, rows per chunk, each file's first row index, and the file scans.
+
+    `header_check` sees each CSV file's first chunk (its header) before any of its rows are profiled."""
     plan = ProfilePlan(
         config.label,
         config.key_column,
@@ -307,7 +418,7 @@ def _profile(
     )
     profile, chunk_rows, scans = Profile(), [], []
     file_starts: List[int] = []
-    chunks = _checked(iter_chunks(inputs, config.chunk_bytes, scans), config)
+    chunks = _checked(iter_chunks(inputs, config.chunk_bytes, scans), header_check)
     for chunk, part in ordered_map(profile_chunk, chunks, config.workers, init_profiler, plan):
         while len(file_starts) <= chunk.file_index:  # files without rows start where the next one does
             file_starts.append(profile.rows)
@@ -317,15 +428,25 @@ def _profile(
     return profile, chunk_rows, file_starts, scans
 
 
-def _checked(chunks: Iterator[Chunk], config: PrepareConfig) -> Iterator[Chunk]:
-    """Checks each CSV header before its rows are processed: label and key present, same columns everywhere."""
-    first: Optional[Tuple[str, FrozenSet[str]]] = None
+def _checked(chunks: Iterator[Chunk], header_check: Callable[[Chunk], None]) -> Iterator[Chunk]:
+    """Runs `header_check` on each CSV file's first chunk before its rows are processed."""
     seen = -1
     for chunk in chunks:
         if chunk.fmt == CSV and chunk.file_index != seen:
             seen = chunk.file_index
-            first = _check_header(chunk, config, first)
+            header_check(chunk)
         yield chunk
+
+
+def _header_check(config: PrepareConfig) -> Callable[[Chunk], None]:
+    """prepare's header check: label and key present, the same columns in every file (without a schema)."""
+    first: Optional[Tuple[str, FrozenSet[str]]] = None
+
+    def check(chunk: Chunk) -> None:
+        nonlocal first
+        first = _check_header(chunk, config, first)
+
+    return check
 
 
 def _check_header(chunk: Chunk, config: PrepareConfig, first: Optional[Tuple[str, FrozenSet[str]]]):
@@ -390,16 +511,16 @@ def _check_unchanged(scans: List[FileScan], rescans: List[FileScan], inputs: Lis
 
 
 def _encode(
-    staging: str,
     tasks: Iterator[ChunkTask],
     plan: EncodePlan,
-    splits: List[str],
+    writers: Any,
+    quarantine: QuarantineWriter,
     total_rows: int,
     config: PrepareConfig,
-) -> Tuple[Totals, Dict[str, int]]:
-    """Pass 2: write good rows to shards, bad rows to quarantine (or fail), merge statistics."""
+) -> Totals:
+    """Pass 2: write good rows to shards (`ShardWriters` or `ConsecutiveShards`; closed here), bad rows to
+    quarantine (or fail), merge statistics."""
     totals = Totals(len(plan.features), max(100_000, 10 * config.max_vocabulary_size))
-    writers, quarantine = ShardWriters(staging, splits, config.num_shards), QuarantineWriter(staging)
     try:
         for task, part in ordered_map(encode_chunk, tasks, config.workers, init_encoder, plan):
             _handle_bad(part, quarantine, totals.bad, total_rows, config)
@@ -410,7 +531,7 @@ def _encode(
     finally:
         writers.close()
         quarantine.close()
-    return totals, writers.records
+    return totals
 
 
 def _handle_bad(
@@ -462,11 +583,7 @@ def _manifest(
     shard_records: Dict[str, int],
     config: PrepareConfig,
 ) -> Dict[str, Any]:
-    ends = list(file_starts[1:]) + [total_rows]
-    described = [
-        {"name": i.name, "format": i.fmt, "sha256": s.sha256, "bytes": s.size, "rows": end - start}
-        for i, s, start, end in zip(inputs, scans, file_starts, ends)
-    ]
+    described = _described_inputs(inputs, scans, file_starts, total_rows)
     outputs = output_fingerprints(staging, shard_records)
     manifest: Dict[str, Any] = {
         "format_version": FORMAT_VERSION,
@@ -490,3 +607,14 @@ def _manifest(
     manifest.update(summary(schema, totals))
     manifest["fingerprint"] = fingerprint({"inputs": manifest["input_fingerprint"], "outputs": outputs})
     return manifest
+
+
+def _described_inputs(
+    inputs: List[InputFile], scans: List[FileScan], file_starts: List[int], total_rows: int
+) -> List[Dict[str, Any]]:
+    """The manifest's `inputs`: per file its location-free name, format, sha256, bytes and rows."""
+    ends = list(file_starts[1:]) + [total_rows]
+    return [
+        {"name": i.name, "format": i.fmt, "sha256": s.sha256, "bytes": s.size, "rows": end - start}
+        for i, s, start, end in zip(inputs, scans, file_starts, ends)
+    ]

@@ -3,6 +3,9 @@
 A worker turns one chunk into serialized Examples per split (in row order), the chunk's bad rows (each with
 file, line, column, value and reason), and partial statistics over the good rows. Statistics are
 computed from exactly the rows that are written, so bad rows never leak into the schema.
+
+Scoring (`prepare.encode_for_scoring`) runs the same code with `optional_label`: a row without a label is
+good, and a label that is present and valid is written while a missing or invalid one is left out.
 """
 
 from __future__ import annotations
@@ -45,6 +48,8 @@ class EncodePlan:
     eval_fraction: float
     test_fraction: float
     check_schema: Schema  # for comparing the first row of each chunk with records.encode_example
+    # Scoring: rows need no label; a present, valid label is written, a missing or invalid one left out.
+    optional_label: bool = False
 
     @property
     def class_index(self) -> Dict[str, int]:
@@ -79,6 +84,7 @@ class ChunkResult:
     categories: Dict[int, collections.Counter] = dataclasses.field(default_factory=dict)  # training rows
     class_counts: List[collections.Counter] = dataclasses.field(default_factory=list)  # [split]
     label_moments: Moments = dataclasses.field(default_factory=Moments)  # training rows, regression
+    labelled: int = 0  # good rows with a label (all of them unless the label is optional)
 
 
 class BadValue(Exception):
@@ -143,7 +149,7 @@ def _split_and_key(
     values: Dict[str, Optional[str]], row: int, key_hash: int, task: ChunkTask, plan: EncodePlan
 ) -> Tuple[int, str]:
     label = values.get(plan.label)
-    if label is None:
+    if label is None and not plan.optional_label:
         raise BadValue(
             plan.label, None, f"the label is missing (missing-value tokens: {sorted(plan.missing)})"
         )
@@ -197,8 +203,10 @@ def _fast_row(values: Dict[str, Optional[str]], key: str, plan: EncodePlan) -> T
         else:
             entries[f.slot] = _category_entry(f.key, text)
             typed.append(text)
-    label = values[plan.label]
-    if plan.task == CLASSIFICATION:
+    label = values.get(plan.label)
+    if label is None:  # only with optional_label: the Example has no label entry
+        typed.append(None)
+    elif plan.task == CLASSIFICATION:
         index = plan.class_index[_whole_number(plan.label, label, "") if plan.whole_number_classes else label]
         entries[-1] = wire.label_entry(wire.int64_feature(index))
         typed.append(index)
@@ -231,8 +239,20 @@ def _typed(values: Dict[str, Optional[str]], plan: EncodePlan) -> List[Any]:
             typed.append(_whole_number(f.name, text, "the column is an integer categorical"))
         else:
             typed.append(text)
-    typed.append(_label(values[plan.label], plan))
+    typed.append(_scored_label(values.get(plan.label), plan))
     return typed
+
+
+def _scored_label(text: Optional[str], plan: EncodePlan) -> Any:
+    """The label's class index or number; None (left out) when it is optional and missing or invalid."""
+    if not plan.optional_label:
+        return _label(text, plan)  # type: ignore[arg-type]
+    if text is None:
+        return None
+    try:
+        return _label(text, plan)
+    except BadValue:
+        return None
 
 
 def _number(column: str, text: str, why: str) -> float:
@@ -288,8 +308,9 @@ def _serialize(typed: List[Any], key: str, plan: EncodePlan) -> bytes:
         else:
             entries[f.slot] = wire.entry(f.key, wire.bytes_feature(value.encode("utf-8")))
     label = typed[-1]
-    feature = wire.int64_feature(label) if plan.task == CLASSIFICATION else wire.float_feature(label)
-    entries[-1] = wire.label_entry(feature)
+    if label is not None:
+        feature = wire.int64_feature(label) if plan.task == CLASSIFICATION else wire.float_feature(label)
+        entries[-1] = wire.label_entry(feature)
     return wire.example(entries)
 
 
@@ -298,8 +319,10 @@ def _check_against_records(
 ) -> None:
     """Guards the wire-format encoder: the chunk's first good row must equal records.encode_example's bytes."""
     row = {f.name: v for f, v in zip(plan.features, typed)}
-    row[plan.label] = plan.classes[typed[-1]] if plan.task == CLASSIFICATION else typed[-1]
-    expected = records.encode_example(row, plan.check_schema, key).SerializeToString(deterministic=True)
+    label = typed[-1]
+    row[plan.label] = plan.classes[label] if plan.task == CLASSIFICATION and label is not None else label
+    example = records.encode_example(row, plan.check_schema, key, with_label=label is not None)
+    expected = example.SerializeToString(deterministic=True)
     if expected != serialized:
         raise AssertionError(
             f"{where(chunk.file_name, line)}: the fast encoder disagrees with records.encode_example"
@@ -313,8 +336,10 @@ def _tally(out: ChunkResult, typed: List[Any], split: int, plan: EncodePlan, col
             missing[f.index] += 1
         elif split == 0 and f.kind != NUMERIC:
             out.categories[f.index][value] += 1
-    if plan.task == CLASSIFICATION:
-        out.class_counts[split][typed[-1]] += 1
+    if typed[-1] is not None:
+        out.labelled += 1
+        if plan.task == CLASSIFICATION:
+            out.class_counts[split][typed[-1]] += 1
     if split == 0:
         collected.append(typed)
 
@@ -324,7 +349,7 @@ def _finish_numeric(out: ChunkResult, collected: List[List[Any]], plan: EncodePl
         if f.kind == NUMERIC:
             out.numeric[f.index] = Moments.of([row[f.index] for row in collected if row[f.index] is not None])
     if plan.task != CLASSIFICATION:
-        out.label_moments = Moments.of([row[-1] for row in collected])
+        out.label_moments = Moments.of([row[-1] for row in collected if row[-1] is not None])
 
 
 def _bad_row(error: Exception, chunk: Chunk, line: int, record: Any) -> Dict[str, Any]:

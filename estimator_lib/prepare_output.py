@@ -56,6 +56,41 @@ class ShardWriters:
                 writer.close()
 
 
+class ConsecutiveShards:
+    """TFRecord writers whose shards hold consecutive ranges of rows, for scoring: reading the shards in name
+    order gives input order (batch prediction reads files in sorted order). Shard sizes follow the planned
+    row count, so they differ by at most one plus the bad rows set aside (a host-side, local-disk step).
+
+    Same interface as `ShardWriters` with one split; a row for any other split is a bug and fails.
+    """
+
+    def __init__(self, staging: str, split: str, num_shards: int, planned_rows: int):
+        self.split = split
+        self.names = [scoring_shard_name(i, num_shards) for i in range(num_shards)]
+        self._writers = [tf.io.TFRecordWriter(os.path.join(staging, n)) for n in self.names]
+        self._planned = max(planned_rows, 1)
+        self.records = {name: 0 for name in self.names}
+        self._written = 0
+
+    def write(self, split: str, serialized: List[bytes]) -> None:
+        if split != self.split:
+            raise AssertionError(f"scoring rows must all land in split {self.split!r}, got one for {split!r}")
+        shards = len(self._writers)
+        for record in serialized:
+            shard = min(self._written * shards // self._planned, shards - 1)
+            self._writers[shard].write(record)
+            self.records[self.names[shard]] += 1
+            self._written += 1
+
+    def close(self) -> None:
+        for writer in self._writers:
+            writer.close()
+
+
+def scoring_shard_name(shard: int, num_shards: int) -> str:
+    return f"part-{shard:05d}-of-{num_shards:05d}.tfrecord"
+
+
 class QuarantineWriter:
     """quarantine.jsonl: one bad row per line with file, line, column, value, reason and the raw row."""
 

@@ -33,6 +33,7 @@ class Totals:
     categories: Dict[int, collections.Counter] = dataclasses.field(default_factory=dict)
     class_counts: List[collections.Counter] = dataclasses.field(default_factory=list)
     label_moments: Moments = dataclasses.field(default_factory=Moments)
+    labelled: int = 0
 
     def __post_init__(self) -> None:
         self.missing = [[0] * self.num_features for _ in SPLITS]
@@ -41,6 +42,7 @@ class Totals:
     def add(self, part: ChunkResult) -> None:
         self.rows += part.rows
         self.bad += len(part.bad)
+        self.labelled += part.labelled
         for s in range(len(SPLITS)):
             self.counts[s] += len(part.examples[s])
             self.missing[s] = [a + b for a, b in zip(self.missing[s], part.missing[s])]
