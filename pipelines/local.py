@@ -8,39 +8,81 @@ export publishes only a blessed model (under OUTPUT/published by default).
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
+import re
+import sys
 import warnings
-from typing import Any, Dict, Mapping
+from typing import IO, Any, Dict, Mapping
 
 from pipelines.image import LOCAL_IMAGE
 from pipelines.params import RunSettings
 from pipelines.pipeline import build_pipeline
 
 SUMMARY_FILE = "summary.json"
+LOG_FILE = "pipeline.log"
+# The local runner's own status lines ("00:22:55.606 - INFO - Task 'train-model' finished ..."); the stages'
+# logs (TensorFlow's among them) are indented under them and go to the log file only.
+_STATUS_LINE = re.compile(
+    r"^\d\d:\d\d:\d\d\.\d{3} - (INFO|WARNING|ERROR|CRITICAL) - (Executing|Task|Pipeline)(?!.*outputs:$)"
+)
 PIPELINE_ROOT_DIR = "pipeline-root"
 PUBLISH_DIR = "published"
 
 
 def local_job_settings() -> Dict[str, Any]:
-    """What every local run fixes in the job config: CPU, with the TPU-strict checks on (they catch on CPU what
-    a TPU would reject later)."""
+    """What every local run fixes in the job config: CPU, with the TPU-strict checks on (they catch on CPU
+    what a TPU would reject later)."""
     return {"tpu.use_tpu": False, "tpu.strict": True}
 
 
-def run_pipeline(settings: RunSettings, output_dir: str) -> Dict[str, Any]:
-    """Runs the pipeline with the KFP local runner; returns its outputs {name: artifact}."""
+class _ConsoleFilter(io.TextIOBase):
+    """A stdout stand-in: everything goes to the log file; the console gets the runner's status lines only
+    (or everything, when verbose)."""
+
+    def __init__(self, log: IO[str], console: IO[str], verbose: bool):
+        self._log, self._console, self._verbose, self._pending = log, console, verbose, ""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        self._log.write(text)
+        self._pending += text
+        *lines, self._pending = self._pending.split("\n")
+        for line in lines:
+            if self._verbose or _STATUS_LINE.match(line):
+                self._console.write(line + "\n")
+        return len(text)
+
+    def flush(self) -> None:
+        self._log.flush()
+        self._console.flush()
+
+
+def run_pipeline(settings: RunSettings, output_dir: str, verbose: bool = False) -> Dict[str, Any]:
+    """Runs the pipeline with the KFP local runner; returns its outputs {name: artifact}.
+
+    The stages' full logs go to OUTPUT/pipeline.log; the console shows one line per stage event.
+    """
     from kfp import local
 
     pipeline_root = os.path.join(os.path.abspath(output_dir), PIPELINE_ROOT_DIR)
     os.makedirs(pipeline_root, exist_ok=True)
-    local.init(
-        runner=local.SubprocessRunner(use_venv=False), pipeline_root=pipeline_root, raise_on_error=True
-    )
-    with warnings.catch_warnings():
-        # The subprocess runner warns that our image name lacks "python": it never uses the image.
-        warnings.filterwarnings("ignore", message=".*non-Python base image.*", category=RuntimeWarning)
-        task = build_pipeline(LOCAL_IMAGE)(**settings.arguments())
+    log_path = os.path.join(os.path.abspath(output_dir), LOG_FILE)
+    print(f"running the pipeline locally; full log: {log_path}", flush=True)
+    with open(log_path, "w", encoding="utf-8") as log, contextlib.redirect_stdout(
+        _ConsoleFilter(log, sys.stdout, verbose)
+    ):
+        local.init(
+            runner=local.SubprocessRunner(use_venv=False), pipeline_root=pipeline_root, raise_on_error=True
+        )
+        with warnings.catch_warnings():
+            # The subprocess runner warns that our image name lacks "python": it never uses the image.
+            warnings.filterwarnings("ignore", message=".*non-Python base image.*", category=RuntimeWarning)
+            task = build_pipeline(LOCAL_IMAGE)(**settings.arguments())
     return dict(task.outputs)
 
 
@@ -68,7 +110,8 @@ def summarize(outputs: Mapping[str, Any], settings: RunSettings) -> Dict[str, An
         "artifacts": {
             "prepare": dataset.uri,
             "train": model.uri,
-            "evaluate": blessing.uri,  # blessing.json and both models' eval predictions; metrics live in metadata
+            # blessing.json and both models' eval predictions; metrics live in metadata
+            "evaluate": blessing.uri,
             "batch_predict": predictions.uri,
             "export": exported.uri,
         },
@@ -109,9 +152,9 @@ def write_summary(summary: Mapping[str, Any], output_dir: str) -> str:
     return path
 
 
-def run_local(settings: RunSettings, output_dir: str) -> Dict[str, Any]:
+def run_local(settings: RunSettings, output_dir: str, verbose: bool = False) -> Dict[str, Any]:
     """Runs the pipeline locally and writes OUTPUT/summary.json; returns the summary."""
-    outputs = run_pipeline(settings, output_dir)
+    outputs = run_pipeline(settings, output_dir, verbose)
     summary = summarize(outputs, settings)
     write_summary(summary, output_dir)
     return summary
