@@ -11,8 +11,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import posixpath
 import typing
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional
 
 from estimator_lib import storage
 from estimator_lib.config import JobConfig
@@ -21,6 +22,9 @@ JOB_CONFIG_FILE = "job_config.json"
 BLESSING_FILE = "blessing.json"
 EMBEDDED_DATA = "embedded:penguins"
 PREPARED_SPLITS = ("train", "eval", "test")
+RAW_EXTENSIONS = (".csv", ".jsonl", ".json", ".ndjson")
+TFRECORD_EXTENSIONS = (".tfrecord", ".tfrecords")
+SPLIT, TFRECORD, RAW, DIRECTORY = "split", "tfrecord", "raw", "directory"
 
 log = logging.getLogger("components")
 
@@ -132,12 +136,69 @@ def data_source(data: str) -> str:
     return data
 
 
-def prediction_source(data: str, prepared) -> Tuple[str, Optional[int]]:
-    """(files, record count): a prepared split's TFRecords with the manifest's count ("eval", "train",
-    "test"), or the user's URI as given with None (counted when read)."""
+@dataclasses.dataclass(frozen=True)
+class PredictionSource:
+    """What batch prediction scores.
+
+    Attributes:
+      uri: TFRecord file pattern(s), or CSV / JSON Lines file pattern(s) when `raw`.
+      raw: rows to encode through the prepared schema first (`predict.predict_raw`).
+      count: records in `uri` when known (a prepared split's manifest count); None counts them.
+    """
+
+    uri: str
+    raw: bool = False
+    count: Optional[int] = None
+
+
+def prediction_kind(data: str) -> str:
+    """What `data` names, from its text alone (no I/O, so the CLI can check it before submitting):
+    SPLIT ("eval", "train", "test"), RAW (.csv, .jsonl, .json, .ndjson), TFRECORD (.tfrecord, .tfrecords) or
+    DIRECTORY (a trailing "/" or no extension: a directory of TFRecords, checked when the stage runs)."""
     if data in PREPARED_SPLITS:
-        return prepared.files(data), prepared.counts[data]
-    return data, None
+        return SPLIT
+    if data.endswith("/"):
+        return DIRECTORY
+    ext = posixpath.splitext(posixpath.basename(data))[1].lower()
+    if ext in RAW_EXTENSIONS:
+        return RAW
+    if ext in TFRECORD_EXTENSIONS:
+        return TFRECORD
+    if not ext:
+        return DIRECTORY
+    raise ValueError(
+        f"predict_data={data!r}: cannot tell what {ext!r} files hold; use a prepared split {PREPARED_SPLITS}, "
+        f"CSV / JSON Lines rows ({', '.join(RAW_EXTENSIONS)}), or prepared TFRecords "
+        f"({', '.join(TFRECORD_EXTENSIONS)}, or a directory of them); rename the files to match their format"
+    )
+
+
+def prediction_source(data: str, prepared) -> PredictionSource:
+    """The rows `data` names: a prepared split's TFRecords with the manifest's count, raw CSV / JSON Lines
+    rows (scored through the prepared schema), TFRecords as given, or a directory's TFRecords."""
+    kind = prediction_kind(data)
+    if kind == SPLIT:
+        return PredictionSource(prepared.files(data), count=prepared.counts[data])
+    if kind == DIRECTORY:
+        return PredictionSource(_directory_tfrecords(data))
+    return PredictionSource(data, raw=kind == RAW)
+
+
+def _directory_tfrecords(directory: str) -> str:
+    for ext in TFRECORD_EXTENSIONS:
+        pattern = storage.join(directory.rstrip("/"), "*" + ext)
+        if storage.glob(pattern):
+            return pattern
+    raise FileNotFoundError(
+        f"predict_data={directory!r} names no file type and holds no {' or '.join(TFRECORD_EXTENSIONS)} files; "
+        f"give CSV / JSON Lines files ({', '.join(RAW_EXTENSIONS)}), TFRecord files, or a directory of TFRecords"
+    )
+
+
+def encoded_rows_uri(predictions_uri: str) -> str:
+    """Where raw rows are encoded for scoring and kept (manifest, quarantine): beside the predictions,
+    because publishing the predictions replaces their directory."""
+    return predictions_uri.rstrip("/") + "-rows"
 
 
 def read_blessing(blessing_uri: str):
@@ -221,11 +282,15 @@ def describe_predictions(predictions, result) -> None:
 
     for shard in result.shards:
         require_output(shard, "a prediction shard")
+    encoded = result.manifest.get("raw", {}).get("encoded")
+    if encoded:
+        require_output(storage.join(encoded, "manifest.json"), "the encoded rows' manifest")
     predictions.metadata.update(
         {
             "count": int(result.count),
             "shards": list(result.shards),
             "manifest": dict(result.manifest),
+            "scored_rows_uri": encoded or "",
             "fingerprint": fingerprint(predictions.uri),
         }
     )

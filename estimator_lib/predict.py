@@ -14,6 +14,10 @@ Checkpoint path (`batch_predict`), what runs where:
     parses only those columns. Rows are formatted a batch at a time (one string format per batch, no
     per-row `json.dumps`).
 
+Raw rows (`predict_raw`): CSV / JSON Lines rows, with or without the label, are encoded through the training
+schema by `prepare.encode_for_scoring` (host CPU, prepare's readers and bad-row policies, input order kept)
+and then scored by `batch_predict` with the encoded row count.
+
 SavedModel path (`predict_from_saved_model`): the CPU (`serve`) meta graph's `predict` signature is called
 inside the tf.data pipeline on batches of serialized Examples, so keys come from the same batch; no
 checkpoint or estimator is needed.
@@ -39,6 +43,7 @@ import os
 import queue
 import re
 import shutil
+import tempfile
 import threading
 from json.encoder import encode_basestring as _json_string
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
@@ -523,10 +528,109 @@ def batch_predict(
     Returns:
       The committed `PredictResult`.
     """
-    from estimator_lib.estimator import build_estimator
-
     columns = _passthrough_columns(schema, passthrough)
     _check_num_shards(num_shards)
+    return _checkpoint_predictions(
+        job, schema, model_dir, data, output_dir, num_examples, columns, num_shards, checkpoint_path, {}
+    )
+
+
+def predict_raw(
+    job: JobConfig,
+    schema: Schema,
+    model_dir: str,
+    data: Patterns,
+    output_dir: str,
+    *,
+    staging_dir: Optional[str] = None,
+    key_column: Optional[str] = None,
+    input_format: str = "auto",
+    bad_rows: str = "fail",
+    max_bad_fraction: float = 0.01,
+    passthrough: Sequence[str] = (),
+    num_shards: int = 1,
+    num_workers: Optional[int] = None,
+    checkpoint_path: Optional[str] = None,
+) -> PredictResult:
+    """Scores raw CSV / JSON Lines rows (local or gs://, globs) with a checkpoint, in input order.
+
+    Two steps: `prepare.encode_for_scoring` encodes the rows through `schema` on the host CPU (the label is
+    optional; unknown categories score as out-of-vocabulary; extra columns are allowed and listed; bad rows
+    fail or are quarantined as in `prepare`), then `batch_predict` scores the encoded records with their
+    count as `num_examples` (no counting pass). The output is `batch_predict`'s, one row per good input row;
+    its manifest's `raw` entry records the raw inputs, the row counts (bad, labelled), the extra columns
+    and where the encoded rows are.
+
+    Args:
+      job, schema, model_dir, output_dir, num_shards, checkpoint_path: as for `batch_predict`.
+      data: CSV / JSON Lines file patterns.
+      staging_dir: where the encoded rows are published and kept (TFRecords, manifest.json and, when rows
+        were set aside, quarantine.jsonl), local or gs://; None encodes into a local temporary directory that
+        is deleted afterwards.
+      key_column, input_format, bad_rows, max_bad_fraction, num_workers: as for `encode_for_scoring`.
+      passthrough: columns to copy into each output row. Only schema columns (features, the label: null
+        when a row has none, the key column) travel through the encoded records; other raw columns are
+        not carried: join them back on the key.
+
+    Raises:
+      DataError: bad input (file, line, column, value, expectation); nothing is published at `output_dir`.
+    """
+    from estimator_lib.prepare import encode_for_scoring
+
+    columns = _passthrough_columns(schema, passthrough)  # fails before any encoding
+    _check_num_shards(num_shards)
+    temporary = tempfile.mkdtemp(prefix="scoring-") if staging_dir is None else None
+    encoded_dir = staging_dir or os.path.join(temporary, "rows")  # type: ignore[arg-type]
+    try:
+        rows = encode_for_scoring(
+            data,
+            schema,
+            encoded_dir,
+            key_column=key_column,
+            input_format=input_format,
+            bad_rows=bad_rows,
+            max_bad_fraction=max_bad_fraction,
+            num_workers=num_workers,
+        )
+        raw = {
+            "inputs": [i["name"] for i in rows.manifest["inputs"]],
+            "rows": rows.manifest["rows"],
+            "extra_columns": rows.extra_columns,
+            "encoded": staging_dir,
+            "encoded_fingerprint": rows.manifest["fingerprint"],
+        }
+        return _checkpoint_predictions(
+            job,
+            schema,
+            model_dir,
+            rows.files,
+            output_dir,
+            rows.count,
+            columns,
+            num_shards,
+            checkpoint_path,
+            {"raw": raw},
+        )
+    finally:
+        if temporary is not None:
+            shutil.rmtree(temporary, ignore_errors=True)
+
+
+def _checkpoint_predictions(
+    job: JobConfig,
+    schema: Schema,
+    model_dir: str,
+    data: Patterns,
+    output_dir: str,
+    num_examples: Optional[int],
+    columns: Sequence[_Column],
+    num_shards: int,
+    checkpoint_path: Optional[str],
+    provenance: Dict[str, Any],
+) -> PredictResult:
+    """`batch_predict` after its argument checks; `provenance` adds entries to the manifest."""
+    from estimator_lib.estimator import build_estimator
+
     files = inputs.resolve_files(data)
     input_fn = inputs.predict_input_fn_builder(files, schema, num_examples)
     count = input_fn.num_examples  # type: ignore[attr-defined]
@@ -540,6 +644,7 @@ def batch_predict(
     batches = _in_background(batches, depth=_QUEUE_DEPTH)
     host = _host_columns(files, columns, schema, job.training.predict_batch_size).as_numpy_iterator()
     provenance = {
+        **provenance,
         "source": {"kind": "checkpoint", "checkpoint": checkpoint, "model_dir": model_dir},
         "inputs": files,
         "passthrough": [c.name for c in columns],
@@ -685,6 +790,7 @@ __all__ = [
     "PredictionError",
     "batch_predict",
     "predict_from_saved_model",
+    "predict_raw",
     "read_predictions",
     "real_rows",
     "shard_name",

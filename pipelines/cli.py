@@ -63,7 +63,10 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
         help="initialise from: none, latest (last published), a publish root or SavedModel dir",
     )
     group.add_argument(
-        "--predict-data", default="eval", help="rows to batch-predict: eval, train, test or a URI"
+        "--predict-data",
+        default="eval",
+        help="rows to batch-predict: eval, train, test (prepared splits), a CSV/JSONL URI or glob (raw rows, "
+        "label optional, scored through the prepared schema) or prepared TFRecords (.tfrecord, or a directory)",
     )
     group.add_argument("--publish-root", help="where blessed models are published (versions/ and LATEST)")
 

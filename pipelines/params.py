@@ -15,7 +15,7 @@ import dataclasses
 import json
 from typing import Any, Dict, Mapping, Optional, Sequence
 
-from components._io import EMBEDDED_DATA, PREPARED_SPLITS
+from components._io import EMBEDDED_DATA, PREPARED_SPLITS, prediction_kind
 from estimator_lib.blessing import BlessingConfig
 from estimator_lib.config import ConfigError, JobConfig, parse_override
 
@@ -39,7 +39,8 @@ class RunSettings:
       publish_root: where blessed models are published (versions/ and LATEST).
       baseline: "none", "latest", a publish root or a SavedModel directory to compare with.
       warm_start: "none", "latest", a publish root or a SavedModel directory to initialise from.
-      predict_data: "eval", "train", "test" or a URI of rows for batch prediction.
+      predict_data: "eval", "train", "test", a URI or glob of raw CSV / JSON Lines rows (scored through the
+        prepared schema; the label is optional), or prepared TFRecords (.tfrecord(s), or a directory of them).
     """
 
     publish_root: str
@@ -68,6 +69,10 @@ class RunSettings:
             raise ConfigError(f"eval_fraction={self.eval_fraction!r} must be in (0, 1), e.g. 0.2")
         if not self.predict_data:
             raise ConfigError(f"--predict-data is empty; use one of {PREPARED_SPLITS} or a URI of rows")
+        try:
+            prediction_kind(self.predict_data)
+        except ValueError as e:
+            raise ConfigError(f"--predict-data: {e}") from None
 
     def arguments(self) -> Dict[str, Any]:
         """The pipeline's parameter values (dicts without nulls: see `without_nulls`)."""
