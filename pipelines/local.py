@@ -73,17 +73,35 @@ def run_pipeline(settings: RunSettings, output_dir: str, verbose: bool = False) 
     os.makedirs(pipeline_root, exist_ok=True)
     log_path = os.path.join(os.path.abspath(output_dir), LOG_FILE)
     print(f"running the pipeline locally; full log: {log_path}", flush=True)
-    with open(log_path, "w", encoding="utf-8") as log, contextlib.redirect_stdout(
-        _ConsoleFilter(log, sys.stdout, verbose)
-    ):
-        local.init(
-            runner=local.SubprocessRunner(use_venv=False), pipeline_root=pipeline_root, raise_on_error=True
-        )
-        with warnings.catch_warnings():
-            # The subprocess runner warns that our image name lacks "python": it never uses the image.
-            warnings.filterwarnings("ignore", message=".*non-Python base image.*", category=RuntimeWarning)
-            task = build_pipeline(LOCAL_IMAGE)(**settings.arguments())
+    try:
+        with (
+            open(log_path, "w", encoding="utf-8") as log,
+            contextlib.redirect_stdout(_ConsoleFilter(log, sys.stdout, verbose)),
+        ):
+            local.init(
+                runner=local.SubprocessRunner(use_venv=False),
+                pipeline_root=pipeline_root,
+                raise_on_error=True,
+            )
+            with warnings.catch_warnings():
+                # The subprocess runner warns that our image name lacks "python": it never uses the image.
+                warnings.filterwarnings(
+                    "ignore", message=".*non-Python base image.*", category=RuntimeWarning
+                )
+                task = build_pipeline(LOCAL_IMAGE)(**settings.arguments())
+    except RuntimeError as e:  # a stage failed: show its error, not only "Inner task failed"
+        raise RuntimeError(f"{e}\n{failure_excerpt(log_path)}\nfull log: {log_path}") from e
     return dict(task.outputs)
+
+
+def failure_excerpt(log_path: str, max_lines: int = 40) -> str:
+    """The last Python traceback in the log (a failed stage's error), dedented; the log's tail without one."""
+    with open(log_path, encoding="utf-8", errors="replace") as f:
+        lines = f.read().splitlines()
+    starts = [i for i, line in enumerate(lines) if line.strip() == "Traceback (most recent call last):"]
+    excerpt = lines[starts[-1] :] if starts else lines[-max_lines:]
+    excerpt = [line for line in excerpt if line.strip()][-max_lines:]
+    return "\n".join(line[4:] if line.startswith("    ") else line for line in excerpt)
 
 
 def _number(value: Any) -> Any:
