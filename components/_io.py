@@ -195,6 +195,17 @@ def _directory_tfrecords(directory: str) -> str:
     )
 
 
+def scoring_options(prepared) -> Dict[str, Any]:
+    """The preparation's row rules, so new rows are read as the training rows were: missing-value tokens,
+    bad-row policy and its limit (from the prepared manifest's config)."""
+    config = prepared.manifest["config"]
+    return {
+        "missing_values": tuple(config["missing_values"]),
+        "bad_rows": config["bad_rows"],
+        "max_bad_fraction": config["max_bad_fraction"],
+    }
+
+
 def encoded_rows_uri(predictions_uri: str) -> str:
     """Where raw rows are encoded for scoring and kept (manifest, quarantine): beside the predictions,
     because publishing the predictions replaces their directory."""

@@ -30,8 +30,9 @@ def batch_predict(
     source = _io.prediction_source(data, prepared)
     if source.raw:
         rows_uri = _io.encoded_rows_uri(predictions.uri)
+        options = _io.scoring_options(prepared)
         result = predict.predict_raw(
-            job, prepared.schema, model.uri, source.uri, predictions.uri, staging_dir=rows_uri
+            job, prepared.schema, model.uri, source.uri, predictions.uri, staging_dir=rows_uri, **options
         )
     else:
         result = predict.batch_predict(

@@ -547,6 +547,7 @@ def predict_raw(
     input_format: str = "auto",
     bad_rows: str = "fail",
     max_bad_fraction: float = 0.01,
+    missing_values: Optional[Sequence[str]] = None,
     passthrough: Sequence[str] = (),
     num_shards: int = 1,
     num_workers: Optional[int] = None,
@@ -568,6 +569,8 @@ def predict_raw(
         were set aside, quarantine.jsonl), local or gs://; None encodes into a local temporary directory that
         is deleted afterwards.
       key_column, input_format, bad_rows, max_bad_fraction, num_workers: as for `encode_for_scoring`.
+      missing_values: the missing-value tokens; use the ones the training data was prepared with. None uses
+        prepare's defaults.
       passthrough: columns to copy into each output row. Only schema columns (features, the label: null
         when a row has none, the key column) travel through the encoded records; other raw columns are
         not carried: join them back on the key.
@@ -575,7 +578,7 @@ def predict_raw(
     Raises:
       DataError: bad input (file, line, column, value, expectation); nothing is published at `output_dir`.
     """
-    from estimator_lib.prepare import encode_for_scoring
+    from estimator_lib.prepare import DEFAULT_MISSING_VALUES, encode_for_scoring
 
     columns = _passthrough_columns(schema, passthrough)  # fails before any encoding
     _check_num_shards(num_shards)
@@ -590,6 +593,7 @@ def predict_raw(
             input_format=input_format,
             bad_rows=bad_rows,
             max_bad_fraction=max_bad_fraction,
+            missing_values=DEFAULT_MISSING_VALUES if missing_values is None else missing_values,
             num_workers=num_workers,
         )
         raw = {

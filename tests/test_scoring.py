@@ -332,3 +332,20 @@ def test_unknown_prediction_extension_is_refused_with_the_accepted_ones():
 def test_empty_directory_is_refused(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"holds no \.tfrecord or \.tfrecords files"):
         _io.prediction_source(str(tmp_path), prepared=None)
+
+
+def test_component_reads_new_rows_with_the_preparations_rules(trained, tmp_path):
+    assert _io.scoring_options(trained["prepared"]) == {
+        "missing_values": ("", "NA", "N/A", "null", "None"),
+        "bad_rows": "fail",
+        "max_bad_fraction": 0.01,
+    }
+    rows = make_rows(3, seed=30)
+    rows[1]["x-2"] = "n/a?"
+    data = raw_csv(trained, "component-bad.csv", rows)
+    dataset, model, predictions = component_artifacts(trained, tmp_path)
+    with pytest.raises(DataError, match=r"^component-bad.csv line 3, column 'x-2': 'n/a\?' is not a number"):
+        batch_predict_component(
+            dataset=dataset, model=model, data=data, tpu={"use_tpu": False}, predictions=predictions
+        )
+    assert not os.path.exists(predictions.uri)
