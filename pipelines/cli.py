@@ -136,6 +136,11 @@ def build_parser() -> argparse.ArgumentParser:
     run_local.add_argument(
         "--output", default=DEFAULT_OUTPUT, help=f"output directory (default {DEFAULT_OUTPUT})"
     )
+    run_local.add_argument(
+        "--verbose",
+        action="store_true",
+        help="stream every stage's full log to the console (it always goes to OUTPUT/pipeline.log)",
+    )
 
     compile_ = commands.add_parser(
         "compile",
@@ -227,12 +232,11 @@ def resolve_preset(args: argparse.Namespace):
 def cmd_run_local(args: argparse.Namespace) -> int:
     from pipelines import local
 
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if args.data and "://" not in args.data and not args.data.startswith("embedded:"):
         args.data = os.path.abspath(args.data)
     publish_root = os.path.join(os.path.abspath(args.output), local.PUBLISH_DIR)
     settings = resolve_settings(args, publish_root, fixed=local.local_job_settings())
-    summary = local.run_local(settings, args.output)
+    summary = local.run_local(settings, args.output, verbose=args.verbose)
     print(format_summary(summary, os.path.join(os.path.abspath(args.output), local.SUMMARY_FILE)))
     return 0
 
@@ -354,6 +358,7 @@ def main(argv: Optional[Sequence[str]] = None, credentials: Any = None) -> int:
 
     # google-api-core warns on every import about Python versions it will drop in 2027; not actionable here.
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"google\.")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before anything imports TensorFlow
     args = build_parser().parse_args(argv)
     command = COMMANDS[args.command]
     try:
@@ -370,7 +375,7 @@ def main(argv: Optional[Sequence[str]] = None, credentials: Any = None) -> int:
             file=sys.stderr,
         )
         return 2
-    except RuntimeError as e:  # the KFP local runner: a stage failed; its log is printed above
+    except RuntimeError as e:  # the KFP local runner: a stage failed; `e` holds its traceback and the log path
         print(f"tpu-pipeline {args.command}: error: {e}", file=sys.stderr)
         return 1
 
