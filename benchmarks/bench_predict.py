@@ -62,10 +62,7 @@ def naive_predict(job, schema, model_dir, pattern, out_path) -> int:
     """One example at a time: the estimator's default generator, json.dumps per row."""
     est = estimator.build_estimator(job, schema, model_dir)
     input_fn = inputs.predict_input_fn_builder(pattern, schema)
-    keys = [
-        records.decode_example(r, schema)["__key__"]
-        for r in records.read_tfrecords(inputs.resolve_files(pattern))
-    ]
+    keys = [records.decode_example(r, schema)["__key__"] for r in records.read_tfrecords(inputs.resolve_files(pattern))]
     count = 0
     with open(out_path, "w") as f:
         for p in est.predict(input_fn):
@@ -99,19 +96,13 @@ def ceiling(export_dir: str, pattern: str, batch_size: int) -> int:
 
 MODELS = {
     "tiny DNN (64, 32), embedding 8": ModelConfig(family="dnn", hidden_units=(64, 32)),
-    "DNN (512, 256, 128), embedding 32": ModelConfig(
-        family="dnn", hidden_units=(512, 256, 128), embedding_dim=32
-    ),
+    "DNN (512, 256, 128), embedding 32": ModelConfig(family="dnn", hidden_units=(512, 256, 128), embedding_dim=32),
 }
 
 
-def bench_model(
-    name: str, model: ModelConfig, args, root: str, schema, data: str, naive_data: str, one_row: str
-):
+def bench_model(name: str, model: ModelConfig, args, root: str, schema, data: str, naive_data: str, one_row: str):
     """Trains `model` briefly, exports it and times every path on the same records; returns table rows."""
-    root = os.path.join(
-        root, name.split(" (")[0].replace(" ", "-") + "-" + "-".join(map(str, model.hidden_units))
-    )
+    root = os.path.join(root, name.split(" (")[0].replace(" ", "-") + "-" + "-".join(map(str, model.hidden_units)))
     job = JobConfig(
         tpu=TPUSettings(iterations_per_loop=20),
         training=TrainingConfig(
@@ -119,9 +110,7 @@ def bench_model(
         ),
         model=model,
     )
-    train, _ = synthetic.write_dataset(
-        os.path.join(root, "train"), synthetic.make_rows(512, 3, "multiclass"), schema
-    )
+    train, _ = synthetic.write_dataset(os.path.join(root, "train"), synthetic.make_rows(512, 3, "multiclass"), schema)
     model_dir = os.path.join(root, "model")
     estimator.train(job, schema, train, model_dir)
     exported = export.export_model(job, schema, model_dir, os.path.join(root, "export"), verify_rows=one_row)
@@ -138,9 +127,7 @@ def bench_model(
     _, sm_startup = timed(
         lambda: predict.predict_from_saved_model(exported.export_dir, schema, one_row, out("o4"), **sm_args)
     )
-    sm, t_sm = timed(
-        lambda: predict.predict_from_saved_model(exported.export_dir, schema, data, out("o5"), **sm_args)
-    )
+    sm, t_sm = timed(lambda: predict.predict_from_saved_model(exported.export_dir, schema, data, out("o5"), **sm_args))
     assert sm.count == args.rows
     sm_known, t_sm_known = timed(
         lambda: predict.predict_from_saved_model(
@@ -151,9 +138,7 @@ def bench_model(
     n_naive, t_naive = timed(lambda: naive_predict(job, schema, model_dir, naive_data, out("naive.jsonl")))
     n_ceiling = ceiling(exported.export_dir, data, args.batch_size)
     t_ceiling = ceiling.seconds  # type: ignore[attr-defined]
-    print(
-        f"{name}: batch_predict start-up {startup:.2f}s, SavedModel start-up {sm_startup:.2f}s (1-row runs)"
-    )
+    print(f"{name}: batch_predict start-up {startup:.2f}s, SavedModel start-up {sm_startup:.2f}s (1-row runs)")
     return [
         ("batch_predict (end to end, counts rows)", args.rows, t_batch),
         ("batch_predict (num_examples given)", args.rows, t_known),
@@ -178,16 +163,12 @@ def print_table(name: str, rows, args) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--batch-size", type=int, default=1024)
     parser.add_argument("--naive-rows", type=int, default=20_000, help="rows for the (slow) naive path")
     parser.add_argument("--workdir", default=None)
-    parser.add_argument(
-        "--models", default="all", choices=["all", "tiny", "large"], help="model sizes to run"
-    )
+    parser.add_argument("--models", default="all", choices=["all", "tiny", "large"], help="model sizes to run")
     args = parser.parse_args()
     root = args.workdir or tempfile.mkdtemp(prefix="bench-predict-")
 
@@ -197,10 +178,7 @@ def main() -> None:
     one_row = write_records(os.path.join(root, "one"), 1, schema, shards=1)
     chosen = list(MODELS.items())
     chosen = chosen[:1] if args.models == "tiny" else chosen[1:] if args.models == "large" else chosen
-    tables = [
-        (name, bench_model(name, model, args, root, schema, data, naive_data, one_row))
-        for name, model in chosen
-    ]
+    tables = [(name, bench_model(name, model, args, root, schema, data, naive_data, one_row)) for name, model in chosen]
     for name, rows in tables:
         print_table(name, rows, args)
 

@@ -80,9 +80,7 @@ def run_naive(path: str, out: str) -> int:
         "eval" if int(hashlib.sha256(json.dumps(r).encode()).hexdigest()[:8], 16) / 2**32 < 0.2 else "train"
         for r in rows
     ]
-    typed = [
-        {c: float(r[c]) if kinds[c] == NUM else r[c] for c in names} | {"label": r["label"]} for r in rows
-    ]
+    typed = [{c: float(r[c]) if kinds[c] == NUM else r[c] for c in names} | {"label": r["label"]} for r in rows]
     train = [t for t, s in zip(typed, splits) if s == "train"]
     features = []
     for c in names:
@@ -90,9 +88,7 @@ def run_naive(path: str, out: str) -> int:
             values = [t[c] for t in train]
             mean = sum(values) / len(values)
             std = (sum((v - mean) ** 2 for v in values) / len(values)) ** 0.5
-            features.append(
-                FeatureSpec(c, safe_key(c), NUM, mean=mean, std=std, min=min(values), max=max(values))
-            )
+            features.append(FeatureSpec(c, safe_key(c), NUM, mean=mean, std=std, min=min(values), max=max(values)))
         else:
             vocab = sorted({t[c] for t in train})
             features.append(FeatureSpec(c, safe_key(c), CAT, value_type="string", vocabulary=vocab))
@@ -101,9 +97,7 @@ def run_naive(path: str, out: str) -> int:
         LabelSpec("label", "classification", classes=tuple(sorted({t["label"] for t in train}))),
     )
     os.makedirs(out, exist_ok=True)
-    writers = {
-        s: [tf.io.TFRecordWriter(f"{out}/{s}-{i}.tfrecord") for i in range(2)] for s in ("train", "eval")
-    }
+    writers = {s: [tf.io.TFRecordWriter(f"{out}/{s}-{i}.tfrecord") for i in range(2)] for s in ("train", "eval")}
     for i, (t, s) in enumerate(zip(typed, splits)):
         writers[s][i % 2].write(records.encode_example(t, schema, key=str(i)).SerializeToString())
     for ws in writers.values():
@@ -130,11 +124,7 @@ def child(impl: str, path: str, out: str) -> None:
     seconds = time.perf_counter() - start
     main_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     worker_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    print(
-        json.dumps(
-            {"rows": rows, "seconds": seconds, "main_mb": main_kb / 1024, "worker_mb": worker_kb / 1024}
-        )
-    )
+    print(json.dumps({"rows": rows, "seconds": seconds, "main_mb": main_kb / 1024, "worker_mb": worker_kb / 1024}))
 
 
 # -- driver -------------------------------------------------------------------------------------------------
@@ -157,9 +147,7 @@ def main() -> None:
         child(*args.child)
         return
     os.makedirs(args.workdir, exist_ok=True)
-    print(
-        f"{'rows':>9} {'impl':>8} {'seconds':>8} {'rows/s':>9} {'main MB':>8} {'worker MB':>9} {'speedup':>8}"
-    )
+    print(f"{'rows':>9} {'impl':>8} {'seconds':>8} {'rows/s':>9} {'main MB':>8} {'worker MB':>9} {'speedup':>8}")
     results = {}
     for n in args.rows:
         path = os.path.join(args.workdir, f"synthetic-{n}.csv")

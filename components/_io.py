@@ -110,9 +110,7 @@ def typed_placement(tpu: Mapping[str, Any]) -> Dict[str, Any]:
     return placement(typed(TPUSettings, tpu))
 
 
-def prepare_config(
-    data: str, label: str, task: str, key_column: str, eval_fraction: float, options: Mapping[str, Any]
-):
+def prepare_config(data: str, label: str, task: str, key_column: str, eval_fraction: float, options: Mapping[str, Any]):
     """The `PrepareConfig` of the prepare stage's parameters ("auto" task and "" key column mean inferred)."""
     from estimator_lib.prepare import PrepareConfig
 

@@ -49,9 +49,7 @@ def higher_is_better(metric: str) -> bool:
         return True
     if metric in LOWER_IS_BETTER:
         return False
-    raise BlessingError(
-        f"unknown blessing metric {metric!r}; use one of {sorted(HIGHER_IS_BETTER + LOWER_IS_BETTER)}"
-    )
+    raise BlessingError(f"unknown blessing metric {metric!r}; use one of {sorted(HIGHER_IS_BETTER + LOWER_IS_BETTER)}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,9 +75,7 @@ class BlessingConfig:
 
     def __post_init__(self) -> None:
         if not isinstance(self.thresholds, Mapping):
-            raise BlessingError(
-                f"blessing thresholds must be a JSON object {{metric: value}}, got {self.thresholds!r}"
-            )
+            raise BlessingError(f"blessing thresholds must be a JSON object {{metric: value}}, got {self.thresholds!r}")
         object.__setattr__(self, "thresholds", dict(self.thresholds))
         for name, value in self.thresholds.items():
             higher_is_better(name)
@@ -96,9 +92,7 @@ class BlessingConfig:
         named = list(self.thresholds) + ([self.comparison_metric] if self.comparison_metric else [])
         wrong = sorted(m for m in named if m not in allowed)
         if wrong:
-            raise BlessingError(
-                f"blessing metric(s) {wrong} do not apply to a {task} label; use {list(allowed)}"
-            )
+            raise BlessingError(f"blessing metric(s) {wrong} do not apply to a {task} label; use {list(allowed)}")
 
     def comparison_for(self, task: str) -> str:
         return self.comparison_metric or DEFAULT_COMPARISON[task]
@@ -151,9 +145,7 @@ def read_truth(files: Union[str, Sequence[str]], schema: Schema) -> Truth:
     spec = {KEY_FEATURE: schema.parse_spec()[KEY_FEATURE], LABEL_KEY: schema.parse_spec()[LABEL_KEY]}
     keys: List[str] = []
     labels: List[Any] = []
-    for batch in (
-        tf.data.TFRecordDataset(resolve_files(files)).batch(1024).map(lambda s: tf.io.parse_example(s, spec))
-    ):
+    for batch in tf.data.TFRecordDataset(resolve_files(files)).batch(1024).map(lambda s: tf.io.parse_example(s, spec)):
         keys.extend(k.decode("utf-8") for k in batch[KEY_FEATURE].numpy())
         labels.extend(batch[LABEL_KEY].numpy().tolist())
     if len(set(keys)) != len(keys):
@@ -280,9 +272,7 @@ def _check(name: str, metric: str, value: float, bound: float, strict: bool, wha
         passed = value < bound if strict else value <= bound
     relation = (">" if strict else ">=") if higher else ("<" if strict else "<=")
     verdict = "holds" if passed else "fails"
-    return Check(
-        name, metric, value, bound, passed, f"{what}: {metric}={value:.4f} {relation} {bound:.4f} {verdict}"
-    )
+    return Check(name, metric, value, bound, passed, f"{what}: {metric}={value:.4f} {relation} {bound:.4f} {verdict}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -336,9 +326,7 @@ def decide(
     checks: List[Check] = []
     if config.beat_trivial:
         for metric, value in trivial_metrics(truth).items():
-            checks.append(
-                _check("trivial", metric, candidate[metric], value, True, "better than the trivial model")
-            )
+            checks.append(_check("trivial", metric, candidate[metric], value, True, "better than the trivial model"))
     for metric, bound in sorted(config.thresholds.items()):
         checks.append(_check("threshold", metric, candidate[metric], float(bound), False, "threshold"))
     comparison = config.comparison_for(truth.task)

@@ -148,9 +148,7 @@ class OptimizerConfig(_JsonMixin):
 
     def __post_init__(self) -> None:
         _require(self.name in OPTIMIZERS, f"optimizer.name={self.name!r} is unknown; use one of {OPTIMIZERS}")
-        _require(
-            self.schedule in SCHEDULES, f"optimizer.schedule={self.schedule!r} is unknown; use one of {SCHEDULES}"
-        )
+        _require(self.schedule in SCHEDULES, f"optimizer.schedule={self.schedule!r} is unknown; use one of {SCHEDULES}")
         _require(
             isinstance(self.learning_rate, (int, float)) and self.learning_rate > 0,
             f"optimizer.learning_rate={self.learning_rate!r} must be a number > 0, e.g. 0.01",

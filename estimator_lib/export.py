@@ -108,9 +108,7 @@ def _local_copy(export_dir: str) -> str:
     if not storage.is_gcs(export_dir):
         return export_dir
     if not storage.is_committed(export_dir):
-        raise FileNotFoundError(
-            f"{export_dir!r} is not a committed export (no commit marker); export it again"
-        )
+        raise FileNotFoundError(f"{export_dir!r} is not a committed export (no commit marker); export it again")
     local = tempfile.mkdtemp(prefix="saved-model-")
     prefix = export_dir.rstrip("/") + "/"
     for uri in storage.list_files(export_dir):
@@ -143,9 +141,7 @@ def _check_structure(proto: saved_model_pb2.SavedModel, task: Optional[str]) -> 
             "set during export; use api_version=1 or a model_fn that does"
         )
     if TPU_CALL_OP in _op_types(graphs[_tag_key(CPU_TAGS)]):
-        raise ExportVerificationError(
-            f"the 'serve' (CPU) meta graph holds a {TPU_CALL_OP}; it cannot run on CPU"
-        )
+        raise ExportVerificationError(f"the 'serve' (CPU) meta graph holds a {TPU_CALL_OP}; it cannot run on CPU")
     signatures = {key: _describe_signatures(mg) for key, mg in graphs.items()}
     for key in (_tag_key(CPU_TAGS), _tag_key(TPU_TAGS)):
         missing = sorted(set(_required_signatures(task)) - set(signatures[key]))
@@ -171,15 +167,11 @@ def run_cpu_graph(local_dir: str, signature: str, feeds: Dict[str, np.ndarray]) 
         return session.run(fetches, feed_dict)
 
 
-def _compare(
-    expected: Dict[str, np.ndarray], got: Dict[str, np.ndarray], signature: str, atol: float
-) -> float:
+def _compare(expected: Dict[str, np.ndarray], got: Dict[str, np.ndarray], signature: str, atol: float) -> float:
     worst = 0.0
     for name, want in expected.items():
         if name not in got:
-            raise ExportVerificationError(
-                f"signature {signature!r} has no output {name!r}; it has {sorted(got)}"
-            )
+            raise ExportVerificationError(f"signature {signature!r} has no output {name!r}; it has {sorted(got)}")
         have = np.asarray(got[name])
         if have.shape != want.shape:
             raise ExportVerificationError(
@@ -230,9 +222,7 @@ def verify_export(
         report["rows_checked"] = 0
         if sample is not None and len(sample):
             if schema is None or expected is None:
-                raise ValueError(
-                    "verify_export: a sample needs both schema= and expected= outputs to compare"
-                )
+                raise ValueError("verify_export: a sample needs both schema= and expected= outputs to compare")
             examples = {serving.EXAMPLES_INPUT: np.array(list(sample), dtype=object)}
             report["max_abs_diff"] = {
                 name: _compare(expected, run_cpu_graph(local, name, feeds), name, atol)
@@ -306,9 +296,7 @@ def export_model(
     from estimator_lib.estimator import build_estimator
 
     if api_version not in (1, 2):
-        raise ValueError(
-            f"api_version={api_version!r} must be 1 (TPUEstimator rewrites for TPU) or 2 (model_fn does)"
-        )
+        raise ValueError(f"api_version={api_version!r} must be 1 (TPUEstimator rewrites for TPU) or 2 (model_fn does)")
     estimator = build_estimator(job, schema, model_dir, export_saved_model_api_version=api_version)
     checkpoint = checkpoint_path or estimator.latest_checkpoint()
     if checkpoint is None:
@@ -317,17 +305,13 @@ def export_model(
     staging = storage.local_staging_dir(storage.join(export_base, "export"))
     try:
         receiver_fn = serving.serving_input_receiver_fn_builder(model_schema)
-        local_dir = estimator.export_saved_model(staging, receiver_fn, checkpoint_path=checkpoint).decode(
-            "utf-8"
-        )
+        local_dir = estimator.export_saved_model(staging, receiver_fn, checkpoint_path=checkpoint).decode("utf-8")
         sample = _sample_records(verify_rows, VERIFY_ROWS) if verify_rows is not None else None
         expected = _estimator_outputs(estimator, schema, sample, checkpoint, staging) if sample else None
         report = verify_export(local_dir, schema=model_schema, sample=sample, expected=expected)
         export_dir = storage.join(export_base, _free_version(export_base, os.path.basename(local_dir)))
         metadata = _metadata(job, schema, checkpoint, api_version, export_dir, report)
-        storage.write_text(
-            os.path.join(local_dir, METADATA_FILE), json.dumps(metadata, indent=2, sort_keys=True)
-        )
+        storage.write_text(os.path.join(local_dir, METADATA_FILE), json.dumps(metadata, indent=2, sort_keys=True))
         storage.publish_directory(local_dir, export_dir)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -348,9 +332,7 @@ def _metadata(
         "serving": {
             "examples_input": serving.EXAMPLES_INPUT,
             "raw_receiver": serving.RAW_RECEIVER,
-            "raw_inputs": {
-                k: v.name for k, v in serving.raw_input_dtypes(schema.select(job.model.features)).items()
-            },
+            "raw_inputs": {k: v.name for k, v in serving.raw_input_dtypes(schema.select(job.model.features)).items()},
         },
         "verification": {k: v for k, v in report.items() if k not in ("signatures", "tag_sets")},
         "schema": schema.to_dict(),

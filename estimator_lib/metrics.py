@@ -34,11 +34,19 @@ def _binary_ops(labels: tf.Tensor, probability: tf.Tensor, weights: tf.Tensor, s
         f"precision{suffix}": _m.precision(labels, predicted, weights=weights),
         f"recall{suffix}": _m.recall(labels, predicted, weights=weights),
         f"auc_roc{suffix}": _m.auc(
-            labels, probability, weights=weights, num_thresholds=AUC_NUM_THRESHOLDS, curve="ROC",
+            labels,
+            probability,
+            weights=weights,
+            num_thresholds=AUC_NUM_THRESHOLDS,
+            curve="ROC",
             summation_method="trapezoidal",
         ),
         f"auc_pr{suffix}": _m.auc(
-            labels, probability, weights=weights, num_thresholds=AUC_NUM_THRESHOLDS, curve="PR",
+            labels,
+            probability,
+            weights=weights,
+            num_thresholds=AUC_NUM_THRESHOLDS,
+            curve="PR",
             summation_method="careful_interpolation",
         ),
     }

@@ -115,9 +115,7 @@ def host_call_fn_builder(summary_dir: str, max_queue: int) -> Callable[..., Any]
     return host_call_fn
 
 
-def _train_spec(
-    loss: tf.Tensor, config: JobConfig, params: Dict, summary_dir: str, scaffold_fn
-) -> TPUEstimatorSpec:
+def _train_spec(loss: tf.Tensor, config: JobConfig, params: Dict, summary_dir: str, scaffold_fn) -> TPUEstimatorSpec:
     opt_config = config.training.optimizer
     global_step = tf.compat.v1.train.get_or_create_global_step()
     lr = learning_rate(opt_config, config.training.train_steps, global_step)

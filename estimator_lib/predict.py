@@ -2,9 +2,9 @@
 
 Checkpoint path (`batch_predict`), what runs where:
   * host CPU, input pipeline: the prepared TFRecords, in file order, padded with empty Examples to whole
-    predict batches (`inputs.predict_input_fn_builder`, batch-vectorised); each row carries `is_padding` (float32, 1.0 for
-    padding) and `example_index` (int32, its position in the input). TPUs need one static batch shape, so
-    the last batch is padded rather than short.
+    predict batches (`inputs.predict_input_fn_builder`, batch-vectorised); each row carries `is_padding`
+    (float32, 1.0 for padding) and `example_index` (int32, its position in the input).
+    TPUs need one static batch shape, so the last batch is padded rather than short.
   * TPU (or CPU with use_tpu=False): the model. The example key is a string and cannot pass through a TPU
     computation, so only `example_index` and `is_padding` travel with the predictions.
   * host CPU, here: the predict generator is consumed whole batch by whole batch
@@ -109,9 +109,7 @@ class _Column:
 
 def _passthrough_columns(schema: Schema, names: Sequence[str]) -> Tuple[_Column, ...]:
     """Resolves the requested passthrough columns (original names) against the schema."""
-    reserved = {KEY_FIELD} | set(
-        CLASSIFICATION_FIELDS if schema.label.task == CLASSIFICATION else REGRESSION_FIELDS
-    )
+    reserved = {KEY_FIELD} | set(CLASSIFICATION_FIELDS if schema.label.task == CLASSIFICATION else REGRESSION_FIELDS)
     known: Dict[str, _Column] = {}
     for f in schema.features:
         render = "float" if f.kind == NUMERIC else ("int_text" if f.value_type == "int" else "string")
@@ -163,9 +161,7 @@ def _host_parse_fn(columns: Sequence[_Column], schema: Schema):
     return parse
 
 
-def _host_columns(
-    files: List[str], columns: Sequence[_Column], schema: Schema, batch_size: int
-) -> tf.data.Dataset:
+def _host_columns(files: List[str], columns: Sequence[_Column], schema: Schema, batch_size: int) -> tf.data.Dataset:
     """The second host-side pass: keys and passthrough columns of the same records, in the same order."""
     dataset = tf.data.TFRecordDataset(files).batch(batch_size)
     return dataset.map(_host_parse_fn(columns, schema), num_parallel_calls=_AUTOTUNE).prefetch(_AUTOTUNE)
@@ -299,9 +295,7 @@ class _RowFormatter:
         self._schema = schema
         self._columns = tuple(columns)
         self._classification = schema.label.task == CLASSIFICATION
-        self._class_names = np.array(
-            [_json_string(c).encode("utf-8") for c in schema.label.classes], dtype=object
-        )
+        self._class_names = np.array([_json_string(c).encode("utf-8") for c in schema.label.classes], dtype=object)
         names = [KEY_FIELD] + [c.name for c in columns]
         parts = [_field(KEY_FIELD, '"%s"')] + [_field(n, "%s") for n in names[1:]]
         if self._classification:
@@ -348,9 +342,7 @@ class _RowFormatter:
         finite = np.isfinite(values).reshape(len(keys), -1).all(axis=1)
         if not finite.all():
             bad = keys[~finite][:5]
-            raise PredictionError(
-                f"the model returned non-finite outputs for keys {[k.decode() for k in bad]}"
-            )
+            raise PredictionError(f"the model returned non-finite outputs for keys {[k.decode() for k in bad]}")
         if not self._classification:
             return [values.astype(np.float64).reshape(-1).tolist()]
         class_ids = outputs["class_ids"]
@@ -420,9 +412,7 @@ class _ShardWriter:
         return self.shards
 
 
-def _write_rows(
-    joined: Iterator[Tuple[Dict[str, Any], Batch]], formatter: _RowFormatter, writer: _ShardWriter
-) -> int:
+def _write_rows(joined: Iterator[Tuple[Dict[str, Any], Batch]], formatter: _RowFormatter, writer: _ShardWriter) -> int:
     """Formats and writes joined (host columns, outputs) batches, splitting them at shard boundaries."""
     written = 0
     for host, outputs in joined:
@@ -482,9 +472,7 @@ def verify_output(output_dir: str) -> Dict[str, Any]:
     for shard in manifest["shards"]:
         data = storage.read_bytes(storage.join(output_dir, shard["file"]))
         if hashlib.sha256(data).hexdigest() != shard["sha256"] or data.count(b"\n") != shard["rows"]:
-            raise PredictionError(
-                f"shard {shard['file']} of {output_dir!r} does not match its manifest entry"
-            )
+            raise PredictionError(f"shard {shard['file']} of {output_dir!r} does not match its manifest entry")
     return manifest
 
 
@@ -753,9 +741,7 @@ def predict_from_saved_model(
     if num_examples is not None:  # a stale count fails in the pipeline, before anything is published
         dataset = dataset.apply(tf.data.experimental.assert_cardinality(num_examples))
     dataset = (
-        dataset.batch(batch_size)
-        .map(predict, num_parallel_calls=_AUTOTUNE, deterministic=True)
-        .prefetch(_AUTOTUNE)
+        dataset.batch(batch_size).map(predict, num_parallel_calls=_AUTOTUNE, deterministic=True).prefetch(_AUTOTUNE)
     )
     provenance = {
         "source": {"kind": "saved_model", "export_dir": export_dir},

@@ -168,18 +168,14 @@ class PrepareConfig:
         )
 
     def _check_fractions(self) -> None:
-        _check(
-            0 < self.eval_fraction < 1, f"eval_fraction={self.eval_fraction!r} must be in (0, 1), e.g. 0.2"
-        )
+        _check(0 < self.eval_fraction < 1, f"eval_fraction={self.eval_fraction!r} must be in (0, 1), e.g. 0.2")
         _check(0 <= self.test_fraction < 1, f"test_fraction={self.test_fraction!r} must be in [0, 1)")
         _check(
             self.eval_fraction + self.test_fraction < 1,
             f"eval_fraction + test_fraction = {self.eval_fraction + self.test_fraction} leaves no training rows; "
             "keep their sum below 1",
         )
-        _check(
-            0 <= self.max_bad_fraction < 1, f"max_bad_fraction={self.max_bad_fraction!r} must be in [0, 1)"
-        )
+        _check(0 <= self.max_bad_fraction < 1, f"max_bad_fraction={self.max_bad_fraction!r} must be in [0, 1)")
         _check(
             0 < self.min_numeric_fraction <= 1,
             f"min_numeric_fraction={self.min_numeric_fraction!r} must be in (0, 1]",
@@ -191,8 +187,7 @@ class PrepareConfig:
 
     def to_dict(self) -> Dict[str, Any]:
         return {
-            f.name: list(v) if isinstance(v := getattr(self, f.name), tuple) else v
-            for f in dataclasses.fields(self)
+            f.name: list(v) if isinstance(v := getattr(self, f.name), tuple) else v for f in dataclasses.fields(self)
         }
 
     @classmethod
@@ -245,9 +240,7 @@ def prepare(config: PrepareConfig, output_dir: str) -> PrepareResult:
     """
     inputs = resolve_inputs(config.data, config.input_format)
     supplied = _supplied_schema(config)
-    schema, counts, manifest = _staged(
-        output_dir, lambda staging: _prepare_into(staging, inputs, supplied, config)
-    )
+    schema, counts, manifest = _staged(output_dir, lambda staging: _prepare_into(staging, inputs, supplied, config))
     return PrepareResult(output_dir, schema, counts, manifest)
 
 
@@ -383,9 +376,7 @@ def _prepare_into(
     return schema, counts, manifest
 
 
-def _score_into(
-    staging: str, inputs: List[InputFile], schema: Schema, config: PrepareConfig
-) -> Dict[str, Any]:
+def _score_into(staging: str, inputs: List[InputFile], schema: Schema, config: PrepareConfig) -> Dict[str, Any]:
     """Scoring's two passes: profile (keys, columns), check the columns, encode in input order, manifest."""
     header_check = scoring.header_check(schema, config.key_column)
     profile, chunk_rows, file_starts, scans = _profile(inputs, config, header_check)
@@ -461,7 +452,8 @@ def _check_header(chunk: Chunk, config: PrepareConfig, first: Optional[Tuple[str
     if frozenset(header) != first[1] and config.schema_uri is None:
         raise DataError(
             f"{chunk.file_name} line 1: the header's columns differ from {first[0]}'s: missing "
-            f"{sorted(first[1] - set(header))}, extra {sorted(set(header) - first[1])}; all CSV files need the same columns"
+            f"{sorted(first[1] - set(header))}, extra {sorted(set(header) - first[1])}; "
+            "all CSV files need the same columns"
         )
     return first
 
@@ -485,9 +477,7 @@ def _tasks(
     chunks = iter_chunks(inputs, config.chunk_bytes, rescans)
     for index, chunk in enumerate(chunks):
         if index >= len(chunk_rows) or chunk_rows[index][0] != chunk.file_index:
-            raise DataError(
-                f"{chunk.file_name} changed while it was being prepared; run again on unchanging input"
-            )
+            raise DataError(f"{chunk.file_name} changed while it was being prepared; run again on unchanging input")
         n = chunk_rows[index][1]
         mine = rows[bisect.bisect_left(rows, first_row) : bisect.bisect_left(rows, first_row + n)]
         chunk_hashes = hashes[first_row : first_row + n]
@@ -540,9 +530,7 @@ def _handle_bad(
     if not part.bad:
         return
     if config.bad_rows == "fail":
-        raise DataError(
-            f"{part.bad[0]['reason']} (fix the row, or set bad_rows='quarantine' to set bad rows aside)"
-        )
+        raise DataError(f"{part.bad[0]['reason']} (fix the row, or set bad_rows='quarantine' to set bad rows aside)")
     for bad in part.bad:
         quarantine.write(bad)
     bad = bad_so_far + len(part.bad)

@@ -150,9 +150,7 @@ def _split_and_key(
 ) -> Tuple[int, str]:
     label = values.get(plan.label)
     if label is None and not plan.optional_label:
-        raise BadValue(
-            plan.label, None, f"the label is missing (missing-value tokens: {sorted(plan.missing)})"
-        )
+        raise BadValue(plan.label, None, f"the label is missing (missing-value tokens: {sorted(plan.missing)})")
     split = split_index(key_hash, plan.eval_fraction, plan.test_fraction)
     if plan.key_column is None:
         return split, derived_key(key_hash, task.occurrences.get(row, 0))
@@ -269,9 +267,7 @@ def _number(column: str, text: str, why: str) -> float:
     try:
         wire.float32(number)
     except OverflowError:
-        raise BadValue(
-            column, text, f"{text!r} is outside the float32 range ({why}; |x| must be < 3.4e38)"
-        ) from None
+        raise BadValue(column, text, f"{text!r} is outside the float32 range ({why}; |x| must be < 3.4e38)") from None
     return number
 
 
@@ -324,9 +320,7 @@ def _check_against_records(
     example = records.encode_example(row, plan.check_schema, key, with_label=label is not None)
     expected = example.SerializeToString(deterministic=True)
     if expected != serialized:
-        raise AssertionError(
-            f"{where(chunk.file_name, line)}: the fast encoder disagrees with records.encode_example"
-        )
+        raise AssertionError(f"{where(chunk.file_name, line)}: the fast encoder disagrees with records.encode_example")
 
 
 def _tally(out: ChunkResult, typed: List[Any], split: int, plan: EncodePlan, collected: List) -> None:

@@ -34,8 +34,7 @@ class ShardWriters:
         for split in splits:
             os.makedirs(os.path.join(staging, split), exist_ok=True)
         self._writers = {
-            s: [tf.io.TFRecordWriter(os.path.join(staging, n)) for n in names]
-            for s, names in self.names.items()
+            s: [tf.io.TFRecordWriter(os.path.join(staging, n)) for n in names] for s, names in self.names.items()
         }
         self.records = {name: 0 for names in self.names.values() for name in names}
         self._written = {s: 0 for s in splits}

@@ -107,8 +107,7 @@ def decide_task(profile: Profile, config: "PrepareConfig", supplied: Optional[Sc
     if supplied is not None:
         if config.task is not None and config.task != supplied.label.task:
             raise DataError(
-                f"task={config.task!r} disagrees with the schema's label task {supplied.label.task!r}; "
-                "drop one of them"
+                f"task={config.task!r} disagrees with the schema's label task {supplied.label.task!r}; drop one of them"
             )
         return supplied.label.task
     if config.task is not None:
@@ -180,9 +179,7 @@ def find_duplicates(profile: Profile) -> Dict[int, Tuple[int, int]]:
     return out
 
 
-def row_place(
-    row: int, profile_lines: np.ndarray, names: Sequence[str], file_starts: Sequence[int]
-) -> Tuple[str, int]:
+def row_place(row: int, profile_lines: np.ndarray, names: Sequence[str], file_starts: Sequence[int]) -> Tuple[str, int]:
     """(file name, line) of a row index."""
     file_index = int(np.searchsorted(np.asarray(file_starts), row, side="right")) - 1
     return names[file_index], int(profile_lines[row])

@@ -213,9 +213,7 @@ def records(chunk: Chunk) -> Iterator[Tuple[int, Record]]:
                 if fields:
                     yield line, fields
         except csv.Error as e:
-            raise DataError(
-                f"{where(chunk.file_name, chunk.first_line + consumed)}: malformed CSV ({e})"
-            ) from None
+            raise DataError(f"{where(chunk.file_name, chunk.first_line + consumed)}: malformed CSV ({e})") from None
         return
     for offset, text in enumerate(chunk.text.split("\n")):
         if text.strip():

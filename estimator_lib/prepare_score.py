@@ -74,9 +74,7 @@ def key_column(schema: Schema, requested: Optional[str]) -> Optional[str]:
 
 
 def _required(schema: Schema, key: Optional[str]) -> List[str]:
-    return [f.name for f in schema.features] + (
-        [key] if key is not None and key not in _names(schema) else []
-    )
+    return [f.name for f in schema.features] + ([key] if key is not None and key not in _names(schema) else [])
 
 
 def _names(schema: Schema) -> List[str]:
@@ -100,9 +98,7 @@ def header_check(schema: Schema, key: Optional[str]) -> Callable[[Chunk], None]:
         header = chunk.columns or ()
         absent = [c for c in required if c not in header]
         if absent:
-            raise DataError(
-                f"{chunk.file_name} line 1: {_absent_message(absent, key)}; the header has {list(header)}"
-            )
+            raise DataError(f"{chunk.file_name} line 1: {_absent_message(absent, key)}; the header has {list(header)}")
 
     return check
 
@@ -114,8 +110,7 @@ def check_columns(profile: Profile, schema: Schema, config: "PrepareConfig") -> 
     absent = [c for c in _required(schema, config.key_column) if c not in profile.columns]
     if absent:
         raise DataError(
-            f"{_absent_message(absent, config.key_column)}: no row has them; the input has "
-            f"{list(profile.columns)}"
+            f"{_absent_message(absent, config.key_column)}: no row has them; the input has {list(profile.columns)}"
         )
     known = set(_names(schema)) | {schema.label.name, config.key_column}
     return [c for c in profile.columns if c not in known]

@@ -73,9 +73,7 @@ def build_schema(decisions: Decisions, totals: Totals, config: "PrepareConfig") 
     return Schema(features, _label(decisions, totals, config), config.key_column)
 
 
-def _feature(
-    f: FeatureSpec, index: int, decisions: Decisions, totals: Totals, config: "PrepareConfig"
-) -> FeatureSpec:
+def _feature(f: FeatureSpec, index: int, decisions: Decisions, totals: Totals, config: "PrepareConfig") -> FeatureSpec:
     missing = totals.missing[0][index]
     if f.kind == NUMERIC:
         m = totals.numeric.get(index, Moments())
@@ -127,7 +125,6 @@ def summary(schema: Schema, totals: Totals) -> Dict[str, Any]:
     }
     if schema.label.task == CLASSIFICATION:
         out["class_counts"] = {
-            s: {c: totals.class_counts[i][k] for k, c in enumerate(schema.label.classes)}
-            for i, s in enumerate(SPLITS)
+            s: {c: totals.class_counts[i][k] for k, c in enumerate(schema.label.classes)} for i, s in enumerate(SPLITS)
         }
     return out

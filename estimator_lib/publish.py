@@ -133,9 +133,7 @@ def publish_model(
       FileNotFoundError: `export_dir` is not a SavedModel directory.
     """
     if not _is_saved_model(export_dir):
-        raise FileNotFoundError(
-            f"{export_dir!r} is not a SavedModel directory (no saved_model.pb); export first"
-        )
+        raise FileNotFoundError(f"{export_dir!r} is not a SavedModel directory (no saved_model.pb); export first")
     now = now or datetime.datetime.now(datetime.timezone.utc)
     digest = fingerprint(export_dir)
     version = f"{now.strftime('%Y%m%dT%H%M%S%fZ')}-{digest[:12]}"
@@ -188,9 +186,7 @@ def resolve_model(spec: str, publish_root: str) -> Optional[str]:
         return None
     if spec == LATEST:
         if not publish_root:
-            raise ValueError(
-                "'latest' needs the publish root (publish_root) to look under; set it or give a URI"
-            )
+            raise ValueError("'latest' needs the publish root (publish_root) to look under; set it or give a URI")
         model = latest(publish_root)
         return model.uri if model else None
     published = latest(spec)

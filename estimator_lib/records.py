@@ -92,4 +92,3 @@ def read_tfrecords(paths: Iterable[str]) -> Iterator[bytes]:
     """Yields serialized records of TFRecord files in order (eager; for checks and tests)."""
     for record in tf.data.TFRecordDataset(list(paths)):
         yield record.numpy()
-

@@ -159,7 +159,7 @@ class LabelSpec:
 
     @property
     def head(self) -> str:
-        """"binary", "multiclass" or "regression": what the model's output layer and metrics are."""
+        """ "binary", "multiclass" or "regression": what the model's output layer and metrics are."""
         if self.task == REGRESSION:
             return "regression"
         return "binary" if self.num_classes == 2 else "multiclass"
@@ -196,9 +196,7 @@ class Schema:
         for f in self.features:
             if name_or_key in (f.name, f.key):
                 return f
-        raise SchemaError(
-            f"unknown feature {name_or_key!r}; the schema has: {[f.name for f in self.features]}"
-        )
+        raise SchemaError(f"unknown feature {name_or_key!r}; the schema has: {[f.name for f in self.features]}")
 
     def select(self, names: Optional[Sequence[str]]) -> "Schema":
         """A schema restricted to `names` (original names or keys), in schema order; None keeps all."""

@@ -30,7 +30,7 @@ def is_gcs(uri: str) -> bool:
 
 
 def split_gcs(uri: str) -> Tuple[str, str]:
-    """"gs://bucket/a/b" -> ("bucket", "a/b")."""
+    """ "gs://bucket/a/b" -> ("bucket", "a/b")."""
     if not is_gcs(uri):
         raise ValueError(f"{uri!r} is not a gs:// URI")
     bucket, _, name = uri[len("gs://") :].partition("/")

@@ -117,9 +117,7 @@ def config_violations(job: JobConfig) -> List[str]:
     return out
 
 
-def _needed_batches(
-    mode: str, input_fn: Callable, eval_steps: Optional[int], job: JobConfig, target: TPUTarget
-):
+def _needed_batches(mode: str, input_fn: Callable, eval_steps: Optional[int], job: JobConfig, target: TPUTarget):
     """Batches one host's input must yield: fixed steps x replicas per host (None when unknown)."""
     global_batch = job.training.eval_batch_size if mode == ModeKeys.EVAL else job.training.predict_batch_size
     num_examples = getattr(input_fn, "num_examples", None)
@@ -129,18 +127,14 @@ def _needed_batches(
     return None if steps is None else steps * target.replicas_per_host
 
 
-def _input_checks(
-    mode, input_fn, job, target, eval_steps
-) -> Tuple[Optional[InputInfo], List[str], List[str]]:
+def _input_checks(mode, input_fn, job, target, eval_steps) -> Tuple[Optional[InputInfo], List[str], List[str]]:
     """(input specs or None, checks run, violations) for one mode's input_fn."""
     info, violations = call_input_fn(input_fn, target, mode)
     checks = [f"{mode}: input_fn builds with the TPU params"]
     if info is None:
         return None, checks, _tagged("input", violations)
     batch, global_batch = target.batch_sizes[mode], target.batch_sizes[mode] * target.num_replicas
-    violations = _tagged(
-        "static-shape", check_static_shapes(info, mode, batch, global_batch, target.num_replicas)
-    )
+    violations = _tagged("static-shape", check_static_shapes(info, mode, batch, global_batch, target.num_replicas))
     violations += _tagged("dtype", check_dtypes(info, mode))
     checks += [f"{mode}: static-shape (input)", f"{mode}: dtype (input)"]
     if mode != ModeKeys.TRAIN:
@@ -153,9 +147,7 @@ def _input_checks(
 
 def _model_checks(model_fn, mode, info, target, model_dir) -> Tuple[List[str], List[str]]:
     """(checks run, violations) for the graph model_fn builds in `mode` and its XLA compilation."""
-    name = (
-        f"{getattr(model_fn, '__module__', '?')}.{getattr(model_fn, '__qualname__', type(model_fn).__name__)}"
-    )
+    name = f"{getattr(model_fn, '__module__', '?')}.{getattr(model_fn, '__qualname__', type(model_fn).__name__)}"
     try:
         g = build_mode_graph(model_fn, mode, info, target, model_dir)
     except Exception as e:  # noqa: BLE001 - reported, with what the TPU build would have raised
@@ -164,9 +156,7 @@ def _model_checks(model_fn, mode, info, target, model_dir) -> Tuple[List[str], L
             "make it build with params['use_tpu']=True and the per-replica batch size"
         ]
     checks = [f"{mode}: static-shape (model graph)", f"{mode}: dtype (model graph)"]
-    violations = _tagged("static-shape", check_graph_shapes(g, name)) + _tagged(
-        "dtype", check_graph_strings(g, name)
-    )
+    violations = _tagged("static-shape", check_graph_shapes(g, name)) + _tagged("dtype", check_graph_strings(g, name))
     if mode == ModeKeys.PREDICT:
         violations += _tagged("static-shape", check_predictions(g, name, target.batch_sizes[mode]))
     calls = [("host_call", g.spec.host_call, None)]
@@ -233,9 +223,7 @@ def check_model(
                 info = schema_input(schema, mode, target.batch_sizes[mode])
                 checks.append(f"{mode}: input from the schema (no input_fn given)")
             else:
-                info, mode_checks, mode_violations = _input_checks(
-                    mode, input_fns[mode], job, target, eval_steps
-                )
+                info, mode_checks, mode_violations = _input_checks(mode, input_fns[mode], job, target, eval_steps)
                 checks += mode_checks
                 violations += mode_violations
                 if mode_violations:  # the model checks would only repeat the input's problems

@@ -25,9 +25,7 @@ def read_saved_model(export_dir: str) -> saved_model_pb2.SavedModel:
     """Parses `export_dir`/saved_model.pb (local or gs://)."""
     path = os.path.join(export_dir, "saved_model.pb")
     if not tf.io.gfile.exists(path):
-        raise FileNotFoundError(
-            f"{export_dir!r} holds no saved_model.pb; give the timestamped export directory"
-        )
+        raise FileNotFoundError(f"{export_dir!r} holds no saved_model.pb; give the timestamped export directory")
     proto = saved_model_pb2.SavedModel()
     with tf.io.gfile.GFile(path, "rb") as f:
         proto.ParseFromString(f.read())

@@ -101,9 +101,7 @@ def call_model_fn(model_fn: Callable, mode: str, features, labels, target: TPUTa
         return model_fn(features=features, labels=labels, mode=mode, params=params, config=config)
 
 
-def build_mode_graph(
-    model_fn: Callable, mode: str, info: InputInfo, target: TPUTarget, model_dir: str
-) -> ModeGraph:
+def build_mode_graph(model_fn: Callable, mode: str, info: InputInfo, target: TPUTarget, model_dir: str) -> ModeGraph:
     """Builds the model_fn's graph for `mode` in a fresh graph (raises what the model_fn raises)."""
     graph, record = tf.Graph(), CrossShardRecord()
     with graph.as_default(), _watch_cross_shard(record):
@@ -183,9 +181,7 @@ def check_outfeed(g: ModeGraph, name: str, call, batch: Optional[int]) -> List[s
                 "tf.reshape(x, [1]) for a host_call value, or the per-example tensor [batch] for a metric"
             )
         elif not t.shape.is_fully_defined():
-            out.append(
-                f"{where} has a dynamic shape: the TPU outfeed needs static shapes. Fix: keep shapes fixed"
-            )
+            out.append(f"{where} has a dynamic shape: the TPU outfeed needs static shapes. Fix: keep shapes fixed")
         elif batch is not None and t.shape[0] != batch:
             out.append(
                 f"{where} is not batch-major: its first dimension must be the replica batch {batch}, or it "

@@ -100,8 +100,7 @@ def schema_input(schema: Schema, mode: str, batch: int) -> InputInfo:
     """The specs our own input pipelines produce for `schema`, used when no input_fn is given for a mode."""
     spec = tf.TensorSpec
     features: Dict[str, Any] = {
-        f.key: spec([batch], tf.float32 if f.kind == NUMERIC else tf.int32, name=f.key)
-        for f in schema.features
+        f.key: spec([batch], tf.float32 if f.kind == NUMERIC else tf.int32, name=f.key) for f in schema.features
     }
     if mode != ModeKeys.TRAIN:
         features[PADDING_FEATURE] = spec([batch], tf.float32, name=PADDING_FEATURE)
@@ -154,9 +153,7 @@ def _specs(info: InputInfo) -> List[Tuple[str, Any]]:
     return named
 
 
-def check_static_shapes(
-    info: InputInfo, mode: str, batch: int, global_batch: int, replicas: int
-) -> List[str]:
+def check_static_shapes(info: InputInfo, mode: str, batch: int, global_batch: int, replicas: int) -> List[str]:
     """Every feature and label is a dense tensor of static shape whose first dimension is the replica batch."""
     out = []
     for what, spec in _specs(info):
@@ -183,15 +180,11 @@ def check_dtypes(info: InputInfo, mode: str) -> List[str]:
         dtype = getattr(spec, "dtype", None)
         if dtype is not None and dtype not in TPU_INPUT_DTYPES:
             fix = _DTYPE_FIX.get(dtype, "convert it to float32 or int32 in the input pipeline")
-            out.append(
-                f"{mode} input: {what} is {dtype.name}, which cannot enter a TPU computation. Fix: {fix}"
-            )
+            out.append(f"{mode} input: {what} is {dtype.name}, which cannot enter a TPU computation. Fix: {fix}")
     return out
 
 
-def check_finite(
-    info: InputInfo, mode: str, needed: Optional[int], target: TPUTarget, fn_name: str
-) -> List[str]:
+def check_finite(info: InputInfo, mode: str, needed: Optional[int], target: TPUTarget, fn_name: str) -> List[str]:
     """An eval/predict input holds a known, finite number of batches, at least the `needed` ones per host."""
     count, where = info.cardinality, f"{mode} input_fn {fn_name}"
     per_host = target.replicas_per_host

@@ -120,8 +120,9 @@ def check_xla(
         compiled.experimental_get_compiler_ir(*[tf.zeros(s.shape, s.dtype) for s in specs])(stage="hlo")
     except (ValueError, tf.errors.OpError) as e:
         return [
-            f"{mode} step of model_fn {fn_name}: XLA cannot compile {_describe(str(e), wrapped.graph)}; the TPU compiler would "
-            "refuse it too. Fix: use only TPU-supported ops inside the model_fn (no tf.py_function/numpy_function, "
-            "string ops or sizes computed from data); move host work to the input pipeline or host_call"
+            f"{mode} step of model_fn {fn_name}: XLA cannot compile {_describe(str(e), wrapped.graph)}; "
+            "the TPU compiler would refuse it too. Fix: use only TPU-supported ops inside the model_fn "
+            "(no tf.py_function/numpy_function, string ops or sizes computed from data); "
+            "move host work to the input pipeline or host_call"
         ]
     return []

@@ -45,7 +45,8 @@ def _assignment_map(checkpoint: str, variables: List[tf.Variable]) -> Dict[str, 
             assignment[name] = var
     if problems:
         raise ValueError(
-            f"cannot warm start from {checkpoint!r}: " + "; ".join(problems)
+            f"cannot warm start from {checkpoint!r}: "
+            + "; ".join(problems)
             + ". The model family, its hyperparameters or the schema (features, vocabularies) changed; "
             "warm start needs the same architecture"
         )

@@ -35,9 +35,7 @@ def _preset_help() -> str:
 # -- arguments -----------------------------------------------------------------------------------------------
 def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("pipeline parameters")
-    group.add_argument(
-        "--data", help="CSV or JSON Lines file or glob, local or gs:// (default: embedded penguins)"
-    )
+    group.add_argument("--data", help="CSV or JSON Lines file or glob, local or gs:// (default: embedded penguins)")
     group.add_argument("--label", help="the label column (required with --data; default: species)")
     group.add_argument("--task", choices=("auto", "classification", "regression"), default="auto")
     group.add_argument("--key-column", default="", help="a column of unique row keys (default: derived)")
@@ -133,9 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
         "With no arguments it trains on the embedded Palmer Penguins data.",
     )
     _add_run_arguments(run_local)
-    run_local.add_argument(
-        "--output", default=DEFAULT_OUTPUT, help=f"output directory (default {DEFAULT_OUTPUT})"
-    )
+    run_local.add_argument("--output", default=DEFAULT_OUTPUT, help=f"output directory (default {DEFAULT_OUTPUT})")
     run_local.add_argument(
         "--verbose",
         action="store_true",
@@ -150,9 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_preset_help(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    compile_.add_argument(
-        "--output", default=DEFAULT_TEMPLATE, help=f"YAML file (default {DEFAULT_TEMPLATE})"
-    )
+    compile_.add_argument("--output", default=DEFAULT_TEMPLATE, help=f"YAML file (default {DEFAULT_TEMPLATE})")
     _add_image_arguments(compile_)
 
     for name, text in (
@@ -171,9 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_vertex_arguments(sub)
         if name == "schedule":
             group = sub.add_argument_group("schedule")
-            group.add_argument(
-                "--cron", required=True, help="cron expression, e.g. '0 3 * * 1' (UTC; TZ=... prefix)"
-            )
+            group.add_argument("--cron", required=True, help="cron expression, e.g. '0 3 * * 1' (UTC; TZ=... prefix)")
             group.add_argument("--schedule-name", default="tpu-estimator-retrain")
             group.add_argument("--max-concurrent-runs", type=int, default=1)
             group.add_argument("--max-runs", type=int, help="stop after this many runs (default: no limit)")
@@ -301,9 +293,7 @@ def _vertex_job(args: argparse.Namespace, template_dir: str, credentials: Any = 
 def _print_request(job: Any, extra: Optional[Dict[str, Any]] = None) -> None:
     from google.protobuf import json_format
 
-    request = json_format.MessageToDict(
-        job._gca_resource._pb
-    )  # the PipelineJob resource the SDK would create
+    request = json_format.MessageToDict(job._gca_resource._pb)  # the PipelineJob resource the SDK would create
     request.pop("pipelineSpec", None)
     print(json.dumps({**request, **(extra or {})}, indent=2, sort_keys=True))
 

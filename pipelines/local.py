@@ -85,9 +85,7 @@ def run_pipeline(settings: RunSettings, output_dir: str, verbose: bool = False) 
             )
             with warnings.catch_warnings():
                 # The subprocess runner warns that our image name lacks "python": it never uses the image.
-                warnings.filterwarnings(
-                    "ignore", message=".*non-Python base image.*", category=RuntimeWarning
-                )
+                warnings.filterwarnings("ignore", message=".*non-Python base image.*", category=RuntimeWarning)
                 task = build_pipeline(LOCAL_IMAGE)(**settings.arguments())
     except RuntimeError as e:  # a stage failed: show its error, not only "Inner task failed"
         raise RuntimeError(f"{e}\n{failure_excerpt(log_path)}\nfull log: {log_path}") from e

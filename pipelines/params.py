@@ -62,9 +62,7 @@ class RunSettings:
         if not self.label:
             raise ConfigError("--label is empty; name the label column of your data")
         if not self.publish_root:
-            raise ConfigError(
-                "the publish root is empty; give the directory or gs:// prefix for blessed models"
-            )
+            raise ConfigError("the publish root is empty; give the directory or gs:// prefix for blessed models")
         if not 0.0 < self.eval_fraction < 1.0:
             raise ConfigError(f"eval_fraction={self.eval_fraction!r} must be in (0, 1), e.g. 0.2")
         if not self.predict_data:

@@ -64,6 +64,5 @@ def preset(name: str) -> TPUPreset:
 def preset_table() -> Tuple[Tuple[str, str, str, int, int], ...]:
     """(name, machine type, accelerator type, accelerator count, cores) rows, for `--help` and docs."""
     return tuple(
-        (p.name, p.machine_type, p.accelerator_type, p.accelerator_count, p.num_cores)
-        for p in PRESETS.values()
+        (p.name, p.machine_type, p.accelerator_type, p.accelerator_count, p.num_cores) for p in PRESETS.values()
     )

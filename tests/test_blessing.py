@@ -36,9 +36,7 @@ def test_multiclass_metrics_exact():
     truth = truth3()
     metrics = b.compute_metrics(truth, b.scores_from_rows(rows3(), truth, "candidate"))
     assert metrics["accuracy"] == pytest.approx(0.75)
-    assert metrics["log_loss"] == pytest.approx(
-        -(math.log(0.7) + math.log(0.8) + math.log(0.4) + math.log(0.6)) / 4
-    )
+    assert metrics["log_loss"] == pytest.approx(-(math.log(0.7) + math.log(0.8) + math.log(0.4) + math.log(0.6)) / 4)
     # One-vs-rest AUCs: a: pos {0.7, 0.6} vs neg {0.1, 0.5} -> 1.0; b: pos {0.8} vs {0.2, 0.1, 0.3} -> 1.0;
     # c: pos {0.4} vs {0.1, 0.1, 0.1} -> 1.0.
     assert metrics["auc"] == pytest.approx(1.0)
@@ -126,9 +124,7 @@ def test_decide_trivial_model_is_beaten_strictly():
     verdict = b.decide(BlessingConfig(), truth, {"accuracy": 0.5, "log_loss": 1.0, "auc": 0.5})
     assert not verdict.blessed
     assert verdict.reasons == ("better than the trivial model: accuracy=0.5000 > 0.5000 fails",)
-    assert b.decide(
-        BlessingConfig(beat_trivial=False), truth, {"accuracy": 0.5, "log_loss": 1, "auc": 0.5}
-    ).blessed
+    assert b.decide(BlessingConfig(beat_trivial=False), truth, {"accuracy": 0.5, "log_loss": 1, "auc": 0.5}).blessed
 
 
 def test_decide_against_a_baseline():
@@ -138,13 +134,9 @@ def test_decide_against_a_baseline():
     assert b.decide(BlessingConfig(), truth, candidate, baseline, "gs://b/v1").blessed  # as good: blessed
     stricter = b.decide(BlessingConfig(min_improvement=0.05), truth, candidate, baseline, "gs://b/v1")
     assert not stricter.blessed
-    assert stricter.reasons == (
-        "vs baseline 0.7500 with min_improvement 0.05: accuracy=0.7500 >= 0.8000 fails",
-    )
+    assert stricter.reasons == ("vs baseline 0.7500 with min_improvement 0.05: accuracy=0.7500 >= 0.8000 fails",)
     assert stricter.baseline_uri == "gs://b/v1" and stricter.baseline_metrics == baseline
-    by_loss = b.decide(
-        BlessingConfig(comparison_metric="log_loss", min_improvement=-0.2), truth, candidate, baseline
-    )
+    by_loss = b.decide(BlessingConfig(comparison_metric="log_loss", min_improvement=-0.2), truth, candidate, baseline)
     assert by_loss.blessed  # lower is better: 0.5 <= 0.4 + 0.2
     assert b.decide(BlessingConfig(comparison_metric="log_loss"), truth, candidate, baseline).reasons == (
         "vs baseline 0.4000 with min_improvement 0: log_loss=0.5000 <= 0.4000 fails",
@@ -153,9 +145,7 @@ def test_decide_against_a_baseline():
 
 def test_regression_defaults_compare_rmse_and_beat_the_mean():
     truth = Truth(("k0", "k1", "k2"), np.array([1.0, 2.0, 3.0]))
-    verdict = b.decide(
-        BlessingConfig(), truth, {"rmse": 1.0, "mae": 0.5, "r2": 0.2}, {"rmse": 1.1, "mae": 1, "r2": 0}
-    )
+    verdict = b.decide(BlessingConfig(), truth, {"rmse": 1.0, "mae": 0.5, "r2": 0.2}, {"rmse": 1.1, "mae": 1, "r2": 0})
     assert verdict.blessed and verdict.comparison_metric == "rmse"
     assert [(c.name, c.metric) for c in verdict.checks] == [("trivial", "r2"), ("baseline", "rmse")]
 

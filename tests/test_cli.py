@@ -14,9 +14,7 @@ from estimator_lib.config import ConfigError
 from pipelines import cli, image, params, tpu
 
 DIGEST_IMAGE = "us-central1-docker.pkg.dev/proj/repo/tpu-pipeline@sha256:" + "ab" * 32
-COMMIT_IMAGE = (
-    "us-central1-docker.pkg.dev/proj/repo/tpu-pipeline:" + "0123456789abcdef0123456789abcdef01234567"
-)
+COMMIT_IMAGE = "us-central1-docker.pkg.dev/proj/repo/tpu-pipeline:" + "0123456789abcdef0123456789abcdef01234567"
 TPU_STAGES = {
     "train-model": "train_model",
     "evaluate-model": "evaluate_model",
@@ -67,9 +65,7 @@ def task_tpu(spec: dict, task: str) -> dict:
         ("v5litepod-4", "ct5lp-hightpu-4t", "TPU_V5_LITEPOD", 4),
     ],
 )
-def test_compile_for_tpu_runs_three_stages_as_tpu_custom_jobs(
-    tmp_path, tpu_type, machine, accelerator, count
-):
+def test_compile_for_tpu_runs_three_stages_as_tpu_custom_jobs(tmp_path, tpu_type, machine, accelerator, count):
     spec = compile_yaml(tmp_path, "--tpu", tpu_type, "--image", DIGEST_IMAGE)
     executors = spec["deploymentSpec"]["executors"]
     for task, function in TPU_STAGES.items():
@@ -90,9 +86,7 @@ def test_compile_for_tpu_runs_three_stages_as_tpu_custom_jobs(
     for task in CPU_STAGES:
         container = executors[f"exec-{task}"]["container"]
         assert container["image"] == DIGEST_IMAGE
-        assert "worker_pool_specs" not in spec["components"][f"comp-{task}"]["inputDefinitions"].get(
-            "parameters", {}
-        )
+        assert "worker_pool_specs" not in spec["components"][f"comp-{task}"]["inputDefinitions"].get("parameters", {})
     assert task_tpu(spec, "export-model") == {"use_tpu": False}
 
 
@@ -105,9 +99,7 @@ def test_compile_for_cpu_has_no_tpu_anywhere(tmp_path):
     for task in TPU_STAGES:
         assert task_tpu(spec, task) == {"use_tpu": False}
     for executor in spec["deploymentSpec"]["executors"].values():
-        assert "pip install" not in json.dumps(
-            executor
-        )  # lightweight, on the project image: nothing installed
+        assert "pip install" not in json.dumps(executor)  # lightweight, on the project image: nothing installed
 
 
 def test_compiled_pipeline_parameters(tmp_path):
@@ -179,9 +171,7 @@ def parse(*argv: str):
 
 def test_settings_route_overrides_to_their_sections(tmp_path):
     config = tmp_path / "config.json"
-    config.write_text(
-        json.dumps({"model": {"family": "linear"}, "blessing": {"thresholds": {"accuracy": 0.8}}})
-    )
+    config.write_text(json.dumps({"model": {"family": "linear"}, "blessing": {"thresholds": {"accuracy": 0.8}}}))
     args = parse(
         "--data",
         "x.csv",

@@ -220,9 +220,7 @@ def test_typed_restores_ints_that_kfp_turned_into_floats():
     typed = _io.typed(JobConfig, data)
     assert typed["training"]["train_steps"] == 300 and isinstance(typed["training"]["train_steps"], int)
     assert typed["model"]["hidden_units"] == [64] and isinstance(typed["model"]["hidden_units"][0], int)
-    assert typed["tpu"]["num_cores"] == 8 and isinstance(
-        typed["training"]["optimizer"]["learning_rate"], float
-    )
+    assert typed["tpu"]["num_cores"] == 8 and isinstance(typed["training"]["optimizer"]["learning_rate"], float)
 
 
 def test_training_job_merges_config_hyperparameters_and_placement():

@@ -22,7 +22,9 @@ TPU8 = TPUSettings(use_tpu=True, tpu_name="local", num_cores=8, iterations_per_l
 def test_json_round_trip_is_exact():
     job = JobConfig(
         tpu=TPU8,
-        training=TrainingConfig(train_batch_size=128, optimizer=OptimizerConfig(name="momentum", schedule="cosine_decay")),
+        training=TrainingConfig(
+            train_batch_size=128, optimizer=OptimizerConfig(name="momentum", schedule="cosine_decay")
+        ),
         model=ModelConfig(family="dnn", features=("x 1", "colour"), hidden_units=(32, 16), hparams={"a": [1, 2]}),
     )
     again = JobConfig.from_json(job.to_json())
@@ -94,7 +96,9 @@ def test_bad_values_name_the_field(build, message):
 
 def test_overrides_make_validated_variants():
     job = JobConfig()
-    variant = job.with_overrides(dict([parse_override("training.train_steps=250"), parse_override("model.family=linear")]))
+    variant = job.with_overrides(
+        dict([parse_override("training.train_steps=250"), parse_override("model.family=linear")])
+    )
     assert (variant.training.train_steps, variant.model.family) == (250, "linear")
     assert job.training.train_steps == 1000  # frozen original unchanged
     with pytest.raises(ConfigError, match=r"--set training.stepz: unknown field 'stepz'"):

@@ -13,7 +13,9 @@ tpu_lib = tf.compat.v1.estimator.tpu
 
 
 def test_cpu_run_config(tmp_path):
-    job = JobConfig(tpu=TPUSettings(iterations_per_loop=50), training=TrainingConfig(seed=9, save_checkpoints_steps=100))
+    job = JobConfig(
+        tpu=TPUSettings(iterations_per_loop=50), training=TrainingConfig(seed=9, save_checkpoints_steps=100)
+    )
     config = estimator.build_run_config(job, str(tmp_path))
     assert config.cluster_spec.as_dict() == {} and config.master == ""
     assert (config.tf_random_seed, config.save_checkpoints_steps) == (9, 100)

@@ -52,9 +52,7 @@ def _train_and_export(root: str, task: str, n: int = 40) -> Exported:
     data, _ = synthetic.write_dataset(os.path.join(root, "data"), synthetic.make_rows(n, 11, task), schema)
     job = JobConfig(
         tpu=TPUSettings(iterations_per_loop=10),
-        training=TrainingConfig(
-            train_batch_size=16, predict_batch_size=B, train_steps=30, save_checkpoints_steps=30
-        ),
+        training=TrainingConfig(train_batch_size=16, predict_batch_size=B, train_steps=30, save_checkpoints_steps=30),
         model=ModelConfig(family="dnn", hidden_units=(8,), embedding_dim=3),
     )
     model_dir = os.path.join(root, "model")
@@ -84,9 +82,7 @@ def test_export_has_both_tag_sets_signatures_and_metadata(exported):
             "raw:serving_default",
             "serving_default",
         ]
-        assert sigs["predict"]["inputs"] == {
-            "examples": {"dtype": "string", "shape": [-1], "tensor": "examples:0"}
-        }
+        assert sigs["predict"]["inputs"] == {"examples": {"dtype": "string", "shape": [-1], "tensor": "examples:0"}}
         assert {k: (v["dtype"], v["shape"]) for k, v in sigs["raw:predict"]["inputs"].items()} == {
             "f_colour": ("string", [-1]),
             "f_x_1": ("float32", [-1]),
@@ -197,9 +193,7 @@ def test_saved_model_cli_show_and_run(exported):
             "f_colour": np.array([b"red"]),
         },
     )
-    np.testing.assert_allclose(
-        [float(v) for v in printed.group(1).split()], want["probabilities"][0], atol=1e-6
-    )
+    np.testing.assert_allclose([float(v) for v in printed.group(1).split()], want["probabilities"][0], atol=1e-6)
 
 
 def test_api_version_2_exports_a_tpu_graph_through_the_model_fn(exported):
@@ -225,9 +219,7 @@ def test_export_to_gcs_and_score_from_it(exported, tmp_path, gcs_prefix):
     names = {u[len(result.export_dir) + 1 :] for u in storage.list_files(result.export_dir)}
     assert {"saved_model.pb", "variables/variables.index", "assets.extra/export_metadata.json"} <= names
     predict_from_saved_model(result.export_dir, exported.schema, exported.data, str(tmp_path / "gcs"))
-    predict_from_saved_model(
-        exported.result.export_dir, exported.schema, exported.data, str(tmp_path / "local")
-    )
+    predict_from_saved_model(exported.result.export_dir, exported.schema, exported.data, str(tmp_path / "local"))
     assert read_predictions(str(tmp_path / "gcs")) == read_predictions(str(tmp_path / "local"))
 
 
@@ -262,9 +254,7 @@ def test_verify_rejects_outputs_that_differ_from_the_estimator(exported):
     records = list(read_tfrecords(resolve_files(exported.data)))[:5]
     good = run_cpu_graph(exported.result.export_dir, "predict", {"examples": np.array(records, dtype=object)})
     expected = {"class_ids": good["class_ids"], "probabilities": good["probabilities"]}
-    report = verify_export(
-        exported.result.export_dir, schema=exported.schema, sample=records, expected=expected
-    )
+    report = verify_export(exported.result.export_dir, schema=exported.schema, sample=records, expected=expected)
     assert report["rows_checked"] == 5
 
     shifted = dict(expected, probabilities=expected["probabilities"] + 1e-3)

@@ -58,7 +58,9 @@ def test_predict_rows_keep_file_order_with_their_index(data):
 def test_eval_fails_loudly_when_the_count_is_wrong(data):
     schema, pattern = data
     dataset = inputs.eval_input_fn_builder(pattern, schema, num_examples=120)({"batch_size": 16})
-    with pytest.raises(tf.errors.FailedPreconditionError, match="expected to contain 120 elements but contained only 100"):
+    with pytest.raises(
+        tf.errors.FailedPreconditionError, match="expected to contain 120 elements but contained only 100"
+    ):
         list(dataset)
 
 

@@ -38,10 +38,10 @@ def test_failure_excerpt_is_the_last_traceback(tmp_path):
     path.write_text(
         "    Traceback (most recent call last):\n      old\n    ValueError: earlier\n"
         + RUNNER_OUTPUT
-        + "    Traceback (most recent call last):\n      File \"x.py\", line 3, in f\n"
+        + '    Traceback (most recent call last):\n      File "x.py", line 3, in f\n'
         + "    DataError: data.csv line 7, column 'x': 'abc' is not a number\n"
     )
     assert local.failure_excerpt(str(path)) == (
-        "Traceback (most recent call last):\n  File \"x.py\", line 3, in f\n"
+        'Traceback (most recent call last):\n  File "x.py", line 3, in f\n'
         "DataError: data.csv line 7, column 'x': 'abc' is not a number"
     )

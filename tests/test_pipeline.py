@@ -24,9 +24,7 @@ PENGUIN_CLASSES = {"Adelie", "Chinstrap", "Gentoo"}
 
 def run_cli(*args: str, timeout: int = 900) -> subprocess.CompletedProcess:
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    return subprocess.run(
-        [TPU_PIPELINE, *args], capture_output=True, text=True, timeout=timeout, env=env, check=False
-    )
+    return subprocess.run([TPU_PIPELINE, *args], capture_output=True, text=True, timeout=timeout, env=env, check=False)
 
 
 def load_summary(output: str) -> dict:

@@ -62,9 +62,7 @@ def trained(tmp_path_factory) -> Trained:
     )
     job = JobConfig(
         tpu=TPUSettings(iterations_per_loop=10),
-        training=TrainingConfig(
-            train_batch_size=16, predict_batch_size=B, train_steps=30, save_checkpoints_steps=30
-        ),
+        training=TrainingConfig(train_batch_size=16, predict_batch_size=B, train_steps=30, save_checkpoints_steps=30),
         model=ModelConfig(family="linear"),
     )
     estimator.train(job, schema, train_pattern, os.path.join(root, "model"))
@@ -117,9 +115,7 @@ def test_passthrough_columns_keep_original_names_values_and_nulls(trained, tmp_p
     pattern, rows = write_rows(trained, "data-pass", 20)
     out = str(tmp_path / "out")
 
-    batch_predict(
-        trained.job, trained.schema, trained.model_dir, pattern, out, passthrough=["x-2", "colour", "target"]
-    )
+    batch_predict(trained.job, trained.schema, trained.model_dir, pattern, out, passthrough=["x-2", "colour", "target"])
 
     got = read_predictions(out)
     assert list(got[0]) == ["key", "x-2", "colour", "target", "class", "class_id", "probabilities"]
@@ -161,9 +157,7 @@ def test_gcs_output_is_committed_and_matches_local(trained, tmp_path, gcs_prefix
     assert storage.is_committed(remote)
     assert result.shards == (f"{remote}/{shard_name(0, 2)}", f"{remote}/{shard_name(1, 2)}")
     assert read_predictions(remote) == read_predictions(local)
-    assert storage.list_files(remote) == sorted(
-        [f"{remote}/_COMMITTED", f"{remote}/manifest.json", *result.shards]
-    )
+    assert storage.list_files(remote) == sorted([f"{remote}/_COMMITTED", f"{remote}/manifest.json", *result.shards])
 
 
 def test_failed_run_publishes_nothing_and_keeps_previous_output(trained, tmp_path):
@@ -300,15 +294,11 @@ def test_formatter_writes_exact_json_for_plain_and_escaped_keys(trained):
         assert text == expected(keys)
         assert [json.loads(line)["key"] for line in text.decode("utf-8").splitlines()] == keys
     with pytest.raises(UnicodeDecodeError):  # a key cut inside a UTF-8 sequence is refused, not written
-        formatter.format(
-            {KEY_FEATURE: np.array([b"a\xc5", b"\xbeb", b"c"], object), "colour": colours}, outputs
-        )
+        formatter.format({KEY_FEATURE: np.array([b"a\xc5", b"\xbeb", b"c"], object), "colour": colours}, outputs)
 
 
 def test_saved_model_path_rejects_a_bad_num_examples_before_loading(tmp_path):
-    with pytest.raises(
-        ValueError, match=r"num_examples=-1 must be a non-negative integer \(prepare's row count\)"
-    ):
+    with pytest.raises(ValueError, match=r"num_examples=-1 must be a non-negative integer \(prepare's row count\)"):
         predict_from_saved_model(
             str(tmp_path / "no-export"),
             synthetic.make_schema("multiclass"),

@@ -104,9 +104,7 @@ def test_jsonl_round_trips_and_parses_with_tensorflow(tmp_path):
     assert result.manifest["rows"] == {"total": 20, "written": 20, "bad": 0, "quarantined": 0}
     decoded = [ex for split in ("train", "eval") for ex in read_split(result, split)]
     expected = {json.dumps(_through_schema(o), sort_keys=True) for o in objs}
-    assert {
-        json.dumps({k: v for k, v in ex.items() if k != "__key__"}, sort_keys=True) for ex in decoded
-    } == expected
+    assert {json.dumps({k: v for k, v in ex.items() if k != "__key__"}, sort_keys=True) for ex in decoded} == expected
     # Identical rows get distinct keys (content hash + occurrence) and always share a split.
     keys = [ex["__key__"] for ex in decoded]
     assert len(set(keys)) == 20 and sorted(k.rsplit("-", 1)[1] for k in keys) == ["0"] * 17 + ["1", "2", "3"]
@@ -150,11 +148,7 @@ def test_default_dataset_prepares_with_exact_counts(tmp_path):
     year = result.schema.feature("year")
     assert (year.kind, year.min, year.max) == ("numeric", 2007.0, 2009.0)
     loaded = load_prepared(str(tmp_path / "out"))
-    assert (
-        loaded.schema == result.schema
-        and loaded.counts == result.counts
-        and loaded.manifest == result.manifest
-    )
+    assert loaded.schema == result.schema and loaded.counts == result.counts and loaded.manifest == result.manifest
 
 
 # -- splits and determinism ------------------------------------------------------------------------------------
@@ -222,9 +216,7 @@ def test_glob_of_several_files_reads_them_in_order(tmp_path):
 
 # -- config ----------------------------------------------------------------------------------------------------
 def test_config_round_trips_through_json_and_explains_bad_values():
-    config = PrepareConfig(
-        data=("a.csv", "gs://b/c/*.jsonl"), label="y", key_column="id", bad_rows="quarantine"
-    )
+    config = PrepareConfig(data=("a.csv", "gs://b/c/*.jsonl"), label="y", key_column="id", bad_rows="quarantine")
     assert PrepareConfig.from_dict(json.loads(json.dumps(config.to_dict()))) == config
     with pytest.raises(ConfigError, match=r"eval_fraction \+ test_fraction = 1.0 leaves no training rows"):
         PrepareConfig(data=("a.csv",), label="y", eval_fraction=0.5, test_fraction=0.5)

@@ -14,9 +14,7 @@ HEADER = ["bill length (mm)", "island", "species"]
 
 
 def good_rows(n):
-    return [
-        [f"{35 + i % 17}.5", ["Biscoe", "Dream"][i % 2], ["Adelie", "Gentoo"][(i // 2) % 2]] for i in range(n)
-    ]
+    return [[f"{35 + i % 17}.5", ["Biscoe", "Dream"][i % 2], ["Adelie", "Gentoo"][(i // 2) % 2]] for i in range(n)]
 
 
 def write(path, header, rows):
@@ -42,9 +40,7 @@ def test_first_bad_value_fails_with_file_line_column_value_and_expectation(tmp_p
     rows[20][0] = "xyz"
     path = write(tmp_path / "data.csv", HEADER, rows)
     expected = "data.csv line 7, column 'bill length (mm)': 'abc' is not a number (the column is numeric)"
-    with pytest.raises(
-        DataError, match=r"^" + _re(expected) + r" \(fix the row, or set bad_rows='quarantine'"
-    ):
+    with pytest.raises(DataError, match=r"^" + _re(expected) + r" \(fix the row, or set bad_rows='quarantine'"):
         prepare(config(path), str(tmp_path / "out"))
     assert not (tmp_path / "out").exists()
 
@@ -79,10 +75,7 @@ def test_quarantine_holds_every_bad_row_with_its_reason(tmp_path):
         (16, "bill length (mm)", "1e39"),
     ]
     reasons = [b["reason"] for b in bad]
-    assert (
-        reasons[0]
-        == "data.csv line 5, column 'bill length (mm)': 'abc' is not a number (the column is numeric)"
-    )
+    assert reasons[0] == "data.csv line 5, column 'bill length (mm)': 'abc' is not a number (the column is numeric)"
     assert reasons[1] == (
         "data.csv line 12, column 'bill length (mm)': 'nan' is not a finite number (the column is numeric; "
         "write a missing-value token such as NA instead)"
@@ -92,9 +85,7 @@ def test_quarantine_holds_every_bad_row_with_its_reason(tmp_path):
     assert "outside the float32 range" in reasons[5]
     assert bad[0]["row"] == {"bill length (mm)": "abc", "island": "Dream", "species": "Gentoo"}
     assert bad[4]["row"] == ["1.5", "Dream"]
-    assert (
-        result.manifest["outputs"]["quarantine.jsonl"]["bytes"] == (out / "quarantine.jsonl").stat().st_size
-    )
+    assert result.manifest["outputs"]["quarantine.jsonl"]["bytes"] == (out / "quarantine.jsonl").stat().st_size
 
 
 def test_quarantine_still_fails_above_max_bad_fraction(tmp_path):
@@ -132,9 +123,7 @@ def test_missing_label_column(tmp_path):
         prepare(config(path, label="kind"), str(tmp_path / "out"))
     jsonl = tmp_path / "data.jsonl"
     jsonl.write_text('{"a": 1, "b": "x"}\n{"a": 2, "b": "y"}\n', encoding="utf-8")
-    with pytest.raises(
-        DataError, match=r"^label column 'kind' is not in the input; the columns are \['a', 'b'\]"
-    ):
+    with pytest.raises(DataError, match=r"^label column 'kind' is not in the input; the columns are \['a', 'b'\]"):
         prepare(config(jsonl, label="kind"), str(tmp_path / "out"))
 
 
@@ -152,9 +141,7 @@ def test_label_with_a_single_class(tmp_path):
 def test_constant_regression_label(tmp_path):
     rows = [[r[0], r[1], "7.5"] for r in good_rows(30)]
     path = write(tmp_path / "data.csv", HEADER, rows)
-    with pytest.raises(
-        DataError, match=r"label column 'species' has the same value 7.5 in all \d+ training rows"
-    ):
+    with pytest.raises(DataError, match=r"label column 'species' has the same value 7.5 in all \d+ training rows"):
         prepare(config(path, task="regression"), str(tmp_path / "out"))
 
 
@@ -242,10 +229,7 @@ def test_jsonl_bad_records(tmp_path):
     prepare(config(path, label="y", bad_rows="quarantine", max_bad_fraction=0.05), str(out))
     reasons = [b["reason"] for b in quarantined(out)]
     assert reasons[0].startswith("data.jsonl line 5: the record is not valid JSON")
-    assert (
-        reasons[1]
-        == 'data.jsonl line 7: the record is a JSON list, expected an object {"column": value, ...}'
-    )
+    assert reasons[1] == 'data.jsonl line 7: the record is a JSON list, expected an object {"column": value, ...}'
     assert reasons[2] == (
         "data.jsonl line 9, column 'x': [1] is a nested JSON value; expected a number, string, boolean or null"
     )

@@ -55,6 +55,4 @@ def test_gcs_run_gives_byte_identical_outputs_to_the_local_run(tmp_path, gcs_pre
     assert local_files == remote_files
     assert remote.manifest == local.manifest and remote.schema == local.schema
     loaded = load_prepared(f"{gcs_prefix}/out")
-    assert (
-        loaded.counts == local.counts and loaded.files("train") == f"{gcs_prefix}/out/train/part-*.tfrecord"
-    )
+    assert loaded.counts == local.counts and loaded.files("train") == f"{gcs_prefix}/out/train/part-*.tfrecord"

@@ -54,9 +54,7 @@ def trained(tmp_path_factory):
     prepared = prepare(config, os.path.join(root, "prepared"))
     job = JobConfig(
         tpu=TPUSettings(iterations_per_loop=10),
-        training=TrainingConfig(
-            train_batch_size=16, predict_batch_size=8, train_steps=30, save_checkpoints_steps=30
-        ),
+        training=TrainingConfig(train_batch_size=16, predict_batch_size=8, train_steps=30, save_checkpoints_steps=30),
         model=ModelConfig(family="linear"),
     )
     model_dir = os.path.join(root, "model")
@@ -74,10 +72,7 @@ def score(trained, data, out: str, **kwargs) -> List[Dict[str, Any]]:
 
 
 def keys_of_shards(pattern: str, schema) -> List[str]:
-    return [
-        records.decode_example(r, schema)["__key__"]
-        for r in records.read_tfrecords(sorted(glob.glob(pattern)))
-    ]
+    return [records.decode_example(r, schema)["__key__"] for r in records.read_tfrecords(sorted(glob.glob(pattern)))]
 
 
 # -- predict_raw ----------------------------------------------------------------------------------------------
@@ -223,9 +218,7 @@ def test_label_is_written_when_present_and_valid_and_left_out_otherwise(trained,
 
     result = encode_for_scoring(str(jsonl), trained["schema"], str(tmp_path / "enc"), num_workers=1)
 
-    decoded = [
-        records.decode_example(r, trained["schema"]) for r in records.read_tfrecords(glob.glob(result.files))
-    ]
+    decoded = [records.decode_example(r, trained["schema"]) for r in records.read_tfrecords(glob.glob(result.files))]
     assert [d.get("target") for d in decoded] == ["high", None, None]
     assert result.manifest["rows"]["labelled"] == 1 and result.extra_columns == []
 
@@ -259,9 +252,7 @@ def test_scoring_settings_are_checked(trained, tmp_path):
     with pytest.raises(ConfigError, match=r"bad_rows='skip' must be 'fail' or 'quarantine'"):
         encode_for_scoring("x.csv", trained["schema"], str(tmp_path / "enc"), bad_rows="skip")
     with pytest.raises(ValueError, match=r"passthrough column 'note' is not in the schema"):
-        predict_raw(
-            trained["job"], trained["schema"], trained["model_dir"], "x.csv", "out", passthrough=["note"]
-        )
+        predict_raw(trained["job"], trained["schema"], trained["model_dir"], "x.csv", "out", passthrough=["note"])
 
 
 # -- the component and the pipeline parameter -----------------------------------------------------------------

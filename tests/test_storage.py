@@ -21,9 +21,7 @@ def test_write_read_glob_and_stream(root):
     storage.write_text(storage.join(root, "d", "a.csv"), "x\n1\n")
     storage.write_bytes(storage.join(root, "d", "b.csv"), b"y\n" * 5000)
     storage.write_text(storage.join(root, "d", "c.txt"), "other")
-    assert storage.glob(storage.join(root, "d", "*.csv")) == [
-        storage.join(root, "d", n) for n in ("a.csv", "b.csv")
-    ]
+    assert storage.glob(storage.join(root, "d", "*.csv")) == [storage.join(root, "d", n) for n in ("a.csv", "b.csv")]
     assert storage.glob(storage.join(root, "d", "a.csv")) == [storage.join(root, "d", "a.csv")]
     assert storage.glob(storage.join(root, "d", "zzz.csv")) == []
     with storage.open_read(storage.join(root, "d", "b.csv")) as f:

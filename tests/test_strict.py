@@ -108,9 +108,7 @@ def outside_gradients_train_op(loss):
     variables = tf.compat.v1.trainable_variables()
     grads = tf.gradients(loss, variables)  # not scaled by 1/num_replicas as compute_gradients would
     optimizer = tf.compat.v1.tpu.CrossShardOptimizer(tf.compat.v1.train.GradientDescentOptimizer(0.1))
-    return optimizer.apply_gradients(
-        zip(grads, variables), global_step=tf.compat.v1.train.get_or_create_global_step()
-    )
+    return optimizer.apply_gradients(zip(grads, variables), global_step=tf.compat.v1.train.get_or_create_global_step())
 
 
 def host_fn(loss):
@@ -155,15 +153,13 @@ def model_fn_builder(
             return TPUEstimatorSpec(mode, predictions=head.predictions)
         loss = tf.reduce_mean(head.per_example_loss)
         if mode == ModeKeys.EVAL:
-            return TPUEstimatorSpec(
-                mode, loss=loss, eval_metrics=eval_metrics(labels, logits, head.per_example_loss)
-            )
+            return TPUEstimatorSpec(mode, loss=loss, eval_metrics=eval_metrics(labels, logits, head.per_example_loss))
         return TPUEstimatorSpec(mode, loss=loss, train_op=train_op(loss), host_call=host_call(loss))
 
     return model_fn
 
 
-# -- the library's own models and pipelines ------------------------------------------------------------------------
+# -- the library's own models and pipelines ---------------------------------------------------------------------------
 @pytest.mark.parametrize("task", ["binary", "multiclass", "regression"])
 @pytest.mark.parametrize("family", ["linear", "dnn"])
 def test_library_models_and_default_pipeline_pass(data, task, family):
@@ -180,9 +176,7 @@ def test_library_models_and_default_pipeline_pass(data, task, family):
     assert report.passed and report.violations == ()
     for mode in ("train", "eval", "infer"):
         assert f"{mode}: xla" in report.checks and f"{mode}: static-shape (input)" in report.checks
-    assert {"config", "train: cross-shard", "eval: finite-input", "eval: host-fn (eval_metrics)"} <= set(
-        report.checks
-    )
+    assert {"config", "train: cross-shard", "eval: finite-input", "eval: host-fn (eval_metrics)"} <= set(report.checks)
 
 
 def test_multi_host_target_gets_its_share_of_the_files(binary):
@@ -198,7 +192,7 @@ def test_multi_host_target_gets_its_share_of_the_files(binary):
     assert report.passed
 
 
-# -- rule: config ---------------------------------------------------------------------------------------------------
+# -- rule: config -----------------------------------------------------------------------------------------------------
 def test_batch_not_divisible_by_tpu_replicas_is_rejected_though_valid_on_cpu(binary):
     schema, _ = binary
     job = dataclasses.replace(JOB, training=dataclasses.replace(JOB.training, train_batch_size=12))
@@ -213,9 +207,7 @@ def test_batch_not_divisible_by_tpu_replicas_is_rejected_though_valid_on_cpu(bin
 
 def test_checkpoint_cadence_not_a_multiple_of_iterations_per_loop_is_rejected(binary):
     schema, _ = binary
-    with pytest.raises(
-        ValueError, match="save_checkpoints_steps=15 is not a multiple of tpu.iterations_per_loop=10"
-    ):
+    with pytest.raises(ValueError, match="save_checkpoints_steps=15 is not a multiple of tpu.iterations_per_loop=10"):
         JOB.with_overrides({"training.save_checkpoints_steps": 15})
     job, training = copy.copy(JOB), copy.copy(JOB.training)  # a config that slipped past validation
     object.__setattr__(training, "save_checkpoints_steps", 15)
@@ -227,7 +219,7 @@ def test_checkpoint_cadence_not_a_multiple_of_iterations_per_loop_is_rejected(bi
     )
 
 
-# -- rule: static shapes --------------------------------------------------------------------------------------------
+# -- rule: static shapes ----------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("mode", ["train", "eval", "infer"])
 def test_dynamic_batch_dimension_in_input_is_rejected(binary, mode):
     schema, pattern = binary
@@ -255,17 +247,12 @@ def test_dynamic_shape_inside_the_model_is_rejected(binary):
     schema, _ = binary
     job = job_with(plugin("boolean_mask_logits"))
     message = rejected(job, schema, build_model_fn(schema, job), modes=("infer",))
-    assert (
-        "[static-shape] infer model_fn estimator_lib.model_fn.build_model_fn.<locals>.model_fn: op "
-        in message
-    )
-    assert (
-        "boolean_mask" in message and "of dynamic shape (None,): XLA compiles static shapes only" in message
-    )
+    assert "[static-shape] infer model_fn estimator_lib.model_fn.build_model_fn.<locals>.model_fn: op " in message
+    assert "boolean_mask" in message and "of dynamic shape (None,): XLA compiles static shapes only" in message
     strict.check_model(JOB, schema, build_model_fn(schema, JOB), modes=("infer",))
 
 
-# -- rule: dtypes ---------------------------------------------------------------------------------------------------
+# -- rule: dtypes -----------------------------------------------------------------------------------------------------
 def test_string_and_int64_features_are_rejected(binary):
     schema, pattern = binary
     good = train_input(schema, pattern)
@@ -277,17 +264,12 @@ def test_string_and_int64_features_are_rejected(binary):
 
         return good(params).map(add_raw)
 
-    message = rejected(
-        JOB, schema, build_model_fn(schema, JOB), train_input_fn=unconverted_input_fn, modes=("train",)
-    )
+    message = rejected(JOB, schema, build_model_fn(schema, JOB), train_input_fn=unconverted_input_fn, modes=("train",))
     assert (
         "[dtype] train input: feature 'f_colour' is int64, which cannot enter a TPU computation. Fix: cast it to "
         "int32 in the input pipeline"
     ) in message
-    assert (
-        "[dtype] train input: feature 'raw_colour' is string, which cannot enter a TPU computation."
-        in message
-    )
+    assert "[dtype] train input: feature 'raw_colour' is string, which cannot enter a TPU computation." in message
     strict.check_model(JOB, schema, build_model_fn(schema, JOB), train_input_fn=good, modes=("train",))
 
 
@@ -302,7 +284,7 @@ def test_string_ops_inside_the_model_are_rejected(binary):
     assert "[xla] infer step of model_fn" in message and "XLA cannot compile op AsString" in message
 
 
-# -- rule: eval/predict input must last the fixed steps ------------------------------------------------------------
+# -- rule: eval/predict input must last the fixed steps ---------------------------------------------------------------
 def test_eval_input_that_can_run_out_is_rejected(binary):
     schema, pattern = binary
     good = inputs.eval_input_fn_builder(pattern, schema)
@@ -314,9 +296,7 @@ def test_eval_input_that_can_run_out_is_rejected(binary):
         "[finite-input] eval input_fn " in message
         and " repeats forever: eval must read every row exactly once" in message
     )
-    message = rejected(
-        JOB, schema, model_fn, eval_input_fn=lambda p: good(p).filter(lambda f, l: True), **checks
-    )
+    message = rejected(JOB, schema, model_fn, eval_input_fn=lambda p: good(p).filter(lambda f, y: True), **checks)
     assert "has unknown cardinality, so nothing proves it lasts the fixed eval steps" in message
     message = rejected(JOB, schema, model_fn, eval_input_fn=good, eval_steps=steps + 1, modes=("eval",))
     assert (
@@ -363,9 +343,7 @@ def test_eval_metrics_tensor_not_batch_major_is_rejected(binary):
 
 def test_metric_fn_closing_over_model_tensors_is_rejected(binary):
     schema, _ = binary
-    message = rejected(
-        JOB, schema, model_fn_builder(schema, eval_metrics=closure_eval_metrics), modes=("eval",)
-    )
+    message = rejected(JOB, schema, model_fn_builder(schema, eval_metrics=closure_eval_metrics), modes=("eval",))
     assert message == (
         "[host-fn] eval eval_metrics function closure_eval_metrics.<locals>.metric_fn_with_closure closes over "
         "model-graph tensor 'linear/AddN:0' (as 'logits'): it runs on the host CPU, outside the TPU computation, and "
@@ -387,9 +365,7 @@ def test_metric_fn_reaching_model_tensors_indirectly_fails_on_fresh_tensors(bina
         return MetricFn(), [labels, per_example_loss]
 
     message = rejected(JOB, schema, model_fn_builder(schema, eval_metrics=eval_metrics), modes=("eval",))
-    assert (
-        "[host-fn] eval eval_metrics function MetricFn fails on the host when given fresh tensors" in message
-    )
+    assert "[host-fn] eval eval_metrics function MetricFn fails on the host when given fresh tensors" in message
 
 
 # -- rule: CrossShardOptimizer ----------------------------------------------------------------------------------------
@@ -407,9 +383,7 @@ def test_training_without_cross_shard_optimizer_is_rejected(binary):
 
 def test_gradients_computed_outside_cross_shard_optimizer_are_rejected(binary):
     schema, _ = binary
-    message = rejected(
-        JOB, schema, model_fn_builder(schema, train_op=outside_gradients_train_op), modes=("train",)
-    )
+    message = rejected(JOB, schema, model_fn_builder(schema, train_op=outside_gradients_train_op), modes=("train",))
     assert "CrossReplicaSum" not in message  # the sum is there; the scaling is not
     assert (
         "the gradient of 'linear/numeric/kernel' passed to CrossShardOptimizer.apply_gradients was computed outside "
@@ -417,7 +391,7 @@ def test_gradients_computed_outside_cross_shard_optimizer_are_rejected(binary):
     ) in message
 
 
-# -- rule: XLA ----------------------------------------------------------------------------------------------------------
+# -- rule: XLA --------------------------------------------------------------------------------------------------------
 def test_op_xla_cannot_compile_is_rejected_with_where_it_was_created(binary):
     schema, _ = binary
     job = job_with(plugin("py_function_logits"))
@@ -432,14 +406,12 @@ def test_op_xla_cannot_compile_is_rejected_with_where_it_was_created(binary):
     strict.check_model(JOB, schema, build_model_fn(schema, JOB), modes=("train", "infer"))
 
 
-# -- rule: export ---------------------------------------------------------------------------------------------------------
+# -- rule: export -----------------------------------------------------------------------------------------------------
 def test_export_without_tpu_meta_graph_is_rejected(tmp_path):
     module = tf.Module()
     module.f = tf.function(lambda x: {"y": x * 2.0}, input_signature=[tf.TensorSpec([None], tf.float32)])
     tf.saved_model.save(module, str(tmp_path), signatures=module.f)
-    with pytest.raises(
-        strict.TPUStrictError, match=r"has no meta graph tagged 'serve,tpu' \(found \['serve'\]\)"
-    ):
+    with pytest.raises(strict.TPUStrictError, match=r"has no meta graph tagged 'serve,tpu' \(found \['serve'\]\)"):
         strict.check_export(str(tmp_path))
 
 
@@ -456,9 +428,7 @@ def test_tpu_meta_graph_without_tpu_partitioned_call_is_rejected(tmp_path):
     with pytest.raises(strict.TPUStrictError) as excinfo:
         strict.check_export(export_dir)
     assert "the 'serve,tpu' meta graph of" in str(excinfo.value)
-    assert "has no TPUPartitionedCall op (neither in its graph nor in its function library)" in str(
-        excinfo.value
-    )
+    assert "has no TPUPartitionedCall op (neither in its graph nor in its function library)" in str(excinfo.value)
 
 
 @pytest.mark.slow
@@ -473,20 +443,16 @@ def test_library_export_has_tpu_partitioned_call_after_strict_training(binary, t
     model_dir = str(tmp_path / "model")
     estimator_lib.train(job, schema, pattern, model_dir)  # checked by strict mode before it trains
     est = estimator_lib.build_estimator(job, schema, model_dir, export_saved_model_api_version=api_version)
-    export_dir = est.export_saved_model(
-        str(tmp_path / "export"), serving.serving_input_receiver_fn_builder(schema)
-    )
+    export_dir = est.export_saved_model(str(tmp_path / "export"), serving.serving_input_receiver_fn_builder(schema))
     report = strict.check_export(export_dir.decode())
     assert report.passed and report.checks == EXPORT_CHECKS
 
 
-# -- the train/evaluate hook --------------------------------------------------------------------------------------------
+# -- the train/evaluate hook ------------------------------------------------------------------------------------------
 def test_strict_train_rejects_before_training_and_can_be_switched_off(binary, tmp_path):
     schema, pattern = binary
     job = job_with(plugin("py_function_logits"), strict=True)
-    with pytest.raises(
-        strict.TPUStrictError, match=r"\[xla\] train step .* XLA cannot compile op EagerPyFunc"
-    ):
+    with pytest.raises(strict.TPUStrictError, match=r"\[xla\] train step .* XLA cannot compile op EagerPyFunc"):
         estimator_lib.train(job, schema, pattern, str(tmp_path / "strict"))
     assert tf.train.latest_checkpoint(str(tmp_path / "strict")) is None  # failed before any TPU time is spent
 

@@ -50,9 +50,7 @@ class FakeVertexAPI:
         monkeypatch.setattr(
             pipeline_service_client_v1.PipelineServiceClient, "create_pipeline_job", create_pipeline_job
         )
-        monkeypatch.setattr(
-            schedule_service_client_v1.ScheduleServiceClient, "create_schedule", create_schedule
-        )
+        monkeypatch.setattr(schedule_service_client_v1.ScheduleServiceClient, "create_schedule", create_schedule)
         monkeypatch.setattr(
             gcs_utils,
             "create_gcs_bucket_for_pipeline_artifacts_if_it_does_not_exist",
@@ -205,9 +203,7 @@ def test_cli_submit_and_schedule_build_the_same_requests(monkeypatch, capsys):
     [schedule] = api.schedules
     assert schedule["schedule"].cron == "0 3 * * *"
     assert (
-        schedule["schedule"].create_pipeline_job_request.pipeline_job.runtime_config.parameter_values[
-            "warm_start"
-        ]
+        schedule["schedule"].create_pipeline_job_request.pipeline_job.runtime_config.parameter_values["warm_start"]
         == "latest"
     )
 
