@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import json
 import os
-import shutil
-from typing import Any, Callable, Dict, FrozenSet, Iterator, List, Optional, Sequence, Tuple, TypeVar, Union
+from typing import Any, Callable, Dict, FrozenSet, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -43,7 +43,7 @@ from estimator_lib.prepare_output import (
 )
 from estimator_lib.prepare_parallel import ordered_map
 from estimator_lib.prepare_plan import Decisions, decide, encode_plan, find_duplicates, row_place
-from estimator_lib.prepare_profile import Profile, ProfilePlan, profile_chunk
+from estimator_lib.prepare_profile import Profile, ProfilePlan, concat, profile_chunk
 from estimator_lib.prepare_profile import init_worker as init_profiler
 from estimator_lib.prepare_read import CSV, Chunk, FileScan, InputFile, iter_chunks, resolve_inputs
 from estimator_lib.prepare_score import ScoringData
@@ -62,7 +62,6 @@ __all__ = [
 
 DEFAULT_MISSING_VALUES = ("", "NA", "N/A", "null", "None")
 FORMAT_VERSION = 1
-T = TypeVar("T")
 
 
 def _check(condition: bool, message: str) -> None:
@@ -240,7 +239,9 @@ def prepare(config: PrepareConfig, output_dir: str) -> PrepareResult:
     """
     inputs = resolve_inputs(config.data, config.input_format)
     supplied = _supplied_schema(config)
-    schema, counts, manifest = _staged(output_dir, lambda staging: _prepare_into(staging, inputs, supplied, config))
+    schema, counts, manifest = storage.publish_staged(
+        output_dir, lambda staging: _prepare_into(staging, inputs, supplied, config)
+    )
     return PrepareResult(output_dir, schema, counts, manifest)
 
 
@@ -305,20 +306,8 @@ def encode_for_scoring(
         chunk_bytes=chunk_bytes,
     )
     inputs = resolve_inputs(config.data, config.input_format)
-    manifest = _staged(output_dir, lambda staging: _score_into(staging, inputs, schema, config))
+    manifest = storage.publish_staged(output_dir, lambda staging: _score_into(staging, inputs, schema, config))
     return ScoringData(output_dir, manifest["count"], manifest)
-
-
-def _staged(output_dir: str, fill: Callable[[str], T]) -> T:
-    """Runs `fill(staging)` in a fresh local staging directory, then publishes it as `output_dir`."""
-    staging = storage.local_staging_dir(output_dir)
-    try:
-        result = fill(staging)
-        storage.publish_directory(staging, output_dir)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return result
 
 
 def load_prepared(output_dir: str) -> PrepareResult:
@@ -328,8 +317,6 @@ def load_prepared(output_dir: str) -> PrepareResult:
             f"{output_dir} holds no complete preparation (no {storage.COMMIT_MARKER} marker); run prepare() "
             "into it first, or check the path"
         )
-    import json
-
     manifest = json.loads(storage.read_text(storage.join(output_dir, MANIFEST)))
     schema = read_schema(storage.join(output_dir, SCHEMA))
     return PrepareResult(output_dir, schema, dict(manifest["counts"]), manifest)
@@ -367,8 +354,7 @@ def _prepare_into(
     counts = dict(zip(SPLITS, totals.counts))
     _check_splits(counts, splits, config)
     schema = build_schema(decisions, totals, config)
-    with open(os.path.join(staging, SCHEMA), "w", encoding="utf-8", newline="\n") as f:
-        f.write(schema.to_json() + "\n")
+    _write_schema(staging, schema)
     manifest = _manifest(
         staging, inputs, scans, file_starts, profile.rows, decisions, schema, totals, shard_records, config
     )
@@ -385,12 +371,16 @@ def _score_into(staging: str, inputs: List[InputFile], schema: Schema, config: P
     writers = ConsecutiveShards(staging, SPLITS[scoring.SPLIT], config.num_shards, profile.rows)
     plan = scoring.encode_plan(schema, config)
     totals = _encode(tasks, plan, writers, QuarantineWriter(staging), profile.rows, config)
-    with open(os.path.join(staging, SCHEMA), "w", encoding="utf-8", newline="\n") as f:
-        f.write(schema.to_json() + "\n")
+    _write_schema(staging, schema)
     described = _described_inputs(inputs, scans, file_starts, profile.rows)
     manifest = scoring.manifest(staging, described, schema, extra, totals, writers.records, config)
     write_json(os.path.join(staging, MANIFEST), manifest)
     return manifest
+
+
+def _write_schema(staging: str, schema: Schema) -> None:
+    with open(os.path.join(staging, SCHEMA), "w", encoding="utf-8", newline="\n") as f:
+        f.write(schema.to_json() + "\n")
 
 
 def _profile(
@@ -467,10 +457,10 @@ def _tasks(
     scans: List[FileScan],
 ) -> Iterator[ChunkTask]:
     """Pass-2 tasks: the same chunks again, each with its first row index and its rows' duplicate facts."""
-    repeats = find_duplicates(profile)
+    hashes = concat(profile.key_hashes, np.uint64)
+    repeats = find_duplicates(hashes, concat(profile.valid, bool))
     rows = sorted(repeats)
-    lines = _concat_lines(profile)
-    hashes = np.concatenate(profile.key_hashes) if profile.key_hashes else np.zeros(0, np.uint64)
+    lines = concat(profile.lines, np.uint32)
     names = [i.name for i in inputs]
     rescans: List[FileScan] = []
     first_row = 0
@@ -488,10 +478,6 @@ def _tasks(
             yield ChunkTask(chunk, first_row, places, {}, chunk_hashes)
         first_row += n
     _check_unchanged(scans, rescans, inputs)
-
-
-def _concat_lines(profile: Profile):
-    return np.concatenate(profile.lines) if profile.lines else np.zeros(0, np.uint32)
 
 
 def _check_unchanged(scans: List[FileScan], rescans: List[FileScan], inputs: List[InputFile]) -> None:
@@ -542,8 +528,6 @@ def _handle_bad(
 
 
 def _first_reason(quarantine: QuarantineWriter) -> str:
-    import json
-
     quarantine.close()
     with open(quarantine.path, encoding="utf-8") as f:
         return json.loads(f.readline())["reason"]

@@ -164,10 +164,10 @@ def _check_classes(classes: Sequence[str], profile: Profile, config: "PrepareCon
         )
 
 
-def find_duplicates(profile: Profile) -> Dict[int, Tuple[int, int]]:
-    """{row: (first row with the same key hash, occurrence number)} for every repeated key (numpy, O(n log n))."""
-    hashes = np.concatenate(profile.key_hashes) if profile.key_hashes else np.zeros(0, np.uint64)
-    valid = np.concatenate(profile.valid) if profile.valid else np.zeros(0, bool)
+def find_duplicates(hashes: np.ndarray, valid: np.ndarray) -> Dict[int, Tuple[int, int]]:
+    """{row: (first row with the same key hash, occurrence number)} for every repeated key (numpy, O(n log n)).
+
+    `hashes` (uint64) and `valid` (bool) are pass 1's per-row key hashes and usable-key flags, [rows]."""
     rows = np.flatnonzero(valid)
     order = rows[np.argsort(hashes[rows], kind="stable")]
     sorted_hashes = hashes[order]

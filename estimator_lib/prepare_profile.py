@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
+from typing import Any, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -67,6 +67,11 @@ class Profile:
         self.label_all.update(other.label_all)
         self.label_train.update(other.label_train)
         self.label_overflow |= other.label_overflow or len(self.label_all) > max_label_values
+
+
+def concat(parts: List[np.ndarray], dtype: Any) -> np.ndarray:
+    """The per-chunk arrays of a merged `Profile` (key_hashes, valid, lines) as one array over all rows."""
+    return np.concatenate(parts) if parts else np.zeros(0, dtype)
 
 
 _PLAN: Optional[ProfilePlan] = None

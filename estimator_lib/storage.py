@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import fnmatch
 import glob as glob_lib
-import io
 import os
 import shutil
 import uuid
-from typing import IO, Iterator, List, Optional, Tuple
+from typing import IO, Callable, List, Optional, Tuple, TypeVar
 
 COMMIT_MARKER = "_COMMITTED"
+T = TypeVar("T")
 _client_instance = None
 
 
@@ -96,11 +96,6 @@ def open_read(uri: str) -> IO[bytes]:
     if is_gcs(uri):
         return _blob(uri).open("rb", chunk_size=8 * 1024 * 1024, retry=_retry())
     return open(uri, "rb")
-
-
-def open_text(uri: str) -> IO[str]:
-    """A UTF-8 text stream (universal newlines) over a file or object."""
-    return io.TextIOWrapper(open_read(uri), encoding="utf-8", newline="")
 
 
 def _has_magic(pattern: str) -> bool:
@@ -208,7 +203,7 @@ def publish_directory(staging: str, destination: str) -> None:
         f.write("complete\n")
     if is_gcs(destination):
         delete_tree(destination)
-        files = [p for p in _walk(staging) if os.path.basename(p) != COMMIT_MARKER]
+        files = [p for p in list_files(staging) if os.path.basename(p) != COMMIT_MARKER]
         for path in files:
             upload_file(path, join(destination, os.path.relpath(path, staging).replace(os.sep, "/")))
         upload_file(marker, join(destination, COMMIT_MARKER))
@@ -224,7 +219,17 @@ def publish_directory(staging: str, destination: str) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def _walk(directory: str) -> Iterator[str]:
-    for root, _, files in os.walk(directory):
-        for f in sorted(files):
-            yield os.path.join(root, f)
+def publish_staged(destination: str, fill: Callable[[str], T]) -> T:
+    """Runs `fill(staging)` in a fresh local staging directory, then publishes it as `destination`.
+
+    On any error (in `fill` or while publishing) the staging directory is deleted and `destination` keeps
+    its previous content. Returns what `fill` returned.
+    """
+    staging = local_staging_dir(destination)
+    try:
+        result = fill(staging)
+        publish_directory(staging, destination)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return result
