@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
-from typing import Iterable, List, Optional, Sequence, Tuple
+from typing import Iterable, Optional, Sequence, Tuple
 
 TRAIN, EVAL, TEST = "train", "eval", "test"
 SPLITS = (TRAIN, EVAL, TEST)
@@ -85,10 +85,3 @@ class Moments:
     @property
     def std(self) -> float:
         return math.sqrt(self.m2 / self.count) if self.count else 0.0
-
-
-def merge_all(parts: List[Moments]) -> Moments:
-    total = Moments()
-    for part in parts:
-        total = total.merge(part)
-    return total

@@ -302,7 +302,7 @@ def _serialize(typed: List[Any], key: str, plan: EncodePlan) -> bytes:
         if f.kind == NUMERIC:
             entries[f.slot] = f.prefix + wire.float32(value)
         else:
-            entries[f.slot] = wire.entry(f.key, wire.bytes_feature(value.encode("utf-8")))
+            entries[f.slot] = _category_entry(f.key, value)
     label = typed[-1]
     if label is not None:
         feature = wire.int64_feature(label) if plan.task == CLASSIFICATION else wire.float_feature(label)

@@ -95,14 +95,12 @@ class QuarantineWriter:
 
     def __init__(self, staging: str):
         self.path = os.path.join(staging, QUARANTINE)
-        self.count = 0
         self._file = None
 
     def write(self, bad: Dict[str, Any]) -> None:
         if self._file is None:
             self._file = open(self.path, "w", encoding="utf-8", newline="\n")
         self._file.write(json.dumps(bad, ensure_ascii=False, sort_keys=True) + "\n")
-        self.count += 1
 
     def close(self) -> None:
         if self._file is not None:

@@ -52,9 +52,8 @@ class Chunk:
 
 @dataclasses.dataclass
 class FileScan:
-    """What reading one file found: its header (CSV), content digest and size."""
+    """What reading one file found: its content digest and size."""
 
-    header: Optional[Tuple[str, ...]] = None
     sha256: str = ""
     size: int = 0
 
@@ -108,7 +107,6 @@ def _file_chunks(index: int, item: InputFile, chunk_bytes: int, scan: FileScan) 
     for first_line, text in _text_pieces(item, chunk_bytes, digest, scan):
         if item.fmt == CSV and header is None:
             header, first_line, text = _split_header(item.name, first_line, text)
-            scan.header = header
         if text.strip():
             yield Chunk(index, item.name, item.fmt, first_line, text, header)
     scan.sha256 = digest.hexdigest()

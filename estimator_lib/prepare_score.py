@@ -74,7 +74,8 @@ def key_column(schema: Schema, requested: Optional[str]) -> Optional[str]:
 
 
 def _required(schema: Schema, key: Optional[str]) -> List[str]:
-    return [f.name for f in schema.features] + ([key] if key is not None and key not in _names(schema) else [])
+    names = _names(schema)
+    return names + ([key] if key is not None and key not in names else [])
 
 
 def _names(schema: Schema) -> List[str]:
