@@ -246,7 +246,7 @@ def _sample_records(patterns: Patterns, limit: int) -> List[bytes]:
 
 def _estimator_outputs(estimator, schema: Schema, sample: List[bytes], checkpoint: str, work_dir: str):
     """The estimator's own predictions (checkpoint path, padded batches) for `sample`."""
-    from estimator_lib.predict import real_rows
+    from estimator_lib.predict import output_keys, real_rows
 
     path = os.path.join(work_dir, "verify-sample.tfrecord")
     with tf.io.TFRecordWriter(path) as writer:
@@ -255,8 +255,7 @@ def _estimator_outputs(estimator, schema: Schema, sample: List[bytes], checkpoin
     input_fn = inputs.predict_input_fn_builder(path, schema, len(sample))
     batches = estimator.predict(input_fn, yield_single_examples=False, checkpoint_path=checkpoint)
     rows = list(real_rows(batches, len(sample)))
-    keys = ("class_ids", "probabilities") if schema.label.task == CLASSIFICATION else ("predictions",)
-    return {k: np.concatenate([b[k] for b in rows]) for k in keys}
+    return {k: np.concatenate([b[k] for b in rows]) for k in output_keys(schema)}
 
 
 def _free_version(export_base: str, version: str) -> str:

@@ -136,7 +136,7 @@ def _passthrough_columns(schema: Schema, names: Sequence[str]) -> Tuple[_Column,
 
 
 def _host_parse_fn(columns: Sequence[_Column], schema: Schema):
-    """tf.data map function: serialized [B] -> {"key": string [B], column: (value [B], present bool [B])}.
+    """tf.data map function: serialized [B] -> {KEY_FEATURE: string [B], column: (value [B], present bool [B])}.
 
     Passthrough values are read without imputation: a missing value stays missing (null in the output).
     """
@@ -186,7 +186,7 @@ class _RowBuffer:
             self._pending.append(batch)
             self._available += len(batch[KEY_FEATURE])
         merged = self._pending[0] if len(self._pending) == 1 else _concat(self._pending)
-        taken, rest = _split(merged, n)
+        taken, rest = _slice(merged, 0, n), _slice(merged, n, None)
         self._pending = [rest] if len(rest[KEY_FEATURE]) else []
         self._available -= n
         return taken
@@ -209,15 +209,12 @@ def _concat(batches: List[Dict[str, Any]]) -> Dict[str, Any]:
     return out
 
 
-def _split(batch: Dict[str, Any], n: int) -> Tuple[Dict[str, Any], Dict[str, Any]]:
-    head: Dict[str, Any] = {}
-    tail: Dict[str, Any] = {}
-    for name, value in batch.items():
-        if isinstance(value, tuple):
-            head[name], tail[name] = tuple(v[:n] for v in value), tuple(v[n:] for v in value)
-        else:
-            head[name], tail[name] = value[:n], value[n:]
-    return head, tail
+def _slice(batch: Dict[str, Any], start: int, end: Optional[int]) -> Dict[str, Any]:
+    """Rows [start:end) of a batch whose values are arrays or (value, present) tuples of arrays."""
+    return {
+        name: tuple(v[start:end] for v in value) if isinstance(value, tuple) else value[start:end]
+        for name, value in batch.items()
+    }
 
 
 # -- padding and order checks ---------------------------------------------------------------------------------
@@ -422,9 +419,7 @@ def _write_rows(joined: Iterator[Tuple[Dict[str, Any], Batch]], formatter: _RowF
             if take == 0:
                 raise PredictionError(f"more rows than the {written} planned ones arrived")
             end = start + take
-            part_host, _ = _split(host, end) if start == 0 else _split(_split(host, start)[1], take)
-            part_out = {k: v[start:end] for k, v in outputs.items()}
-            writer.write(formatter.format(part_host, part_out), take)
+            writer.write(formatter.format(_slice(host, start, end), _slice(outputs, start, end)), take)
             written, start = written + take, end
     return written
 
@@ -443,8 +438,8 @@ def _publish(
     provenance: Dict[str, Any],
 ) -> PredictResult:
     """Writes everything into a staging directory, then publishes it as `output_dir` in one commit."""
-    staging = storage.local_staging_dir(output_dir)
-    try:
+
+    def fill(staging: str) -> Dict[str, Any]:
         writer = _ShardWriter(staging, count, num_shards)
         written = _write_rows(joined, formatter, writer)
         shards = writer.close()
@@ -453,13 +448,12 @@ def _publish(
         manifest = dict(provenance, format="jsonl", count=count, num_shards=num_shards, shards=shards)
         manifest["fields"] = list(formatter.fields)
         storage.write_text(os.path.join(staging, MANIFEST), json.dumps(manifest, indent=2, sort_keys=True))
-        storage.publish_directory(staging, output_dir)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+        return manifest
+
+    manifest = storage.publish_staged(output_dir, fill)
     if not storage.is_committed(output_dir):
         raise PredictionError(f"published {output_dir!r} but its commit marker is missing")
-    uris = tuple(storage.join(output_dir, s["file"]) for s in shards)
+    uris = tuple(storage.join(output_dir, s["file"]) for s in manifest["shards"])
     return PredictResult(output_dir, count, uris, manifest)
 
 
@@ -735,7 +729,7 @@ def predict_from_saved_model(
 
     def predict(serialized: tf.Tensor):
         outputs = model.signature(examples=serialized)
-        return host_parse(serialized), {k: outputs[k] for k in _output_keys(schema)}
+        return host_parse(serialized), {k: outputs[k] for k in output_keys(schema)}
 
     dataset = tf.data.TFRecordDataset(files)
     if num_examples is not None:  # a stale count fails in the pipeline, before anything is published
@@ -765,7 +759,8 @@ def _check_num_examples(num_examples: Optional[int]) -> None:
         )
 
 
-def _output_keys(schema: Schema) -> Tuple[str, ...]:
+def output_keys(schema: Schema) -> Tuple[str, ...]:
+    """The model outputs a prediction row is made of (also what export verification compares)."""
     return ("class_ids", "probabilities") if schema.label.task == CLASSIFICATION else ("predictions",)
 
 
@@ -779,6 +774,7 @@ __all__ = [
     "PredictResult",
     "PredictionError",
     "batch_predict",
+    "output_keys",
     "predict_from_saved_model",
     "predict_raw",
     "read_predictions",
