@@ -309,7 +309,7 @@ def export_model(
         expected = _estimator_outputs(estimator, schema, sample, checkpoint, staging) if sample else None
         report = verify_export(local_dir, schema=model_schema, sample=sample, expected=expected)
         export_dir = storage.join(export_base, _free_version(export_base, os.path.basename(local_dir)))
-        metadata = _metadata(job, schema, checkpoint, api_version, export_dir, report)
+        metadata = _metadata(job, schema, model_schema, checkpoint, api_version, export_dir, report)
         storage.write_text(os.path.join(local_dir, METADATA_FILE), json.dumps(metadata, indent=2, sort_keys=True))
         storage.publish_directory(local_dir, export_dir)
     finally:
@@ -319,7 +319,13 @@ def export_model(
 
 
 def _metadata(
-    job: JobConfig, schema: Schema, checkpoint: str, api_version: int, export_dir: str, report: Dict[str, Any]
+    job: JobConfig,
+    schema: Schema,
+    model_schema: Schema,
+    checkpoint: str,
+    api_version: int,
+    export_dir: str,
+    report: Dict[str, Any],
 ) -> Dict[str, Any]:
     return {
         "export_dir": export_dir,
@@ -331,7 +337,7 @@ def _metadata(
         "serving": {
             "examples_input": serving.EXAMPLES_INPUT,
             "raw_receiver": serving.RAW_RECEIVER,
-            "raw_inputs": {k: v.name for k, v in serving.raw_input_dtypes(schema.select(job.model.features)).items()},
+            "raw_inputs": {k: v.name for k, v in serving.raw_input_dtypes(model_schema).items()},
         },
         "verification": {k: v for k, v in report.items() if k not in ("signatures", "tag_sets")},
         "schema": schema.to_dict(),
@@ -356,6 +362,7 @@ class ServingModel:
       loaded: the object `tf.saved_model.load` returned (owns the variables and tables).
       signature: the `predict` signature: examples string [B] -> model outputs.
       local_dir: where the SavedModel was read (a temporary copy for gs://; `close()` deletes it).
+      export_dir: the export as given (local or gs://).
     """
 
     loaded: Any
