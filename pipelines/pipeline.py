@@ -14,6 +14,7 @@ Prepare and export always run on CPU (export writes the TPU meta graph without a
 No `from __future__ import annotations` here: KFP reads the pipeline function's annotations as types.
 """
 
+import dataclasses
 from typing import Any, Callable, NamedTuple, Optional
 
 from kfp import compiler, dsl
@@ -27,6 +28,7 @@ PIPELINE_NAME = "tpu-estimator-pipeline"
 # Resolved by Vertex AI at run time to the PipelineJob's service account: the TPU custom jobs run as the
 # pipeline does, instead of as the Vertex AI Custom Code Service Agent.
 PIPELINE_SERVICE_ACCOUNT = "{{$.pipeline_service_account}}"
+# The `Stages` fields that run on the Cloud TPU when a preset is given; prepare and export stay on CPU.
 TPU_STAGES = ("train", "evaluate", "batch_predict")
 
 
@@ -57,13 +59,7 @@ def place_stages(stages: Stages, preset: Optional[TPUPreset]) -> Stages:
     """The stages with train, evaluate and batch predict as Vertex AI TPU custom jobs when `preset` is given."""
     if preset is None:
         return stages
-    return Stages(
-        prepare=stages.prepare,
-        train=_on_tpu(stages.train, preset),
-        evaluate=_on_tpu(stages.evaluate, preset),
-        batch_predict=_on_tpu(stages.batch_predict, preset),
-        export=stages.export,
-    )
+    return dataclasses.replace(stages, **{name: _on_tpu(getattr(stages, name), preset) for name in TPU_STAGES})
 
 
 def build_pipeline(image: str, tpu: Optional[TPUPreset] = None) -> Callable[..., PipelineOutputs]:
