@@ -43,6 +43,7 @@ from estimator_lib.strict_inputs import (
     InputInfo,
     TPUTarget,
     call_input_fn,
+    callable_name,
     check_dtypes,
     check_finite,
     check_static_shapes,
@@ -133,21 +134,19 @@ def _input_checks(mode, input_fn, job, target, eval_steps) -> Tuple[Optional[Inp
     checks = [f"{mode}: input_fn builds with the TPU params"]
     if info is None:
         return None, checks, _tagged("input", violations)
-    batch, global_batch = target.batch_sizes[mode], target.batch_sizes[mode] * target.num_replicas
-    violations = _tagged("static-shape", check_static_shapes(info, mode, batch, global_batch, target.num_replicas))
+    violations = _tagged("static-shape", check_static_shapes(info, mode, target.batch_sizes[mode], target.num_replicas))
     violations += _tagged("dtype", check_dtypes(info, mode))
     checks += [f"{mode}: static-shape (input)", f"{mode}: dtype (input)"]
     if mode != ModeKeys.TRAIN:
         needed = _needed_batches(mode, input_fn, eval_steps, job, target)
-        name = getattr(input_fn, "__qualname__", type(input_fn).__name__)
-        violations += _tagged("finite-input", check_finite(info, mode, needed, target, name))
+        violations += _tagged("finite-input", check_finite(info, mode, needed, target, callable_name(input_fn)))
         checks.append(f"{mode}: finite-input")
     return info, checks, violations
 
 
 def _model_checks(model_fn, mode, info, target, model_dir) -> Tuple[List[str], List[str]]:
     """(checks run, violations) for the graph model_fn builds in `mode` and its XLA compilation."""
-    name = f"{getattr(model_fn, '__module__', '?')}.{getattr(model_fn, '__qualname__', type(model_fn).__name__)}"
+    name = f"{getattr(model_fn, '__module__', '?')}.{callable_name(model_fn)}"
     try:
         g = build_mode_graph(model_fn, mode, info, target, model_dir)
     except Exception as e:  # noqa: BLE001 - reported, with what the TPU build would have raised

@@ -23,7 +23,7 @@ import tensorflow as tf
 from tensorflow.python.tpu import tpu_function, tpu_optimizer
 from tensorflow.python.util import function_utils
 
-from estimator_lib.strict_inputs import InputInfo, SimulatedTPUContext, TPUTarget
+from estimator_lib.strict_inputs import InputInfo, SimulatedTPUContext, TPUTarget, callable_name
 
 ModeKeys = tf.estimator.ModeKeys
 _SKIP_SHAPE_DTYPES = (tf.resource, tf.variant)
@@ -245,7 +245,7 @@ def check_host_fn(g: ModeGraph, name: str, call, num_replicas: int) -> List[str]
     """The host function takes its tensors as arguments: no model-graph tensor is captured, and it builds
     in a graph of its own from fresh tensors, as it does on the TPU host."""
     fn = call[0]
-    fn_name = getattr(fn, "__qualname__", type(fn).__name__)
+    fn_name = callable_name(fn)
     captured = captured_graph_objects(fn)
     if captured:
         return [

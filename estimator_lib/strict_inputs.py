@@ -113,7 +113,7 @@ def schema_input(schema: Schema, mode: str, batch: int) -> InputInfo:
 
 def call_input_fn(input_fn: Callable, target: TPUTarget, mode: str) -> Tuple[Optional[InputInfo], List[str]]:
     """Calls `input_fn` in a fresh graph as the TPU target would; returns its specs and cardinality."""
-    where = f"{mode} input_fn {_name(input_fn)}"
+    where = f"{mode} input_fn {callable_name(input_fn)}"
     graph = tf.Graph()
     with graph.as_default():
         try:
@@ -141,7 +141,8 @@ def call_input_fn(input_fn: Callable, target: TPUTarget, mode: str) -> Tuple[Opt
     return InputInfo(dict(features), labels, count), []
 
 
-def _name(fn: Callable) -> str:
+def callable_name(fn: Callable) -> str:
+    """The name a message gives a user function: its qualified name, or its class name for a callable object."""
     return getattr(fn, "__qualname__", None) or type(fn).__name__
 
 
@@ -153,9 +154,9 @@ def _specs(info: InputInfo) -> List[Tuple[str, Any]]:
     return named
 
 
-def check_static_shapes(info: InputInfo, mode: str, batch: int, global_batch: int, replicas: int) -> List[str]:
+def check_static_shapes(info: InputInfo, mode: str, batch: int, replicas: int) -> List[str]:
     """Every feature and label is a dense tensor of static shape whose first dimension is the replica batch."""
-    out = []
+    out, global_batch = [], batch * replicas
     for what, spec in _specs(info):
         where = f"{mode} input: {what}"
         if not isinstance(spec, tf.TensorSpec):
