@@ -122,6 +122,11 @@ class Truth:
     def task(self) -> str:
         return CLASSIFICATION if self.classes else REGRESSION
 
+    @property
+    def label_index(self) -> np.ndarray:
+        """int [N]: each label's position in `classes` (classification only)."""
+        return np.array([self.classes.index(c) for c in self.labels])
+
 
 @dataclasses.dataclass(frozen=True)
 class Scores:
@@ -142,7 +147,8 @@ def read_truth(files: Union[str, Sequence[str]], schema: Schema) -> Truth:
 
     from estimator_lib.inputs import resolve_files
 
-    spec = {KEY_FEATURE: schema.parse_spec()[KEY_FEATURE], LABEL_KEY: schema.parse_spec()[LABEL_KEY]}
+    parse_spec = schema.parse_spec()
+    spec = {KEY_FEATURE: parse_spec[KEY_FEATURE], LABEL_KEY: parse_spec[LABEL_KEY]}
     keys: List[str] = []
     labels: List[Any] = []
     for batch in tf.data.TFRecordDataset(resolve_files(files)).batch(1024).map(lambda s: tf.io.parse_example(s, spec)):
@@ -196,7 +202,7 @@ def compute_metrics(truth: Truth, scores: Scores) -> Dict[str, float]:
         total = float(np.sum((truth.labels - truth.labels.mean()) ** 2))
         r2 = 1.0 - float(np.sum(error**2)) / total if total > 0 else float("nan")
         return {"rmse": float(np.sqrt(np.mean(error**2))), "mae": float(np.mean(np.abs(error))), "r2": r2}
-    label_index = np.array([truth.classes.index(c) for c in truth.labels])
+    label_index = truth.label_index
     p_true = scores.probabilities[np.arange(len(label_index)), label_index]
     if len(truth.classes) == 2:
         area = auc(label_index == 1, scores.probabilities[:, 1])
@@ -236,7 +242,7 @@ def roc_curve(truth: Truth, scores: Scores, points: int = ROC_POINTS) -> Dict[st
     Binary: the second class (index 1) is positive. More classes: the micro-average of one-vs-rest curves
     (every (row, class) pair is one decision).
     """
-    label_index = np.array([truth.classes.index(c) for c in truth.labels])
+    label_index = truth.label_index
     if len(truth.classes) == 2:
         positive, score = label_index == 1, scores.probabilities[:, 1]
     else:
