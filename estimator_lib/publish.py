@@ -139,12 +139,15 @@ def publish_model(
     version = f"{now.strftime('%Y%m%dT%H%M%S%fZ')}-{digest[:12]}"
     destination = storage.join(root, VERSIONS, version)
     model = PublishedModel(root, version, destination, digest, now.isoformat(), dict(metadata or {}))
-    staging = storage.local_staging_dir(destination)
-    _copy_tree(export_dir, staging)
-    with open(os.path.join(staging, RECORD), "w", encoding="utf-8") as f:
-        json.dump(model.to_dict(), f, indent=2, sort_keys=True)
-    storage.publish_directory(staging, destination)
-    storage.write_text(storage.join(root, POINTER), json.dumps(model.to_dict(), indent=2, sort_keys=True))
+    record = json.dumps(model.to_dict(), indent=2, sort_keys=True)  # kept with the version and in the pointer
+
+    def fill(staging: str) -> None:
+        _copy_tree(export_dir, staging)
+        with open(os.path.join(staging, RECORD), "w", encoding="utf-8") as f:
+            f.write(record)
+
+    storage.publish_staged(destination, fill)
+    storage.write_text(storage.join(root, POINTER), record)
     return model
 
 
