@@ -16,7 +16,7 @@ import typing
 from typing import Any, Dict, Mapping, Optional
 
 from estimator_lib import storage
-from estimator_lib.config import JobConfig
+from estimator_lib.config import JobConfig, TPUSettings
 
 JOB_CONFIG_FILE = "job_config.json"
 BLESSING_FILE = "blessing.json"
@@ -101,13 +101,7 @@ def stage_job(model_uri: str, tpu: Mapping[str, Any]) -> JobConfig:
     """The trained model's config placed for this stage (TPU or host CPU)."""
     path = storage.join(model_uri, JOB_CONFIG_FILE)
     require_output(path, "the trained model's job config")
-    return JobConfig.from_json(storage.read_text(path)).with_overrides(typed_placement(tpu))
-
-
-def typed_placement(tpu: Mapping[str, Any]) -> Dict[str, Any]:
-    from estimator_lib.config import TPUSettings
-
-    return placement(typed(TPUSettings, tpu))
+    return JobConfig.from_json(storage.read_text(path)).with_overrides(placement(typed(TPUSettings, tpu)))
 
 
 def prepare_config(data: str, label: str, task: str, key_column: str, eval_fraction: float, options: Mapping[str, Any]):
