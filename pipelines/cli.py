@@ -195,9 +195,9 @@ def resolve_settings(args: argparse.Namespace, publish_root: str, fixed: Optiona
         "predict_data": args.predict_data,
     }
     if args.data:
-        explicit.update(data=args.data, label=args.label)
-    elif args.label:
-        explicit.update(label=args.label)
+        explicit["data"] = args.data
+    if args.label:
+        explicit["label"] = args.label
     return RunSettings(**explicit)
 
 

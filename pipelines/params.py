@@ -127,13 +127,12 @@ def _split_sections(config: Mapping[str, Any]) -> Dict[str, Dict[str, Any]]:
         raise ConfigError(f"the config file must hold a JSON object, got {type(config).__name__}")
     sections: Dict[str, Dict[str, Any]] = {"job": {}, "blessing": {}, "prepare": {}}
     for key, value in config.items():
-        target = key if key in OWN_SECTIONS else "job"
-        if target == "job":
+        if key not in OWN_SECTIONS:
             sections["job"][key] = value
         elif not isinstance(value, Mapping):
             raise ConfigError(f"config section {key!r} must be a JSON object")
         else:
-            sections[target] = dict(value)
+            sections[key] = dict(value)
     return sections
 
 
