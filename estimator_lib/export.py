@@ -28,7 +28,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.protobuf import meta_graph_pb2, saved_model_pb2
 
-from estimator_lib import inputs, serving, storage
+from estimator_lib import inputs, serving, storage, strict_export
 from estimator_lib.config import JobConfig
 from estimator_lib.inputs import Patterns
 from estimator_lib.schema import CLASSIFICATION, Schema
@@ -36,7 +36,7 @@ from estimator_lib.schema import CLASSIFICATION, Schema
 METADATA_FILE = "assets.extra/export_metadata.json"
 CPU_TAGS = (tf.saved_model.SERVING,)
 TPU_TAGS = (tf.saved_model.SERVING, tf.saved_model.TPU)
-TPU_CALL_OP = "TPUPartitionedCall"
+TPU_CALL_OP = strict_export.TPU_CALL_OP
 VERIFY_ROWS = 64
 ATOL = 1e-5
 
@@ -70,13 +70,10 @@ def _tag_key(tags: Sequence[str]) -> str:
 
 
 def _read_saved_model(local_dir: str) -> saved_model_pb2.SavedModel:
-    path = os.path.join(local_dir, "saved_model.pb")
-    if not os.path.exists(path):
-        raise ExportVerificationError(f"{local_dir!r} holds no saved_model.pb; it is not a SavedModel")
-    proto = saved_model_pb2.SavedModel()
-    with open(path, "rb") as f:
-        proto.ParseFromString(f.read())
-    return proto
+    try:
+        return strict_export.read_saved_model(local_dir)
+    except FileNotFoundError as e:
+        raise ExportVerificationError(f"{local_dir!r} is not a SavedModel: {e}") from e
 
 
 def _describe_signatures(meta_graph: meta_graph_pb2.MetaGraphDef) -> Dict[str, Any]:
@@ -94,13 +91,6 @@ def _describe_signatures(meta_graph: meta_graph_pb2.MetaGraphDef) -> Dict[str, A
         name: {"method": sig.method_name, "inputs": tensors(sig.inputs), "outputs": tensors(sig.outputs)}
         for name, sig in sorted(meta_graph.signature_def.items())
     }
-
-
-def _op_types(meta_graph: meta_graph_pb2.MetaGraphDef) -> set:
-    ops = {node.op for node in meta_graph.graph_def.node}
-    for function in meta_graph.graph_def.library.function:
-        ops.update(node.op for node in function.node_def)
-    return ops
 
 
 def _local_copy(export_dir: str) -> str:
@@ -134,13 +124,13 @@ def _check_structure(proto: saved_model_pb2.SavedModel, task: Optional[str]) -> 
                 f"the export has tag sets {sorted(graphs)} but no {_tag_key(tags)!r} meta graph; build the "
                 "estimator with export_to_cpu=True and export_to_tpu=True (estimator_lib.estimator)"
             )
-    if TPU_CALL_OP not in _op_types(graphs[_tag_key(TPU_TAGS)]):
+    if TPU_CALL_OP not in strict_export.graph_op_types(graphs[_tag_key(TPU_TAGS)]):
         raise ExportVerificationError(
             f"the 'serve,tpu' meta graph holds no {TPU_CALL_OP}, so it would not run on a TPU. With export API "
             "version 2 the model_fn must call tpu.rewrite/TPUPartitionedCall itself when params['use_tpu'] is "
             "set during export; use api_version=1 or a model_fn that does"
         )
-    if TPU_CALL_OP in _op_types(graphs[_tag_key(CPU_TAGS)]):
+    if TPU_CALL_OP in strict_export.graph_op_types(graphs[_tag_key(CPU_TAGS)]):
         raise ExportVerificationError(f"the 'serve' (CPU) meta graph holds a {TPU_CALL_OP}; it cannot run on CPU")
     signatures = {key: _describe_signatures(mg) for key, mg in graphs.items()}
     for key in (_tag_key(CPU_TAGS), _tag_key(TPU_TAGS)):
