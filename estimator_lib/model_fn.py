@@ -19,6 +19,7 @@ import tensorflow as tf
 
 from estimator_lib import metrics as metrics_lib
 from estimator_lib.config import ConfigError, JobConfig, OptimizerConfig
+from estimator_lib.example_keys import KEY_BYTES_FEATURE
 from estimator_lib.models import ModelContext, load_logits_fn
 from estimator_lib.schema import INDEX_FEATURE, PADDING_FEATURE, Schema, SchemaError
 from estimator_lib.warm_start import warm_start_scaffold_fn
@@ -172,6 +173,10 @@ def build_model_fn(schema: Schema, job: JobConfig) -> ModelFn:
             cpu_params = dict(params, use_tpu=False)
             return tpu_estimator.model_fn_inference_on_tpu(model_fn, features, labels, config, cpu_params)
         ctx = ModelContext(model_schema, job.model, mode, schema.label.num_logits)
+        # The packed example key only travels from the input to the predictions; the model never sees it.
+        key_bytes = features.get(KEY_BYTES_FEATURE) if isinstance(features, dict) else None
+        if key_bytes is not None:
+            features = {k: v for k, v in features.items() if k != KEY_BYTES_FEATURE}
         logits = logits_fn(features, ctx)
         head = create_head(logits, labels, schema)
         scaffold_fn = None
@@ -182,6 +187,8 @@ def build_model_fn(schema: Schema, job: JobConfig) -> ModelFn:
             for passthrough in (PADDING_FEATURE, INDEX_FEATURE):
                 if passthrough in features:
                     predictions[passthrough] = tf.identity(features[passthrough])
+            if key_bytes is not None:
+                predictions[KEY_BYTES_FEATURE] = tf.identity(key_bytes)
             return TPUEstimatorSpec(
                 mode, predictions=predictions, export_outputs=_export_outputs(head, schema), scaffold_fn=scaffold_fn
             )

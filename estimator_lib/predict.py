@@ -2,17 +2,18 @@
 
 Checkpoint path (`batch_predict`), what runs where:
   * host CPU, input pipeline: the prepared TFRecords, in file order, padded with empty Examples to whole
-    predict batches (`inputs.predict_input_fn_builder`, batch-vectorised); each row carries `is_padding`
-    (float32, 1.0 for padding) and `example_index` (int32, its position in the input).
-    TPUs need one static batch shape, so the last batch is padded rather than short.
-  * TPU (or CPU with use_tpu=False): the model. The example key is a string and cannot pass through a TPU
-    computation, so only `example_index` and `is_padding` travel with the predictions.
+    predict batches (`inputs.predict_input_fn_builder`); each row carries `is_padding` (float32, 1.0 for
+    padding), `example_index` (int32, its position in the input) and `example_key_bytes` (its key packed into
+    int32 by `example_keys.encode`). TPUs need one static batch shape, so the last batch is padded rather than
+    short.
+  * TPU (or CPU with use_tpu=False): the model. A string cannot pass through a TPU computation, so the key
+    travels as int32 and the model copies these three into its predictions.
   * host CPU, here: the predict generator is consumed whole batch by whole batch
-    (`yield_single_examples=False`). Each batch is checked (real rows are exactly the next input positions,
-    padding only after the last real row), padding is dropped, and the rows are joined to their keys and
-    passthrough columns, read by a second, parallel pass over the same records in the same order that
-    parses only those columns. Rows are formatted a batch at a time (one string format per batch, no
-    per-row `json.dumps`).
+    (`yield_single_examples=False`) in a producer thread. Each batch is checked (real rows are exactly the
+    next input positions, padding only after the last real row), padding is dropped and the keys are unpacked
+    (`example_keys.decode`, vectorised). The records are read a second time, in a parallel tf.data pass, only
+    for passthrough columns or from the first key longer than `example_keys.MAX_KEY_BYTES` on. Rows are
+    formatted a batch at a time (one string format per batch, no per-row `json.dumps`).
 
 Raw rows (`predict_raw`): CSV / JSON Lines rows, with or without the label, are encoded through the training
 schema by `prepare.encode_for_scoring` (host CPU, prepare's readers and bad-row policies, input order kept)
@@ -51,8 +52,9 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from estimator_lib import inputs, storage
+from estimator_lib import example_keys, inputs, storage
 from estimator_lib.config import JobConfig
+from estimator_lib.example_keys import KEY_BYTES_FEATURE
 from estimator_lib.inputs import Patterns
 from estimator_lib.schema import (
     CLASSIFICATION,
@@ -72,6 +74,7 @@ _AUTOTUNE = tf.data.AUTOTUNE
 # Prediction batches buffered between the estimator's thread and the writer: enough to ride out a slow
 # shard switch or a GC pause without stalling the model (32 x batch x outputs, a few MB at batch 1024).
 _QUEUE_DEPTH = 32
+_FORMAT_ROWS = 256
 Batch = Dict[str, np.ndarray]
 
 
@@ -161,9 +164,12 @@ def _host_parse_fn(columns: Sequence[_Column], schema: Schema):
     return parse
 
 
-def _host_columns(files: List[str], columns: Sequence[_Column], schema: Schema, batch_size: int) -> tf.data.Dataset:
-    """The second host-side pass: keys and passthrough columns of the same records, in the same order."""
-    dataset = tf.data.TFRecordDataset(files).batch(batch_size)
+def _host_columns(
+    files: List[str], columns: Sequence[_Column], schema: Schema, batch_size: int, start: int = 0
+) -> tf.data.Dataset:
+    """The second host-side read: keys and passthrough columns of the same records, in the same order,
+    from record `start` on."""
+    dataset = tf.data.TFRecordDataset(files).skip(start).batch(batch_size)
     return dataset.map(_host_parse_fn(columns, schema), num_parallel_calls=_AUTOTUNE).prefetch(_AUTOTUNE)
 
 
@@ -410,12 +416,15 @@ class _ShardWriter:
 
 
 def _write_rows(joined: Iterator[Tuple[Dict[str, Any], Batch]], formatter: _RowFormatter, writer: _ShardWriter) -> int:
-    """Formats and writes joined (host columns, outputs) batches, splitting them at shard boundaries."""
+    """Formats and writes joined (host columns, outputs) batches, splitting them at shard boundaries.
+
+    A batch is formatted `_FORMAT_ROWS` rows at a time: formatting holds the GIL, and hashing each piece
+    releases it, so the estimator's thread never waits long to start its next step."""
     written = 0
     for host, outputs in joined:
         start, n = 0, len(host[KEY_FEATURE])
         while start < n:
-            take = min(n - start, writer.rows_until_next_shard())
+            take = min(n - start, writer.rows_until_next_shard(), _FORMAT_ROWS)
             if take == 0:
                 raise PredictionError(f"more rows than the {written} planned ones arrived")
             end = start + take
@@ -628,15 +637,16 @@ def _checkpoint_predictions(
     # The generator keeps the estimator's graph as this thread's default graph between batches, which would
     # break the eager host pass; a producer thread also overlaps the model with formatting and writing.
     batches = _in_background(batches, depth=_QUEUE_DEPTH)
-    host = _host_columns(files, columns, schema, job.training.predict_batch_size).as_numpy_iterator()
+    keyed = _KeyedRows(files, columns, schema, job.training.predict_batch_size)
     provenance = {
         **provenance,
         "source": {"kind": "checkpoint", "checkpoint": checkpoint, "model_dir": model_dir},
         "inputs": files,
         "passthrough": [c.name for c in columns],
         "predict_batch_size": job.training.predict_batch_size,
+        "keys": keyed.report,  # complete once every row is joined, before the manifest is written
     }
-    joined = _join(real_rows(batches, count), _RowBuffer(host))
+    joined = keyed.join(real_rows(batches, count))
     return _publish(joined, _RowFormatter(schema, columns), count, output_dir, num_shards, provenance)
 
 
@@ -683,11 +693,36 @@ def _in_background(iterator: Iterator[Any], depth: int) -> Iterator[Any]:
         thread.join()
 
 
-def _join(outputs: Iterator[Batch], host: _RowBuffer) -> Iterator[Tuple[Dict[str, Any], Batch]]:
-    for batch in outputs:
-        n = len(next(iter(batch.values())))
-        yield host.take(n), batch
-    host.assert_exhausted()
+class _KeyedRows:
+    """Joins prediction batches (real rows, in input order) to their keys and passthrough columns.
+
+    The keys come back with the predictions, packed by `example_keys`. The records are read a second time,
+    on the host, only for passthrough columns (then from the first row) or once a key longer than
+    `example_keys.MAX_KEY_BYTES` turns up (then from that row on).
+    """
+
+    def __init__(self, files: List[str], columns: Sequence[_Column], schema: Schema, batch_size: int):
+        self._files, self._columns, self._schema, self._batch_size = files, columns, schema, batch_size
+        # For the manifest (filled in as the rows go by): where the keys came from.
+        self.report: Dict[str, Any] = {"from": "predictions", "records_read_again_from_row": None}
+
+    def join(self, outputs: Iterator[Batch]) -> Iterator[Tuple[Dict[str, Any], Batch]]:
+        buffer: Optional[_RowBuffer] = None
+        position = 0
+        for batch in outputs:
+            packed = batch.pop(KEY_BYTES_FEATURE, None)
+            n = len(next(iter(batch.values())))
+            if buffer is None:
+                keys, complete = example_keys.decode(packed) if packed is not None else (None, False)
+                if self._columns or not complete:
+                    self.report.update({"from": "records" if position == 0 else "predictions, then records"})
+                    self.report["records_read_again_from_row"] = position
+                    host = _host_columns(self._files, self._columns, self._schema, self._batch_size, position)
+                    buffer = _RowBuffer(host.as_numpy_iterator())
+            yield (buffer.take(n) if buffer is not None else {KEY_FEATURE: keys}), batch
+            position += n
+        if buffer is not None:
+            buffer.assert_exhausted()
 
 
 def predict_from_saved_model(
@@ -727,6 +762,7 @@ def predict_from_saved_model(
     model = load_serving_model(export_dir)
     host_parse = _host_parse_fn(columns, schema)
 
+    @tf.autograph.experimental.do_not_convert  # plain TF calls; nothing for autograph to convert
     def predict(serialized: tf.Tensor):
         outputs = model.signature(examples=serialized)
         return host_parse(serialized), {k: outputs[k] for k in output_keys(schema)}
@@ -734,9 +770,8 @@ def predict_from_saved_model(
     dataset = tf.data.TFRecordDataset(files)
     if num_examples is not None:  # a stale count fails in the pipeline, before anything is published
         dataset = dataset.apply(tf.data.experimental.assert_cardinality(num_examples))
-    dataset = (
-        dataset.batch(batch_size).map(predict, num_parallel_calls=_AUTOTUNE, deterministic=True).prefetch(_AUTOTUNE)
-    )
+    dataset = dataset.batch(batch_size).map(predict, num_parallel_calls=inputs.PARSE_PARALLELISM, deterministic=True)
+    dataset = dataset.prefetch(inputs.PREFETCH_BATCHES).with_options(inputs.fixed_pipeline_options())
     provenance = {
         "source": {"kind": "saved_model", "export_dir": export_dir},
         "inputs": files,

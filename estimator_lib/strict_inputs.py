@@ -17,6 +17,8 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import tensorflow as tf
 
 from estimator_lib.config import JobConfig
+from estimator_lib.example_keys import KEY_BYTES_FEATURE
+from estimator_lib.example_keys import WIDTH as KEY_WIDTH
 from estimator_lib.schema import CLASSIFICATION, INDEX_FEATURE, NUMERIC, PADDING_FEATURE, Schema
 
 ModeKeys = tf.estimator.ModeKeys
@@ -106,6 +108,7 @@ def schema_input(schema: Schema, mode: str, batch: int) -> InputInfo:
         features[PADDING_FEATURE] = spec([batch], tf.float32, name=PADDING_FEATURE)
     if mode == ModeKeys.PREDICT:
         features[INDEX_FEATURE] = spec([batch], tf.int32, name=INDEX_FEATURE)
+        features[KEY_BYTES_FEATURE] = spec([batch, KEY_WIDTH], tf.int32, name=KEY_BYTES_FEATURE)
         return InputInfo(features, None, None)
     label_dtype = tf.int32 if schema.label.task == CLASSIFICATION else tf.float32
     return InputInfo(features, spec([batch], label_dtype, name="label"), None)

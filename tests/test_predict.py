@@ -21,7 +21,7 @@ import pytest
 import synthetic
 import tensorflow as tf
 
-from estimator_lib import estimator, storage
+from estimator_lib import estimator, records, storage
 from estimator_lib.config import JobConfig, ModelConfig, TPUSettings, TrainingConfig
 from estimator_lib.predict import (
     PredictionError,
@@ -109,6 +109,34 @@ def test_exactly_n_predictions_in_input_order_with_own_keys(trained, tmp_path, n
         assert [g["class_id"] for g in got] == want.argmax(axis=1).tolist()
         assert [g["class"] for g in got] == [("low", "mid", "high")[k] for k in want.argmax(axis=1)]
         assert list(got[0]) == ["key", "class", "class_id", "probabilities"]
+
+
+@pytest.mark.parametrize("long_from", [None, 0, 13])
+def test_keys_of_any_length_and_bytes_come_back_with_their_rows(trained, tmp_path, long_from):
+    """Keys travel packed through the model (up to 64 bytes); a longer key switches to reading the records."""
+    n = 3 * B + 5
+    rows = synthetic.make_rows(n, seed=5, task="multiclass")
+    keys = [f"k{i}" for i in range(n)]
+    keys[1], keys[2], keys[3], keys[4] = "x" * 64, "ends-in-nul\0", "\0", "ključ €"
+    keys[5], keys[6] = 'quote " and \\ and \n', "y" * 62 + "é"  # 64 bytes, ending inside "é"
+    if long_from is not None:
+        keys[long_from] = "long-" + "z" * 70
+        keys[long_from + 2] = "x" * 65
+    directory = tmp_path / "keys"
+    directory.mkdir()
+    records.write_tfrecord(
+        str(directory / "part-00000.tfrecord"),
+        [records.encode_example(r, trained.schema, key=k) for r, k in zip(rows, keys)],
+    )
+    out = str(tmp_path / "out")
+
+    result = batch_predict(trained.job, trained.schema, trained.model_dir, str(directory / "*.tfrecord"), out)
+
+    got = read_predictions(out)
+    assert result.count == n and [g["key"] for g in got] == keys
+    probs = np.array([[g["probabilities"][c] for c in ("low", "mid", "high")] for g in got])
+    np.testing.assert_allclose(probs, expected_probabilities(trained, rows), atol=2e-6)
+    assert result.manifest["keys"]["records_read_again_from_row"] == (None if long_from is None else long_from // B * B)
 
 
 def test_passthrough_columns_keep_original_names_values_and_nulls(trained, tmp_path):
