@@ -25,9 +25,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
+from typing import Dict, List, Tuple
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
@@ -52,10 +54,11 @@ def write_records(directory: str, n: int, schema, shards: int = 4) -> str:
     return os.path.join(directory, "part-*.tfrecord")
 
 
-def timed(fn):
-    start = time.perf_counter()
+def timed(fn) -> Tuple[int, float, float]:
+    """(fn's result, wall seconds, CPU seconds of this process: every thread, user + system)."""
+    cpu, start = time.process_time(), time.perf_counter()
     result = fn()
-    return result, time.perf_counter() - start
+    return result, time.perf_counter() - start, time.process_time() - cpu
 
 
 def naive_predict(job, schema, model_dir, pattern, out_path) -> int:
@@ -79,29 +82,12 @@ def naive_predict(job, schema, model_dir, pattern, out_path) -> int:
     return count
 
 
-def ceiling(export_dir: str, pattern: str, batch_size: int) -> int:
-    """Whole batches of serialized Examples in memory through the `predict` signature, nothing else."""
-    model = export.load_serving_model(export_dir)
-    serialized = list(records.read_tfrecords(inputs.resolve_files(pattern)))
-    batches = [tf.constant(serialized[i : i + batch_size]) for i in range(0, len(serialized), batch_size)]
-    model.signature(examples=batches[0])  # warm-up (first call traces)
-    start = time.perf_counter()
-    for batch in batches:
-        outputs = model.signature(examples=batch)
-        outputs["probabilities"].numpy()
-    ceiling.seconds = time.perf_counter() - start  # type: ignore[attr-defined]
-    model.close()
-    return len(serialized)
-
-
-MODELS = {
-    "tiny DNN (64, 32), embedding 8": ModelConfig(family="dnn", hidden_units=(64, 32)),
-    "DNN (512, 256, 128), embedding 32": ModelConfig(family="dnn", hidden_units=(512, 256, 128), embedding_dim=32),
-}
-
-
 def bench_model(name: str, model: ModelConfig, args, root: str, schema, data: str, naive_data: str, one_row: str):
-    """Trains `model` briefly, exports it and times every path on the same records; returns table rows."""
+    """Trains `model` briefly, exports it and times every path on the same records; returns table rows.
+
+    The paths run in `args.rounds` interleaved rounds (each path once per round), so a slow spell of this
+    shared machine hits every path alike; the table reports each path's best and median round.
+    """
     root = os.path.join(root, name.split(" (")[0].replace(" ", "-") + "-" + "-".join(map(str, model.hidden_units)))
     job = JobConfig(
         tpu=TPUSettings(iterations_per_loop=20),
@@ -115,51 +101,110 @@ def bench_model(name: str, model: ModelConfig, args, root: str, schema, data: st
     estimator.train(job, schema, train, model_dir)
     exported = export.export_model(job, schema, model_dir, os.path.join(root, "export"), verify_rows=one_row)
     out = lambda tag: os.path.join(root, tag)  # noqa: E731
-
-    _, startup = timed(lambda: predict.batch_predict(job, schema, model_dir, one_row, out("o1")))
-    result, t_batch = timed(lambda: predict.batch_predict(job, schema, model_dir, data, out("o2")))
-    assert result.count == args.rows
-    known, t_known = timed(
-        lambda: predict.batch_predict(job, schema, model_dir, data, out("o3"), num_examples=args.rows)
-    )
-    assert known.count == args.rows
     sm_args = dict(batch_size=args.batch_size)
-    _, sm_startup = timed(
-        lambda: predict.predict_from_saved_model(exported.export_dir, schema, one_row, out("o4"), **sm_args)
-    )
-    sm, t_sm = timed(lambda: predict.predict_from_saved_model(exported.export_dir, schema, data, out("o5"), **sm_args))
-    assert sm.count == args.rows
-    sm_known, t_sm_known = timed(
-        lambda: predict.predict_from_saved_model(
-            exported.export_dir, schema, data, out("o6"), num_examples=args.rows, **sm_args
-        )
-    )
-    assert sm_known.count == args.rows
-    n_naive, t_naive = timed(lambda: naive_predict(job, schema, model_dir, naive_data, out("naive.jsonl")))
-    n_ceiling = ceiling(exported.export_dir, data, args.batch_size)
-    t_ceiling = ceiling.seconds  # type: ignore[attr-defined]
-    print(f"{name}: batch_predict start-up {startup:.2f}s, SavedModel start-up {sm_startup:.2f}s (1-row runs)")
-    return [
-        ("batch_predict (end to end, counts rows)", args.rows, t_batch),
-        ("batch_predict (num_examples given)", args.rows, t_known),
-        ("batch_predict (num_examples, minus start-up)", args.rows, t_known - startup),
-        ("predict_from_saved_model (end to end)", args.rows, t_sm),
-        ("predict_from_saved_model (num_examples)", args.rows, t_sm_known),
-        ("predict_from_saved_model (num_ex., - start-up)", args.rows, t_sm_known - sm_startup),
-        ("naive Estimator.predict, 1 example/step", n_naive, t_naive),
-        ("ceiling: SavedModel signature loop", n_ceiling, t_ceiling),
+    signature_loop = Ceiling(exported.export_dir, data, args.batch_size)
+
+    def batch_predict(pattern, tag, **kwargs):
+        return predict.batch_predict(job, schema, model_dir, pattern, out(tag), **kwargs).count
+
+    def saved_model(pattern, tag, **kwargs):
+        return predict.predict_from_saved_model(
+            exported.export_dir, schema, pattern, out(tag), **sm_args, **kwargs
+        ).count
+
+    known = dict(num_examples=args.rows)
+    paths = {
+        "batch_predict (end to end, counts rows)": lambda: batch_predict(data, "o1"),
+        "batch_predict (num_examples given)": lambda: batch_predict(data, "o2", **known),
+        "batch_predict start-up (1-row run)": lambda: batch_predict(one_row, "o3"),
+        "predict_from_saved_model (end to end)": lambda: saved_model(data, "o4"),
+        "predict_from_saved_model (num_examples)": lambda: saved_model(data, "o5", **known),
+        "predict_from_saved_model start-up (1-row run)": lambda: saved_model(one_row, "o6"),
+        "ceiling: SavedModel signature loop": signature_loop.run,
+    }
+    times: Dict[str, List[Tuple[int, float, float]]] = {k: [] for k in paths}
+    for _ in range(args.rounds):
+        for path, fn in paths.items():
+            times[path].append(timed(fn))
+    times["naive Estimator.predict, 1 example/step"] = [
+        timed(lambda: naive_predict(job, schema, model_dir, naive_data, out("naive.jsonl")))
     ]
+    signature_loop.close()
+    for path, runs in times.items():
+        expected = 1 if "1-row" in path else args.naive_rows if path.startswith("naive") else args.rows
+        assert all(n == expected for n, _, _ in runs), (path, runs)
+    return derive_rows(times, args.rows)
 
 
-def print_table(name: str, rows, args) -> None:
-    rate_naive = rows[-2][1] / rows[-2][2]
-    rate_ceiling = rows[-1][1] / rows[-1][2]
-    print(f"\n{name}: rows={args.rows} batch_size={args.batch_size} cores={os.cpu_count()}")
-    print(f"{'path':<48} {'rows':>8} {'seconds':>8} {'examples/s':>11} {'x ceiling':>9} {'x naive':>8}")
-    for path, n, seconds in rows:
-        rate = n / seconds
-        ratios = f"{rate / rate_ceiling:>9.2f} {rate / rate_naive:>8.1f}"
-        print(f"{path:<48} {n:>8} {seconds:>8.2f} {rate:>11.0f} {ratios}")
+def derive_rows(times, rows: int):
+    """Table rows (path, rows, [(seconds, cpu seconds)] per round), adding the start-up-free rates."""
+    table = []
+    for path, runs in times.items():
+        if "start-up" in path:
+            continue
+        table.append((path, runs[0][0], [(s, c) for _, s, c in runs]))
+        startup_path = path.split(" (")[0] + " start-up (1-row run)"
+        if "num_examples" in path and startup_path in times:
+            # Round by round: this round's run minus this round's 1-row run (graph, session, restore, commit).
+            startups = [s for _, s, _ in times[startup_path]]
+            steady = [(s - s0, c - c0) for (_, s, c), (_, s0, c0) in zip(runs, times[startup_path])]
+            table.append((path.replace(")", ", minus start-up)"), rows, steady))
+            table.append((f"  (start-up: 1-row run, median {statistics.median(startups):.2f}s)", None, None))
+    return table
+
+
+class Ceiling:
+    """Whole batches of serialized Examples in memory through the `predict` signature, nothing else."""
+
+    def __init__(self, export_dir: str, pattern: str, batch_size: int):
+        self.model = export.load_serving_model(export_dir)
+        serialized = list(records.read_tfrecords(inputs.resolve_files(pattern)))
+        self.count = len(serialized)
+        self.batches = [tf.constant(serialized[i : i + batch_size]) for i in range(0, len(serialized), batch_size)]
+        self.model.signature(examples=self.batches[0])  # warm-up (the first call traces)
+
+    def run(self) -> int:
+        for batch in self.batches:
+            self.model.signature(examples=batch)["probabilities"].numpy()
+        return self.count
+
+    def close(self) -> None:
+        self.model.close()
+
+
+MODELS = {
+    "tiny DNN (64, 32), embedding 8": ModelConfig(family="dnn", hidden_units=(64, 32)),
+    "DNN (512, 256, 128), embedding 32": ModelConfig(family="dnn", hidden_units=(512, 256, 128), embedding_dim=32),
+}
+
+
+def print_table(name: str, table, args) -> None:
+    def best(runs):
+        return min(s for s, _ in runs)
+
+    def median(runs):
+        return statistics.median(s for s, _ in runs)
+
+    ceiling = next(runs for path, _, runs in table if path.startswith("ceiling"))
+    naive = next(runs for path, _, runs in table if path.startswith("naive"))
+    print(f"\n{name}: rows={args.rows} batch_size={args.batch_size} cores={os.cpu_count()} rounds={args.rounds}")
+    print(
+        f"{'path':<50} {'rows':>8} {'best s':>7} {'best ex/s':>10} {'x ceiling':>9} {'x naive':>8}"
+        f" {'median ex/s':>11} {'x ceiling':>9} {'cpu us/row':>10}"
+    )
+    for path, n, runs in table:
+        if runs is None:
+            print(path)
+            continue
+        rate_best, rate_median = n / best(runs), n / median(runs)
+        x_ceiling_best = rate_best / (args.rows / best(ceiling))
+        x_ceiling_median = rate_median / (args.rows / median(ceiling))
+        x_naive = rate_best / (args.naive_rows / best(naive))
+        cpu = statistics.median(c for _, c in runs) / n * 1e6
+        print(
+            f"{path:<50} {n:>8} {best(runs):>7.2f} {rate_best:>10.0f} {x_ceiling_best:>9.2f} {x_naive:>8.1f}"
+            f" {rate_median:>11.0f} {x_ceiling_median:>9.2f} {cpu:>10.2f}"
+        )
 
 
 def main() -> None:
@@ -167,6 +212,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--batch-size", type=int, default=1024)
     parser.add_argument("--naive-rows", type=int, default=20_000, help="rows for the (slow) naive path")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds of every path (best and median)")
     parser.add_argument("--workdir", default=None)
     parser.add_argument("--models", default="all", choices=["all", "tiny", "large"], help="model sizes to run")
     args = parser.parse_args()
