@@ -633,7 +633,8 @@ def _checkpoint_predictions(
     checkpoint = checkpoint_path or estimator.latest_checkpoint()
     if checkpoint is None:
         raise FileNotFoundError(f"no checkpoint in model_dir={model_dir!r} to predict with; train first")
-    batches = estimator.predict(input_fn, yield_single_examples=False, checkpoint_path=checkpoint)
+    wanted = [*output_keys(schema), INDEX_FEATURE, PADDING_FEATURE, KEY_BYTES_FEATURE]  # not the logits
+    batches = estimator.predict(input_fn, predict_keys=wanted, yield_single_examples=False, checkpoint_path=checkpoint)
     # The generator keeps the estimator's graph as this thread's default graph between batches, which would
     # break the eager host pass; a producer thread also overlaps the model with formatting and writing.
     batches = _in_background(batches, depth=_QUEUE_DEPTH)
