@@ -14,6 +14,9 @@ Paths (same model, same records, same batch size):
                     a key lookup per row: what one writes without thinking about throughput.
   ceiling           a tight loop calling the exported CPU graph's `predict` signature on whole batches of
                     serialized Examples already in memory: no reading, no joining, no writing, no start-up.
+  part alone        two pieces of work every end-to-end path has and the ceiling has not, each timed alone:
+                    reading + batching the records (no parsing), and formatting + hashing the output rows
+                    (no model). With the tiny model they show what bounds batch prediction on this machine.
 Targets: batch_predict >= 0.8x the ceiling and >= 5x naive. The ceiling has no start-up, so the like-for-like
 comparison is the "minus start-up" row; the end-to-end rows are printed next to it.
 
@@ -29,6 +32,7 @@ Both tables are printed at the end.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import statistics
@@ -40,6 +44,7 @@ from typing import Dict, List, Tuple
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 
+import numpy as np  # noqa: E402
 import synthetic  # noqa: E402  (tests/synthetic.py: tiny datasets drawn from a known rule)
 import tensorflow as tf  # noqa: E402
 
@@ -127,6 +132,8 @@ def bench_model(name: str, model: ModelConfig, args, root: str, schema, data: st
         "predict_from_saved_model (num_examples)": lambda: saved_model(data, "o5", **known),
         "predict_from_saved_model start-up (1-row run)": lambda: saved_model(one_row, "o6"),
         "ceiling: SavedModel signature loop": signature_loop.run,
+        "part alone: read + batch the records": lambda: read_only(data, args.batch_size),
+        "part alone: format + sha256 the output rows": Formatting(schema, args.rows, args.batch_size).run,
     }
     times: Dict[str, List[Tuple[int, float, float]]] = {k: [] for k in paths}
     for _ in range(args.rounds):
@@ -157,6 +164,33 @@ def derive_rows(times, rows: int):
             table.append((path.replace(")", ", minus start-up)"), rows, steady))
             table.append((f"  (start-up: 1-row run, median {statistics.median(startups):.2f}s)", None, None))
     return table
+
+
+def read_only(pattern: str, batch_size: int) -> int:
+    """What every path pays before parsing: the records read and batched, as the predict input does."""
+    dataset = tf.data.TFRecordDataset(inputs.resolve_files(pattern)).batch(batch_size)
+    return sum(int(batch.shape[0]) for batch in dataset.with_options(inputs.fixed_pipeline_options()))
+
+
+class Formatting:
+    """What every path pays after the model: rows formatted as batch_predict does (256 at a time) and hashed."""
+
+    def __init__(self, schema, rows: int, batch_size: int):
+        rng = np.random.default_rng(0)
+        self.formatter = predict._RowFormatter(schema, ())
+        self.keys = np.array([f"row-{i}".encode() for i in range(rows)], dtype="S64")
+        self.probabilities = rng.dirichlet(np.ones(schema.label.num_logits), rows).astype(np.float32)
+        self.class_ids = self.probabilities.argmax(axis=1).astype(np.int32)
+        self.batch_size = batch_size
+
+    def run(self) -> int:
+        digest, piece = hashlib.sha256(), predict._FORMAT_ROWS
+        for start in range(0, len(self.keys), piece):
+            end = start + piece
+            host = {predict.KEY_FEATURE: self.keys[start:end]}
+            outputs = {"probabilities": self.probabilities[start:end], "class_ids": self.class_ids[start:end]}
+            digest.update(self.formatter.format(host, outputs))
+        return len(self.keys)
 
 
 class Ceiling:
