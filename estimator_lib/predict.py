@@ -13,7 +13,7 @@ Checkpoint path (`batch_predict`), what runs where:
     next input positions, padding only after the last real row), padding is dropped and the keys are unpacked
     (`example_keys.decode`, vectorised). The records are read a second time, in a parallel tf.data pass, only
     for passthrough columns or from the first key longer than `example_keys.MAX_KEY_BYTES` on. Rows are
-    formatted a batch at a time (one string format per batch, no per-row `json.dumps`).
+    formatted 256 at a time (one string format per piece, no per-row `json.dumps`).
 
 Raw rows (`predict_raw`): CSV / JSON Lines rows, with or without the label, are encoded through the training
 schema by `prepare.encode_for_scoring` (host CPU, prepare's readers and bad-row policies, input order kept)
