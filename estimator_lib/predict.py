@@ -31,7 +31,8 @@ locally and on gs://. One JSON object per input row:
   {"key": ..., <passthrough column>: value or null, ...,
    "class": name, "class_id": int, "probabilities": {name: p, ...}}      (classification)
    "value": float                                                       (regression)
-Floats from the model are written with 9 significant digits (exact for float32).
+Floats are written as the shortest text that reads back as the same float32 (float64 for float64 values),
+by orjson's native formatter.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from json.encoder import encode_basestring as _json_string
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
+import orjson
 import tensorflow as tf
 
 from estimator_lib import example_keys, inputs, storage
@@ -287,11 +289,24 @@ def _json_keys(keys: np.ndarray) -> List[bytes]:
     return [_json_string(k.decode("utf-8"))[1:-1].encode("utf-8") for k in raw]
 
 
+def _json_numbers(values: np.ndarray) -> List[bytes]:
+    """Each value's JSON number text: for floats the shortest text that reads back as the same value in the
+    array's own precision (float32 stays float32: 0.1f is "0.1", not "0.100000001"). One native call per
+    column instead of a Python `%` format per value (0.2 against 0.9 us per row of three floats).
+
+    Raises ValueError for a non-finite float, which JSON cannot hold."""
+    if values.size == 0:
+        return []
+    if values.dtype.kind == "f" and not np.isfinite(values).all():
+        raise ValueError(f"non-finite values {values[~np.isfinite(values)][:5].tolist()} have no JSON number")
+    return orjson.dumps(np.ascontiguousarray(values), option=orjson.OPT_SERIALIZE_NUMPY)[1:-1].split(b",")
+
+
 class _RowFormatter:
     """Formats a batch of rows as UTF-8 JSON Lines with one bytes `%` format per batch.
 
-    Field names and class names are encoded once; model floats use "%.9g" (round-trips float32). The result
-    is bytes, ready to hash and write (no per-batch encode).
+    Field names and class names are encoded once; every value arrives as ready-made bytes (numbers from
+    `_json_numbers`), so the format only copies. The result is bytes, ready to hash and write.
     """
 
     def __init__(self, schema: Schema, columns: Sequence[_Column]):
@@ -302,14 +317,14 @@ class _RowFormatter:
         names = [KEY_FIELD] + [c.name for c in columns]
         parts = [_field(KEY_FIELD, '"%s"')] + [_field(n, "%s") for n in names[1:]]
         if self._classification:
-            probs = ", ".join(_field(c, "%.9g") for c in schema.label.classes)
+            probs = ", ".join(_field(c, "%s") for c in schema.label.classes)
             parts += [
                 _field("class", "%s"),
-                _field("class_id", "%d"),
+                _field("class_id", "%s"),
                 _field("probabilities", "{" + probs + "}"),
             ]
         else:
-            parts.append(_field("value", "%.9g"))
+            parts.append(_field("value", "%s"))
         self._template = ("{" + ", ".join(parts) + "}\n").encode("utf-8")
         self.fields = tuple(names) + (CLASSIFICATION_FIELDS if self._classification else REGRESSION_FIELDS)
 
@@ -325,7 +340,8 @@ class _RowFormatter:
 
     def _render(self, column: _Column, values: np.ndarray, present: np.ndarray) -> List[bytes]:
         if column.render == "float":
-            return np.where(present, values.astype(str), "null").astype(bytes).tolist()
+            texts = _json_numbers(np.where(present, values, 0))  # a missing value may be NaN: never formatted
+            return [t if ok else b"null" for t, ok in zip(texts, present.tolist())]
         if column.render == "class_name":
             ids = np.clip(values, 0, len(self._class_names) - 1)
             return np.where(present, self._class_names[ids], b"null").tolist()
@@ -347,13 +363,12 @@ class _RowFormatter:
             bad = keys[~finite][:5]
             raise PredictionError(f"the model returned non-finite outputs for keys {[k.decode() for k in bad]}")
         if not self._classification:
-            return [values.astype(np.float64).reshape(-1).tolist()]
-        class_ids = outputs["class_ids"]
-        # One [classes, n] -> nested list conversion instead of one per class column.
+            return [_json_numbers(values.reshape(-1))]
+        class_ids = outputs["class_ids"].reshape(-1)
         return [
             self._class_names[class_ids].tolist(),
-            class_ids.tolist(),
-            *values.astype(np.float64).T.tolist(),
+            _json_numbers(class_ids),
+            *(_json_numbers(column) for column in values.T),
         ]
 
 
