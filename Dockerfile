@@ -40,7 +40,7 @@ COPY estimator_lib ./estimator_lib
 COPY components ./components
 COPY pipelines ./pipelines
 RUN pip install --no-deps . \
- && python -c "import tensorflow as tf, tensorflow_estimator, kfp; import components, estimator_lib.estimator; \
+ && python -c "import tensorflow as tf, tensorflow_estimator, kfp; import components, estimator_lib.estimator, estimator_lib.predict; \
 assert tf.__version__.startswith('2.15'), tf.__version__; assert kfp.__version__.startswith('2.13'), kfp.__version__"
 
 # Run as an unprivileged user. KFP writes the component's code under /tmp and outputs through Vertex AI's
