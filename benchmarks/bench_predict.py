@@ -24,7 +24,8 @@ Every path runs once per round, in `--rounds` interleaved rounds (naive: once), 
 the ceiling. Printed per path: the best round (ratio best to best), the median round, the "paired" ratio
 (the median over rounds of this run's rate over the rate of the ceiling run just before it: a slow spell of
 this shared machine hits both runs of a pair alike) and the process CPU time per row (all threads), which a
-slow spell does not inflate.
+slow spell does not inflate, and the cores it kept busy (CPU time / wall time). A last line gives the bound
+this machine sets: the ceiling's CPU per row plus the two "part alone" ones, spread over every core.
 
 Two model sizes, each trained briefly on the same synthetic data: the tiny (64, 32) DNN, where the ceiling
 measures mostly Example parsing, and a (512, 256, 128) DNN with 32-wide embeddings, where the model dominates.
@@ -257,7 +258,7 @@ def print_table(name: str, table, args) -> None:
     print("best: the fastest round; paired: the median over rounds of (this run / the ceiling run just before it)")
     print(
         f"{'path':<50} {'rows':>8} {'best s':>7} {'best ex/s':>10} {'x ceiling':>9} {'x naive':>8}"
-        f" {'median ex/s':>11} {'paired x ceil':>13} {'cpu us/row':>10}"
+        f" {'median ex/s':>11} {'paired x ceil':>13} {'cpu us/row':>10} {'cores busy':>10}"
     )
     for path, n, runs in table:
         if runs is None:
@@ -267,10 +268,29 @@ def print_table(name: str, table, args) -> None:
         rate_best, rate_median = n / best, n / statistics.median(r.seconds for r in runs)
         paired_ratio = statistics.median((n / r.seconds) / (args.rows / r.ceiling_seconds) for r in runs)
         cpu = statistics.median(r.cpu_seconds for r in runs) / n * 1e6
+        cores = statistics.median(r.cpu_seconds / r.seconds for r in runs)
         print(
             f"{path:<50} {n:>8} {best:>7.2f} {rate_best:>10.0f} {rate_best / best_ceiling:>9.2f}"
-            f" {rate_best / best_naive:>8.1f} {rate_median:>11.0f} {paired_ratio:>13.2f} {cpu:>10.2f}"
+            f" {rate_best / best_naive:>8.1f} {rate_median:>11.0f} {paired_ratio:>13.2f} {cpu:>10.2f} {cores:>10.2f}"
         )
+    print_bound(table, args.rows, best_ceiling)
+
+
+def print_bound(table, rows: int, best_ceiling: float) -> None:
+    """What this machine allows: batch prediction does the ceiling's work plus the two parts timed alone, so
+    even with every core busy it cannot go faster than cores / (the sum of their CPU time per row)."""
+
+    def cpu_per_row(prefix: str) -> float:
+        runs = next(runs for path, _, runs in table if path.startswith(prefix))
+        return statistics.median(r.cpu_seconds for r in runs) / rows * 1e6
+
+    floor = cpu_per_row("ceiling") + cpu_per_row("part alone: read") + cpu_per_row("part alone: format")
+    cores = os.cpu_count() or 1
+    bound = cores / floor * 1e6
+    print(
+        f"bound: ceiling + read + format = {floor:.2f} us of CPU per row; with all {cores} cores busy at most"
+        f" {bound:.0f} ex/s = {bound / best_ceiling:.2f}x the best ceiling round"
+    )
 
 
 def main() -> None:
