@@ -303,7 +303,7 @@ def export_model(
         storage.write_text(os.path.join(local_dir, METADATA_FILE), json.dumps(metadata, indent=2, sort_keys=True))
         storage.publish_directory(local_dir, export_dir)
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        storage.discard_staging(staging)
     tag_sets = tuple(tuple(t) for t in report["tag_sets"])
     return ExportResult(export_dir, tag_sets, report["signatures"], metadata)
 

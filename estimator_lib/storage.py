@@ -6,19 +6,27 @@ by google-cloud-storage itself). TensorFlow's own gs:// file system (used by TPU
 directories and by tf.data for TFRecords) cannot be pointed at an emulator.
 
 Publishing is atomic:
-  * local: files are written into a staging directory beside the destination and renamed into place;
+  * local: files are written into a staging directory beside the destination and renamed into place (an
+    existing output is swapped out in the same step where Linux allows it: renameat2 RENAME_EXCHANGE). A
+    staging directory records its owner process beside it (`.staging-<name>-<id>.owner`); a later staging
+    for the same destination deletes those whose owner is gone (killed mid-run), on the same host;
   * gs://: objects are uploaded, then a commit marker object is written last. Readers treat a gs:// output
     without its marker as absent (`is_committed`), and a rerun deletes such leftovers first.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import errno
 import fnmatch
 import glob as glob_lib
+import json
 import os
 import shutil
+import socket
 import uuid
-from typing import IO, Callable, List, Optional, Tuple, TypeVar
+from typing import IO, Callable, Dict, List, Optional, Tuple, TypeVar
 
 COMMIT_MARKER = "_COMMITTED"
 T = TypeVar("T")
@@ -170,11 +178,70 @@ def delete_tree(uri: str) -> None:
 
 
 # -- atomic publishing ---------------------------------------------------------------------------------------
+_OWNER_SUFFIX = ".owner"
+
+
+def _process_start(pid: int) -> Optional[str]:
+    """'<boot id>/<start time in clock ticks>' of a local process: None if it is not running (or if this
+    system has no /proc to tell)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+            stat = f.read()
+        with open("/proc/sys/kernel/random/boot_id", encoding="utf-8") as f:
+            boot = f.read().strip()
+    except OSError:
+        return None
+    return f"{boot}/{stat[stat.rindex(')') + 2 :].split()[19]}"  # field 22 of stat: the start time
+
+
+def _owner_record() -> Optional[Dict[str, object]]:
+    started = _process_start(os.getpid())
+    return None if started is None else {"host": socket.gethostname(), "pid": os.getpid(), "started": started}
+
+
+def _owner_is_gone(owner_path: str) -> bool:
+    """True only when the owner record names a process on this host that is no longer running (pid gone,
+    or reused by a process started later). Unreadable records and other hosts' are never judged gone."""
+    try:
+        with open(owner_path, encoding="utf-8") as f:
+            owner = json.load(f)
+        host, pid, started = owner["host"], int(owner["pid"]), owner["started"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    if host != socket.gethostname() or _process_start(os.getpid()) is None:
+        return False
+    return _process_start(pid) != started
+
+
+def _remove_abandoned_staging(parent: str, name: str) -> List[str]:
+    """Deletes `.staging-<name>-*` directories (and owner records) whose owner process is gone; returns them."""
+    prefix = f".staging-{name}-"
+    removed = []
+    try:
+        entries = os.listdir(parent)
+    except OSError:
+        return removed
+    for entry in entries:
+        if not (entry.startswith(prefix) and entry.endswith(_OWNER_SUFFIX)):
+            continue
+        owner_path = os.path.join(parent, entry)
+        if _owner_is_gone(owner_path):
+            staging = owner_path[: -len(_OWNER_SUFFIX)]
+            shutil.rmtree(staging, ignore_errors=True)
+            if not os.path.exists(staging):
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(owner_path)
+                removed.append(staging)
+    return removed
+
+
 def local_staging_dir(destination: str, local_root: Optional[str] = None) -> str:
     """A fresh staging directory for `destination`.
 
     For a local destination it sits beside it (same file system, so the final rename is atomic); for gs://
     it is a local temp directory (under `local_root` if given) whose files `publish_directory` uploads.
+    A local staging directory gets an owner record beside it, written before the directory, and staging
+    directories for the same destination left by processes that are gone are deleted first.
     """
     if is_gcs(destination):
         import tempfile
@@ -182,9 +249,37 @@ def local_staging_dir(destination: str, local_root: Optional[str] = None) -> str
         return tempfile.mkdtemp(prefix="staging-", dir=local_root)
     parent, name = os.path.split(os.path.abspath(destination.rstrip("/")))
     os.makedirs(parent, exist_ok=True)
+    _remove_abandoned_staging(parent, name)
     staging = os.path.join(parent, f".staging-{name}-{uuid.uuid4().hex[:12]}")
+    owner = _owner_record()
+    if owner is not None:
+        with open(staging + _OWNER_SUFFIX, "x", encoding="utf-8") as f:
+            json.dump(owner, f)
     os.makedirs(staging)
     return staging
+
+
+def discard_staging(staging: str) -> None:
+    """Deletes a staging directory and its owner record (no error when either is absent)."""
+    shutil.rmtree(staging, ignore_errors=True)
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(staging + _OWNER_SUFFIX)
+
+
+def _exchange(a: str, b: str) -> bool:
+    """Swaps two existing paths in one atomic step (Linux renameat2 RENAME_EXCHANGE). False where the system
+    or the file system cannot; other errors raise."""
+    rename = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+    if rename is None:
+        return False
+    rename.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    at_fdcwd, rename_exchange = -100, 2
+    if rename(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP):
+        return False
+    raise OSError(code, os.strerror(code), a, None, b)
 
 
 def is_committed(destination: str) -> bool:
@@ -210,11 +305,15 @@ def publish_directory(staging: str, destination: str) -> None:
         shutil.rmtree(staging)
         return
     destination = os.path.abspath(destination.rstrip("/"))
+    if os.path.exists(destination) and _exchange(staging, destination):
+        discard_staging(staging)  # it now holds the previous output
+        return
     old = None
-    if os.path.exists(destination):
+    if os.path.exists(destination):  # no atomic swap here: a kill between the two renames leaves `old`
         old = f"{destination}.old-{uuid.uuid4().hex[:12]}"
         os.rename(destination, old)
     os.rename(staging, destination)
+    discard_staging(staging)  # the owner record
     if old:
         shutil.rmtree(old, ignore_errors=True)
 
@@ -230,6 +329,6 @@ def publish_staged(destination: str, fill: Callable[[str], T]) -> T:
         result = fill(staging)
         publish_directory(staging, destination)
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        discard_staging(staging)
         raise
     return result

@@ -285,6 +285,8 @@ def test_sigkill_midway_leaves_no_committed_output_and_rerun_commits_all(trained
 
     assert result.count == n and verify_output(out)["count"] == n
     assert [r["key"] for r in read_predictions(out)] == [r["key"] for r in rows]
+    # The rerun deleted the killed run's staging directory (its owner process is gone) and its own.
+    assert not [name for name in os.listdir(tmp_path) if name.startswith(".staging-")]
 
 
 def _wait_for_second_shard(directory, proc, timeout: float) -> str:

@@ -42,3 +42,92 @@ def test_publish_directory_is_all_or_nothing_and_replaces(root, tmp_path):
         assert storage.read_text(storage.join(destination, "file.txt")) == content
     names = [p.rsplit("/", 1)[-1] for p in storage.list_files(destination)]
     assert sorted(names) == [storage.COMMIT_MARKER, "file.txt"]
+
+
+_ABANDON = """
+import sys
+from estimator_lib import storage
+staging = storage.local_staging_dir(sys.argv[1])
+open(staging + "/part-0.txt", "w").write("half written")
+print(staging, flush=True)
+import os, signal
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def _abandoned_staging(destination: str) -> str:
+    """A staging directory for `destination` whose owner was killed (SIGKILL, so no cleanup ran)."""
+    import os
+    import subprocess
+    import sys
+
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.run(
+        [sys.executable, "-c", _ABANDON, destination],
+        env=dict(os.environ, PYTHONPATH=repo),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == -9, proc.stderr
+    staging = proc.stdout.strip()
+    assert os.path.isdir(staging) and os.path.exists(staging + ".owner")
+    return staging
+
+
+def test_a_new_staging_deletes_the_ones_killed_owners_left_and_keeps_the_rest(tmp_path):
+    import os
+
+    destination = str(tmp_path / "out")
+    dead = _abandoned_staging(destination)
+    other_destination = _abandoned_staging(str(tmp_path / "other"))  # another destination's: not ours to judge
+    live = storage.local_staging_dir(destination)  # this process's own, still in use
+    unowned = tmp_path / ".staging-out-0123456789ab"  # no owner record (e.g. an older version's): kept
+    unowned.mkdir()
+    foreign = tmp_path / ".staging-out-feedfacecafe"  # owned by another host: cannot tell, kept
+    foreign.mkdir()
+    (tmp_path / ".staging-out-feedfacecafe.owner").write_text('{"host": "elsewhere", "pid": 1, "started": "x"}')
+    assert not os.path.exists(dead)  # creating `live` already deleted it: its owner is gone
+
+    fresh = storage.local_staging_dir(destination)
+
+    names = sorted(os.listdir(tmp_path))
+    expected = [os.path.basename(p) for p in (live, fresh, other_destination, str(unowned), str(foreign))]
+    expected += [os.path.basename(p) + ".owner" for p in (live, fresh, other_destination, str(foreign))]
+    assert names == sorted(expected)
+    storage.discard_staging(live)
+    storage.discard_staging(fresh)
+    assert not os.path.exists(live) and not os.path.exists(live + ".owner")
+
+
+def test_publish_swaps_the_previous_output_out_and_leaves_nothing_beside_it(tmp_path, monkeypatch):
+    import os
+
+    destination = str(tmp_path / "published")
+    for atomic_swap in (True, False):  # False: a file system without RENAME_EXCHANGE (two renames)
+        if not atomic_swap:
+            monkeypatch.setattr(storage, "_exchange", lambda a, b: False)
+        for content in ("first", "second"):
+            staging = storage.local_staging_dir(destination)
+            with open(f"{staging}/file.txt", "w") as f:
+                f.write(content + str(atomic_swap))
+            storage.publish_directory(staging, destination)
+            assert storage.read_text(os.path.join(destination, "file.txt")) == content + str(atomic_swap)
+            assert sorted(os.listdir(tmp_path)) == ["published"]  # no staging, owner record or old copy
+            assert sorted(os.listdir(destination)) == [storage.COMMIT_MARKER, "file.txt"]
+
+
+def test_exchange_swaps_two_directories():
+    import os
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as root:
+        a, b = os.path.join(root, "a"), os.path.join(root, "b")
+        os.makedirs(a)
+        os.makedirs(b)
+        open(os.path.join(a, "from-a"), "w").close()
+        if not storage._exchange(a, b):
+            pytest.skip("this system has no renameat2 RENAME_EXCHANGE")
+        assert os.listdir(b) == ["from-a"] and os.listdir(a) == []
+        with pytest.raises(FileNotFoundError):
+            storage._exchange(a, os.path.join(root, "missing"))
