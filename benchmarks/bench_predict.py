@@ -24,7 +24,8 @@ Every path runs once per round, in `--rounds` interleaved rounds (naive: once), 
 the ceiling. Printed per path: the best round (ratio best to best), the median round, the "paired" ratio
 (the median over rounds of this run's rate over the rate of the ceiling run just before it: a slow spell of
 this shared machine hits both runs of a pair alike) and the process CPU time per row (all threads), which a
-slow spell does not inflate, and the cores it kept busy (CPU time / wall time). A last line gives the bound
+slow spell does not inflate, the cores it kept busy (CPU time / wall time) and the machine's CPU steal
+during it (/proc/stat: time the hypervisor gave this VM's vCPUs to something else). A last line gives the bound
 this machine sets: the ceiling's CPU per row plus the two "part alone" ones, spread over every core.
 
 Two model sizes, each trained briefly on the same synthetic data: the tiny (64, 32) DNN, where the ceiling
@@ -69,11 +70,27 @@ def write_records(directory: str, n: int, schema, shards: int = 4) -> str:
     return os.path.join(directory, "part-*.tfrecord")
 
 
-def timed(fn) -> Tuple[int, float, float]:
-    """(fn's result, wall seconds, CPU seconds of this process: every thread, user + system)."""
+def machine_ticks() -> Tuple[int, int]:
+    """(steal, total) CPU ticks of the whole machine so far, from /proc/stat; (0, 0) where there is none.
+    Steal is time the hypervisor ran something else while this VM had work to run."""
+    try:
+        with open("/proc/stat", encoding="utf-8") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return 0, 0
+    return (fields[7] if len(fields) > 7 else 0), sum(fields[:8])
+
+
+def timed(fn) -> Tuple[int, float, float, float]:
+    """(fn's result, wall seconds, CPU seconds of this process: every thread, user + system, and the share
+    of the machine's CPU time stolen by the hypervisor meanwhile)."""
+    steal, total = machine_ticks()
     cpu, start = time.process_time(), time.perf_counter()
     result = fn()
-    return result, time.perf_counter() - start, time.process_time() - cpu
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+    steal_after, total_after = machine_ticks()
+    stolen = (steal_after - steal) / (total_after - total) if total_after > total else 0.0
+    return result, seconds, cpu, stolen
 
 
 def naive_predict(job, schema, model_dir, pattern, out_path) -> int:
@@ -166,14 +183,15 @@ class Run:
     seconds: float
     cpu_seconds: float
     ceiling_seconds: float  # the paired ceiling run's (its own, for a ceiling run)
+    steal: float = 0.0  # share of the machine's CPU time the hypervisor took during the run
 
 
 def paired(fn, signature_loop: "Ceiling", ceiling_runs: List[Run]) -> Run:
     """Runs the ceiling, then `fn`; records the ceiling run too and returns `fn`'s run paired with it."""
-    n, seconds, cpu = timed(signature_loop.run)
-    ceiling_runs.append(Run(n, seconds, cpu, seconds))
-    rows, fn_seconds, fn_cpu = timed(fn)
-    return Run(rows, fn_seconds, fn_cpu, seconds)
+    n, seconds, cpu, steal = timed(signature_loop.run)
+    ceiling_runs.append(Run(n, seconds, cpu, seconds, steal))
+    rows, fn_seconds, fn_cpu, fn_steal = timed(fn)
+    return Run(rows, fn_seconds, fn_cpu, seconds, fn_steal)
 
 
 def derive_rows(times: Dict[str, List[Run]], rows: int):
@@ -188,7 +206,7 @@ def derive_rows(times: Dict[str, List[Run]], rows: int):
             # Round by round: this round's run minus this round's 1-row run (graph, session, restore, commit).
             startups = times[startup_path]
             steady = [
-                Run(rows, r.seconds - r0.seconds, r.cpu_seconds - r0.cpu_seconds, r.ceiling_seconds)
+                Run(rows, r.seconds - r0.seconds, r.cpu_seconds - r0.cpu_seconds, r.ceiling_seconds, r.steal)
                 for r, r0 in zip(runs, startups)
             ]
             table.append((path.replace(")", ", minus start-up)"), rows, steady))
@@ -258,7 +276,7 @@ def print_table(name: str, table, args) -> None:
     print("best: the fastest round; paired: the median over rounds of (this run / the ceiling run just before it)")
     print(
         f"{'path':<50} {'rows':>8} {'best s':>7} {'best ex/s':>10} {'x ceiling':>9} {'x naive':>8}"
-        f" {'median ex/s':>11} {'paired x ceil':>13} {'cpu us/row':>10} {'cores busy':>10}"
+        f" {'median ex/s':>11} {'paired x ceil':>13} {'cpu us/row':>10} {'cores busy':>10} {'steal %':>7}"
     )
     for path, n, runs in table:
         if runs is None:
@@ -269,9 +287,11 @@ def print_table(name: str, table, args) -> None:
         paired_ratio = statistics.median((n / r.seconds) / (args.rows / r.ceiling_seconds) for r in runs)
         cpu = statistics.median(r.cpu_seconds for r in runs) / n * 1e6
         cores = statistics.median(r.cpu_seconds / r.seconds for r in runs)
+        steal = statistics.median(r.steal for r in runs) * 100
         print(
             f"{path:<50} {n:>8} {best:>7.2f} {rate_best:>10.0f} {rate_best / best_ceiling:>9.2f}"
-            f" {rate_best / best_naive:>8.1f} {rate_median:>11.0f} {paired_ratio:>13.2f} {cpu:>10.2f} {cores:>10.2f}"
+            f" {rate_best / best_naive:>8.1f} {rate_median:>11.0f} {paired_ratio:>13.2f} {cpu:>10.2f}"
+            f" {cores:>10.2f} {steal:>7.1f}"
         )
     print_bound(table, args.rows, best_ceiling)
 
