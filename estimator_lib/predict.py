@@ -340,7 +340,10 @@ class _RowFormatter:
 
     def _render(self, column: _Column, values: np.ndarray, present: np.ndarray) -> List[bytes]:
         if column.render == "float":
-            texts = _json_numbers(np.where(present, values, 0))  # a missing value may be NaN: never formatted
+            try:
+                texts = _json_numbers(np.where(present, values, 0))  # a missing value may be NaN: not formatted
+            except ValueError as e:
+                raise PredictionError(f"passthrough column {column.name!r}: {e}") from None
             return [t if ok else b"null" for t, ok in zip(texts, present.tolist())]
         if column.render == "class_name":
             ids = np.clip(values, 0, len(self._class_names) - 1)

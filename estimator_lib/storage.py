@@ -213,14 +213,13 @@ def _owner_is_gone(owner_path: str) -> bool:
     return _process_start(pid) != started
 
 
-def _remove_abandoned_staging(parent: str, name: str) -> List[str]:
-    """Deletes `.staging-<name>-*` directories (and owner records) whose owner process is gone; returns them."""
+def _remove_abandoned_staging(parent: str, name: str) -> None:
+    """Deletes `.staging-<name>-*` directories (and owner records) whose owner process is gone."""
     prefix = f".staging-{name}-"
-    removed = []
     try:
         entries = os.listdir(parent)
     except OSError:
-        return removed
+        return
     for entry in entries:
         if not (entry.startswith(prefix) and entry.endswith(_OWNER_SUFFIX)):
             continue
@@ -231,8 +230,6 @@ def _remove_abandoned_staging(parent: str, name: str) -> List[str]:
             if not os.path.exists(staging):
                 with contextlib.suppress(FileNotFoundError):
                     os.remove(owner_path)
-                removed.append(staging)
-    return removed
 
 
 def local_staging_dir(destination: str, local_root: Optional[str] = None) -> str:

@@ -331,6 +331,16 @@ def test_formatter_writes_exact_json_for_plain_and_escaped_keys(trained):
         formatter.format({KEY_FEATURE: np.array([b"a\xc5", b"\xbeb", b"c"], object), "colour": colours}, outputs)
 
 
+def test_formatter_names_a_passthrough_column_whose_value_json_cannot_hold(trained):
+    formatter = _RowFormatter(trained.schema, _passthrough_columns(trained.schema, ["x-2"]))
+    outputs = {"probabilities": np.full((2, 3), 1 / 3, np.float32), "class_ids": np.array([0, 1], np.int64)}
+    keys = np.array([b"a", b"b"], object)
+    missing_nan = (np.float32([np.nan, 0.5]), np.array([False, True]))  # missing: null, never formatted
+    assert formatter.format({KEY_FEATURE: keys, "x-2": missing_nan}, outputs).startswith(b'{"key": "a", "x-2": null')
+    with pytest.raises(PredictionError, match=r"passthrough column 'x-2': non-finite values \[inf\]"):
+        formatter.format({KEY_FEATURE: keys, "x-2": (np.float32([np.inf, 0.5]), np.array([True, True]))}, outputs)
+
+
 def test_json_numbers_are_the_shortest_text_that_reads_back_bitwise():
     rng = np.random.default_rng(3)
     bits = rng.integers(0, 2**32, 20000, dtype=np.uint64).astype(np.uint32)
