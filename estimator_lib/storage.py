@@ -25,6 +25,7 @@ import json
 import os
 import shutil
 import socket
+import tempfile
 import uuid
 from typing import IO, Callable, Dict, List, Optional, Tuple, TypeVar
 
@@ -179,6 +180,7 @@ def delete_tree(uri: str) -> None:
 
 # -- atomic publishing ---------------------------------------------------------------------------------------
 _OWNER_SUFFIX = ".owner"
+_GCS_STAGING_ROOT = "estimator-lib-staging"  # under the temp dir: gs:// outputs are staged here
 
 
 def _process_start(pid: int) -> Optional[str]:
@@ -236,15 +238,15 @@ def local_staging_dir(destination: str, local_root: Optional[str] = None) -> str
     """A fresh staging directory for `destination`.
 
     For a local destination it sits beside it (same file system, so the final rename is atomic); for gs://
-    it is a local temp directory (under `local_root` if given) whose files `publish_directory` uploads.
-    A local staging directory gets an owner record beside it, written before the directory, and staging
-    directories for the same destination left by processes that are gone are deleted first.
+    it is a local directory under `local_root` (default: `<temp dir>/estimator-lib-staging`) whose files
+    `publish_directory` uploads. Either way it gets an owner record beside it, written before the directory,
+    and staging directories left there by processes that are gone (killed: no cleanup ran) are deleted first:
+    for a local destination those of the same destination, for gs:// every one under the root.
     """
     if is_gcs(destination):
-        import tempfile
-
-        return tempfile.mkdtemp(prefix="staging-", dir=local_root)
-    parent, name = os.path.split(os.path.abspath(destination.rstrip("/")))
+        parent, name = local_root or os.path.join(tempfile.gettempdir(), _GCS_STAGING_ROOT), "gcs"
+    else:
+        parent, name = os.path.split(os.path.abspath(destination.rstrip("/")))
     os.makedirs(parent, exist_ok=True)
     _remove_abandoned_staging(parent, name)
     staging = os.path.join(parent, f".staging-{name}-{uuid.uuid4().hex[:12]}")
@@ -299,7 +301,7 @@ def publish_directory(staging: str, destination: str) -> None:
         for path in files:
             upload_file(path, join(destination, os.path.relpath(path, staging).replace(os.sep, "/")))
         upload_file(marker, join(destination, COMMIT_MARKER))
-        shutil.rmtree(staging)
+        discard_staging(staging)
         return
     destination = os.path.abspath(destination.rstrip("/"))
     if os.path.exists(destination) and _exchange(staging, destination):

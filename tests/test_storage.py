@@ -100,6 +100,23 @@ def test_a_new_staging_deletes_the_ones_killed_owners_left_and_keeps_the_rest(tm
     assert not os.path.exists(live) and not os.path.exists(live + ".owner")
 
 
+def test_gcs_outputs_stage_locally_and_a_killed_owners_staging_is_deleted(tmp_path, monkeypatch):
+    import os
+    import tempfile
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # the killed subprocess's temp dir
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # and this process's (cached by tempfile)
+    root = tmp_path / "estimator-lib-staging"
+    dead = _abandoned_staging("gs://bucket/run-1/predictions")
+    assert os.path.dirname(dead) == str(root)
+    live = storage.local_staging_dir("gs://bucket/run-2/predictions")  # another gs:// output's, in use
+
+    assert not os.path.exists(dead) and not os.path.exists(dead + ".owner")
+    assert sorted(os.listdir(root)) == sorted([os.path.basename(live), os.path.basename(live) + ".owner"])
+    storage.discard_staging(live)
+    assert os.listdir(root) == []
+
+
 def test_publish_swaps_the_previous_output_out_and_leaves_nothing_beside_it(tmp_path, monkeypatch):
     import os
 
