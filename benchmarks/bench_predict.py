@@ -14,6 +14,9 @@ Paths (same model, same records, same batch size):
                     a key lookup per row: what one writes without thinking about throughput.
   ceiling           a tight loop calling the exported CPU graph's `predict` signature on whole batches of
                     serialized Examples already in memory: no reading, no joining, no writing, no start-up.
+  generator alone   batch_predict's estimator side only: the same input_fn and whole-batch generator, the
+                    outputs dropped (read + parse + model; no formatting or writing), with its own start-up
+                    row, to tell the estimator's cost from the formatting's.
   part alone        two pieces of work every end-to-end path has and the ceiling has not, each timed alone:
                     reading + batching the records (no parsing), and formatting + hashing the output rows
                     (no model). With the tiny model they show what bounds batch prediction on this machine.
@@ -53,7 +56,7 @@ import numpy as np  # noqa: E402
 import synthetic  # noqa: E402  (tests/synthetic.py: tiny datasets drawn from a known rule)
 import tensorflow as tf  # noqa: E402
 
-from estimator_lib import estimator, export, inputs, predict, records  # noqa: E402
+from estimator_lib import estimator, example_keys, export, inputs, predict, records  # noqa: E402
 from estimator_lib.config import JobConfig, ModelConfig, TPUSettings, TrainingConfig  # noqa: E402
 
 
@@ -152,6 +155,12 @@ def bench_model(name: str, model: ModelConfig, args, root: str, schema, data: st
         "predict_from_saved_model (end to end)": lambda: saved_model(data, "o4"),
         "predict_from_saved_model (num_examples)": lambda: saved_model(data, "o5", **known),
         "predict_from_saved_model start-up (1-row run)": lambda: saved_model(one_row, "o6"),
+        "part: estimator generator alone (num_examples)": lambda: generator_only(
+            job, schema, model_dir, data, args.rows
+        ),
+        "part: estimator generator alone start-up (1-row run)": lambda: generator_only(
+            job, schema, model_dir, one_row, 1
+        ),
         "part alone: read + batch the records": lambda: read_only(data, args.batch_size),
         "part alone: format + sha256 the output rows": Formatting(schema, args.rows, args.batch_size).run,
     }
@@ -213,6 +222,18 @@ def derive_rows(times: Dict[str, List[Run]], rows: int):
             median_startup = statistics.median(r.seconds for r in startups)
             table.append((f"  (start-up: 1-row run, median {median_startup:.2f}s)", None, None))
     return table
+
+
+def generator_only(job, schema, model_dir, pattern, num_examples: int) -> int:
+    """batch_predict's estimator side alone: the same input_fn, predict keys and whole-batch generator,
+    consumed to the end with the outputs dropped (no key unpacking, formatting or writing)."""
+    from estimator_lib.schema import INDEX_FEATURE, PADDING_FEATURE
+
+    est = estimator.build_estimator(job, schema, model_dir)
+    input_fn = inputs.predict_input_fn_builder(pattern, schema, num_examples)
+    wanted = [*predict.output_keys(schema), INDEX_FEATURE, PADDING_FEATURE, example_keys.KEY_BYTES_FEATURE]
+    batches = est.predict(input_fn, predict_keys=wanted, yield_single_examples=False)
+    return sum(int((batch[PADDING_FEATURE] == 0.0).sum()) for batch in batches)
 
 
 def read_only(pattern: str, batch_size: int) -> int:
