@@ -16,7 +16,7 @@ import typing
 from typing import Any, Dict, Mapping, Optional
 
 from estimator_lib import storage
-from estimator_lib.config import JobConfig, TPUSettings
+from estimator_lib.config import JobConfig, TPUSettings, set_dotted
 
 JOB_CONFIG_FILE = "job_config.json"
 BLESSING_FILE = "blessing.json"
@@ -65,11 +65,7 @@ def _typed_value(hint: Any, value: Any) -> Any:
 def _with_dotted(data: Mapping[str, Any], overrides: Mapping[str, Any]) -> Dict[str, Any]:
     out = json.loads(json.dumps(data))
     for dotted, value in overrides.items():
-        node = out
-        *sections, name = dotted.split(".")
-        for section in sections:
-            node = node.setdefault(section, {})
-        node[name] = value
+        set_dotted(out, dotted, value, create=True)
     return out
 
 

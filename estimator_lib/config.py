@@ -277,20 +277,31 @@ class JobConfig(_JsonMixin):
         """Returns a copy with dotted keys replaced, e.g. {"training.train_steps": 200}."""
         data = self.to_dict()
         for dotted, value in overrides.items():
-            node = data
-            parts = dotted.split(".")
-            for part in parts[:-1]:
-                _require(
-                    isinstance(node.get(part), dict),
-                    f"--set {dotted}: {part!r} is not a config section; sections: {sorted(data)}",
-                )
-                node = node[part]
-            _require(
-                parts[-1] in node,
-                f"--set {dotted}: unknown field {parts[-1]!r}; known here: {sorted(node)}",
-            )
-            node[parts[-1]] = value
+            set_dotted(data, dotted, value)
         return JobConfig.from_dict(data)
+
+
+def set_dotted(data: Dict[str, Any], dotted: str, value: Any, *, create: bool = False) -> None:
+    """Sets `data["a"]["b"] = value` for `dotted` "a.b", in place: the one way every `--set`, pipeline
+    hyperparameter and stage placement reaches a config dict.
+
+    With create=False (for a complete `to_dict()`) each section and the field must exist already, so a typo
+    fails here, naming what is known. With create=True missing sections are made, for a partial dict that
+    `from_dict` checks afterwards. A part that exists but is not a section fails either way.
+    """
+    node = data
+    parts = dotted.split(".")
+    _require(all(parts), f"--set {dotted}: empty part in the key; write it as section.field")
+    for part in parts[:-1]:
+        if create and part not in node:
+            node[part] = {}
+        _require(
+            isinstance(node.get(part), dict),
+            f"--set {dotted}: {part!r} is not a config section; sections here: {sorted(node)}",
+        )
+        node = node[part]
+    _require(create or parts[-1] in node, f"--set {dotted}: unknown field {parts[-1]!r}; known here: {sorted(node)}")
+    node[parts[-1]] = value
 
 
 def parse_override(text: str) -> Tuple[str, Any]:

@@ -17,7 +17,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence
 
 from components._io import EMBEDDED_DATA, PREPARED_SPLITS, prediction_kind
 from estimator_lib.blessing import BlessingConfig
-from estimator_lib.config import ConfigError, JobConfig, parse_override
+from estimator_lib.config import ConfigError, JobConfig, parse_override, set_dotted
 
 OWN_SECTIONS = ("blessing", "prepare")
 TASKS = ("auto", "classification", "regression")
@@ -136,16 +136,6 @@ def _split_sections(config: Mapping[str, Any]) -> Dict[str, Dict[str, Any]]:
     return sections
 
 
-def _apply(section: Dict[str, Any], dotted: str, value: Any) -> None:
-    node = section
-    parts = dotted.split(".")
-    for part in parts[:-1]:
-        node = node.setdefault(part, {})
-        if not isinstance(node, dict):
-            raise ConfigError(f"--set {dotted}: {part!r} is not a section")
-    node[parts[-1]] = value
-
-
 def resolve_configs(config: Optional[Mapping[str, Any]], overrides: Sequence[str]) -> Dict[str, Any]:
     """Resolves the config file's JSON and `--set` overrides into a JobConfig, BlessingConfig and prepare options.
 
@@ -158,7 +148,7 @@ def resolve_configs(config: Optional[Mapping[str, Any]], overrides: Sequence[str
         key, value = parse_override(text)
         head, _, rest = key.partition(".")
         if head in OWN_SECTIONS and rest:
-            _apply(sections[head], rest, value)
+            set_dotted(sections[head], rest, value, create=True)
         else:
             job_overrides[key] = value
     job = JobConfig.from_dict(sections["job"]).with_overrides(job_overrides)

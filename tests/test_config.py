@@ -13,6 +13,7 @@ from estimator_lib.config import (
     TPUSettings,
     TrainingConfig,
     parse_override,
+    set_dotted,
 )
 from estimator_lib.model_fn import build_model_fn
 
@@ -106,3 +107,24 @@ def test_overrides_make_validated_variants():
     with pytest.raises(ConfigError, match=r"not divisible by tpu.num_cores=8"):
         job.with_overrides({"tpu.use_tpu": True, "tpu.tpu_name": "local", "training.train_batch_size": 20})
     assert parse_override("model.hidden_units=[8, 4]") == ("model.hidden_units", [8, 4])
+
+
+def test_set_dotted_is_strict_on_a_complete_dict_and_creates_sections_on_request():
+    full = JobConfig().to_dict()
+    set_dotted(full, "training.train_steps", 7)
+    assert full["training"]["train_steps"] == 7
+    with pytest.raises(
+        ConfigError, match=r"'trainig' is not a config section; sections here: \['model', 'tpu', 'training'\]"
+    ):
+        set_dotted(full, "trainig.train_steps", 7)
+    with pytest.raises(ConfigError, match=r"'train_steps' is not a config section"):
+        set_dotted(full, "training.train_steps.x", 7)  # a field, not a section: never overwritten
+    with pytest.raises(ConfigError, match="empty part"):
+        set_dotted(full, "training..train_steps", 7)
+
+    partial = {"model": {"family": "dnn"}}
+    set_dotted(partial, "training.train_steps", 7, create=True)
+    set_dotted(partial, "model.hidden_units", [4], create=True)
+    assert partial == {"model": {"family": "dnn", "hidden_units": [4]}, "training": {"train_steps": 7}}
+    with pytest.raises(ConfigError, match="'family' is not a config section"):
+        set_dotted(partial, "model.family.x", 1, create=True)
