@@ -56,7 +56,7 @@ import numpy as np  # noqa: E402
 import synthetic  # noqa: E402  (tests/synthetic.py: tiny datasets drawn from a known rule)
 import tensorflow as tf  # noqa: E402
 
-from estimator_lib import estimator, example_keys, export, inputs, predict, records  # noqa: E402
+from estimator_lib import estimator, export, inputs, predict, records  # noqa: E402
 from estimator_lib.config import JobConfig, ModelConfig, TPUSettings, TrainingConfig  # noqa: E402
 
 
@@ -227,12 +227,11 @@ def derive_rows(times: Dict[str, List[Run]], rows: int):
 def generator_only(job, schema, model_dir, pattern, num_examples: int) -> int:
     """batch_predict's estimator side alone: the same input_fn, predict keys and whole-batch generator,
     consumed to the end with the outputs dropped (no key unpacking, formatting or writing)."""
-    from estimator_lib.schema import INDEX_FEATURE, PADDING_FEATURE
+    from estimator_lib.schema import PADDING_FEATURE
 
     est = estimator.build_estimator(job, schema, model_dir)
     input_fn = inputs.predict_input_fn_builder(pattern, schema, num_examples)
-    wanted = [*predict.output_keys(schema), INDEX_FEATURE, PADDING_FEATURE, example_keys.KEY_BYTES_FEATURE]
-    batches = est.predict(input_fn, predict_keys=wanted, yield_single_examples=False)
+    batches = est.predict(input_fn, predict_keys=predict.fetched_keys(schema), yield_single_examples=False)
     return sum(int((batch[PADDING_FEATURE] == 0.0).sum()) for batch in batches)
 
 

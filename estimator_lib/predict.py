@@ -651,8 +651,9 @@ def _checkpoint_predictions(
     checkpoint = checkpoint_path or estimator.latest_checkpoint()
     if checkpoint is None:
         raise FileNotFoundError(f"no checkpoint in model_dir={model_dir!r} to predict with; train first")
-    wanted = [*output_keys(schema), INDEX_FEATURE, PADDING_FEATURE, KEY_BYTES_FEATURE]  # not the logits
-    batches = estimator.predict(input_fn, predict_keys=wanted, yield_single_examples=False, checkpoint_path=checkpoint)
+    batches = estimator.predict(
+        input_fn, predict_keys=fetched_keys(schema), yield_single_examples=False, checkpoint_path=checkpoint
+    )
     # The generator keeps the estimator's graph as this thread's default graph between batches, which would
     # break the eager host pass; a producer thread also overlaps the model with formatting and writing.
     batches = _in_background(batches, depth=_QUEUE_DEPTH)
@@ -816,6 +817,12 @@ def _check_num_examples(num_examples: Optional[int]) -> None:
 def output_keys(schema: Schema) -> Tuple[str, ...]:
     """The model outputs a prediction row is made of (also what export verification compares)."""
     return ("class_ids", "probabilities") if schema.label.task == CLASSIFICATION else ("predictions",)
+
+
+def fetched_keys(schema: Schema) -> List[str]:
+    """What batch prediction fetches from the estimator per batch: the outputs, the row markers and the
+    packed keys; not the logits."""
+    return [*output_keys(schema), INDEX_FEATURE, PADDING_FEATURE, KEY_BYTES_FEATURE]
 
 
 def shard_sizes(count: int, num_shards: int) -> List[int]:
