@@ -47,7 +47,7 @@ def generate(path: str, rows: int, seed: int = 0) -> None:
 
 # -- the two implementations (each run in its own subprocess) ----------------------------------------------
 def run_prepare(path: str, out: str) -> int:
-    from estimator_lib.prepare import PrepareConfig, prepare
+    from estimator_lib.data.prepare import PrepareConfig, prepare
 
     result = prepare(PrepareConfig(data=(path,), label="label"), out)
     return sum(result.counts.values())
@@ -58,7 +58,7 @@ def run_naive(path: str, out: str) -> int:
 
     import tensorflow as tf
 
-    from estimator_lib import records
+    from estimator_lib.data import records
     from estimator_lib.schema import (
         CATEGORICAL as CAT,
     )

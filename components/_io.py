@@ -11,20 +11,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import posixpath
 import typing
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, Mapping
 
 from estimator_lib import storage
 from estimator_lib.config import JobConfig, TPUSettings, set_dotted
 
 JOB_CONFIG_FILE = "job_config.json"
 BLESSING_FILE = "blessing.json"
-EMBEDDED_DATA = "embedded:penguins"
-PREPARED_SPLITS = ("train", "eval", "test")
-RAW_EXTENSIONS = (".csv", ".jsonl", ".json", ".ndjson")
-TFRECORD_EXTENSIONS = (".tfrecord", ".tfrecords")
-SPLIT, TFRECORD, RAW, DIRECTORY = "split", "tfrecord", "raw", "directory"
 
 log = logging.getLogger("components")
 
@@ -102,11 +96,12 @@ def stage_job(model_uri: str, tpu: Mapping[str, Any]) -> JobConfig:
 
 def prepare_config(data: str, label: str, task: str, key_column: str, eval_fraction: float, options: Mapping[str, Any]):
     """The `PrepareConfig` of the prepare stage's parameters ("auto" task and "" key column mean inferred)."""
-    from estimator_lib.prepare import PrepareConfig
+    from estimator_lib.config import PrepareConfig
+    from estimator_lib.data.embedded import resolve_data
 
     fields = {
         **options,
-        "data": [data_source(data)],
+        "data": [resolve_data(data)],
         "label": label,
         "task": None if task == "auto" else task,
         "key_column": key_column or None,
@@ -115,93 +110,8 @@ def prepare_config(data: str, label: str, task: str, key_column: str, eval_fract
     return PrepareConfig.from_dict(typed(PrepareConfig, fields))
 
 
-def data_source(data: str) -> str:
-    """The user's data URI, or the shipped Palmer Penguins CSV for "embedded:penguins"."""
-    if data == EMBEDDED_DATA:
-        from estimator_lib.datasets import default_dataset
-
-        return default_dataset().path
-    return data
-
-
-@dataclasses.dataclass(frozen=True)
-class PredictionSource:
-    """What batch prediction scores.
-
-    Attributes:
-      uri: TFRecord file pattern(s), or CSV / JSON Lines file pattern(s) when `raw`.
-      raw: rows to encode through the prepared schema first (`predict.predict_raw`).
-      count: records in `uri` when known (a prepared split's manifest count); None counts them.
-    """
-
-    uri: str
-    raw: bool = False
-    count: Optional[int] = None
-
-
-def prediction_kind(data: str) -> str:
-    """What `data` names, from its text alone (no I/O, so the CLI can check it before submitting):
-    SPLIT ("eval", "train", "test"), RAW (.csv, .jsonl, .json, .ndjson), TFRECORD (.tfrecord, .tfrecords) or
-    DIRECTORY (a trailing "/" or no extension: a directory of TFRecords, checked when the stage runs)."""
-    if data in PREPARED_SPLITS:
-        return SPLIT
-    if data.endswith("/"):
-        return DIRECTORY
-    ext = posixpath.splitext(posixpath.basename(data))[1].lower()
-    if ext in RAW_EXTENSIONS:
-        return RAW
-    if ext in TFRECORD_EXTENSIONS:
-        return TFRECORD
-    if not ext:
-        return DIRECTORY
-    raise ValueError(
-        f"predict_data={data!r}: cannot tell what {ext!r} files hold; use a prepared split {PREPARED_SPLITS}, "
-        f"CSV / JSON Lines rows ({', '.join(RAW_EXTENSIONS)}), or prepared TFRecords "
-        f"({', '.join(TFRECORD_EXTENSIONS)}, or a directory of them); rename the files to match their format"
-    )
-
-
-def prediction_source(data: str, prepared) -> PredictionSource:
-    """The rows `data` names: a prepared split's TFRecords with the manifest's count, raw CSV / JSON Lines
-    rows (scored through the prepared schema), TFRecords as given, or a directory's TFRecords."""
-    kind = prediction_kind(data)
-    if kind == SPLIT:
-        return PredictionSource(prepared.files(data), count=prepared.counts[data])
-    if kind == DIRECTORY:
-        return PredictionSource(_directory_tfrecords(data))
-    return PredictionSource(data, raw=kind == RAW)
-
-
-def _directory_tfrecords(directory: str) -> str:
-    for ext in TFRECORD_EXTENSIONS:
-        pattern = storage.join(directory.rstrip("/"), "*" + ext)
-        if storage.glob(pattern):
-            return pattern
-    raise FileNotFoundError(
-        f"predict_data={directory!r} names no file type and holds no {' or '.join(TFRECORD_EXTENSIONS)} files; "
-        f"give CSV / JSON Lines files ({', '.join(RAW_EXTENSIONS)}), TFRecord files, or a directory of TFRecords"
-    )
-
-
-def scoring_options(prepared) -> Dict[str, Any]:
-    """The preparation's row rules, so new rows are read as the training rows were: missing-value tokens,
-    bad-row policy and its limit (from the prepared manifest's config)."""
-    config = prepared.manifest["config"]
-    return {
-        "missing_values": tuple(config["missing_values"]),
-        "bad_rows": config["bad_rows"],
-        "max_bad_fraction": config["max_bad_fraction"],
-    }
-
-
-def encoded_rows_uri(predictions_uri: str) -> str:
-    """Where raw rows are encoded for scoring and kept (manifest, quarantine): beside the predictions,
-    because publishing the predictions replaces their directory."""
-    return predictions_uri.rstrip("/") + "-rows"
-
-
 def read_blessing(blessing_uri: str):
-    from estimator_lib.blessing import Blessing
+    from estimator_lib.evaluation import Blessing
 
     path = storage.join(blessing_uri, BLESSING_FILE)
     require_output(path, "the evaluation's blessing")
@@ -211,7 +121,7 @@ def read_blessing(blessing_uri: str):
 # -- describing outputs --------------------------------------------------------------------------------------
 def describe_dataset(dataset, result) -> None:
     """Prepared Dataset: split counts, where its schema is, label and task, content fingerprint."""
-    from estimator_lib.publish import fingerprint
+    from estimator_lib.release import fingerprint
 
     schema_uri = storage.join(dataset.uri, "schema.json")
     require_output(schema_uri, "the prepared schema")
@@ -230,7 +140,7 @@ def describe_dataset(dataset, result) -> None:
 
 def describe_model(model, result, job: JobConfig, warm_started_from) -> None:
     """Trained Model: the checkpoint directory is the artifact's uri; global step, checkpoint, config."""
-    from estimator_lib.publish import fingerprint_files
+    from estimator_lib.release import fingerprint_files
 
     require_output(result.checkpoint + ".index", "the final checkpoint")
     files = storage.glob(result.checkpoint + ".*")
@@ -248,7 +158,7 @@ def describe_model(model, result, job: JobConfig, warm_started_from) -> None:
 
 def describe_evaluation(evaluation, metrics, classification_metrics, blessing) -> None:
     """Metrics (eval split), ClassificationMetrics (confusion matrix, ROC curve) and the Blessing record."""
-    from estimator_lib.publish import fingerprint_files
+    from estimator_lib.release import fingerprint_files
 
     for name, value in sorted(evaluation.metrics.items()):
         metrics.log_metric(name, float(value))
@@ -277,7 +187,7 @@ def describe_evaluation(evaluation, metrics, classification_metrics, blessing) -
 
 def describe_predictions(predictions, result) -> None:
     """Predictions Dataset: row count, shards, manifest."""
-    from estimator_lib.publish import fingerprint
+    from estimator_lib.release import fingerprint
 
     for shard in result.shards:
         require_output(shard, "a prediction shard")
@@ -297,7 +207,7 @@ def describe_predictions(predictions, result) -> None:
 
 def describe_export(exported, release) -> None:
     """Exported Model: SavedModel directory, tag sets, signatures; whether and where it was published."""
-    from estimator_lib.publish import fingerprint
+    from estimator_lib.release import fingerprint
 
     export = release.export
     require_output(storage.join(export.export_dir, "saved_model.pb"), "the exported SavedModel")

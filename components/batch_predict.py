@@ -1,5 +1,4 @@
-"""Batch prediction stage: a thin adapter over `estimator_lib.predict.batch_predict` for prepared TFRecords, or
-`predict_raw` for raw CSV / JSON Lines rows (TPU on Vertex AI)."""
+"""Batch prediction stage: a thin adapter over `estimator_lib.predict.score` (TPU on Vertex AI)."""
 
 from kfp.dsl import Dataset, Input, Model, Output
 
@@ -23,19 +22,9 @@ def batch_predict(
       predictions: output; JSON Lines shards and a manifest.
     """
     from components import _io
-    from estimator_lib import predict, prepare
+    from estimator_lib import predict
+    from estimator_lib.data import prepare
 
     prepared = prepare.load_prepared(dataset.uri)
-    job = _io.stage_job(model.uri, tpu)
-    source = _io.prediction_source(data, prepared)
-    if source.raw:
-        rows_uri = _io.encoded_rows_uri(predictions.uri)
-        options = _io.scoring_options(prepared)
-        result = predict.predict_raw(
-            job, prepared.schema, model.uri, source.uri, predictions.uri, staging_dir=rows_uri, **options
-        )
-    else:
-        result = predict.batch_predict(
-            job, prepared.schema, model.uri, source.uri, predictions.uri, num_examples=source.count
-        )
+    result = predict.score(_io.stage_job(model.uri, tpu), prepared, model.uri, data, predictions.uri)
     _io.describe_predictions(predictions, result)

@@ -36,12 +36,13 @@ def evaluate_model(
         models on the eval rows under candidate/ and baseline/.
     """
     from components import _io
-    from estimator_lib import blessing as blessing_lib
-    from estimator_lib import prepare, publish
+    from estimator_lib import release
+    from estimator_lib.data import prepare
+    from estimator_lib.evaluation import blessing as blessing_lib
 
     prepared = prepare.load_prepared(dataset.uri)
     job = _io.stage_job(model.uri, tpu)
     config = blessing_lib.BlessingConfig.from_dict(_io.typed(blessing_lib.BlessingConfig, blessing_config))
-    baseline_dir = publish.resolve_model(baseline, publish_root)
+    baseline_dir = release.resolve_model(baseline, publish_root)
     evaluation = blessing_lib.evaluate_and_bless(job, prepared, model.uri, config, baseline_dir, blessing.uri)
     _io.describe_evaluation(evaluation, metrics, classification_metrics, blessing)

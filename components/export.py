@@ -1,6 +1,6 @@
 """Export stage: SavedModel export, then publishing of a blessed model (never of an unblessed one).
 
-A thin adapter over `estimator_lib.publish.export_and_release`. Export runs on the host CPU everywhere: one
+A thin adapter over `estimator_lib.release.export_and_release`. Export runs on the host CPU everywhere: one
 SavedModel holds the CPU (`serve`) and the TPU (`serve,tpu`) meta graphs without needing a TPU.
 """
 
@@ -26,12 +26,13 @@ def export_model(
       exported: output; the SavedModel (tag sets, signatures) and whether/where it was published.
     """
     from components import _io
-    from estimator_lib import prepare, publish
+    from estimator_lib import release
+    from estimator_lib.data import prepare
 
     prepared = prepare.load_prepared(dataset.uri)
     job = _io.stage_job(model.uri, tpu)
     verdict = _io.read_blessing(blessing.uri)
-    release = publish.export_and_release(
+    outcome = release.export_and_release(
         job,
         prepared.schema,
         model.uri,
@@ -40,4 +41,4 @@ def export_model(
         publish_root,
         verify_files=prepared.files("eval"),
     )
-    _io.describe_export(exported, release)
+    _io.describe_export(exported, outcome)

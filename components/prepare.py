@@ -29,7 +29,7 @@ def prepare_data(
       dataset: output; the prepared directory (train/, eval/, schema.json, manifest.json).
     """
     from components import _io
-    from estimator_lib import prepare
+    from estimator_lib.data import prepare
 
     config = _io.prepare_config(data, label, task, key_column, eval_fraction, options)
     result = prepare.prepare(config, dataset.uri)

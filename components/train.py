@@ -36,10 +36,11 @@ def train_model(
       model: output; the checkpoint directory, with job_config.json beside the checkpoints.
     """
     from components import _io
-    from estimator_lib import estimator, prepare, publish
+    from estimator_lib import estimator, release
+    from estimator_lib.data import prepare
 
     prepared = prepare.load_prepared(dataset.uri)
-    source = publish.resolve_model(warm_start, publish_root)
+    source = release.resolve_model(warm_start, publish_root)
     hyperparameters = {
         "model.family": model_family,
         "model.hidden_units": hidden_units,

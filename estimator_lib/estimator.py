@@ -12,14 +12,14 @@ from typing import Dict, Optional
 
 import numpy as np
 import tensorflow as tf
-
-from estimator_lib import inputs, metrics, strict
-from estimator_lib.config import JobConfig
-from estimator_lib.inputs import Patterns
-from estimator_lib.model_fn import build_model_fn
-from estimator_lib.schema import Schema
-
 from tensorflow_estimator.python.estimator.tpu.tpu_estimator import ExportSavedModelApiVersion
+
+from estimator_lib import strict
+from estimator_lib.config import JobConfig
+from estimator_lib.model import inputs, metrics
+from estimator_lib.model.inputs import Patterns
+from estimator_lib.model.model_fn import build_model_fn
+from estimator_lib.schema import Schema
 
 tpu_lib = tf.compat.v1.estimator.tpu
 

@@ -24,7 +24,7 @@ import re
 import unicodedata
 from typing import Any, Dict, Iterable, Mapping, Optional, Sequence, Tuple
 
-import tensorflow as tf
+from estimator_lib import storage
 
 # Reserved keys. Safe feature keys always start with "f_", so they can never collide with these.
 KEY_FEATURE = "example_key"
@@ -239,27 +239,6 @@ class Schema:
     def from_json(cls, text: str) -> "Schema":
         return cls.from_dict(json.loads(text))
 
-    # -- TensorFlow ---------------------------------------------------------------------------------------
-    def parse_spec(self, with_label: bool = True, label_default: bool = False) -> Dict[str, Any]:
-        """The `tf.io.parse_example` spec for prepared TFRecords.
-
-        Args:
-          with_label: include the label.
-          label_default: give the label a default (0) so an empty serialized Example parses; eval and predict
-            pad their last batch with such empty Examples.
-        """
-        spec: Dict[str, Any] = {KEY_FEATURE: tf.io.FixedLenFeature([], tf.string, default_value="")}
-        for f in self.features:
-            if f.kind == NUMERIC:
-                spec[f.key] = tf.io.FixedLenFeature([], tf.float32, default_value=f.mean)
-            else:
-                spec[f.key] = tf.io.FixedLenFeature([], tf.string, default_value="")
-        if with_label:
-            dtype = tf.int64 if self.label.task == CLASSIFICATION else tf.float32
-            default = (0 if dtype == tf.int64 else 0.0) if label_default else None
-            spec[LABEL_KEY] = tf.io.FixedLenFeature([], dtype, default_value=default)
-        return spec
-
 
 def _as_json(d: Dict[str, Any]) -> Dict[str, Any]:
     return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
@@ -267,6 +246,4 @@ def _as_json(d: Dict[str, Any]) -> Dict[str, Any]:
 
 def read_schema(path: str) -> Schema:
     """Reads a schema JSON file from a local path or gs:// URI."""
-    from estimator_lib import storage
-
     return Schema.from_json(storage.read_text(path))

@@ -15,9 +15,8 @@ import dataclasses
 import json
 from typing import Any, Dict, Mapping, Optional, Sequence
 
-from components._io import EMBEDDED_DATA, PREPARED_SPLITS, prediction_kind
-from estimator_lib.blessing import BlessingConfig
-from estimator_lib.config import ConfigError, JobConfig, parse_override, set_dotted
+from estimator_lib.config import BlessingConfig, ConfigError, JobConfig, parse_override, set_dotted
+from estimator_lib.config.run import EMBEDDED_DATA, PREPARED_SPLITS, prediction_kind
 
 OWN_SECTIONS = ("blessing", "prepare")
 TASKS = ("auto", "classification", "regression")
@@ -69,7 +68,7 @@ class RunSettings:
             raise ConfigError(f"--predict-data is empty; use one of {PREPARED_SPLITS} or a URI of rows")
         try:
             prediction_kind(self.predict_data)
-        except ValueError as e:
+        except ConfigError as e:
             raise ConfigError(f"--predict-data: {e}") from None
 
     def arguments(self) -> Dict[str, Any]:

@@ -21,7 +21,7 @@ from kfp import compiler, dsl
 from kfp.dsl import Artifact, ClassificationMetrics, Dataset, Metrics, Model
 
 from components import Stages, build_stages
-from components._io import EMBEDDED_DATA
+from estimator_lib.config.run import EMBEDDED_DATA
 from pipelines.tpu import CPU_SETTINGS, TPUPreset
 
 PIPELINE_NAME = "tpu-estimator-pipeline"

@@ -10,7 +10,7 @@ from typing import Dict
 
 import numpy as np
 
-from estimator_lib.metrics import AUC_NUM_THRESHOLDS
+from estimator_lib.model.metrics import AUC_NUM_THRESHOLDS
 
 
 def _confusion(labels: np.ndarray, scores: np.ndarray, n: int = AUC_NUM_THRESHOLDS):

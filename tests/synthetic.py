@@ -7,7 +7,7 @@ from typing import Any, Dict, List, Tuple
 
 import numpy as np
 
-from estimator_lib import records
+from estimator_lib.data import records
 from estimator_lib.schema import CATEGORICAL, NUMERIC, FeatureSpec, LabelSpec, Schema
 
 COLORS = ("red", "green", "blue")

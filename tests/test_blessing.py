@@ -8,8 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from estimator_lib import blessing as b
-from estimator_lib.blessing import Blessing, BlessingConfig, BlessingError, Truth
+from estimator_lib import evaluation as b
+from estimator_lib.config import BlessingConfig, BlessingError, ConfigError
+from estimator_lib.evaluation import Blessing, Truth
 
 CLASSES = ("a", "b", "c")
 
@@ -155,7 +156,7 @@ def test_config_validation_messages():
         BlessingConfig(thresholds={"f1": 0.5})
     with pytest.raises(BlessingError, match="threshold accuracy='high' must be a finite number"):
         BlessingConfig(thresholds={"accuracy": "high"})
-    with pytest.raises(BlessingError, match="unknown blessing field"):
+    with pytest.raises(ConfigError, match=r"unknown field\(s\) \['min_improvment'\] in BlessingConfig"):
         BlessingConfig.from_dict({"min_improvment": 0.1})
     with pytest.raises(BlessingError, match=r"\['rmse'\] do not apply to a classification label"):
         BlessingConfig(thresholds={"rmse": 1.0}).check_task("classification")

@@ -16,7 +16,7 @@ from components.evaluate import evaluate_model
 from components.export import export_model
 from components.prepare import prepare_data
 from components.train import train_model
-from estimator_lib import publish
+from estimator_lib import release
 from estimator_lib.config import JobConfig
 
 CPU = {"use_tpu": False}
@@ -112,7 +112,7 @@ def test_prepare_describes_the_dataset(stages):
     assert meta["counts"]["train"] + meta["counts"]["eval"] == 160
     assert meta["task"] == "classification" and meta["classes"] == ["no", "yes"] and meta["label"] == "label"
     assert os.path.exists(meta["schema_uri"])
-    assert meta["fingerprint"] == publish.fingerprint(stages["dataset"].uri)
+    assert meta["fingerprint"] == release.fingerprint(stages["dataset"].uri)
     assert len(os.listdir(os.path.join(stages["dataset"].uri, "train"))) == 2  # num_shards 2.0 arrived as 2
 
 
@@ -149,7 +149,7 @@ def test_batch_predict_and_export(stages):
     exported = stages["exported"].metadata
     assert exported["tag_sets"] == [["serve"], ["serve", "tpu"]]
     assert exported["published"] is True
-    assert publish.latest(str(stages["work"] / "published")).uri == exported["published_uri"]
+    assert release.latest(str(stages["work"] / "published")).uri == exported["published_uri"]
 
 
 def test_evaluate_scores_the_published_baseline_with_the_same_code(stages, tmp_path):
@@ -172,7 +172,7 @@ def test_evaluate_scores_the_published_baseline_with_the_same_code(stages, tmp_p
         blessing=blessing,
     )
     verdict = _io.read_blessing(blessing.uri)
-    assert verdict.baseline_uri == publish.latest(root).uri
+    assert verdict.baseline_uri == release.latest(root).uri
     assert verdict.baseline_metrics == pytest.approx(verdict.candidate_metrics, abs=1e-6)
     assert not verdict.blessed
     assert verdict.reasons[0].startswith("vs baseline") and "min_improvement 0.01" in verdict.reasons[0]

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 import synthetic
+
 from estimator_lib.config import (
     ConfigError,
     JobConfig,
@@ -15,7 +15,7 @@ from estimator_lib.config import (
     parse_override,
     set_dotted,
 )
-from estimator_lib.model_fn import build_model_fn
+from estimator_lib.model.model_fn import build_model_fn
 
 TPU8 = TPUSettings(use_tpu=True, tpu_name="local", num_cores=8, iterations_per_loop=100)
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+import synthetic
 import tensorflow as tf
 
-import synthetic
 from estimator_lib import estimator
 from estimator_lib.config import JobConfig, TPUSettings, TrainingConfig
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from estimator_lib import example_keys
+from estimator_lib.data import example_keys
 
 KEYS = [b"", b"a", b"row-17", "ključ €".encode(), b"x" * 64, b"nul\0", b"\0", b"\0a\0\0", b"q" * 63 + b"\0", b'"\\\n']
 

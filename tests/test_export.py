@@ -20,6 +20,7 @@ from tensorflow.core.protobuf import saved_model_pb2
 
 from estimator_lib import estimator, storage
 from estimator_lib.config import JobConfig, ModelConfig, TPUSettings, TrainingConfig
+from estimator_lib.data.records import read_tfrecords
 from estimator_lib.export import (
     ExportVerificationError,
     export_model,
@@ -27,9 +28,8 @@ from estimator_lib.export import (
     run_cpu_graph,
     verify_export,
 )
-from estimator_lib.inputs import resolve_files
+from estimator_lib.model.inputs import resolve_files
 from estimator_lib.predict import batch_predict, predict_from_saved_model, read_predictions
-from estimator_lib.records import read_tfrecords
 from estimator_lib.schema import Schema
 
 B = 8

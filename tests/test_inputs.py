@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import synthetic
 import tensorflow as tf
 
-import synthetic
-from estimator_lib import inputs
+from estimator_lib.model import inputs
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from estimator_lib import publish, storage
+from estimator_lib import release, storage
 
 pytestmark = pytest.mark.slow
 
@@ -91,8 +91,8 @@ def test_default_run_publishes_a_version_with_the_exports_fingerprint(first_run)
     fingerprints = summary["fingerprints"]
     assert set(fingerprints) == {"dataset", "model", "blessing", "predictions", "exported"}
     assert all(len(v) == 64 and int(v, 16) >= 0 for v in fingerprints.values())
-    assert publish.fingerprint(summary["export"]["uri"]) == fingerprints["exported"]
-    latest = publish.latest(os.path.join(output, "published"))
+    assert release.fingerprint(summary["export"]["uri"]) == fingerprints["exported"]
+    latest = release.latest(os.path.join(output, "published"))
     assert summary["export"]["published"] is True
     assert latest.uri == summary["export"]["published_uri"]
     assert latest.fingerprint == fingerprints["exported"]
@@ -110,7 +110,7 @@ def test_default_run_records_the_full_config(first_run):
 def test_warm_started_second_run_is_blessed_against_the_published_baseline(first_run, tmp_path):
     first_output, _, first = first_run
     root = os.path.join(first_output, "published")
-    baseline = publish.latest(root)
+    baseline = release.latest(root)
     output = str(tmp_path / "second")
     proc = run_cli(
         "run-local",
@@ -135,7 +135,7 @@ def test_warm_started_second_run_is_blessed_against_the_published_baseline(first
     assert summary["blessing"]["baseline_metrics"] == pytest.approx(first["blessing"]["candidate_metrics"])
     assert summary["config"]["job_config"]["training"]["warm_start_from"] == baseline.uri
     assert summary["metrics"]["accuracy"] >= 0.9  # 50 steps on top of the published weights, not from scratch
-    assert publish.latest(root).uri == summary["export"]["published_uri"] != baseline.uri
+    assert release.latest(root).uri == summary["export"]["published_uri"] != baseline.uri
 
 
 def test_second_run_that_must_beat_the_baseline_is_refused_and_publishes_nothing(first_run, tmp_path):
@@ -143,7 +143,7 @@ def test_second_run_that_must_beat_the_baseline_is_refused_and_publishes_nothing
     root = os.path.join(first_output, "published")
     baseline_uri = first["export"]["published_uri"]
     versions_before = sorted(os.listdir(os.path.join(root, "versions")))
-    latest_before = publish.latest(root)
+    latest_before = release.latest(root)
     output = str(tmp_path / "refused")
     proc = run_cli(
         "run-local",
@@ -170,4 +170,4 @@ def test_second_run_that_must_beat_the_baseline_is_refused_and_publishes_nothing
     assert summary["export"]["reason"].startswith("not published: not blessed")
     assert os.path.exists(os.path.join(summary["export"]["uri"], "saved_model.pb"))  # exported, not published
     assert sorted(os.listdir(os.path.join(root, "versions"))) == versions_before
-    assert publish.latest(root) == latest_before
+    assert release.latest(root) == latest_before

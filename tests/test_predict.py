@@ -21,13 +21,11 @@ import pytest
 import synthetic
 import tensorflow as tf
 
-from estimator_lib import estimator, records, storage
+from estimator_lib import estimator, storage
 from estimator_lib.config import JobConfig, ModelConfig, TPUSettings, TrainingConfig
+from estimator_lib.data import records
 from estimator_lib.predict import (
     PredictionError,
-    _json_numbers,
-    _passthrough_columns,
-    _RowFormatter,
     batch_predict,
     predict_from_saved_model,
     read_predictions,
@@ -35,6 +33,7 @@ from estimator_lib.predict import (
     shard_name,
     verify_output,
 )
+from estimator_lib.predict.batch import _json_numbers, _passthrough_columns, _RowFormatter
 from estimator_lib.schema import INDEX_FEATURE, KEY_FEATURE, PADDING_FEATURE, Schema
 
 B = 8  # predict batch size

@@ -10,11 +10,12 @@ import struct
 import pytest
 import tensorflow as tf
 
-from estimator_lib import records
 from estimator_lib.config import ConfigError
-from estimator_lib.datasets import default_dataset
-from estimator_lib.prepare import PrepareConfig, PrepareResult, load_prepared, prepare
-from estimator_lib.prepare_read import record_boundary
+from estimator_lib.data import records
+from estimator_lib.data.embedded import default_dataset
+from estimator_lib.data.prepare import PrepareConfig, PrepareResult, load_prepared, prepare
+from estimator_lib.data.read import record_boundary
+from estimator_lib.model import transform
 from estimator_lib.schema import KEY_FEATURE, LABEL_KEY
 
 AWKWARD = ["id", "bill length (mm)", "Île / région", "a,b;c!", "größe", "label"]
@@ -110,7 +111,7 @@ def test_jsonl_round_trips_and_parses_with_tensorflow(tmp_path):
     assert len(set(keys)) == 20 and sorted(k.rsplit("-", 1)[1] for k in keys) == ["0"] * 17 + ["1", "2", "3"]
     parsed = tf.io.parse_example(
         [r.numpy() for r in tf.data.TFRecordDataset(tf.io.gfile.glob(result.files("train")))],
-        result.schema.parse_spec(),
+        transform.parse_spec(result.schema),
     )
     assert parsed[LABEL_KEY].dtype == tf.int64 and parsed[KEY_FEATURE].shape == (result.counts["train"],)
 

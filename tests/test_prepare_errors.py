@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from estimator_lib.prepare import DataError, PrepareConfig, prepare
+from estimator_lib.data.prepare import DataError, PrepareConfig, prepare
 from estimator_lib.schema import CATEGORICAL, NUMERIC, FeatureSpec, LabelSpec, Schema
 
 HEADER = ["bill length (mm)", "island", "species"]

@@ -7,7 +7,7 @@ import os
 from test_prepare import AWKWARD, awkward_rows, write_csv
 
 from estimator_lib import storage
-from estimator_lib.prepare import PrepareConfig, load_prepared, prepare
+from estimator_lib.data.prepare import PrepareConfig, load_prepared, prepare
 
 
 def _local_tree(root):

@@ -8,8 +8,8 @@ import os
 
 import pytest
 
-from estimator_lib import publish, storage
-from estimator_lib.blessing import Blessing, Check
+from estimator_lib import release, storage
+from estimator_lib.evaluation import Blessing, Check
 
 T0 = datetime.datetime(2025, 1, 2, 3, 4, 5, 600000, tzinfo=datetime.timezone.utc)
 T1 = T0 + datetime.timedelta(hours=1)
@@ -33,76 +33,76 @@ def blessing(blessed: bool) -> Blessing:
 def test_publish_copies_the_export_and_points_latest_at_it(tmp_path):
     export = make_saved_model(str(tmp_path / "export"))
     root = str(tmp_path / "published")
-    model = publish.publish_model(export, root, metadata={"run": "a"}, now=T0)
+    model = release.publish_model(export, root, metadata={"run": "a"}, now=T0)
 
     assert model.version == f"20250102T030405600000Z-{model.fingerprint[:12]}"
     assert model.uri == os.path.join(root, "versions", model.version)
-    assert model.fingerprint == publish.fingerprint(export)
+    assert model.fingerprint == release.fingerprint(export)
     with open(os.path.join(model.uri, "variables", "variables.data-00000-of-00001"), "rb") as f:
         assert f.read() == b"w1"
     assert storage.is_committed(model.uri)
-    with open(os.path.join(model.uri, publish.RECORD), encoding="utf-8") as f:
+    with open(os.path.join(model.uri, release.RECORD), encoding="utf-8") as f:
         assert json.load(f)["metadata"] == {"run": "a"}
-    assert publish.latest(root) == model
+    assert release.latest(root) == model
     assert sorted(os.listdir(root)) == ["LATEST", "versions"]  # no staging left behind
 
 
 def test_a_second_publish_moves_latest_and_keeps_the_first_version(tmp_path):
     root = str(tmp_path / "published")
-    first = publish.publish_model(make_saved_model(str(tmp_path / "e1"), b"w1"), root, now=T0)
-    second = publish.publish_model(make_saved_model(str(tmp_path / "e2"), b"w2"), root, now=T1)
+    first = release.publish_model(make_saved_model(str(tmp_path / "e1"), b"w1"), root, now=T0)
+    second = release.publish_model(make_saved_model(str(tmp_path / "e2"), b"w2"), root, now=T1)
 
-    assert publish.latest(root).version == second.version
+    assert release.latest(root).version == second.version
     assert sorted(os.listdir(os.path.join(root, "versions"))) == [first.version, second.version]
     assert first.fingerprint != second.fingerprint
-    assert publish.resolve_model("latest", root) == second.uri
-    assert publish.resolve_model(first.uri, root) == first.uri
+    assert release.resolve_model("latest", root) == second.uri
+    assert release.resolve_model(first.uri, root) == first.uri
 
 
 def test_fingerprint_depends_on_content_and_names_only(tmp_path):
     a = make_saved_model(str(tmp_path / "a"), b"same")
     b = make_saved_model(str(tmp_path / "b"), b"same")
     c = make_saved_model(str(tmp_path / "c"), b"other")
-    assert publish.fingerprint(a) == publish.fingerprint(b) != publish.fingerprint(c)
+    assert release.fingerprint(a) == release.fingerprint(b) != release.fingerprint(c)
     with pytest.raises(FileNotFoundError, match="holds no file"):
-        publish.fingerprint(str(tmp_path / "empty"))
+        release.fingerprint(str(tmp_path / "empty"))
 
 
 def test_resolve_model_cases(tmp_path):
     root = str(tmp_path / "published")
-    assert publish.resolve_model("none", root) is None
-    assert publish.resolve_model("latest", root) is None  # nothing published yet: a first run
+    assert release.resolve_model("none", root) is None
+    assert release.resolve_model("latest", root) is None  # nothing published yet: a first run
     export = make_saved_model(str(tmp_path / "export"))
-    assert publish.resolve_model(export, "") == export
-    model = publish.publish_model(export, root, now=T0)
-    assert publish.resolve_model(root, "") == model.uri  # a publish root given as the source
+    assert release.resolve_model(export, "") == export
+    model = release.publish_model(export, root, now=T0)
+    assert release.resolve_model(root, "") == model.uri  # a publish root given as the source
     with pytest.raises(ValueError, match="needs the publish root"):
-        publish.resolve_model("latest", "")
+        release.resolve_model("latest", "")
     with pytest.raises(FileNotFoundError, match="neither a publish root .* nor a SavedModel"):
-        publish.resolve_model(str(tmp_path / "nothing-here"), root)
+        release.resolve_model(str(tmp_path / "nothing-here"), root)
 
 
 def test_latest_refuses_a_pointer_to_an_incomplete_version(tmp_path):
     root = str(tmp_path / "published")
-    model = publish.publish_model(make_saved_model(str(tmp_path / "export")), root, now=T0)
+    model = release.publish_model(make_saved_model(str(tmp_path / "export")), root, now=T0)
     os.remove(os.path.join(model.uri, storage.COMMIT_MARKER))
     with pytest.raises(FileNotFoundError, match="missing or incomplete"):
-        publish.latest(root)
+        release.latest(root)
 
 
 def test_publish_needs_a_saved_model(tmp_path):
     os.makedirs(tmp_path / "not-a-model")
     with pytest.raises(FileNotFoundError, match="not a SavedModel directory"):
-        publish.publish_model(str(tmp_path / "not-a-model"), str(tmp_path / "published"))
+        release.publish_model(str(tmp_path / "not-a-model"), str(tmp_path / "published"))
 
 
 def test_release_publishes_only_a_blessed_model(tmp_path):
     export = make_saved_model(str(tmp_path / "export"))
     root = str(tmp_path / "published")
-    assert publish.release(export, blessing(False), root) is None
+    assert release.release(export, blessing(False), root) is None
     assert not os.path.exists(root)  # an unblessed run writes nothing
-    model = publish.release(export, blessing(True), root, {"source": {"run": "r1"}})
-    assert model is not None and publish.latest(root) == model
+    model = release.release(export, blessing(True), root, {"source": {"run": "r1"}})
+    assert model is not None and release.latest(root) == model
     assert model.metadata["blessing"]["blessed"] is True
     assert model.metadata["source"] == {"run": "r1"}
 
@@ -110,13 +110,13 @@ def test_release_publishes_only_a_blessed_model(tmp_path):
 def test_publish_and_resolve_on_cloud_storage(gcs_prefix, tmp_path):
     export = make_saved_model(str(tmp_path / "export"))
     root = f"{gcs_prefix}/published"
-    first = publish.publish_model(export, root, now=T0)
+    first = release.publish_model(export, root, now=T0)
     assert first.uri == f"{root}/versions/{first.version}"
     assert storage.is_committed(first.uri)
     assert storage.read_bytes(f"{first.uri}/variables/variables.data-00000-of-00001") == b"w1"
-    assert publish.fingerprint(first.uri) == first.fingerprint
-    second = publish.publish_model(make_saved_model(str(tmp_path / "e2"), b"w2"), root, now=T1)
-    assert publish.resolve_model("latest", root) == second.uri
+    assert release.fingerprint(first.uri) == first.fingerprint
+    second = release.publish_model(make_saved_model(str(tmp_path / "e2"), b"w2"), root, now=T1)
+    assert release.resolve_model("latest", root) == second.uri
     # gs:// -> gs:// copy (a baseline published in one bucket, republished in another).
-    again = publish.publish_model(second.uri, f"{gcs_prefix}/mirror", now=T1)
+    again = release.publish_model(second.uri, f"{gcs_prefix}/mirror", now=T1)
     assert again.fingerprint == second.fingerprint

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import pytest
+import synthetic
 import tensorflow as tf
 
-import synthetic
-from estimator_lib import records, transform
+from estimator_lib.data import records
+from estimator_lib.model import transform
 from estimator_lib.schema import CATEGORICAL, NUMERIC, FeatureSpec, LabelSpec, Schema, SchemaError, safe_key
 
 

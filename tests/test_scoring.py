@@ -18,10 +18,11 @@ from kfp.dsl import Dataset, Model
 
 from components import _io
 from components.batch_predict import batch_predict as batch_predict_component
-from estimator_lib import estimator, records, storage
-from estimator_lib.config import ConfigError, JobConfig, ModelConfig, TPUSettings, TrainingConfig
-from estimator_lib.predict import batch_predict, predict_raw, read_predictions
-from estimator_lib.prepare import DataError, PrepareConfig, encode_for_scoring, prepare
+from estimator_lib import estimator, storage
+from estimator_lib.config import ConfigError, JobConfig, ModelConfig, TPUSettings, TrainingConfig, run
+from estimator_lib.data import records
+from estimator_lib.data.prepare import DataError, PrepareConfig, encode_for_scoring, prepare
+from estimator_lib.predict import batch_predict, predict_raw, read_predictions, sources
 from pipelines.params import RunSettings
 
 FEATURES = ("x 1", "x-2", "colour")
@@ -297,17 +298,17 @@ def test_component_still_scores_prepared_tfrecords_by_file_and_directory(trained
 @pytest.mark.parametrize(
     "data, kind",
     [
-        ("eval", _io.SPLIT),
-        ("gs://b/new/*.csv", _io.RAW),
-        ("rows.JSONL", _io.RAW),
-        ("day.ndjson", _io.RAW),
-        ("gs://b/p/part-*.tfrecord", _io.TFRECORD),
-        ("gs://b/p/", _io.DIRECTORY),
-        ("gs://b/p", _io.DIRECTORY),
+        ("eval", run.SPLIT),
+        ("gs://b/new/*.csv", run.RAW),
+        ("rows.JSONL", run.RAW),
+        ("day.ndjson", run.RAW),
+        ("gs://b/p/part-*.tfrecord", run.TFRECORD),
+        ("gs://b/p/", run.DIRECTORY),
+        ("gs://b/p", run.DIRECTORY),
     ],
 )
 def test_prediction_kind_by_extension(data, kind):
-    assert _io.prediction_kind(data) == kind
+    assert run.prediction_kind(data) == kind
 
 
 def test_unknown_prediction_extension_is_refused_with_the_accepted_ones():
@@ -322,11 +323,11 @@ def test_unknown_prediction_extension_is_refused_with_the_accepted_ones():
 
 def test_empty_directory_is_refused(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"holds no \.tfrecord or \.tfrecords files"):
-        _io.prediction_source(str(tmp_path), prepared=None)
+        sources.prediction_source(str(tmp_path), prepared=None)
 
 
 def test_component_reads_new_rows_with_the_preparations_rules(trained, tmp_path):
-    assert _io.scoring_options(trained["prepared"]) == {
+    assert sources.scoring_options(trained["prepared"]) == {
         "missing_values": ("", "NA", "N/A", "null", "None"),
         "bad_rows": "fail",
         "max_bad_fraction": 0.01,

@@ -8,16 +8,18 @@ import dataclasses
 import os
 
 import pytest
+import synthetic
 import tensorflow as tf
 
-import synthetic
 from estimator_lib import estimator as estimator_lib
-from estimator_lib import inputs, serving, strict
+from estimator_lib import strict
 from estimator_lib.config import JobConfig, ModelConfig, TPUSettings, TrainingConfig
-from estimator_lib.model_fn import build_model_fn, create_head
-from estimator_lib.models import ModelContext
-from estimator_lib.models.linear import linear_logits
-from estimator_lib.strict_export import EXPORT_CHECKS
+from estimator_lib.export import serving
+from estimator_lib.model import inputs
+from estimator_lib.model.families import ModelContext
+from estimator_lib.model.families.linear import linear_logits
+from estimator_lib.model.model_fn import build_model_fn, create_head
+from estimator_lib.strict.export import EXPORT_CHECKS
 
 ModeKeys = tf.estimator.ModeKeys
 TPUEstimatorSpec = tf.compat.v1.estimator.tpu.TPUEstimatorSpec

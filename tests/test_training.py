@@ -6,14 +6,16 @@ import glob
 import os
 
 import numpy as np
-import pytest
-import tensorflow as tf
-
 import plugin_model
+import pytest
 import reference_metrics
 import synthetic
-from estimator_lib import estimator, inputs, records
+import tensorflow as tf
+
+from estimator_lib import estimator
 from estimator_lib.config import JobConfig, TPUSettings, TrainingConfig
+from estimator_lib.data import records
+from estimator_lib.model import inputs
 
 ModeKeys = tf.estimator.ModeKeys
 

@@ -1,0 +1,67 @@
+"""Every config type, frozen and validated when built, with one JSON round trip; free of TensorFlow.
+
+- `base`: `ConfigError`, `JsonConfig` (the JSON round trip all configs share), dotted-key overrides.
+- `job`: where the model runs (`TPUSettings`), how it trains (`TrainingConfig`, `OptimizerConfig`), which
+  model it is (`ModelConfig`), and `JobConfig` holding the three.
+- `prepare`: `PrepareConfig`, how raw rows become TFRecords.
+- `blessing`: `BlessingConfig`, when a trained model may be published.
+- `run`: what a pipeline run is given beyond those: the data and what to batch-predict.
+"""
+
+from estimator_lib.config.base import ConfigError, JsonConfig, parse_override, positive_int, require, set_dotted
+from estimator_lib.config.blessing import (
+    DEFAULT_COMPARISON,
+    HIGHER_IS_BETTER,
+    LOWER_IS_BETTER,
+    TASK_METRICS,
+    BlessingConfig,
+    BlessingError,
+    higher_is_better,
+)
+from estimator_lib.config.job import (
+    BUILTIN_FAMILIES,
+    INPUT_PIPELINE_MODES,
+    OPTIMIZERS,
+    PER_HOST_V2,
+    SCHEDULES,
+    TASKS,
+    JobConfig,
+    ModelConfig,
+    OptimizerConfig,
+    TPUSettings,
+    TrainingConfig,
+)
+from estimator_lib.config.prepare import DEFAULT_MISSING_VALUES, PrepareConfig
+from estimator_lib.config.run import EMBEDDED_DATA, PREPARED_SPLITS, prediction_kind
+
+__all__ = [
+    "BUILTIN_FAMILIES",
+    "DEFAULT_COMPARISON",
+    "DEFAULT_MISSING_VALUES",
+    "EMBEDDED_DATA",
+    "HIGHER_IS_BETTER",
+    "INPUT_PIPELINE_MODES",
+    "LOWER_IS_BETTER",
+    "OPTIMIZERS",
+    "PER_HOST_V2",
+    "PREPARED_SPLITS",
+    "SCHEDULES",
+    "TASKS",
+    "TASK_METRICS",
+    "BlessingConfig",
+    "BlessingError",
+    "ConfigError",
+    "JobConfig",
+    "JsonConfig",
+    "ModelConfig",
+    "OptimizerConfig",
+    "PrepareConfig",
+    "TPUSettings",
+    "TrainingConfig",
+    "higher_is_better",
+    "parse_override",
+    "positive_int",
+    "prediction_kind",
+    "require",
+    "set_dotted",
+]

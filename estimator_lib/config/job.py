@@ -1,0 +1,220 @@
+"""The job configs: where the model runs, how it trains, which model it is.
+
+One dataclass per concern (`TPUSettings`, `OptimizerConfig`, `TrainingConfig`, `ModelConfig`) and `JobConfig`
+that holds them and checks the rules that span several of them (a global batch size must divide evenly over
+the TPU replicas; the checkpoint cadence must be a multiple of `iterations_per_loop`).
+
+Every config validates itself on construction and raises `ConfigError` naming the field, the value, what is
+wrong and how to fix it. Variants are made with `dataclasses.replace` or `JobConfig.with_overrides`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping, Optional, Tuple
+
+from estimator_lib.config.base import JsonConfig, positive_int, require, set_dotted
+
+PER_HOST_V2 = "PER_HOST_V2"
+INPUT_PIPELINE_MODES = ("PER_HOST_V1", PER_HOST_V2, "BROADCAST", "SLICED")
+OPTIMIZERS = ("sgd", "momentum", "adam", "adagrad", "rmsprop")
+SCHEDULES = ("constant", "exponential_decay", "cosine_decay", "linear_decay")
+BUILTIN_FAMILIES = ("linear", "dnn")
+TASKS = ("classification", "regression")
+
+
+@dataclasses.dataclass(frozen=True)
+class TPUSettings(JsonConfig):
+    """Where the model runs.
+
+    Attributes:
+      use_tpu: False runs the same TPUEstimator on CPU/GPU (tests, local pipelines).
+      tpu_name: Cloud TPU name, or "local" on a Cloud TPU VM (Vertex AI TPU machines). Required with use_tpu.
+      zone, project: for a named (non-local) TPU; None lets the resolver read them from the metadata server.
+      num_cores: TPU cores (replicas) in the slice, e.g. 8 for v2-8/v3-8, 4 for v5litepod-4.
+      iterations_per_loop: training steps run on the TPU per host round trip.
+      per_host_input: TPU input pipeline deployment; PER_HOST_V2 gives input_fn the per-replica batch.
+      eval_on_tpu: run evaluation on the TPU too (needs fixed steps and padded batches, which we provide).
+      strict: before running, build the graphs the TPU would run and reject what a TPU would refuse
+        (`estimator_lib.strict`). On in tests and local pipeline runs; costs a few seconds.
+    """
+
+    use_tpu: bool = False
+    tpu_name: Optional[str] = None
+    zone: Optional[str] = None
+    project: Optional[str] = None
+    num_cores: int = 8
+    iterations_per_loop: int = 100
+    per_host_input: str = PER_HOST_V2
+    eval_on_tpu: bool = True
+    strict: bool = False
+
+    def __post_init__(self) -> None:
+        positive_int("tpu", "num_cores", self.num_cores)
+        positive_int("tpu", "iterations_per_loop", self.iterations_per_loop)
+        require(
+            self.per_host_input in INPUT_PIPELINE_MODES,
+            f"tpu.per_host_input={self.per_host_input!r} is not one of {INPUT_PIPELINE_MODES}; use {PER_HOST_V2!r}",
+        )
+        require(
+            not self.use_tpu or bool(self.tpu_name),
+            "tpu.tpu_name is required when tpu.use_tpu=True; use 'local' on a Cloud TPU VM (Vertex AI) "
+            "or the name of your Cloud TPU node",
+        )
+
+    @property
+    def num_replicas(self) -> int:
+        """Replicas that split a global batch: the TPU cores, or 1 on CPU."""
+        return self.num_cores if self.use_tpu else 1
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimizerConfig(JsonConfig):
+    """Optimizer and learning-rate schedule.
+
+    `decay_steps` defaults (None) to the training steps; `warmup_steps` ramps linearly from 0.
+    """
+
+    name: str = "adam"
+    learning_rate: float = 0.01
+    schedule: str = "constant"
+    decay_steps: Optional[int] = None
+    decay_rate: float = 0.5
+    end_learning_rate: float = 0.0
+    warmup_steps: int = 0
+    momentum: float = 0.9
+    clip_gradient_norm: Optional[float] = None
+
+    def __post_init__(self) -> None:
+        require(self.name in OPTIMIZERS, f"optimizer.name={self.name!r} is unknown; use one of {OPTIMIZERS}")
+        require(self.schedule in SCHEDULES, f"optimizer.schedule={self.schedule!r} is unknown; use one of {SCHEDULES}")
+        require(
+            isinstance(self.learning_rate, (int, float)) and self.learning_rate > 0,
+            f"optimizer.learning_rate={self.learning_rate!r} must be a number > 0, e.g. 0.01",
+        )
+        if self.decay_steps is not None:
+            positive_int("optimizer", "decay_steps", self.decay_steps)
+        require(
+            isinstance(self.warmup_steps, int) and self.warmup_steps >= 0,
+            f"optimizer.warmup_steps={self.warmup_steps!r} must be an integer >= 0",
+        )
+        require(
+            self.clip_gradient_norm is None or self.clip_gradient_norm > 0,
+            f"optimizer.clip_gradient_norm={self.clip_gradient_norm!r} must be > 0 or null (no clipping)",
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingConfig(JsonConfig):
+    """Global batch sizes (TPUEstimator divides them by the replicas), steps, seed and checkpointing.
+
+    Attributes:
+      warm_start_from: a checkpoint prefix, a model directory or a SavedModel directory whose trainable
+        variables initialise a fresh model (ignored once the model directory has its own checkpoint).
+      deterministic: seed TF, Python and NumPy and enable op determinism (bitwise repeatable on CPU).
+    """
+
+    train_batch_size: int = 64
+    eval_batch_size: int = 64
+    predict_batch_size: int = 64
+    train_steps: int = 1000
+    optimizer: OptimizerConfig = dataclasses.field(default_factory=OptimizerConfig)
+    seed: int = 42
+    save_checkpoints_steps: int = 100
+    keep_checkpoint_max: int = 5
+    shuffle_buffer_size: int = 10000
+    warm_start_from: Optional[str] = None
+    deterministic: bool = True
+
+    def __post_init__(self) -> None:
+        for name in (
+            "train_batch_size",
+            "eval_batch_size",
+            "predict_batch_size",
+            "train_steps",
+            "save_checkpoints_steps",
+            "keep_checkpoint_max",
+            "shuffle_buffer_size",
+        ):
+            positive_int("training", name, getattr(self, name))
+        require(
+            isinstance(self.seed, int) and 0 <= self.seed < 2**31,
+            f"training.seed={self.seed!r} must be an integer in [0, 2**31)",
+        )
+        if isinstance(self.optimizer, Mapping):  # tolerate a dict when built by hand
+            object.__setattr__(self, "optimizer", OptimizerConfig.from_dict(self.optimizer))
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig(JsonConfig):
+    """Which model family builds the logits, and its hyperparameters.
+
+    Attributes:
+      family: "linear", "dnn", or a user plug-in "package.module:function" (see `estimator_lib.models`).
+      features: the schema features the model uses (original names); None uses all of them.
+      hidden_units: DNN layer widths.
+      embedding_dim: width of each categorical embedding (DNN).
+      dropout: DNN dropout rate in training.
+      l2: L2 weight regularisation.
+      hparams: free-form JSON hyperparameters passed to a plug-in family.
+    """
+
+    family: str = "dnn"
+    features: Optional[Tuple[str, ...]] = None
+    hidden_units: Tuple[int, ...] = (64, 32)
+    embedding_dim: int = 8
+    dropout: float = 0.0
+    l2: float = 0.0
+    hparams: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        require(
+            self.family in BUILTIN_FAMILIES or (":" in self.family and all(self.family.split(":", 1))),
+            f"model.family={self.family!r} is unknown; use one of {BUILTIN_FAMILIES} or a plug-in "
+            "'package.module:function' that builds logits",
+        )
+        object.__setattr__(self, "hidden_units", tuple(self.hidden_units))
+        if self.features is not None:
+            object.__setattr__(self, "features", tuple(self.features))
+            require(len(self.features) > 0, "model.features=[] selects no feature; list some or use null for all")
+        require(
+            all(isinstance(u, int) and u > 0 for u in self.hidden_units),
+            f"model.hidden_units={list(self.hidden_units)} must be positive integers, e.g. [64, 32]",
+        )
+        positive_int("model", "embedding_dim", self.embedding_dim)
+        require(0.0 <= self.dropout < 1.0, f"model.dropout={self.dropout!r} must be in [0, 1)")
+        require(self.l2 >= 0.0, f"model.l2={self.l2!r} must be >= 0")
+        require(isinstance(self.hparams, Mapping), f"model.hparams must be a JSON object, got {self.hparams!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class JobConfig(JsonConfig):
+    """Everything a training/evaluation/prediction/export run needs, validated across sections."""
+
+    tpu: TPUSettings = dataclasses.field(default_factory=TPUSettings)
+    training: TrainingConfig = dataclasses.field(default_factory=TrainingConfig)
+    model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
+
+    def __post_init__(self) -> None:
+        replicas = self.tpu.num_replicas
+        for name in ("train_batch_size", "eval_batch_size", "predict_batch_size"):
+            size = getattr(self.training, name)
+            require(
+                size % replicas == 0,
+                f"training.{name}={size} is not divisible by tpu.num_cores={replicas} (the TPU replicas): "
+                f"use a multiple of {replicas}, e.g. {max(replicas, size - size % replicas)}",
+            )
+        ipl = self.tpu.iterations_per_loop
+        require(
+            self.training.save_checkpoints_steps % ipl == 0,
+            f"training.save_checkpoints_steps={self.training.save_checkpoints_steps} is not a multiple of "
+            f"tpu.iterations_per_loop={ipl}: checkpoints are only written between TPU loops; use a multiple "
+            f"of {ipl}, e.g. {ipl * max(1, round(self.training.save_checkpoints_steps / ipl))}",
+        )
+
+    def with_overrides(self, overrides: Mapping[str, Any]) -> "JobConfig":
+        """Returns a copy with dotted keys replaced, e.g. {"training.train_steps": 200}."""
+        data = self.to_dict()
+        for dotted, value in overrides.items():
+            set_dotted(data, dotted, value)
+        return JobConfig.from_dict(data)

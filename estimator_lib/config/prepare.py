@@ -1,0 +1,145 @@
+"""`PrepareConfig`: what input preparation reads and how it decides types, splits and bad rows."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any, Dict, Optional, Sequence, Tuple
+
+from estimator_lib.config.base import JsonConfig, require
+from estimator_lib.schema import CLASSIFICATION, REGRESSION
+
+DEFAULT_MISSING_VALUES = ("", "NA", "N/A", "null", "None")
+
+
+@dataclasses.dataclass(frozen=True)
+class PrepareConfig(JsonConfig):
+    """What to prepare and how. Frozen, validated on construction, JSON round trip (`to_dict`/`from_dict`).
+
+    Attributes:
+      data: local paths, gs:// URIs, or globs of either ("*", "?", "[...]").
+      label: the label column (original name).
+      task: "classification" | "regression"; None infers it (text, or few distinct whole numbers ->
+        classification).
+      key_column: a column of unique row keys; None derives keys from each row's content.
+      input_format: "auto" (by extension: .csv; .jsonl/.json/.ndjson) | "csv" | "jsonl".
+      schema_uri: a schema JSON (Schema.to_json format) to enforce instead of inferring types; its statistics
+        are recomputed (given vocabularies and label classes are kept).
+      eval_fraction, test_fraction: expected shares of rows in the eval and test splits.
+      num_shards: TFRecord files per split (at least the number of TPU hosts).
+      bad_rows: "fail" on the first bad row, or "quarantine" bad rows into quarantine.jsonl.
+      max_bad_fraction: with "quarantine", fail anyway when more than this share of rows is bad.
+      missing_values: texts meaning "missing" (after stripping white space); JSON null is always missing.
+      min_numeric_fraction: a column is inferred numeric when at least this share of its values are numbers.
+      max_inferred_classes: a whole-number label with at most this many distinct values is inferred as
+        classification.
+      max_classes: most distinct label values classification accepts.
+      max_vocabulary_size: most values kept in a categorical vocabulary (most frequent first).
+      unknown_columns: with a schema, columns it does not list: "fail" or "ignore" (listed in the manifest).
+      num_workers: worker processes; None uses every core.
+      chunk_bytes: input bytes per chunk of work (part of the output's identity: statistics are summed per
+        chunk).
+    """
+
+    data: Tuple[str, ...]
+    label: str
+    task: Optional[str] = None
+    key_column: Optional[str] = None
+    input_format: str = "auto"
+    schema_uri: Optional[str] = None
+    eval_fraction: float = 0.2
+    test_fraction: float = 0.0
+    num_shards: int = 2
+    bad_rows: str = "fail"
+    max_bad_fraction: float = 0.01
+    missing_values: Tuple[str, ...] = DEFAULT_MISSING_VALUES
+    min_numeric_fraction: float = 0.9
+    max_inferred_classes: int = 20
+    max_classes: int = 1000
+    max_vocabulary_size: int = 10000
+    unknown_columns: str = "fail"
+    num_workers: Optional[int] = None
+    chunk_bytes: int = 1 << 20
+
+    def __post_init__(self) -> None:
+        data = (self.data,) if isinstance(self.data, str) else tuple(self.data)
+        object.__setattr__(self, "data", data)
+        object.__setattr__(self, "missing_values", tuple(self.missing_values))
+        require(
+            bool(data) and all(isinstance(d, str) and d for d in data),
+            f"data={data!r} must list at least one path",
+        )
+        require(
+            isinstance(self.label, str) and bool(self.label),
+            f"label={self.label!r} must name the label column",
+        )
+        require(
+            self.task in (None, CLASSIFICATION, REGRESSION),
+            f"task={self.task!r} must be None, 'classification' or 'regression'",
+        )
+        require(
+            self.key_column != self.label,
+            f"key_column={self.key_column!r} is the label; use another column or None",
+        )
+        require(
+            self.input_format in ("auto", "csv", "jsonl"),
+            f"input_format={self.input_format!r} must be 'auto', 'csv' or 'jsonl'",
+        )
+        self._check_fractions()
+        for name in ("num_shards", "max_inferred_classes", "max_classes", "max_vocabulary_size"):
+            _positive(name, getattr(self, name))
+        require(
+            self.num_workers is None or (_is_int(self.num_workers) and self.num_workers > 0),
+            f"num_workers={self.num_workers!r} must be None (all cores) or a positive integer",
+        )
+        require(
+            _is_int(self.chunk_bytes) and self.chunk_bytes >= 1024,
+            f"chunk_bytes={self.chunk_bytes!r} must be an integer >= 1024",
+        )
+        require(
+            self.bad_rows in ("fail", "quarantine"),
+            f"bad_rows={self.bad_rows!r} must be 'fail' or 'quarantine'",
+        )
+        require(
+            self.unknown_columns in ("fail", "ignore"),
+            f"unknown_columns={self.unknown_columns!r} must be 'fail' or 'ignore'",
+        )
+        require(
+            all(isinstance(t, str) for t in self.missing_values),
+            f"missing_values={self.missing_values!r} must be texts",
+        )
+
+    def _check_fractions(self) -> None:
+        require(0 < self.eval_fraction < 1, f"eval_fraction={self.eval_fraction!r} must be in (0, 1), e.g. 0.2")
+        require(0 <= self.test_fraction < 1, f"test_fraction={self.test_fraction!r} must be in [0, 1)")
+        require(
+            self.eval_fraction + self.test_fraction < 1,
+            f"eval_fraction + test_fraction = {self.eval_fraction + self.test_fraction} leaves no training rows; "
+            "keep their sum below 1",
+        )
+        require(0 <= self.max_bad_fraction < 1, f"max_bad_fraction={self.max_bad_fraction!r} must be in [0, 1)")
+        require(
+            0 < self.min_numeric_fraction <= 1,
+            f"min_numeric_fraction={self.min_numeric_fraction!r} must be in (0, 1]",
+        )
+
+    @property
+    def workers(self) -> int:
+        return self.num_workers or os.cpu_count() or 1
+
+    def recorded(self, input_names: Sequence[str]) -> Dict[str, Any]:
+        """The config as the manifest records it: locations replaced by input names (outputs must not depend
+        on where files live) and without num_workers (which never changes the output)."""
+        out = self.to_dict()
+        out["data"] = list(input_names)
+        out["schema_uri"] = os.path.basename(self.schema_uri) if self.schema_uri else None
+        out.pop("num_workers")
+        return out
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _positive(name: str, value: Any) -> None:
+    require(_is_int(value) and value > 0, f"{name}={value!r} must be a positive integer")

@@ -1,0 +1,89 @@
+"""Pieces shared by the preparation modules: the error type, split names, row hashing, running moments.
+
+Nothing here touches TensorFlow or storage, so worker processes can use it cheaply.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import math
+from typing import Iterable, Optional, Sequence, Tuple
+
+from estimator_lib.config.run import PREPARED_SPLITS
+
+SPLITS = PREPARED_SPLITS
+TRAIN, EVAL, TEST = SPLITS
+_TWO_64 = float(2**64)
+
+
+class DataError(ValueError):
+    """Bad input data; the message names the file, line, column, the value and what was expected."""
+
+
+def where(file_name: str, line: int, column: Optional[str] = None) -> str:
+    """ "data.csv line 7, column 'x'": the prefix of every row-level message."""
+    place = f"{file_name} line {line}"
+    return f"{place}, column {column!r}" if column is not None else place
+
+
+def hash64(text: str) -> int:
+    """A stable 64-bit hash of text (blake2b; the same on every machine and Python version)."""
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "big")
+
+
+def content_text(items: Iterable[Tuple[str, Optional[str]]]) -> str:
+    """The canonical content of a row for its derived key: present values by column name, in name order.
+
+    Missing values are left out, so "" and "NA" (or an absent JSON key) give the same content.
+    """
+    return "\x1f".join(f"{name}\x1e{value}" for name, value in sorted(items) if value is not None)
+
+
+def split_index(key_hash: int, eval_fraction: float, test_fraction: float) -> int:
+    """0 (train), 1 (eval) or 2 (test) from a row's key hash: a row keeps its split however the data grows."""
+    u = key_hash / _TWO_64
+    if u < test_fraction:
+        return 2
+    if u < test_fraction + eval_fraction:
+        return 1
+    return 0
+
+
+def derived_key(content_hash: int, occurrence: int) -> str:
+    """The key of a row without a key column: its content hash and how many identical rows came before it."""
+    return f"{content_hash:016x}-{occurrence}"
+
+
+@dataclasses.dataclass
+class Moments:
+    """Count, mean, sum of squared deviations, min and max, mergeable in a fixed order (Chan et al.)."""
+
+    count: int = 0
+    mean: float = 0.0
+    m2: float = 0.0
+    min: float = math.inf
+    max: float = -math.inf
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> "Moments":
+        if not values:
+            return cls()
+        mean = math.fsum(values) / len(values)
+        m2 = math.fsum((v - mean) ** 2 for v in values)
+        return cls(len(values), mean, m2, min(values), max(values))
+
+    def merge(self, other: "Moments") -> "Moments":
+        if other.count == 0:
+            return self
+        if self.count == 0:
+            return other
+        n = self.count + other.count
+        delta = other.mean - self.mean
+        mean = self.mean + delta * other.count / n
+        m2 = self.m2 + other.m2 + delta * delta * self.count * other.count / n
+        return Moments(n, mean, m2, min(self.min, other.min), max(self.max, other.max))
+
+    @property
+    def std(self) -> float:
+        return math.sqrt(self.m2 / self.count) if self.count else 0.0

@@ -1,0 +1,214 @@
+"""Between the passes: decide the columns, their types, the task and the label classes from pass 1's profile
+(or take them from a user-supplied schema, which is then enforced), and find duplicate keys.
+
+Type inference: a feature column is numeric when at least `min_numeric_fraction` of its present values parse
+as numbers (the others are then bad values), otherwise categorical text. The label is classification when
+it is text, or whole numbers with at most `max_inferred_classes` distinct values; regression otherwise.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from estimator_lib.config import PrepareConfig
+from estimator_lib.data.common import DataError
+from estimator_lib.data.encode import EncodePlan, FeaturePlan
+from estimator_lib.data.profile import ColumnCounts, Profile
+from estimator_lib.data.wire import float_entry_prefix
+from estimator_lib.schema import (
+    CATEGORICAL,
+    CLASSIFICATION,
+    NUMERIC,
+    REGRESSION,
+    FeatureSpec,
+    LabelSpec,
+    Schema,
+    safe_key,
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Decisions:
+    """The dataset's shape before statistics: features (kinds, keys), task, classes, ignored columns."""
+
+    features: Tuple[FeatureSpec, ...]
+    task: str
+    classes: Tuple[str, ...]
+    whole_number_classes: bool
+    ignored: Tuple[str, ...]
+    supplied: Optional[Schema]
+
+
+def decide(profile: Profile, config: "PrepareConfig", supplied: Optional[Schema]) -> Decisions:
+    """Columns, types, task and classes for the input profiled in pass 1."""
+    if profile.rows == 0:
+        raise DataError(f"the input has no rows (inputs: {list(config.data)}); check the files are not empty")
+    _require_column(profile, config.label, "label column")
+    if config.key_column is not None:
+        _require_column(profile, config.key_column, "key column")
+    reserved = {config.label, config.key_column}
+    if supplied is None:
+        features = infer_features(profile, config, reserved)
+        ignored: Tuple[str, ...] = ()
+    else:
+        features, ignored = supplied_features(profile, config, supplied, reserved)
+    task = decide_task(profile, config, supplied)
+    classes, whole = decide_classes(profile, config, supplied, task)
+    return Decisions(features, task, classes, whole, ignored, supplied)
+
+
+def _require_column(profile: Profile, name: str, role: str) -> None:
+    if name not in profile.columns:
+        raise DataError(f"{role} {name!r} is not in the input; the columns are {list(profile.columns)}")
+
+
+def is_numeric(counts: ColumnCounts, config: "PrepareConfig") -> bool:
+    return counts.numeric >= config.min_numeric_fraction * counts.present
+
+
+def infer_features(profile: Profile, config: "PrepareConfig", reserved: set) -> Tuple[FeatureSpec, ...]:
+    features: List[FeatureSpec] = []
+    for name, counts in profile.columns.items():
+        if name in reserved:
+            continue
+        key = safe_key(name, [f.key for f in features])
+        kind = NUMERIC if is_numeric(counts, config) else CATEGORICAL
+        features.append(FeatureSpec(name, key, kind, value_type="float" if kind == NUMERIC else "string"))
+    return tuple(features)
+
+
+def supplied_features(
+    profile: Profile, config: "PrepareConfig", schema: Schema, reserved: set
+) -> Tuple[Tuple[FeatureSpec, ...], Tuple[str, ...]]:
+    """The supplied schema's features, after checking the data's columns against it."""
+    absent = [f.name for f in schema.features if f.name not in profile.columns]
+    if absent:
+        raise DataError(
+            f"column(s) {absent} of the schema {config.schema_uri} are not in the input; the input has "
+            f"{list(profile.columns)}"
+        )
+    known = {f.name for f in schema.features} | reserved
+    unknown = [name for name in profile.columns if name not in known]
+    if unknown and config.unknown_columns == "fail":
+        file_name, line = profile.first_seen[unknown[0]]
+        raise DataError(
+            f"{file_name} line {line}: column(s) {unknown} are not in the schema {config.schema_uri}; add them "
+            "to the schema, remove them from the data, or set unknown_columns='ignore'"
+        )
+    return schema.features, tuple(unknown)
+
+
+def decide_task(profile: Profile, config: "PrepareConfig", supplied: Optional[Schema]) -> str:
+    if supplied is not None:
+        if config.task is not None and config.task != supplied.label.task:
+            raise DataError(
+                f"task={config.task!r} disagrees with the schema's label task {supplied.label.task!r}; drop one of them"
+            )
+        return supplied.label.task
+    if config.task is not None:
+        return config.task
+    counts = profile.columns[config.label]
+    if counts.present == 0:
+        raise DataError(f"label column {config.label!r} has no value in any row")
+    if not is_numeric(counts, config):
+        return CLASSIFICATION
+    few = not profile.label_overflow and len(profile.label_all) <= config.max_inferred_classes
+    return CLASSIFICATION if counts.integer == counts.numeric and few else REGRESSION
+
+
+def decide_classes(
+    profile: Profile, config: "PrepareConfig", supplied: Optional[Schema], task: str
+) -> Tuple[Tuple[str, ...], bool]:
+    """(classes in index order, whether they are whole numbers) for classification; ((), False) otherwise."""
+    if task != CLASSIFICATION:
+        return (), False
+    if supplied is not None:
+        classes = supplied.label.classes
+        return classes, all(_whole(c) == c for c in classes)
+    if profile.label_overflow:
+        raise DataError(
+            f"label column {config.label!r} has more than {config.max_classes} distinct values; classification "
+            "supports at most max_classes classes (raise max_classes, or set task='regression')"
+        )
+    counts = profile.columns[config.label]
+    whole = counts.numeric > 0 and is_numeric(counts, config)
+    seen = {_whole(v) if whole else v for v in profile.label_train}
+    classes = sorted(c for c in seen if c is not None)
+    if whole:
+        classes.sort(key=int)
+    _check_classes(classes, profile, config)
+    return tuple(classes), whole
+
+
+def _whole(text: str) -> Optional[str]:
+    try:
+        number = float(text)
+    except ValueError:
+        return None
+    return str(int(number)) if number.is_integer() else None
+
+
+def _check_classes(classes: Sequence[str], profile: Profile, config: "PrepareConfig") -> None:
+    rows = sum(profile.label_train.values())
+    if not classes:
+        raise DataError(f"no training row has a usable value in label column {config.label!r}")
+    if len(classes) == 1:
+        raise DataError(
+            f"label column {config.label!r} has a single class {classes[0]!r} in the training split ({rows} rows); "
+            "classification needs at least 2 classes: check the label column, or set task='regression'"
+        )
+
+
+def find_duplicates(hashes: np.ndarray, valid: np.ndarray) -> Dict[int, Tuple[int, int]]:
+    """{row: (first row with the same key hash, occurrence number)} for every repeated key (numpy, O(n log n)).
+
+    `hashes` (uint64) and `valid` (bool) are pass 1's per-row key hashes and usable-key flags, [rows]."""
+    rows = np.flatnonzero(valid)
+    order = rows[np.argsort(hashes[rows], kind="stable")]
+    sorted_hashes = hashes[order]
+    repeated = np.flatnonzero(sorted_hashes[1:] == sorted_hashes[:-1]) + 1
+    out: Dict[int, Tuple[int, int]] = {}
+    for position in repeated.tolist():
+        first, occurrence = out.get(int(order[position - 1]), (int(order[position - 1]), 0))
+        out[int(order[position])] = (first, occurrence + 1)
+    return out
+
+
+def row_place(row: int, profile_lines: np.ndarray, names: Sequence[str], file_starts: Sequence[int]) -> Tuple[str, int]:
+    """(file name, line) of a row index."""
+    file_index = int(np.searchsorted(np.asarray(file_starts), row, side="right")) - 1
+    return names[file_index], int(profile_lines[row])
+
+
+def encode_plan(decisions: Decisions, config: "PrepareConfig") -> EncodePlan:
+    order = sorted(range(len(decisions.features)), key=lambda i: decisions.features[i].key)
+    slots = {index: slot + 1 for slot, index in enumerate(order)}  # slot 0: example_key; last: label
+    features = tuple(
+        FeaturePlan(f.name, f.key, f.kind, f.value_type, i, slots[i], float_entry_prefix(f.key))
+        for i, f in enumerate(decisions.features)
+    )
+    return EncodePlan(
+        features=features,
+        label=config.label,
+        task=decisions.task,
+        classes=decisions.classes,
+        whole_number_classes=decisions.whole_number_classes,
+        key_column=config.key_column,
+        missing=frozenset(config.missing_values),
+        eval_fraction=config.eval_fraction,
+        test_fraction=config.test_fraction,
+        check_schema=_check_schema(decisions, config),
+    )
+
+
+def _check_schema(decisions: Decisions, config: "PrepareConfig") -> Schema:
+    """A schema with placeholder statistics: enough for records.encode_example (statistics do not matter)."""
+    features = tuple(dataclasses.replace(f, vocabulary=(), mean=0.0, std=1.0) for f in decisions.features)
+    if decisions.task == CLASSIFICATION:
+        label = LabelSpec(config.label, CLASSIFICATION, classes=decisions.classes)
+    else:
+        label = LabelSpec(config.label, REGRESSION)
+    return Schema(features, label, config.key_column)

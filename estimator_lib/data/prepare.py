@@ -1,0 +1,441 @@
+"""Input preparation: CSV or JSON Lines (local or gs://) -> sharded `tf.train.Example` TFRecords, schema,
+statistics, quarantine and a fingerprinted manifest. Runs on the host CPU, before any TPU work.
+
+Two streaming passes over the input, each chunk by chunk on all cores (`prepare_parallel`):
+  1. profile (`prepare_profile`): column types, label values, each row's key hash, hence its split;
+  2. encode (`prepare_encode`): check each row against the decided schema, write good rows, set bad rows
+     aside (or fail on the first), gather training statistics.
+Between them `prepare_plan` decides the schema's shape; after them `prepare_stats` fills in statistics.
+
+Splits are stable: a row's split comes from a hash of its key (the key column, or its content), so preparing
+a superset of the data keeps every old row in its old split. Identical inputs give bitwise identical outputs,
+wherever they are stored and however many workers run.
+
+`encode_for_scoring` runs the same two passes over new rows with the training schema (no split, label
+optional, rows in input order) for batch prediction; its own pieces are in `prepare_score`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import json
+import os
+from typing import Any, Callable, Dict, FrozenSet, Iterator, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from estimator_lib import storage
+from estimator_lib.config import DEFAULT_MISSING_VALUES, PrepareConfig, require
+from estimator_lib.data import score as scoring
+from estimator_lib.data.common import SPLITS, DataError
+from estimator_lib.data.encode import ChunkResult, ChunkTask, EncodePlan, encode_chunk
+from estimator_lib.data.encode import init_worker as init_encoder
+from estimator_lib.data.output import (
+    MANIFEST,
+    SCHEMA,
+    ConsecutiveShards,
+    QuarantineWriter,
+    ShardWriters,
+    fingerprint,
+    output_fingerprints,
+    write_json,
+)
+from estimator_lib.data.parallel import ordered_map
+from estimator_lib.data.plan import Decisions, decide, encode_plan, find_duplicates, row_place
+from estimator_lib.data.profile import Profile, ProfilePlan, concat, profile_chunk
+from estimator_lib.data.profile import init_worker as init_profiler
+from estimator_lib.data.read import CSV, Chunk, FileScan, InputFile, iter_chunks, resolve_inputs
+from estimator_lib.data.score import ScoringData
+from estimator_lib.data.stats import Totals, build_schema, notes, summary
+from estimator_lib.schema import Schema, read_schema
+
+__all__ = [
+    "DataError",
+    "PrepareConfig",
+    "PrepareResult",
+    "ScoringData",
+    "encode_for_scoring",
+    "load_prepared",
+    "prepare",
+]
+
+FORMAT_VERSION = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class PrepareResult:
+    """A published preparation: where it is, its schema, rows per split, and its manifest."""
+
+    output_dir: str
+    schema: Schema
+    counts: Dict[str, int]
+    manifest: Dict[str, Any]
+
+    def files(self, split: str) -> str:
+        """Glob pattern of a split's TFRecord shards."""
+        if split not in SPLITS:
+            raise ValueError(f"split={split!r} must be one of {SPLITS}")
+        return storage.join(self.output_dir, split, "part-*.tfrecord")
+
+
+def prepare(config: PrepareConfig, output_dir: str) -> PrepareResult:
+    """Prepares `config.data` into `output_dir` (local or gs://), published atomically.
+
+    Raises:
+      DataError: bad input (the message names file, line, column, value and what was expected).
+      ConfigError: a setting is invalid or disagrees with the supplied schema.
+    """
+    inputs = resolve_inputs(config.data, config.input_format)
+    supplied = _supplied_schema(config)
+    schema, counts, manifest = storage.publish_staged(
+        output_dir, lambda staging: _prepare_into(staging, inputs, supplied, config)
+    )
+    return PrepareResult(output_dir, schema, counts, manifest)
+
+
+def encode_for_scoring(
+    data: Union[str, Sequence[str]],
+    schema: Schema,
+    output_dir: str,
+    *,
+    key_column: Optional[str] = None,
+    input_format: str = "auto",
+    bad_rows: str = "fail",
+    max_bad_fraction: float = 0.01,
+    missing_values: Sequence[str] = DEFAULT_MISSING_VALUES,
+    num_shards: int = 1,
+    num_workers: Optional[int] = None,
+    chunk_bytes: int = 1 << 20,
+) -> ScoringData:
+    """Encodes new raw rows (CSV / JSON Lines, local or gs://, globs) for scoring with a model trained on
+    `schema`, into `output_dir` (local or gs://), published atomically. Runs on the host CPU.
+
+    Rows are read, checked and encoded exactly as `prepare` does (same readers, missing values, bad-row
+    messages and wire encoder), with these differences:
+      * no split: every row is kept in input order (file order, then row order); shard i of `num_shards`
+        holds a consecutive range, so reading the shards in name order gives input order;
+      * the schema is the training schema, used as it is (vocabularies, classes and statistics unchanged);
+        an unknown category is encoded as its text and maps to the out-of-vocabulary id when parsed;
+      * the label column is optional. A label that is present and valid (a known class, or a finite number
+        for regression) is written; a missing or invalid one is left out of the Example and the row is
+        still scored (the manifest counts the rows with a label, `rows.labelled`);
+      * columns the schema does not know are allowed and listed in the manifest (`extra_columns`); a feature
+        column absent from a CSV header, or from every JSON Lines row, fails the run, naming the columns.
+    Keys: the `key_column` value, or the content-derived key `prepare` gives the same row (a hash of all its
+    present values by column name plus its occurrence among identical rows); duplicate keys are bad rows.
+
+    Args:
+      data: paths, gs:// URIs or globs of CSV / JSON Lines files.
+      schema: the training schema (prepare's schema.json).
+      output_dir: where `part-SSSSS-of-NNNNN.tfrecord`, schema.json, manifest.json and quarantine.jsonl
+        (only when rows were quarantined) are published.
+      key_column: a column of unique row keys; None uses the schema's key column, or content keys.
+      input_format, bad_rows, max_bad_fraction, missing_values, num_shards, num_workers, chunk_bytes: as in
+        `PrepareConfig`.
+
+    Returns:
+      The published `ScoringData`: its `count` is the number of records (batch prediction's num_examples).
+
+    Raises:
+      DataError: bad input, as `prepare` reports it (file, line, column, value, expectation).
+      ConfigError: an invalid setting.
+    """
+    # A PrepareConfig drives the shared passes and validates the settings; its split fractions go unused.
+    config = PrepareConfig(
+        data=data,
+        label=schema.label.name,
+        key_column=scoring.key_column(schema, key_column),
+        input_format=input_format,
+        bad_rows=bad_rows,
+        max_bad_fraction=max_bad_fraction,
+        missing_values=tuple(missing_values),
+        num_shards=num_shards,
+        num_workers=num_workers,
+        chunk_bytes=chunk_bytes,
+    )
+    inputs = resolve_inputs(config.data, config.input_format)
+    manifest = storage.publish_staged(output_dir, lambda staging: _score_into(staging, inputs, schema, config))
+    return ScoringData(output_dir, manifest["count"], manifest)
+
+
+def load_prepared(output_dir: str) -> PrepareResult:
+    """Reads a published preparation back (schema.json + manifest.json)."""
+    if not storage.is_committed(output_dir):
+        raise FileNotFoundError(
+            f"{output_dir} holds no complete preparation (no {storage.COMMIT_MARKER} marker); run prepare() "
+            "into it first, or check the path"
+        )
+    manifest = json.loads(storage.read_text(storage.join(output_dir, MANIFEST)))
+    schema = read_schema(storage.join(output_dir, SCHEMA))
+    return PrepareResult(output_dir, schema, dict(manifest["counts"]), manifest)
+
+
+def _supplied_schema(config: PrepareConfig) -> Optional[Schema]:
+    if config.schema_uri is None:
+        return None
+    schema = read_schema(config.schema_uri)
+    require(
+        schema.label.name == config.label,
+        f"label={config.label!r} differs from the schema's label {schema.label.name!r} ({config.schema_uri}); "
+        "use the same label column",
+    )
+    require(
+        schema.key_column in (None, config.key_column),
+        f"key_column={config.key_column!r} differs from the schema's key column {schema.key_column!r}; set "
+        f"key_column={schema.key_column!r}",
+    )
+    return schema
+
+
+# -- the two passes -----------------------------------------------------------------------------------------
+def _prepare_into(
+    staging: str, inputs: List[InputFile], supplied: Optional[Schema], config: PrepareConfig
+) -> Tuple[Schema, Dict[str, int], Dict[str, Any]]:
+    profile, chunk_rows, file_starts, scans = _profile(inputs, config, _header_check(config))
+    decisions = decide(profile, config, supplied)
+    plan = encode_plan(decisions, config)
+    tasks = _tasks(inputs, config, profile, chunk_rows, file_starts, scans)
+    splits = [s for s, f in zip(SPLITS, (1.0, config.eval_fraction, config.test_fraction)) if f > 0]
+    writers = ShardWriters(staging, splits, config.num_shards)
+    totals = _encode(tasks, plan, writers, QuarantineWriter(staging), profile.rows, config)
+    shard_records = writers.records
+    counts = dict(zip(SPLITS, totals.counts))
+    _check_splits(counts, splits, config)
+    schema = build_schema(decisions, totals, config)
+    _write_schema(staging, schema)
+    manifest = _manifest(
+        staging, inputs, scans, file_starts, profile.rows, decisions, schema, totals, shard_records, config
+    )
+    write_json(os.path.join(staging, MANIFEST), manifest)
+    return schema, counts, manifest
+
+
+def _score_into(staging: str, inputs: List[InputFile], schema: Schema, config: PrepareConfig) -> Dict[str, Any]:
+    """Scoring's two passes: profile (keys, columns), check the columns, encode in input order, manifest."""
+    header_check = scoring.header_check(schema, config.key_column)
+    profile, chunk_rows, file_starts, scans = _profile(inputs, config, header_check)
+    extra = scoring.check_columns(profile, schema, config)
+    tasks = _tasks(inputs, config, profile, chunk_rows, file_starts, scans)
+    writers = ConsecutiveShards(staging, SPLITS[scoring.SPLIT], config.num_shards, profile.rows)
+    plan = scoring.encode_plan(schema, config)
+    totals = _encode(tasks, plan, writers, QuarantineWriter(staging), profile.rows, config)
+    _write_schema(staging, schema)
+    described = _described_inputs(inputs, scans, file_starts, profile.rows)
+    manifest = scoring.manifest(staging, described, schema, extra, totals, writers.records, config)
+    write_json(os.path.join(staging, MANIFEST), manifest)
+    return manifest
+
+
+def _write_schema(staging: str, schema: Schema) -> None:
+    with open(os.path.join(staging, SCHEMA), "w", encoding="utf-8", newline="\n") as f:
+        f.write(schema.to_json() + "\n")
+
+
+def _profile(
+    inputs: List[InputFile], config: PrepareConfig, header_check: Callable[[Chunk], None]
+) -> Tuple[Profile, List[int], List[int], List[FileScan]]:
+    """Pass 1. Returns the merged profile, rows per chunk, each file's first row index, and the file scans.
+
+    `header_check` sees each CSV file's first chunk (its header) before any of its rows are profiled."""
+    plan = ProfilePlan(
+        config.label,
+        config.key_column,
+        frozenset(config.missing_values),
+        config.eval_fraction,
+        config.test_fraction,
+        config.max_classes,
+    )
+    profile, chunk_rows, scans = Profile(), [], []
+    file_starts: List[int] = []
+    chunks = _checked(iter_chunks(inputs, config.chunk_bytes, scans), header_check)
+    for chunk, part in ordered_map(profile_chunk, chunks, config.workers, init_profiler, plan):
+        while len(file_starts) <= chunk.file_index:  # files without rows start where the next one does
+            file_starts.append(profile.rows)
+        profile.merge(part, config.max_classes)
+        chunk_rows.append((chunk.file_index, part.rows))
+    file_starts += [profile.rows] * (len(inputs) - len(file_starts))
+    return profile, chunk_rows, file_starts, scans
+
+
+def _checked(chunks: Iterator[Chunk], header_check: Callable[[Chunk], None]) -> Iterator[Chunk]:
+    """Runs `header_check` on each CSV file's first chunk before its rows are processed."""
+    seen = -1
+    for chunk in chunks:
+        if chunk.fmt == CSV and chunk.file_index != seen:
+            seen = chunk.file_index
+            header_check(chunk)
+        yield chunk
+
+
+def _header_check(config: PrepareConfig) -> Callable[[Chunk], None]:
+    """prepare's header check: label and key present, the same columns in every file (without a schema)."""
+    first: Optional[Tuple[str, FrozenSet[str]]] = None
+
+    def check(chunk: Chunk) -> None:
+        nonlocal first
+        first = _check_header(chunk, config, first)
+
+    return check
+
+
+def _check_header(chunk: Chunk, config: PrepareConfig, first: Optional[Tuple[str, FrozenSet[str]]]):
+    header = chunk.columns or ()
+    for role, name in (("label column", config.label), ("key column", config.key_column)):
+        if name is not None and name not in header:
+            raise DataError(
+                f"{chunk.file_name} line 1: {role} {name!r} is not in the header; the columns are {list(header)}"
+            )
+    if first is None:
+        return chunk.file_name, frozenset(header)
+    if frozenset(header) != first[1] and config.schema_uri is None:
+        raise DataError(
+            f"{chunk.file_name} line 1: the header's columns differ from {first[0]}'s: missing "
+            f"{sorted(first[1] - set(header))}, extra {sorted(set(header) - first[1])}; "
+            "all CSV files need the same columns"
+        )
+    return first
+
+
+def _tasks(
+    inputs: List[InputFile],
+    config: PrepareConfig,
+    profile: Profile,
+    chunk_rows: List[Tuple[int, int]],
+    file_starts: List[int],
+    scans: List[FileScan],
+) -> Iterator[ChunkTask]:
+    """Pass-2 tasks: the same chunks again, each with its first row index and its rows' duplicate facts."""
+    hashes = concat(profile.key_hashes, np.uint64)
+    repeats = find_duplicates(hashes, concat(profile.valid, bool))
+    rows = sorted(repeats)
+    lines = concat(profile.lines, np.uint32)
+    names = [i.name for i in inputs]
+    rescans: List[FileScan] = []
+    first_row = 0
+    chunks = iter_chunks(inputs, config.chunk_bytes, rescans)
+    for index, chunk in enumerate(chunks):
+        if index >= len(chunk_rows) or chunk_rows[index][0] != chunk.file_index:
+            raise DataError(f"{chunk.file_name} changed while it was being prepared; run again on unchanging input")
+        n = chunk_rows[index][1]
+        mine = rows[bisect.bisect_left(rows, first_row) : bisect.bisect_left(rows, first_row + n)]
+        chunk_hashes = hashes[first_row : first_row + n]
+        if config.key_column is None:
+            yield ChunkTask(chunk, first_row, {}, {r: repeats[r][1] for r in mine}, chunk_hashes)
+        else:
+            places = {r: row_place(repeats[r][0], lines, names, file_starts) for r in mine}
+            yield ChunkTask(chunk, first_row, places, {}, chunk_hashes)
+        first_row += n
+    _check_unchanged(scans, rescans, inputs)
+
+
+def _check_unchanged(scans: List[FileScan], rescans: List[FileScan], inputs: List[InputFile]) -> None:
+    for scan, rescan, item in zip(scans, rescans, inputs):
+        if scan.sha256 != rescan.sha256:
+            raise DataError(f"{item.name} changed while it was being prepared; run again on unchanging input")
+
+
+def _encode(
+    tasks: Iterator[ChunkTask],
+    plan: EncodePlan,
+    writers: Any,
+    quarantine: QuarantineWriter,
+    total_rows: int,
+    config: PrepareConfig,
+) -> Totals:
+    """Pass 2: write good rows to shards (`ShardWriters` or `ConsecutiveShards`; closed here), bad rows to
+    quarantine (or fail), merge statistics."""
+    totals = Totals(len(plan.features), max(100_000, 10 * config.max_vocabulary_size))
+    try:
+        for task, part in ordered_map(encode_chunk, tasks, config.workers, init_encoder, plan):
+            _handle_bad(part, quarantine, totals.bad, total_rows, config)
+            for s, split in enumerate(SPLITS):
+                if part.examples[s]:
+                    writers.write(split, part.examples[s])
+            totals.add(part)
+    finally:
+        writers.close()
+        quarantine.close()
+    return totals
+
+
+def _handle_bad(
+    part: ChunkResult, quarantine: QuarantineWriter, bad_so_far: int, total_rows: int, config: PrepareConfig
+) -> None:
+    if not part.bad:
+        return
+    if config.bad_rows == "fail":
+        raise DataError(f"{part.bad[0]['reason']} (fix the row, or set bad_rows='quarantine' to set bad rows aside)")
+    for bad in part.bad:
+        quarantine.write(bad)
+    bad = bad_so_far + len(part.bad)
+    if bad > config.max_bad_fraction * total_rows:
+        raise DataError(
+            f"{bad} of {total_rows} rows are bad so far, more than max_bad_fraction={config.max_bad_fraction} "
+            f"allows; the first: {_first_reason(quarantine)}. Fix the data, or raise max_bad_fraction"
+        )
+
+
+def _first_reason(quarantine: QuarantineWriter) -> str:
+    quarantine.close()
+    with open(quarantine.path, encoding="utf-8") as f:
+        return json.loads(f.readline())["reason"]
+
+
+def _check_splits(counts: Dict[str, int], splits: List[str], config: PrepareConfig) -> None:
+    good = sum(counts.values())
+    for split in splits:
+        if counts[split] == 0:
+            raise DataError(
+                f"the {split} split is empty: {good} good row(s) are too few for eval_fraction={config.eval_fraction} "
+                f"and test_fraction={config.test_fraction}; add rows or change the fractions"
+            )
+
+
+def _manifest(
+    staging: str,
+    inputs: List[InputFile],
+    scans: List[FileScan],
+    file_starts: List[int],
+    total_rows: int,
+    decisions: Decisions,
+    schema: Schema,
+    totals: Totals,
+    shard_records: Dict[str, int],
+    config: PrepareConfig,
+) -> Dict[str, Any]:
+    described = _described_inputs(inputs, scans, file_starts, total_rows)
+    outputs = output_fingerprints(staging, shard_records)
+    manifest: Dict[str, Any] = {
+        "format_version": FORMAT_VERSION,
+        "config": config.recorded([i.name for i in inputs]),
+        "inputs": described,
+        "input_fingerprint": fingerprint(described),
+        "task": schema.label.task,
+        "schema_source": "inferred" if decisions.supplied is None else "supplied",
+        "ignored_columns": list(decisions.ignored),
+        "rows": {
+            "total": total_rows,
+            "written": sum(totals.counts),
+            "bad": totals.bad,
+            "quarantined": totals.bad,
+        },
+        "counts": dict(zip(SPLITS, totals.counts)),
+        "files": {s: [n for n in outputs if n.startswith(s + "/")] for s in SPLITS},
+        "notes": notes(schema, totals),
+        "outputs": outputs,
+    }
+    manifest.update(summary(schema, totals))
+    manifest["fingerprint"] = fingerprint({"inputs": manifest["input_fingerprint"], "outputs": outputs})
+    return manifest
+
+
+def _described_inputs(
+    inputs: List[InputFile], scans: List[FileScan], file_starts: List[int], total_rows: int
+) -> List[Dict[str, Any]]:
+    """The manifest's `inputs`: per file its location-free name, format, sha256, bytes and rows."""
+    ends = list(file_starts[1:]) + [total_rows]
+    return [
+        {"name": i.name, "format": i.fmt, "sha256": s.sha256, "bytes": s.size, "rows": end - start}
+        for i, s, start, end in zip(inputs, scans, file_starts, ends)
+    ]

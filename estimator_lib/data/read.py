@@ -1,0 +1,276 @@
+"""Reading CSV and JSON Lines input as a stream of text chunks, and parsing the records inside a chunk.
+
+The parent process reads each file in fixed-size byte blocks (never a whole file), decodes UTF-8, and cuts
+the text at record boundaries (for CSV, a newline outside quotes), so every chunk holds whole records and
+carries the line number it starts at. Chunk boundaries depend only on the bytes and `chunk_bytes`, never on
+the storage backend or the number of workers, which keeps outputs bitwise identical.
+
+Workers turn a chunk's records into cleaned text values: surrounding white space stripped, missing-value
+tokens mapped to None. JSON values become the same text a CSV would hold (numbers as their shortest repr,
+booleans as "true"/"false", null as missing).
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import dataclasses
+import hashlib
+import io
+import json
+import os
+import posixpath
+from typing import Any, FrozenSet, Iterator, List, Optional, Sequence, Tuple, Union
+
+from estimator_lib import storage
+from estimator_lib.data.common import DataError, where
+
+CSV, JSONL = "csv", "jsonl"
+_EXTENSIONS = {".csv": CSV, ".jsonl": JSONL, ".json": JSONL, ".ndjson": JSONL}
+
+
+@dataclasses.dataclass(frozen=True)
+class InputFile:
+    """One input file: its location, the location-free name used in messages and outputs, its format."""
+
+    uri: str
+    name: str
+    fmt: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Chunk:
+    """Whole records of one file. `columns` is the CSV header (None for JSON Lines)."""
+
+    file_index: int
+    file_name: str
+    fmt: str
+    first_line: int
+    text: str
+    columns: Optional[Tuple[str, ...]]
+
+
+@dataclasses.dataclass
+class FileScan:
+    """What reading one file found: its content digest and size."""
+
+    sha256: str = ""
+    size: int = 0
+
+
+# -- input resolution --------------------------------------------------------------------------------------
+def resolve_inputs(patterns: Sequence[str], input_format: str) -> List[InputFile]:
+    """Expands paths, gs:// URIs and globs to files in a fixed order; errors name a pattern matching nothing."""
+    uris: List[str] = []
+    for pattern in patterns:
+        matched = storage.glob(pattern)
+        if not matched:
+            raise DataError(f"no input file matches {pattern!r}; check the path (globs may use * ? [...])")
+        uris.extend(u for u in matched if u not in uris)
+    names = display_names(uris)
+    return [InputFile(uri, name, file_format(uri, input_format)) for uri, name in zip(uris, names)]
+
+
+def display_names(uris: Sequence[str]) -> List[str]:
+    """Names relative to the inputs' common directory: the same for a local run and a gs:// run."""
+    dirs = [posixpath.dirname(u.replace(os.sep, "/")) for u in uris]
+    common = dirs[0]
+    while any(not (d == common or d.startswith(common + "/")) for d in dirs):
+        common = posixpath.dirname(common)
+    return [u.replace(os.sep, "/")[len(common) :].lstrip("/") for u in uris]
+
+
+def file_format(uri: str, input_format: str) -> str:
+    if input_format != "auto":
+        return input_format
+    ext = os.path.splitext(uri.lower())[1]
+    if ext not in _EXTENSIONS:
+        raise DataError(
+            f"cannot tell the format of {uri!r} from its extension {ext!r}; name it .csv or .jsonl, "
+            "or set input_format='csv' or 'jsonl'"
+        )
+    return _EXTENSIONS[ext]
+
+
+# -- chunking (parent process) -----------------------------------------------------------------------------
+def iter_chunks(inputs: Sequence[InputFile], chunk_bytes: int, scans: List[FileScan]) -> Iterator[Chunk]:
+    """Yields every file's chunks in order; fills `scans` (one per file) as files are read."""
+    for index, item in enumerate(inputs):
+        scan = FileScan()
+        scans.append(scan)
+        yield from _file_chunks(index, item, chunk_bytes, scan)
+
+
+def _file_chunks(index: int, item: InputFile, chunk_bytes: int, scan: FileScan) -> Iterator[Chunk]:
+    digest = hashlib.sha256()
+    header: Optional[Tuple[str, ...]] = None
+    for first_line, text in _text_pieces(item, chunk_bytes, digest, scan):
+        if item.fmt == CSV and header is None:
+            header, first_line, text = _split_header(item.name, first_line, text)
+        if text.strip():
+            yield Chunk(index, item.name, item.fmt, first_line, text, header)
+    scan.sha256 = digest.hexdigest()
+
+
+def _text_pieces(item: InputFile, chunk_bytes: int, digest: Any, scan: FileScan) -> Iterator[Tuple[int, str]]:
+    """(first line, text) pieces of whole records, about `chunk_bytes` each."""
+    decoder = codecs.getincrementaldecoder("utf-8-sig")()
+    carry, line = "", 1
+    with storage.open_read(item.uri) as stream:
+        while True:
+            block = _read_block(stream, chunk_bytes)
+            digest.update(block)
+            text = carry + _decode(decoder, block, item.name, scan.size)
+            scan.size += len(block)
+            if not block:
+                if text:
+                    yield line, text
+                return
+            cut = record_boundary(text, quoted=item.fmt == CSV)
+            if cut < 0:
+                carry = text  # one record longer than a block: read on
+                continue
+            piece, carry = text[: cut + 1], text[cut + 1 :]
+            yield line, piece
+            line += piece.count("\n")
+
+
+def _read_block(stream: Any, size: int) -> bytes:
+    """Exactly `size` bytes unless the stream ends (so chunking is the same for every backend)."""
+    parts, remaining = [], size
+    while remaining > 0:
+        data = stream.read(remaining)
+        if not data:
+            break
+        parts.append(data)
+        remaining -= len(data)
+    return b"".join(parts)
+
+
+def _decode(decoder: Any, block: bytes, name: str, offset: int) -> str:
+    try:
+        return decoder.decode(block, final=not block)
+    except UnicodeDecodeError as e:
+        raise DataError(
+            f"{name}: the bytes near offset {offset + max(e.start, 0)} are not UTF-8 text; save the file as UTF-8"
+        ) from None
+
+
+def record_boundary(text: str, quoted: bool) -> int:
+    """Index of the last newline that ends a record (-1 if none); for CSV, one outside double quotes."""
+    cut = text.rfind("\n")
+    if not quoted or cut < 0 or '"' not in text:
+        return cut
+    odd = text.count('"', 0, cut) % 2
+    while cut >= 0 and odd:
+        previous = text.rfind("\n", 0, cut)
+        odd ^= text.count('"', previous + 1, cut) % 2
+        cut = previous
+    return cut
+
+
+def _split_header(name: str, first_line: int, text: str) -> Tuple[Tuple[str, ...], int, str]:
+    """Parses the CSV header off the first piece; returns (header, line after it, rest of the text)."""
+    reader = csv.reader(io.StringIO(text, newline=""))
+    record: List[str] = []
+    while not record:
+        record = next(reader, None)  # type: ignore[assignment]
+        if record is None:
+            return (), first_line, ""
+    consumed = reader.line_num
+    pos = 0
+    for _ in range(consumed):
+        found = text.find("\n", pos)
+        pos = len(text) if found < 0 else found + 1
+    return check_header(name, record), first_line + consumed, text[pos:]
+
+
+def check_header(name: str, record: Sequence[str]) -> Tuple[str, ...]:
+    header = tuple(c.strip() for c in record)
+    if any(not c for c in header):
+        empty = [i + 1 for i, c in enumerate(header) if not c]
+        raise DataError(f"{name} line 1: header column(s) {empty} have no name; give every column a name")
+    dupes = sorted({c for c in header if header.count(c) > 1})
+    if dupes:
+        raise DataError(f"{name} line 1: column name(s) {dupes} appear more than once in the header")
+    return header
+
+
+# -- records (worker processes) ----------------------------------------------------------------------------
+Record = Union[List[str], str]
+
+
+def records(chunk: Chunk) -> Iterator[Tuple[int, Record]]:
+    """(line, record) pairs: CSV fields as a list, JSON Lines as the raw line. Blank lines are skipped."""
+    if chunk.fmt == CSV:
+        reader = csv.reader(io.StringIO(chunk.text, newline=""))
+        consumed = 0
+        try:
+            for fields in reader:
+                line, consumed = chunk.first_line + consumed, reader.line_num
+                if fields:
+                    yield line, fields
+        except csv.Error as e:
+            raise DataError(f"{where(chunk.file_name, chunk.first_line + consumed)}: malformed CSV ({e})") from None
+        return
+    for offset, text in enumerate(chunk.text.split("\n")):
+        if text.strip():
+            yield chunk.first_line + offset, text
+
+
+class BadRecord(Exception):
+    """A record that cannot be read as a row at all; carries the column (if any), value and reason."""
+
+    def __init__(self, reason: str, column: Optional[str] = None, value: Any = None):
+        super().__init__(reason)
+        self.reason, self.column, self.value = reason, column, value
+
+
+def clean(value: str, missing: FrozenSet[str]) -> Optional[str]:
+    text = value.strip()
+    return None if text in missing else text
+
+
+def csv_values(fields: List[str], header: Tuple[str, ...], missing: FrozenSet[str]) -> List[Optional[str]]:
+    if len(fields) != len(header):
+        raise BadRecord(f"has {len(fields)} field(s) but the header has {len(header)} columns")
+    return [None if (text := v.strip()) in missing else text for v in fields]
+
+
+def json_values(text: str, missing: FrozenSet[str]) -> dict:
+    """{column: cleaned text or None} of one JSON Lines record."""
+    try:
+        obj = json.loads(text)
+    except ValueError as e:
+        raise BadRecord(f"is not valid JSON ({e})") from None
+    if not isinstance(obj, dict):
+        raise BadRecord(f'is a JSON {type(obj).__name__}, expected an object {{"column": value, ...}}')
+    return {name: json_text(name, value, missing) for name, value in obj.items()}
+
+
+def json_text(name: str, value: Any, missing: FrozenSet[str]) -> Optional[str]:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return clean(value, missing)
+    raise BadRecord(
+        f"{json.dumps(value)[:80]} is a nested JSON value; expected a number, string, boolean or null",
+        column=name,
+        value=value,
+    )
+
+
+def raw_row(record: Record, header: Optional[Tuple[str, ...]]) -> Any:
+    """The record as written to the quarantine file: {column: raw text} for CSV, the object or line for JSON."""
+    if isinstance(record, str):
+        try:
+            return json.loads(record)
+        except ValueError:
+            return record
+    if header is not None and len(record) == len(header):
+        return dict(zip(header, record))
+    return list(record)

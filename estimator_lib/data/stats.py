@@ -1,0 +1,128 @@
+"""After pass 2: merge the chunks' partial statistics (in input order) and build the final schema.
+
+Everything here comes from the training split's good rows only: numeric mean/std/min/max and missing counts,
+categorical vocabularies (most frequent first, ties by text, capped), regression label statistics.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from typing import Any, Dict, List, Tuple
+
+from estimator_lib.config import PrepareConfig
+from estimator_lib.data.common import SPLITS, DataError, Moments
+from estimator_lib.data.encode import ChunkResult
+from estimator_lib.data.plan import Decisions
+from estimator_lib.schema import CLASSIFICATION, NUMERIC, REGRESSION, FeatureSpec, LabelSpec, Schema
+
+
+@dataclasses.dataclass
+class Totals:
+    """Merged pass-2 results over the whole input."""
+
+    num_features: int
+    max_categories: int
+    rows: int = 0
+    bad: int = 0
+    counts: List[int] = dataclasses.field(default_factory=lambda: [0, 0, 0])
+    missing: List[List[int]] = dataclasses.field(default_factory=list)
+    numeric: Dict[int, Moments] = dataclasses.field(default_factory=dict)
+    categories: Dict[int, collections.Counter] = dataclasses.field(default_factory=dict)
+    class_counts: List[collections.Counter] = dataclasses.field(default_factory=list)
+    label_moments: Moments = dataclasses.field(default_factory=Moments)
+    labelled: int = 0
+
+    def __post_init__(self) -> None:
+        self.missing = [[0] * self.num_features for _ in SPLITS]
+        self.class_counts = [collections.Counter() for _ in SPLITS]
+
+    def add(self, part: ChunkResult) -> None:
+        self.rows += part.rows
+        self.bad += len(part.bad)
+        self.labelled += part.labelled
+        for s in range(len(SPLITS)):
+            self.counts[s] += len(part.examples[s])
+            self.missing[s] = [a + b for a, b in zip(self.missing[s], part.missing[s])]
+            self.class_counts[s].update(part.class_counts[s])
+        for index, moments in part.numeric.items():
+            self.numeric[index] = self.numeric.get(index, Moments()).merge(moments)
+        for index, counter in part.categories.items():
+            self.categories[index] = _bounded(
+                self.categories.get(index, collections.Counter()) + counter, self.max_categories
+            )
+        self.label_moments = self.label_moments.merge(part.label_moments)
+
+
+def _bounded(counter: collections.Counter, limit: int) -> collections.Counter:
+    """Keeps memory flat for very high-cardinality columns: beyond `limit` values, the rarest half is dropped
+    (the most frequent values, which make the vocabulary, survive)."""
+    if len(counter) <= limit:
+        return counter
+    return collections.Counter(dict(_ranked(counter)[: limit // 2]))
+
+
+def _ranked(counter: collections.Counter) -> List[Tuple[str, int]]:
+    return sorted(counter.items(), key=lambda item: (-item[1], item[0]))
+
+
+def build_schema(decisions: Decisions, totals: Totals, config: "PrepareConfig") -> Schema:
+    features = tuple(_feature(f, i, decisions, totals, config) for i, f in enumerate(decisions.features))
+    return Schema(features, _label(decisions, totals, config), config.key_column)
+
+
+def _feature(f: FeatureSpec, index: int, decisions: Decisions, totals: Totals, config: "PrepareConfig") -> FeatureSpec:
+    missing = totals.missing[0][index]
+    if f.kind == NUMERIC:
+        m = totals.numeric.get(index, Moments())
+        if m.count == 0:
+            return dataclasses.replace(f, mean=0.0, std=1.0, min=0.0, max=0.0, missing_count=missing)
+        std = m.std if m.std > 0 else 1.0  # a constant column: std 1 keeps normalisation finite
+        return dataclasses.replace(f, mean=m.mean, std=std, min=m.min, max=m.max, missing_count=missing)
+    vocabulary = f.vocabulary if decisions.supplied is not None and f.vocabulary else None
+    if vocabulary is None:
+        vocabulary = tuple(v for v, _ in _ranked(totals.categories.get(index, collections.Counter())))
+        vocabulary = vocabulary[: config.max_vocabulary_size]
+    return dataclasses.replace(f, vocabulary=vocabulary, missing_count=missing)
+
+
+def _label(decisions: Decisions, totals: Totals, config: "PrepareConfig") -> LabelSpec:
+    if decisions.task == CLASSIFICATION:
+        return LabelSpec(config.label, CLASSIFICATION, classes=decisions.classes)
+    m = totals.label_moments
+    if m.count == 0:
+        raise DataError(f"no training row has a usable value in label column {config.label!r}")
+    if m.std == 0:
+        raise DataError(
+            f"label column {config.label!r} has the same value {m.min!r} in all {m.count} training rows; regression "
+            "needs a label that varies"
+        )
+    return LabelSpec(config.label, REGRESSION, mean=m.mean, std=m.std, min=m.min, max=m.max)
+
+
+def notes(schema: Schema, totals: Totals) -> List[str]:
+    """Facts a user should see in the manifest: constant or all-missing columns, classes without rows."""
+    out: List[str] = []
+    for i, f in enumerate(schema.features):
+        m = totals.numeric.get(i)
+        if f.kind == NUMERIC and (m is None or m.count == 0):
+            out.append(f"column {f.name!r} has no value in the training split (mean 0, std 1 used)")
+        elif f.kind == NUMERIC and m.std == 0:
+            out.append(f"column {f.name!r} is constant ({m.min!r}) in the training split (std 1 used)")
+    for c, name in enumerate(schema.label.classes):
+        if totals.class_counts[0][c] == 0:
+            out.append(f"label class {name!r} has no good training row")
+    return out
+
+
+def summary(schema: Schema, totals: Totals) -> Dict[str, Any]:
+    """Per-split counts, per-feature missing counts and class counts, for the manifest."""
+    names = [f.name for f in schema.features]
+    out: Dict[str, Any] = {
+        "missing": {s: dict(zip(names, totals.missing[i])) for i, s in enumerate(SPLITS)},
+    }
+    if schema.label.task == CLASSIFICATION:
+        out["class_counts"] = {
+            s: {c: totals.class_counts[i][k] for k, c in enumerate(schema.label.classes)} for i, s in enumerate(SPLITS)
+        }
+    return out

@@ -1,0 +1,36 @@
+"""Export: one SavedModel with a CPU (`serve`) and a TPU (`serve,tpu`) meta graph, verified after writing.
+
+`saved_model` exports, verifies and loads; `serving` builds the serving input receivers.
+"""
+
+from estimator_lib.export.saved_model import (
+    ATOL,
+    CPU_TAGS,
+    METADATA_FILE,
+    TPU_CALL_OP,
+    TPU_TAGS,
+    ExportResult,
+    ExportVerificationError,
+    ServingModel,
+    export_model,
+    load_serving_model,
+    read_export_metadata,
+    run_cpu_graph,
+    verify_export,
+)
+
+__all__ = [
+    "ATOL",
+    "CPU_TAGS",
+    "METADATA_FILE",
+    "TPU_CALL_OP",
+    "TPU_TAGS",
+    "ExportResult",
+    "ExportVerificationError",
+    "ServingModel",
+    "export_model",
+    "load_serving_model",
+    "read_export_metadata",
+    "run_cpu_graph",
+    "verify_export",
+]

@@ -1,0 +1,203 @@
+"""`build_model_fn`: one model_fn returning `TPUEstimatorSpec` in TRAIN, EVAL and PREDICT.
+
+Layers of the model (after google-research/bert): the logits come from a model family (pure graph,
+`estimator_lib.models`); `create_head` turns logits and labels into per-example losses and predictions;
+`model_fn` wires the mode-specific parts (optimizer, host_call, eval_metrics, export outputs).
+
+What runs where:
+  * TPU (or CPU with use_tpu=False): the logits, the loss, the gradients and the optimizer step.
+  * Host CPU: `host_call` (TensorBoard summaries, fed through the outfeed) and `metric_fn` (eval metrics).
+Both receive batch-major tensors of rank >= 1 only, as the TPU outfeed requires.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Dict, Optional
+
+import tensorflow as tf
+from tensorflow_estimator.python.estimator.tpu import tpu_estimator
+
+from estimator_lib.config import ConfigError, JobConfig, OptimizerConfig
+from estimator_lib.data.example_keys import KEY_BYTES_FEATURE
+from estimator_lib.model import metrics as metrics_lib
+from estimator_lib.model.families import ModelContext, load_logits_fn
+from estimator_lib.model.warm_start import warm_start_scaffold_fn
+from estimator_lib.schema import INDEX_FEATURE, PADDING_FEATURE, Schema, SchemaError
+
+ModeKeys = tf.estimator.ModeKeys
+TPUEstimatorSpec = tf.compat.v1.estimator.tpu.TPUEstimatorSpec
+ModelFn = Callable[..., TPUEstimatorSpec]
+
+
+@dataclasses.dataclass(frozen=True)
+class Head:
+    """Per-example losses and predictions of one task. All tensors are batch-major.
+
+    Attributes:
+      per_example_loss: float32 [B] (standardised units for regression).
+      predictions: {"class_ids" int32 [B], "probabilities" float32 [B, K], "logits"} for classification;
+        {"predictions" float32 [B]} in the label's units for regression.
+    """
+
+    per_example_loss: Optional[tf.Tensor]
+    predictions: Dict[str, tf.Tensor]
+
+
+def create_head(logits: tf.Tensor, labels: Optional[tf.Tensor], schema: Schema) -> Head:
+    """Loss and predictions for the schema's label head. logits float32 [B, num_logits]."""
+    label = schema.label
+    if label.head == "regression":
+        value = logits[:, 0] * label.std + label.mean
+        loss = None if labels is None else tf.square(logits[:, 0] - (labels - label.mean) / label.std)
+        return Head(loss, {"predictions": value})
+    if label.head == "binary":
+        p = tf.sigmoid(logits[:, 0])
+        probabilities = tf.stack([1.0 - p, p], axis=1)
+        class_ids = tf.cast(p > 0.5, tf.int32)
+        loss = None
+        if labels is not None:
+            loss = tf.nn.sigmoid_cross_entropy_with_logits(labels=tf.cast(labels, tf.float32), logits=logits[:, 0])
+    else:
+        probabilities = tf.nn.softmax(logits)
+        class_ids = tf.argmax(logits, axis=1, output_type=tf.int32)
+        loss = None if labels is None else tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+    return Head(loss, {"class_ids": class_ids, "probabilities": probabilities, "logits": logits})
+
+
+def learning_rate(opt: OptimizerConfig, train_steps: int, global_step: tf.Tensor) -> tf.Tensor:
+    """The scheduled learning rate (float32 scalar) at `global_step`, with optional linear warm-up."""
+    decay_steps = opt.decay_steps or train_steps
+    v1 = tf.compat.v1.train
+    schedules = {
+        "constant": lambda: tf.constant(opt.learning_rate, tf.float32),
+        "exponential_decay": lambda: v1.exponential_decay(opt.learning_rate, global_step, decay_steps, opt.decay_rate),
+        "cosine_decay": lambda: v1.cosine_decay(opt.learning_rate, global_step, decay_steps),
+        "linear_decay": lambda: v1.polynomial_decay(
+            opt.learning_rate, global_step, decay_steps, opt.end_learning_rate, power=1.0
+        ),
+    }
+    lr = tf.cast(schedules[opt.schedule](), tf.float32)
+    if opt.warmup_steps:
+        warm = tf.cast(global_step + 1, tf.float32) / float(opt.warmup_steps)
+        lr = lr * tf.minimum(1.0, warm)
+    return lr
+
+
+def create_optimizer(opt: OptimizerConfig, lr: tf.Tensor, use_tpu: bool) -> tf.compat.v1.train.Optimizer:
+    """The optimizer; wrapped in CrossShardOptimizer on a TPU so gradients are summed across replicas."""
+    v1 = tf.compat.v1.train
+    optimizer = {
+        "sgd": lambda: v1.GradientDescentOptimizer(lr),
+        "momentum": lambda: v1.MomentumOptimizer(lr, opt.momentum),
+        "adam": lambda: v1.AdamOptimizer(lr),
+        "adagrad": lambda: v1.AdagradOptimizer(lr),
+        "rmsprop": lambda: v1.RMSPropOptimizer(lr),
+    }[opt.name]()
+    return tf.compat.v1.tpu.CrossShardOptimizer(optimizer) if use_tpu else optimizer
+
+
+def host_call_fn_builder(summary_dir: str, max_queue: int) -> Callable[..., Any]:
+    """Builds the host_call function writing TensorBoard scalars. Runs on the host CPU.
+
+    Its arguments are rank-1, batch-major tensors (one value per replica on a TPU, concatenated by the
+    outfeed); the first element is the value to record.
+    """
+
+    def host_call_fn(global_step, loss, learning_rate_value):
+        step = global_step[0]
+        with tf.compat.v2.summary.create_file_writer(summary_dir, max_queue=max_queue).as_default():
+            with tf.compat.v2.summary.record_if(True):
+                tf.compat.v2.summary.scalar("loss", tf.reduce_mean(loss), step=step)
+                tf.compat.v2.summary.scalar("learning_rate", learning_rate_value[0], step=step)
+                tf.compat.v2.summary.scalar("global_step", tf.cast(step, tf.float32), step=step)
+                return tf.compat.v1.summary.all_v2_summary_ops()
+
+    return host_call_fn
+
+
+def _train_spec(loss: tf.Tensor, config: JobConfig, params: Dict, summary_dir: str, scaffold_fn) -> TPUEstimatorSpec:
+    opt_config = config.training.optimizer
+    global_step = tf.compat.v1.train.get_or_create_global_step()
+    lr = learning_rate(opt_config, config.training.train_steps, global_step)
+    optimizer = create_optimizer(opt_config, lr, params["use_tpu"])
+    grads_and_vars = optimizer.compute_gradients(loss)
+    if opt_config.clip_gradient_norm:
+        grads, variables = zip(*grads_and_vars)
+        grads, _ = tf.clip_by_global_norm(grads, opt_config.clip_gradient_norm)
+        grads_and_vars = list(zip(grads, variables))
+    train_op = optimizer.apply_gradients(grads_and_vars, global_step=global_step)
+    host_call = (
+        host_call_fn_builder(summary_dir, config.tpu.iterations_per_loop),
+        [tf.reshape(global_step, [1]), tf.reshape(loss, [1]), tf.reshape(lr, [1])],
+    )
+    return TPUEstimatorSpec(ModeKeys.TRAIN, loss=loss, train_op=train_op, host_call=host_call, scaffold_fn=scaffold_fn)
+
+
+def _export_outputs(head: Head, schema: Schema) -> Dict[str, Any]:
+    export = tf.estimator.export
+    outputs = {"predict": export.PredictOutput(head.predictions)}
+    if schema.label.head == "regression":
+        outputs["regression"] = export.RegressionOutput(head.predictions["predictions"])
+    else:
+        outputs["classification"] = export.ClassificationOutput(scores=head.predictions["probabilities"])
+    outputs[tf.saved_model.DEFAULT_SERVING_SIGNATURE_DEF_KEY] = outputs["predict"]
+    return outputs
+
+
+def _model_schema(schema: Schema, job: JobConfig) -> Schema:
+    try:
+        return schema.select(job.model.features)
+    except SchemaError as e:
+        raise ConfigError(f"model.features: {e}; list original column names from the schema") from e
+
+
+def build_model_fn(schema: Schema, job: JobConfig) -> ModelFn:
+    """Returns a TPUEstimator model_fn for `schema` and the job config `job`.
+
+    Checks at construction (not at first run) that the model's features exist in the schema and that the
+    model family can be loaded.
+
+    The model_fn reads `params['use_tpu']` (set by TPUEstimator) and the run config's model_dir. Features
+    are those of `estimator_lib.transform.to_model_features`; labels int32 [B] or float32 [B].
+    """
+    model_schema = _model_schema(schema, job)
+    logits_fn = load_logits_fn(job.model)
+    metric_fn = metrics_lib.metric_fn_for(schema.label)
+
+    def model_fn(features, labels, mode, params, config):
+        """The TPUEstimator model_fn; `config` is the estimator's RunConfig (for model_dir)."""
+        if mode == ModeKeys.PREDICT and params.get("use_tpu") and "context" not in params:
+            # Export API v2, `serve,tpu` meta graph: TPUEstimator sets use_tpu (without a TPU context) and
+            # leaves tpu.rewrite + TPUPartitionedCall to us; the inner call builds the plain PREDICT graph.
+            cpu_params = dict(params, use_tpu=False)
+            return tpu_estimator.model_fn_inference_on_tpu(model_fn, features, labels, config, cpu_params)
+        ctx = ModelContext(model_schema, job.model, mode, schema.label.num_logits)
+        # The packed example key only travels from the input to the predictions; the model never sees it.
+        key_bytes = features.get(KEY_BYTES_FEATURE) if isinstance(features, dict) else None
+        if key_bytes is not None:
+            features = {k: v for k, v in features.items() if k != KEY_BYTES_FEATURE}
+        logits = logits_fn(features, ctx)
+        head = create_head(logits, labels, schema)
+        scaffold_fn = None
+        if job.training.warm_start_from:
+            scaffold_fn = warm_start_scaffold_fn(job.training.warm_start_from)
+        if mode == ModeKeys.PREDICT:
+            predictions = dict(head.predictions)
+            for passthrough in (PADDING_FEATURE, INDEX_FEATURE):
+                if passthrough in features:
+                    predictions[passthrough] = tf.identity(features[passthrough])
+            if key_bytes is not None:
+                predictions[KEY_BYTES_FEATURE] = tf.identity(key_bytes)
+            return TPUEstimatorSpec(
+                mode, predictions=predictions, export_outputs=_export_outputs(head, schema), scaffold_fn=scaffold_fn
+            )
+        weights = 1.0 - features.get(PADDING_FEATURE, tf.zeros_like(head.per_example_loss))
+        weighted_loss = tf.reduce_sum(head.per_example_loss * weights) / tf.maximum(tf.reduce_sum(weights), 1.0)
+        if mode == ModeKeys.TRAIN:
+            loss = weighted_loss + tf.compat.v1.losses.get_regularization_loss()
+            return _train_spec(loss, job, params, config.model_dir, scaffold_fn)
+        eval_metrics = (metric_fn, [labels, logits, head.per_example_loss, weights])
+        return TPUEstimatorSpec(mode, loss=weighted_loss, eval_metrics=eval_metrics, scaffold_fn=scaffold_fn)
+
+    return model_fn

@@ -1,0 +1,93 @@
+"""What batch prediction scores: a prepared split, prepared TFRecords, or raw CSV / JSON Lines rows, chosen
+from the text the user gave (`config.run.prediction_kind`), and the one call that scores any of them."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Dict, Optional
+
+from estimator_lib import storage
+from estimator_lib.config import JobConfig
+from estimator_lib.config.run import DIRECTORY, RAW, RAW_EXTENSIONS, SPLIT, TFRECORD_EXTENSIONS, prediction_kind
+from estimator_lib.data.prepare import PrepareResult
+from estimator_lib.predict.batch import PredictResult, batch_predict, predict_raw
+
+
+@dataclasses.dataclass(frozen=True)
+class PredictionSource:
+    """What batch prediction scores.
+
+    Attributes:
+      uri: TFRecord file pattern(s), or CSV / JSON Lines file pattern(s) when `raw`.
+      raw: rows to encode through the prepared schema first (`predict_raw`).
+      count: records in `uri` when known (a prepared split's manifest count); None counts them.
+    """
+
+    uri: str
+    raw: bool = False
+    count: Optional[int] = None
+
+
+def prediction_source(data: str, prepared: PrepareResult) -> PredictionSource:
+    """The rows `data` names: a prepared split's TFRecords with the manifest's count, raw CSV / JSON Lines
+    rows (scored through the prepared schema), TFRecords as given, or a directory's TFRecords."""
+    kind = prediction_kind(data)
+    if kind == SPLIT:
+        return PredictionSource(prepared.files(data), count=prepared.counts[data])
+    if kind == DIRECTORY:
+        return PredictionSource(_directory_tfrecords(data))
+    return PredictionSource(data, raw=kind == RAW)
+
+
+def _directory_tfrecords(directory: str) -> str:
+    for ext in TFRECORD_EXTENSIONS:
+        pattern = storage.join(directory.rstrip("/"), "*" + ext)
+        if storage.glob(pattern):
+            return pattern
+    raise FileNotFoundError(
+        f"predict_data={directory!r} names no file type and holds no {' or '.join(TFRECORD_EXTENSIONS)} files; "
+        f"give CSV / JSON Lines files ({', '.join(RAW_EXTENSIONS)}), TFRecord files, or a directory of TFRecords"
+    )
+
+
+def scoring_options(prepared: PrepareResult) -> Dict[str, Any]:
+    """The preparation's row rules, so new rows are read as the training rows were: missing-value tokens,
+    bad-row policy and its limit (from the prepared manifest's config)."""
+    config = prepared.manifest["config"]
+    return {
+        "missing_values": tuple(config["missing_values"]),
+        "bad_rows": config["bad_rows"],
+        "max_bad_fraction": config["max_bad_fraction"],
+    }
+
+
+def encoded_rows_uri(predictions_uri: str) -> str:
+    """Where raw rows are encoded for scoring and kept (manifest, quarantine): beside the predictions,
+    because publishing the predictions replaces their directory."""
+    return predictions_uri.rstrip("/") + "-rows"
+
+
+def score(job: JobConfig, prepared: PrepareResult, model_dir: str, data: str, output_dir: str) -> PredictResult:
+    """Batch-predicts what `data` names with the checkpoint in `model_dir` and commits it at `output_dir`.
+
+    Args:
+      job: the trained model's job config, placed for this stage.
+      prepared: the preparation the model was trained on (its schema; its splits when `data` names one).
+      model_dir: the estimator's model directory.
+      data: "eval", "train" or "test"; a URI or glob of CSV / JSON Lines rows (label optional), encoded
+        through the prepared schema with the preparation's row rules; or prepared TFRecords (files, or a
+        directory of them).
+      output_dir: where the JSON Lines shards and manifest are committed.
+    """
+    source = prediction_source(data, prepared)
+    if source.raw:
+        return predict_raw(
+            job,
+            prepared.schema,
+            model_dir,
+            source.uri,
+            output_dir,
+            staging_dir=encoded_rows_uri(output_dir),
+            **scoring_options(prepared),
+        )
+    return batch_predict(job, prepared.schema, model_dir, source.uri, output_dir, num_examples=source.count)

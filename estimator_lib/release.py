@@ -1,0 +1,255 @@
+"""Versioned publishing of exported SavedModels under a root, with an atomically updated LATEST pointer.
+
+Layout of a publish root (a local directory or a gs:// prefix):
+
+    ROOT/versions/20250101T120000Z-3f2a9c1b0d4e/   a complete copy of one exported SavedModel, plus
+                                                   publish.json and the _COMMITTED marker (written last)
+    ROOT/LATEST                                    JSON: {"version", "uri", "published_at", "fingerprint", ...}
+
+A version directory is published all or nothing (`storage.publish_directory`: a rename locally, a commit
+marker last on Cloud Storage) and never changed afterwards. The pointer is one small file replaced in one step
+(a rename locally, a single object upload on Cloud Storage), so a reader sees the old or the new version, never
+a mix. Two runs publishing at the same moment both get their own version; the pointer names the one that wrote
+it last.
+
+`resolve_model` turns what users pass as a baseline or warm-start source ("none", "latest", a publish root or a
+SavedModel directory) into a SavedModel directory. Nothing here reads flags or the environment.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import hashlib
+import json
+import os
+from typing import Any, Dict, Iterable, Mapping, Optional
+
+from estimator_lib import storage
+from estimator_lib.config import JobConfig
+from estimator_lib.evaluation import Blessing
+from estimator_lib.export import ExportResult, export_model
+from estimator_lib.schema import Schema
+
+POINTER = "LATEST"
+VERSIONS = "versions"
+RECORD = "publish.json"
+NO_MODEL = "none"
+LATEST = "latest"
+
+
+@dataclasses.dataclass(frozen=True)
+class PublishedModel:
+    """One published version.
+
+    Attributes:
+      root: the publish root.
+      version: the version name (UTC time of publishing, then the first 12 hex digits of the fingerprint).
+      uri: the version's SavedModel directory.
+      fingerprint: sha256 over the SavedModel's files (relative paths and contents).
+      published_at: ISO 8601 UTC time.
+      metadata: what the publisher recorded (metrics, blessing, training config, source run).
+    """
+
+    root: str
+    version: str
+    uri: str
+    fingerprint: str
+    published_at: str
+    metadata: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {**dataclasses.asdict(self), "metadata": dict(self.metadata)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "PublishedModel":
+        return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data})
+
+
+# -- fingerprints --------------------------------------------------------------------------------------------
+def _relative(path: str, directory: str) -> str:
+    return path[len(directory.rstrip("/")) + 1 :].replace(os.sep, "/")
+
+
+def fingerprint_files(files: Iterable[str], base: str) -> str:
+    """sha256 over (path relative to `base`, sha256 of contents) of `files`, in sorted order."""
+    digest = hashlib.sha256()
+    for path in sorted(files):
+        content = hashlib.sha256(storage.read_bytes(path)).hexdigest()
+        digest.update(f"{_relative(path, base)}\0{content}\n".encode())
+    return digest.hexdigest()
+
+
+BOOKKEEPING = (storage.COMMIT_MARKER, RECORD)
+
+
+def fingerprint(directory: str) -> str:
+    """Content hash of every file under a local or gs:// directory, bookkeeping files (the commit marker and
+    publish.json) excluded: a published version has the fingerprint of the export it copies.
+
+    Equal for two directories exactly when they hold the same files with the same bytes.
+    """
+    files = [f for f in storage.list_files(directory) if os.path.basename(f) not in BOOKKEEPING]
+    if not files:
+        raise FileNotFoundError(f"{directory!r} holds no file to fingerprint")
+    return fingerprint_files(files, directory)
+
+
+# -- publishing ----------------------------------------------------------------------------------------------
+def _is_saved_model(directory: str) -> bool:
+    return storage.exists(storage.join(directory, "saved_model.pb"))
+
+
+def _copy_tree(source: str, staging: str) -> None:
+    for path in storage.list_files(source):
+        relative = _relative(path, source)
+        if os.path.basename(relative) == storage.COMMIT_MARKER:
+            continue
+        local = os.path.join(staging, *relative.split("/"))
+        os.makedirs(os.path.dirname(local), exist_ok=True)
+        storage.download_file(path, local)
+
+
+def publish_model(
+    export_dir: str,
+    root: str,
+    metadata: Optional[Mapping[str, Any]] = None,
+    now: Optional[datetime.datetime] = None,
+) -> PublishedModel:
+    """Copies an exported SavedModel to a new version under `root`, then points ROOT/LATEST at it.
+
+    Args:
+      export_dir: a SavedModel directory (local or gs://).
+      root: the publish root (local or gs://).
+      metadata: JSON-serialisable facts to record with the version (metrics, blessing, config).
+      now: the publishing time (UTC); the current time by default.
+
+    Returns:
+      The new `PublishedModel`.
+
+    Raises:
+      FileNotFoundError: `export_dir` is not a SavedModel directory.
+    """
+    if not _is_saved_model(export_dir):
+        raise FileNotFoundError(f"{export_dir!r} is not a SavedModel directory (no saved_model.pb); export first")
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    digest = fingerprint(export_dir)
+    version = f"{now.strftime('%Y%m%dT%H%M%S%fZ')}-{digest[:12]}"
+    destination = storage.join(root, VERSIONS, version)
+    model = PublishedModel(root, version, destination, digest, now.isoformat(), dict(metadata or {}))
+    record = json.dumps(model.to_dict(), indent=2, sort_keys=True)  # kept with the version and in the pointer
+
+    def fill(staging: str) -> None:
+        _copy_tree(export_dir, staging)
+        with open(os.path.join(staging, RECORD), "w", encoding="utf-8") as f:
+            f.write(record)
+
+    storage.publish_staged(destination, fill)
+    storage.write_text(storage.join(root, POINTER), record)
+    return model
+
+
+def latest(root: str) -> Optional[PublishedModel]:
+    """The version ROOT/LATEST points at, or None when nothing was published under `root` yet.
+
+    Raises:
+      FileNotFoundError: the pointer names a version that is missing or was not completely published.
+    """
+    pointer = storage.join(root, POINTER)
+    if not storage.exists(pointer):
+        return None
+    model = PublishedModel.from_dict(json.loads(storage.read_text(pointer)))
+    if not storage.is_committed(model.uri):
+        raise FileNotFoundError(
+            f"{pointer} names version {model.version!r} but {model.uri} is missing or incomplete; "
+            "re-publish a model or point LATEST at a complete version"
+        )
+    return model
+
+
+def resolve_model(spec: str, publish_root: str) -> Optional[str]:
+    """Resolves a baseline or warm-start source to a SavedModel directory.
+
+    Args:
+      spec: "none" (no model), "latest" (the last version published under `publish_root`, None when there is
+        none yet), a publish root (its latest version) or a SavedModel directory.
+      publish_root: the pipeline's publish root, used by "latest".
+
+    Returns:
+      A SavedModel directory, or None.
+
+    Raises:
+      ValueError: "latest" without a publish root.
+      FileNotFoundError: `spec` is neither a publish root with a published version nor a SavedModel directory.
+    """
+    spec = spec.strip()
+    if spec in ("", NO_MODEL):
+        return None
+    if spec == LATEST:
+        if not publish_root:
+            raise ValueError("'latest' needs the publish root (publish_root) to look under; set it or give a URI")
+        model = latest(publish_root)
+        return model.uri if model else None
+    published = latest(spec)
+    if published is not None:
+        return published.uri
+    if _is_saved_model(spec):
+        return spec
+    raise FileNotFoundError(
+        f"{spec!r} is neither a publish root (with a {POINTER} pointer) nor a SavedModel directory "
+        "(with saved_model.pb); give one of those, 'latest' or 'none'"
+    )
+
+
+# -- the export stage ----------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Release:
+    """What the export stage did: the export, and the published version or why there is none."""
+
+    export: "ExportResult"
+    published: Optional[PublishedModel]
+    reason: str
+
+
+def release(
+    export_dir: str, blessing: "Blessing", root: str, metadata: Optional[Mapping[str, Any]] = None
+) -> Optional[PublishedModel]:
+    """Publishes `export_dir` under `root` if `blessing` says so; records the verdict with the version.
+
+    Returns the new version, or None for an unblessed model (nothing is written then).
+    """
+    if not blessing.blessed:
+        return None
+    return publish_model(export_dir, root, metadata={"blessing": blessing.to_dict(), **dict(metadata or {})})
+
+
+def export_and_release(
+    job: "JobConfig",
+    schema: "Schema",
+    model_dir: str,
+    export_base: str,
+    blessing: "Blessing",
+    root: str,
+    verify_files: Optional[str] = None,
+) -> Release:
+    """Exports the model (always, to `export_base`), then publishes it under `root` only if it was blessed.
+
+    Args:
+      job, schema, model_dir: the trained model (see `estimator_lib.export.export_model`).
+      export_base: where the pipeline run keeps its export.
+      blessing: the evaluate stage's `Blessing`.
+      root: the publish root.
+      verify_files: prepared TFRecords whose first rows verify the export (estimator vs fresh CPU graph).
+    """
+    if not root:
+        raise ValueError("publish_root is empty; give the directory or gs:// prefix where blessed models go")
+    export = export_model(job, schema, model_dir, export_base, verify_rows=verify_files)
+    source = {
+        "model_dir": model_dir,
+        "export_dir": export.export_dir,
+        "global_step": export.metadata["global_step"],
+    }
+    published = release(export.export_dir, blessing, root, {"source": source})
+    if published is None:
+        return Release(export, None, f"not published: {blessing.summary()}")
+    return Release(export, published, f"published version {published.version} at {published.uri}")

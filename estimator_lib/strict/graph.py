@@ -1,0 +1,350 @@
+"""Strict-mode checks of the graph a model_fn builds for the TPU, and of its host-side functions.
+
+`build_mode_graph` calls the model_fn in a fresh graph exactly as TPUEstimator would on a TPU
+(`params={'batch_size': per-replica batch, 'use_tpu': True, 'context': ...}`, inside a TPU shard context of
+`num_replicas` shards) with placeholders of the input's static shapes. The checks then read that graph:
+
+  * the TPU computation has static shapes and no string tensors;
+  * `host_call` and `eval_metrics` tensors keep a batch dimension (the outfeed concatenates along axis 0);
+  * `metric_fn` and the `host_call` function take their tensors as arguments (they run on the host CPU);
+  * every trainable variable is updated with gradients summed across replicas (`CrossShardOptimizer`), and
+    those gradients come from `CrossShardOptimizer.compute_gradients` (which scales the loss per replica).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import tempfile
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+
+import tensorflow as tf
+from tensorflow.python.tpu import tpu_function, tpu_optimizer
+from tensorflow.python.util import function_utils
+
+from estimator_lib.strict.inputs import InputInfo, SimulatedTPUContext, TPUTarget, callable_name
+
+ModeKeys = tf.estimator.ModeKeys
+_SKIP_SHAPE_DTYPES = (tf.resource, tf.variant)
+
+
+@dataclasses.dataclass
+class CrossShardRecord:
+    """Gradients seen by `CrossShardOptimizer` while the model_fn ran."""
+
+    computed: List[Any] = dataclasses.field(default_factory=list)
+    applied: List[Tuple[Any, Any]] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class ModeGraph:
+    """A model_fn's TPUEstimatorSpec for one mode, the graph holding it and what fed it."""
+
+    mode: str
+    graph: tf.Graph
+    spec: Any
+    inputs: List[tf.Tensor]
+    cross_shard: CrossShardRecord
+
+
+@contextlib.contextmanager
+def _watch_cross_shard(record: CrossShardRecord) -> Iterator[None]:
+    """Records the gradients `CrossShardOptimizer` computes and applies (restored on exit).
+
+    Intercepting the class is the only way to see them: the model_fn builds its optimizer internally.
+    """
+    cls = tpu_optimizer.CrossShardOptimizer
+    compute, apply = cls.compute_gradients, cls.apply_gradients
+
+    def compute_gradients(self, *args, **kwargs):
+        grads_and_vars = compute(self, *args, **kwargs)
+        record.computed.extend(g for g, _ in grads_and_vars if g is not None)
+        return grads_and_vars
+
+    def apply_gradients(self, grads_and_vars, *args, **kwargs):
+        grads_and_vars = list(grads_and_vars)
+        record.applied.extend((g, v) for g, v in grads_and_vars if g is not None)
+        return apply(self, grads_and_vars, *args, **kwargs)
+
+    cls.compute_gradients, cls.apply_gradients = compute_gradients, apply_gradients
+    try:
+        yield
+    finally:
+        cls.compute_gradients, cls.apply_gradients = compute, apply
+
+
+def placeholders(info: InputInfo, batch: int) -> Tuple[Dict[str, tf.Tensor], Any]:
+    """Placeholders for (features, labels) with the input's shapes; an unknown first dimension becomes `batch`."""
+
+    def make(spec, name):
+        shape = spec.shape
+        if shape.rank:
+            shape = tf.TensorShape([shape[0] if shape[0] is not None else batch] + shape.as_list()[1:])
+        return tf.compat.v1.placeholder(spec.dtype, shape, name=name)
+
+    features = {k: make(s, k) for k, s in info.features.items()}
+    labels = None
+    if isinstance(info.labels, dict):
+        labels = {k: make(s, f"label_{k}") for k, s in info.labels.items()}
+    elif info.labels is not None:
+        labels = make(info.labels, "label")
+    return features, labels
+
+
+def call_model_fn(model_fn: Callable, mode: str, features, labels, target: TPUTarget, model_dir: str):
+    """Calls model_fn with the params, config and graph seed TPUEstimator gives it on a TPU."""
+    params = {"batch_size": target.batch_sizes[mode], "use_tpu": True, "context": SimulatedTPUContext(target)}
+    config = tf.compat.v1.estimator.tpu.RunConfig(model_dir=model_dir, tf_random_seed=target.seed)
+    tf.compat.v1.set_random_seed(target.seed)
+    with tpu_function.tpu_shard_context(target.num_replicas):
+        return model_fn(features=features, labels=labels, mode=mode, params=params, config=config)
+
+
+def build_mode_graph(model_fn: Callable, mode: str, info: InputInfo, target: TPUTarget, model_dir: str) -> ModeGraph:
+    """Builds the model_fn's graph for `mode` in a fresh graph (raises what the model_fn raises)."""
+    graph, record = tf.Graph(), CrossShardRecord()
+    with graph.as_default(), _watch_cross_shard(record):
+        features, labels = placeholders(info, target.batch_sizes[mode])
+        spec = call_model_fn(model_fn, mode, features, labels, target, model_dir)
+    inputs = tf.nest.flatten(features) + ([] if labels is None else tf.nest.flatten(labels))
+    return ModeGraph(mode, graph, spec, inputs, record)
+
+
+def _model_ops(g: ModeGraph) -> List[tf.Operation]:
+    input_ops = {t.op for t in g.inputs}
+    return [op for op in g.graph.get_operations() if op not in input_ops]
+
+
+def check_graph_strings(g: ModeGraph, fn_name: str) -> List[str]:
+    """No tensor of the model graph is a string: strings cannot exist inside a TPU computation."""
+    return [
+        f"{g.mode} model_fn {fn_name}: op {op.name!r} ({op.type}) makes string tensor {t.name!r} inside the TPU "
+        "computation. Fix: do string work on the host, in the input pipeline (estimator_lib.transform), and "
+        "summaries through host_call"
+        for op in _model_ops(g)
+        for t in op.outputs
+        if t.dtype == tf.string
+    ]
+
+
+def check_graph_shapes(g: ModeGraph, fn_name: str) -> List[str]:
+    """No tensor of the model graph has a dynamic shape: XLA compiles static shapes only."""
+    return [
+        f"{g.mode} model_fn {fn_name}: op {op.name!r} ({op.type}) makes tensor {t.name!r} of dynamic shape "
+        f"{t.shape}: XLA compiles static shapes only. Fix: keep shapes fixed (use masks and weights instead of "
+        "tf.boolean_mask/tf.where/tf.unique, and constant sizes in reshapes)"
+        for op in _model_ops(g)
+        for t in op.outputs
+        if t.dtype not in _SKIP_SHAPE_DTYPES and t.dtype != tf.string and not t.shape.is_fully_defined()
+    ]
+
+
+def check_predictions(g: ModeGraph, fn_name: str, batch: int) -> List[str]:
+    """PREDICT: every prediction keeps a static batch dimension (TPUEstimator's own rule on a TPU)."""
+    predictions = g.spec.predictions
+    if not isinstance(predictions, dict):
+        return [
+            f"predict model_fn {fn_name}: TPUEstimatorSpec.predictions is {type(predictions).__name__}; a TPU "
+            "needs a dict of batch-major tensors. Fix: return {'name': tensor [batch, ...]}"
+        ]
+    out = []
+    for key, t in sorted(predictions.items()):
+        if t.shape.rank in (None, 0) or t.shape[0] != batch:
+            out.append(
+                f"predict model_fn {fn_name}: predictions[{key!r}] {t.name!r} has shape {t.shape}, expected "
+                f"static [{batch}, ...]: TPU predictions are outfed per row. Fix: keep the batch dimension"
+            )
+    return out
+
+
+def _call_tensors(call) -> List[Tuple[str, tf.Tensor]]:
+    fn, tensors = call
+    if isinstance(tensors, dict):
+        return sorted(tensors.items())
+    try:
+        names = list(function_utils.fn_args(fn))
+    except (TypeError, ValueError):  # names are only for the message
+        names = []
+    return [(names[i] if i < len(names) else f"#{i}", t) for i, t in enumerate(tensors)]
+
+
+def check_outfeed(g: ModeGraph, name: str, call, batch: Optional[int]) -> List[str]:
+    """`host_call`/`eval_metrics` tensors: static, rank >= 1, and (eval_metrics) batch-major."""
+    out = []
+    for arg, t in _call_tensors(call):
+        where = f"{g.mode} {name} argument {arg!r} (tensor {getattr(t, 'name', t)!r}, shape {t.shape})"
+        if t.shape.rank == 0:
+            out.append(
+                f"{where} is a scalar: all tensors outfed from a TPU must keep a batch dimension (they are "
+                "concatenated across replicas along axis 0). Fix: pass a rank >= 1 tensor, e.g. "
+                "tf.reshape(x, [1]) for a host_call value, or the per-example tensor [batch] for a metric"
+            )
+        elif not t.shape.is_fully_defined():
+            out.append(f"{where} has a dynamic shape: the TPU outfeed needs static shapes. Fix: keep shapes fixed")
+        elif batch is not None and t.shape[0] != batch:
+            out.append(
+                f"{where} is not batch-major: its first dimension must be the replica batch {batch}, or it "
+                "does not line up with the labels once replicas are concatenated. Fix: pass per-example "
+                "tensors [batch, ...] and reduce inside metric_fn"
+            )
+    return out
+
+
+def _graph_objects(value: Any, depth: int = 0) -> Iterator[Any]:
+    """Graph tensors/variables in `value` (looking one container level deep)."""
+    if isinstance(value, (tf.Tensor, tf.Variable, tf.Operation)) and not hasattr(value, "numpy"):
+        yield value
+    elif depth < 2 and isinstance(value, (list, tuple, set)):
+        for item in value:
+            yield from _graph_objects(item, depth + 1)
+    elif depth < 2 and isinstance(value, dict):
+        for item in value.values():
+            yield from _graph_objects(item, depth + 1)
+
+
+def captured_graph_objects(fn: Callable) -> List[Tuple[str, Any]]:
+    """(python name, object) for graph tensors a function reaches through its closure, globals or partial."""
+    found: List[Tuple[str, Any]] = []
+    if isinstance(fn, functools.partial):
+        for i, a in enumerate(fn.args):
+            found += [(f"partial argument #{i}", t) for t in _graph_objects(a)]
+        for k, a in (fn.keywords or {}).items():
+            found += [(f"partial argument {k!r}", t) for t in _graph_objects(a)]
+        return found + captured_graph_objects(fn.func)
+    fn = getattr(fn, "__func__", fn)
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return found
+    for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
+        try:
+            found += [(name, t) for t in _graph_objects(cell.cell_contents)]
+        except ValueError:  # an empty cell
+            continue
+    fn_globals = getattr(fn, "__globals__", {})
+    for name in code.co_names:
+        if name in fn_globals:
+            found += [(name, t) for t in _graph_objects(fn_globals[name])]
+    return found
+
+
+def _host_placeholders(call, num_replicas: int):
+    """Fresh placeholders shaped as the host sees them: replica outputs concatenated along axis 0."""
+    _, tensors = call
+
+    def make(t):
+        dims = t.shape.as_list() if t.shape.rank else []
+        if dims and dims[0] is not None:
+            dims[0] *= num_replicas
+        return tf.compat.v1.placeholder(t.dtype, dims)
+
+    return tf.nest.map_structure(make, tensors)
+
+
+def check_host_fn(g: ModeGraph, name: str, call, num_replicas: int) -> List[str]:
+    """The host function takes its tensors as arguments: no model-graph tensor is captured, and it builds
+    in a graph of its own from fresh tensors, as it does on the TPU host."""
+    fn = call[0]
+    fn_name = callable_name(fn)
+    captured = captured_graph_objects(fn)
+    if captured:
+        return [
+            f"{g.mode} {name} function {fn_name} closes over model-graph tensor {getattr(obj, 'name', obj)!r} (as "
+            f"{python_name!r}): it runs on the host CPU, outside the TPU computation, and cannot reach TPU tensors. "
+            f"Fix: add the tensor to {name}[1] and take it as an argument of {fn_name}"
+            for python_name, obj in captured
+        ]
+    with tf.Graph().as_default() as host_graph:
+        args = _host_placeholders(call, num_replicas)
+        try:
+            results = fn(**args) if isinstance(args, dict) else fn(*args)
+        except Exception as e:  # noqa: BLE001 - any failure here is what a TPU host would hit
+            return [
+                f"{g.mode} {name} function {fn_name} fails on the host when given fresh tensors "
+                f"({type(e).__name__}: {str(e).splitlines()[0]}). Fix: take every tensor it needs as an argument "
+                f"listed in {name}[1]; do not use tensors of the model graph"
+            ]
+    foreign = [x for x in tf.nest.flatten(results) if getattr(x, "graph", host_graph) is not host_graph]
+    if foreign:
+        return [
+            f"{g.mode} {name} function {fn_name} fails on the host when given fresh tensors: it builds "
+            f"{foreign[0].name!r} in the model graph, so it reaches model-graph tensors it was not given. Fix: "
+            f"take every tensor it needs as an argument listed in {name}[1]"
+        ]
+    return []
+
+
+def _descendants(ops: Sequence[tf.Operation]) -> set:
+    seen, stack = set(ops), list(ops)
+    while stack:
+        for t in stack.pop().outputs:
+            for consumer in t.consumers():
+                if consumer not in seen:
+                    seen.add(consumer)
+                    stack.append(consumer)
+    return seen
+
+
+def _ancestors(ops: Sequence[tf.Operation], control: bool) -> set:
+    seen, stack = set(ops), list(ops)
+    while stack:
+        op = stack.pop()
+        parents = [t.op for t in op.inputs] + (list(op.control_inputs) if control else [])
+        for parent in parents:
+            if parent not in seen:
+                seen.add(parent)
+                stack.append(parent)
+    return seen
+
+
+def _variable_updates(g: ModeGraph) -> List[Tuple[tf.Variable, tf.Operation]]:
+    """(trainable variable, op writing it) for the writes the train_op runs."""
+    with g.graph.as_default():
+        variables = tf.compat.v1.trainable_variables()
+    by_handle = {}
+    for v in variables:
+        handle = getattr(v, "handle", None)
+        by_handle[(handle if handle is not None else v).op] = v
+    updates = []
+    train_op = g.spec.train_op
+    for op in _ancestors([train_op if isinstance(train_op, tf.Operation) else train_op.op], control=True):
+        writes = any(word in op.type for word in ("Apply", "Assign", "Scatter"))
+        if writes and op.inputs and op.inputs[0].op in by_handle:
+            updates.append((by_handle[op.inputs[0].op], op))
+    return updates
+
+
+def _tensor_ops(t: Any) -> List[tf.Operation]:
+    if isinstance(t, tf.IndexedSlices):
+        return [t.values.op, t.indices.op]
+    return [t.op]
+
+
+def check_cross_shard(g: ModeGraph, fn_name: str) -> List[str]:
+    """TRAIN: trainable variables are updated with gradients summed across replicas by CrossShardOptimizer,
+    and the gradients it applies are derived from its own compute_gradients."""
+    summed = _descendants([op for op in g.graph.get_operations() if op.type == "CrossReplicaSum"])
+    out = []
+    for variable, op in _variable_updates(g):
+        if not any(t.op in summed for t in op.inputs[1:]):
+            out.append(
+                f"train model_fn {fn_name}: variable {variable.op.name!r} is updated by {op.name!r} ({op.type}) with "
+                "a gradient not summed across TPU replicas (no CrossReplicaSum): each replica would train its own "
+                "copy. Fix: when params['use_tpu'], wrap the optimizer in tf.compat.v1.tpu.CrossShardOptimizer and "
+                "apply every gradient through it"
+            )
+    computed = {op for t in g.cross_shard.computed for op in _tensor_ops(t)}
+    for grad, variable in g.cross_shard.applied:
+        if not computed & _ancestors(_tensor_ops(grad), control=False):
+            out.append(
+                f"train model_fn {fn_name}: the gradient of {variable.op.name!r} passed to "
+                "CrossShardOptimizer.apply_gradients was computed outside CrossShardOptimizer.compute_gradients, "
+                "which scales the loss by 1/num_replicas: on a TPU the update would be num_replicas times too "
+                "large. Fix: grads_and_vars = optimizer.compute_gradients(loss) with the CrossShardOptimizer"
+            )
+    return out
+
+
+def temporary_model_dir() -> tempfile.TemporaryDirectory:
+    """A throwaway model_dir: host functions built during checks may create summary writers there."""
+    return tempfile.TemporaryDirectory(prefix="strict-model-dir-")

@@ -1,0 +1,128 @@
+"""Strict-mode XLA check: compile one step of the model with XLA on the CPU, as the TPU compiler would.
+
+The model_fn is called inside `tf.compat.v1.wrap_function` (its variables become captured resources) and the
+step is lowered to HLO by `tf.function(jit_compile=True).experimental_get_compiler_ir`, which compiles
+without running anything. What is compiled is what runs on the TPU per step:
+
+  * TRAIN: the forward pass, the loss and its gradients for every trainable variable (the backward pass),
+    and the host_call tensors;
+  * EVAL: the loss and the eval_metrics tensors;
+  * PREDICT: the predictions.
+
+Not compiled: the optimizer's update (its `CrossReplicaSum` has no CPU XLA kernel; the update ops of the
+built-in optimizers all have TPU kernels) and the host-side metric_fn/host_call bodies.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, Callable, List, Optional
+
+import tensorflow as tf
+
+from estimator_lib.strict.graph import call_model_fn
+from estimator_lib.strict.inputs import InputInfo, TPUTarget
+
+ModeKeys = tf.estimator.ModeKeys
+_UNSUPPORTED = re.compile(r"on XLA_\w+: (\w+) \(.*?\{\{node ([^}]+)\}\}", re.S)
+_NOT_CONSTANT = re.compile(r"node `([^`]+)` with op (\w+) must be a compile-time constant")
+_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
+_LIBRARY_PATHS = ("/tensorflow/", "/tensorflow_estimator/", "/keras/", "estimator_lib/strict")
+
+
+def _static_specs(info: InputInfo, batch: int) -> List[tf.TensorSpec]:
+    def static(spec):
+        dims = spec.shape.as_list() if spec.shape.rank else []
+        if dims and dims[0] is None:
+            dims[0] = batch
+        return tf.TensorSpec(dims, spec.dtype)
+
+    return [static(s) for s in tf.nest.flatten(_structure(info))]
+
+
+def _structure(info: InputInfo):
+    return (info.features,) if info.labels is None else (info.features, info.labels)
+
+
+def _dense(t: Any) -> tf.Tensor:
+    return tf.convert_to_tensor(t) if isinstance(t, tf.IndexedSlices) else t
+
+
+def _step_outputs(mode: str, spec) -> List[tf.Tensor]:
+    """The tensors one TPU step computes for `mode`."""
+    if mode == ModeKeys.PREDICT:
+        return [tf.identity(t) for t in tf.nest.flatten(spec.predictions)]
+    outputs = [spec.loss]
+    if mode == ModeKeys.TRAIN:
+        variables = tf.compat.v1.trainable_variables()
+        outputs += [_dense(g) for g in tf.gradients(spec.loss, variables) if g is not None]
+        calls = [spec.host_call] if spec.host_call else []
+    else:
+        calls = [spec.eval_metrics] if spec.eval_metrics else []
+    for _, tensors in calls:
+        outputs += tf.nest.flatten(tensors)
+    return [tf.identity(t) for t in outputs]
+
+
+def _user_frame(frames) -> Optional[str]:
+    """'file:line in fn' of the innermost frame outside TensorFlow and strict mode."""
+    own = [f for f in frames if not any(part in f[0] for part in _LIBRARY_PATHS)]
+    if not own:
+        return None
+    path, line, fn = own[-1]
+    return f"{os.path.basename(path)}:{line} in {fn}"
+
+
+def _describe(error: str, graph: tf.Graph) -> str:
+    """'op X (node Y), created at file:line in fn' from an XLA compile error, else its first line."""
+    text = error.replace("Failed getting HLO text: '", "")
+    unsupported, constant = _UNSUPPORTED.search(text), _NOT_CONSTANT.search(text)
+    if unsupported:
+        op_type, node = unsupported.groups()
+        what = f"op {op_type} (node {node!r})"
+    elif constant:
+        node, op_type = constant.groups()
+        what = f"op {op_type} (node {node!r}): an input that sets a shape is not a compile-time constant"
+    else:
+        return text.strip().splitlines()[0].strip()
+    frames = _FRAME.findall(text)
+    for name in (node, node.split("/", 1)[-1]):
+        try:
+            frames = [(f.filename, f.lineno, f.name) for f in graph.get_operation_by_name(name).traceback]
+            break
+        except KeyError:
+            continue
+    origin = _user_frame(frames)
+    return f"{what}, created at {origin}" if origin else what
+
+
+def check_xla(
+    model_fn: Callable, mode: str, info: InputInfo, target: TPUTarget, model_dir: str, fn_name: str
+) -> List[str]:
+    """Compiles one `mode` step with XLA on CPU; returns the first op XLA refuses, if any."""
+    batch = target.batch_sizes[mode]
+    specs = _static_specs(info, batch)
+    structure = _structure(info)
+
+    feeds: List[tf.Tensor] = []
+
+    def step(*flat):
+        feeds.extend(flat)
+        features, labels = (tf.nest.pack_sequence_as(structure, list(flat)) + (None,))[:2]
+        return _step_outputs(mode, call_model_fn(model_fn, mode, features, labels, target, model_dir))
+
+    wrapped = tf.compat.v1.wrap_function(step, specs)
+    # Keep only what the step computes: the optimizer update (and its CrossReplicaSum) is left out.
+    pruned = wrapped.prune(feeds, wrapped.outputs)
+    compiled = tf.function(lambda *args: pruned(*args), jit_compile=True)
+    try:
+        compiled.experimental_get_compiler_ir(*[tf.zeros(s.shape, s.dtype) for s in specs])(stage="hlo")
+    except (ValueError, tf.errors.OpError) as e:
+        return [
+            f"{mode} step of model_fn {fn_name}: XLA cannot compile {_describe(str(e), wrapped.graph)}; "
+            "the TPU compiler would refuse it too. Fix: use only TPU-supported ops inside the model_fn "
+            "(no tf.py_function/numpy_function, string ops or sizes computed from data); "
+            "move host work to the input pipeline or host_call"
+        ]
+    return []
