@@ -8,7 +8,7 @@ import os
 import re
 from typing import Dict
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from repo import ROOT
 
 
 def _read(name: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from repo import ROOT
 
 from estimator_lib import storage
 
@@ -61,7 +62,7 @@ def _abandoned_staging(destination: str) -> str:
     import subprocess
     import sys
 
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    repo = ROOT
     proc = subprocess.run(
         [sys.executable, "-c", _ABANDON, destination],
         env=dict(os.environ, PYTHONPATH=repo),

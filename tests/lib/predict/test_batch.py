@@ -18,6 +18,7 @@ from typing import Any, Dict, List
 
 import numpy as np
 import pytest
+import repo
 import synthetic
 import tensorflow as tf
 
@@ -37,7 +38,7 @@ from estimator_lib.predict.batch import _json_numbers, _passthrough_columns, _Ro
 from estimator_lib.schema import INDEX_FEATURE, KEY_FEATURE, PADDING_FEATURE, Schema
 
 B = 8  # predict batch size
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = repo.ROOT
 
 
 @dataclasses.dataclass(frozen=True)
