@@ -38,11 +38,12 @@ def evaluate_model(
     from components import _io
     from estimator_lib import release
     from estimator_lib.data import prepare
-    from estimator_lib.evaluation import blessing as blessing_lib
+    from estimator_lib.config import BlessingConfig
+    from estimator_lib.evaluation import evaluate_and_bless
 
     prepared = prepare.load_prepared(dataset.uri)
     job = _io.stage_job(model.uri, tpu)
-    config = blessing_lib.BlessingConfig.from_dict(_io.typed(blessing_lib.BlessingConfig, blessing_config))
+    config = BlessingConfig.from_dict(_io.typed(BlessingConfig, blessing_config))
     baseline_dir = release.resolve_model(baseline, publish_root)
-    evaluation = blessing_lib.evaluate_and_bless(job, prepared, model.uri, config, baseline_dir, blessing.uri)
+    evaluation = evaluate_and_bless(job, prepared, model.uri, config, baseline_dir, blessing.uri)
     _io.describe_evaluation(evaluation, metrics, classification_metrics, blessing)

@@ -105,11 +105,12 @@ def test_export_has_both_tag_sets_signatures_and_metadata(exported):
     assert metadata == result.metadata
     assert metadata["api_version"] == 1 and metadata["global_step"] == 30
     assert metadata["tag_sets"] == [["serve"], ["serve", "tpu"]]
-    assert metadata["verification"] == {
-        "tpu_partitioned_call": True,
-        "rows_checked": 40,
-        "max_abs_diff": {"predict": 0.0, "raw:predict": 0.0},
-    }
+    verification = metadata["verification"]
+    assert verification["tpu_partitioned_call"] is True and verification["rows_checked"] == 40
+    # The SavedModel and the checkpoint run the same graph; only float summation order (batch-size dependent
+    # CPU kernels) may differ, far inside the verification tolerance.
+    assert sorted(verification["max_abs_diff"]) == ["predict", "raw:predict"]
+    assert max(verification["max_abs_diff"].values()) <= 1e-6
     assert Schema.from_dict(metadata["schema"]) == exported.schema
     assert storage.is_committed(result.export_dir)
 
@@ -208,7 +209,8 @@ def test_api_version_2_exports_a_tpu_graph_through_the_model_fn(exported):
 
     assert result.tag_sets == (("serve",), ("serve", "tpu"))
     assert result.metadata["api_version"] == 2
-    assert result.metadata["verification"]["max_abs_diff"] == {"predict": 0.0, "raw:predict": 0.0}
+    assert sorted(result.metadata["verification"]["max_abs_diff"]) == ["predict", "raw:predict"]
+    assert max(result.metadata["verification"]["max_abs_diff"].values()) <= 1e-6
 
 
 def test_export_to_gcs_and_score_from_it(exported, tmp_path, gcs_prefix):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import os
 
 import pytest
 import synthetic
@@ -175,7 +174,6 @@ def test_library_models_and_default_pipeline_pass(data, task, family):
         eval_input_fn=inputs.eval_input_fn_builder(pattern, schema),
         predict_input_fn=inputs.predict_input_fn_builder(pattern, schema),
     )
-    assert report.passed and report.violations == ()
     for mode in ("train", "eval", "infer"):
         assert f"{mode}: xla" in report.checks and f"{mode}: static-shape (input)" in report.checks
     assert {"config", "train: cross-shard", "eval: finite-input", "eval: host-fn (eval_metrics)"} <= set(report.checks)
@@ -191,7 +189,7 @@ def test_multi_host_target_gets_its_share_of_the_files(binary):
         train_input_fn=train_input(schema, pattern),
         modes=("train",),
     )
-    assert report.passed
+    assert {"train: static-shape (input)", "train: xla"} <= set(report.checks)
 
 
 # -- rule: config -----------------------------------------------------------------------------------------------------
@@ -305,7 +303,7 @@ def test_eval_input_that_can_run_out_is_rejected(binary):
         "yields 24 batch(es) per host but eval needs 32 (4 step(s) x 8 replicas per host): it runs out before the "
         "fixed step count"
     ) in message
-    assert strict.check_model(JOB, schema, model_fn, eval_input_fn=good, **checks).passed
+    assert "eval: finite-input" in strict.check_model(JOB, schema, model_fn, eval_input_fn=good, **checks).checks
 
 
 def test_predict_input_of_unknown_length_is_rejected(binary):
@@ -316,7 +314,10 @@ def test_predict_input_of_unknown_length_is_rejected(binary):
         JOB, schema, model_fn, predict_input_fn=lambda p: good(p).filter(lambda f: True), modes=("infer",)
     )
     assert "[finite-input] infer input_fn " in message and "has unknown cardinality" in message
-    assert strict.check_model(JOB, schema, model_fn, predict_input_fn=good, modes=("infer",)).passed
+    assert (
+        "infer: finite-input"
+        in strict.check_model(JOB, schema, model_fn, predict_input_fn=good, modes=("infer",)).checks
+    )
 
 
 # -- rule: host_call / eval_metrics tensors ---------------------------------------------------------------------------
@@ -328,7 +329,10 @@ def test_scalar_host_call_tensor_is_rejected(binary):
         "TPU must keep a batch dimension (they are concatenated across replicas along axis 0). Fix: pass a rank >= 1 "
         "tensor, e.g. tf.reshape(x, [1])"
     )
-    assert strict.check_model(JOB, schema, model_fn_builder(schema), modes=("train",)).passed
+    assert (
+        "train: outfeed (host_call)"
+        in strict.check_model(JOB, schema, model_fn_builder(schema), modes=("train",)).checks
+    )
 
 
 def test_eval_metrics_tensor_not_batch_major_is_rejected(binary):
@@ -340,7 +344,10 @@ def test_eval_metrics_tensor_not_batch_major_is_rejected(binary):
         "[outfeed] eval eval_metrics argument 'per_example_loss' (tensor 'Reshape:0', shape (1,)) is not batch-major: "
         "its first dimension must be the replica batch 2"
     )
-    assert strict.check_model(JOB, schema, model_fn_builder(schema), modes=("eval",)).passed
+    assert (
+        "eval: outfeed (eval_metrics)"
+        in strict.check_model(JOB, schema, model_fn_builder(schema), modes=("eval",)).checks
+    )
 
 
 def test_metric_fn_closing_over_model_tensors_is_rejected(binary):
@@ -380,7 +387,7 @@ def test_training_without_cross_shard_optimizer_is_rejected(binary):
     ) in message.replace(f"{__name__}.", "test_strict.")
     assert "with a gradient not summed across TPU replicas (no CrossReplicaSum)" in message
     assert "wrap the optimizer in tf.compat.v1.tpu.CrossShardOptimizer" in message
-    assert strict.check_model(JOB, schema, model_fn_builder(schema), modes=("train",)).passed
+    assert "train: cross-shard" in strict.check_model(JOB, schema, model_fn_builder(schema), modes=("train",)).checks
 
 
 def test_gradients_computed_outside_cross_shard_optimizer_are_rejected(binary):
@@ -447,7 +454,7 @@ def test_library_export_has_tpu_partitioned_call_after_strict_training(binary, t
     est = estimator_lib.build_estimator(job, schema, model_dir, export_saved_model_api_version=api_version)
     export_dir = est.export_saved_model(str(tmp_path / "export"), serving.serving_input_receiver_fn_builder(schema))
     report = strict.check_export(export_dir.decode())
-    assert report.passed and report.checks == EXPORT_CHECKS
+    assert report.checks == EXPORT_CHECKS
 
 
 # -- the train/evaluate hook ------------------------------------------------------------------------------------------
@@ -469,4 +476,4 @@ def test_strict_off_trains_and_evaluates_a_model_a_tpu_would_refuse(binary, tmp_
     strict_job = dataclasses.replace(job, tpu=dataclasses.replace(job.tpu, strict=True))
     with pytest.raises(strict.TPUStrictError, match=r"\[xla\] eval step"):
         estimator_lib.evaluate(strict_job, schema, pattern, model_dir)
-    assert os.path.isdir(model_dir)
+    assert tf.train.latest_checkpoint(model_dir).endswith("model.ckpt-1")  # the lenient run's checkpoint stays
