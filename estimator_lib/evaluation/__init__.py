@@ -2,13 +2,12 @@
 stage that runs both against the last published model (`evaluate`)."""
 
 from estimator_lib.evaluation.blessing import Blessing, Check, decide
-from estimator_lib.evaluation.evaluate import Evaluation, evaluate_and_bless
+from estimator_lib.evaluation.evaluate import Evaluation, evaluate_and_bless, read_truth
 from estimator_lib.evaluation.metrics import (
     Scores,
     Truth,
     compute_metrics,
     confusion_matrix,
-    read_truth,
     roc_curve,
     scores_from_rows,
     trivial_metrics,

@@ -8,7 +8,10 @@ vocabularies; `evaluation.metrics` turns both into metrics in one place, and `ev
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import tensorflow as tf
 
 from estimator_lib import estimator, storage
 from estimator_lib.config import BlessingConfig, BlessingError, JobConfig
@@ -16,15 +19,17 @@ from estimator_lib.data.prepare import PrepareResult
 from estimator_lib.evaluation.blessing import Blessing, decide
 from estimator_lib.evaluation.metrics import (
     Scores,
+    Truth,
     compute_metrics,
     confusion_matrix,
-    read_truth,
     roc_curve,
     scores_from_rows,
 )
 from estimator_lib.export import read_export_metadata
+from estimator_lib.model import transform
+from estimator_lib.model.inputs import resolve_files
 from estimator_lib.predict import batch_predict, predict_from_saved_model, read_predictions
-from estimator_lib.schema import REGRESSION, Schema
+from estimator_lib.schema import CLASSIFICATION, KEY_FEATURE, LABEL_KEY, REGRESSION, Schema
 
 
 # -- the evaluate stage --------------------------------------------------------------------------------------
@@ -49,6 +54,23 @@ class Evaluation:
     classes: Tuple[str, ...] = ()
     confusion_matrix: Optional[List[List[int]]] = None
     roc: Optional[Dict[str, List[float]]] = None
+
+
+def read_truth(files: Union[str, Sequence[str]], schema: Schema) -> Truth:
+    """Reads keys and labels of prepared eval TFRecords (host CPU, one pass)."""
+    parse_spec = transform.parse_spec(schema)
+    spec = {KEY_FEATURE: parse_spec[KEY_FEATURE], LABEL_KEY: parse_spec[LABEL_KEY]}
+    keys: List[str] = []
+    labels: List[Any] = []
+    for batch in tf.data.TFRecordDataset(resolve_files(files)).batch(1024).map(lambda s: tf.io.parse_example(s, spec)):
+        keys.extend(k.decode("utf-8") for k in batch[KEY_FEATURE].numpy())
+        labels.extend(batch[LABEL_KEY].numpy().tolist())
+    if len(set(keys)) != len(keys):
+        raise BlessingError("the eval rows' keys are not unique; predictions cannot be matched to labels")
+    if schema.label.task == CLASSIFICATION:
+        classes = schema.label.classes
+        return Truth(tuple(keys), np.array([classes[i] for i in labels], dtype=object), classes)
+    return Truth(tuple(keys), np.array(labels, dtype=np.float64))
 
 
 def _baseline_schema(baseline_dir: str, schema: Schema) -> Schema:

@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
 from estimator_lib.config import BlessingError
-from estimator_lib.model import transform
-from estimator_lib.model.inputs import resolve_files
-from estimator_lib.schema import CLASSIFICATION, KEY_FEATURE, LABEL_KEY, REGRESSION, Schema
+from estimator_lib.schema import CLASSIFICATION, REGRESSION
 
 ROC_POINTS = 101
 _EPSILON = 1e-15
@@ -53,25 +51,6 @@ class Scores:
 
     predicted: np.ndarray
     probabilities: Optional[np.ndarray] = None
-
-
-def read_truth(files: Union[str, Sequence[str]], schema: Schema) -> Truth:
-    """Reads keys and labels of prepared eval TFRecords (host CPU, one pass)."""
-    import tensorflow as tf
-
-    parse_spec = transform.parse_spec(schema)
-    spec = {KEY_FEATURE: parse_spec[KEY_FEATURE], LABEL_KEY: parse_spec[LABEL_KEY]}
-    keys: List[str] = []
-    labels: List[Any] = []
-    for batch in tf.data.TFRecordDataset(resolve_files(files)).batch(1024).map(lambda s: tf.io.parse_example(s, spec)):
-        keys.extend(k.decode("utf-8") for k in batch[KEY_FEATURE].numpy())
-        labels.extend(batch[LABEL_KEY].numpy().tolist())
-    if len(set(keys)) != len(keys):
-        raise BlessingError("the eval rows' keys are not unique; predictions cannot be matched to labels")
-    if schema.label.task == CLASSIFICATION:
-        classes = schema.label.classes
-        return Truth(tuple(keys), np.array([classes[i] for i in labels], dtype=object), classes)
-    return Truth(tuple(keys), np.array(labels, dtype=np.float64))
 
 
 def scores_from_rows(rows: Sequence[Mapping[str, Any]], truth: Truth, who: str) -> Scores:

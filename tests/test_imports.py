@@ -1,0 +1,150 @@
+"""The import structure holds: no cycles between modules, function-local imports only where a reason is
+written down (and tested), and a command line that never imports TensorFlow."""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from typing import Dict, Iterator, List, Set, Tuple
+
+from repo import ROOT
+
+PACKAGES = ("estimator_lib", "components", "pipelines")
+
+# Where a function-local import is needed, and why. Anything else imports at the top of its module.
+COMPONENT_BODY = "KFP ships only a component function's source to the container: its imports live in its body"
+LAZY_GCS = "google-cloud-storage loads only when a gs:// URI is used (test_storage_alone_loads_no_cloud_client)"
+ALLOWED_LOCAL_IMPORTS: Dict[Tuple[str, str], str] = {
+    ("components.prepare", "prepare_data"): COMPONENT_BODY,
+    ("components.train", "train_model"): COMPONENT_BODY,
+    ("components.evaluate", "evaluate_model"): COMPONENT_BODY,
+    ("components.batch_predict", "batch_predict"): COMPONENT_BODY,
+    ("components.export", "export_model"): COMPONENT_BODY,
+    ("estimator_lib.storage", "_client"): LAZY_GCS,
+    ("estimator_lib.storage", "_retry"): LAZY_GCS,
+}
+
+
+def _modules() -> Dict[str, str]:
+    """{dotted module name: file} for every module of the three packages (a package is its __init__)."""
+    out = {}
+    for package in PACKAGES:
+        for directory, _, files in os.walk(os.path.join(ROOT, package)):
+            for name in files:
+                if name.endswith(".py"):
+                    path = os.path.join(directory, name)
+                    dotted = os.path.relpath(path, ROOT)[: -len(".py")].replace(os.sep, ".")
+                    out[dotted.removesuffix(".__init__")] = path
+    return out
+
+
+def _imported_names(tree: ast.AST) -> Iterator[Tuple[ast.AST, List[str]]]:
+    """(import node, the dotted names it may load) for every import anywhere in `tree`."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield node, [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            yield node, [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+
+
+def _ancestors(name: str) -> List[str]:
+    parts = name.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def _graph(modules: Dict[str, str]) -> Dict[str, Set[str]]:
+    """module -> the project modules it imports, top-level or inside functions. Importing `a.b.c` also runs
+    the packages `a.b` and `a` first, except those `module` itself lives in (already initialised)."""
+    graph: Dict[str, Set[str]] = {}
+    for module, path in modules.items():
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), path)
+        own = set(_ancestors(module)) | ({module} if path.endswith("__init__.py") else set())
+        edges = set()
+        for _, names in _imported_names(tree):
+            for name in names:
+                for target in [name, *_ancestors(name)]:
+                    if target in modules and target not in own and target != module:
+                        edges.add(target)
+        graph[module] = edges
+    return graph
+
+
+def _find_cycle(graph: Dict[str, Set[str]]) -> List[str]:
+    """One import cycle as [a, b, ..., a], or [] when there is none."""
+    state: Dict[str, int] = {}  # 1 = on the current path, 2 = done
+    path: List[str] = []
+
+    def visit(node: str) -> List[str]:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt) :] + [nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        path.pop()
+        state[node] = 2
+        return []
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return []
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert _find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
+    assert _find_cycle({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_module_imports_itself_back():
+    graph = _graph(_modules())
+    assert len(graph) > 50 and "estimator_lib.predict.batch" in graph  # the walk saw the whole tree
+    assert "estimator_lib.export" in graph["estimator_lib.predict.batch"]  # edges are seen
+    cycle = _find_cycle(graph)
+    assert not cycle, "import cycle: " + " -> ".join(cycle)
+
+
+def test_function_local_imports_only_where_a_reason_is_written():
+    found = {}
+    for module, path in _modules().items():
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), path)
+        for function in ast.walk(tree):
+            if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for node, names in _imported_names(function):
+                    found.setdefault((module, function.name), []).append(f"line {node.lineno}: {names[0]}")
+    unexplained = {key: lines for key, lines in found.items() if key not in ALLOWED_LOCAL_IMPORTS}
+    assert not unexplained, f"import these at the top of their module (or add a tested reason): {unexplained}"
+    assert set(ALLOWED_LOCAL_IMPORTS) <= set(found), "a listed reason no longer applies: drop it"
+
+
+def _fresh_python(code: str) -> str:
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+# Modules a fresh interpreter loads beyond those it starts with (site's .pth files may preload namespaces).
+BEFORE = "import sys; _before = set(sys.modules)\n"
+LOADED = "print(sorted(m for m in set(sys.modules) - _before if m.split('.')[0] in {names!r}))"
+
+
+def test_the_command_line_never_imports_tensorflow():
+    code = BEFORE + (
+        "import pipelines.cli as cli\n"
+        "args = cli.build_parser().parse_args(['run-local', '--set', 'training.train_steps=5'])\n"
+        "cli.resolve_settings(args, '/tmp/published')\n" + LOADED.format(names={"tensorflow", "tensorflow_estimator"})
+    )
+    assert _fresh_python(code) == "[]"
+
+
+def test_storage_alone_loads_no_cloud_client():
+    code = (
+        BEFORE + "import estimator_lib.storage, estimator_lib.config\n" + LOADED.format(names={"google", "tensorflow"})
+    )
+    assert _fresh_python(code) == "[]"
