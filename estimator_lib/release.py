@@ -6,7 +6,7 @@ Layout of a publish root (a local directory or a gs:// prefix):
                                                    publish.json and the _COMMITTED marker (written last)
     ROOT/LATEST                                    JSON: {"version", "uri", "published_at", "fingerprint", ...}
 
-A version directory is published all or nothing (`storage.publish_directory`: a rename locally, a commit
+A version directory is published all or nothing (`storage.commit_directory`: a rename locally, a commit
 marker last on Cloud Storage) and never changed afterwards. The pointer is one small file replaced in one step
 (a rename locally, a single object upload on Cloud Storage), so a reader sees the old or the new version, never
 a mix. Two runs publishing at the same moment both get their own version; the pointer names the one that wrote
@@ -144,7 +144,7 @@ def publish_model(
         with open(os.path.join(staging, RECORD), "w", encoding="utf-8") as f:
             f.write(record)
 
-    storage.publish_staged(destination, fill)
+    storage.commit_staged(destination, fill)
     storage.write_text(storage.join(root, POINTER), record)
     return model
 

@@ -1,6 +1,6 @@
-"""Local and Cloud Storage (gs://) I/O through google-cloud-storage, with retries and atomic publishing.
+"""Local and Cloud Storage (gs://) I/O through google-cloud-storage, with retries and atomic commits.
 
-Everything that reads users' files or publishes outputs goes through here, so the same code is tested
+Everything that reads users' files or commits outputs goes through here, so the same code is tested
 against local directories and against a real Cloud Storage emulator server (`STORAGE_EMULATOR_HOST`, read
 by google-cloud-storage itself). TensorFlow's own gs:// file system (used by TPUEstimator for model
 directories and by tf.data for TFRecords) cannot be pointed at an emulator.
@@ -178,7 +178,7 @@ def delete_tree(uri: str) -> None:
         shutil.rmtree(uri)
 
 
-# -- atomic publishing ---------------------------------------------------------------------------------------
+# -- atomic commits ---------------------------------------------------------------------------------------
 _OWNER_SUFFIX = ".owner"
 _GCS_STAGING_ROOT = "estimator-lib-staging"  # under the temp dir: gs:// outputs are staged here
 
@@ -239,7 +239,7 @@ def local_staging_dir(destination: str, local_root: Optional[str] = None) -> str
 
     For a local destination it sits beside it (same file system, so the final rename is atomic); for gs://
     it is a local directory under `local_root` (default: `<temp dir>/estimator-lib-staging`) whose files
-    `publish_directory` uploads. Either way it gets an owner record beside it, written before the directory,
+    `commit_directory` uploads. Either way it gets an owner record beside it, written before the directory,
     and staging directories left there by processes that are gone (killed: no cleanup ran) are deleted first:
     for a local destination those of the same destination, for gs:// every one under the root.
     """
@@ -282,11 +282,11 @@ def _exchange(a: str, b: str) -> bool:
 
 
 def is_committed(destination: str) -> bool:
-    """True when `destination` was published completely (its commit marker exists)."""
+    """True when `destination` was committed completely (its commit marker exists)."""
     return exists(join(destination, COMMIT_MARKER))
 
 
-def publish_directory(staging: str, destination: str) -> None:
+def commit_directory(staging: str, destination: str) -> None:
     """Publishes the finished `staging` directory as `destination`, all or nothing.
 
     A previous output at `destination` is replaced. Local: staging is renamed into place (the old output is
@@ -317,16 +317,16 @@ def publish_directory(staging: str, destination: str) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def publish_staged(destination: str, fill: Callable[[str], T]) -> T:
-    """Runs `fill(staging)` in a fresh local staging directory, then publishes it as `destination`.
+def commit_staged(destination: str, fill: Callable[[str], T]) -> T:
+    """Runs `fill(staging)` in a fresh local staging directory, then commits it as `destination`.
 
-    On any error (in `fill` or while publishing) the staging directory is deleted and `destination` keeps
+    On any error (in `fill` or while committing) the staging directory is deleted and `destination` keeps
     its previous content. Returns what `fill` returned.
     """
     staging = local_staging_dir(destination)
     try:
         result = fill(staging)
-        publish_directory(staging, destination)
+        commit_directory(staging, destination)
     except BaseException:
         discard_staging(staging)
         raise

@@ -150,7 +150,7 @@ class ModelConfig(JsonConfig):
     """Which model family builds the logits, and its hyperparameters.
 
     Attributes:
-      family: "linear", "dnn", or a user plug-in "package.module:function" (see `estimator_lib.models`).
+      family: "linear", "dnn", or a user plug-in "package.module:function" (see `estimator_lib.model.families`).
       features: the schema features the model uses (original names); None uses all of them.
       hidden_units: DNN layer widths.
       embedding_dim: width of each categorical embedding (DNN).

@@ -129,7 +129,7 @@ def output_fingerprints(staging: str, records: Dict[str, int]) -> Dict[str, Dict
     return dict(sorted(out.items()))
 
 
-def fingerprint(value: Any) -> str:
+def json_digest(value: Any) -> str:
     """sha256 of a JSON value's canonical text."""
     text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()

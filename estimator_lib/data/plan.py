@@ -42,7 +42,7 @@ class Decisions:
     supplied: Optional[Schema]
 
 
-def decide(profile: Profile, config: "PrepareConfig", supplied: Optional[Schema]) -> Decisions:
+def decide_schema(profile: Profile, config: "PrepareConfig", supplied: Optional[Schema]) -> Decisions:
     """Columns, types, task and classes for the input profiled in pass 1."""
     if profile.rows == 0:
         raise DataError(f"the input has no rows (inputs: {list(config.data)}); check the files are not empty")

@@ -1,18 +1,18 @@
 """Input preparation: CSV or JSON Lines (local or gs://) -> sharded `tf.train.Example` TFRecords, schema,
 statistics, quarantine and a fingerprinted manifest. Runs on the host CPU, before any TPU work.
 
-Two streaming passes over the input, each chunk by chunk on all cores (`prepare_parallel`):
-  1. profile (`prepare_profile`): column types, label values, each row's key hash, hence its split;
-  2. encode (`prepare_encode`): check each row against the decided schema, write good rows, set bad rows
+Two streaming passes over the input, each chunk by chunk on all cores (`parallel`):
+  1. profile (`profile`): column types, label values, each row's key hash, hence its split;
+  2. encode (`encode`): check each row against the decided schema, write good rows, set bad rows
      aside (or fail on the first), gather training statistics.
-Between them `prepare_plan` decides the schema's shape; after them `prepare_stats` fills in statistics.
+Between them `plan` decides the schema's shape; after them `stats` fills in statistics.
 
 Splits are stable: a row's split comes from a hash of its key (the key column, or its content), so preparing
 a superset of the data keeps every old row in its old split. Identical inputs give bitwise identical outputs,
 wherever they are stored and however many workers run.
 
 `encode_for_scoring` runs the same two passes over new rows with the training schema (no split, label
-optional, rows in input order) for batch prediction; its own pieces are in `prepare_score`.
+optional, rows in input order) for batch prediction; its own pieces are in `score`.
 """
 
 from __future__ import annotations
@@ -37,12 +37,12 @@ from estimator_lib.data.output import (
     ConsecutiveShards,
     QuarantineWriter,
     ShardWriters,
-    fingerprint,
+    json_digest,
     output_fingerprints,
     write_json,
 )
 from estimator_lib.data.parallel import ordered_map
-from estimator_lib.data.plan import Decisions, decide, encode_plan, find_duplicates, row_place
+from estimator_lib.data.plan import Decisions, decide_schema, encode_plan, find_duplicates, row_place
 from estimator_lib.data.profile import Profile, ProfilePlan, concat, profile_chunk
 from estimator_lib.data.profile import init_worker as init_profiler
 from estimator_lib.data.read import CSV, Chunk, FileScan, InputFile, iter_chunks, resolve_inputs
@@ -88,7 +88,7 @@ def prepare(config: PrepareConfig, output_dir: str) -> PrepareResult:
     """
     inputs = resolve_inputs(config.data, config.input_format)
     supplied = _supplied_schema(config)
-    schema, counts, manifest = storage.publish_staged(
+    schema, counts, manifest = storage.commit_staged(
         output_dir, lambda staging: _prepare_into(staging, inputs, supplied, config)
     )
     return PrepareResult(output_dir, schema, counts, manifest)
@@ -155,7 +155,7 @@ def encode_for_scoring(
         chunk_bytes=chunk_bytes,
     )
     inputs = resolve_inputs(config.data, config.input_format)
-    manifest = storage.publish_staged(output_dir, lambda staging: _score_into(staging, inputs, schema, config))
+    manifest = storage.commit_staged(output_dir, lambda staging: _score_into(staging, inputs, schema, config))
     return ScoringData(output_dir, manifest["count"], manifest)
 
 
@@ -193,7 +193,7 @@ def _prepare_into(
     staging: str, inputs: List[InputFile], supplied: Optional[Schema], config: PrepareConfig
 ) -> Tuple[Schema, Dict[str, int], Dict[str, Any]]:
     profile, chunk_rows, file_starts, scans = _profile(inputs, config, _header_check(config))
-    decisions = decide(profile, config, supplied)
+    decisions = decide_schema(profile, config, supplied)
     plan = encode_plan(decisions, config)
     tasks = _tasks(inputs, config, profile, chunk_rows, file_starts, scans)
     splits = [s for s, f in zip(SPLITS, (1.0, config.eval_fraction, config.test_fraction)) if f > 0]
@@ -410,7 +410,7 @@ def _manifest(
         "format_version": FORMAT_VERSION,
         "config": config.recorded([i.name for i in inputs]),
         "inputs": described,
-        "input_fingerprint": fingerprint(described),
+        "input_fingerprint": json_digest(described),
         "task": schema.label.task,
         "schema_source": "inferred" if decisions.supplied is None else "supplied",
         "ignored_columns": list(decisions.ignored),
@@ -426,7 +426,7 @@ def _manifest(
         "outputs": outputs,
     }
     manifest.update(summary(schema, totals))
-    manifest["fingerprint"] = fingerprint({"inputs": manifest["input_fingerprint"], "outputs": outputs})
+    manifest["fingerprint"] = json_digest({"inputs": manifest["input_fingerprint"], "outputs": outputs})
     return manifest
 
 

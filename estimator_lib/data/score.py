@@ -15,7 +15,7 @@ from estimator_lib import storage
 from estimator_lib.config import ConfigError, PrepareConfig
 from estimator_lib.data.common import DataError
 from estimator_lib.data.encode import EncodePlan
-from estimator_lib.data.output import fingerprint, output_fingerprints
+from estimator_lib.data.output import json_digest, output_fingerprints
 from estimator_lib.data.plan import Decisions, decide_classes
 from estimator_lib.data.plan import encode_plan as prepare_encode_plan
 from estimator_lib.data.profile import Profile
@@ -140,8 +140,8 @@ def manifest(
         "kind": "scoring",
         "config": _recorded(config, [i["name"] for i in inputs]),
         "inputs": inputs,
-        "input_fingerprint": fingerprint(inputs),
-        "schema_fingerprint": fingerprint(schema.to_dict()),
+        "input_fingerprint": json_digest(inputs),
+        "schema_fingerprint": json_digest(schema.to_dict()),
         "task": schema.label.task,
         "label": schema.label.name,
         "key_column": config.key_column,
@@ -158,7 +158,7 @@ def manifest(
         "files": sorted(shard_records),
         "outputs": outputs,
     }
-    out["fingerprint"] = fingerprint({"inputs": out["input_fingerprint"], "outputs": outputs})
+    out["fingerprint"] = json_digest({"inputs": out["input_fingerprint"], "outputs": outputs})
     return out
 
 

@@ -1,7 +1,7 @@
 """Dual export (CPU `serve` + TPU `serve,tpu` in one SavedModel), post-export verification, metadata.
 
 `export_model` runs `TPUEstimator.export_saved_model` (the estimator is built with `export_to_cpu=True` and
-`export_to_tpu=True` in `estimator_lib.estimator`) with the receivers of `estimator_lib.serving`, into a
+`export_to_tpu=True` in `estimator_lib.estimator`) with the receivers of `estimator_lib.export.serving`, into a
 staging directory. It then verifies the export and only then publishes it as `export_base/<version>`:
   * both tag sets are present and each has the serialized-Example and raw-feature signatures;
   * the TPU meta graph holds a `TPUPartitionedCall` (the TPU computation) and the CPU one does not;
@@ -12,7 +12,7 @@ The tag sets, signatures, checkpoint, schema, job config and the verification re
 
 Export API version 1 (default): TPUEstimator wraps the model_fn in `tpu.rewrite` + `TPUPartitionedCall` for
 the TPU graph. Version 2: the model_fn must do that itself when TPUEstimator sets `params['use_tpu']` during
-export (see `estimator_lib.model_fn`); verification fails loudly if it did not.
+export (see `estimator_lib.model.model_fn`); verification fails loudly if it did not.
 """
 
 from __future__ import annotations
@@ -303,7 +303,7 @@ def export_model(
         export_dir = storage.join(export_base, _free_version(export_base, os.path.basename(local_dir)))
         metadata = _metadata(job, schema, model_schema, checkpoint, api_version, export_dir, report)
         storage.write_text(os.path.join(local_dir, METADATA_FILE), json.dumps(metadata, indent=2, sort_keys=True))
-        storage.publish_directory(local_dir, export_dir)
+        storage.commit_directory(local_dir, export_dir)
     finally:
         storage.discard_staging(staging)
     tag_sets = tuple(tuple(t) for t in report["tag_sets"])

@@ -7,7 +7,7 @@ One receiver gives every exported meta graph (CPU `serve` and TPU `serve,tpu`) t
   * raw feature tensors (`raw:serving_default`, `raw:predict`): one input per feature, named by its safe key,
     float32 [B] for numerics and string [B] for categoricals (the canonical text, "3" for the integer 3).
 
-Both run `estimator_lib.transform.to_model_features` on the host CPU before the model, exactly as the input
+Both run `estimator_lib.model.transform.to_model_features` on the host CPU before the model, exactly as the input
 pipelines do: the vocabulary lookup happens here, because string tensors cannot enter a TPU computation.
 The raw inputs are `placeholder_with_default`s over the parsed Example: feeding them cuts the parse out.
 """

@@ -9,7 +9,7 @@ These run on the TPU host's CPU. They honour the TPUEstimator contracts:
   * Evaluation and prediction are finite and padded with empty Examples to whole batches: every row carries
     `is_padding` (0.0 real, 1.0 padding), metrics weight padding to zero, prediction drops it on the host.
     Evaluation runs exactly `eval_steps(...)` steps, so a TPU never waits for input that will not come.
-  * Strings and int64 never reach the model: see `estimator_lib.transform`.
+  * Strings and int64 never reach the model: see `estimator_lib.model.transform`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """`build_model_fn`: one model_fn returning `TPUEstimatorSpec` in TRAIN, EVAL and PREDICT.
 
 Layers of the model (after google-research/bert): the logits come from a model family (pure graph,
-`estimator_lib.models`); `create_head` turns logits and labels into per-example losses and predictions;
+`estimator_lib.model.families`); `create_head` turns logits and labels into per-example losses and predictions;
 `model_fn` wires the mode-specific parts (optimizer, host_call, eval_metrics, export outputs).
 
 What runs where:
@@ -159,7 +159,7 @@ def build_model_fn(schema: Schema, job: JobConfig) -> ModelFn:
     model family can be loaded.
 
     The model_fn reads `params['use_tpu']` (set by TPUEstimator) and the run config's model_dir. Features
-    are those of `estimator_lib.transform.to_model_features`; labels int32 [B] or float32 [B].
+    are those of `estimator_lib.model.transform.to_model_features`; labels int32 [B] or float32 [B].
     """
     model_schema = _model_schema(schema, job)
     logits_fn = load_logits_fn(job.model)

@@ -25,7 +25,7 @@ checkpoint or estimator is needed.
 
 Output (both paths): `output_dir/predictions-SSSSS-of-NNNNN.jsonl` holding consecutive ranges of the input
 (reading the shards in name order gives input order) and `manifest.json` (row count, per-shard rows and
-sha256). Everything is written to a staging directory and published with `storage.publish_directory`, so
+sha256). Everything is written to a staging directory and published with `storage.commit_directory`, so
 `output_dir` is either absent, a previous complete output, or this complete output (`storage.is_committed`),
 locally and on gs://. One JSON object per input row:
   {"key": ..., <passthrough column>: value or null, ...,
@@ -74,7 +74,7 @@ from estimator_lib.schema import (
     Schema,
 )
 
-MANIFEST = "manifest.json"
+PREDICTIONS_MANIFEST = "manifest.json"
 KEY_FIELD = "key"
 CLASSIFICATION_FIELDS = ("class", "class_id", "probabilities")
 REGRESSION_FIELDS = ("value",)
@@ -422,7 +422,7 @@ def _check_num_shards(num_shards: int) -> None:
         raise ValueError(f"num_shards={num_shards!r} must be a positive integer, e.g. 1")
 
 
-def _publish(
+def _commit(
     joined: Iterator[Tuple[Dict[str, Any], Batch]],
     formatter: _RowFormatter,
     count: int,
@@ -440,10 +440,10 @@ def _publish(
             raise PredictionError(f"wrote {written} rows for {count} input rows")
         manifest = dict(provenance, format="jsonl", count=count, num_shards=num_shards, shards=shards)
         manifest["fields"] = list(formatter.fields)
-        storage.write_text(os.path.join(staging, MANIFEST), json.dumps(manifest, indent=2, sort_keys=True))
+        storage.write_text(os.path.join(staging, PREDICTIONS_MANIFEST), json.dumps(manifest, indent=2, sort_keys=True))
         return manifest
 
-    manifest = storage.publish_staged(output_dir, fill)
+    manifest = storage.commit_staged(output_dir, fill)
     if not storage.is_committed(output_dir):
         raise PredictionError(f"published {output_dir!r} but its commit marker is missing")
     uris = tuple(storage.join(output_dir, s["file"]) for s in manifest["shards"])
@@ -455,7 +455,7 @@ def verify_output(output_dir: str) -> Dict[str, Any]:
     """Checks a committed prediction output (marker, per-shard rows and sha256); returns its manifest."""
     if not storage.is_committed(output_dir):
         raise FileNotFoundError(f"{output_dir!r} holds no committed prediction output; run batch prediction")
-    manifest = json.loads(storage.read_text(storage.join(output_dir, MANIFEST)))
+    manifest = json.loads(storage.read_text(storage.join(output_dir, PREDICTIONS_MANIFEST)))
     for shard in manifest["shards"]:
         data = storage.read_bytes(storage.join(output_dir, shard["file"]))
         if hashlib.sha256(data).hexdigest() != shard["sha256"] or data.count(b"\n") != shard["rows"]:
@@ -629,7 +629,7 @@ def _checkpoint_predictions(
         "keys": keyed.report,  # complete once every row is joined, before the manifest is written
     }
     joined = keyed.join(real_rows(batches, count))
-    return _publish(joined, _RowFormatter(schema, columns), count, output_dir, num_shards, provenance)
+    return _commit(joined, _RowFormatter(schema, columns), count, output_dir, num_shards, provenance)
 
 
 def _in_background(iterator: Iterator[Any], depth: int) -> Iterator[Any]:
@@ -760,7 +760,7 @@ def predict_from_saved_model(
     }
     try:
         joined = dataset.as_numpy_iterator()
-        return _publish(joined, _RowFormatter(schema, columns), count, output_dir, num_shards, provenance)
+        return _commit(joined, _RowFormatter(schema, columns), count, output_dir, num_shards, provenance)
     finally:
         model.close()
 

@@ -195,7 +195,7 @@ def check_model(
     Args:
       job: the job config; `job.tpu.num_cores` is the TPU target even when `job.tpu.use_tpu` is False.
       schema: the feature schema (for modes without an input_fn).
-      model_fn: a TPUEstimator model_fn, e.g. `estimator_lib.model_fn.build_model_fn(schema, job)`.
+      model_fn: a TPUEstimator model_fn, e.g. `estimator_lib.model.model_fn.build_model_fn(schema, job)`.
       train_input_fn, eval_input_fn, predict_input_fn: input_fn(params) -> Dataset, or None.
       eval_steps: the fixed evaluation steps; by default `inputs.eval_steps(eval_input_fn.num_examples, ...)`
         when the input_fn carries `num_examples`.

@@ -120,7 +120,7 @@ def check_graph_strings(g: ModeGraph, fn_name: str) -> List[str]:
     """No tensor of the model graph is a string: strings cannot exist inside a TPU computation."""
     return [
         f"{g.mode} model_fn {fn_name}: op {op.name!r} ({op.type}) makes string tensor {t.name!r} inside the TPU "
-        "computation. Fix: do string work on the host, in the input pipeline (estimator_lib.transform), and "
+        "computation. Fix: do string work on the host, in the input pipeline (estimator_lib.model.transform), and "
         "summaries through host_call"
         for op in _model_ops(g)
         for t in op.outputs

@@ -28,8 +28,8 @@ CORES_PER_HOST = 8
 TPU_INPUT_DTYPES = (tf.float32, tf.bfloat16, tf.float16, tf.int32, tf.uint8, tf.bool)
 _DTYPE_FIX = {
     tf.string: "convert it on the host in the input pipeline (a vocabulary lookup or hash to int32 ids, as "
-    "estimator_lib.transform.categorical_ids does) so only numbers reach the TPU",
-    tf.int64: "cast it to int32 in the input pipeline (tf.cast(x, tf.int32), as estimator_lib.transform does)",
+    "estimator_lib.model.transform.categorical_ids does) so only numbers reach the TPU",
+    tf.int64: "cast it to int32 in the input pipeline (tf.cast(x, tf.int32), as estimator_lib.model.transform does)",
     tf.float64: "cast it to float32 in the input pipeline",
 }
 
@@ -194,7 +194,7 @@ def check_finite(info: InputInfo, mode: str, needed: Optional[int], target: TPUT
     per_host = target.replicas_per_host
     how = (
         "pad to whole batches and declare the count with tf.data.experimental.assert_cardinality, as "
-        "estimator_lib.inputs.eval_input_fn_builder does"
+        "estimator_lib.model.inputs.eval_input_fn_builder does"
     )
     if count == tf.data.INFINITE_CARDINALITY:
         return [
@@ -210,7 +210,7 @@ def check_finite(info: InputInfo, mode: str, needed: Optional[int], target: TPUT
         return [
             f"{where} yields {count} batch(es) per host but {mode} needs {needed} ({needed // per_host} "
             f"step(s) x {per_host} replicas per host): it runs out before the fixed step count. Fix: {how}, "
-            "and compute steps with estimator_lib.inputs.eval_steps(num_examples, global batch size)"
+            "and compute steps with estimator_lib.model.inputs.eval_steps(num_examples, global batch size)"
         ]
     if count % per_host:
         return [

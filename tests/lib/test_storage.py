@@ -38,7 +38,7 @@ def test_publish_directory_is_all_or_nothing_and_replaces(root, tmp_path):
         with open(f"{staging}/file.txt", "w") as f:
             f.write(content)
         assert not storage.is_committed(destination) or content == "second"
-        storage.publish_directory(staging, destination)
+        storage.commit_directory(staging, destination)
         assert storage.is_committed(destination)
         assert storage.read_text(storage.join(destination, "file.txt")) == content
     names = [p.rsplit("/", 1)[-1] for p in storage.list_files(destination)]
@@ -129,7 +129,7 @@ def test_publish_swaps_the_previous_output_out_and_leaves_nothing_beside_it(tmp_
             staging = storage.local_staging_dir(destination)
             with open(f"{staging}/file.txt", "w") as f:
                 f.write(content + str(atomic_swap))
-            storage.publish_directory(staging, destination)
+            storage.commit_directory(staging, destination)
             assert storage.read_text(os.path.join(destination, "file.txt")) == content + str(atomic_swap)
             assert sorted(os.listdir(tmp_path)) == ["published"]  # no staging, owner record or old copy
             assert sorted(os.listdir(destination)) == [storage.COMMIT_MARKER, "file.txt"]

@@ -8,7 +8,7 @@ A family is a function `logits_fn(features, ctx) -> logits`:
 
 It runs inside the TPU computation, so it must use static shapes and TPU-supported ops only. Built-in
 families: "linear" and "dnn". A user's own family is named as "package.module:function" in
-`ModelConfig.family` and loaded by `load_logits_fn`; `estimator_lib.models.layers` has the helpers the
+`ModelConfig.family` and loaded by `load_logits_fn`; `estimator_lib.model.families.layers` has the helpers the
 built-in families use (normalised numerics, embeddings, dense layers).
 """
 
