@@ -1,4 +1,4 @@
-"""Benchmark: estimator_lib.prepare against a naive single-process baseline on synthetic CSV.
+"""Benchmark: estimator_lib.data.prepare against a naive single-process baseline on synthetic CSV.
 
     python benchmarks/bench_prepare.py [--rows 100000 1000000] [--workdir DIR]
 
@@ -6,7 +6,7 @@ Synthetic data: 30 numeric columns, 3 categorical columns, a binary label. Every
 implementation) is its own subprocess, so the peak resident memory reported is that run's alone. Times
 cover the preparation call only (not Python and TensorFlow start-up).
 
-The baseline is what a first, straightforward version does: load the whole CSV with csv.DictReader, infer
+The baseline is a straightforward single-process preparation: load the whole CSV with csv.DictReader, infer
 types, hash rows into splits, compute training statistics, encode every row with records.encode_example and
 write two shards per split with tf.io.TFRecordWriter, all in one process.
 """

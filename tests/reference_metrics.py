@@ -1,4 +1,4 @@
-"""NumPy reference implementations of the metrics in estimator_lib.metrics, over real rows only.
+"""NumPy reference implementations of the metrics in estimator_lib.model.metrics, over real rows only.
 
 The AUCs follow tf.compat.v1.metrics.auc exactly (same thresholds, epsilon and summation rules), so a test
 can demand agreement to 1e-5; a leak of padded rows changes them by far more.

@@ -3,7 +3,7 @@ schema for batch prediction. The passes, readers, bad-row handling and wire enco
 module only adds what differs: the result type, the column checks, the encode plan and the manifest.
 
 Every row goes to split `SPLIT` of pass 2 (the eval slot, which gathers no training statistics) and is
-written in input order by `prepare_output.ConsecutiveShards`.
+written in input order by `data.output.ConsecutiveShards`.
 """
 
 from __future__ import annotations

@@ -29,9 +29,8 @@ Patterns = Union[str, Sequence[str]]
 _AUTOTUNE = tf.data.AUTOTUNE
 _INTERLEAVE_CYCLE = 4
 _COUNT_BATCH = 8192
-# Eval and predict pipelines: tf.data's autotuning costs about 0.5 us of CPU per record (measured: 1.0 us
-# instead of 1.5 us per record to read and batch), as much as the read itself; these pipelines work on whole
-# batches after the read, so fixed parallelism and a fixed prefetch depth serve them as well.
+# Eval and predict pipelines use fixed parallelism and a fixed prefetch depth: tf.data's autotuning costs as
+# much CPU per record as the read itself, and these pipelines work on whole batches after the read.
 PARSE_PARALLELISM = max(2, min(os.cpu_count() or 2, 8))
 PREFETCH_BATCHES = 4
 
