@@ -1,9 +1,8 @@
 """Serialized `tf.train.Example` bytes written directly in the protobuf wire format.
 
 `records.encode_example` builds the same Example through protobuf objects, which is slow enough to dominate
-preparation. This module writes the bytes of `encode_example(row, schema, key).SerializeToString(
-deterministic=True)` (map entries sorted by key) directly; the tests and a check on the first row of every chunk
-(see `data.encode`) compare it byte for byte with `encode_example`.
+preparation. This module writes the same Example's bytes directly, map entries in key order; the tests and a check on the
+first row of every chunk (see `data.encode`) compare the parsed message with `encode_example`'s.
 
 Wire layout: Example{1: Features{1: repeated MapEntry{1: key, 2: Feature}}};
 Feature{1: BytesList{1: bytes}, 2: FloatList{1: packed float}, 3: Int64List{1: packed varint}}.

@@ -127,14 +127,30 @@ def _through_schema(o):
     }
 
 
-def test_fast_encoder_writes_exactly_what_records_encode_example_writes(tmp_path):
+def test_fast_encoder_writes_the_example_records_encode_example_builds(tmp_path):
     path = write_csv(tmp_path / "data.csv", AWKWARD, awkward_rows(40))
     result = prepare(quick(path, key_column="id"), str(tmp_path / "out"))
     for split in ("train", "eval"):
         for serialized in records.read_tfrecords(sorted(tf.io.gfile.glob(result.files(split)))):
             row = records.decode_example(serialized, result.schema)
             again = records.encode_example(row, result.schema, row.pop("__key__"))
-            assert again.SerializeToString(deterministic=True) == serialized
+            assert tf.train.Example.FromString(serialized) == again
+            keys = list(tf.train.Example.FromString(serialized).features.feature)
+            assert [k for k in keys if k not in (KEY_FEATURE, LABEL_KEY)] == sorted(
+                f.key for f in result.schema.features
+            )
+
+
+def test_columns_whose_safe_keys_collide_get_distinct_keys(tmp_path):
+    path = tmp_path / "collide.csv"
+    path.write_text("a b,a_b,y\n" + "".join(f"{i},{100 + i},{'xy'[i % 2]}\n" for i in range(30)))
+    result = prepare(quick(str(path), label="y"), str(tmp_path / "out"))
+    assert [(f.name, f.key) for f in result.schema.features] == [("a b", "f_a_b"), ("a_b", "f_a_b_2")]
+    rows = [
+        records.decode_example(s, result.schema)
+        for s in records.read_tfrecords(tf.io.gfile.glob(result.files("train")))
+    ]
+    assert all(row["a_b"] == row["a b"] + 100 for row in rows)
 
 
 def test_default_dataset_prepares_with_exact_counts(tmp_path):
