@@ -11,20 +11,24 @@ from estimator_lib.config.base import ConfigError
 
 EMBEDDED_DATA = "embedded:penguins"
 PREPARED_SPLITS = ("train", "eval", "test")
-RAW_EXTENSIONS = (".csv", ".jsonl", ".json", ".ndjson")
+RAW_EXTENSIONS = (".csv", ".jsonl", ".json", ".ndjson")  # each may end in .gz (gzip-compressed)
+GZIP = ".gz"
 TFRECORD_EXTENSIONS = (".tfrecord", ".tfrecords")
 SPLIT, TFRECORD, RAW, DIRECTORY = "split", "tfrecord", "raw", "directory"
 
 
 def prediction_kind(data: str) -> str:
     """What `data` names, from its text alone (no I/O, so the CLI can check it before submitting):
-    SPLIT ("eval", "train", "test"), RAW (.csv, .jsonl, .json, .ndjson), TFRECORD (.tfrecord, .tfrecords) or
+    SPLIT ("eval", "train", "test"), RAW (.csv, .jsonl, .json, .ndjson, each optionally .gz), TFRECORD (.tfrecord, .tfrecords) or
     DIRECTORY (a trailing "/" or no extension: a directory of TFRecords, checked when the stage runs)."""
     if data in PREPARED_SPLITS:
         return SPLIT
     if data.endswith("/"):
         return DIRECTORY
-    ext = posixpath.splitext(posixpath.basename(data))[1].lower()
+    name = posixpath.basename(data).lower()
+    ext = posixpath.splitext(name)[1]
+    if ext == GZIP and posixpath.splitext(name[: -len(GZIP)])[1] in RAW_EXTENSIONS:
+        return RAW
     if ext in RAW_EXTENSIONS:
         return RAW
     if ext in TFRECORD_EXTENSIONS:

@@ -13,8 +13,10 @@ booleans as "true"/"false", null as missing).
 from __future__ import annotations
 
 import codecs
+import contextlib
 import csv
 import dataclasses
+import gzip
 import hashlib
 import io
 import json
@@ -27,6 +29,9 @@ from estimator_lib.data.common import DataError, where
 
 CSV, JSONL = "csv", "jsonl"
 _EXTENSIONS = {".csv": CSV, ".jsonl": JSONL, ".json": JSONL, ".ndjson": JSONL}
+GZIP = ".gz"  # any input may be gzip-compressed: data.csv.gz, rows.jsonl.gz
+# Largest CSV field accepted, in characters (Python's csv module stops at 128 KiB by default).
+MAX_FIELD_CHARS = 16 * 1024 * 1024
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,11 +88,12 @@ def display_names(uris: Sequence[str]) -> List[str]:
 def file_format(uri: str, input_format: str) -> str:
     if input_format != "auto":
         return input_format
-    ext = os.path.splitext(uri.lower())[1]
+    name = uri.lower()
+    ext = os.path.splitext(name[: -len(GZIP)] if name.endswith(GZIP) else name)[1]
     if ext not in _EXTENSIONS:
         raise DataError(
-            f"cannot tell the format of {uri!r} from its extension {ext!r}; name it .csv or .jsonl, "
-            "or set input_format='csv' or 'jsonl'"
+            f"cannot tell the format of {uri!r} from its extension {ext!r}; name it .csv or .jsonl (optionally "
+            "gzip-compressed: .csv.gz, .jsonl.gz), or set input_format='csv' or 'jsonl'"
         )
     return _EXTENSIONS[ext]
 
@@ -116,9 +122,9 @@ def _text_pieces(item: InputFile, chunk_bytes: int, digest: Any, scan: FileScan)
     """(first line, text) pieces of whole records, about `chunk_bytes` each."""
     decoder = codecs.getincrementaldecoder("utf-8-sig")()
     carry, line = "", 1
-    with storage.open_read(item.uri) as stream:
+    with _open_text_bytes(item) as stream:
         while True:
-            block = _read_block(stream, chunk_bytes)
+            block = _read_block(stream, chunk_bytes, item)
             digest.update(block)
             text = carry + _decode(decoder, block, item.name, scan.size)
             scan.size += len(block)
@@ -135,11 +141,25 @@ def _text_pieces(item: InputFile, chunk_bytes: int, digest: Any, scan: FileScan)
             line += piece.count("\n")
 
 
-def _read_block(stream: Any, size: int) -> bytes:
+@contextlib.contextmanager
+def _open_text_bytes(item: InputFile) -> Iterator[Any]:
+    """The file's bytes, decompressed when its name ends in .gz (sizes and offsets are then uncompressed)."""
+    with storage.open_read(item.uri) as raw:
+        if item.uri.lower().endswith(GZIP):
+            with gzip.GzipFile(fileobj=raw, mode="rb") as unzipped:
+                yield unzipped
+        else:
+            yield raw
+
+
+def _read_block(stream: Any, size: int, item: InputFile) -> bytes:
     """Exactly `size` bytes unless the stream ends (so chunking is the same for every backend)."""
     parts, remaining = [], size
     while remaining > 0:
-        data = stream.read(remaining)
+        try:
+            data = stream.read(remaining)
+        except (OSError, EOFError) as e:  # gzip: not gzip data, a bad CRC, or cut short
+            raise DataError(f"{item.name}: cannot decompress it as gzip ({e}); check the file is complete") from None
         if not data:
             break
         parts.append(data)
@@ -169,9 +189,14 @@ def record_boundary(text: str, quoted: bool) -> int:
     return cut
 
 
+def _csv_reader(text: str) -> Any:
+    csv.field_size_limit(MAX_FIELD_CHARS)  # per process: workers parse too
+    return csv.reader(io.StringIO(text, newline=""))
+
+
 def _split_header(name: str, first_line: int, text: str) -> Tuple[Tuple[str, ...], int, str]:
     """Parses the CSV header off the first piece; returns (header, line after it, rest of the text)."""
-    reader = csv.reader(io.StringIO(text, newline=""))
+    reader = _csv_reader(text)
     record: List[str] = []
     while not record:
         record = next(reader, None)  # type: ignore[assignment]
@@ -203,7 +228,7 @@ Record = Union[List[str], str]
 def records(chunk: Chunk) -> Iterator[Tuple[int, Record]]:
     """(line, record) pairs: CSV fields as a list, JSON Lines as the raw line. Blank lines are skipped."""
     if chunk.fmt == CSV:
-        reader = csv.reader(io.StringIO(chunk.text, newline=""))
+        reader = _csv_reader(chunk.text)
         consumed = 0
         try:
             for fields in reader:
@@ -211,11 +236,41 @@ def records(chunk: Chunk) -> Iterator[Tuple[int, Record]]:
                 if fields:
                     yield line, fields
         except csv.Error as e:
-            raise DataError(f"{where(chunk.file_name, chunk.first_line + consumed)}: malformed CSV ({e})") from None
+            place = where(chunk.file_name, chunk.first_line + consumed)
+            if "field larger than field limit" in str(e):
+                column = _oversized_column(chunk, consumed)
+                raise DataError(
+                    f"{place}: column {column!r} holds a value longer than {MAX_FIELD_CHARS} characters, the "
+                    "largest CSV field prepare reads; shorten it or drop the column"
+                ) from None
+            raise DataError(f"{place}: malformed CSV ({e})") from None
         return
     for offset, text in enumerate(chunk.text.split("\n")):
         if text.strip():
             yield chunk.first_line + offset, text
+
+
+def _oversized_column(chunk: Chunk, consumed_lines: int) -> str:
+    """The header name (or 1-based position) of the first field over MAX_FIELD_CHARS in the record that
+    starts after `consumed_lines` lines of the chunk."""
+    start = 0
+    for _ in range(consumed_lines):
+        start = chunk.text.index("\n", start) + 1
+    index, size, quoted, text = 0, 0, False, chunk.text
+    for pos in range(start, len(text)):
+        ch = text[pos]
+        if ch == '"':
+            quoted = not quoted
+        elif ch == "," and not quoted:
+            index, size = index + 1, 0
+            continue
+        elif ch == "\n" and not quoted:
+            break
+        size += 1
+        if size > MAX_FIELD_CHARS:
+            break
+    names = chunk.columns or ()
+    return names[index] if index < len(names) else f"field {index + 1}"
 
 
 class BadRecord(Exception):

@@ -3,11 +3,13 @@ bad_rows='quarantine') lands in quarantine.jsonl with its reason. Nothing is dro
 
 from __future__ import annotations
 
+import gzip
 import json
 
 import pytest
 
 from estimator_lib.data.prepare import DataError, PrepareConfig, prepare
+from estimator_lib.data.read import MAX_FIELD_CHARS
 from estimator_lib.schema import CATEGORICAL, NUMERIC, FeatureSpec, LabelSpec, Schema
 
 HEADER = ["bill length (mm)", "island", "species"]
@@ -240,3 +242,53 @@ def test_not_utf8(tmp_path):
     path.write_bytes(b"a,species\n1,x\n\xff\xfe,y\n")
     with pytest.raises(DataError, match=r"^data.csv: the bytes near offset \d+ are not UTF-8 text"):
         prepare(config(path), str(tmp_path / "out"))
+
+
+# -- compressed input and long fields ---------------------------------------------------------------------------------
+HEADER = ["bill", "island", "species"]
+
+
+def test_gzip_compressed_csv_and_jsonl_prepare_like_the_plain_files(tmp_path):
+    (tmp_path / "plain").mkdir()
+    plain = write(tmp_path / "plain" / "rows.csv", HEADER, good_rows(60))
+    with open(plain, "rb") as f:
+        data = f.read()
+    packed = tmp_path / "packed" / "rows.csv.gz"
+    packed.parent.mkdir()
+    packed.write_bytes(gzip.compress(data))
+    a = prepare(config(plain), str(tmp_path / "a"))
+    b = prepare(config(str(packed)), str(tmp_path / "b"))
+    assert a.schema == b.schema and a.counts == b.counts
+    assert a.manifest["outputs"] == b.manifest["outputs"]  # the same bytes: rows, shards, schema
+
+    lines = [json.dumps({"bill": float(i), "island": "rg"[i % 2], "species": "yn"[i % 2]}) for i in range(60)]
+    jsonl = tmp_path / "rows.jsonl.gz"
+    jsonl.write_bytes(gzip.compress(("\n".join(lines) + "\n").encode()))
+    assert sum(prepare(config(str(jsonl)), str(tmp_path / "c")).counts.values()) == 60
+
+
+def test_a_truncated_gzip_file_fails_naming_it(tmp_path):
+    plain = write(tmp_path / "rows.csv", HEADER, good_rows(500))
+    with open(plain, "rb") as f:
+        packed = gzip.compress(f.read())
+    cut = tmp_path / "cut.csv.gz"
+    cut.write_bytes(packed[: len(packed) // 2])
+    with pytest.raises(
+        DataError, match=r"^cut\.csv\.gz: cannot decompress it as gzip \(.*\); check the file is complete"
+    ):
+        prepare(config(str(cut)), str(tmp_path / "out"))
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_field_over_the_limit_names_its_column_and_the_limit(tmp_path):
+    rows = good_rows(20)
+    rows[7] = rows[7][:1] + ["r" * (MAX_FIELD_CHARS + 1)] + rows[7][2:]
+    path = write(tmp_path / "long.csv", HEADER, rows)
+    with pytest.raises(DataError) as error:
+        prepare(config(path), str(tmp_path / "out"))
+    assert str(error.value) == (
+        f"long.csv line 9: column 'island' holds a value longer than {MAX_FIELD_CHARS} characters, the largest "
+        "CSV field prepare reads; shorten it or drop the column"
+    )
+    rows[7][1] = "r" * 200_000  # over Python's default 128 KiB limit, within ours
+    assert sum(prepare(config(write(tmp_path / "ok.csv", HEADER, rows)), str(tmp_path / "ok")).counts.values()) == 20

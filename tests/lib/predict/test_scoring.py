@@ -302,6 +302,8 @@ def test_component_still_scores_prepared_tfrecords_by_file_and_directory(trained
         ("gs://b/new/*.csv", run.RAW),
         ("rows.JSONL", run.RAW),
         ("day.ndjson", run.RAW),
+        ("gs://b/new/day.csv.GZ", run.RAW),
+        ("rows.jsonl.gz", run.RAW),
         ("gs://b/p/part-*.tfrecord", run.TFRECORD),
         ("gs://b/p/", run.DIRECTORY),
         ("gs://b/p", run.DIRECTORY),
