@@ -10,7 +10,7 @@ import posixpath
 from estimator_lib.config.base import ConfigError
 
 EMBEDDED_DATA = "embedded:penguins"
-PREPARED_SPLITS = ("train", "eval", "test")
+PREPARED_SPLITS = ("train", "eval", "test", "valid")
 RAW_EXTENSIONS = (".csv", ".jsonl", ".json", ".ndjson")  # each may end in .gz (gzip-compressed)
 GZIP = ".gz"
 TFRECORD_EXTENSIONS = (".tfrecord", ".tfrecords")
@@ -19,7 +19,7 @@ SPLIT, TFRECORD, RAW, DIRECTORY = "split", "tfrecord", "raw", "directory"
 
 def prediction_kind(data: str) -> str:
     """What `data` names, from its text alone (no I/O, so the CLI can check it before submitting):
-    SPLIT ("eval", "train", "test"), RAW (.csv, .jsonl, .json, .ndjson, each optionally .gz), TFRECORD (.tfrecord, .tfrecords) or
+    SPLIT ("eval", "train", "test", "valid"), RAW (.csv, .jsonl, .json, .ndjson, each optionally .gz), TFRECORD (.tfrecord, .tfrecords) or
     DIRECTORY (a trailing "/" or no extension: a directory of TFRecords, checked when the stage runs)."""
     if data in PREPARED_SPLITS:
         return SPLIT
