@@ -1,8 +1,8 @@
 """Every config type, frozen and validated when built, with one JSON round trip; free of TensorFlow.
 
 - `base`: `ConfigError`, `JsonConfig` (the JSON round trip all configs share), dotted-key overrides.
-- `job`: where the model runs (`TPUSettings`), how it trains (`TrainingConfig`, `OptimizerConfig`), which
-  model it is (`ModelConfig`), and `JobConfig` holding the three.
+- `job`: where the model runs (`TPUSettings`), how it trains (`TrainingConfig`, `OptimizerConfig`,
+  `EarlyStoppingConfig`), which model it is (`ModelConfig`), and `JobConfig` holding the three.
 - `prepare`: `PrepareConfig`, how raw rows become TFRecords.
 - `blessing`: `BlessingConfig`, when a trained model may be published.
 - `run`: what a pipeline run is given beyond those: the data and what to batch-predict.
@@ -25,6 +25,7 @@ from estimator_lib.config.job import (
     PER_HOST_V2,
     SCHEDULES,
     TASKS,
+    EarlyStoppingConfig,
     JobConfig,
     ModelConfig,
     OptimizerConfig,
@@ -51,6 +52,7 @@ __all__ = [
     "BlessingConfig",
     "BlessingError",
     "ConfigError",
+    "EarlyStoppingConfig",
     "JobConfig",
     "JsonConfig",
     "ModelConfig",
