@@ -11,6 +11,7 @@
 from estimator_lib.config.base import ConfigError, JsonConfig, parse_override, positive_int, require, set_dotted
 from estimator_lib.config.blessing import (
     DEFAULT_COMPARISON,
+    DEFAULT_REFERENCE_METRIC,
     HIGHER_IS_BETTER,
     LOWER_IS_BETTER,
     TASK_METRICS,
@@ -38,6 +39,7 @@ from estimator_lib.config.run import EMBEDDED_DATA, PREPARED_SPLITS, prediction_
 __all__ = [
     "BUILTIN_FAMILIES",
     "DEFAULT_COMPARISON",
+    "DEFAULT_REFERENCE_METRIC",
     "DEFAULT_MISSING_VALUES",
     "EMBEDDED_DATA",
     "HIGHER_IS_BETTER",
