@@ -13,11 +13,17 @@ wherever they are stored and however many workers run.
 
 `encode_for_scoring` runs the same two passes over new rows with the training schema (no split, label
 optional, rows in input order) for batch prediction; its own pieces are in `score`.
+
+Who runs each pass's per-chunk work is a `Passes`: worker processes on this host (`IN_PROCESS`, the default),
+or an Apache Beam pipeline (`engine="beam"`, `estimator_lib.data.beam`). Everything else (the plan between
+the passes, merging in chunk order, writing shards, statistics and the manifest) is this module's, whichever
+runs the passes, so both engines give byte-identical outputs.
 """
 
 from __future__ import annotations
 
 import bisect
+import contextlib
 import dataclasses
 import json
 import os
@@ -27,6 +33,7 @@ import numpy as np
 
 from estimator_lib import storage
 from estimator_lib.config import DEFAULT_MISSING_VALUES, PrepareConfig, require
+from estimator_lib.config.beam import INPROCESS, BeamConfig
 from estimator_lib.data import score as scoring
 from estimator_lib.data.common import SPLITS, VALID, DataError
 from estimator_lib.data.encode import ChunkResult, ChunkTask, EncodePlan, encode_chunk
@@ -79,8 +86,39 @@ class PrepareResult:
         return storage.join(self.output_dir, split, "part-*.tfrecord")
 
 
-def prepare(config: PrepareConfig, output_dir: str) -> PrepareResult:
+@dataclasses.dataclass(frozen=True)
+class ChunkFacts:
+    """What pass 2 needs to know of one chunk from pass 1 (see `ChunkTask`), without the chunk's text."""
+
+    file_index: int
+    first_row: int
+    duplicates: Dict[int, Tuple[str, int]]
+    occurrences: Dict[int, int]
+    key_hashes: np.ndarray  # uint64 [rows of the chunk]
+
+
+@dataclasses.dataclass(frozen=True)
+class Passes:
+    """Who runs the two passes' per-chunk work. Both callables yield in input (chunk) order.
+
+    Attributes:
+      profile: (inputs, config, plan, header_check, scans) -> (file index, `Profile`) per chunk. Appends one
+        `FileScan` per input file to `scans`; `header_check` sees each CSV file's first chunk before its rows.
+      encode: (inputs, config, plan, facts, scans) -> `ChunkResult` per chunk: the same chunks read again,
+        each with its `ChunkFacts`; fails with `DataError` when a file differs from its pass-1 `scans`.
+    """
+
+    profile: Callable[..., Iterator[Tuple[int, Profile]]]
+    encode: Callable[..., Iterator[ChunkResult]]
+
+
+def prepare(config: PrepareConfig, output_dir: str, beam: Optional[BeamConfig] = None) -> PrepareResult:
     """Prepares `config.data` into `output_dir` (local or gs://), published atomically.
+
+    Args:
+      config: what to prepare; `config.engine` chooses who runs the passes (the output is the same).
+      output_dir: where the preparation is published.
+      beam: with engine="beam", where the Beam pipelines run (None: the DirectRunner on this machine).
 
     Raises:
       DataError: bad input (the message names file, line, column, value and what was expected).
@@ -88,10 +126,23 @@ def prepare(config: PrepareConfig, output_dir: str) -> PrepareResult:
     """
     inputs = resolve_inputs(config.data, config.input_format)
     supplied = _supplied_schema(config)
-    schema, counts, manifest = storage.commit_staged(
-        output_dir, lambda staging: _prepare_into(staging, inputs, supplied, config)
-    )
+    with engine_passes(config.engine, beam) as passes:
+        schema, counts, manifest = storage.commit_staged(
+            output_dir, lambda staging: _prepare_into(staging, inputs, supplied, config, passes)
+        )
     return PrepareResult(output_dir, schema, counts, manifest)
+
+
+@contextlib.contextmanager
+def engine_passes(engine: str, beam: Optional[BeamConfig]) -> Iterator[Passes]:
+    """The `Passes` of `engine`; Beam's keep a work directory for the run, deleted afterwards."""
+    if engine == INPROCESS:
+        yield IN_PROCESS
+        return
+    from estimator_lib.data import beam as beam_engine  # apache_beam is an optional extra
+
+    with beam_engine.beam_passes(beam or BeamConfig()) as passes:
+        yield passes
 
 
 def encode_for_scoring(
@@ -107,6 +158,8 @@ def encode_for_scoring(
     num_shards: int = 1,
     num_workers: Optional[int] = None,
     chunk_bytes: int = 1 << 20,
+    engine: str = INPROCESS,
+    beam: Optional[BeamConfig] = None,
 ) -> ScoringData:
     """Encodes new raw rows (CSV / JSON Lines, local or gs://, globs) for scoring with a model trained on
     `schema`, into `output_dir` (local or gs://), published atomically. Runs on the host CPU.
@@ -131,8 +184,9 @@ def encode_for_scoring(
       output_dir: where `part-SSSSS-of-NNNNN.tfrecord`, schema.json, manifest.json and quarantine.jsonl
         (only when rows were quarantined) are published.
       key_column: a column of unique row keys; None uses the schema's key column, or content keys.
-      input_format, bad_rows, max_bad_fraction, missing_values, num_shards, num_workers, chunk_bytes: as in
-        `PrepareConfig`.
+      input_format, bad_rows, max_bad_fraction, missing_values, num_shards, num_workers, chunk_bytes, engine: as
+        in `PrepareConfig`.
+      beam: with engine="beam", where the Beam pipelines run (None: the DirectRunner on this machine).
 
     Returns:
       The published `ScoringData`: its `count` is the number of records (batch prediction's num_examples).
@@ -153,9 +207,13 @@ def encode_for_scoring(
         num_shards=num_shards,
         num_workers=num_workers,
         chunk_bytes=chunk_bytes,
+        engine=engine,
     )
     inputs = resolve_inputs(config.data, config.input_format)
-    manifest = storage.commit_staged(output_dir, lambda staging: _score_into(staging, inputs, schema, config))
+    with engine_passes(config.engine, beam) as passes:
+        manifest = storage.commit_staged(
+            output_dir, lambda staging: _score_into(staging, inputs, schema, config, passes)
+        )
     return ScoringData(output_dir, manifest["count"], manifest)
 
 
@@ -190,16 +248,17 @@ def _supplied_schema(config: PrepareConfig) -> Optional[Schema]:
 
 # -- the two passes -----------------------------------------------------------------------------------------
 def _prepare_into(
-    staging: str, inputs: List[InputFile], supplied: Optional[Schema], config: PrepareConfig
+    staging: str, inputs: List[InputFile], supplied: Optional[Schema], config: PrepareConfig, passes: Passes
 ) -> Tuple[Schema, Dict[str, int], Dict[str, Any]]:
-    profile, chunk_rows, file_starts, scans = _profile(inputs, config, _header_check(config))
+    profile, chunk_rows, file_starts, scans = _profile(inputs, config, _header_check(config), passes)
     decisions = decide_schema(profile, config, supplied)
     plan = encode_plan(decisions, config)
-    tasks = _tasks(inputs, config, profile, chunk_rows, file_starts, scans)
+    facts = chunk_facts(inputs, config, profile, chunk_rows, file_starts)
+    parts = passes.encode(inputs, config, plan, facts, scans)
     fractions = (1.0, config.eval_fraction, config.test_fraction, config.valid_fraction)
     splits = [s for s, f in zip(SPLITS, fractions) if f > 0]
     writers = ShardWriters(staging, splits, config.num_shards)
-    totals = _encode(tasks, plan, writers, QuarantineWriter(staging), profile.rows, config)
+    totals = _encode(parts, plan, writers, QuarantineWriter(staging), profile.rows, config)
     shard_records = writers.records
     counts = dict(zip(SPLITS, totals.counts))
     _check_splits(counts, splits, config)
@@ -212,15 +271,18 @@ def _prepare_into(
     return schema, counts, manifest
 
 
-def _score_into(staging: str, inputs: List[InputFile], schema: Schema, config: PrepareConfig) -> Dict[str, Any]:
+def _score_into(
+    staging: str, inputs: List[InputFile], schema: Schema, config: PrepareConfig, passes: Passes
+) -> Dict[str, Any]:
     """Scoring's two passes: profile (keys, columns), check the columns, encode in input order, manifest."""
     header_check = scoring.header_check(schema, config.key_column)
-    profile, chunk_rows, file_starts, scans = _profile(inputs, config, header_check)
+    profile, chunk_rows, file_starts, scans = _profile(inputs, config, header_check, passes)
     extra = scoring.check_columns(profile, schema, config)
-    tasks = _tasks(inputs, config, profile, chunk_rows, file_starts, scans)
+    facts = chunk_facts(inputs, config, profile, chunk_rows, file_starts)
     writers = ConsecutiveShards(staging, SPLITS[scoring.SPLIT], config.num_shards, profile.rows)
     plan = scoring.encode_plan(schema, config)
-    totals = _encode(tasks, plan, writers, QuarantineWriter(staging), profile.rows, config)
+    parts = passes.encode(inputs, config, plan, facts, scans)
+    totals = _encode(parts, plan, writers, QuarantineWriter(staging), profile.rows, config)
     _write_schema(staging, schema)
     described = _described_inputs(inputs, scans, file_starts, profile.rows)
     manifest = scoring.manifest(staging, described, schema, extra, totals, writers.records, config)
@@ -234,9 +296,10 @@ def _write_schema(staging: str, schema: Schema) -> None:
 
 
 def _profile(
-    inputs: List[InputFile], config: PrepareConfig, header_check: Callable[[Chunk], None]
-) -> Tuple[Profile, List[int], List[int], List[FileScan]]:
-    """Pass 1. Returns the merged profile, rows per chunk, each file's first row index, and the file scans.
+    inputs: List[InputFile], config: PrepareConfig, header_check: Callable[[Chunk], None], passes: Passes
+) -> Tuple[Profile, List[Tuple[int, int]], List[int], List[FileScan]]:
+    """Pass 1. Returns the merged profile, (file index, rows) per chunk, each file's first row index, and the
+    file scans. Chunks are merged in input order, whoever profiled them.
 
     `header_check` sees each CSV file's first chunk (its header) before any of its rows are profiled."""
     plan = ProfilePlan(
@@ -250,14 +313,36 @@ def _profile(
     )
     profile, chunk_rows, scans = Profile(), [], []
     file_starts: List[int] = []
-    chunks = _checked(iter_chunks(inputs, config.chunk_bytes, scans), header_check)
-    for chunk, part in ordered_map(profile_chunk, chunks, config.workers, init_profiler, plan):
-        while len(file_starts) <= chunk.file_index:  # files without rows start where the next one does
+    for file_index, part in passes.profile(inputs, config, plan, header_check, scans):
+        while len(file_starts) <= file_index:  # files without rows start where the next one does
             file_starts.append(profile.rows)
         profile.merge(part, config.max_classes)
-        chunk_rows.append((chunk.file_index, part.rows))
+        chunk_rows.append((file_index, part.rows))
     file_starts += [profile.rows] * (len(inputs) - len(file_starts))
     return profile, chunk_rows, file_starts, scans
+
+
+def _profile_in_process(
+    inputs: List[InputFile],
+    config: PrepareConfig,
+    plan: ProfilePlan,
+    header_check: Callable[[Chunk], None],
+    scans: List[FileScan],
+) -> Iterator[Tuple[int, Profile]]:
+    chunks = _checked(iter_chunks(inputs, config.chunk_bytes, scans), header_check)
+    for chunk, part in ordered_map(profile_chunk, chunks, config.workers, init_profiler, plan):
+        yield chunk.file_index, part
+
+
+def _encode_in_process(
+    inputs: List[InputFile],
+    config: PrepareConfig,
+    plan: EncodePlan,
+    facts: Iterator[ChunkFacts],
+    scans: List[FileScan],
+) -> Iterator[ChunkResult]:
+    for _, part in ordered_map(encode_chunk, _tasks(inputs, config, facts, scans), config.workers, init_encoder, plan):
+        yield part
 
 
 def _checked(chunks: Iterator[Chunk], header_check: Callable[[Chunk], None]) -> Iterator[Chunk]:
@@ -299,57 +384,75 @@ def _check_header(chunk: Chunk, config: PrepareConfig, first: Optional[Tuple[str
     return first
 
 
-def _tasks(
+def chunk_facts(
     inputs: List[InputFile],
     config: PrepareConfig,
     profile: Profile,
     chunk_rows: List[Tuple[int, int]],
     file_starts: List[int],
-    scans: List[FileScan],
-) -> Iterator[ChunkTask]:
-    """Pass-2 tasks: the same chunks again, each with its first row index and its rows' duplicate facts."""
+) -> Iterator[ChunkFacts]:
+    """Pass-2 facts of every chunk, in input order: its first row index and its rows' duplicate facts."""
     hashes = concat(profile.key_hashes, np.uint64)
     repeats = find_duplicates(hashes, concat(profile.valid, bool))
     rows = sorted(repeats)
     lines = concat(profile.lines, np.uint32)
     names = [i.name for i in inputs]
-    rescans: List[FileScan] = []
     first_row = 0
-    chunks = iter_chunks(inputs, config.chunk_bytes, rescans)
-    for index, chunk in enumerate(chunks):
-        if index >= len(chunk_rows) or chunk_rows[index][0] != chunk.file_index:
-            raise DataError(f"{chunk.file_name} changed while it was being prepared; run again on unchanging input")
-        n = chunk_rows[index][1]
+    for file_index, n in chunk_rows:
         mine = rows[bisect.bisect_left(rows, first_row) : bisect.bisect_left(rows, first_row + n)]
         chunk_hashes = hashes[first_row : first_row + n]
         if config.key_column is None:
-            yield ChunkTask(chunk, first_row, {}, {r: repeats[r][1] for r in mine}, chunk_hashes)
+            yield ChunkFacts(file_index, first_row, {}, {r: repeats[r][1] for r in mine}, chunk_hashes)
         else:
             places = {r: row_place(repeats[r][0], lines, names, file_starts) for r in mine}
-            yield ChunkTask(chunk, first_row, places, {}, chunk_hashes)
+            yield ChunkFacts(file_index, first_row, places, {}, chunk_hashes)
         first_row += n
+
+
+def task_for(chunk: Chunk, facts: Optional[ChunkFacts]) -> ChunkTask:
+    """A chunk read again, with its pass-1 facts; a chunk pass 1 did not see means the file changed."""
+    if facts is None or facts.file_index != chunk.file_index:
+        raise DataError(changed_message(chunk.file_name))
+    return ChunkTask(chunk, facts.first_row, facts.duplicates, facts.occurrences, facts.key_hashes)
+
+
+def changed_message(file_name: str) -> str:
+    return f"{file_name} changed while it was being prepared; run again on unchanging input"
+
+
+def _tasks(
+    inputs: List[InputFile], config: PrepareConfig, facts: Iterator[ChunkFacts], scans: List[FileScan]
+) -> Iterator[ChunkTask]:
+    """Pass-2 tasks: the same chunks again, each with its first row index and its rows' duplicate facts."""
+    rescans: List[FileScan] = []
+    facts = iter(facts)
+    for chunk in iter_chunks(inputs, config.chunk_bytes, rescans):
+        yield task_for(chunk, next(facts, None))
     _check_unchanged(scans, rescans, inputs)
 
 
 def _check_unchanged(scans: List[FileScan], rescans: List[FileScan], inputs: List[InputFile]) -> None:
     for scan, rescan, item in zip(scans, rescans, inputs):
         if scan.sha256 != rescan.sha256:
-            raise DataError(f"{item.name} changed while it was being prepared; run again on unchanging input")
+            raise DataError(changed_message(item.name))
+
+
+IN_PROCESS = Passes(profile=_profile_in_process, encode=_encode_in_process)
 
 
 def _encode(
-    tasks: Iterator[ChunkTask],
+    parts: Iterator[ChunkResult],
     plan: EncodePlan,
     writers: Any,
     quarantine: QuarantineWriter,
     total_rows: int,
     config: PrepareConfig,
 ) -> Totals:
-    """Pass 2: write good rows to shards (`ShardWriters` or `ConsecutiveShards`; closed here), bad rows to
-    quarantine (or fail), merge statistics."""
+    """Pass 2's results, merged in input order: write good rows to shards (`ShardWriters` or
+    `ConsecutiveShards`; closed here), bad rows to quarantine (or fail), merge statistics."""
     totals = Totals(len(plan.features), max(100_000, 10 * config.max_vocabulary_size))
     try:
-        for task, part in ordered_map(encode_chunk, tasks, config.workers, init_encoder, plan):
+        for part in parts:
             _handle_bad(part, quarantine, totals.bad, total_rows, config)
             for s, split in enumerate(SPLITS):
                 if part.examples[s]:

@@ -104,10 +104,14 @@ def iter_chunks(inputs: Sequence[InputFile], chunk_bytes: int, scans: List[FileS
     for index, item in enumerate(inputs):
         scan = FileScan()
         scans.append(scan)
-        yield from _file_chunks(index, item, chunk_bytes, scan)
+        yield from file_chunks(index, item, chunk_bytes, scan)
 
 
-def _file_chunks(index: int, item: InputFile, chunk_bytes: int, scan: FileScan) -> Iterator[Chunk]:
+def file_chunks(index: int, item: InputFile, chunk_bytes: int, scan: FileScan) -> Iterator[Chunk]:
+    """One file's chunks (`index` is its place among the inputs); fills `scan` once the file is read whole.
+
+    Chunking a file is sequential: each cut depends on the text before it (a quoted CSV field may hold
+    newlines), so one reader reads a file from its start; different files can be read in parallel."""
     digest = hashlib.sha256()
     header: Optional[Tuple[str, ...]] = None
     for first_line, text in _text_pieces(item, chunk_bytes, digest, scan):
