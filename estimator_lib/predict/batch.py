@@ -37,6 +37,7 @@ by orjson's native formatter.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import hashlib
 import itertools
@@ -48,7 +49,7 @@ import shutil
 import tempfile
 import threading
 from json.encoder import encode_basestring as _json_string
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import orjson
@@ -353,6 +354,7 @@ class _ShardWriter:
         self._directory = directory
         self._num_shards = num_shards
         self._sizes = shard_sizes(count, num_shards)
+        self.ends = list(itertools.accumulate(self._sizes))  # each shard's end row (exclusive)
         self._shard = -1
         self._left = 0
         self._file = None
@@ -406,15 +408,28 @@ def _write_rows(joined: Iterator[Tuple[Dict[str, Any], Batch]], formatter: _RowF
     releases it, so the estimator's thread never waits long to start its next step."""
     written = 0
     for host, outputs in joined:
-        start, n = 0, len(host[KEY_FEATURE])
-        while start < n:
-            take = min(n - start, writer.rows_until_next_shard(), _FORMAT_ROWS)
-            if take == 0:
-                raise PredictionError(f"more rows than the {written} planned ones arrived")
-            end = start + take
-            writer.write(formatter.format(_slice(host, start, end), _slice(outputs, start, end)), take)
-            written, start = written + take, end
+        for _, rows, data in formatted_pieces(host, outputs, formatter, written, writer.ends):
+            writer.rows_until_next_shard()  # moves on to the piece's shard
+            writer.write(data, rows)
+            written += rows
     return written
+
+
+def formatted_pieces(
+    host: Dict[str, Any], outputs: Batch, formatter: _RowFormatter, first_row: int, ends: Sequence[int]
+) -> Iterator[Tuple[int, int, bytes]]:
+    """(shard, rows, JSON Lines bytes) pieces of one joined batch whose first row is input row `first_row`:
+    cut at the shards' ends (`ends`, cumulative, exclusive) and every `_FORMAT_ROWS` rows. The bytes do not
+    depend on where a batch is cut, so any batching of the rows gives the same shards."""
+    start, n = 0, len(host[KEY_FEATURE])
+    while start < n:
+        row = first_row + start
+        shard = bisect.bisect_right(ends, row)
+        if shard >= len(ends):
+            raise PredictionError(f"more rows than the {ends[-1] if ends else 0} planned ones arrived")
+        end = start + min(n - start, ends[shard] - row, _FORMAT_ROWS)
+        yield shard, end - start, formatter.format(_slice(host, start, end), _slice(outputs, start, end))
+        start = end
 
 
 def _check_num_shards(num_shards: int) -> None:
@@ -432,14 +447,33 @@ def _commit(
 ) -> PredictResult:
     """Writes everything into a staging directory, then publishes it as `output_dir` in one commit."""
 
-    def fill(staging: str) -> Dict[str, Any]:
+    def write_shards(staging: str) -> List[Dict[str, Any]]:
         writer = _ShardWriter(staging, count, num_shards)
         written = _write_rows(joined, formatter, writer)
         shards = writer.close()
         if written != count:
             raise PredictionError(f"wrote {written} rows for {count} input rows")
+        return shards
+
+    return publish(write_shards, formatter.fields, output_dir, num_shards, provenance)
+
+
+def publish(
+    write_shards: Callable[[str], List[Dict[str, Any]]],
+    fields: Sequence[str],
+    output_dir: str,
+    num_shards: int,
+    provenance: Dict[str, Any],
+) -> PredictResult:
+    """Publishes a prediction output in one commit: `write_shards(staging)` writes the shards into a local
+    staging directory and returns their manifest entries ({"file", "rows", "bytes", "sha256"}, in order);
+    the manifest is written beside them."""
+
+    def fill(staging: str) -> Dict[str, Any]:
+        shards = write_shards(staging)
+        count = sum(s["rows"] for s in shards)
         manifest = dict(provenance, format="jsonl", count=count, num_shards=num_shards, shards=shards)
-        manifest["fields"] = list(formatter.fields)
+        manifest["fields"] = list(fields)
         storage.write_text(os.path.join(staging, PREDICTIONS_MANIFEST), json.dumps(manifest, indent=2, sort_keys=True))
         return manifest
 
@@ -447,7 +481,7 @@ def _commit(
     if not storage.is_committed(output_dir):
         raise PredictionError(f"published {output_dir!r} but its commit marker is missing")
     uris = tuple(storage.join(output_dir, s["file"]) for s in manifest["shards"])
-    return PredictResult(output_dir, count, uris, manifest)
+    return PredictResult(output_dir, manifest["count"], uris, manifest)
 
 
 # -- reading an output back -----------------------------------------------------------------------------------
@@ -733,14 +767,29 @@ def predict_from_saved_model(
         over the files). A wrong value fails and publishes nothing.
       Others as for `batch_predict`.
     """
-    if not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size={batch_size!r} must be a positive integer, e.g. 256")
-    columns = _passthrough_columns(schema, passthrough)
-    _check_num_shards(num_shards)
-    _check_num_examples(num_examples)
+    columns = check_saved_model_arguments(schema, batch_size, passthrough, num_shards, num_examples)
     files = inputs.resolve_files(data)
     count = inputs.count_records(files) if num_examples is None else num_examples
     model = load_serving_model(export_dir)
+    dataset = tf.data.TFRecordDataset(files)
+    if num_examples is not None:  # a stale count fails in the pipeline, before anything is published
+        dataset = dataset.apply(tf.data.experimental.assert_cardinality(num_examples))
+    dataset = predicted_batches(dataset.batch(batch_size), model, columns, schema)
+    provenance = saved_model_provenance(export_dir, files, columns, batch_size)
+    try:
+        joined = dataset.as_numpy_iterator()
+        return _commit(joined, _RowFormatter(schema, columns), count, output_dir, num_shards, provenance)
+    finally:
+        model.close()
+
+
+def predicted_batches(
+    batches: tf.data.Dataset, model: Any, columns: Sequence[_Column], schema: Schema
+) -> tf.data.Dataset:
+    """Serialized Example batches (string [B]) -> (host columns, model outputs) per batch, on the host CPU.
+
+    The `serve` graph's `predict` signature runs inside this tf.data map: called eagerly instead, the same
+    graph gives float32 outputs that differ in the last bits, so every SavedModel path goes through here."""
     host_parse = _host_parse_fn(columns, schema)
 
     @tf.autograph.experimental.do_not_convert  # plain TF calls; nothing for autograph to convert
@@ -748,22 +797,32 @@ def predict_from_saved_model(
         outputs = model.signature(examples=serialized)
         return host_parse(serialized), {k: outputs[k] for k in output_keys(schema)}
 
-    dataset = tf.data.TFRecordDataset(files)
-    if num_examples is not None:  # a stale count fails in the pipeline, before anything is published
-        dataset = dataset.apply(tf.data.experimental.assert_cardinality(num_examples))
-    dataset = dataset.batch(batch_size).map(predict, num_parallel_calls=inputs.PARSE_PARALLELISM, deterministic=True)
-    dataset = dataset.prefetch(inputs.PREFETCH_BATCHES).with_options(inputs.fixed_pipeline_options())
-    provenance = {
+    dataset = batches.map(predict, num_parallel_calls=inputs.PARSE_PARALLELISM, deterministic=True)
+    return dataset.prefetch(inputs.PREFETCH_BATCHES).with_options(inputs.fixed_pipeline_options())
+
+
+def check_saved_model_arguments(
+    schema: Schema, batch_size: int, passthrough: Sequence[str], num_shards: int, num_examples: Optional[int]
+) -> Tuple[_Column, ...]:
+    """Checks `predict_from_saved_model`'s arguments (before any work); returns the passthrough columns."""
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size={batch_size!r} must be a positive integer, e.g. 256")
+    columns = _passthrough_columns(schema, passthrough)
+    _check_num_shards(num_shards)
+    _check_num_examples(num_examples)
+    return columns
+
+
+def saved_model_provenance(
+    export_dir: str, files: List[str], columns: Sequence[_Column], batch_size: int
+) -> Dict[str, Any]:
+    """The manifest's record of a SavedModel prediction: the model, the inputs, the columns, the batch."""
+    return {
         "source": {"kind": "saved_model", "export_dir": export_dir},
         "inputs": files,
         "passthrough": [c.name for c in columns],
         "predict_batch_size": batch_size,
     }
-    try:
-        joined = dataset.as_numpy_iterator()
-        return _commit(joined, _RowFormatter(schema, columns), count, output_dir, num_shards, provenance)
-    finally:
-        model.close()
 
 
 def _check_num_examples(num_examples: Optional[int]) -> None:
