@@ -1,0 +1,143 @@
+"""Preparation on Apache Beam (DirectRunner): every output file byte-identical to the in-process engine's,
+the same errors, and BeamConfig's refusals. Tiny real files; many small chunks so the merge order matters."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+
+import pytest
+
+pytest.importorskip("apache_beam")
+
+from estimator_lib.config import ConfigError, PrepareConfig  # noqa: E402
+from estimator_lib.config.beam import BeamConfig  # noqa: E402
+from estimator_lib.data.common import DataError  # noqa: E402
+from estimator_lib.data.embedded import default_dataset  # noqa: E402
+from estimator_lib.data.prepare import encode_for_scoring, prepare  # noqa: E402
+from test_prepare import awkward_rows, write_csv  # noqa: E402
+
+AWKWARD = ["id", "bill length (mm)", "Île / région", "a,b;c!", "größe", "label"]
+
+
+def tree(root: str):
+    out = {}
+    for base, _, names in os.walk(root):
+        for name in names:
+            path = os.path.join(base, name)
+            with open(path, "rb") as f:
+                out[os.path.relpath(path, root)] = f.read()
+    return out
+
+
+def both_engines(tmp_path, config: PrepareConfig):
+    """(in-process tree, Beam tree) of the same preparation."""
+    prepare(config, str(tmp_path / "inprocess"))
+    prepare(dataclasses.replace(config, engine="beam"), str(tmp_path / "beam"), BeamConfig())
+    return tree(str(tmp_path / "inprocess")), tree(str(tmp_path / "beam"))
+
+
+def test_penguins_in_many_chunks_are_byte_identical(tmp_path):
+    d = default_dataset()
+    config = PrepareConfig(data=(d.path,), label=d.label, chunk_bytes=1024, num_shards=3, test_fraction=0.1)
+    here, there = both_engines(tmp_path, config)
+    assert sorted(here) == sorted(there) and "test/part-00002-of-00003.tfrecord" in here
+    assert here == there  # shards, schema.json, manifest.json (fingerprints), _COMMITTED
+
+
+def test_several_files_quarantine_and_duplicate_keys_are_byte_identical(tmp_path):
+    rows = awkward_rows(150)
+    rows[7][1] = "abc"  # a bad numeric value
+    rows[90][0] = rows[20][0]  # a duplicate key (in the second file)
+    write_csv(tmp_path / "a.csv", AWKWARD, rows[:80])
+    write_csv(tmp_path / "b.csv", AWKWARD, rows[80:])
+    config = PrepareConfig(
+        data=(str(tmp_path / "*.csv"),),
+        label="label",
+        key_column="id",
+        bad_rows="quarantine",
+        max_bad_fraction=0.1,
+        chunk_bytes=1024,
+    )
+    here, there = both_engines(tmp_path, config)
+    assert "quarantine.jsonl" in here and here == there
+    manifest = json.loads(there["manifest.json"])
+    assert manifest["rows"]["quarantined"] == 2 and [i["rows"] for i in manifest["inputs"]] == [80, 70]
+
+
+def test_jsonl_with_content_keys_and_repeated_rows_is_byte_identical(tmp_path):
+    lines = [{"x": i % 7, "c": ["u", "v", None][i % 3], "y": ["a", "b"][i % 2]} for i in range(120)]
+    lines += lines[:10]  # identical rows: their content keys differ by occurrence
+    (tmp_path / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    config = PrepareConfig(data=(str(tmp_path / "rows.jsonl"),), label="y", chunk_bytes=1024)
+    here, there = both_engines(tmp_path, config)
+    assert here == there
+
+
+def test_scoring_encoding_is_byte_identical(tmp_path):
+    d = default_dataset()
+    prepared = prepare(PrepareConfig(data=(d.path,), label=d.label), str(tmp_path / "prepared"))
+    kwargs = dict(num_shards=2, chunk_bytes=2048)
+    encode_for_scoring(d.path, prepared.schema, str(tmp_path / "a"), **kwargs)
+    encode_for_scoring(d.path, prepared.schema, str(tmp_path / "b"), engine="beam", beam=BeamConfig(), **kwargs)
+    assert tree(str(tmp_path / "a")) == tree(str(tmp_path / "b"))
+
+
+def test_the_first_bad_row_in_input_order_fails_with_the_same_message(tmp_path):
+    rows = awkward_rows(120)
+    rows[100][1] = "late"
+    rows[30][1] = "early"  # in an earlier chunk than "late"
+    path = write_csv(tmp_path / "bad.csv", AWKWARD, rows)
+    config = PrepareConfig(data=(path,), label="label", key_column="id", chunk_bytes=1024)
+    messages = []
+    for engine in ("inprocess", "beam"):
+        with pytest.raises(DataError) as e:
+            prepare(dataclasses.replace(config, engine=engine), str(tmp_path / engine))
+        messages.append(str(e.value))
+    assert messages[0] == messages[1] and "'early' is not a number" in messages[1]
+    assert not os.path.exists(tmp_path / "beam")
+
+
+def test_header_errors_come_first_with_the_same_message(tmp_path):
+    write_csv(tmp_path / "a.csv", ["x", "label"], [["1", "a"], ["2", "b"]])
+    write_csv(tmp_path / "b.csv", ["x", "z", "label"], [["1", "3", "a"]])
+    config = PrepareConfig(data=(str(tmp_path / "*.csv"),), label="label", engine="beam")
+    with pytest.raises(DataError, match="b.csv line 1: the header's columns differ from a.csv's"):
+        prepare(config, str(tmp_path / "out"))
+
+
+def test_engine_and_beam_settings_refuse_bad_values_naming_the_fix():
+    with pytest.raises(ConfigError, match=r"engine='spark' must be one of \('inprocess', 'beam'\)"):
+        PrepareConfig(data=("a.csv",), label="y", engine="spark")
+    with pytest.raises(ConfigError, match="beam.temp_location is not set; the DataflowRunner needs it"):
+        BeamConfig(runner="DataflowRunner", project="p", region="us-central1", sdk_container_image="i@sha256:0")
+    with pytest.raises(ConfigError, match="must be a gs:// prefix for the DataflowRunner"):
+        BeamConfig(
+            runner="DataflowRunner", project="p", region="r", temp_location="/tmp/x", sdk_container_image="i@sha256:0"
+        )
+    with pytest.raises(ConfigError, match="beam.runner='SparkRunner' must be one of"):
+        BeamConfig(runner="SparkRunner")
+
+
+def test_dataflow_settings_become_beam_options():
+    config = BeamConfig(
+        runner="DataflowRunner",
+        project="p",
+        region="europe-west4",
+        temp_location="gs://b/tmp/",
+        max_workers=50,
+        machine_type="n2-standard-4",
+        sdk_container_image="repo/img@sha256:abc",
+    )
+    args = config.pipeline_args("prepare-encode-1")
+    assert "--runner=DataflowRunner" in args and "--region=europe-west4" in args
+    assert "--temp_location=gs://b/tmp/" in args and "--staging_location=gs://b/tmp/staging" in args
+    assert "--max_num_workers=50" in args and "--machine_type=n2-standard-4" in args
+    assert "--sdk_container_image=repo/img@sha256:abc" in args and "--sdk_location=container" in args
+    assert BeamConfig.from_dict(config.to_dict()) == config
+
+
+def test_the_manifest_does_not_record_the_engine(tmp_path):
+    config = PrepareConfig(data=("a.csv",), label="y", engine="beam")
+    assert "engine" not in config.recorded(["a.csv"]) and "num_workers" not in config.recorded(["a.csv"])
