@@ -1,6 +1,6 @@
 """Prepare stage: raw rows (CSV or JSON Lines, local or gs://) -> TFRecord splits, schema and manifest.
 
-A thin adapter over `estimator_lib.prepare.prepare`. The body is shipped to the worker as source, so its imports
+A thin adapter over `estimator_lib.data.prepare.prepare` (in-process or on Apache Beam). The body is shipped to the worker as source, so its imports
 live inside it; the project image (or, locally, the calling environment) provides the packages.
 """
 
@@ -15,6 +15,8 @@ def prepare_data(
     eval_fraction: float,
     options: dict,
     dataset: Output[Dataset],
+    engine: str = "inprocess",
+    beam_options: dict = {},  # noqa: B006 - KFP reads the default; never mutated
 ):
     """Prepares `data` for training and evaluation.
 
@@ -27,10 +29,19 @@ def prepare_data(
         it is stable across runs and data growth).
       options: other `PrepareConfig` fields ({"num_shards": 4, "bad_rows": "quarantine"}).
       dataset: output; the prepared directory (train/, eval/, schema.json, manifest.json).
+      engine: "inprocess" (this machine's cores) or "beam" (Apache Beam: Dataflow on Vertex AI); the output is
+        the same.
+      beam_options: with engine="beam", a `BeamConfig` ({"runner": "DataflowRunner", "region": ...}).
     """
+    import dataclasses
+
     from components import _io
+    from estimator_lib.config.beam import BeamConfig
     from estimator_lib.data import prepare
 
-    config = _io.prepare_config(data, label, task, key_column, eval_fraction, options)
-    result = prepare.prepare(config, dataset.uri)
+    config = dataclasses.replace(
+        _io.prepare_config(data, label, task, key_column, eval_fraction, options), engine=engine
+    )
+    beam = BeamConfig.from_dict(_io.typed(BeamConfig, beam_options))
+    result = prepare.prepare(config, dataset.uri, beam)
     _io.describe_dataset(dataset, result)

@@ -15,6 +15,7 @@ import tempfile
 import warnings
 from typing import Any, Dict, Optional, Sequence
 
+from estimator_lib.config.beam import ENGINES
 from pipelines import tpu as tpu_presets
 
 DEFAULT_OUTPUT = os.path.join("runs", "local")
@@ -67,6 +68,59 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "label optional, scored through the prepared schema) or prepared TFRecords (.tfrecord, or a directory)",
     )
     group.add_argument("--publish-root", help="where blessed models are published (versions/ and LATEST)")
+
+
+def _add_engine_arguments(parser: argparse.ArgumentParser, dataflow: bool) -> None:
+    """--engine, and the Beam runner's settings: this machine's DirectRunner (run-local) or Dataflow."""
+    group = parser.add_argument_group("Apache Beam engine (preparation and batch prediction)")
+    group.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default=ENGINES[0],
+        help="who runs preparation and batch prediction: inprocess (this machine's cores) or beam (Apache Beam: "
+        + ("Dataflow" if dataflow else "the DirectRunner")
+        + "); the prepared data is byte-identical either way",
+    )
+    if not dataflow:
+        group.add_argument("--direct-num-workers", type=int, help="DirectRunner worker processes (default: one)")
+        return
+    group.add_argument("--dataflow-project", help="Dataflow project (default: --project)")
+    group.add_argument("--dataflow-region", help="Dataflow region (default: --region)")
+    group.add_argument(
+        "--dataflow-temp-location", help="gs:// prefix for Beam's temporary files (default: under --pipeline-root)"
+    )
+    group.add_argument("--dataflow-max-workers", type=int, help="Dataflow autoscaling ceiling (default: Dataflow's)")
+    group.add_argument("--dataflow-machine-type", help="Dataflow worker machine type, e.g. n2-standard-4")
+    group.add_argument("--dataflow-service-account", help="service account the Dataflow workers run as")
+
+
+def resolve_beam(args: argparse.Namespace, image: Optional[str] = None, vertex: Optional[Dict[str, str]] = None):
+    """The `BeamConfig` of the engine flags, or None for engine inprocess. With `image` (compile, submit,
+    schedule) it is Dataflow with the component image as the workers' container; `vertex` supplies defaults
+    (project, region, temp_location) from the Vertex AI flags."""
+    from estimator_lib.config import ConfigError
+    from estimator_lib.config.beam import BEAM, DATAFLOW_RUNNER, BeamConfig
+
+    if args.engine != BEAM:
+        return None
+    if image is None:
+        return BeamConfig(direct_num_workers=args.direct_num_workers)
+    vertex = vertex or {}
+    try:
+        return BeamConfig(
+            runner=DATAFLOW_RUNNER,
+            project=args.dataflow_project or vertex.get("project"),
+            region=args.dataflow_region or vertex.get("region"),
+            temp_location=args.dataflow_temp_location or vertex.get("temp_location"),
+            max_workers=args.dataflow_max_workers,
+            machine_type=args.dataflow_machine_type,
+            sdk_container_image=image,
+            service_account=args.dataflow_service_account,
+        )
+    except ConfigError as e:
+        raise ConfigError(
+            f"--engine beam: {e}; set it with --dataflow-project, --dataflow-region or --dataflow-temp-location"
+        ) from None
 
 
 def _add_image_arguments(parser: argparse.ArgumentParser) -> None:
@@ -131,6 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
         "With no arguments it trains on the embedded Palmer Penguins data.",
     )
     _add_run_arguments(run_local)
+    _add_engine_arguments(run_local, dataflow=False)
     run_local.add_argument("--output", default=DEFAULT_OUTPUT, help=f"output directory (default {DEFAULT_OUTPUT})")
     run_local.add_argument(
         "--verbose",
@@ -148,6 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     compile_.add_argument("--output", default=DEFAULT_TEMPLATE, help=f"YAML file (default {DEFAULT_TEMPLATE})")
     _add_image_arguments(compile_)
+    _add_engine_arguments(compile_, dataflow=True)
 
     for name, text in (
         ("submit", "run the pipeline once on Vertex AI"),
@@ -163,6 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_run_arguments(sub)
         _add_image_arguments(sub)
         _add_vertex_arguments(sub)
+        _add_engine_arguments(sub, dataflow=True)
         if name == "schedule":
             group = sub.add_argument_group("schedule")
             group.add_argument("--cron", required=True, help="cron expression, e.g. '0 3 * * 1' (UTC; TZ=... prefix)")
@@ -175,8 +232,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # -- resolution ----------------------------------------------------------------------------------------------
-def resolve_settings(args: argparse.Namespace, publish_root: str, fixed: Optional[Dict[str, Any]] = None):
-    """`RunSettings` from the pipeline-parameter flags; `fixed` job overrides are applied last."""
+def resolve_settings(
+    args: argparse.Namespace, publish_root: str, fixed: Optional[Dict[str, Any]] = None, beam: Any = None
+):
+    """`RunSettings` from the pipeline-parameter flags; `fixed` job overrides are applied last; `beam` is the
+    engine's `BeamConfig` (`resolve_beam`)."""
     from pipelines.params import RunSettings, read_config_file, resolve_configs
 
     if args.data and not args.label:
@@ -193,6 +253,8 @@ def resolve_settings(args: argparse.Namespace, publish_root: str, fixed: Optiona
         "baseline": args.baseline,
         "warm_start": args.warm_start,
         "predict_data": args.predict_data,
+        "engine": args.engine,
+        "beam_options": beam.to_dict() if beam is not None else {},
     }
     if args.data:
         explicit["data"] = args.data
@@ -227,7 +289,7 @@ def cmd_run_local(args: argparse.Namespace) -> int:
     if args.data and "://" not in args.data and not args.data.startswith("embedded:"):
         args.data = os.path.abspath(args.data)
     publish_root = os.path.join(os.path.abspath(args.output), local.PUBLISH_DIR)
-    settings = resolve_settings(args, publish_root, fixed=local.local_job_settings())
+    settings = resolve_settings(args, publish_root, fixed=local.local_job_settings(), beam=resolve_beam(args))
     summary = local.run_local(settings, args.output, verbose=args.verbose)
     print(format_summary(summary, os.path.join(os.path.abspath(args.output), local.SUMMARY_FILE)))
     return 0
@@ -253,13 +315,15 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
     preset = resolve_preset(args)
     image = resolve_image(args)
-    compile_pipeline(args.output, image, preset)
+    beam = resolve_beam(args, image)
+    compile_pipeline(args.output, image, preset, beam)
     where = (
         f"TPU {preset.name} ({preset.machine_type}, {preset.accelerator_type} x{preset.accelerator_count})"
         if preset
         else "CPU"
     )
-    print(f"compiled {args.output}: image {image}; train/evaluate/batch predict on {where}")
+    engine = f"; prepare and batch predict on Dataflow ({beam.region})" if beam else ""
+    print(f"compiled {args.output}: image {image}; train/evaluate/batch predict on {where}{engine}")
     return 0
 
 
@@ -281,12 +345,17 @@ def _vertex_job(args: argparse.Namespace, template_dir: str, credentials: Any = 
         from google.auth.credentials import AnonymousCredentials
 
         credentials = AnonymousCredentials()
-    settings = resolve_settings(args, publish_root=args.pipeline_root.rstrip("/") + "/published")
+    image = resolve_image(args)
+    defaults = {
+        "project": args.project,
+        "region": args.region,
+        "temp_location": args.pipeline_root.rstrip("/") + "/dataflow-tmp",
+    }
+    beam = resolve_beam(args, image, defaults)
+    settings = resolve_settings(args, publish_root=args.pipeline_root.rstrip("/") + "/published", beam=beam)
     template = args.template
     if not template:
-        template = compile_pipeline(
-            os.path.join(template_dir, DEFAULT_TEMPLATE), resolve_image(args), resolve_preset(args)
-        )
+        template = compile_pipeline(os.path.join(template_dir, DEFAULT_TEMPLATE), image, resolve_preset(args), beam)
     return vertex.build_job(template, target, settings.arguments(), credentials=credentials), target
 
 

@@ -16,6 +16,7 @@ import json
 from typing import Any, Dict, Mapping, Optional, Sequence
 
 from estimator_lib.config import BlessingConfig, ConfigError, JobConfig, parse_override, set_dotted
+from estimator_lib.config.beam import INPROCESS, BeamConfig, check_engine
 from estimator_lib.config.run import EMBEDDED_DATA, PREPARED_SPLITS, prediction_kind
 
 OWN_SECTIONS = ("blessing", "prepare")
@@ -40,6 +41,8 @@ class RunSettings:
       warm_start: "none", "latest", a publish root or a SavedModel directory to initialise from.
       predict_data: "eval", "train", "test", a URI or glob of raw CSV / JSON Lines rows (scored through the
         prepared schema; the label is optional), or prepared TFRecords (.tfrecord(s), or a directory of them).
+      engine: "inprocess" or "beam": who runs preparation and batch prediction (docs/scale.md).
+      beam_options: with engine="beam", a `BeamConfig` dict (runner, Dataflow settings).
     """
 
     publish_root: str
@@ -54,8 +57,12 @@ class RunSettings:
     baseline: str = "latest"
     warm_start: str = "none"
     predict_data: str = "eval"
+    engine: str = INPROCESS
+    beam_options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        check_engine(self.engine, "--engine")
+        BeamConfig.from_dict(self.beam_options)  # fails here, naming the setting, not in a stage
         if self.task not in TASKS:
             raise ConfigError(f"--task {self.task!r} is not one of {TASKS}")
         if not self.label:
@@ -93,6 +100,8 @@ class RunSettings:
             "baseline": self.baseline,
             "warm_start": self.warm_start,
             "predict_data": self.predict_data,
+            "engine": self.engine,
+            "beam_options": without_nulls(dict(self.beam_options)),
         }
 
 

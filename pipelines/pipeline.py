@@ -11,6 +11,10 @@ The pipeline function only wires. What differs between environments is chosen wh
     plain tasks on CPU, which is also what the KFP local runner executes.
 Prepare and export always run on CPU (export writes the TPU meta graph without a TPU).
 
+With a `BeamConfig` (`compile --engine beam`) the `engine` and `beam_options` parameters default to it: prepare
+and batch predict run their work on Apache Beam (Dataflow, the component image as the workers' container), and
+batch predict's own task stays on CPU (it launches the Dataflow job and scores the exported CPU SavedModel).
+
 No `from __future__ import annotations` here: KFP reads the pipeline function's annotations as types.
 """
 
@@ -21,7 +25,9 @@ from kfp import compiler, dsl
 from kfp.dsl import Artifact, ClassificationMetrics, Dataset, Metrics, Model
 
 from components import Stages, build_stages
+from estimator_lib.config.beam import BEAM, INPROCESS, BeamConfig
 from estimator_lib.config.run import EMBEDDED_DATA
+from pipelines.params import without_nulls
 from pipelines.tpu import CPU_SETTINGS, TPUPreset
 
 PIPELINE_NAME = "tpu-estimator-pipeline"
@@ -55,26 +61,33 @@ def _on_tpu(component: Any, preset: TPUPreset) -> Any:
     )
 
 
-def place_stages(stages: Stages, preset: Optional[TPUPreset]) -> Stages:
-    """The stages with train, evaluate and batch predict as Vertex AI TPU custom jobs when `preset` is given."""
+def place_stages(stages: Stages, preset: Optional[TPUPreset], names: tuple = TPU_STAGES) -> Stages:
+    """The stages with `names` (train, evaluate and batch predict) as Vertex AI TPU custom jobs when `preset`
+    is given."""
     if preset is None:
         return stages
-    return dataclasses.replace(stages, **{name: _on_tpu(getattr(stages, name), preset) for name in TPU_STAGES})
+    return dataclasses.replace(stages, **{name: _on_tpu(getattr(stages, name), preset) for name in names})
 
 
-def build_pipeline(image: str, tpu: Optional[TPUPreset] = None) -> Callable[..., PipelineOutputs]:
+def build_pipeline(
+    image: str, tpu: Optional[TPUPreset] = None, beam: Optional[BeamConfig] = None
+) -> Callable[..., PipelineOutputs]:
     """Builds the pipeline.
 
     Args:
       image: the container image every component runs on (an immutable reference when compiling).
       tpu: run train, evaluate and batch predict on this Cloud TPU (Vertex AI only); None runs them on CPU.
+      beam: the default of the `engine` ("beam") and `beam_options` parameters; None defaults to in-process.
 
     Returns:
       The `@dsl.pipeline` function (compile it, or call it under `kfp.local.init`).
     """
-    stages = place_stages(build_stages(image), tpu)
+    on_tpu = TPU_STAGES if beam is None else tuple(s for s in TPU_STAGES if s != "batch_predict")
+    stages = place_stages(build_stages(image), tpu, on_tpu)
     accelerated = tpu.tpu_settings() if tpu else dict(CPU_SETTINGS)
     host = dict(CPU_SETTINGS)
+    default_engine = INPROCESS if beam is None else BEAM
+    default_beam = {} if beam is None else without_nulls(beam.to_dict())
 
     # KFP takes the parameters' defaults from this signature; the dict and list defaults are never mutated.
     @dsl.pipeline(
@@ -100,6 +113,8 @@ def build_pipeline(image: str, tpu: Optional[TPUPreset] = None) -> Callable[...,
         baseline: str = "latest",
         warm_start: str = "none",
         predict_data: str = "eval",
+        engine: str = default_engine,
+        beam_options: dict = default_beam,
     ) -> PipelineOutputs:
         prepare = stages.prepare(
             data=data,
@@ -108,6 +123,8 @@ def build_pipeline(image: str, tpu: Optional[TPUPreset] = None) -> Callable[...,
             key_column=key_column,
             eval_fraction=eval_fraction,
             options=prepare_options,
+            engine=engine,
+            beam_options=beam_options,
         )
         dataset = prepare.outputs["dataset"]
         train = stages.train(
@@ -132,7 +149,14 @@ def build_pipeline(image: str, tpu: Optional[TPUPreset] = None) -> Callable[...,
             publish_root=publish_root,
             tpu=accelerated,
         )
-        predict = stages.batch_predict(dataset=dataset, model=model, data=predict_data, tpu=accelerated)
+        predict = stages.batch_predict(
+            dataset=dataset,
+            model=model,
+            data=predict_data,
+            tpu=accelerated if beam is None else host,
+            engine=engine,
+            beam_options=beam_options,
+        )
         export = stages.export(
             dataset=dataset,
             model=model,
@@ -153,7 +177,7 @@ def build_pipeline(image: str, tpu: Optional[TPUPreset] = None) -> Callable[...,
     return tpu_estimator_pipeline
 
 
-def compile_pipeline(output: str, image: str, tpu: Optional[TPUPreset]) -> str:
+def compile_pipeline(output: str, image: str, tpu: Optional[TPUPreset], beam: Optional[BeamConfig] = None) -> str:
     """Compiles the pipeline to a YAML file for Vertex AI; returns `output`."""
-    compiler.Compiler().compile(build_pipeline(image, tpu), package_path=output)
+    compiler.Compiler().compile(build_pipeline(image, tpu, beam), package_path=output)
     return output

@@ -604,13 +604,6 @@ def predict_raw(
             missing_values=DEFAULT_MISSING_VALUES if missing_values is None else missing_values,
             num_workers=num_workers,
         )
-        raw = {
-            "inputs": [i["name"] for i in rows.manifest["inputs"]],
-            "rows": rows.manifest["rows"],
-            "extra_columns": rows.extra_columns,
-            "encoded": staging_dir,
-            "encoded_fingerprint": rows.manifest["fingerprint"],
-        }
         return _checkpoint_predictions(
             job,
             schema,
@@ -621,11 +614,23 @@ def predict_raw(
             columns,
             num_shards,
             checkpoint_path,
-            {"raw": raw},
+            {"raw": raw_record(rows, staging_dir)},
         )
     finally:
         if temporary is not None:
             shutil.rmtree(temporary, ignore_errors=True)
+
+
+def raw_record(rows: Any, staging_dir: Optional[str]) -> Dict[str, Any]:
+    """The manifest's `raw` entry for rows encoded by `encode_for_scoring` (a `ScoringData`) into `staging_dir`
+    (None: a temporary directory, not kept)."""
+    return {
+        "inputs": [i["name"] for i in rows.manifest["inputs"]],
+        "rows": rows.manifest["rows"],
+        "extra_columns": rows.extra_columns,
+        "encoded": staging_dir,
+        "encoded_fingerprint": rows.manifest["fingerprint"],
+    }
 
 
 def _checkpoint_predictions(

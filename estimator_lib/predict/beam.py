@@ -43,6 +43,7 @@ from estimator_lib.predict.batch import (
     formatted_pieces,
     predicted_batches,
     publish,
+    raw_record,
     saved_model_provenance,
     shard_name,
     shard_sizes,
@@ -135,7 +136,7 @@ def score(
             **scoring_options(prepared),
         )
         uri, count = rows.files, rows.count
-        extra = {"raw": {"inputs": [i["name"] for i in rows.manifest["inputs"]], "rows": rows.manifest["rows"]}}
+        extra = {"raw": raw_record(rows, encoded_rows_uri(output_dir))}
     exported = export_model(job, prepared.schema, model_dir, output_dir.rstrip("/") + EXPORT_SUFFIX, verify_rows=uri)
     return predict_from_saved_model(
         exported.export_dir,
@@ -225,7 +226,10 @@ if beam is not None:
             return _FedPredictor(load_serving_model(self._plan.export_dir), self._plan)
 
         def run_inference(
-            self, batch: Sequence[Tuple[int, List[bytes]]], model: "_FedPredictor", inference_args: Optional[Dict] = None
+            self,
+            batch: Sequence[Tuple[int, List[bytes]]],
+            model: "_FedPredictor",
+            inference_args: Optional[Dict] = None,
         ) -> Iterator[PredictionResult]:
             for first_row, records in batch:
                 yield PredictionResult((first_row, len(records)), model.predict(records))

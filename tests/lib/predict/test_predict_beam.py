@@ -7,6 +7,7 @@ import os
 
 import pytest
 import synthetic
+from file_trees import tree
 
 pytest.importorskip("apache_beam")
 
@@ -38,11 +39,6 @@ def exported(tmp_path_factory):
     return export.export_dir, schema, pattern, root
 
 
-def files_of(directory: str):
-    names = sorted(os.listdir(directory))
-    return {n: open(os.path.join(directory, n), "rb").read() for n in names}
-
-
 @pytest.mark.parametrize("num_shards, passthrough, count", [(1, (), None), (3, ("colour", "x-2"), 59)])
 def test_beam_output_is_byte_identical_to_in_process(exported, tmp_path, num_shards, passthrough, count):
     export_dir, schema, pattern, _ = exported
@@ -50,7 +46,7 @@ def test_beam_output_is_byte_identical_to_in_process(exported, tmp_path, num_sha
     here = predict_from_saved_model(export_dir, schema, pattern, str(tmp_path / "inprocess"), **kwargs)
     there = beam_predict.predict_from_saved_model(export_dir, schema, pattern, str(tmp_path / "beam"), **kwargs)
 
-    assert files_of(str(tmp_path / "beam")) == files_of(str(tmp_path / "inprocess"))  # manifest.json included
+    assert tree(str(tmp_path / "beam")) == tree(str(tmp_path / "inprocess"))  # manifest.json included
     assert there.manifest == here.manifest and there.count == here.count == 59
     verify_output(str(tmp_path / "beam"))
 
@@ -62,7 +58,7 @@ def test_more_shards_than_rows_gives_the_same_empty_shards(exported, tmp_path):
     )
     predict_from_saved_model(export_dir, schema, pattern, str(tmp_path / "a"), batch_size=B, num_shards=4)
     beam_predict.predict_from_saved_model(export_dir, schema, pattern, str(tmp_path / "b"), batch_size=B, num_shards=4)
-    assert files_of(str(tmp_path / "b")) == files_of(str(tmp_path / "a"))
+    assert tree(str(tmp_path / "b")) == tree(str(tmp_path / "a"))
 
 
 def test_a_wrong_num_examples_publishes_nothing(exported, tmp_path):

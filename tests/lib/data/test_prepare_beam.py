@@ -11,24 +11,16 @@ import pytest
 
 pytest.importorskip("apache_beam")
 
+from file_trees import tree  # noqa: E402
+from test_prepare import awkward_rows, write_csv  # noqa: E402
+
 from estimator_lib.config import ConfigError, PrepareConfig  # noqa: E402
 from estimator_lib.config.beam import BeamConfig  # noqa: E402
 from estimator_lib.data.common import DataError  # noqa: E402
 from estimator_lib.data.embedded import default_dataset  # noqa: E402
 from estimator_lib.data.prepare import encode_for_scoring, prepare  # noqa: E402
-from test_prepare import awkward_rows, write_csv  # noqa: E402
 
 AWKWARD = ["id", "bill length (mm)", "Île / région", "a,b;c!", "größe", "label"]
-
-
-def tree(root: str):
-    out = {}
-    for base, _, names in os.walk(root):
-        for name in names:
-            path = os.path.join(base, name)
-            with open(path, "rb") as f:
-                out[os.path.relpath(path, root)] = f.read()
-    return out
 
 
 def both_engines(tmp_path, config: PrepareConfig):

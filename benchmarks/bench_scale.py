@@ -1,0 +1,125 @@
+"""Benchmark: preparation in-process against Apache Beam's DirectRunner, and a Dataflow estimate for 1B rows.
+
+    python benchmarks/bench_scale.py [--rows 1000000 10000000] [--engines inprocess beam] [--workdir DIR]
+                                     [--vcpus-per-worker 4 --workers 100 --vcpu-hour 0.056 --gb-hour 0.003557]
+
+The synthetic CSV is bench_prepare.py's (30 numeric columns, 3 categorical, a binary label). Every run is its
+own subprocess, so peak memory is that run's alone; times cover the `prepare` call only. Both engines use the
+machine's 2 cores: `num_workers=2` in-process, `direct_num_workers=2` (multi_processing) on the DirectRunner.
+
+For the Beam runs the time inside the two Beam pipelines (reading, profiling, encoding: the work Dataflow
+spreads over workers) is measured apart from the launcher's sequential part (merging the chunks' results in
+input order and writing the shards). The 1B-row estimate scales the first by the workers' vCPUs and keeps
+the second sequential; prices are per vCPU-hour and GB-hour of Dataflow batch workers (see docs/scale.md for
+the page they come from), memory assumed 4 GB per vCPU (n2-standard machines).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_prepare import generate  # noqa: E402
+
+
+def child(engine: str, path: str, out: str) -> None:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from estimator_lib.config import PrepareConfig
+    from estimator_lib.config.beam import BeamConfig
+    from estimator_lib.data import beam as beam_engine
+    from estimator_lib.data.prepare import prepare
+
+    pipeline_seconds = []
+    run = beam_engine.run_pipeline
+
+    def timed(*args, **kwargs):
+        start = time.perf_counter()
+        run(*args, **kwargs)
+        pipeline_seconds.append(time.perf_counter() - start)
+
+    beam_engine.run_pipeline = timed
+    config = PrepareConfig(data=(path,), label="label", num_workers=2, engine=engine)
+    start = time.perf_counter()
+    result = prepare(config, out, BeamConfig(direct_num_workers=2, temp_location=os.path.dirname(out)))
+    seconds = time.perf_counter() - start
+    report = {
+        "rows": result.manifest["rows"]["total"],
+        "seconds": seconds,
+        "pipelines": sum(pipeline_seconds),
+        "main_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "worker_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+        "fingerprint": result.manifest["fingerprint"],
+    }
+    print(json.dumps(report))
+
+
+def measure(engine: str, path: str, workdir: str) -> dict:
+    out = tempfile.mkdtemp(prefix=f"{engine}-", dir=workdir)
+    cmd = [sys.executable, __file__, "--child", engine, path, os.path.join(out, "out")]
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    done = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
+    subprocess.run(["rm", "-rf", out], check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def estimate(beam: dict, args: argparse.Namespace, rows: int = 1_000_000_000) -> str:
+    """Dataflow wall time and cost for `rows`, from one DirectRunner run's measured rates."""
+    cpu_per_row = beam["pipelines"] * 2 / beam["rows"]  # both local cores busy during the pipelines
+    launcher_per_row = (beam["seconds"] - beam["pipelines"]) / beam["rows"]
+    vcpus = args.workers * args.vcpus_per_worker
+    parallel_h = cpu_per_row * rows / vcpus / 3600
+    launcher_h = launcher_per_row * rows / 3600
+    worker_cost = parallel_h * vcpus * (args.vcpu_hour + 4 * args.gb_hour)
+    return (
+        f"1B rows on {args.workers} x {args.vcpus_per_worker} vCPU Dataflow workers: {cpu_per_row * 1e6:.1f} us of "
+        f"worker CPU per row -> {parallel_h:.2f} h in the pipelines (cost ${worker_cost:.0f} at ${args.vcpu_hour}/vCPU-h "
+        f"+ ${args.gb_hour}/GB-h x 4 GB/vCPU); launcher's sequential merge and write {launcher_per_row * 1e6:.1f} us "
+        f"per row -> {launcher_h:.2f} h on one machine; total about {parallel_h + launcher_h:.1f} h"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, nargs="+", default=[1_000_000, 10_000_000])
+    parser.add_argument("--engines", nargs="+", default=["inprocess", "beam"], choices=("inprocess", "beam"))
+    parser.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "bench_scale"))
+    parser.add_argument("--workers", type=int, default=100)
+    parser.add_argument("--vcpus-per-worker", type=int, default=4)
+    parser.add_argument("--vcpu-hour", type=float, default=0.056)
+    parser.add_argument("--gb-hour", type=float, default=0.003557)
+    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(*args.child)
+        return
+    os.makedirs(args.workdir, exist_ok=True)
+    print(
+        f"{'rows':>10} {'engine':>9} {'seconds':>8} {'rows/s':>8} {'pipelines s':>11} {'main MB':>8} {'worker MB':>9}"
+    )
+    for n in args.rows:
+        path = os.path.join(args.workdir, f"synthetic-{n}.csv")
+        if not os.path.exists(path):
+            generate(path, n)
+        results = {}
+        for engine in args.engines:
+            r = results[engine] = measure(engine, path, args.workdir)
+            print(
+                f"{n:>10} {engine:>9} {r['seconds']:>8.1f} {r['rows'] / r['seconds']:>8.0f} {r['pipelines']:>11.1f} "
+                f"{r['main_mb']:>8.0f} {r['worker_mb']:>9.0f}",
+                flush=True,
+            )
+        if len({r["fingerprint"] for r in results.values()}) > 1:
+            print("  FINGERPRINTS DIFFER between engines", flush=True)
+        if "beam" in results:
+            print("  " + estimate(results["beam"], args), flush=True)
+
+
+if __name__ == "__main__":
+    main()
