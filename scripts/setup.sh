@@ -22,5 +22,5 @@ if [ ! -x .venv/bin/python ]; then
   "$python_bin" -m venv .venv
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet -e '.[test,vertex]'
+.venv/bin/python -m pip install --quiet -e '.[test,vertex,beam]'
 echo "setup: ready (.venv)"
