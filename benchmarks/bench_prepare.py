@@ -128,9 +128,10 @@ def child(impl: str, path: str, out: str) -> None:
 
 
 # -- driver -------------------------------------------------------------------------------------------------
-def measure(impl: str, path: str, workdir: str) -> dict:
+def measure(impl: str, path: str, workdir: str, script: str = __file__) -> dict:
+    """Runs `script --child impl path out` in a fresh process; returns the JSON line it prints last."""
     out = tempfile.mkdtemp(prefix=f"{impl}-", dir=workdir)
-    cmd = [sys.executable, __file__, "--child", impl, path, os.path.join(out, "out")]
+    cmd = [sys.executable, script, "--child", impl, path, os.path.join(out, "out")]
     env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     done = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
     subprocess.run(["rm", "-rf", out], check=True)

@@ -20,13 +20,12 @@ import argparse
 import json
 import os
 import resource
-import subprocess
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_prepare import generate  # noqa: E402
+from bench_prepare import generate, measure  # noqa: E402
 
 
 def child(engine: str, path: str, out: str) -> None:
@@ -60,15 +59,6 @@ def child(engine: str, path: str, out: str) -> None:
     print(json.dumps(report))
 
 
-def measure(engine: str, path: str, workdir: str) -> dict:
-    out = tempfile.mkdtemp(prefix=f"{engine}-", dir=workdir)
-    cmd = [sys.executable, __file__, "--child", engine, path, os.path.join(out, "out")]
-    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    done = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
-    subprocess.run(["rm", "-rf", out], check=True)
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
 def estimate(beam: dict, args: argparse.Namespace, rows: int = 1_000_000_000) -> str:
     """Dataflow wall time and cost for `rows`, from one DirectRunner run's measured rates."""
     cpu_per_row = beam["pipelines"] * 2 / beam["rows"]  # both local cores busy during the pipelines
@@ -94,11 +84,7 @@ def main() -> None:
     parser.add_argument("--vcpus-per-worker", type=int, default=4)
     parser.add_argument("--vcpu-hour", type=float, default=0.056)
     parser.add_argument("--gb-hour", type=float, default=0.003557)
-    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.child:
-        child(*args.child)
-        return
     os.makedirs(args.workdir, exist_ok=True)
     print(
         f"{'rows':>10} {'engine':>9} {'seconds':>8} {'rows/s':>8} {'pipelines s':>11} {'main MB':>8} {'worker MB':>9}"
@@ -109,7 +95,7 @@ def main() -> None:
             generate(path, n)
         results = {}
         for engine in args.engines:
-            r = results[engine] = measure(engine, path, args.workdir)
+            r = results[engine] = measure(engine, path, args.workdir, __file__)
             print(
                 f"{n:>10} {engine:>9} {r['seconds']:>8.1f} {r['rows'] / r['seconds']:>8.0f} {r['pipelines']:>11.1f} "
                 f"{r['main_mb']:>8.0f} {r['worker_mb']:>9.0f}",
@@ -122,4 +108,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--child"]:  # one measured run, started by `measure`
+        child(*sys.argv[2:5])
+    else:
+        main()

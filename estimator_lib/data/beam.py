@@ -7,15 +7,18 @@ merges the chunks' results in input order with the same writers. So the output i
 in-process output: same chunks (each file is cut by `read.file_chunks` from its start, with the same
 `chunk_bytes`), same per-chunk results, merged in the same order.
 
-Each pass is one pipeline:
+Each pass is one pipeline; only (file, chunk) references travel through Beam, the chunks themselves and the
+results go through the work directory (`temp_location` on Dataflow):
 
-    input files --Reshuffle--> read a file into chunks --Reshuffle--> profile (or encode) a chunk
-                                 (one worker per file:                 (any worker; the result is
-                                  cutting is sequential)                written to the work directory)
+    pass 1: input files --Reshuffle--> cut a file into chunks, store each --Reshuffle--> profile a chunk
+                                       (one worker per file: cutting is      (any worker)
+                                        sequential)
+    pass 2: chunk references --Reshuffle--> encode a stored chunk with its pass-1 facts (any worker)
 
-The launcher then reads the chunks' results back in input order and merges them (`Passes`). Files are read in
+The launcher reads the chunks' results back in input order and merges them (`Passes`). Files are cut in
 parallel with each other, chunks are profiled and encoded in parallel; what stays sequential is cutting one
 file into chunks, and, on the launcher, merging the per-chunk results and writing the shards (docs/scale.md).
+Pass 2 encodes the chunks pass 1 stored, so the input is read once.
 
 Errors keep their order: a `DataError` in a worker (a malformed record, bytes that are not UTF-8) is stored as
 that chunk's result and raised by the launcher when the merge reaches it, so the first error in input order
@@ -32,15 +35,15 @@ import shutil
 import tempfile
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Sequence, Tuple
 
 from estimator_lib import storage
 from estimator_lib.config import PrepareConfig
 from estimator_lib.config.beam import BeamConfig
 from estimator_lib.data.common import DataError
-from estimator_lib.data.encode import ChunkResult, EncodePlan, encode_chunk
+from estimator_lib.data.encode import ChunkResult, ChunkTask, EncodePlan, encode_chunk
 from estimator_lib.data.encode import init_worker as init_encoder
-from estimator_lib.data.prepare import ChunkFacts, Passes, changed_message, task_for
+from estimator_lib.data.prepare import ChunkFacts, Passes
 from estimator_lib.data.profile import Profile, ProfilePlan, profile_chunk
 from estimator_lib.data.profile import init_worker as init_profiler
 from estimator_lib.data.read import CSV, Chunk, FileScan, InputFile, file_chunks
@@ -136,6 +139,9 @@ def file_result_uri(work: str, stage: str, file_index: int) -> str:
 
 
 # -- the passes -----------------------------------------------------------------------------------------------
+CHUNKS, CUTS, PROFILE, ENCODE, FACTS = "chunks", "cut", "profile", "encode", "facts.pkl"
+
+
 @contextlib.contextmanager
 def beam_passes(config: BeamConfig) -> Iterator[Passes]:
     """Preparation's `Passes` on Beam, with a work directory for this run."""
@@ -144,11 +150,16 @@ def beam_passes(config: BeamConfig) -> Iterator[Passes]:
         yield Passes(profile=_Profile(config, work), encode=_Encode(config, work))
 
 
-class _Profile:
-    """Pass 1: every file cut into chunks (one worker per file), every chunk profiled (any worker)."""
+class _Pass:
+    """One pass as a Beam pipeline on `config`'s runner, exchanging results through the work directory."""
 
     def __init__(self, config: BeamConfig, work: str):
         self._config, self._work = config, work
+
+
+class _Profile(_Pass):
+    """Pass 1: every file cut into chunks (one worker per file; each chunk stored in the work directory, so
+    only references travel through Beam), every chunk profiled (any worker)."""
 
     def __call__(
         self,
@@ -159,19 +170,21 @@ class _Profile:
         scans: List[FileScan],
     ) -> Iterator[Tuple[int, Profile]]:
         check_headers(inputs, config.chunk_bytes, header_check)
-        files = [(i, item, None) for i, item in enumerate(inputs)]
-        reader = _ReadChunks(config.chunk_bytes, self._work, "profile")
-        work = _ChunkWork(profile_chunk, init_profiler, plan, self._work, "profile")
-        run_pipeline(lambda p: _chunk_pipeline(p, files, reader, work), self._config, "prepare-profile")
-        for file_index, part in _merged(self._work, "profile", len(inputs), scans):
-            yield file_index, part
+        cut = _CutFile(config.chunk_bytes, self._work)
+        work = _ChunkWork(profile_chunk, init_profiler, plan, self._work, PROFILE)
+        run_pipeline(lambda p: _chunk_pipeline(p, list(enumerate(inputs)), cut, work), self._config, "prepare-profile")
+        for file_index in range(len(inputs)):
+            count, scan, error = next(read_pickles([file_result_uri(self._work, CUTS, file_index)]))
+            scans.append(scan)
+            for part in _results(self._work, PROFILE, [(file_index, c) for c in range(count)]):
+                yield file_index, part
+            if error is not None:  # reading the file failed after `count` chunks
+                raise error
 
 
-class _Encode:
-    """Pass 2: the same chunks again, each with its pass-1 facts, encoded (any worker)."""
-
-    def __init__(self, config: BeamConfig, work: str):
-        self._config, self._work = config, work
+class _Encode(_Pass):
+    """Pass 2: the chunks pass 1 stored, each with its pass-1 facts, encoded (any worker). The input is read
+    once: an input file that changes during the run cannot mix two versions into the output."""
 
     def __call__(
         self,
@@ -181,17 +194,17 @@ class _Encode:
         facts: Iterator[ChunkFacts],
         scans: List[FileScan],
     ) -> Iterator[ChunkResult]:
-        by_file: Dict[int, List[ChunkFacts]] = collections.defaultdict(list)
-        for fact in facts:
-            by_file[fact.file_index].append(fact)
-        for file_index, file_facts in by_file.items():  # each file's reader loads its own
-            write_pickle(file_result_uri(self._work, "facts", file_index), file_facts)
-        files = [(i, item, scan.sha256) for i, (item, scan) in enumerate(zip(inputs, scans))]
-        reader = _ReadChunks(config.chunk_bytes, self._work, "encode", with_facts=True)
-        work = _ChunkWork(encode_chunk, init_encoder, plan, self._work, "encode")
-        run_pipeline(lambda p: _chunk_pipeline(p, files, reader, work), self._config, "prepare-encode")
-        for _, part in _merged(self._work, "encode", len(inputs), []):
-            yield part
+        table: Dict[Tuple[int, int], Tuple[int, Any, Any]] = {}
+        counts = [0] * len(inputs)
+        for fact in facts:  # the key hashes stay in the chunks' stored profiles
+            table[(fact.file_index, counts[fact.file_index])] = (fact.first_row, fact.duplicates, fact.occurrences)
+            counts[fact.file_index] += 1
+        write_pickle(storage.join(self._work, FACTS), table)
+        work = _EncodeChunk(encode_chunk, init_encoder, plan, self._work, ENCODE)
+        run_pipeline(
+            lambda p: _chunk_pipeline(p, list(enumerate(counts)), _ChunkRefs(), work), self._config, "prepare-encode"
+        )
+        yield from _results(self._work, ENCODE, list(table))
 
 
 def check_headers(inputs: Sequence[InputFile], chunk_bytes: int, header_check: Callable[[Chunk], None]) -> None:
@@ -211,65 +224,57 @@ def check_headers(inputs: Sequence[InputFile], chunk_bytes: int, header_check: C
             header_check(first)
 
 
-def _chunk_pipeline(pipeline: Any, files: List[Tuple[int, InputFile, Optional[str]]], reader: Any, work: Any) -> None:
+def _chunk_pipeline(pipeline: Any, files: List[Tuple[int, Any]], expand: Any, work: Any) -> None:
+    """files --Reshuffle--> chunk references of each file --Reshuffle--> the work on each chunk."""
     _ = (
         pipeline
         | "Files" >> beam.Create(files)
         | "SpreadFiles" >> beam.Reshuffle()
-        | "Chunks" >> beam.ParDo(reader)
+        | "Chunks" >> beam.ParDo(expand)
         | "SpreadChunks" >> beam.Reshuffle()
         | "Work" >> beam.ParDo(work)
     )
 
 
-def _merged(work: str, stage: str, num_files: int, scans: List[FileScan]) -> Iterator[Tuple[int, Any]]:
-    """(file index, result) of every chunk in input order; a stored `DataError` is raised where it occurred.
-    Appends each file's `FileScan` to `scans`."""
-    for file_index in range(num_files):
-        chunks, scan, error = next(read_pickles([file_result_uri(work, stage, file_index)]))
-        scans.append(scan)
-        uris = (chunk_result_uri(work, stage, file_index, c) for c in range(chunks))
-        for result in read_pickles(uris):
-            if isinstance(result, DataError):
-                raise result
-            yield file_index, result
-        if error is not None:
-            raise error
+def _results(work: str, stage: str, refs: List[Tuple[int, int]]) -> Iterator[Any]:
+    """The stored results of the chunks `refs`, in that order; a stored `DataError` is raised where it is."""
+    for result in read_pickles(chunk_result_uri(work, stage, f, c) for f, c in refs):
+        if isinstance(result, DataError):
+            raise result
+        yield result
 
 
 if beam is not None:
 
-    class _ReadChunks(beam.DoFn):
-        """(file index, file, pass-1 sha256) -> ((file index, chunk number), chunk or pass-2 task); records per
-        file how many chunks it gave, its `FileScan`, and the `DataError` that stopped it, if any."""
+    class _CutFile(beam.DoFn):
+        """(file index, file) -> (file index, chunk number) per chunk, each chunk stored in the work directory;
+        records per file how many chunks it gave, its `FileScan`, and the `DataError` that stopped it."""
 
-        def __init__(self, chunk_bytes: int, work: str, stage: str, with_facts: bool = False):
-            self._chunk_bytes, self._work, self._stage, self._with_facts = chunk_bytes, work, stage, with_facts
+        def __init__(self, chunk_bytes: int, work: str):
+            self._chunk_bytes, self._work = chunk_bytes, work
 
-        def process(self, element: Tuple[int, InputFile, Optional[str]]) -> Iterator[Tuple[Tuple[int, int], Any]]:
-            file_index, item, expected_sha256 = element
-            facts = self._facts(file_index) if self._with_facts else None
+        def process(self, element: Tuple[int, InputFile]) -> Iterator[Tuple[int, int]]:
+            file_index, item = element
             scan, count, error = FileScan(), 0, None
             try:
                 for chunk in file_chunks(file_index, item, self._chunk_bytes, scan):
-                    if facts is None:
-                        task: Any = chunk
-                    else:
-                        task = task_for(chunk, facts[count] if count < len(facts) else None)
-                    yield (file_index, count), task
+                    write_pickle(chunk_result_uri(self._work, CHUNKS, file_index, count), chunk)
+                    yield file_index, count
                     count += 1
-                if expected_sha256 is not None and scan.sha256 != expected_sha256:
-                    raise DataError(changed_message(item.name))
             except DataError as e:
                 error = e
-            write_pickle(file_result_uri(self._work, self._stage, file_index), (count, scan, error))
+            write_pickle(file_result_uri(self._work, CUTS, file_index), (count, scan, error))
 
-        def _facts(self, file_index: int) -> List[ChunkFacts]:
-            uri = file_result_uri(self._work, "facts", file_index)
-            return next(read_pickles([uri])) if storage.exists(uri) else []
+    class _ChunkRefs(beam.DoFn):
+        """(file index, chunks) -> (file index, chunk number) per chunk."""
+
+        def process(self, element: Tuple[int, int]) -> Iterator[Tuple[int, int]]:
+            file_index, count = element
+            for chunk in range(count):
+                yield file_index, chunk
 
     class _ChunkWork(beam.DoFn):
-        """((file index, chunk number), task) -> `fn(task)` (or the `DataError` it raised), written to the work
+        """(file index, chunk number) -> `fn(task)` (or the `DataError` it raised), written to the work
         directory. `init(plan)` runs once per DoFn instance, as `init_worker` does in a worker process."""
 
         def __init__(self, fn: Callable[[Any], Any], init: Callable[[Any], None], plan: Any, work: str, stage: str):
@@ -278,10 +283,30 @@ if beam is not None:
         def setup(self) -> None:
             self._init(self._plan)
 
-        def process(self, element: Tuple[Tuple[int, int], Any]) -> None:
-            (file_index, chunk), task = element
+        def process(self, element: Tuple[int, int]) -> None:
+            file_index, chunk = element
             try:
-                result = self._fn(task)
+                result = self._fn(self._task(file_index, chunk))
             except DataError as e:
                 result = e
             write_pickle(chunk_result_uri(self._work, self._stage, file_index, chunk), result)
+
+        def _task(self, file_index: int, chunk: int) -> Any:
+            return next(read_pickles([chunk_result_uri(self._work, CHUNKS, file_index, chunk)]))
+
+    class _EncodeChunk(_ChunkWork):
+        """Pass 2's work: a stored chunk, its pass-1 key hashes (its stored profile) and facts -> `ChunkTask`."""
+
+        def setup(self) -> None:
+            super().setup()
+            self._facts = next(read_pickles([storage.join(self._work, FACTS)]))
+
+        def _task(self, file_index: int, chunk: int) -> ChunkTask:
+            text, profile = read_pickles(
+                [
+                    chunk_result_uri(self._work, CHUNKS, file_index, chunk),
+                    chunk_result_uri(self._work, PROFILE, file_index, chunk),
+                ]
+            )
+            first_row, duplicates, occurrences = self._facts[(file_index, chunk)]
+            return ChunkTask(text, first_row, duplicates, occurrences, profile.key_hashes[0])

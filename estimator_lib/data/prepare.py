@@ -104,8 +104,8 @@ class Passes:
     Attributes:
       profile: (inputs, config, plan, header_check, scans) -> (file index, `Profile`) per chunk. Appends one
         `FileScan` per input file to `scans`; `header_check` sees each CSV file's first chunk before its rows.
-      encode: (inputs, config, plan, facts, scans) -> `ChunkResult` per chunk: the same chunks read again,
-        each with its `ChunkFacts`; fails with `DataError` when a file differs from its pass-1 `scans`.
+      encode: (inputs, config, plan, facts, scans) -> `ChunkResult` per chunk: the same chunks, each with its
+        `ChunkFacts` (in-process, read again and checked against pass 1's `scans`: a file that changed fails).
     """
 
     profile: Callable[..., Iterator[Tuple[int, Profile]]]
@@ -409,14 +409,14 @@ def chunk_facts(
         first_row += n
 
 
-def task_for(chunk: Chunk, facts: Optional[ChunkFacts]) -> ChunkTask:
+def _task_for(chunk: Chunk, facts: Optional[ChunkFacts]) -> ChunkTask:
     """A chunk read again, with its pass-1 facts; a chunk pass 1 did not see means the file changed."""
     if facts is None or facts.file_index != chunk.file_index:
-        raise DataError(changed_message(chunk.file_name))
+        raise DataError(_changed_message(chunk.file_name))
     return ChunkTask(chunk, facts.first_row, facts.duplicates, facts.occurrences, facts.key_hashes)
 
 
-def changed_message(file_name: str) -> str:
+def _changed_message(file_name: str) -> str:
     return f"{file_name} changed while it was being prepared; run again on unchanging input"
 
 
@@ -427,14 +427,14 @@ def _tasks(
     rescans: List[FileScan] = []
     facts = iter(facts)
     for chunk in iter_chunks(inputs, config.chunk_bytes, rescans):
-        yield task_for(chunk, next(facts, None))
+        yield _task_for(chunk, next(facts, None))
     _check_unchanged(scans, rescans, inputs)
 
 
 def _check_unchanged(scans: List[FileScan], rescans: List[FileScan], inputs: List[InputFile]) -> None:
     for scan, rescan, item in zip(scans, rescans, inputs):
         if scan.sha256 != rescan.sha256:
-            raise DataError(changed_message(item.name))
+            raise DataError(_changed_message(item.name))
 
 
 IN_PROCESS = Passes(profile=_profile_in_process, encode=_encode_in_process)

@@ -8,36 +8,22 @@ import os
 
 import numpy as np
 import pytest
-from kfp.dsl import Dataset, Model
+from kfp.dsl import Dataset
 
 pytest.importorskip("apache_beam")
 
 from file_trees import tree  # noqa: E402
-from test_components import CPU, LOCAL_JOB, artifact, write_csv  # noqa: E402
+from test_components import CPU, artifact, prepare, train, write_csv  # noqa: E402
 
 from components.batch_predict import batch_predict  # noqa: E402
-from components.prepare import prepare_data  # noqa: E402
-from components.train import train_model  # noqa: E402
 from estimator_lib.predict import read_predictions  # noqa: E402
 
 BEAM = {"runner": "DirectRunner"}
 
 
 def prepared(work, engine: str, data: str) -> Dataset:
-    dataset = artifact(Dataset, work, f"dataset-{engine}")
-    options = {"num_workers": 1, "num_shards": 2.0, "chunk_bytes": 2048.0}
-    prepare_data(
-        data=data,
-        label="label",
-        task="auto",
-        key_column="",
-        eval_fraction=0.25,
-        options=options,
-        dataset=dataset,
-        engine=engine,
-        beam_options=BEAM,
-    )
-    return dataset
+    options = {"chunk_bytes": 2048.0}
+    return prepare(data, work, f"dataset-{engine}", options=options, engine=engine, beam_options=BEAM)
 
 
 @pytest.mark.slow
@@ -47,21 +33,7 @@ def test_prepare_and_batch_predict_components_on_beam(tmp_path):
     assert tree(there.uri) == tree(here.uri)
     assert there.metadata["fingerprint"] == here.metadata["fingerprint"]
 
-    model = artifact(Model, tmp_path, "model")
-    train_model(
-        dataset=there,
-        job_config=LOCAL_JOB,
-        model_family="linear",
-        hidden_units=[8.0],
-        learning_rate=0.05,
-        train_steps=40,
-        train_batch_size=32,
-        seed=1,
-        tpu=CPU,
-        warm_start="none",
-        publish_root=str(tmp_path / "published"),
-        model=model,
-    )
+    model = train(there, tmp_path)
     for data_arg in ("eval", data):  # a prepared split, and raw CSV rows (encoded on Beam first)
         checkpoint = artifact(Dataset, tmp_path, f"checkpoint-{len(data_arg)}")
         batch_predict(dataset=there, model=model, data=data_arg, tpu=CPU, predictions=checkpoint)

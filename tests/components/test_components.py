@@ -38,21 +38,24 @@ def artifact(cls, directory, name):
     return cls(name=name, uri=os.path.join(str(directory), name), metadata={})
 
 
-@pytest.fixture(scope="module")
-def stages(tmp_path_factory):
-    """prepare -> train -> evaluate -> batch predict -> export, each called as its component function."""
-    work = tmp_path_factory.mktemp("stages")
-    data = write_csv(str(work / "data.csv"))
-    dataset = artifact(Dataset, work, "dataset")
+def prepare(data: str, work, name: str = "dataset", **more) -> Dataset:
+    """`data` prepared through the prepare component into `work`/`name`; `more`: options and engine settings."""
+    dataset = artifact(Dataset, work, name)
     prepare_data(
         data=data,
         label="label",
         task="auto",
         key_column="",
         eval_fraction=0.25,
-        options={"num_workers": 1, "num_shards": 2.0},
+        options={"num_workers": 1, "num_shards": 2.0, **more.pop("options", {})},
         dataset=dataset,
+        **more,
     )
+    return dataset
+
+
+def train(dataset, work) -> Model:
+    """The tiny linear model of these tests, trained through the train component into `work`/model."""
     model = artifact(Model, work, "model")
     train_model(
         dataset=dataset,
@@ -68,6 +71,16 @@ def stages(tmp_path_factory):
         publish_root=str(work / "published"),
         model=model,
     )
+    return model
+
+
+@pytest.fixture(scope="module")
+def stages(tmp_path_factory):
+    """prepare -> train -> evaluate -> batch predict -> export, each called as its component function."""
+    work = tmp_path_factory.mktemp("stages")
+    data = write_csv(str(work / "data.csv"))
+    dataset = prepare(data, work)
+    model = train(dataset, work)
     metrics, cmetrics, blessing = (
         artifact(Metrics, work, "metrics"),
         artifact(ClassificationMetrics, work, "cm"),

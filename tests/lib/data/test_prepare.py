@@ -9,6 +9,7 @@ import struct
 
 import pytest
 import tensorflow as tf
+from file_trees import tree
 
 from estimator_lib.config import ConfigError
 from estimator_lib.data import records
@@ -215,20 +216,10 @@ def test_outputs_are_bitwise_identical_across_runs_and_worker_counts(tmp_path):
     one = prepare(quick(path, key_column="id", chunk_bytes=1024, num_workers=1), str(tmp_path / "one"))
     two = prepare(quick(path, key_column="id", chunk_bytes=1024, num_workers=2), str(tmp_path / "two"))
     assert one.manifest == two.manifest
-    assert _tree(tmp_path / "one") == _tree(tmp_path / "two")
+    assert tree(tmp_path / "one") == tree(tmp_path / "two")
     assert set(one.manifest["outputs"]) == {
-        p for p in _tree(tmp_path / "one") if p not in ("manifest.json", "_COMMITTED")
+        p for p in tree(tmp_path / "one") if p not in ("manifest.json", "_COMMITTED")
     }
-
-
-def _tree(root):
-    out = {}
-    for dirpath, _, files in os.walk(root):
-        for name in files:
-            path = os.path.join(dirpath, name)
-            with open(path, "rb") as f:
-                out[os.path.relpath(path, root)] = f.read()
-    return out
 
 
 def test_shards_are_round_robin_and_listed_in_the_manifest(tmp_path):

@@ -11,32 +11,20 @@ from file_trees import tree
 
 pytest.importorskip("apache_beam")
 
-from estimator_lib import estimator, storage  # noqa: E402
-from estimator_lib.config import JobConfig, ModelConfig, TPUSettings, TrainingConfig  # noqa: E402
+from test_batch import B, trained, write_rows  # noqa: E402, F401  (the `trained` fixture)
+
+from estimator_lib import storage  # noqa: E402
 from estimator_lib.export import export_model  # noqa: E402
 from estimator_lib.predict import PredictionError, predict_from_saved_model, verify_output  # noqa: E402
 from estimator_lib.predict import beam as beam_predict  # noqa: E402
 
-B = 8
-
 
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory):
-    root = str(tmp_path_factory.mktemp("beam-predict"))
-    schema = synthetic.make_schema("multiclass")
-    train_pattern, _ = synthetic.write_dataset(
-        os.path.join(root, "train"), synthetic.make_rows(64, seed=3, task="multiclass"), schema
-    )
-    job = JobConfig(
-        tpu=TPUSettings(iterations_per_loop=10),
-        training=TrainingConfig(train_batch_size=16, predict_batch_size=B, train_steps=20, save_checkpoints_steps=20),
-        model=ModelConfig(family="linear"),
-    )
-    estimator.train(job, schema, train_pattern, os.path.join(root, "model"))
-    export = export_model(job, schema, os.path.join(root, "model"), os.path.join(root, "export"))
-    rows = synthetic.make_rows(7 * B + 3, seed=11, task="multiclass")  # two files: a batch spans their end
-    pattern, _ = synthetic.write_dataset(os.path.join(root, "rows"), rows, schema, shards=2)
-    return export.export_dir, schema, pattern, root
+def exported(trained):  # noqa: F811 - the fixture imported from test_batch
+    """test_batch's tiny linear model, exported; 59 rows in two files, so a batch spans their end."""
+    export = export_model(trained.job, trained.schema, trained.model_dir, os.path.join(trained.root, "export"))
+    pattern, _ = write_rows(trained, "beam-rows", 7 * B + 3)
+    return export.export_dir, trained.schema, pattern, trained.root
 
 
 @pytest.mark.parametrize("num_shards, passthrough, count", [(1, (), None), (3, ("colour", "x-2"), 59)])
