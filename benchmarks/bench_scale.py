@@ -35,13 +35,14 @@ def child(engine: str, path: str, out: str) -> None:
     from estimator_lib.data import beam as beam_engine
     from estimator_lib.data.prepare import prepare
 
-    pipeline_seconds = []
+    pipeline_seconds, pipeline_cpu = [], []
     run = beam_engine.run_pipeline
 
     def timed(*args, **kwargs):
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), _cpu_seconds()
         run(*args, **kwargs)
         pipeline_seconds.append(time.perf_counter() - start)
+        pipeline_cpu.append(_cpu_seconds() - cpu)
 
     beam_engine.run_pipeline = timed
     config = PrepareConfig(data=(path,), label="label", num_workers=2, engine=engine)
@@ -52,6 +53,8 @@ def child(engine: str, path: str, out: str) -> None:
         "rows": result.manifest["rows"]["total"],
         "seconds": seconds,
         "pipelines": sum(pipeline_seconds),
+        "pipelines_cpu": sum(pipeline_cpu),
+        "cpu": _cpu_seconds(),
         "main_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "worker_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
         "fingerprint": result.manifest["fingerprint"],
@@ -59,9 +62,15 @@ def child(engine: str, path: str, out: str) -> None:
     print(json.dumps(report))
 
 
+def _cpu_seconds() -> float:
+    """CPU time of this process and of its finished children (the DirectRunner's worker processes)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def estimate(beam: dict, args: argparse.Namespace, rows: int = 1_000_000_000) -> str:
     """Dataflow wall time and cost for `rows`, from one DirectRunner run's measured rates."""
-    cpu_per_row = beam["pipelines"] * 2 / beam["rows"]  # both local cores busy during the pipelines
+    cpu_per_row = beam["pipelines_cpu"] / beam["rows"]  # CPU the pipelines used, launcher and workers
     launcher_per_row = (beam["seconds"] - beam["pipelines"]) / beam["rows"]
     vcpus = args.workers * args.vcpus_per_worker
     parallel_h = cpu_per_row * rows / vcpus / 3600
@@ -87,7 +96,8 @@ def main() -> None:
     args = parser.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
     print(
-        f"{'rows':>10} {'engine':>9} {'seconds':>8} {'rows/s':>8} {'pipelines s':>11} {'main MB':>8} {'worker MB':>9}"
+        f"{'rows':>10} {'engine':>9} {'seconds':>8} {'rows/s':>8} {'CPU s':>7} {'pipelines s':>11} {'main MB':>8} "
+        f"{'worker MB':>9}"
     )
     for n in args.rows:
         path = os.path.join(args.workdir, f"synthetic-{n}.csv")
@@ -97,7 +107,8 @@ def main() -> None:
         for engine in args.engines:
             r = results[engine] = measure(engine, path, args.workdir, __file__)
             print(
-                f"{n:>10} {engine:>9} {r['seconds']:>8.1f} {r['rows'] / r['seconds']:>8.0f} {r['pipelines']:>11.1f} "
+                f"{n:>10} {engine:>9} {r['seconds']:>8.1f} {r['rows'] / r['seconds']:>8.0f} {r['cpu']:>7.0f} "
+                f"{r['pipelines']:>11.1f} "
                 f"{r['main_mb']:>8.0f} {r['worker_mb']:>9.0f}",
                 flush=True,
             )
