@@ -45,9 +45,14 @@ def child(engine: str, path: str, out: str) -> None:
         pipeline_cpu.append(_cpu_seconds() - cpu)
 
     beam_engine.run_pipeline = timed
-    config = PrepareConfig(data=(path,), label="label", num_workers=2, engine=engine)
+    config = PrepareConfig(data=(path,), label="label", num_workers=2)
     start = time.perf_counter()
-    result = prepare(config, out, BeamConfig(direct_num_workers=2, temp_location=os.path.dirname(out)))
+    if engine == "beam":
+        result = beam_engine.prepare_on_beam(
+            config, out, BeamConfig(direct_num_workers=2, temp_location=os.path.dirname(out))
+        )
+    else:
+        result = prepare(config, out)
     seconds = time.perf_counter() - start
     report = {
         "rows": result.manifest["rows"]["total"],

@@ -33,15 +33,16 @@ def prepare_data(
         the same.
       beam_options: with engine="beam", a `BeamConfig` ({"runner": "DataflowRunner", "region": ...}).
     """
-    import dataclasses
-
     from components import _io
-    from estimator_lib.config.beam import BeamConfig
+    from estimator_lib.config.beam import BEAM, BeamConfig, check_engine
     from estimator_lib.data import prepare
 
-    config = dataclasses.replace(
-        _io.prepare_config(data, label, task, key_column, eval_fraction, options), engine=engine
-    )
-    beam = BeamConfig.from_dict(_io.typed(BeamConfig, beam_options))
-    result = prepare.prepare(config, dataset.uri, beam)
+    check_engine(engine)
+    config = _io.prepare_config(data, label, task, key_column, eval_fraction, options)
+    if engine == BEAM:
+        from estimator_lib.data import beam
+
+        result = beam.prepare_on_beam(config, dataset.uri, BeamConfig.from_dict(_io.typed(BeamConfig, beam_options)))
+    else:
+        result = prepare.prepare(config, dataset.uri)
     _io.describe_dataset(dataset, result)

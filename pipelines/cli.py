@@ -15,7 +15,8 @@ import tempfile
 import warnings
 from typing import Any, Dict, Optional, Sequence
 
-from estimator_lib.config.beam import ENGINES
+from estimator_lib.config import ConfigError
+from estimator_lib.config.beam import BEAM, DATAFLOW_RUNNER, ENGINES, BeamConfig
 from pipelines import tpu as tpu_presets
 
 DEFAULT_OUTPUT = os.path.join("runs", "local")
@@ -98,9 +99,6 @@ def resolve_beam(args: argparse.Namespace, image: Optional[str] = None, vertex: 
     """The `BeamConfig` of the engine flags, or None for engine inprocess. With `image` (compile, submit,
     schedule) it is Dataflow with the component image as the workers' container; `vertex` supplies defaults
     (project, region, temp_location) from the Vertex AI flags."""
-    from estimator_lib.config import ConfigError
-    from estimator_lib.config.beam import BEAM, DATAFLOW_RUNNER, BeamConfig
-
     if args.engine != BEAM:
         return None
     if image is None:

@@ -7,7 +7,6 @@ import os
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 from estimator_lib.config.base import JsonConfig, require
-from estimator_lib.config.beam import INPROCESS, check_engine
 from estimator_lib.schema import CLASSIFICATION, REGRESSION
 
 DEFAULT_MISSING_VALUES = ("", "NA", "N/A", "null", "None")
@@ -43,8 +42,6 @@ class PrepareConfig(JsonConfig):
       num_workers: worker processes; None uses every core.
       chunk_bytes: input bytes per chunk of work (part of the output's identity: statistics are summed per
         chunk).
-      engine: "inprocess" (worker processes on this host) or "beam" (an Apache Beam pipeline: the local runner,
-        or Dataflow at scale; see `estimator_lib.data.beam`). The output is byte-identical either way.
     """
 
     data: Tuple[str, ...]
@@ -67,7 +64,6 @@ class PrepareConfig(JsonConfig):
     unknown_columns: str = "fail"
     num_workers: Optional[int] = None
     chunk_bytes: int = 1 << 20
-    engine: str = INPROCESS
 
     def __post_init__(self) -> None:
         data = (self.data,) if isinstance(self.data, str) else tuple(self.data)
@@ -104,7 +100,6 @@ class PrepareConfig(JsonConfig):
             _is_int(self.chunk_bytes) and self.chunk_bytes >= 1024,
             f"chunk_bytes={self.chunk_bytes!r} must be an integer >= 1024",
         )
-        check_engine(self.engine)
         require(
             self.bad_rows in ("fail", "quarantine"),
             f"bad_rows={self.bad_rows!r} must be 'fail' or 'quarantine'",
@@ -143,12 +138,11 @@ class PrepareConfig(JsonConfig):
 
     def recorded(self, input_names: Sequence[str]) -> Dict[str, Any]:
         """The config as the manifest records it: locations replaced by input names (outputs must not depend
-        on where files live) and without num_workers and engine (which never change the output)."""
+        on where files live) and without num_workers (which never changes the output)."""
         out = self.to_dict()
         out["data"] = list(input_names)
         out["schema_uri"] = os.path.basename(self.schema_uri) if self.schema_uri else None
         out.pop("num_workers")
-        out.pop("engine")
         return out
 
 

@@ -1,5 +1,6 @@
-"""Preparation's two passes as Apache Beam pipelines (`PrepareConfig(engine="beam")`): Beam's local runner in
-tests and local runs, Dataflow at scale. Runs on the Beam workers' CPUs; nothing here touches a TPU.
+"""Preparation's two passes as Apache Beam pipelines (the "beam" engine: `prepare_on_beam`, or `beam_passes`
+for `prepare.prepare` and `prepare.encode_for_scoring`): Beam's local runner in tests and local runs, Dataflow
+at scale. Runs on the Beam workers' CPUs; nothing here touches a TPU.
 
 Only the per-chunk work moves to Beam, through the same functions the in-process engine calls
 (`profile.profile_chunk`, `encode.encode_chunk`); `prepare.py` still decides the plan between the passes and
@@ -35,7 +36,7 @@ import shutil
 import tempfile
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from estimator_lib import storage
 from estimator_lib.config import PrepareConfig
@@ -43,7 +44,7 @@ from estimator_lib.config.beam import BeamConfig
 from estimator_lib.data.common import DataError
 from estimator_lib.data.encode import ChunkResult, ChunkTask, EncodePlan, encode_chunk
 from estimator_lib.data.encode import init_worker as init_encoder
-from estimator_lib.data.prepare import ChunkFacts, Passes
+from estimator_lib.data.prepare import ChunkFacts, Passes, PrepareResult, prepare
 from estimator_lib.data.profile import Profile, ProfilePlan, profile_chunk
 from estimator_lib.data.profile import init_worker as init_profiler
 from estimator_lib.data.read import CSV, Chunk, FileScan, InputFile, file_chunks
@@ -53,6 +54,8 @@ _READ_AHEAD = 16
 
 try:  # the Beam engine needs the optional extra; the classes below are defined only with it
     import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+    from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 except ImportError:  # pragma: no cover - exercised only without the extra
     beam = None
 
@@ -72,12 +75,8 @@ def run_pipeline(build: Callable[[Any], None], config: BeamConfig, purpose: str)
     (a binary it would download at run time) is unavailable; naming it here skips that download attempt.
     """
     require_beam()
-    from apache_beam.options.pipeline_options import PipelineOptions
-
     options = PipelineOptions(config.pipeline_args(job_name(purpose)))
     if config.is_local:
-        from apache_beam.runners.portability.fn_api_runner import FnApiRunner
-
         runner: Any = FnApiRunner()
     else:
         runner = config.runner
@@ -140,6 +139,12 @@ def file_result_uri(work: str, stage: str, file_index: int) -> str:
 
 # -- the passes -----------------------------------------------------------------------------------------------
 CHUNKS, CUTS, PROFILE, ENCODE, FACTS = "chunks", "cut", "profile", "encode", "facts.pkl"
+
+
+def prepare_on_beam(config: PrepareConfig, output_dir: str, beam_config: Optional[BeamConfig] = None) -> PrepareResult:
+    """`prepare.prepare` with its passes on Apache Beam (None: the DirectRunner on this machine); the same output."""
+    with beam_passes(beam_config or BeamConfig()) as passes:
+        return prepare(config, output_dir, passes)
 
 
 @contextlib.contextmanager

@@ -15,7 +15,7 @@ wherever they are stored and however many workers run.
 optional, rows in input order) for batch prediction; its own pieces are in `score`.
 
 Who runs each pass's per-chunk work is a `Passes`: worker processes on this host (`IN_PROCESS`, the default),
-or an Apache Beam pipeline (`engine="beam"`, `estimator_lib.data.beam`). Everything else (the plan between
+or Apache Beam pipelines (`estimator_lib.data.beam.beam_passes`, the "beam" engine). Everything else (the plan between
 the passes, merging in chunk order, writing shards, statistics and the manifest) is this module's, whichever
 runs the passes, so both engines give byte-identical outputs.
 """
@@ -23,7 +23,6 @@ runs the passes, so both engines give byte-identical outputs.
 from __future__ import annotations
 
 import bisect
-import contextlib
 import dataclasses
 import json
 import os
@@ -33,7 +32,6 @@ import numpy as np
 
 from estimator_lib import storage
 from estimator_lib.config import DEFAULT_MISSING_VALUES, PrepareConfig, require
-from estimator_lib.config.beam import INPROCESS, BeamConfig
 from estimator_lib.data import score as scoring
 from estimator_lib.data.common import SPLITS, VALID, DataError
 from estimator_lib.data.encode import ChunkResult, ChunkTask, EncodePlan, encode_chunk
@@ -112,13 +110,14 @@ class Passes:
     encode: Callable[..., Iterator[ChunkResult]]
 
 
-def prepare(config: PrepareConfig, output_dir: str, beam: Optional[BeamConfig] = None) -> PrepareResult:
+def prepare(config: PrepareConfig, output_dir: str, passes: Optional[Passes] = None) -> PrepareResult:
     """Prepares `config.data` into `output_dir` (local or gs://), published atomically.
 
     Args:
-      config: what to prepare; `config.engine` chooses who runs the passes (the output is the same).
+      config: what to prepare.
       output_dir: where the preparation is published.
-      beam: with engine="beam", where the Beam pipelines run (None: the DirectRunner on this machine).
+      passes: who runs the passes' per-chunk work: None for worker processes on this host (`IN_PROCESS`);
+        `estimator_lib.data.beam.beam_passes(...)` for Apache Beam. The output is the same.
 
     Raises:
       DataError: bad input (the message names file, line, column, value and what was expected).
@@ -126,23 +125,10 @@ def prepare(config: PrepareConfig, output_dir: str, beam: Optional[BeamConfig] =
     """
     inputs = resolve_inputs(config.data, config.input_format)
     supplied = _supplied_schema(config)
-    with engine_passes(config.engine, beam) as passes:
-        schema, counts, manifest = storage.commit_staged(
-            output_dir, lambda staging: _prepare_into(staging, inputs, supplied, config, passes)
-        )
+    schema, counts, manifest = storage.commit_staged(
+        output_dir, lambda staging: _prepare_into(staging, inputs, supplied, config, passes or IN_PROCESS)
+    )
     return PrepareResult(output_dir, schema, counts, manifest)
-
-
-@contextlib.contextmanager
-def engine_passes(engine: str, beam: Optional[BeamConfig]) -> Iterator[Passes]:
-    """The `Passes` of `engine`; Beam's keep a work directory for the run, deleted afterwards."""
-    if engine == INPROCESS:
-        yield IN_PROCESS
-        return
-    from estimator_lib.data import beam as beam_engine  # apache_beam is an optional extra
-
-    with beam_engine.beam_passes(beam or BeamConfig()) as passes:
-        yield passes
 
 
 def encode_for_scoring(
@@ -158,8 +144,7 @@ def encode_for_scoring(
     num_shards: int = 1,
     num_workers: Optional[int] = None,
     chunk_bytes: int = 1 << 20,
-    engine: str = INPROCESS,
-    beam: Optional[BeamConfig] = None,
+    passes: Optional[Passes] = None,
 ) -> ScoringData:
     """Encodes new raw rows (CSV / JSON Lines, local or gs://, globs) for scoring with a model trained on
     `schema`, into `output_dir` (local or gs://), published atomically. Runs on the host CPU.
@@ -184,9 +169,9 @@ def encode_for_scoring(
       output_dir: where `part-SSSSS-of-NNNNN.tfrecord`, schema.json, manifest.json and quarantine.jsonl
         (only when rows were quarantined) are published.
       key_column: a column of unique row keys; None uses the schema's key column, or content keys.
-      input_format, bad_rows, max_bad_fraction, missing_values, num_shards, num_workers, chunk_bytes, engine: as
-        in `PrepareConfig`.
-      beam: with engine="beam", where the Beam pipelines run (None: the DirectRunner on this machine).
+      input_format, bad_rows, max_bad_fraction, missing_values, num_shards, num_workers, chunk_bytes: as in
+        `PrepareConfig`.
+      passes: who runs the passes, as for `prepare`.
 
     Returns:
       The published `ScoringData`: its `count` is the number of records (batch prediction's num_examples).
@@ -207,13 +192,11 @@ def encode_for_scoring(
         num_shards=num_shards,
         num_workers=num_workers,
         chunk_bytes=chunk_bytes,
-        engine=engine,
     )
     inputs = resolve_inputs(config.data, config.input_format)
-    with engine_passes(config.engine, beam) as passes:
-        manifest = storage.commit_staged(
-            output_dir, lambda staging: _score_into(staging, inputs, schema, config, passes)
-        )
+    manifest = storage.commit_staged(
+        output_dir, lambda staging: _score_into(staging, inputs, schema, config, passes or IN_PROCESS)
+    )
     return ScoringData(output_dir, manifest["count"], manifest)
 
 

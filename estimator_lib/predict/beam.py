@@ -30,7 +30,15 @@ import tensorflow as tf
 from estimator_lib import storage
 from estimator_lib.config import JobConfig
 from estimator_lib.config.beam import BeamConfig
-from estimator_lib.data.beam import beam, read_pickles, require_beam, run_pipeline, work_directory, write_pickle
+from estimator_lib.data.beam import (
+    beam,
+    beam_passes,
+    read_pickles,
+    require_beam,
+    run_pipeline,
+    work_directory,
+    write_pickle,
+)
 from estimator_lib.data.prepare import PrepareResult, encode_for_scoring
 from estimator_lib.export import export_model, load_serving_model
 from estimator_lib.model import inputs
@@ -127,14 +135,10 @@ def score(
     source = prediction_source(data, prepared)
     uri, count, extra = source.uri, source.count, {}
     if source.raw:
-        rows = encode_for_scoring(
-            source.uri,
-            prepared.schema,
-            encoded_rows_uri(output_dir),
-            engine="beam",
-            beam=beam_config,
-            **scoring_options(prepared),
-        )
+        with beam_passes(beam_config or BeamConfig()) as passes:
+            rows = encode_for_scoring(
+                source.uri, prepared.schema, encoded_rows_uri(output_dir), passes=passes, **scoring_options(prepared)
+            )
         uri, count = rows.files, rows.count
         extra = {"raw": raw_record(rows, encoded_rows_uri(output_dir))}
     exported = export_model(job, prepared.schema, model_dir, output_dir.rstrip("/") + EXPORT_SUFFIX, verify_rows=uri)
@@ -152,8 +156,6 @@ def score(
 
 # -- the pipeline ---------------------------------------------------------------------------------------------
 def _prediction_pipeline(pipeline: Any, files: List[str], plan: _Plan) -> None:
-    from apache_beam.ml.inference.base import KeyedModelHandler, RunInference
-
     indexed = pipeline | "Files" >> beam.Create(list(enumerate(files)))
     counts = indexed | "SpreadCount" >> beam.Reshuffle() | "Count" >> beam.Map(_count)
     layout = beam.pvalue.AsSingleton(counts | "Layout" >> beam.combiners.ToList() | beam.Map(_layout, plan))
@@ -206,7 +208,7 @@ def _ordered_batch(element: Tuple[int, Any], batch_size: int) -> Tuple[int, Tupl
 
 
 if beam is not None:
-    from apache_beam.ml.inference.base import ModelHandler, PredictionResult
+    from apache_beam.ml.inference.base import KeyedModelHandler, ModelHandler, PredictionResult, RunInference
 
     class SavedModelHandler(ModelHandler):
         """RunInference's model handler for our export: loads the `serve` meta graph once per worker process

@@ -3,7 +3,6 @@ the same errors, and BeamConfig's refusals. Tiny real files; many small chunks s
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 
@@ -15,7 +14,8 @@ from file_trees import tree  # noqa: E402
 from test_prepare import awkward_rows, write_csv  # noqa: E402
 
 from estimator_lib.config import ConfigError, PrepareConfig  # noqa: E402
-from estimator_lib.config.beam import BeamConfig  # noqa: E402
+from estimator_lib.config.beam import BeamConfig, check_engine  # noqa: E402
+from estimator_lib.data.beam import beam_passes, prepare_on_beam  # noqa: E402
 from estimator_lib.data.common import DataError  # noqa: E402
 from estimator_lib.data.embedded import default_dataset  # noqa: E402
 from estimator_lib.data.prepare import encode_for_scoring, prepare  # noqa: E402
@@ -26,7 +26,7 @@ AWKWARD = ["id", "bill length (mm)", "Île / région", "a,b;c!", "größe", "lab
 def both_engines(tmp_path, config: PrepareConfig):
     """(in-process tree, Beam tree) of the same preparation."""
     prepare(config, str(tmp_path / "inprocess"))
-    prepare(dataclasses.replace(config, engine="beam"), str(tmp_path / "beam"), BeamConfig())
+    prepare_on_beam(config, str(tmp_path / "beam"), BeamConfig())
     return tree(str(tmp_path / "inprocess")), tree(str(tmp_path / "beam"))
 
 
@@ -72,7 +72,8 @@ def test_scoring_encoding_is_byte_identical(tmp_path):
     prepared = prepare(PrepareConfig(data=(d.path,), label=d.label), str(tmp_path / "prepared"))
     kwargs = dict(num_shards=2, chunk_bytes=2048)
     encode_for_scoring(d.path, prepared.schema, str(tmp_path / "a"), **kwargs)
-    encode_for_scoring(d.path, prepared.schema, str(tmp_path / "b"), engine="beam", beam=BeamConfig(), **kwargs)
+    with beam_passes(BeamConfig()) as passes:
+        encode_for_scoring(d.path, prepared.schema, str(tmp_path / "b"), passes=passes, **kwargs)
     assert tree(str(tmp_path / "a")) == tree(str(tmp_path / "b"))
 
 
@@ -83,9 +84,9 @@ def test_the_first_bad_row_in_input_order_fails_with_the_same_message(tmp_path):
     path = write_csv(tmp_path / "bad.csv", AWKWARD, rows)
     config = PrepareConfig(data=(path,), label="label", key_column="id", chunk_bytes=1024)
     messages = []
-    for engine in ("inprocess", "beam"):
+    for engine, run in (("inprocess", prepare), ("beam", prepare_on_beam)):
         with pytest.raises(DataError) as e:
-            prepare(dataclasses.replace(config, engine=engine), str(tmp_path / engine))
+            run(config, str(tmp_path / engine))
         messages.append(str(e.value))
     assert messages[0] == messages[1] and "'early' is not a number" in messages[1]
     assert not os.path.exists(tmp_path / "beam")
@@ -94,14 +95,14 @@ def test_the_first_bad_row_in_input_order_fails_with_the_same_message(tmp_path):
 def test_header_errors_come_first_with_the_same_message(tmp_path):
     write_csv(tmp_path / "a.csv", ["x", "label"], [["1", "a"], ["2", "b"]])
     write_csv(tmp_path / "b.csv", ["x", "z", "label"], [["1", "3", "a"]])
-    config = PrepareConfig(data=(str(tmp_path / "*.csv"),), label="label", engine="beam")
+    config = PrepareConfig(data=(str(tmp_path / "*.csv"),), label="label")
     with pytest.raises(DataError, match="b.csv line 1: the header's columns differ from a.csv's"):
-        prepare(config, str(tmp_path / "out"))
+        prepare_on_beam(config, str(tmp_path / "out"))
 
 
 def test_engine_and_beam_settings_refuse_bad_values_naming_the_fix():
     with pytest.raises(ConfigError, match=r"engine='spark' must be one of \('inprocess', 'beam'\)"):
-        PrepareConfig(data=("a.csv",), label="y", engine="spark")
+        check_engine("spark")
     with pytest.raises(ConfigError, match="beam.temp_location is not set; the DataflowRunner needs it"):
         BeamConfig(runner="DataflowRunner", project="p", region="us-central1", sdk_container_image="i@sha256:0")
     with pytest.raises(ConfigError, match="must be a gs:// prefix for the DataflowRunner"):
@@ -128,8 +129,3 @@ def test_dataflow_settings_become_beam_options():
     assert "--max_num_workers=50" in args and "--machine_type=n2-standard-4" in args
     assert "--sdk_container_image=repo/img@sha256:abc" in args and "--sdk_location=container" in args
     assert BeamConfig.from_dict(config.to_dict()) == config
-
-
-def test_the_manifest_does_not_record_the_engine(tmp_path):
-    config = PrepareConfig(data=("a.csv",), label="y", engine="beam")
-    assert "engine" not in config.recorded(["a.csv"]) and "num_workers" not in config.recorded(["a.csv"])
