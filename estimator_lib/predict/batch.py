@@ -56,7 +56,7 @@ import tensorflow as tf
 
 from estimator_lib import storage
 from estimator_lib.config import DEFAULT_MISSING_VALUES, JobConfig
-from estimator_lib.data import example_keys
+from estimator_lib.data import example_keys, records
 from estimator_lib.data.example_keys import KEY_BYTES_FEATURE
 from estimator_lib.data.prepare import encode_for_scoring
 from estimator_lib.estimator import build_estimator
@@ -505,9 +505,10 @@ def batch_predict(
     """
     columns = _passthrough_columns(schema, passthrough)
     _check_num_shards(num_shards)
-    return _checkpoint_predictions(
-        job, schema, model_dir, data, output_dir, num_examples, columns, num_shards, checkpoint_path, {}
-    )
+    with records.named_data_loss(inputs.resolve_files(data)):
+        return _checkpoint_predictions(
+            job, schema, model_dir, data, output_dir, num_examples, columns, num_shards, checkpoint_path, {}
+        )
 
 
 def predict_raw(

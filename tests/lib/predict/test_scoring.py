@@ -343,3 +343,39 @@ def test_component_reads_new_rows_with_the_preparations_rules(trained, tmp_path)
             dataset=dataset, model=model, data=data, tpu={"use_tpu": False}, predictions=predictions
         )
     assert not os.path.exists(predictions.uri)
+
+
+# -- TFRecords made elsewhere -----------------------------------------------------------------------------------------
+def test_tfrecords_prepared_with_another_schema_are_refused_naming_the_features(trained, tmp_path):
+    rows = [{k: v for k, v in r.items() if k not in ("x 1", "colour")} for r in make_rows(40, seed=3)]
+    rows = [dict(r, other=1.5) for r in rows]
+    columns = ("id", "other") + tuple(c for c in FEATURES if c not in ("x 1", "colour")) + ("target",)
+    data = write_csv(str(tmp_path / "other.csv"), rows, columns)
+    other = prepare(PrepareConfig(data=(data,), label="target", key_column="id", num_workers=1), str(tmp_path / "p"))
+    with pytest.raises(DataError) as error:
+        sources.prediction_source(other.files("eval"), trained["prepared"])
+    message = str(error.value)
+    assert (
+        "these records were not prepared with this model's schema: feature(s) ['colour', 'x 1'] are absent" in message
+    )
+    assert "feature key(s) ['f_other'] are not in the schema" in message
+    assert message.endswith(
+        "Prepare them with the model's schema (PrepareConfig.schema_uri) or score the raw rows instead"
+    )
+    # The model's own eval split passes the same check.
+    eval_files = os.path.join(trained["prepared"].output_dir, "eval", "*.tfrecord")
+    assert sources.prediction_source(eval_files, trained["prepared"]).uri == eval_files
+
+
+def test_a_corrupt_tfrecord_fails_naming_the_file_and_offset(trained, tmp_path):
+    good = sorted(glob.glob(trained["prepared"].files("eval")))[0]
+    with open(good, "rb") as f:
+        data = bytearray(f.read())
+    data[len(data) // 2] ^= 0xFF  # flip a byte in the middle: a CRC check fails there
+    bad = tmp_path / "part-bad.tfrecord"
+    bad.write_bytes(bytes(data))
+    with pytest.raises(
+        DataError, match=rf"^{bad}: corrupt or truncated TFRecord \(.*corrupted record at \d+.*\); re-create"
+    ):
+        batch_predict(trained["job"], trained["schema"], trained["model_dir"], str(bad), str(tmp_path / "out"))
+    assert not (tmp_path / "out").exists()
