@@ -29,7 +29,7 @@ import shutil
 import socket
 import tempfile
 import uuid
-from typing import IO, Callable, Dict, List, Optional, Tuple, TypeVar
+from typing import IO, Callable, Dict, Iterator, List, Optional, Tuple, TypeVar
 
 COMMIT_MARKER = "_COMMITTED"
 T = TypeVar("T")
@@ -79,6 +79,23 @@ def _retry():
     return DEFAULT_RETRY.with_deadline(300.0)
 
 
+@contextlib.contextmanager
+def _named_errors(uri: str) -> Iterator[None]:
+    """Permanent Cloud Storage errors (no retry helps) as errors that name the bucket and object."""
+    from google.api_core import exceptions as api
+
+    bucket, name = split_gcs(uri)
+    try:
+        yield
+    except (api.Forbidden, api.Unauthorized) as e:
+        raise PermissionError(
+            f"{uri}: access denied ({e.code}) to object {name!r} of bucket {bucket!r}; give the account this runs "
+            f"as access to the bucket (e.g. roles/storage.objectAdmin on gs://{bucket})"
+        ) from None
+    except api.NotFound:
+        raise FileNotFoundError(f"{uri} does not exist (bucket {bucket!r}, object {name!r})") from None
+
+
 def _blob(uri: str):
     bucket, name = split_gcs(uri)
     return _client().bucket(bucket).blob(name)
@@ -87,13 +104,15 @@ def _blob(uri: str):
 # -- reading -------------------------------------------------------------------------------------------------
 def exists(uri: str) -> bool:
     if is_gcs(uri):
-        return _blob(uri).exists(retry=_retry())
+        with _named_errors(uri):
+            return _blob(uri).exists(retry=_retry())
     return os.path.exists(uri)
 
 
 def read_bytes(uri: str) -> bytes:
     if is_gcs(uri):
-        return _blob(uri).download_as_bytes(retry=_retry())
+        with _named_errors(uri):
+            return _blob(uri).download_as_bytes(retry=_retry())
     with open(uri, "rb") as f:
         return f.read()
 
@@ -121,7 +140,8 @@ def glob(pattern: str) -> List[str]:
     if not _has_magic(name):
         return [pattern] if exists(pattern) else []
     prefix = name[: min(name.index(c) for c in "*?[" if c in name)]
-    blobs = _client().list_blobs(bucket, prefix=prefix, retry=_retry())
+    with _named_errors(pattern):
+        blobs = list(_client().list_blobs(bucket, prefix=prefix, retry=_retry()))
     return sorted(f"gs://{bucket}/{b.name}" for b in blobs if fnmatch.fnmatchcase(b.name, name))
 
 
@@ -129,7 +149,9 @@ def list_files(directory: str) -> List[str]:
     """Every file under `directory`, recursively, as full paths/URIs, sorted."""
     if is_gcs(directory):
         bucket, prefix = split_gcs(directory.rstrip("/") + "/")
-        return sorted(f"gs://{bucket}/{b.name}" for b in _client().list_blobs(bucket, prefix=prefix, retry=_retry()))
+        with _named_errors(directory):
+            blobs = list(_client().list_blobs(bucket, prefix=prefix, retry=_retry()))
+        return sorted(f"gs://{bucket}/{b.name}" for b in blobs)
     out = []
     for root, _, files in os.walk(directory):
         out.extend(os.path.join(root, f) for f in files)
@@ -140,7 +162,8 @@ def list_files(directory: str) -> List[str]:
 def write_bytes(uri: str, data: bytes) -> None:
     """Writes a whole file atomically (local: temp file + rename; gs://: one object upload)."""
     if is_gcs(uri):
-        _blob(uri).upload_from_string(data, retry=_retry())
+        with _named_errors(uri):
+            _blob(uri).upload_from_string(data, retry=_retry())
         return
     os.makedirs(os.path.dirname(os.path.abspath(uri)), exist_ok=True)
     tmp = f"{uri}.tmp-{uuid.uuid4().hex}"
@@ -158,7 +181,8 @@ def write_text(uri: str, text: str) -> None:
 def upload_file(local_path: str, uri: str) -> None:
     """Copies a local file to a local path or gs:// object."""
     if is_gcs(uri):
-        _blob(uri).upload_from_filename(local_path, retry=_retry())
+        with _named_errors(uri):
+            _blob(uri).upload_from_filename(local_path, retry=_retry())
         return
     os.makedirs(os.path.dirname(os.path.abspath(uri)), exist_ok=True)
     shutil.copyfile(local_path, uri)
@@ -166,7 +190,8 @@ def upload_file(local_path: str, uri: str) -> None:
 
 def download_file(uri: str, local_path: str) -> None:
     if is_gcs(uri):
-        _blob(uri).download_to_filename(local_path, retry=_retry())
+        with _named_errors(uri):
+            _blob(uri).download_to_filename(local_path, retry=_retry())
     else:
         shutil.copyfile(uri, local_path)
 

@@ -25,6 +25,7 @@ ALLOWED_LOCAL_IMPORTS: Dict[Tuple[str, str], str] = {
     ("estimator_lib.storage", "_client"): LAZY_GCS,
     ("estimator_lib.storage", "_retry"): LAZY_GCS,
     ("estimator_lib.storage", "replace_if_unchanged"): LAZY_GCS,
+    ("estimator_lib.storage", "_named_errors"): LAZY_GCS,
 }
 
 
