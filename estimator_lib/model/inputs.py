@@ -143,25 +143,29 @@ def train_input_fn_builder(
     return input_fn
 
 
-def _require_single_host(params: Dict) -> None:
-    """Padded eval/predict input is built per host from all files; on several hosts each would read every row."""
-    _, count, _ = _deployment(params)
-    if count > 1:
-        raise ValueError(
-            f"evaluation and prediction on a TPU slice with {count} hosts is not supported: every host "
-            "would read every row; use a single-host slice (v2-8, v3-8, v5litepod-8) or tpu.eval_on_tpu=false"
-        )
+def _padded_batches(files: List[str], num_examples: int, batch_size: int, steps: int, params: Dict) -> tf.data.Dataset:
+    """(batch index, serialized [batch_size]) pairs of this input_fn call's replicas, for `steps` steps.
 
-
-def _padded_batches(files: List[str], num_examples: int, batch_size: int, batches: int) -> tf.data.Dataset:
-    """(step, serialized [batch_size]) pairs: the `num_examples` real records in file order, then empty Examples
-    up to `batches` whole batches. Fails at run time if the files do not hold exactly `num_examples` records.
+    The whole input is one stream: the `num_examples` real records in file order, then empty Examples up to
+    `steps` global batches, cut into per-replica batches numbered 0, 1, ... Step s feeds global replica k the
+    batch s * replicas + k. On a slice of several hosts (PER_HOST_V2: one call per host, feeding that host's
+    replicas in order), each host keeps the groups of batches of its own replicas (replica k is on host
+    k // replicas_per_host, as TPUEstimator places them without model parallelism), and TPUEstimator
+    concatenates the replicas' outputs in replica order: metrics cover every row once, predictions come back
+    in input order (and `outputs.real_rows` checks it). Every host reads the records; only its own share is parsed. Fails at run time if the files
+    do not hold exactly `num_examples` records.
 
     Padding is added to the record stream and everything after the read works on whole batches (per-record
     maps cost more than the model here)."""
+    host, hosts, replicas_per_host = _deployment(params)
+    batches = steps * replicas_per_host * hosts
     real = tf.data.TFRecordDataset(files).apply(tf.data.experimental.assert_cardinality(num_examples))
     padding = tf.data.Dataset.from_tensors(tf.constant(b"")).repeat(batches * batch_size - num_examples)
-    return real.concatenate(padding).batch(batch_size, drop_remainder=True).enumerate()
+    numbered = real.concatenate(padding).batch(batch_size, drop_remainder=True).enumerate()
+    if hosts == 1:
+        return numbered
+    own = numbered.batch(replicas_per_host, drop_remainder=True).shard(hosts, host).unbatch()
+    return own.apply(tf.data.experimental.assert_cardinality(steps * replicas_per_host))
 
 
 def _padded_input_fn(patterns: Patterns, schema: Schema, num_examples: Optional[int], with_label: bool) -> InputFn:
@@ -170,13 +174,12 @@ def _padded_input_fn(patterns: Patterns, schema: Schema, num_examples: Optional[
     spec = transform.parse_spec(schema, with_label=with_label, label_default=True)
 
     def input_fn(params: Dict) -> tf.data.Dataset:
-        _require_single_host(params)
         batch_size = params["batch_size"]
-        replicas = _deployment(params)[2]
-        batches = eval_steps(count, batch_size * replicas) * replicas
+        _, hosts, replicas_per_host = _deployment(params)
+        steps = eval_steps(count, batch_size * replicas_per_host * hosts)
 
-        def parse(step, serialized):
-            index = tf.cast(step, tf.int32) * batch_size + tf.range(batch_size, dtype=tf.int32)
+        def parse(batch_index, serialized):
+            index = tf.cast(batch_index, tf.int32) * batch_size + tf.range(batch_size, dtype=tf.int32)
             parsed = tf.io.parse_example(serialized, spec)
             features = transform.to_model_features(parsed, schema)
             features[PADDING_FEATURE] = tf.cast(index >= count, tf.float32)
@@ -186,7 +189,7 @@ def _padded_input_fn(patterns: Patterns, schema: Schema, num_examples: Optional[
                 return features
             return features, transform.to_model_label(parsed, schema)
 
-        dataset = _padded_batches(files, count, batch_size, batches)
+        dataset = _padded_batches(files, count, batch_size, steps, params)
         dataset = dataset.map(parse, num_parallel_calls=PARSE_PARALLELISM).prefetch(PREFETCH_BATCHES)
         return dataset.with_options(fixed_pipeline_options())
 
