@@ -19,11 +19,10 @@ from kfp.dsl import Dataset, Model
 from components import _io
 from components.batch_predict import batch_predict as batch_predict_component
 from estimator_lib import estimator, storage
-from estimator_lib.config import ConfigError, JobConfig, ModelConfig, TPUSettings, TrainingConfig, run
+from estimator_lib.config import ConfigError, JobConfig, ModelConfig, RunConfig, TPUSettings, TrainingConfig, run
 from estimator_lib.data import records
 from estimator_lib.data.prepare import DataError, PrepareConfig, encode_for_scoring, prepare
 from estimator_lib.predict import batch_predict, predict_raw, read_predictions, sources
-from pipelines.params import RunSettings
 
 FEATURES = ("x 1", "x-2", "colour")
 N_PREPARED = 120
@@ -313,7 +312,7 @@ def test_prediction_kind_by_extension(data, kind):
 
 def test_unknown_prediction_extension_is_refused_with_the_accepted_ones():
     with pytest.raises(ConfigError) as error:
-        RunSettings(publish_root="/tmp/p", predict_data="gs://b/rows.parquet")
+        RunConfig(publish_root="/tmp/p", predict_data="gs://b/rows.parquet")
     assert str(error.value) == (
         "--predict-data: predict_data='gs://b/rows.parquet': cannot tell what '.parquet' files hold; use a "
         "prepared split ('train', 'eval', 'test'), CSV / JSON Lines rows (.csv, .jsonl, .json, .ndjson), or "
