@@ -16,7 +16,7 @@ import pytest
 import synthetic
 from kfp.dsl import Dataset, Model
 
-from components import _io
+from components import adapter
 from components.batch_predict import batch_predict as batch_predict_component
 from estimator_lib import estimator, storage
 from estimator_lib.config import ConfigError, JobConfig, ModelConfig, RunConfig, TPUSettings, TrainingConfig, run
@@ -257,7 +257,7 @@ def test_scoring_settings_are_checked(trained, tmp_path):
 
 # -- the component and the pipeline parameter -----------------------------------------------------------------
 def component_artifacts(trained, tmp_path):
-    _io.write_job_config(trained["model_dir"], trained["job"])
+    adapter.write_job_config(trained["model_dir"], trained["job"])
     dataset = Dataset(name="dataset", uri=trained["prepared"].output_dir, metadata={})
     model = Model(name="model", uri=trained["model_dir"], metadata={})
     return dataset, model, Dataset(name="predictions", uri=str(tmp_path / "predictions"), metadata={})
