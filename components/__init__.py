@@ -6,10 +6,12 @@ one library call that does the stage's work, and checks and describes its output
 
 `build_stages(image)` turns the functions into lightweight components on the project image, so the same
 component runs in `kfp.local.SubprocessRunner(use_venv=False)` (the calling environment has the project
-installed) and on Vertex AI (the image has it): `install_kfp_package=False`, no packages to install. KFP ships
-only a component function's source to the container, so each body imports what it uses inside itself: the one
-kind of function-local import this project has for that reason. The image is chosen when the pipeline is
-compiled, so the compiled YAML pins one immutable image.
+installed) and on Vertex AI (the image has it): `install_kfp_package=False`, no packages to install. The image is
+chosen when the pipeline is compiled, so the compiled YAML pins one immutable image.
+
+KFP ships only a component function's source to the container, so each component body imports what it uses
+inside itself. That is the only reason anything in `components/` imports inside a function; the modules the
+bodies import (`adapter`, `artifacts`) import at their top.
 """
 
 import dataclasses

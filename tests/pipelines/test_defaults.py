@@ -3,6 +3,7 @@ from the config types (`RunConfig` and the `JobConfig`, `BlessingConfig`, `Prepa
 
 from __future__ import annotations
 
+import pytest
 import yaml
 
 from components import adapter
@@ -15,14 +16,25 @@ IMAGE = "us-central1-docker.pkg.dev/proj/repo/tpu-pipeline@sha256:" + "ef" * 32
 WHOLE_CONFIGS = ("prepare_options", "job_config", "blessing_config")
 
 
-def test_the_compiled_pipelines_defaults_are_the_config_types(tmp_path):
-    path = compile_pipeline(str(tmp_path / "p.yaml"), IMAGE, None)
+@pytest.fixture(scope="module")
+def spec(tmp_path_factory) -> dict:
+    path = compile_pipeline(str(tmp_path_factory.mktemp("compiled") / "p.yaml"), IMAGE, None)
     with open(path, encoding="utf-8") as f:
-        parameters = yaml.safe_load(f)["root"]["inputDefinitions"]["parameters"]
+        return yaml.safe_load(f)
+
+
+def test_the_compiled_pipelines_defaults_are_the_config_types(spec):
+    parameters = dict(spec["root"]["inputDefinitions"]["parameters"])
     assert "defaultValue" not in parameters.pop("publish_root")  # required: where blessed models go
     compiled = {name: p["defaultValue"] for name, p in parameters.items()}
     assert compiled == RunConfig.parameter_defaults()
     assert compiled["hidden_units"] == list(JobConfig().model.hidden_units)
+
+
+def test_the_train_task_gets_every_hyperparameter_from_the_pipeline_parameter_of_its_name(spec):
+    inputs = spec["root"]["dag"]["tasks"]["train-model"]["inputs"]["parameters"]
+    for name in HYPERPARAMETERS:
+        assert inputs[name] == {"componentInputParameter": name}
 
 
 def test_the_parameter_defaults_rebuild_the_default_configs():
