@@ -1,10 +1,17 @@
 """KFP v2 components: one thin adapter per pipeline stage over one `estimator_lib` call.
 
-Each stage is a plain function in its own module (unit-testable in-process); `build_stages(image)` turns them
-into lightweight components on the project image. They are lightweight so that the same component runs in
-`kfp.local.SubprocessRunner(use_venv=False)` (the calling environment has the project installed) and on
-Vertex AI (the image has it): `install_kfp_package=False`, no packages to install, imports inside each body.
-The image is chosen when the pipeline is compiled, so the compiled YAML pins one immutable image.
+Each stage is a plain function in its own module (`prepare`, `train`, `evaluate`, `batch_predict`, `export`;
+unit-testable in-process). Its body loads its inputs, turns parameters into typed configs (`adapter`), makes the
+one library call that does the stage's work, and checks and describes its outputs (`artifacts`).
+
+`build_stages(image)` turns the functions into lightweight components on the project image, so the same
+component runs in `kfp.local.SubprocessRunner(use_venv=False)` (the calling environment has the project
+installed) and on Vertex AI (the image has it): `install_kfp_package=False`, no packages to install. The image is
+chosen when the pipeline is compiled, so the compiled YAML pins one immutable image.
+
+KFP ships only a component function's source to the container, so each component body imports what it uses
+inside itself. That is the only reason anything in `components/` imports inside a function; the modules the
+bodies import (`adapter`, `artifacts`) import at their top.
 """
 
 import dataclasses

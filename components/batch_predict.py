@@ -21,10 +21,10 @@ def batch_predict(
       tpu: where this stage runs (see train_model).
       predictions: output; JSON Lines shards and a manifest.
     """
-    from components import _io
+    from components import adapter, artifacts
     from estimator_lib import predict
     from estimator_lib.data import prepare
 
     prepared = prepare.load_prepared(dataset.uri)
-    result = predict.score(_io.stage_job(model.uri, tpu), prepared, model.uri, data, predictions.uri)
-    _io.describe_predictions(predictions, result)
+    result = predict.score(adapter.stage_job(model.uri, tpu), prepared, model.uri, data, predictions.uri)
+    artifacts.describe_predictions(predictions, result)

@@ -1,6 +1,6 @@
 """Evaluate stage: metrics on the eval split and the blessing verdict (thresholds, baseline comparison).
 
-A thin adapter over `estimator_lib.blessing.evaluate_and_bless`. The verdict is data (the Blessing artifact),
+A thin adapter over `estimator_lib.evaluation.evaluate_and_bless`. The verdict is data (the Blessing artifact),
 not a `dsl.If`: the export stage reads it and publishes only a blessed model, so the same DAG runs in the
 KFP local runner (which has no conditions) and on Vertex AI.
 """
@@ -35,15 +35,15 @@ def evaluate_model(
       blessing: output; blessing.json with the verdict, every check, both models' metrics; predictions of both
         models on the eval rows under candidate/ and baseline/.
     """
-    from components import _io
+    from components import adapter, artifacts
     from estimator_lib import release
     from estimator_lib.data import prepare
-    from estimator_lib.config import BlessingConfig
     from estimator_lib.evaluation import evaluate_and_bless
 
     prepared = prepare.load_prepared(dataset.uri)
-    job = _io.stage_job(model.uri, tpu)
-    config = BlessingConfig.from_dict(_io.typed(BlessingConfig, blessing_config))
+    job = adapter.stage_job(model.uri, tpu)
+    config = adapter.blessing_config(blessing_config)
     baseline_dir = release.resolve_model(baseline, publish_root)
     evaluation = evaluate_and_bless(job, prepared, model.uri, config, baseline_dir, blessing.uri)
-    _io.describe_evaluation(evaluation, metrics, classification_metrics, blessing)
+    adapter.write_blessing(blessing.uri, evaluation.blessing)
+    artifacts.describe_evaluation(evaluation, metrics, classification_metrics, blessing)

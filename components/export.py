@@ -25,13 +25,13 @@ def export_model(
       tpu: where this stage runs ({"use_tpu": False}: export needs no TPU).
       exported: output; the SavedModel (tag sets, signatures) and whether/where it was published.
     """
-    from components import _io
+    from components import adapter, artifacts
     from estimator_lib import release
     from estimator_lib.data import prepare
 
     prepared = prepare.load_prepared(dataset.uri)
-    job = _io.stage_job(model.uri, tpu)
-    verdict = _io.read_blessing(blessing.uri)
+    job = adapter.stage_job(model.uri, tpu)
+    verdict = adapter.read_blessing(blessing.uri)
     outcome = release.export_and_release(
         job,
         prepared.schema,
@@ -41,4 +41,4 @@ def export_model(
         publish_root,
         verify_files=prepared.files("eval"),
     )
-    _io.describe_export(exported, outcome)
+    artifacts.describe_export(exported, outcome)

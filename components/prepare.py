@@ -1,7 +1,6 @@
 """Prepare stage: raw rows (CSV or JSON Lines, local or gs://) -> TFRecord splits, schema and manifest.
 
-A thin adapter over `estimator_lib.prepare.prepare`. The body is shipped to the worker as source, so its imports
-live inside it; the project image (or, locally, the calling environment) provides the packages.
+A thin adapter over `estimator_lib.data.prepare.prepare`.
 """
 
 from kfp.dsl import Dataset, Output
@@ -28,9 +27,9 @@ def prepare_data(
       options: other `PrepareConfig` fields ({"num_shards": 4, "bad_rows": "quarantine"}).
       dataset: output; the prepared directory (train/, eval/, schema.json, manifest.json).
     """
-    from components import _io
+    from components import adapter, artifacts
     from estimator_lib.data import prepare
 
-    config = _io.prepare_config(data, label, task, key_column, eval_fraction, options)
+    config = adapter.prepare_config(data, label, task, key_column, eval_fraction, options)
     result = prepare.prepare(config, dataset.uri)
-    _io.describe_dataset(dataset, result)
+    artifacts.describe_dataset(dataset, result)

@@ -27,7 +27,8 @@ def train_model(
     Args:
       dataset: the prepared dataset.
       job_config: a full `JobConfig` as JSON ({} for the defaults); the explicit parameters below win over it.
-      model_family, hidden_units, learning_rate, train_steps, train_batch_size, seed: hyperparameters.
+      model_family, hidden_units, learning_rate, train_steps, train_batch_size, seed: hyperparameters, each
+        setting the `JobConfig` field `estimator_lib.config.HYPERPARAMETERS` names.
       tpu: where this stage runs: {"use_tpu": True, "tpu_name": "local", "num_cores": 8} on a Cloud TPU VM,
         {"use_tpu": False} on CPU.
       warm_start: "none", "latest" (the last model published under `publish_root`; none yet means a cold
@@ -35,23 +36,21 @@ def train_model(
       publish_root: where blessed models are published.
       model: output; the checkpoint directory, with job_config.json beside the checkpoints.
     """
-    from components import _io
+    from components import adapter, artifacts
     from estimator_lib import estimator, release
     from estimator_lib.data import prepare
 
     prepared = prepare.load_prepared(dataset.uri)
     source = release.resolve_model(warm_start, publish_root)
     hyperparameters = {
-        "model.family": model_family,
-        "model.hidden_units": hidden_units,
-        "training.optimizer.learning_rate": learning_rate,
-        "training.train_steps": train_steps,
-        "training.train_batch_size": train_batch_size,
-        "training.seed": seed,
+        "model_family": model_family,
+        "hidden_units": hidden_units,
+        "learning_rate": learning_rate,
+        "train_steps": train_steps,
+        "train_batch_size": train_batch_size,
+        "seed": seed,
     }
-    if source is not None:
-        hyperparameters["training.warm_start_from"] = source
-    job = _io.training_job(job_config, hyperparameters, tpu)
-    _io.write_job_config(model.uri, job)
+    job = adapter.training_job(job_config, hyperparameters, tpu, warm_start_from=source)
+    adapter.write_job_config(model.uri, job)
     result = estimator.train(job, prepared.schema, prepared.files("train"), model.uri)
-    _io.describe_model(model, result, job, source)
+    artifacts.describe_model(model, result, job, source)

@@ -13,9 +13,19 @@ import os
 import sys
 import tempfile
 import warnings
-from typing import Any, Dict, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
+from google.auth.credentials import AnonymousCredentials
+from google.auth.exceptions import DefaultCredentialsError
+from google.protobuf import json_format
+
+from estimator_lib import storage
+from estimator_lib.config import RUN_TASKS, ConfigError, RunConfig, resolve_configs
+from pipelines import local, vertex
 from pipelines import tpu as tpu_presets
+from pipelines.image import check_image, default_image
+from pipelines.pipeline import PIPELINE_NAME, compile_pipeline
 
 DEFAULT_OUTPUT = os.path.join("runs", "local")
 DEFAULT_TEMPLATE = "tpu_estimator_pipeline.yaml"
@@ -34,12 +44,18 @@ def _preset_help() -> str:
 
 # -- arguments -----------------------------------------------------------------------------------------------
 def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    # Without --data and --label the run keeps RunConfig's (the embedded penguins); see resolve_settings.
+    defaults = RunConfig.parameter_defaults()
     group = parser.add_argument_group("pipeline parameters")
     group.add_argument("--data", help="CSV or JSON Lines file or glob, local or gs:// (default: embedded penguins)")
-    group.add_argument("--label", help="the label column (required with --data; default: species)")
-    group.add_argument("--task", choices=("auto", "classification", "regression"), default="auto")
-    group.add_argument("--key-column", default="", help="a column of unique row keys (default: derived)")
-    group.add_argument("--eval-fraction", type=float, default=0.2, help="share of rows for evaluation")
+    group.add_argument("--label", help=f"the label column (required with --data; default: {defaults['label']})")
+    group.add_argument("--task", choices=RUN_TASKS, default=defaults["task"])
+    group.add_argument(
+        "--key-column", default=defaults["key_column"], help="a column of unique row keys (default: derived)"
+    )
+    group.add_argument(
+        "--eval-fraction", type=float, default=defaults["eval_fraction"], help="share of rows for evaluation"
+    )
     group.add_argument("--config", help="JSON config file: JobConfig sections plus 'blessing' and 'prepare'")
     group.add_argument(
         "--set",
@@ -52,17 +68,17 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--baseline",
-        default="latest",
+        default=defaults["baseline"],
         help="model to compare with: none, latest (last published), a publish root or SavedModel dir",
     )
     group.add_argument(
         "--warm-start",
-        default="none",
+        default=defaults["warm_start"],
         help="initialise from: none, latest (last published), a publish root or SavedModel dir",
     )
     group.add_argument(
         "--predict-data",
-        default="eval",
+        default=defaults["predict_data"],
         help="rows to batch-predict: eval, train, test (prepared splits), a CSV/JSONL URI or glob (raw rows, "
         "label optional, scored through the prepared schema) or prepared TFRecords (.tfrecord, or a directory)",
     )
@@ -112,7 +128,7 @@ def _add_vertex_arguments(parser: argparse.ArgumentParser) -> None:
         default=False,
         help="reuse outputs of identical earlier tasks (default off)",
     )
-    group.add_argument("--display-name", default="tpu-estimator-pipeline")
+    group.add_argument("--display-name", default=PIPELINE_NAME)
     group.add_argument("--template", help="a compiled pipeline YAML to run (default: compile one now)")
     group.add_argument("--dry-run", action="store_true", help="print the request as JSON and send nothing")
 
@@ -175,14 +191,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # -- resolution ----------------------------------------------------------------------------------------------
-def resolve_settings(args: argparse.Namespace, publish_root: str, fixed: Optional[Dict[str, Any]] = None):
-    """`RunSettings` from the pipeline-parameter flags; `fixed` job overrides are applied last."""
-    from pipelines.params import RunSettings, read_config_file, resolve_configs
+def read_config_file(path: str | None) -> dict[str, Any]:
+    """The JSON object in `path` (local or gs://), or {} without a path."""
+    if not path:
+        return {}
+    try:
+        return json.loads(storage.read_text(path))
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"--config {path}: not valid JSON ({e})") from e
 
+
+def resolve_settings(args: argparse.Namespace, publish_root: str, fixed: dict[str, Any] | None = None) -> RunConfig:
+    """The `RunConfig` of the pipeline-parameter flags; `fixed` job overrides are applied last."""
     if args.data and not args.label:
         raise ValueError("--label is required with --data: name the column to predict")
     configs = resolve_configs(read_config_file(args.config), args.overrides)
-    explicit: Dict[str, Any] = {
+    explicit: dict[str, Any] = {
         "publish_root": args.publish_root or publish_root,
         "task": args.task,
         "key_column": args.key_column,
@@ -198,12 +222,10 @@ def resolve_settings(args: argparse.Namespace, publish_root: str, fixed: Optiona
         explicit["data"] = args.data
     if args.label:
         explicit["label"] = args.label
-    return RunSettings(**explicit)
+    return RunConfig(**explicit)
 
 
 def resolve_image(args: argparse.Namespace) -> str:
-    from pipelines.image import check_image, default_image
-
     if args.image:
         return check_image(args.image)
     image = default_image(args.image_repo, REPO_DIR)
@@ -222,8 +244,6 @@ def resolve_preset(args: argparse.Namespace):
 
 # -- commands ------------------------------------------------------------------------------------------------
 def cmd_run_local(args: argparse.Namespace) -> int:
-    from pipelines import local
-
     if args.data and "://" not in args.data and not args.data.startswith("embedded:"):
         args.data = os.path.abspath(args.data)
     publish_root = os.path.join(os.path.abspath(args.output), local.PUBLISH_DIR)
@@ -233,7 +253,7 @@ def cmd_run_local(args: argparse.Namespace) -> int:
     return 0
 
 
-def format_summary(summary: Dict[str, Any], path: str) -> str:
+def format_summary(summary: dict[str, Any], path: str) -> str:
     metrics = summary["metrics"]
     shown = [k for k in ("accuracy", "auc_roc", "macro_auc_roc", "rmse", "mae", "mean_loss") if k in metrics]
     lines = [
@@ -249,8 +269,6 @@ def format_summary(summary: Dict[str, Any], path: str) -> str:
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
-    from pipelines.pipeline import compile_pipeline
-
     preset = resolve_preset(args)
     image = resolve_image(args)
     compile_pipeline(args.output, image, preset)
@@ -264,9 +282,6 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
 
 def _vertex_job(args: argparse.Namespace, template_dir: str, credentials: Any = None):
-    from pipelines import vertex
-    from pipelines.pipeline import compile_pipeline
-
     target = vertex.VertexTarget(
         project=args.project or "",
         location=args.region,
@@ -278,8 +293,6 @@ def _vertex_job(args: argparse.Namespace, template_dir: str, credentials: Any = 
         enable_caching=args.caching,
     )
     if args.dry_run and credentials is None:  # nothing is sent: no need for real credentials
-        from google.auth.credentials import AnonymousCredentials
-
         credentials = AnonymousCredentials()
     settings = resolve_settings(args, publish_root=args.pipeline_root.rstrip("/") + "/published")
     template = args.template
@@ -290,17 +303,13 @@ def _vertex_job(args: argparse.Namespace, template_dir: str, credentials: Any = 
     return vertex.build_job(template, target, settings.arguments(), credentials=credentials), target
 
 
-def _print_request(job: Any, extra: Optional[Dict[str, Any]] = None) -> None:
-    from google.protobuf import json_format
-
+def _print_request(job: Any, extra: dict[str, Any] | None = None) -> None:
     request = json_format.MessageToDict(job._gca_resource._pb)  # the PipelineJob resource the SDK would create
     request.pop("pipelineSpec", None)
     print(json.dumps({**request, **(extra or {})}, indent=2, sort_keys=True))
 
 
 def cmd_submit(args: argparse.Namespace, credentials: Any = None) -> int:
-    from pipelines import vertex
-
     with tempfile.TemporaryDirectory() as template_dir:
         job, target = _vertex_job(args, template_dir, credentials)
         if args.dry_run:
@@ -312,8 +321,6 @@ def cmd_submit(args: argparse.Namespace, credentials: Any = None) -> int:
 
 
 def cmd_schedule(args: argparse.Namespace, credentials: Any = None) -> int:
-    from pipelines import vertex
-
     vertex.check_cron(args.cron)
     with tempfile.TemporaryDirectory() as template_dir:
         job, target = _vertex_job(args, template_dir, credentials)
@@ -342,10 +349,8 @@ COMMANDS = {
 }
 
 
-def main(argv: Optional[Sequence[str]] = None, credentials: Any = None) -> int:
+def main(argv: Sequence[str] | None = None, credentials: Any = None) -> int:
     """Entry point. `credentials` (google-auth) is for callers that bring their own; the CLI uses ADC."""
-    from google.auth.exceptions import DefaultCredentialsError
-
     # google-api-core warns on every import about Python versions it will drop in 2027; not actionable here.
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"google\.")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before anything imports TensorFlow

@@ -15,10 +15,14 @@ import os
 import re
 import sys
 import warnings
-from typing import IO, Any, Dict, Mapping
+from collections.abc import Mapping
+from typing import IO, Any
 
+from kfp import local as kfp_local
+
+from estimator_lib import storage
+from estimator_lib.config import RunConfig
 from pipelines.image import LOCAL_IMAGE
-from pipelines.params import RunSettings
 from pipelines.pipeline import build_pipeline
 
 SUMMARY_FILE = "summary.json"
@@ -32,7 +36,7 @@ PIPELINE_ROOT_DIR = "pipeline-root"
 PUBLISH_DIR = "published"
 
 
-def local_job_settings() -> Dict[str, Any]:
+def local_job_settings() -> dict[str, Any]:
     """What every local run fixes in the job config: CPU, with the TPU-strict checks on (they catch on CPU
     what a TPU would reject later)."""
     return {"tpu.use_tpu": False, "tpu.strict": True}
@@ -62,13 +66,11 @@ class _ConsoleFilter(io.TextIOBase):
         self._console.flush()
 
 
-def run_pipeline(settings: RunSettings, output_dir: str, verbose: bool = False) -> Dict[str, Any]:
+def run_pipeline(settings: RunConfig, output_dir: str, verbose: bool = False) -> dict[str, Any]:
     """Runs the pipeline with the KFP local runner; returns its outputs {name: artifact}.
 
     The stages' full logs go to OUTPUT/pipeline.log; the console shows one line per stage event.
     """
-    from kfp import local
-
     pipeline_root = os.path.join(os.path.abspath(output_dir), PIPELINE_ROOT_DIR)
     os.makedirs(pipeline_root, exist_ok=True)
     log_path = os.path.join(os.path.abspath(output_dir), LOG_FILE)
@@ -78,8 +80,8 @@ def run_pipeline(settings: RunSettings, output_dir: str, verbose: bool = False) 
             open(log_path, "w", encoding="utf-8") as log,
             contextlib.redirect_stdout(_ConsoleFilter(log, sys.stdout, verbose)),
         ):
-            local.init(
-                runner=local.SubprocessRunner(use_venv=False),
+            kfp_local.init(
+                runner=kfp_local.SubprocessRunner(use_venv=False),
                 pipeline_root=pipeline_root,
                 raise_on_error=True,
             )
@@ -99,7 +101,7 @@ def failure_excerpt(log_path: str, max_lines: int = 40) -> str:
     starts = [i for i, line in enumerate(lines) if line.strip() == "Traceback (most recent call last):"]
     excerpt = lines[starts[-1] :] if starts else lines[-max_lines:]
     excerpt = [line for line in excerpt if line.strip()][-max_lines:]
-    return "\n".join(line[4:] if line.startswith("    ") else line for line in excerpt)
+    return "\n".join(line.removeprefix("    ") for line in excerpt)
 
 
 def _number(value: Any) -> Any:
@@ -107,7 +109,7 @@ def _number(value: Any) -> Any:
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
-def summarize(outputs: Mapping[str, Any], settings: RunSettings) -> Dict[str, Any]:
+def summarize(outputs: Mapping[str, Any], settings: RunConfig) -> dict[str, Any]:
     """The run's summary: eval metrics, verdict, artifact URIs, predictions, export, fingerprints, config."""
     dataset, model, exported = outputs["dataset"], outputs["model"], outputs["exported"]
     blessing, predictions = outputs["blessing"], outputs["predictions"]
@@ -161,14 +163,12 @@ def summarize(outputs: Mapping[str, Any], settings: RunSettings) -> Dict[str, An
 
 
 def write_summary(summary: Mapping[str, Any], output_dir: str) -> str:
-    from estimator_lib import storage
-
     path = os.path.join(os.path.abspath(output_dir), SUMMARY_FILE)
     storage.write_text(path, json.dumps(summary, indent=2, sort_keys=True) + "\n")
     return path
 
 
-def run_local(settings: RunSettings, output_dir: str, verbose: bool = False) -> Dict[str, Any]:
+def run_local(settings: RunConfig, output_dir: str, verbose: bool = False) -> dict[str, Any]:
     """Runs the pipeline locally and writes OUTPUT/summary.json; returns the summary."""
     outputs = run_pipeline(settings, output_dir, verbose)
     summary = summarize(outputs, settings)

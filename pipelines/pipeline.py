@@ -21,7 +21,7 @@ from kfp import compiler, dsl
 from kfp.dsl import Artifact, ClassificationMetrics, Dataset, Metrics, Model
 
 from components import Stages, build_stages
-from estimator_lib.config.run import EMBEDDED_DATA
+from estimator_lib.config import RunConfig
 from pipelines.tpu import CPU_SETTINGS, TPUPreset
 
 PIPELINE_NAME = "tpu-estimator-pipeline"
@@ -43,6 +43,8 @@ class PipelineOutputs(NamedTuple):
 
 
 def _on_tpu(component: Any, preset: TPUPreset) -> Any:
+    # Lazy: google-cloud-pipeline-components is the optional `vertex` extra; only a TPU compile needs it, never
+    # a local run or a CPU compile.
     from google_cloud_pipeline_components.v1.custom_job import create_custom_training_job_from_component
 
     return create_custom_training_job_from_component(
@@ -75,31 +77,33 @@ def build_pipeline(image: str, tpu: Optional[TPUPreset] = None) -> Callable[...,
     stages = place_stages(build_stages(image), tpu)
     accelerated = tpu.tpu_settings() if tpu else dict(CPU_SETTINGS)
     host = dict(CPU_SETTINGS)
+    # KFP reads the parameters' defaults from the signature below; they come from the config types, so the
+    # pipeline, the CLI and the components share one set.
+    defaults = RunConfig.parameter_defaults()
 
-    # KFP takes the parameters' defaults from this signature; the dict and list defaults are never mutated.
     @dsl.pipeline(
         name=PIPELINE_NAME,
         description="Prepare, train, evaluate and bless, batch predict, export and publish",
     )
     def tpu_estimator_pipeline(
         publish_root: str,
-        data: str = EMBEDDED_DATA,
-        label: str = "species",
-        task: str = "auto",
-        key_column: str = "",
-        eval_fraction: float = 0.2,
-        prepare_options: dict = {},  # noqa: B006
-        job_config: dict = {},  # noqa: B006
-        model_family: str = "dnn",
-        hidden_units: list = [64, 32],  # noqa: B006
-        learning_rate: float = 0.01,
-        train_steps: int = 1000,
-        train_batch_size: int = 64,
-        seed: int = 42,
-        blessing_config: dict = {},  # noqa: B006
-        baseline: str = "latest",
-        warm_start: str = "none",
-        predict_data: str = "eval",
+        data: str = defaults["data"],
+        label: str = defaults["label"],
+        task: str = defaults["task"],
+        key_column: str = defaults["key_column"],
+        eval_fraction: float = defaults["eval_fraction"],
+        prepare_options: dict = defaults["prepare_options"],
+        job_config: dict = defaults["job_config"],
+        model_family: str = defaults["model_family"],
+        hidden_units: list = defaults["hidden_units"],
+        learning_rate: float = defaults["learning_rate"],
+        train_steps: int = defaults["train_steps"],
+        train_batch_size: int = defaults["train_batch_size"],
+        seed: int = defaults["seed"],
+        blessing_config: dict = defaults["blessing_config"],
+        baseline: str = defaults["baseline"],
+        warm_start: str = defaults["warm_start"],
+        predict_data: str = defaults["predict_data"],
     ) -> PipelineOutputs:
         prepare = stages.prepare(
             data=data,

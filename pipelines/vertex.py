@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any, Dict, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
+
+from pipelines.pipeline import PIPELINE_NAME
 
 # Vertex AI label rules: up to 64 labels; keys start with a lowercase letter; keys and values use lowercase
 # letters, digits, "_" and "-", at most 63 characters.
@@ -37,9 +40,9 @@ class VertexTarget:
     project: str
     location: str
     pipeline_root: str
-    display_name: str = "tpu-estimator-pipeline"
-    service_account: Optional[str] = None
-    network: Optional[str] = None
+    display_name: str = PIPELINE_NAME
+    service_account: str | None = None
+    network: str | None = None
     labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
     enable_caching: bool = False
 
@@ -56,7 +59,7 @@ class VertexTarget:
         object.__setattr__(self, "labels", check_labels(self.labels))
 
 
-def check_labels(labels: Mapping[str, str]) -> Dict[str, str]:
+def check_labels(labels: Mapping[str, str]) -> dict[str, str]:
     """Returns the labels if Vertex AI accepts them; raises ValueError naming the bad one otherwise."""
     if len(labels) > 64:
         raise ValueError(f"{len(labels)} labels given; Vertex AI accepts at most 64")
@@ -99,17 +102,19 @@ def build_job(
     target: VertexTarget,
     parameter_values: Mapping[str, Any],
     credentials: Any = None,
-    job_id: Optional[str] = None,
+    job_id: str | None = None,
 ):
     """The `aiplatform.PipelineJob` for a compiled pipeline; nothing is sent yet.
 
     Args:
       template_path: the compiled pipeline YAML (local path, gs:// or Artifact Registry URI).
       target: project, region, pipeline root, labels, caching.
-      parameter_values: the pipeline's parameter values (`RunSettings.arguments()`).
+      parameter_values: the pipeline's parameter values (`RunConfig.arguments()`).
       credentials: google-auth credentials; None uses Application Default Credentials.
       job_id: the job's ID; None lets the SDK make one from the pipeline name and the time.
     """
+    # Lazy: google-cloud-aiplatform is the optional `vertex` extra, and takes seconds to import; only a
+    # Vertex AI request needs it, never a local run or `--help`.
     from google.cloud import aiplatform
 
     return aiplatform.PipelineJob(
@@ -138,9 +143,9 @@ def schedule(
     cron: str,
     name: str,
     max_concurrent_runs: int = 1,
-    max_runs: Optional[int] = None,
-    start_time: Optional[str] = None,
-    end_time: Optional[str] = None,
+    max_runs: int | None = None,
+    start_time: str | None = None,
+    end_time: str | None = None,
 ) -> Any:
     """Creates a Vertex AI PipelineJobSchedule running `job` on `cron`; returns the schedule."""
     return job.create_schedule(

@@ -1,16 +1,16 @@
 """Each component through its Python function, in-process, with artifacts made by hand (tiny real data, real
-TensorFlow); the adapter plumbing alone. The whole DAG through the KFP local runner is in test_pipeline*.py."""
+TensorFlow). The adapter and artifacts modules alone are in test_adapter.py and test_artifacts.py; the whole DAG
+through the KFP local runner is in tests/e2e/."""
 
 from __future__ import annotations
 
 import csv
-import json
 import os
 
 import pytest
 from kfp.dsl import Artifact, ClassificationMetrics, Dataset, Metrics, Model
 
-from components import _io, build_stages
+from components import adapter, build_stages
 from components.batch_predict import batch_predict
 from components.evaluate import evaluate_model
 from components.export import export_model
@@ -123,7 +123,7 @@ def test_train_uses_the_artifact_uri_as_model_dir_and_records_the_config(stages)
     job = JobConfig.from_dict(model.metadata["config"])
     assert job.model.family == "linear" and job.model.hidden_units == (8,) and job.training.seed == 1
     assert job.tpu.strict is True and job.training.warm_start_from is None
-    with open(os.path.join(model.uri, _io.JOB_CONFIG_FILE), encoding="utf-8") as f:
+    with open(os.path.join(model.uri, adapter.JOB_CONFIG_FILE), encoding="utf-8") as f:
         assert JobConfig.from_json(f.read()) == job
 
 
@@ -137,7 +137,7 @@ def test_evaluate_logs_metrics_confusion_matrix_roc_and_blessing(stages):
     assert sum(map(sum, rows)) == eval_count
     assert (rows[0][0] + rows[1][1]) / eval_count == pytest.approx(metrics["accuracy"])
     assert len(cm["confidenceMetrics"]) == 101
-    verdict = _io.read_blessing(stages["blessing"].uri)
+    verdict = adapter.read_blessing(stages["blessing"].uri)
     assert verdict.blessed and [c.name for c in verdict.checks] == ["trivial", "threshold"]
     assert stages["blessing"].metadata["baseline_uri"] == ""  # "latest" with nothing published: no baseline
 
@@ -171,7 +171,7 @@ def test_evaluate_scores_the_published_baseline_with_the_same_code(stages, tmp_p
         classification_metrics=cmetrics,
         blessing=blessing,
     )
-    verdict = _io.read_blessing(blessing.uri)
+    verdict = adapter.read_blessing(blessing.uri)
     assert verdict.baseline_uri == release.latest(root).uri
     assert verdict.baseline_metrics == pytest.approx(verdict.candidate_metrics, abs=1e-6)
     assert not verdict.blessed
@@ -181,11 +181,11 @@ def test_evaluate_scores_the_published_baseline_with_the_same_code(stages, tmp_p
 
 
 def test_unblessed_model_is_exported_but_not_published(stages, tmp_path):
-    verdict = _io.read_blessing(stages["blessing"].uri)
+    verdict = adapter.read_blessing(stages["blessing"].uri)
     refused = type(verdict)(**{**verdict.__dict__, "blessed": False})
     blessing = artifact(Artifact, tmp_path, "blessing")
     os.makedirs(blessing.uri)
-    with open(os.path.join(blessing.uri, _io.BLESSING_FILE), "w") as f:
+    with open(os.path.join(blessing.uri, adapter.BLESSING_FILE), "w") as f:
         f.write(refused.to_json())
     exported = artifact(Model, tmp_path, "exported")
     root = str(tmp_path / "published")
@@ -209,33 +209,3 @@ def test_components_are_lightweight_on_the_given_image():
         assert container.image == "gcr.io/p/img@sha256:" + "0" * 64
         assert "pip install" not in " ".join(container.command)
         assert "from estimator_lib" in container.command[-1]  # imports inside the shipped body
-
-
-def test_typed_restores_ints_that_kfp_turned_into_floats():
-    data = {
-        "training": {"train_steps": 300.0, "optimizer": {"learning_rate": 1.0}},
-        "model": {"hidden_units": [64.0]},
-        "tpu": {"num_cores": 8.0, "tpu_name": "local"},
-    }
-    typed = _io.typed(JobConfig, data)
-    assert typed["training"]["train_steps"] == 300 and isinstance(typed["training"]["train_steps"], int)
-    assert typed["model"]["hidden_units"] == [64] and isinstance(typed["model"]["hidden_units"][0], int)
-    assert typed["tpu"]["num_cores"] == 8 and isinstance(typed["training"]["optimizer"]["learning_rate"], float)
-
-
-def test_training_job_merges_config_hyperparameters_and_placement():
-    job = _io.training_job(
-        {"model": {"family": "linear"}, "training": {"train_steps": 5.0}},
-        {"training.train_steps": 7, "model.hidden_units": [16.0]},
-        {"use_tpu": True, "tpu_name": "local", "num_cores": 8.0},
-    )
-    assert (job.model.family, job.training.train_steps, job.model.hidden_units) == ("linear", 7, (16,))
-    assert (job.tpu.use_tpu, job.tpu.tpu_name, job.tpu.num_cores) == (True, "local", 8)
-
-
-def test_missing_outputs_fail_the_stage(tmp_path):
-    with pytest.raises(_io.OutputMissingError, match="the trained model's job config was not written"):
-        _io.stage_job(str(tmp_path / "model"), CPU)
-    with pytest.raises(_io.OutputMissingError, match="the evaluation's blessing was not written"):
-        _io.read_blessing(str(tmp_path / "blessing"))
-    assert json.loads(json.dumps(_io.placement({"use_tpu": False}))) == {"tpu.use_tpu": False}

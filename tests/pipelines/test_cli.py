@@ -9,9 +9,10 @@ import sys
 
 import pytest
 import yaml
+from repo import ROOT
 
 from estimator_lib.config import ConfigError
-from pipelines import cli, image, params, tpu
+from pipelines import cli, image, tpu
 
 DIGEST_IMAGE = "us-central1-docker.pkg.dev/proj/repo/tpu-pipeline@sha256:" + "ab" * 32
 COMMIT_IMAGE = "us-central1-docker.pkg.dev/proj/repo/tpu-pipeline:" + "0123456789abcdef0123456789abcdef01234567"
@@ -43,6 +44,32 @@ def test_console_script_and_module_entry_points():
         assert proc.returncode == 0, proc.stderr
         assert "usage: tpu-pipeline" in proc.stdout
     assert "--cron" in proc.stdout
+
+
+def test_the_cli_and_a_cpu_compile_never_import_the_vertex_extra(tmp_path):
+    """google-cloud-aiplatform and google-cloud-pipeline-components are the optional `vertex` extra (the image has
+    neither): `pipelines.vertex.build_job` and `pipelines.pipeline._on_tpu` import them only when a Vertex AI
+    request or a TPU compile needs them."""
+    output = str(tmp_path / "p.yaml")
+    loaded = (
+        "print(any(m.startswith(('google.cloud.aiplatform', 'google_cloud_pipeline_components')) for m in sys.modules))"
+    )
+    code = "\n".join(
+        [
+            "import sys",
+            "import pipelines.cli as cli",
+            f"assert cli.main(['compile', '--cpu', '--image', {COMMIT_IMAGE!r}, '--output', {output!r}]) == 0",
+            loaded,
+            f"assert cli.main(['compile', '--tpu', 'v3-8', '--image', {COMMIT_IMAGE!r}, '--output', {output!r}]) == 0",
+            loaded,  # the TPU compile does load it: the check sees the modules
+        ]
+    )
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert [line for line in proc.stdout.splitlines() if line in ("True", "False")] == ["False", "True"]
 
 
 # -- compile -------------------------------------------------------------------------------------------------
@@ -214,11 +241,3 @@ def test_settings_errors_name_the_fix(capsys):
         cli.resolve_settings(parse("--set", "training.train_step=3"), "/p")
     with pytest.raises(ConfigError, match="eval_fraction=1.5 must be in"):
         cli.resolve_settings(parse("--eval-fraction", "1.5"), "/p")
-
-
-def test_without_nulls_keeps_the_config():
-    assert params.without_nulls({"a": None, "b": {"c": None, "d": [1, {"e": None}]}}) == {"b": {"d": [1, {}]}}
-    settings = params.RunSettings(publish_root="/p")
-    from estimator_lib.config import JobConfig
-
-    assert JobConfig.from_dict(settings.arguments()["job_config"]) == settings.job

@@ -13,8 +13,8 @@ import json
 import pytest
 from google.auth.credentials import AnonymousCredentials
 
+from estimator_lib.config import RunConfig
 from pipelines import cli, vertex
-from pipelines.params import RunSettings
 from pipelines.pipeline import compile_pipeline
 from pipelines.tpu import preset
 
@@ -76,8 +76,8 @@ def target(**kwargs) -> vertex.VertexTarget:
     return vertex.VertexTarget(**values)
 
 
-def settings() -> RunSettings:
-    return RunSettings(
+def settings() -> RunConfig:
+    return RunConfig(
         publish_root=f"{ROOT}/published",
         data="gs://bucket/data/*.csv",
         label="churned",

@@ -16,14 +16,13 @@ import pytest
 import synthetic
 from kfp.dsl import Dataset, Model
 
-from components import _io
+from components import adapter
 from components.batch_predict import batch_predict as batch_predict_component
 from estimator_lib import estimator, storage
-from estimator_lib.config import ConfigError, JobConfig, ModelConfig, TPUSettings, TrainingConfig, run
+from estimator_lib.config import ConfigError, JobConfig, ModelConfig, RunConfig, TPUSettings, TrainingConfig, run
 from estimator_lib.data import records
 from estimator_lib.data.prepare import DataError, PrepareConfig, encode_for_scoring, prepare
 from estimator_lib.predict import batch_predict, predict_raw, read_predictions, sources
-from pipelines.params import RunSettings
 
 FEATURES = ("x 1", "x-2", "colour")
 N_PREPARED = 120
@@ -258,7 +257,7 @@ def test_scoring_settings_are_checked(trained, tmp_path):
 
 # -- the component and the pipeline parameter -----------------------------------------------------------------
 def component_artifacts(trained, tmp_path):
-    _io.write_job_config(trained["model_dir"], trained["job"])
+    adapter.write_job_config(trained["model_dir"], trained["job"])
     dataset = Dataset(name="dataset", uri=trained["prepared"].output_dir, metadata={})
     model = Model(name="model", uri=trained["model_dir"], metadata={})
     return dataset, model, Dataset(name="predictions", uri=str(tmp_path / "predictions"), metadata={})
@@ -315,7 +314,7 @@ def test_prediction_kind_by_extension(data, kind):
 
 def test_unknown_prediction_extension_is_refused_with_the_accepted_ones():
     with pytest.raises(ConfigError) as error:
-        RunSettings(publish_root="/tmp/p", predict_data="gs://b/rows.parquet")
+        RunConfig(publish_root="/tmp/p", predict_data="gs://b/rows.parquet")
     assert str(error.value) == (
         "--predict-data: predict_data='gs://b/rows.parquet': cannot tell what '.parquet' files hold; use a "
         "prepared split ('train', 'eval', 'test'), CSV / JSON Lines rows (.csv, .jsonl, .json, .ndjson), or "
