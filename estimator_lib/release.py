@@ -28,6 +28,7 @@ from typing import Any, Dict, Iterable, Mapping, Optional
 
 from estimator_lib import storage
 from estimator_lib.config import JobConfig
+from estimator_lib.config.run import LATEST_MODEL, NO_MODEL
 from estimator_lib.evaluation import Blessing
 from estimator_lib.export import ExportResult, export_model
 from estimator_lib.schema import Schema
@@ -35,8 +36,6 @@ from estimator_lib.schema import Schema
 POINTER = "LATEST"
 VERSIONS = "versions"
 RECORD = "publish.json"
-NO_MODEL = "none"
-LATEST = "latest"
 
 
 class PublishConflictError(RuntimeError):
@@ -219,7 +218,7 @@ def resolve_model(spec: str, publish_root: str) -> Optional[str]:
     spec = spec.strip()
     if spec in ("", NO_MODEL):
         return None
-    if spec == LATEST:
+    if spec == LATEST_MODEL:
         if not publish_root:
             raise ValueError("'latest' needs the publish root (publish_root) to look under; set it or give a URI")
         model = latest(publish_root)

@@ -16,6 +16,10 @@ PACKAGES = ("estimator_lib", "components", "pipelines")
 # Where a function-local import is needed, and why. Anything else imports at the top of its module.
 COMPONENT_BODY = "KFP ships only a component function's source to the container: its imports live in its body"
 LAZY_GCS = "google-cloud-storage loads only when a gs:// URI is used (test_storage_alone_loads_no_cloud_client)"
+LAZY_VERTEX = (
+    "the Vertex AI SDKs take seconds to import and only TPU compiles, submit and schedule use them "
+    "(test_the_cli_and_a_cpu_compile_never_import_the_vertex_extra)"
+)
 ALLOWED_LOCAL_IMPORTS: Dict[Tuple[str, str], str] = {
     ("components.prepare", "prepare_data"): COMPONENT_BODY,
     ("components.train", "train_model"): COMPONENT_BODY,
@@ -26,6 +30,8 @@ ALLOWED_LOCAL_IMPORTS: Dict[Tuple[str, str], str] = {
     ("estimator_lib.storage", "_retry"): LAZY_GCS,
     ("estimator_lib.storage", "replace_if_unchanged"): LAZY_GCS,
     ("estimator_lib.storage", "_named_errors"): LAZY_GCS,
+    ("pipelines.vertex", "build_job"): LAZY_VERTEX,
+    ("pipelines.pipeline", "_on_tpu"): LAZY_VERTEX,
 }
 
 

@@ -29,6 +29,8 @@ from estimator_lib.config.prepare import PrepareConfig
 
 EMBEDDED_DATA = "embedded:penguins"
 EMBEDDED_LABEL = "species"  # the label column of the embedded Palmer Penguins
+# What a baseline or warm start may name besides a URI: the last published model, or no model.
+LATEST_MODEL, NO_MODEL = "latest", "none"
 AUTO_TASK = "auto"  # infer the task from the label's values
 RUN_TASKS = (AUTO_TASK, *TASKS)
 PREPARED_SPLITS = ("train", "eval", "test")
@@ -89,8 +91,8 @@ class RunConfig(JsonConfig):
     prepare_options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     job: JobConfig = dataclasses.field(default_factory=JobConfig)
     blessing: BlessingConfig = dataclasses.field(default_factory=BlessingConfig)
-    baseline: str = "latest"
-    warm_start: str = "none"
+    baseline: str = LATEST_MODEL
+    warm_start: str = NO_MODEL
     predict_data: str = "eval"
 
     def __post_init__(self) -> None:
