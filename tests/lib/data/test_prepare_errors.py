@@ -245,12 +245,12 @@ def test_not_utf8(tmp_path):
 
 
 # -- compressed input and long fields ---------------------------------------------------------------------------------
-HEADER = ["bill", "island", "species"]
+SHORT_HEADER = ["bill", "island", "species"]
 
 
 def test_gzip_compressed_csv_and_jsonl_prepare_like_the_plain_files(tmp_path):
     (tmp_path / "plain").mkdir()
-    plain = write(tmp_path / "plain" / "rows.csv", HEADER, good_rows(60))
+    plain = write(tmp_path / "plain" / "rows.csv", SHORT_HEADER, good_rows(60))
     with open(plain, "rb") as f:
         data = f.read()
     packed = tmp_path / "packed" / "rows.csv.gz"
@@ -268,7 +268,7 @@ def test_gzip_compressed_csv_and_jsonl_prepare_like_the_plain_files(tmp_path):
 
 
 def test_a_truncated_gzip_file_fails_naming_it(tmp_path):
-    plain = write(tmp_path / "rows.csv", HEADER, good_rows(500))
+    plain = write(tmp_path / "rows.csv", SHORT_HEADER, good_rows(500))
     with open(plain, "rb") as f:
         packed = gzip.compress(f.read())
     cut = tmp_path / "cut.csv.gz"
@@ -283,7 +283,7 @@ def test_a_truncated_gzip_file_fails_naming_it(tmp_path):
 def test_a_field_over_the_limit_names_its_column_and_the_limit(tmp_path):
     rows = good_rows(20)
     rows[7] = rows[7][:1] + ["r" * (MAX_FIELD_CHARS + 1)] + rows[7][2:]
-    path = write(tmp_path / "long.csv", HEADER, rows)
+    path = write(tmp_path / "long.csv", SHORT_HEADER, rows)
     with pytest.raises(DataError) as error:
         prepare(config(path), str(tmp_path / "out"))
     assert str(error.value) == (
@@ -291,4 +291,4 @@ def test_a_field_over_the_limit_names_its_column_and_the_limit(tmp_path):
         "CSV field prepare reads; shorten it or drop the column"
     )
     rows[7][1] = "r" * 200_000  # over Python's default 128 KiB limit, within ours
-    assert sum(prepare(config(write(tmp_path / "ok.csv", HEADER, rows)), str(tmp_path / "ok")).counts.values()) == 20
+    assert sum(prepare(config(write(tmp_path / "ok.csv", SHORT_HEADER, rows)), str(tmp_path / "ok")).counts.values()) == 20
