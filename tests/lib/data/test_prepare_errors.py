@@ -291,4 +291,6 @@ def test_a_field_over_the_limit_names_its_column_and_the_limit(tmp_path):
         "CSV field prepare reads; shorten it or drop the column"
     )
     rows[7][1] = "r" * 200_000  # over Python's default 128 KiB limit, within ours
-    assert sum(prepare(config(write(tmp_path / "ok.csv", SHORT_HEADER, rows)), str(tmp_path / "ok")).counts.values()) == 20
+    assert (
+        sum(prepare(config(write(tmp_path / "ok.csv", SHORT_HEADER, rows)), str(tmp_path / "ok")).counts.values()) == 20
+    )
