@@ -25,7 +25,7 @@ _STYLE = """
 body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2rem auto;max-width:70rem;
 color:#1d1d1f;padding:0 1rem}h1{margin-bottom:.2rem}h2{border-bottom:1px solid #ddd;padding-bottom:.2rem;
 margin-top:2rem}table{border-collapse:collapse;margin:.5rem 0}td,th{border:1px solid #ddd;padding:.25rem .6rem;
-text-align:right}th{background:#f5f5f7}td:first-child,th:first-child{text-align:left}.ok{color:#137333}
+text-align:left}th{background:#f5f5f7}td.n{text-align:right;font-variant-numeric:tabular-nums}.ok{color:#137333}
 .fail{color:#b3261e}.badge{display:inline-block;padding:.2rem .7rem;border-radius:1rem;color:#fff;font-weight:600}
 .badge.ok{background:#137333}.badge.fail{background:#b3261e}figure{display:inline-block;margin:.5rem}
 img{max-width:32rem}pre{background:#f5f5f7;padding:.6rem;overflow:auto;font-size:.8rem}
@@ -98,14 +98,17 @@ def _one_vs_rest(truth: Truth, scores: Scores) -> List[Tuple[str, np.ndarray, np
     return [(c, truth.labels == c, scores.probabilities[:, classes.index(c)]) for c in positive]
 
 
+LINE_STYLES = ("-", "--", "-.", ":")  # curves that coincide stay visible
+
+
 def _roc_plot(truth: Truth, scores: Scores) -> str:
     fig, ax = _figure()
-    for name, is_class, probability in _one_vs_rest(truth, scores):
+    for i, (name, is_class, probability) in enumerate(_one_vs_rest(truth, scores)):
         order = np.argsort(-probability, kind="stable")
         hits = is_class[order]
         tpr = np.concatenate([[0.0], np.cumsum(hits) / max(hits.sum(), 1)])
         fpr = np.concatenate([[0.0], np.cumsum(~hits) / max((~hits).sum(), 1)])
-        ax.plot(fpr, tpr, label=name)
+        ax.plot(fpr, tpr, label=name, linestyle=LINE_STYLES[i % 4], alpha=0.85)
     ax.plot([0, 1], [0, 1], color="#999", linestyle=":")
     ax.set(xlabel="false positive rate", ylabel="true positive rate", title="ROC (one vs rest)")
     ax.legend(loc="lower right")
@@ -114,12 +117,12 @@ def _roc_plot(truth: Truth, scores: Scores) -> str:
 
 def _pr_plot(truth: Truth, scores: Scores) -> str:
     fig, ax = _figure()
-    for name, is_class, probability in _one_vs_rest(truth, scores):
+    for i, (name, is_class, probability) in enumerate(_one_vs_rest(truth, scores)):
         order = np.argsort(-probability, kind="stable")
         hits = np.cumsum(is_class[order])
         precision = hits / np.arange(1, len(hits) + 1)
         recall = hits / max(is_class.sum(), 1)
-        ax.plot(recall, precision, label=name)
+        ax.plot(recall, precision, label=name, linestyle=LINE_STYLES[i % 4], alpha=0.85)
     ax.set(xlabel="recall", ylabel="precision", title="Precision-recall (one vs rest)", ylim=(0, 1.02))
     ax.legend(loc="lower left")
     return _png(fig)
@@ -140,7 +143,7 @@ def _calibration_plot(truth: Truth, scores: Scores, bins: int = 10) -> str:
     fig, ax = _figure()
     ax.plot([0, 1], [0, 1], color="#999", linestyle=":", label="perfectly calibrated")
     ax.plot(centers, accuracy, marker="o", label="model")
-    ax.set(xlabel="confidence (top probability)", ylabel="accuracy", title="Calibration", xlim=(0, 1), ylim=(0, 1))
+    ax.set(xlabel="confidence (top probability)", ylabel="accuracy", title="Calibration", xlim=(0, 1), ylim=(0, 1.03))
     ax.legend(loc="upper left")
     return _png(fig)
 
@@ -168,14 +171,16 @@ def _regression_plots(truth: Truth, scores: Scores) -> List[Tuple[str, str]]:
 
 # -- tables -----------------------------------------------------------------------------------------------------------
 def _cell(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.4f}"
-    return html.escape(str(value))
+    """A table cell: numbers right-aligned (floats to 4 places), text left-aligned and escaped."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
+        return f"<td>{html.escape(str(value))}</td>"
+    text = f"{value:.4f}" if isinstance(value, (float, np.floating)) else str(value)
+    return f'<td class="n">{text}</td>'
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{_cell(v)}</td>" for v in row) + "</tr>" for row in rows)
+    body = "".join("<tr>" + "".join(_cell(v) for v in row) + "</tr>" for row in rows)
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
@@ -218,7 +223,7 @@ def _data_section(manifest: Mapping[str, Any]) -> str:
         parts.append("<h3>Rows per split</h3>" + _table(["split", "rows"], sorted(counts.items())))
     rows = manifest.get("rows") or {}
     if rows:
-        parts.append("<h3>Rows read</h3>" + _table(["", "rows"], list(rows.items())))
+        parts.append("<h3>Rows read</h3>" + _table(["rows", "count"], list(rows.items())))
     missing = manifest.get("missing") or {}
     if missing:
         splits = sorted(missing)
@@ -245,9 +250,7 @@ def _drift_section(drift: Mapping[str, Mapping[str, Any]]) -> str:
 
 def _figures(items: Sequence[Tuple[str, str]]) -> str:
     return "".join(
-        f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,{png}">'
-        f"<figcaption>{html.escape(caption)}</figcaption></figure>"
-        for caption, png in items
+        f'<figure><img alt="{html.escape(c)}" src="data:image/png;base64,{png}"></figure>' for c, png in items
     )
 
 
