@@ -14,17 +14,9 @@ from typing import Callable, Optional
 
 import tensorflow as tf
 
+from estimator_lib.progress import duration
+
 log = logging.getLogger("estimator_lib.progress")
-
-
-def format_duration(seconds: float) -> str:
-    """3725 -> "1h02m05s"; 65 -> "1m05s"; 4.2 -> "4s"."""
-    seconds = int(round(seconds))
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours}h{minutes:02d}m{secs:02d}s"
-    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
 
 
 class ProgressHook(tf.compat.v1.train.SessionRunHook):
@@ -81,7 +73,7 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
         elapsed, done = now - self._last_time, step - self._last_step
         rate = done / elapsed if elapsed > 0 else 0.0
         left = max(self._total - step, 0)
-        eta = format_duration(left / rate) if rate > 0 else "unknown"
+        eta = duration(left / rate) if rate > 0 else "unknown"
         percent = 100.0 * step / self._total if self._total else 100.0
         self._emit(
             f"step {step}/{self._total} ({percent:.0f}%), loss {self._last_loss:.4g}, "

@@ -64,6 +64,7 @@ from estimator_lib.export import load_serving_model
 from estimator_lib.model import inputs
 from estimator_lib.model.inputs import Patterns
 from estimator_lib.model.outputs import PredictionError, output_keys, real_rows
+from estimator_lib.progress import RowProgress
 from estimator_lib.schema import (
     CLASSIFICATION,
     INDEX_FEATURE,
@@ -352,7 +353,7 @@ class _ShardWriter:
     def __init__(self, directory: str, count: int, num_shards: int):
         self._directory = directory
         self._num_shards = num_shards
-        self._sizes = shard_sizes(count, num_shards)
+        self.sizes = shard_sizes(count, num_shards)
         self._shard = -1
         self._left = 0
         self._file = None
@@ -367,7 +368,7 @@ class _ShardWriter:
             self.shards.append(
                 {
                     "file": shard_name(self._shard, self._num_shards),
-                    "rows": self._sizes[self._shard],
+                    "rows": self.sizes[self._shard],
                     "bytes": self._bytes,
                     "sha256": self._hash.hexdigest(),
                 }
@@ -376,7 +377,7 @@ class _ShardWriter:
         if self._shard < self._num_shards:
             path = os.path.join(self._directory, shard_name(self._shard, self._num_shards))
             self._file = open(path, "wb", buffering=1 << 20)
-            self._hash, self._bytes, self._left = hashlib.sha256(), 0, self._sizes[self._shard]
+            self._hash, self._bytes, self._left = hashlib.sha256(), 0, self.sizes[self._shard]
         else:
             self._file = None
 
@@ -404,7 +405,7 @@ def _write_rows(joined: Iterator[Tuple[Dict[str, Any], Batch]], formatter: _RowF
 
     A batch is formatted `_FORMAT_ROWS` rows at a time: formatting holds the GIL, and hashing each piece
     releases it, so the estimator's thread never waits long to start its next step."""
-    written = 0
+    written, progress = 0, RowProgress("batch predict", total=sum(writer.sizes))
     for host, outputs in joined:
         start, n = 0, len(host[KEY_FEATURE])
         while start < n:
@@ -414,6 +415,8 @@ def _write_rows(joined: Iterator[Tuple[Dict[str, Any], Batch]], formatter: _RowF
             end = start + take
             writer.write(formatter.format(_slice(host, start, end), _slice(outputs, start, end)), take)
             written, start = written + take, end
+            progress.update(take)
+    progress.finish()
     return written
 
 

@@ -9,7 +9,7 @@ import synthetic
 from estimator_lib import estimator
 from estimator_lib.config import JobConfig, TPUSettings, TrainingConfig
 from estimator_lib.model import inputs
-from estimator_lib.model.hooks import ProgressHook, format_duration
+from estimator_lib.model.hooks import ProgressHook
 
 
 class Clock:
@@ -21,10 +21,6 @@ class Clock:
     def __call__(self) -> float:
         self.now += 1.0
         return self.now
-
-
-def test_format_duration():
-    assert [format_duration(s) for s in (4.2, 65, 3725)] == ["4s", "1m05s", "1h02m05s"]
 
 
 def test_progress_lines_come_at_the_cadence_with_loss_rate_and_eta(tmp_path):
