@@ -36,10 +36,13 @@ REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def _preset_help() -> str:
     rows = "\n".join(
-        f"  {name:<12} {machine:<18} {accel:<15} x{count:<3} {cores} cores"
-        for name, machine, accel, count, cores in tpu_presets.preset_table()
+        f"  {name:<12} {machine:<18} {accel:<15} x{count:<3} {f'{cores} cores':<9} {status}"
+        for name, machine, accel, count, cores, status in tpu_presets.preset_table()
     )
-    return f"TPU types (--tpu):\n{rows}"
+    return (
+        f"TPU types (--tpu):\n{rows}\n"
+        "experimental types need --experimental-tpu: TPUEstimator is not known to run on them (docs/vertex.md)"
+    )
 
 
 # -- arguments -----------------------------------------------------------------------------------------------
@@ -96,11 +99,36 @@ def _add_image_arguments(parser: argparse.ArgumentParser) -> None:
     where = group.add_mutually_exclusive_group()
     where.add_argument(
         "--tpu",
-        choices=sorted(tpu_presets.PRESETS),
         default=tpu_presets.DEFAULT_TPU,
-        help=f"Cloud TPU type for train, evaluate, batch predict (default {tpu_presets.DEFAULT_TPU})",
+        metavar="TYPE",
+        help=f"Cloud TPU type for train, evaluate, batch predict (default {tpu_presets.DEFAULT_TPU}; list below)",
     )
     where.add_argument("--cpu", action="store_true", help="compile without TPUs (every stage on CPU)")
+    group.add_argument(
+        "--experimental-tpu",
+        action="store_true",
+        help="allow TPU types TensorFlow 2.15's TPUEstimator is not known to run on (v5e: PJRT runtime)",
+    )
+    group.add_argument("--tpu-topology", metavar="AxB", help="TPU slice topology (v5e; default: the type's own)")
+    capacity = parser.add_argument_group("TPU capacity")
+    capacity.add_argument(
+        "--spot", action="store_true", help="run the TPU jobs on Spot VMs: cheaper, preemptible at any time"
+    )
+    capacity.add_argument(
+        "--reservation",
+        metavar="NAME",
+        help="consume this Compute Engine reservation: projects/PROJECT/zones/ZONE/reservations/NAME",
+    )
+
+
+def _add_tracking_arguments(parser: argparse.ArgumentParser, log_root_help: str) -> None:
+    group = parser.add_argument_group("Vertex AI TensorBoard")
+    group.add_argument(
+        "--tensorboard",
+        metavar="RESOURCE",
+        help="Vertex AI TensorBoard the TPU jobs upload their logs to: projects/P/locations/REGION/tensorboards/ID",
+    )
+    group.add_argument("--tensorboard-logs", metavar="GS_PREFIX", help=log_root_help)
 
 
 def _add_vertex_arguments(parser: argparse.ArgumentParser) -> None:
@@ -164,6 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     compile_.add_argument("--output", default=DEFAULT_TEMPLATE, help=f"YAML file (default {DEFAULT_TEMPLATE})")
     _add_image_arguments(compile_)
+    _add_tracking_arguments(compile_, "gs:// prefix for the TPU jobs' TensorBoard logs (required with --tensorboard)")
 
     for name, text in (
         ("submit", "run the pipeline once on Vertex AI"),
@@ -178,6 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
         )
         _add_run_arguments(sub)
         _add_image_arguments(sub)
+        _add_tracking_arguments(sub, "gs:// prefix for the TPU jobs' TensorBoard logs (default: --pipeline-root)")
         _add_vertex_arguments(sub)
         if name == "schedule":
             group = sub.add_argument_group("schedule")
@@ -238,8 +268,54 @@ def resolve_image(args: argparse.Namespace) -> str:
     return image
 
 
-def resolve_preset(args: argparse.Namespace):
-    return None if args.cpu else tpu_presets.preset(args.tpu)
+# Flags that change the compiled pipeline: `--template` (already compiled) cannot take them.
+COMPILED_FLAGS = {
+    "--experimental-tpu": "experimental_tpu",
+    "--tpu-topology": "tpu_topology",
+    "--spot": "spot",
+    "--reservation": "reservation",
+    "--tensorboard": "tensorboard",
+}
+
+
+def resolve_target(args: argparse.Namespace, log_root: str | None = None) -> tpu_presets.TPUTarget | None:
+    """Where the TPU stages run (None: every stage on CPU), with their capacity and TensorBoard settings."""
+    if args.cpu:
+        given = [flag for flag in ("--tpu-topology", "--spot", "--reservation", "--tensorboard") if _flag(args, flag)]
+        if given:
+            raise ValueError(
+                f"{given[0]} applies to the TPU custom jobs, and with --cpu no stage runs as one: "
+                f"drop --cpu or {given[0]}"
+            )
+        return None
+    return tpu_presets.TPUTarget(
+        tpu_presets.preset(args.tpu, experimental=args.experimental_tpu),
+        spot=args.spot,
+        reservation=args.reservation,
+        topology=args.tpu_topology,
+        tensorboard=args.tensorboard,
+        log_root=args.tensorboard_logs or log_root,
+    )
+
+
+def _flag(args: argparse.Namespace, flag: str) -> Any:
+    return getattr(args, COMPILED_FLAGS[flag])
+
+
+def describe_compiled(tpu: tpu_presets.TPUTarget | None) -> dict[str, Any]:
+    """What the compiled pipeline fixes: the TPU custom jobs' machine, capacity and TensorBoard. Shown by
+    --dry-run beside the PipelineJob request (whose pipeline spec is left out: it is long)."""
+    described: dict[str, Any] = {"tpuJobs": None}
+    if tpu is not None:
+        described["tpuJobs"] = {
+            "tpu": tpu.preset.name,
+            "machineSpec": tpu.machine_spec(),
+            "scheduling": {"strategy": tpu_presets.SPOT if tpu.spot else tpu_presets.STANDARD},
+            "env": dict(tpu.preset.env),
+            "tensorboard": tpu.tensorboard,
+            "baseOutputDirectory": tpu.base_output_directory("STAGE", "PIPELINE_JOB_UUID"),
+        }
+    return described
 
 
 # -- commands ------------------------------------------------------------------------------------------------
@@ -269,16 +345,28 @@ def format_summary(summary: dict[str, Any], path: str) -> str:
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
-    preset = resolve_preset(args)
+    tpu = resolve_target(args)
     image = resolve_image(args)
-    compile_pipeline(args.output, image, preset)
-    where = (
-        f"TPU {preset.name} ({preset.machine_type}, {preset.accelerator_type} x{preset.accelerator_count})"
-        if preset
-        else "CPU"
-    )
-    print(f"compiled {args.output}: image {image}; train/evaluate/batch predict on {where}")
+    compile_pipeline(args.output, image, tpu)
+    print(f"compiled {args.output}: image {image}; {_where(tpu)}")
     return 0
+
+
+def _where(tpu: tpu_presets.TPUTarget | None) -> str:
+    if tpu is None:
+        return "train/evaluate/batch predict on CPU"
+    p = tpu.preset
+    text = (
+        f"train/evaluate/batch predict on TPU {p.name} ({p.machine_type}, {p.accelerator_type} x{p.accelerator_count}"
+    )
+    text += f", topology {tpu.topology})" if tpu.topology else ")"
+    if tpu.spot:
+        text += " on Spot VMs"
+    if tpu.reservation:
+        text += f" from reservation {tpu.reservation}"
+    if tpu.tensorboard:
+        text += f"; logs to TensorBoard {tpu.tensorboard}"
+    return text
 
 
 def _vertex_job(args: argparse.Namespace, template_dir: str, credentials: Any = None):
@@ -296,11 +384,21 @@ def _vertex_job(args: argparse.Namespace, template_dir: str, credentials: Any = 
         credentials = AnonymousCredentials()
     settings = resolve_settings(args, publish_root=args.pipeline_root.rstrip("/") + "/published")
     template = args.template
-    if not template:
-        template = compile_pipeline(
-            os.path.join(template_dir, DEFAULT_TEMPLATE), resolve_image(args), resolve_preset(args)
-        )
-    return vertex.build_job(template, target, settings.arguments(), credentials=credentials), target
+    compiled: dict[str, Any] = {"template": template}
+    if template:
+        given = [flag for flag in COMPILED_FLAGS if _flag(args, flag)]
+        if given:
+            raise ValueError(
+                f"{given[0]} is applied when the pipeline is compiled, and --template {template} is compiled "
+                f"already: drop --template (submit and schedule compile), or compile the template with {given[0]}"
+            )
+    else:
+        tpu = resolve_target(args, log_root=args.pipeline_root)
+        if tpu is not None and tpu.tensorboard:
+            vertex.check_tensorboard(tpu.tensorboard, target)
+        template = compile_pipeline(os.path.join(template_dir, DEFAULT_TEMPLATE), resolve_image(args), tpu)
+        compiled = describe_compiled(tpu)
+    return vertex.build_job(template, target, settings.arguments(), credentials=credentials), target, compiled
 
 
 def _print_request(job: Any, extra: dict[str, Any] | None = None) -> None:
@@ -311,9 +409,10 @@ def _print_request(job: Any, extra: dict[str, Any] | None = None) -> None:
 
 def cmd_submit(args: argparse.Namespace, credentials: Any = None) -> int:
     with tempfile.TemporaryDirectory() as template_dir:
-        job, target = _vertex_job(args, template_dir, credentials)
+        job, target, compiled = _vertex_job(args, template_dir, credentials)
         if args.dry_run:
-            _print_request(job, {"serviceAccount": target.service_account, "network": target.network})
+            extra = {"serviceAccount": target.service_account, "network": target.network, "compiled": compiled}
+            _print_request(job, extra)
             return 0
         vertex.submit(job, target)
     print(f"submitted {job.resource_name}")
@@ -323,9 +422,16 @@ def cmd_submit(args: argparse.Namespace, credentials: Any = None) -> int:
 def cmd_schedule(args: argparse.Namespace, credentials: Any = None) -> int:
     vertex.check_cron(args.cron)
     with tempfile.TemporaryDirectory() as template_dir:
-        job, target = _vertex_job(args, template_dir, credentials)
+        job, target, compiled = _vertex_job(args, template_dir, credentials)
         if args.dry_run:
-            _print_request(job, {"cron": args.cron, "scheduleName": args.schedule_name})
+            extra = {
+                "cron": args.cron,
+                "scheduleName": args.schedule_name,
+                "serviceAccount": target.service_account,
+                "network": target.network,
+                "compiled": compiled,
+            }
+            _print_request(job, extra)
             return 0
         created = vertex.schedule(
             job,
