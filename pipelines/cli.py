@@ -22,10 +22,11 @@ from google.protobuf import json_format
 
 from estimator_lib import storage
 from estimator_lib.config import RUN_TASKS, ConfigError, RunConfig, resolve_configs
+from estimator_lib.config.registry import RegistryConfig
 from pipelines import local, vertex
 from pipelines import tpu as tpu_presets
 from pipelines.image import check_image, default_image
-from pipelines.pipeline import PIPELINE_NAME, compile_pipeline
+from pipelines.pipeline import PIPELINE_NAME, VertexSteps, compile_pipeline
 
 DEFAULT_OUTPUT = os.path.join("runs", "local")
 DEFAULT_TEMPLATE = "tpu_estimator_pipeline.yaml"
@@ -122,13 +123,26 @@ def _add_image_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_tracking_arguments(parser: argparse.ArgumentParser, log_root_help: str) -> None:
-    group = parser.add_argument_group("Vertex AI TensorBoard")
+    group = parser.add_argument_group("Vertex AI tracking: TensorBoard, Experiments, Model Registry")
     group.add_argument(
         "--tensorboard",
         metavar="RESOURCE",
         help="Vertex AI TensorBoard the TPU jobs upload their logs to: projects/P/locations/REGION/tensorboards/ID",
     )
     group.add_argument("--tensorboard-logs", metavar="GS_PREFIX", help=log_root_help)
+    group.add_argument(
+        "--experiment", help="Vertex AI Experiment every run joins (created the first time; scheduled runs too)"
+    )
+    group.add_argument(
+        "--model-registry",
+        metavar="DISPLAY_NAME",
+        help="register each blessed, published model as a new default version of this Model Registry model",
+    )
+    group.add_argument(
+        "--serving-image",
+        default="",
+        help="prediction container of registered versions (default: Vertex AI's TensorFlow 2.15 CPU image)",
+    )
 
 
 def _add_vertex_arguments(parser: argparse.ArgumentParser) -> None:
@@ -275,6 +289,8 @@ COMPILED_FLAGS = {
     "--spot": "spot",
     "--reservation": "reservation",
     "--tensorboard": "tensorboard",
+    "--experiment": "experiment",
+    "--model-registry": "model_registry",
 }
 
 
@@ -298,14 +314,31 @@ def resolve_target(args: argparse.Namespace, log_root: str | None = None) -> tpu
     )
 
 
+def resolve_steps(args: argparse.Namespace) -> VertexSteps:
+    """The Vertex AI steps the flags ask for: joining an Experiment, registering blessed models."""
+    if args.serving_image and not args.model_registry:
+        raise ValueError("--serving-image is the registered versions' container: give --model-registry too")
+    registry = None
+    if args.model_registry is not None:
+        registry = RegistryConfig(display_name=args.model_registry, serving_image=args.serving_image)
+    return VertexSteps(
+        experiment=vertex.check_experiment(args.experiment) if args.experiment is not None else None,
+        registry=registry,
+    )
+
+
 def _flag(args: argparse.Namespace, flag: str) -> Any:
     return getattr(args, COMPILED_FLAGS[flag])
 
 
-def describe_compiled(tpu: tpu_presets.TPUTarget | None) -> dict[str, Any]:
-    """What the compiled pipeline fixes: the TPU custom jobs' machine, capacity and TensorBoard. Shown by
-    --dry-run beside the PipelineJob request (whose pipeline spec is left out: it is long)."""
-    described: dict[str, Any] = {"tpuJobs": None}
+def describe_compiled(tpu: tpu_presets.TPUTarget | None, steps: VertexSteps) -> dict[str, Any]:
+    """What the compiled pipeline fixes: the TPU custom jobs' machine, capacity and TensorBoard, the Vertex AI
+    steps. Shown by --dry-run beside the PipelineJob request (whose pipeline spec is left out: it is long)."""
+    described: dict[str, Any] = {
+        "experiment": steps.experiment,
+        "modelRegistry": steps.registry.to_dict() if steps.registry else None,
+        "tpuJobs": None,
+    }
     if tpu is not None:
         described["tpuJobs"] = {
             "tpu": tpu.preset.name,
@@ -346,9 +379,14 @@ def format_summary(summary: dict[str, Any], path: str) -> str:
 
 def cmd_compile(args: argparse.Namespace) -> int:
     tpu = resolve_target(args)
+    steps = resolve_steps(args)
     image = resolve_image(args)
-    compile_pipeline(args.output, image, tpu)
+    compile_pipeline(args.output, image, tpu, steps)
     print(f"compiled {args.output}: image {image}; {_where(tpu)}")
+    if steps.experiment:
+        print(f"  every run joins the Vertex AI Experiment {steps.experiment!r}")
+    if steps.registry:
+        print(f"  blessed models become versions of the registry model {steps.registry.display_name!r}")
     return 0
 
 
@@ -396,8 +434,9 @@ def _vertex_job(args: argparse.Namespace, template_dir: str, credentials: Any = 
         tpu = resolve_target(args, log_root=args.pipeline_root)
         if tpu is not None and tpu.tensorboard:
             vertex.check_tensorboard(tpu.tensorboard, target)
-        template = compile_pipeline(os.path.join(template_dir, DEFAULT_TEMPLATE), resolve_image(args), tpu)
-        compiled = describe_compiled(tpu)
+        steps = resolve_steps(args)
+        template = compile_pipeline(os.path.join(template_dir, DEFAULT_TEMPLATE), resolve_image(args), tpu, steps)
+        compiled = describe_compiled(tpu, steps)
     return vertex.build_job(template, target, settings.arguments(), credentials=credentials), target, compiled
 
 

@@ -9,14 +9,16 @@ The pipeline function only wires. What differs between environments is chosen wh
     Cloud TPU VM (google-cloud-pipeline-components' custom-job wrapper) and get
     {"use_tpu": True, "tpu_name": "local", "num_cores": N} as their `tpu` settings; without one they run as
     plain tasks on CPU, which is also what the KFP local runner executes. A `TPUTarget` adds where the TPU
-    machines come from (Spot, a reservation), the slice topology and a Vertex AI TensorBoard.
+    machines come from (Spot, a reservation), the slice topology and a Vertex AI TensorBoard;
+  * Vertex AI steps (`VertexSteps`): the run joins an Experiment; a blessed model gets a Model Registry
+    version. Local runs have neither.
 Prepare and export always run on CPU (export writes the TPU meta graph without a TPU).
 
 No `from __future__ import annotations` here: KFP reads the pipeline function's annotations as types.
 """
 
 import dataclasses
-from typing import Any, Callable, NamedTuple, Union
+from typing import Any, Callable, NamedTuple, Optional, Union
 
 import yaml
 from kfp import compiler, dsl
@@ -24,13 +26,19 @@ from kfp import components as kfp_components
 from kfp.dsl import Artifact, ClassificationMetrics, Dataset, Metrics, Model
 
 from components import Stages, build_stages
+from components.experiment import join_experiment
+from components.register import register_model
 from estimator_lib.config import RunConfig
+from estimator_lib.config.registry import RegistryConfig
 from pipelines.tpu import CPU_SETTINGS, SPOT, STANDARD, TPUPreset, TPUTarget, as_target
 
 PIPELINE_NAME = "tpu-estimator-pipeline"
 # Resolved by Vertex AI at run time to the PipelineJob's service account: the TPU custom jobs run as the
 # pipeline does, instead of as the Vertex AI Custom Code Service Agent.
 PIPELINE_SERVICE_ACCOUNT = "{{$.pipeline_service_account}}"
+# Resolved by Vertex AI at run time to the PipelineJob's project and region.
+PIPELINE_PROJECT = "{{$.pipeline_google_cloud_project_id}}"
+PIPELINE_LOCATION = "{{$.pipeline_google_cloud_location}}"
 # The `Stages` fields that run on the Cloud TPU when a preset is given; prepare and export stay on CPU.
 TPU_STAGES = ("train", "evaluate", "batch_predict")
 
@@ -98,13 +106,59 @@ def place_stages(stages: Stages, tpu: Union[TPUPreset, TPUTarget, None]) -> Stag
     return dataclasses.replace(stages, **{name: _on_tpu(getattr(stages, name), target) for name in TPU_STAGES})
 
 
-def build_pipeline(image: str, tpu: Union[TPUPreset, TPUTarget, None] = None) -> Callable[..., PipelineOutputs]:
+@dataclasses.dataclass(frozen=True)
+class VertexSteps:
+    """Steps only a Vertex AI run has, chosen when compiling.
+
+    Attributes:
+      experiment: the Vertex AI Experiment every run joins (a first step, so scheduled runs join too).
+      registry: the Model Registry model a blessed, published model becomes a new version of (a last step).
+    """
+
+    experiment: Optional[str] = None
+    registry: Optional[RegistryConfig] = None
+
+
+def _vertex_steps(image: str, steps: VertexSteps) -> Callable[..., None]:
+    """The function the pipeline calls to add `steps` (it adds nothing when none is asked for)."""
+
+    def component(func: Callable) -> Any:
+        return dsl.component(func, base_image=image, install_kfp_package=False, packages_to_install=[])
+
+    def add(dataset: Dataset, exported: Model, blessing: Artifact) -> None:
+        # Each run must join, and register its own model: caching is off for these tasks (a job-level --caching
+        # turns it on everywhere, but their inputs name the run, so no earlier run's outputs match).
+        if steps.experiment:
+            component(join_experiment)(
+                experiment=steps.experiment,
+                project=PIPELINE_PROJECT,
+                location=PIPELINE_LOCATION,
+                pipeline_job=dsl.PIPELINE_JOB_RESOURCE_NAME_PLACEHOLDER,
+            ).set_caching_options(False)
+        if steps.registry:
+            component(register_model)(
+                dataset=dataset,
+                exported=exported,
+                blessing=blessing,
+                registry=steps.registry.to_dict(),
+                project=PIPELINE_PROJECT,
+                location=PIPELINE_LOCATION,
+                pipeline_job=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+            ).set_caching_options(False)
+
+    return add
+
+
+def build_pipeline(
+    image: str, tpu: Union[TPUPreset, TPUTarget, None] = None, steps: VertexSteps = VertexSteps()
+) -> Callable[..., PipelineOutputs]:
     """Builds the pipeline.
 
     Args:
       image: the container image every component runs on (an immutable reference when compiling).
       tpu: run train, evaluate and batch predict on this Cloud TPU (Vertex AI only): a preset, or a
         `TPUTarget` with the capacity and TensorBoard settings; None runs them on CPU.
+      steps: Vertex AI steps (experiment, Model Registry); none by default (local runs).
 
     Returns:
       The `@dsl.pipeline` function (compile it, or call it under `kfp.local.init`).
@@ -112,6 +166,7 @@ def build_pipeline(image: str, tpu: Union[TPUPreset, TPUTarget, None] = None) ->
     target = as_target(tpu)
     stages = place_stages(build_stages(image), target)
     accelerated = target.preset.tpu_settings() if target else dict(CPU_SETTINGS)
+    add_vertex_steps = _vertex_steps(image, steps)
     host = dict(CPU_SETTINGS)
     # KFP reads the parameters' defaults from the signature below; they come from the config types, so the
     # pipeline, the CLI and the components share one set.
@@ -180,6 +235,7 @@ def build_pipeline(image: str, tpu: Union[TPUPreset, TPUTarget, None] = None) ->
             publish_root=publish_root,
             tpu=host,
         )
+        add_vertex_steps(dataset=dataset, exported=export.outputs["exported"], blessing=evaluate.outputs["blessing"])
         return PipelineOutputs(
             dataset=dataset,
             model=model,
@@ -193,7 +249,9 @@ def build_pipeline(image: str, tpu: Union[TPUPreset, TPUTarget, None] = None) ->
     return tpu_estimator_pipeline
 
 
-def compile_pipeline(output: str, image: str, tpu: Union[TPUPreset, TPUTarget, None]) -> str:
+def compile_pipeline(
+    output: str, image: str, tpu: Union[TPUPreset, TPUTarget, None], steps: VertexSteps = VertexSteps()
+) -> str:
     """Compiles the pipeline to a YAML file for Vertex AI; returns `output`."""
-    compiler.Compiler().compile(build_pipeline(image, tpu), package_path=output)
+    compiler.Compiler().compile(build_pipeline(image, tpu, steps), package_path=output)
     return output

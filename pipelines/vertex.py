@@ -20,6 +20,9 @@ from pipelines.tpu import tensorboard_location
 _LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 _LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
 _CRON_FIELDS = 5
+# An Experiment is a metadata context whose ID is its name: 4-128 characters of [a-z0-9-]
+# (CreateContextRequest.context_id).
+_EXPERIMENT = re.compile(r"^[a-z0-9-]{4,128}$")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,6 +99,15 @@ def check_cron(cron: str) -> str:
             "'0 3 * * 1' for Mondays at 03:00 UTC; prefix 'TZ=Europe/Paris ' for another time zone"
         )
     return cron
+
+
+def check_experiment(name: str) -> str:
+    """`name` if Vertex AI accepts it as an Experiment's name; raises ValueError saying how to fix it."""
+    if not _EXPERIMENT.match(name):
+        raise ValueError(
+            f"--experiment {name!r} must be 4-128 characters of lowercase letters, digits and '-', e.g. churn-weekly"
+        )
+    return name
 
 
 def check_tensorboard(tensorboard: str, target: VertexTarget) -> str:
