@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import typing
 from collections.abc import Mapping
 from typing import Any
 
-from estimator_lib import storage
+from estimator_lib import storage, summaries
 from estimator_lib.config import (
     BlessingConfig,
     JobConfig,
@@ -30,6 +31,8 @@ from estimator_lib.evaluation import Blessing
 
 JOB_CONFIG_FILE = "job_config.json"
 BLESSING_FILE = "blessing.json"
+# Set by Vertex AI in a custom job that has a TensorBoard: the directory its uploader reads.
+TENSORBOARD_LOG_DIR_ENV = "AIP_TENSORBOARD_LOG_DIR"
 
 
 class OutputMissingError(RuntimeError):
@@ -138,3 +141,10 @@ def read_blessing(blessing_uri: str) -> Blessing:
     path = storage.join(blessing_uri, BLESSING_FILE)
     require_output(path, "the evaluation's blessing")
     return Blessing.from_dict(json.loads(storage.read_text(path)))
+
+
+def copy_summaries_to_tensorboard(source_dir: str, run: str) -> list[str]:
+    """Copies the event files in `source_dir` to `$AIP_TENSORBOARD_LOG_DIR/<run>`, where Vertex AI TensorBoard
+    uploads from; does nothing outside a custom job with a TensorBoard (the variable is unset)."""
+    log_dir = os.environ.get(TENSORBOARD_LOG_DIR_ENV)
+    return summaries.copy_event_files(source_dir, storage.join(log_dir, run)) if log_dir else []

@@ -7,9 +7,10 @@ a run's summary reads: counts, URIs, the verdict, content fingerprints.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kfp.dsl import Artifact, ClassificationMetrics, Dataset, Metrics, Model
 
@@ -22,7 +23,12 @@ from estimator_lib.evaluation import Evaluation
 from estimator_lib.predict import PredictResult
 from estimator_lib.release import Release, fingerprint, fingerprint_files
 
+if TYPE_CHECKING:
+    # Not at run time: estimator_lib.registry loads google-cloud-aiplatform, which only the register step needs.
+    from estimator_lib.registry import Registration
+
 log = logging.getLogger("components")
+REGISTRATION_FILE = "registration.json"
 
 
 def describe_dataset(dataset: Dataset, result: PrepareResult) -> None:
@@ -124,6 +130,19 @@ def describe_export(exported: Model, release: Release) -> None:
         }
     )
     log.info("export: %s", release.reason)
+
+
+def describe_registration(registered: Model, registration: Registration) -> None:
+    """Registered Model: a registered model's uri is the SavedModel directory its version serves, and its metadata
+    names the registry model and version; otherwise registration.json (and the metadata) say why there is none."""
+    record = dataclasses.asdict(registration)
+    if registration.registered:
+        registered.uri = registration.artifact_uri
+        require_output(storage.join(registered.uri, "saved_model.pb"), "the registered SavedModel")
+    else:
+        storage.write_text(storage.join(registered.uri, REGISTRATION_FILE), json.dumps(record, indent=2))
+    registered.metadata.update({**record, "version_name": registration.version_name})
+    log.info("register: %s", registration.reason)
 
 
 def _jsonable(value: Any) -> Any:

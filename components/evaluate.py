@@ -36,7 +36,7 @@ def evaluate_model(
         models on the eval rows under candidate/ and baseline/.
     """
     from components import adapter, artifacts
-    from estimator_lib import release
+    from estimator_lib import release, storage, summaries
     from estimator_lib.data import prepare
     from estimator_lib.evaluation import evaluate_and_bless
 
@@ -46,4 +46,5 @@ def evaluate_model(
     baseline_dir = release.resolve_model(baseline, publish_root)
     evaluation = evaluate_and_bless(job, prepared, model.uri, config, baseline_dir, blessing.uri)
     adapter.write_blessing(blessing.uri, evaluation.blessing)
+    adapter.copy_summaries_to_tensorboard(storage.join(model.uri, summaries.EVAL_DIR), "eval")
     artifacts.describe_evaluation(evaluation, metrics, classification_metrics, blessing)

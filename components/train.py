@@ -53,4 +53,5 @@ def train_model(
     job = adapter.training_job(job_config, hyperparameters, tpu, warm_start_from=source)
     adapter.write_job_config(model.uri, job)
     result = estimator.train(job, prepared.schema, prepared.files("train"), model.uri)
+    adapter.copy_summaries_to_tensorboard(model.uri, "train")
     artifacts.describe_model(model, result, job, source)

@@ -22,10 +22,11 @@ from google.protobuf import json_format
 
 from estimator_lib import storage
 from estimator_lib.config import RUN_TASKS, ConfigError, RunConfig, resolve_configs
+from estimator_lib.config.registry import RegistryConfig
 from pipelines import local, vertex
 from pipelines import tpu as tpu_presets
 from pipelines.image import check_image, default_image
-from pipelines.pipeline import PIPELINE_NAME, compile_pipeline
+from pipelines.pipeline import PIPELINE_NAME, VertexSteps, compile_pipeline
 
 DEFAULT_OUTPUT = os.path.join("runs", "local")
 DEFAULT_TEMPLATE = "tpu_estimator_pipeline.yaml"
@@ -36,10 +37,13 @@ REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def _preset_help() -> str:
     rows = "\n".join(
-        f"  {name:<12} {machine:<18} {accel:<15} x{count:<3} {cores} cores"
-        for name, machine, accel, count, cores in tpu_presets.preset_table()
+        f"  {name:<12} {machine:<18} {accel:<15} x{count:<3} {f'{cores} cores':<9} {status}"
+        for name, machine, accel, count, cores, status in tpu_presets.preset_table()
     )
-    return f"TPU types (--tpu):\n{rows}"
+    return (
+        f"TPU types (--tpu):\n{rows}\n"
+        "experimental types need --experimental-tpu: TPUEstimator is not known to run on them (docs/vertex.md)"
+    )
 
 
 # -- arguments -----------------------------------------------------------------------------------------------
@@ -96,11 +100,49 @@ def _add_image_arguments(parser: argparse.ArgumentParser) -> None:
     where = group.add_mutually_exclusive_group()
     where.add_argument(
         "--tpu",
-        choices=sorted(tpu_presets.PRESETS),
         default=tpu_presets.DEFAULT_TPU,
-        help=f"Cloud TPU type for train, evaluate, batch predict (default {tpu_presets.DEFAULT_TPU})",
+        metavar="TYPE",
+        help=f"Cloud TPU type for train, evaluate, batch predict (default {tpu_presets.DEFAULT_TPU}; list below)",
     )
     where.add_argument("--cpu", action="store_true", help="compile without TPUs (every stage on CPU)")
+    group.add_argument(
+        "--experimental-tpu",
+        action="store_true",
+        help="allow TPU types TensorFlow 2.15's TPUEstimator is not known to run on (v5e: PJRT runtime)",
+    )
+    group.add_argument("--tpu-topology", metavar="AxB", help="TPU slice topology (v5e; default: the type's own)")
+    capacity = parser.add_argument_group("TPU capacity")
+    capacity.add_argument(
+        "--spot", action="store_true", help="run the TPU jobs on Spot VMs: cheaper, preemptible at any time"
+    )
+    capacity.add_argument(
+        "--reservation",
+        metavar="NAME",
+        help="consume this Compute Engine reservation: projects/PROJECT/zones/ZONE/reservations/NAME",
+    )
+
+
+def _add_tracking_arguments(parser: argparse.ArgumentParser, log_root_help: str) -> None:
+    group = parser.add_argument_group("Vertex AI tracking: TensorBoard, Experiments, Model Registry")
+    group.add_argument(
+        "--tensorboard",
+        metavar="RESOURCE",
+        help="Vertex AI TensorBoard the TPU jobs upload their logs to: projects/P/locations/REGION/tensorboards/ID",
+    )
+    group.add_argument("--tensorboard-logs", metavar="GS_PREFIX", help=log_root_help)
+    group.add_argument(
+        "--experiment", help="Vertex AI Experiment every run joins (created the first time; scheduled runs too)"
+    )
+    group.add_argument(
+        "--model-registry",
+        metavar="DISPLAY_NAME",
+        help="register each blessed, published model as a new default version of this Model Registry model",
+    )
+    group.add_argument(
+        "--serving-image",
+        default="",
+        help="prediction container of registered versions (default: Vertex AI's TensorFlow 2.15 CPU image)",
+    )
 
 
 def _add_vertex_arguments(parser: argparse.ArgumentParser) -> None:
@@ -164,6 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     compile_.add_argument("--output", default=DEFAULT_TEMPLATE, help=f"YAML file (default {DEFAULT_TEMPLATE})")
     _add_image_arguments(compile_)
+    _add_tracking_arguments(compile_, "gs:// prefix for the TPU jobs' TensorBoard logs (required with --tensorboard)")
 
     for name, text in (
         ("submit", "run the pipeline once on Vertex AI"),
@@ -178,6 +221,7 @@ def build_parser() -> argparse.ArgumentParser:
         )
         _add_run_arguments(sub)
         _add_image_arguments(sub)
+        _add_tracking_arguments(sub, "gs:// prefix for the TPU jobs' TensorBoard logs (default: --pipeline-root)")
         _add_vertex_arguments(sub)
         if name == "schedule":
             group = sub.add_argument_group("schedule")
@@ -238,8 +282,73 @@ def resolve_image(args: argparse.Namespace) -> str:
     return image
 
 
-def resolve_preset(args: argparse.Namespace):
-    return None if args.cpu else tpu_presets.preset(args.tpu)
+# Flags that change the compiled pipeline: `--template` (already compiled) cannot take them.
+COMPILED_FLAGS = {
+    "--experimental-tpu": "experimental_tpu",
+    "--tpu-topology": "tpu_topology",
+    "--spot": "spot",
+    "--reservation": "reservation",
+    "--tensorboard": "tensorboard",
+    "--experiment": "experiment",
+    "--model-registry": "model_registry",
+}
+
+
+def resolve_target(args: argparse.Namespace, log_root: str | None = None) -> tpu_presets.TPUTarget | None:
+    """Where the TPU stages run (None: every stage on CPU), with their capacity and TensorBoard settings."""
+    if args.cpu:
+        given = [flag for flag in ("--tpu-topology", "--spot", "--reservation", "--tensorboard") if _flag(args, flag)]
+        if given:
+            raise ValueError(
+                f"{given[0]} applies to the TPU custom jobs, and with --cpu no stage runs as one: "
+                f"drop --cpu or {given[0]}"
+            )
+        return None
+    return tpu_presets.TPUTarget(
+        tpu_presets.preset(args.tpu, experimental=args.experimental_tpu),
+        spot=args.spot,
+        reservation=args.reservation,
+        topology=args.tpu_topology,
+        tensorboard=args.tensorboard,
+        log_root=args.tensorboard_logs or log_root,
+    )
+
+
+def resolve_steps(args: argparse.Namespace) -> VertexSteps:
+    """The Vertex AI steps the flags ask for: joining an Experiment, registering blessed models."""
+    if args.serving_image and not args.model_registry:
+        raise ValueError("--serving-image is the registered versions' container: give --model-registry too")
+    registry = None
+    if args.model_registry is not None:
+        registry = RegistryConfig(display_name=args.model_registry, serving_image=args.serving_image)
+    return VertexSteps(
+        experiment=vertex.check_experiment(args.experiment) if args.experiment is not None else None,
+        registry=registry,
+    )
+
+
+def _flag(args: argparse.Namespace, flag: str) -> Any:
+    return getattr(args, COMPILED_FLAGS[flag])
+
+
+def describe_compiled(tpu: tpu_presets.TPUTarget | None, steps: VertexSteps) -> dict[str, Any]:
+    """What the compiled pipeline fixes: the TPU custom jobs' machine, capacity and TensorBoard, the Vertex AI
+    steps. Shown by --dry-run beside the PipelineJob request (whose pipeline spec is left out: it is long)."""
+    described: dict[str, Any] = {
+        "experiment": steps.experiment,
+        "modelRegistry": steps.registry.to_dict() if steps.registry else None,
+        "tpuJobs": None,
+    }
+    if tpu is not None:
+        described["tpuJobs"] = {
+            "tpu": tpu.preset.name,
+            "machineSpec": tpu.machine_spec(),
+            "scheduling": {"strategy": tpu_presets.SPOT if tpu.spot else tpu_presets.STANDARD},
+            "env": dict(tpu.preset.env),
+            "tensorboard": tpu.tensorboard,
+            "baseOutputDirectory": tpu.base_output_directory("STAGE", "PIPELINE_JOB_UUID"),
+        }
+    return described
 
 
 # -- commands ------------------------------------------------------------------------------------------------
@@ -269,16 +378,33 @@ def format_summary(summary: dict[str, Any], path: str) -> str:
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
-    preset = resolve_preset(args)
+    tpu = resolve_target(args)
+    steps = resolve_steps(args)
     image = resolve_image(args)
-    compile_pipeline(args.output, image, preset)
-    where = (
-        f"TPU {preset.name} ({preset.machine_type}, {preset.accelerator_type} x{preset.accelerator_count})"
-        if preset
-        else "CPU"
-    )
-    print(f"compiled {args.output}: image {image}; train/evaluate/batch predict on {where}")
+    compile_pipeline(args.output, image, tpu, steps)
+    print(f"compiled {args.output}: image {image}; {_where(tpu)}")
+    if steps.experiment:
+        print(f"  every run joins the Vertex AI Experiment {steps.experiment!r}")
+    if steps.registry:
+        print(f"  blessed models become versions of the registry model {steps.registry.display_name!r}")
     return 0
+
+
+def _where(tpu: tpu_presets.TPUTarget | None) -> str:
+    if tpu is None:
+        return "train/evaluate/batch predict on CPU"
+    p = tpu.preset
+    text = (
+        f"train/evaluate/batch predict on TPU {p.name} ({p.machine_type}, {p.accelerator_type} x{p.accelerator_count}"
+    )
+    text += f", topology {tpu.topology})" if tpu.topology else ")"
+    if tpu.spot:
+        text += " on Spot VMs"
+    if tpu.reservation:
+        text += f" from reservation {tpu.reservation}"
+    if tpu.tensorboard:
+        text += f"; logs to TensorBoard {tpu.tensorboard}"
+    return text
 
 
 def _vertex_job(args: argparse.Namespace, template_dir: str, credentials: Any = None):
@@ -296,11 +422,22 @@ def _vertex_job(args: argparse.Namespace, template_dir: str, credentials: Any = 
         credentials = AnonymousCredentials()
     settings = resolve_settings(args, publish_root=args.pipeline_root.rstrip("/") + "/published")
     template = args.template
-    if not template:
-        template = compile_pipeline(
-            os.path.join(template_dir, DEFAULT_TEMPLATE), resolve_image(args), resolve_preset(args)
-        )
-    return vertex.build_job(template, target, settings.arguments(), credentials=credentials), target
+    compiled: dict[str, Any] = {"template": template}
+    if template:
+        given = [flag for flag in COMPILED_FLAGS if _flag(args, flag)]
+        if given:
+            raise ValueError(
+                f"{given[0]} is applied when the pipeline is compiled, and --template {template} is compiled "
+                f"already: drop --template (submit and schedule compile), or compile the template with {given[0]}"
+            )
+    else:
+        tpu = resolve_target(args, log_root=args.pipeline_root)
+        if tpu is not None and tpu.tensorboard:
+            vertex.check_tensorboard(tpu.tensorboard, target)
+        steps = resolve_steps(args)
+        template = compile_pipeline(os.path.join(template_dir, DEFAULT_TEMPLATE), resolve_image(args), tpu, steps)
+        compiled = describe_compiled(tpu, steps)
+    return vertex.build_job(template, target, settings.arguments(), credentials=credentials), target, compiled
 
 
 def _print_request(job: Any, extra: dict[str, Any] | None = None) -> None:
@@ -311,9 +448,10 @@ def _print_request(job: Any, extra: dict[str, Any] | None = None) -> None:
 
 def cmd_submit(args: argparse.Namespace, credentials: Any = None) -> int:
     with tempfile.TemporaryDirectory() as template_dir:
-        job, target = _vertex_job(args, template_dir, credentials)
+        job, target, compiled = _vertex_job(args, template_dir, credentials)
         if args.dry_run:
-            _print_request(job, {"serviceAccount": target.service_account, "network": target.network})
+            extra = {"serviceAccount": target.service_account, "network": target.network, "compiled": compiled}
+            _print_request(job, extra)
             return 0
         vertex.submit(job, target)
     print(f"submitted {job.resource_name}")
@@ -323,9 +461,16 @@ def cmd_submit(args: argparse.Namespace, credentials: Any = None) -> int:
 def cmd_schedule(args: argparse.Namespace, credentials: Any = None) -> int:
     vertex.check_cron(args.cron)
     with tempfile.TemporaryDirectory() as template_dir:
-        job, target = _vertex_job(args, template_dir, credentials)
+        job, target, compiled = _vertex_job(args, template_dir, credentials)
         if args.dry_run:
-            _print_request(job, {"cron": args.cron, "scheduleName": args.schedule_name})
+            extra = {
+                "cron": args.cron,
+                "scheduleName": args.schedule_name,
+                "serviceAccount": target.service_account,
+                "network": target.network,
+                "compiled": compiled,
+            }
+            _print_request(job, extra)
             return 0
         created = vertex.schedule(
             job,

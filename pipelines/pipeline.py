@@ -8,26 +8,37 @@ The pipeline function only wires. What differs between environments is chosen wh
   * where train, evaluate and batch predict run: with a TPU preset they become Vertex AI custom jobs on a
     Cloud TPU VM (google-cloud-pipeline-components' custom-job wrapper) and get
     {"use_tpu": True, "tpu_name": "local", "num_cores": N} as their `tpu` settings; without one they run as
-    plain tasks on CPU, which is also what the KFP local runner executes.
+    plain tasks on CPU, which is also what the KFP local runner executes. A `TPUTarget` adds where the TPU
+    machines come from (Spot, a reservation), the slice topology and a Vertex AI TensorBoard;
+  * Vertex AI steps (`VertexSteps`): the run joins an Experiment; a blessed model gets a Model Registry
+    version. Local runs have neither.
 Prepare and export always run on CPU (export writes the TPU meta graph without a TPU).
 
 No `from __future__ import annotations` here: KFP reads the pipeline function's annotations as types.
 """
 
 import dataclasses
-from typing import Any, Callable, NamedTuple, Optional
+from typing import Any, Callable, NamedTuple, Optional, Union
 
+import yaml
 from kfp import compiler, dsl
+from kfp import components as kfp_components
 from kfp.dsl import Artifact, ClassificationMetrics, Dataset, Metrics, Model
 
 from components import Stages, build_stages
+from components.experiment import join_experiment
+from components.register import register_model
 from estimator_lib.config import RunConfig
-from pipelines.tpu import CPU_SETTINGS, TPUPreset
+from estimator_lib.config.registry import RegistryConfig
+from pipelines.tpu import CPU_SETTINGS, SPOT, STANDARD, TPUPreset, TPUTarget, as_target
 
 PIPELINE_NAME = "tpu-estimator-pipeline"
 # Resolved by Vertex AI at run time to the PipelineJob's service account: the TPU custom jobs run as the
 # pipeline does, instead of as the Vertex AI Custom Code Service Agent.
 PIPELINE_SERVICE_ACCOUNT = "{{$.pipeline_service_account}}"
+# Resolved by Vertex AI at run time to the PipelineJob's project and region.
+PIPELINE_PROJECT = "{{$.pipeline_google_cloud_project_id}}"
+PIPELINE_LOCATION = "{{$.pipeline_google_cloud_location}}"
 # The `Stages` fields that run on the Cloud TPU when a preset is given; prepare and export stay on CPU.
 TPU_STAGES = ("train", "evaluate", "batch_predict")
 
@@ -42,40 +53,120 @@ class PipelineOutputs(NamedTuple):
     exported: Model
 
 
-def _on_tpu(component: Any, preset: TPUPreset) -> Any:
-    # Lazy: google-cloud-pipeline-components is the optional `vertex` extra; only a TPU compile needs it, never
-    # a local run or a CPU compile.
+def _on_tpu(component: Any, target: TPUTarget) -> Any:
+    """`component` as a Vertex AI custom job on the TPU machine `target` describes.
+
+    google-cloud-pipeline-components' wrapper takes the machine, the scheduling strategy (Spot), the reservation
+    affinity, TensorBoard, the base output directory and environment variables, but has no `tpu_topology`
+    parameter: the topology is written into the worker pool spec of the component it builds (`_with_topology`).
+    """
+    # Lazy: google-cloud-pipeline-components is needed only by a TPU compile, never by a local run or a CPU
+    # compile (the CLI's --help stays fast).
     from google_cloud_pipeline_components.v1.custom_job import create_custom_training_job_from_component
 
-    return create_custom_training_job_from_component(
+    stage = component.component_spec.name
+    machine = target.machine_spec()
+    reservation = machine.get("reservation_affinity", {})
+    job = create_custom_training_job_from_component(
         component,
-        display_name=f"{component.component_spec.name}-{preset.name}",
-        machine_type=preset.machine_type,
-        accelerator_type=preset.accelerator_type,
-        accelerator_count=preset.accelerator_count,
+        display_name=f"{stage}-{target.preset.name}",
+        machine_type=target.preset.machine_type,
+        accelerator_type=target.preset.accelerator_type,
+        accelerator_count=target.preset.accelerator_count,
         service_account=PIPELINE_SERVICE_ACCOUNT,
+        strategy=SPOT if target.spot else STANDARD,
+        reservation_affinity_type=reservation.get("reservation_affinity_type"),
+        reservation_affinity_key=reservation.get("key"),
+        reservation_affinity_values=reservation.get("values"),
+        tensorboard=target.tensorboard or "",
+        base_output_directory=target.base_output_directory(stage, dsl.PIPELINE_JOB_ID_PLACEHOLDER),
+        env=[{"name": name, "value": value} for name, value in sorted(target.preset.env.items())],
     )
+    return _with_topology(job, target.topology) if target.topology else job
 
 
-def place_stages(stages: Stages, preset: Optional[TPUPreset]) -> Stages:
-    """The stages with train, evaluate and batch predict as Vertex AI TPU custom jobs when `preset` is given."""
-    if preset is None:
+def _with_topology(job: Any, topology: str) -> Any:
+    """The custom-job component `job` with `machine_spec.tpu_topology` set in its worker pool spec."""
+    spec = yaml.safe_load(job.component_yaml)  # the wrapper's own PipelineSpec, ints kept as ints
+    [custom_job] = spec["components"].values()
+    for inputs in (custom_job["inputDefinitions"], spec["root"]["inputDefinitions"]):
+        for pool in inputs["parameters"]["worker_pool_specs"]["defaultValue"]:
+            pool["machine_spec"]["tpu_topology"] = topology
+    patched = kfp_components.load_component_from_text(yaml.safe_dump(spec))
+    patched.component_spec.name = job.component_spec.name
+    patched.description = job.description
+    return patched
+
+
+def place_stages(stages: Stages, tpu: Union[TPUPreset, TPUTarget, None]) -> Stages:
+    """The stages with train, evaluate and batch predict as Vertex AI TPU custom jobs when `tpu` is given."""
+    target = as_target(tpu)
+    if target is None:
         return stages
-    return dataclasses.replace(stages, **{name: _on_tpu(getattr(stages, name), preset) for name in TPU_STAGES})
+    return dataclasses.replace(stages, **{name: _on_tpu(getattr(stages, name), target) for name in TPU_STAGES})
 
 
-def build_pipeline(image: str, tpu: Optional[TPUPreset] = None) -> Callable[..., PipelineOutputs]:
+@dataclasses.dataclass(frozen=True)
+class VertexSteps:
+    """Steps only a Vertex AI run has, chosen when compiling.
+
+    Attributes:
+      experiment: the Vertex AI Experiment every run joins (a first step, so scheduled runs join too).
+      registry: the Model Registry model a blessed, published model becomes a new version of (a last step).
+    """
+
+    experiment: Optional[str] = None
+    registry: Optional[RegistryConfig] = None
+
+
+def _vertex_steps(image: str, steps: VertexSteps) -> Callable[..., None]:
+    """The function the pipeline calls to add `steps` (it adds nothing when none is asked for)."""
+
+    def component(func: Callable) -> Any:
+        return dsl.component(func, base_image=image, install_kfp_package=False, packages_to_install=[])
+
+    def add(dataset: Dataset, exported: Model, blessing: Artifact) -> None:
+        # Each run must join, and register its own model: caching is off for these tasks (a job-level --caching
+        # turns it on everywhere, but their inputs name the run, so no earlier run's outputs match).
+        if steps.experiment:
+            component(join_experiment)(
+                experiment=steps.experiment,
+                project=PIPELINE_PROJECT,
+                location=PIPELINE_LOCATION,
+                pipeline_job=dsl.PIPELINE_JOB_RESOURCE_NAME_PLACEHOLDER,
+            ).set_caching_options(False)
+        if steps.registry:
+            component(register_model)(
+                dataset=dataset,
+                exported=exported,
+                blessing=blessing,
+                registry=steps.registry.to_dict(),
+                project=PIPELINE_PROJECT,
+                location=PIPELINE_LOCATION,
+                pipeline_job=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+            ).set_caching_options(False)
+
+    return add
+
+
+def build_pipeline(
+    image: str, tpu: Union[TPUPreset, TPUTarget, None] = None, steps: VertexSteps = VertexSteps()
+) -> Callable[..., PipelineOutputs]:
     """Builds the pipeline.
 
     Args:
       image: the container image every component runs on (an immutable reference when compiling).
-      tpu: run train, evaluate and batch predict on this Cloud TPU (Vertex AI only); None runs them on CPU.
+      tpu: run train, evaluate and batch predict on this Cloud TPU (Vertex AI only): a preset, or a
+        `TPUTarget` with the capacity and TensorBoard settings; None runs them on CPU.
+      steps: Vertex AI steps (experiment, Model Registry); none by default (local runs).
 
     Returns:
       The `@dsl.pipeline` function (compile it, or call it under `kfp.local.init`).
     """
-    stages = place_stages(build_stages(image), tpu)
-    accelerated = tpu.tpu_settings() if tpu else dict(CPU_SETTINGS)
+    target = as_target(tpu)
+    stages = place_stages(build_stages(image), target)
+    accelerated = target.preset.tpu_settings() if target else dict(CPU_SETTINGS)
+    add_vertex_steps = _vertex_steps(image, steps)
     host = dict(CPU_SETTINGS)
     # KFP reads the parameters' defaults from the signature below; they come from the config types, so the
     # pipeline, the CLI and the components share one set.
@@ -144,6 +235,7 @@ def build_pipeline(image: str, tpu: Optional[TPUPreset] = None) -> Callable[...,
             publish_root=publish_root,
             tpu=host,
         )
+        add_vertex_steps(dataset=dataset, exported=export.outputs["exported"], blessing=evaluate.outputs["blessing"])
         return PipelineOutputs(
             dataset=dataset,
             model=model,
@@ -157,7 +249,9 @@ def build_pipeline(image: str, tpu: Optional[TPUPreset] = None) -> Callable[...,
     return tpu_estimator_pipeline
 
 
-def compile_pipeline(output: str, image: str, tpu: Optional[TPUPreset]) -> str:
+def compile_pipeline(
+    output: str, image: str, tpu: Union[TPUPreset, TPUTarget, None], steps: VertexSteps = VertexSteps()
+) -> str:
     """Compiles the pipeline to a YAML file for Vertex AI; returns `output`."""
-    compiler.Compiler().compile(build_pipeline(image, tpu), package_path=output)
+    compiler.Compiler().compile(build_pipeline(image, tpu, steps), package_path=output)
     return output

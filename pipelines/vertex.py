@@ -13,12 +13,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from pipelines.pipeline import PIPELINE_NAME
+from pipelines.tpu import tensorboard_location
 
 # Vertex AI label rules: up to 64 labels; keys start with a lowercase letter; keys and values use lowercase
 # letters, digits, "_" and "-", at most 63 characters.
 _LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 _LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
 _CRON_FIELDS = 5
+# An Experiment is a metadata context whose ID is its name: 4-128 characters of [a-z0-9-]
+# (CreateContextRequest.context_id).
+_EXPERIMENT = re.compile(r"^[a-z0-9-]{4,128}$")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,6 +99,35 @@ def check_cron(cron: str) -> str:
             "'0 3 * * 1' for Mondays at 03:00 UTC; prefix 'TZ=Europe/Paris ' for another time zone"
         )
     return cron
+
+
+def check_experiment(name: str) -> str:
+    """`name` if Vertex AI accepts it as an Experiment's name; raises ValueError saying how to fix it."""
+    if not _EXPERIMENT.match(name):
+        raise ValueError(
+            f"--experiment {name!r} must be 4-128 characters of lowercase letters, digits and '-', e.g. churn-weekly"
+        )
+    return name
+
+
+def check_tensorboard(tensorboard: str, target: VertexTarget) -> str:
+    """`tensorboard` if the TPU jobs of a run at `target` can write to it; raises ValueError otherwise.
+
+    Vertex AI TensorBoard takes logs from custom jobs that run as a service account (with roles/storage.admin
+    and roles/aiplatform.user), in the TensorBoard's own region.
+    """
+    region = tensorboard_location(tensorboard)
+    if region != target.location:
+        raise ValueError(
+            f"--tensorboard {tensorboard} is in {region}, but the run is in --region {target.location}: use a "
+            "TensorBoard of the run's region (`gcloud ai tensorboards create --region ...`)"
+        )
+    if not target.service_account:
+        raise ValueError(
+            "--tensorboard needs the TPU jobs to run as a service account: pass --service-account with "
+            "roles/storage.admin and roles/aiplatform.user (docs/vertex.md, TensorBoard)"
+        )
+    return tensorboard
 
 
 def build_job(

@@ -85,15 +85,15 @@ def task_tpu(spec: dict, task: str) -> dict:
 
 
 @pytest.mark.parametrize(
-    "tpu_type, machine, accelerator, count",
+    "tpu_type, machine, accelerator, count, flags",
     [
-        ("v2-8", "cloud-tpu", "TPU_V2", 8),
-        ("v3-8", "cloud-tpu", "TPU_V3", 8),
-        ("v5litepod-4", "ct5lp-hightpu-4t", "TPU_V5_LITEPOD", 4),
+        ("v2-8", "cloud-tpu", "TPU_V2", 8, ()),
+        ("v3-8", "cloud-tpu", "TPU_V3", 8, ()),
+        ("v5litepod-4", "ct5lp-hightpu-4t", "TPU_V5_LITEPOD", 4, ("--experimental-tpu",)),
     ],
 )
-def test_compile_for_tpu_runs_three_stages_as_tpu_custom_jobs(tmp_path, tpu_type, machine, accelerator, count):
-    spec = compile_yaml(tmp_path, "--tpu", tpu_type, "--image", DIGEST_IMAGE)
+def test_compile_for_tpu_runs_three_stages_as_tpu_custom_jobs(tmp_path, tpu_type, machine, accelerator, count, flags):
+    spec = compile_yaml(tmp_path, "--tpu", tpu_type, "--image", DIGEST_IMAGE, *flags)
     executors = spec["deploymentSpec"]["executors"]
     for task, function in TPU_STAGES.items():
         assert executors[f"exec-{task}"]["container"]["image"].startswith(GCPC_LAUNCHER)
@@ -186,8 +186,8 @@ def test_image_references():
 
 def test_tpu_presets():
     assert tpu.preset("v3-8").tpu_settings() == {"use_tpu": True, "tpu_name": "local", "num_cores": 8}
-    assert tpu.preset("v5litepod-8").machine_type == "ct5lp-hightpu-8t"
-    with pytest.raises(ValueError, match=r"--tpu 'v9-8' is not a known TPU type; use one of \['v2-8'"):
+    assert tpu.preset("v5litepod-8", experimental=True).machine_type == "ct5lp-hightpu-8t"
+    with pytest.raises(ValueError, match=r"--tpu 'v9-8': it is not a known TPU type; use one of \['v2-8', 'v3-8'\]"):
         tpu.preset("v9-8")
 
 
