@@ -4,10 +4,11 @@ written down (and tested), and a command line that never imports TensorFlow."""
 from __future__ import annotations
 
 import ast
+import json
 import os
 import subprocess
 import sys
-from typing import Dict, Iterator, List, Set, Tuple
+from typing import Any, Dict, Iterator, List, Set, Tuple
 
 from repo import ROOT
 
@@ -110,8 +111,32 @@ def test_the_cycle_finder_finds_a_cycle():
     assert _find_cycle({"a": {"b"}, "b": set()}) == []
 
 
+def _analysis() -> Dict[str, Any]:
+    """{"graph": module -> imported modules, "local": "module:function" -> function-local imports}.
+
+    Parsed in a fresh interpreter (`python tests/test_imports.py`): in a test process that has already run
+    TensorFlow, CPython 3.11's `ast.parse` can fail with "AST constructor recursion depth mismatch"."""
+    out = subprocess.run(
+        [sys.executable, os.path.abspath(__file__)], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def _local_imports(modules: Dict[str, str]) -> Dict[str, List[str]]:
+    found: Dict[str, List[str]] = {}
+    for module, path in modules.items():
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), path)
+        for function in ast.walk(tree):
+            if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for node, names in _imported_names(function):
+                    found.setdefault(f"{module}:{function.name}", []).append(f"line {node.lineno}: {names[0]}")
+    return found
+
+
 def test_no_module_imports_itself_back():
-    graph = _graph(_modules())
+    graph = {module: set(edges) for module, edges in _analysis()["graph"].items()}
     assert len(graph) > 50 and "estimator_lib.predict.batch" in graph  # the walk saw the whole tree
     assert "estimator_lib.export" in graph["estimator_lib.predict.batch"]  # edges are seen
     cycle = _find_cycle(graph)
@@ -119,14 +144,7 @@ def test_no_module_imports_itself_back():
 
 
 def test_function_local_imports_only_where_a_reason_is_written():
-    found = {}
-    for module, path in _modules().items():
-        with open(path, encoding="utf-8") as f:
-            tree = ast.parse(f.read(), path)
-        for function in ast.walk(tree):
-            if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                for node, names in _imported_names(function):
-                    found.setdefault((module, function.name), []).append(f"line {node.lineno}: {names[0]}")
+    found = {tuple(key.split(":")): lines for key, lines in _analysis()["local"].items()}
     unexplained = {key: lines for key, lines in found.items() if key not in ALLOWED_LOCAL_IMPORTS}
     assert not unexplained, f"import these at the top of their module (or add a tested reason): {unexplained}"
     assert set(ALLOWED_LOCAL_IMPORTS) <= set(found), "a listed reason no longer applies: drop it"
@@ -158,3 +176,9 @@ def test_storage_alone_loads_no_cloud_client():
         BEFORE + "import estimator_lib.storage, estimator_lib.config\n" + LOADED.format(names={"google", "tensorflow"})
     )
     assert _fresh_python(code) == "[]"
+
+
+if __name__ == "__main__":  # the parse, in a fresh interpreter (see _analysis)
+    modules = _modules()
+    graph = {module: sorted(edges) for module, edges in _graph(modules).items()}
+    print(json.dumps({"graph": graph, "local": _local_imports(modules)}))
