@@ -32,7 +32,8 @@ RUN pip install "${TF_TPU_WHEEL}" \
 # The package's own dependencies, pinned as in pyproject.toml, except tensorflow-cpu: the TPU build installed
 # above is this image's TensorFlow, so the package itself is installed without dependencies.
 RUN pip install "tensorflow-estimator==2.15.0" "protobuf>=4.21,<5" "kfp>=2.13,<2.14" \
-        "google-cloud-storage>=2.14,<4" "numpy>=1.23.5,<2" "orjson>=3.10,<4"
+        "google-cloud-storage>=2.14,<4" "numpy>=1.23.5,<2" "orjson>=3.10,<4" \
+        "google-cloud-aiplatform>=1.60,<2" "google-cloud-pipeline-components>=2.20.1,<2.23"
 
 WORKDIR /opt/tpu-pipeline
 COPY pyproject.toml README.md ./
