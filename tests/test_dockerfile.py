@@ -8,6 +8,10 @@ import os
 import re
 from typing import Dict
 
+import pytest
+
+from pipelines import image
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -52,3 +56,29 @@ def test_the_image_smoke_test_imports_the_modules_with_native_dependencies():
     assert check, "Dockerfile has no import check"
     for module in ("estimator_lib.estimator", "estimator_lib.predict", "components"):
         assert module in check.group(1)
+
+
+# -- the version check the image build runs (pipelines.image.check_runtime) ---------------------------------------
+def test_matching_tpu_and_cpu_runtimes_pass():
+    image.check_runtime("tpu", "2.15.0", "2.15.0", "1.9.0")
+    image.check_runtime("cpu", "2.15.1", "2.15.0", None)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("gpu", "2.15.0", "2.15.0", None), "TENSORFLOW_BUILD='gpu' is not a TensorFlow build; use one of"),
+        (("cpu", "2.16.1", "2.15.0", None), "TensorFlow 2.16.1 is installed, but tf.estimator needs 2.15.x"),
+        (("cpu", "2.15.1", "2.14.0", None), "tensorflow-estimator 2.14.0 is installed; TensorFlow 2.15 needs 2.15.0"),
+        (("cpu", "2.15.1", "2.15.0", "1.9.0"), "the cpu image has a libtpu (/lib/libtpu.so)"),
+        (("tpu", "2.15.1", "2.15.0", "1.9.0"), "TensorFlow 2.15.1 has no known libtpu; set TF_TPU_VERSION to one of"),
+        (
+            ("tpu", "2.15.0", "2.15.0", "1.8.0"),
+            "libtpu 1.8.0 does not go with TensorFlow 2.15.0; set LIBTPU_VERSION=1.9.0",
+        ),
+        (("tpu", "2.15.0", "2.15.0", None), "libtpu None does not go with TensorFlow 2.15.0"),
+    ],
+)
+def test_mismatched_runtimes_fail_naming_the_build_argument(args, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        image.check_runtime(*args)
