@@ -223,6 +223,20 @@ def test_image_tensorflow_is_the_cpu_build_2_15_with_estimator(buildah, image):
     assert libtpu is False and gcpc
 
 
+def test_image_compiles_the_tpu_pipeline(buildah, image):
+    """The Vertex AI libraries are in the image too (google-cloud-pipeline-components' TPU custom-job wrapper)."""
+    container = buildah.container(image[0])
+    digest = "r@sha256:" + "0" * 64
+    try:
+        proc = buildah.run(
+            container, ["tpu-pipeline", "compile", "--tpu", "v3-8", "--image", digest, "--output", "/tmp/p.yaml"]
+        )
+    finally:
+        buildah("rm", container)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "train/evaluate/batch predict on TPU v3-8" in proc.stdout
+
+
 # -- the pipeline's stages, run as Vertex AI runs them ------------------------------------------------------------
 def compiled_pipeline(directory: str) -> Dict[str, Any]:
     from pipelines.pipeline import compile_pipeline
