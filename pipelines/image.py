@@ -49,7 +49,7 @@ def git_commit(directory: str) -> Optional[str]:
 
 
 def default_image(repository: str, directory: str) -> str:
-    """`repository:<current git commit>`: the tag `docker build` in docs/pipeline.md gives the image."""
+    """`repository:<current git commit>`: the tag scripts/build-image.sh gives the image by default."""
     commit = git_commit(directory)
     if commit is None:
         raise ValueError(
