@@ -27,9 +27,11 @@ from typing import Any, Dict, List, NamedTuple, Optional
 import pytest
 import yaml
 
+from repo import ROOT
+
 pytestmark = pytest.mark.slow
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 CACHE = os.environ.get("TPU_PIPELINE_IMAGE_CACHE") or os.path.join(
     os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "tpu-pipeline-image"
 )

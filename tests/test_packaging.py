@@ -25,9 +25,11 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from repo import ROOT
+
 pytestmark = pytest.mark.slow
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 PROJECT = "tpu-estimator-pipelines"
 PACKAGES = ("estimator_lib", "components", "pipelines")
 IMAGE = "us-central1-docker.pkg.dev/proj/repo/tpu-pipeline@sha256:" + "ab" * 32
