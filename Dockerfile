@@ -88,8 +88,10 @@ os.replace(sys.argv[2] + ".part", sys.argv[2])' "$LIBTPU_URL" "$libtpu"; \
 # (COPY, not a bind mount from the stage: buildah 1.28 cannot bind-mount a cached stage.)
 COPY --from=wheel /wheels /tmp/wheels
 RUN set -eu; pip install --no-deps /tmp/wheels/*.whl; \
-    python -c "import components, estimator_lib.estimator, estimator_lib.predict, google_cloud_pipeline_components; \
-from pipelines.image import check_installed_runtime; print(check_installed_runtime('${TENSORFLOW_BUILD}', '${LIBTPU_VERSION}'))"; \
+    python -c "import os, importlib.metadata as m, tensorflow as tf, components, estimator_lib.estimator, \
+estimator_lib.predict, google_cloud_pipeline_components; from pipelines.image import LIBTPU_PATH, check_runtime; \
+found = ('${TENSORFLOW_BUILD}', tf.__version__, m.version('tensorflow-estimator'), \
+'${LIBTPU_VERSION}' if os.path.exists(LIBTPU_PATH) else None); check_runtime(*found); print('runtime', found)"; \
     conflicts=$(pip check | grep -v -e '^No broken requirements' -e ' requires tensorflow-cpu, which is not installed' || true); \
     if [ -n "$conflicts" ]; then echo "pip check: $conflicts" >&2; exit 1; fi; \
     useradd --create-home --uid "${UID}" --shell /usr/sbin/nologin pipeline; \

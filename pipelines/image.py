@@ -6,12 +6,11 @@ different code by the time a scheduled run starts, so compiled pipelines pin eit
 scripts/build-image.sh gives the image; docs/image.md).
 
 The image's TensorFlow is the Cloud TPU VM build plus libtpu (or tensorflow-cpu); `TPU_RUNTIMES` is the one table
-of which libtpu goes with which TPU TensorFlow build, and the image build runs `check_installed_runtime` against it.
+of which libtpu goes with which TPU TensorFlow build, and the image build runs `check_runtime` on what it installed.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 from typing import Dict, Optional
@@ -101,23 +100,3 @@ def check_runtime(build: str, tensorflow: str, estimator: str, libtpu: Optional[
         raise ValueError(
             f"libtpu {libtpu} does not go with TensorFlow {tensorflow}; set LIBTPU_VERSION={TPU_RUNTIMES[tensorflow]}"
         )
-
-
-def check_installed_runtime(build: str, libtpu_version: str) -> Dict[str, Optional[str]]:
-    """Checks this environment's TensorFlow, estimator and libtpu (the image build runs this); returns them.
-
-    `libtpu_version` is the version the build downloaded to LIBTPU_PATH (LIBTPU_VERSION); it counts only if
-    that file exists.
-    """
-    from importlib import metadata
-
-    import tensorflow as tf
-
-    installed = {
-        "tensorflow_build": build,
-        "tensorflow": tf.__version__,
-        "tensorflow_estimator": metadata.version("tensorflow-estimator"),
-        "libtpu": libtpu_version if os.path.exists(LIBTPU_PATH) else None,
-    }
-    check_runtime(build, installed["tensorflow"], installed["tensorflow_estimator"], installed["libtpu"])
-    return installed
