@@ -112,7 +112,7 @@ def test_unloadable_plugin_is_rejected_when_the_model_fn_is_built():
         ),
         (
             lambda: BlessingConfig(reference_margin=-0.01),
-            "reference_margin=-0.01 must be a finite number >= 0, e.g. 0.02, or null to skip the comparison",
+            "reference_margin=-0.01 must be a finite number >= 0, e.g. 0.03, or null to skip the comparison",
         ),
         (lambda: BlessingConfig(reference_metric="f1"), "unknown blessing metric 'f1'"),
     ],

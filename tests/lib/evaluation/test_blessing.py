@@ -158,12 +158,12 @@ def test_decide_against_the_linear_reference():
     candidate = {"accuracy": 0.75, "log_loss": 0.5, "auc": 1.0}
     close = b.decide(PLAIN, truth, candidate, reference={"accuracy": 0.77, "log_loss": 0.4, "auc": 1.0})
     assert close.blessed and [c.name for c in close.checks] == ["trivial", "reference"]
-    assert close.checks[1].bound == pytest.approx(0.75)  # 0.77 - the default margin 0.02
+    assert close.checks[1].bound == pytest.approx(0.74)  # 0.77 - the default margin 0.03
     worse = b.decide(
         PLAIN, truth, candidate, reference={"accuracy": 0.8, "log_loss": 0.4, "auc": 1.0}, reference_description="r"
     )
     assert worse.reasons == (
-        "no worse than the linear reference 0.8000 by more than 0.02: accuracy=0.7500 >= 0.7800 fails",
+        "no worse than the linear reference 0.8000 by more than 0.03: accuracy=0.7500 >= 0.7700 fails",
     )
     assert (worse.reference, worse.reference_metrics["accuracy"]) == ("r", 0.8)
     by_loss = BlessingConfig(trivial_confidence=0.5, reference_metric="log_loss", reference_margin=0.05)
@@ -176,7 +176,7 @@ def test_regression_compares_r2_with_the_reference():
     truth = Truth(("k0", "k1", "k2"), np.array([1.0, 2.0, 3.0]))
     verdict = b.decide(PLAIN, truth, {"rmse": 1.0, "mae": 0.5, "r2": 0.2}, reference={"rmse": 0.5, "mae": 0, "r2": 0.3})
     assert verdict.reasons == (
-        "no worse than the linear reference 0.3000 by more than 0.02: r2=0.2000 >= 0.2800 fails",
+        "no worse than the linear reference 0.3000 by more than 0.03: r2=0.2000 >= 0.2700 fails",
     )
 
 
