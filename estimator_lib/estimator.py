@@ -160,14 +160,12 @@ def train(
         count of 0, trains without early stopping.
     """
     count = inputs.count_records(train_files) if num_train_examples is None else num_train_examples
+    # The model_fn's learning-rate schedule spans the budget, so the job carries it from here on.
     job = dataclasses.replace(job, training=dataclasses.replace(job.training, train_steps=job.training.budget(count)))
     input_fn = inputs.train_input_fn_builder(
         train_files, schema, job.training.seed, job.training.shuffle_buffer_size, model_dir=model_dir
     )
-    valid_fn = None
-    if valid_files is not None and num_valid_examples != 0:
-        valid_fn = inputs.eval_input_fn_builder(valid_files, schema, num_valid_examples)
-        valid_fn = valid_fn if valid_fn.num_examples else None  # type: ignore[attr-defined]
+    valid_fn = _validation_input_fn(valid_files, schema, num_valid_examples)
     if job.tpu.strict:  # every mode: a model that cannot predict on a TPU should not be trained for one
         strict.check_model(job, schema, build_model_fn(schema, job), train_input_fn=input_fn, eval_input_fn=valid_fn)
     if valid_fn is None:
@@ -183,6 +181,14 @@ def train(
         job.training.train_steps,
         history,
     )
+
+
+def _validation_input_fn(files: Optional[Patterns], schema: Schema, count: Optional[int]):
+    """The padded eval input_fn over the validation rows, or None when there are none."""
+    if files is None or count == 0:
+        return None
+    input_fn = inputs.eval_input_fn_builder(files, schema, count)
+    return input_fn if input_fn.num_examples else None  # type: ignore[attr-defined]
 
 
 def _train_to(job: JobConfig, schema: Schema, model_dir: str, input_fn: inputs.InputFn, step: int) -> None:
