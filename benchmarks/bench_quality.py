@@ -166,15 +166,7 @@ def run_pipeline(csv_path: str, table: Table, work: str) -> Tuple[prepare.Prepar
     prepared = prepare.prepare(PrepareConfig(data=(csv_path,), label=table.label, task=table.task), f"{work}/data")
     job = JobConfig()
     model_dir = f"{work}/model"
-    trained = estimator.train(
-        job,
-        prepared.schema,
-        prepared.files("train"),
-        model_dir,
-        num_train_examples=prepared.counts["train"],
-        valid_files=prepared.files("valid"),
-        num_valid_examples=prepared.counts.get("valid", 0),
-    )
+    trained = estimator.train_prepared(job, prepared, model_dir)
     evaluation = evaluate_and_bless(job, prepared, model_dir, BlessingConfig(), None, f"{work}/evaluation")
     return prepared, trained, evaluation
 

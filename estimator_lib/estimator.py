@@ -1,5 +1,5 @@
 """The only module that builds `RunConfig`, `TPUConfig` and `TPUEstimator`; `train` (with early stopping on
-the validation split) and `evaluate`.
+the validation split; `train_prepared` on a prepared dataset) and `evaluate`.
 
 `tf.estimator` ends with TensorFlow 2.15: keeping its construction here keeps a later move to
 `tf.distribute` small. Everything is passed in as arguments; nothing here reads flags or the environment.
@@ -18,6 +18,8 @@ from tensorflow_estimator.python.estimator.tpu.tpu_estimator import ExportSavedM
 
 from estimator_lib import storage, strict
 from estimator_lib.config import JobConfig
+from estimator_lib.data.common import TRAIN, VALID
+from estimator_lib.data.prepare import PrepareResult
 from estimator_lib.model import checkpoints, inputs, metrics
 from estimator_lib.model.inputs import Patterns
 from estimator_lib.model.model_fn import build_model_fn
@@ -180,6 +182,20 @@ def train(
         inputs.start_step(model_dir),
         job.training.train_steps,
         history,
+    )
+
+
+def train_prepared(job: JobConfig, prepared: PrepareResult, model_dir: str) -> TrainResult:
+    """`train` on a prepared dataset: its train split, with its validation split (when it has rows) judging the
+    rounds; the row counts come from the manifest. What the train stage calls."""
+    return train(
+        job,
+        prepared.schema,
+        prepared.files(TRAIN),
+        model_dir,
+        num_train_examples=prepared.counts[TRAIN],
+        valid_files=prepared.files(VALID),
+        num_valid_examples=prepared.counts.get(VALID, 0),
     )
 
 

@@ -32,15 +32,7 @@ def run_stages(tmp_path, label_rule):
     )
     job = JobConfig(training=TrainingConfig(max_epochs=20))
     model_dir = str(tmp_path / "model")
-    estimator.train(
-        job,
-        prepared.schema,
-        prepared.files("train"),
-        model_dir,
-        num_train_examples=prepared.counts["train"],
-        valid_files=prepared.files("valid"),
-        num_valid_examples=prepared.counts["valid"],
-    )
+    estimator.train_prepared(job, prepared, model_dir)
     return evaluate_and_bless(job, prepared, model_dir, BlessingConfig(), None, str(tmp_path / "evaluation"))
 
 
