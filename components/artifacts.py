@@ -60,6 +60,9 @@ def describe_model(model: Model, result: TrainResult, job: JobConfig, warm_start
             "warm_started_from": warm_started_from or "",
             "config": job.to_dict(),
             "fingerprint": fingerprint_files(files, model.uri),
+            "trained_steps": int(result.trained_steps),
+            "budget": int(result.budget),
+            "stopped": result.validation.stopped if result.validation else "",
         }
     )
 
@@ -87,6 +90,8 @@ def describe_evaluation(
             "baseline_uri": record["baseline_uri"] or "",
             "candidate_metrics": record["candidate_metrics"],
             "baseline_metrics": record["baseline_metrics"] or {},
+            "reference": record.get("reference") or "",
+            "reference_metrics": record.get("reference_metrics") or {},
             "global_step": int(evaluation.global_step),
             "fingerprint": fingerprint_files([path], blessing.uri),
         }

@@ -1,9 +1,11 @@
-"""Train stage: a thin adapter over `estimator_lib.estimator.train` (TPUEstimator; Cloud TPU on Vertex AI).
+"""Train stage: a thin adapter over `estimator_lib.estimator.train_prepared` (TPUEstimator; Cloud TPU on Vertex AI).
 
 The model directory TPUEstimator writes checkpoints to is the Model artifact's `uri` (gs:// on Vertex AI:
 a TPU reads and writes Cloud Storage directly, never the /gcs/ FUSE view). A rerun resumes from the newest
 checkpoint there.
 """
+
+from typing import Optional
 
 from kfp.dsl import Dataset, Input, Model, Output
 
@@ -14,21 +16,23 @@ def train_model(
     model_family: str,
     hidden_units: list,
     learning_rate: float,
-    train_steps: int,
+    max_epochs: int,
     train_batch_size: int,
     seed: int,
     tpu: dict,
     warm_start: str,
     publish_root: str,
     model: Output[Model],
+    train_steps: Optional[int] = None,
 ):
     """Trains a model on the prepared train split.
 
     Args:
       dataset: the prepared dataset.
       job_config: a full `JobConfig` as JSON ({} for the defaults); the explicit parameters below win over it.
-      model_family, hidden_units, learning_rate, train_steps, train_batch_size, seed: hyperparameters, each
-        setting the `JobConfig` field `estimator_lib.config.HYPERPARAMETERS` names.
+      model_family, hidden_units, learning_rate, max_epochs, train_batch_size, seed, train_steps:
+        hyperparameters, each setting the `JobConfig` field `estimator_lib.config.HYPERPARAMETERS` names;
+        train_steps None keeps the config's (by default derived from max_epochs and the train rows).
       tpu: where this stage runs: {"use_tpu": True, "tpu_name": "local", "num_cores": 8} on a Cloud TPU VM,
         {"use_tpu": False} on CPU.
       warm_start: "none", "latest" (the last model published under `publish_root`; none yet means a cold
@@ -47,11 +51,12 @@ def train_model(
         "hidden_units": hidden_units,
         "learning_rate": learning_rate,
         "train_steps": train_steps,
+        "max_epochs": max_epochs,
         "train_batch_size": train_batch_size,
         "seed": seed,
     }
     job = adapter.training_job(job_config, hyperparameters, tpu, warm_start_from=source)
     adapter.write_job_config(model.uri, job)
-    result = estimator.train(job, prepared.schema, prepared.files("train"), model.uri)
+    result = estimator.train_prepared(job, prepared, model.uri)
     adapter.copy_summaries_to_tensorboard(model.uri, "train")
     artifacts.describe_model(model, result, job, source)

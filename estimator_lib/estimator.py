@@ -1,4 +1,5 @@
-"""The only module that builds `RunConfig`, `TPUConfig` and `TPUEstimator`; `train` and `evaluate`.
+"""The only module that builds `RunConfig`, `TPUConfig` and `TPUEstimator`; `train` (with early stopping on
+the validation split; `train_prepared` on a prepared dataset) and `evaluate`.
 
 `tf.estimator` ends with TensorFlow 2.15: keeping its construction here keeps a later move to
 `tf.distribute` small. Everything is passed in as arguments; nothing here reads flags or the environment.
@@ -7,6 +8,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 import random
 from typing import Dict, Optional
 
@@ -14,14 +16,17 @@ import numpy as np
 import tensorflow as tf
 from tensorflow_estimator.python.estimator.tpu.tpu_estimator import ExportSavedModelApiVersion
 
-from estimator_lib import strict
+from estimator_lib import storage, strict
 from estimator_lib.config import JobConfig
-from estimator_lib.model import inputs, metrics
+from estimator_lib.data.common import TRAIN, VALID
+from estimator_lib.data.prepare import PrepareResult
+from estimator_lib.model import checkpoints, inputs, metrics
 from estimator_lib.model.inputs import Patterns
 from estimator_lib.model.model_fn import build_model_fn
 from estimator_lib.schema import Schema
 
 tpu_lib = tf.compat.v1.estimator.tpu
+log = logging.getLogger(__name__)
 
 
 def enable_determinism(seed: int) -> None:
@@ -61,11 +66,16 @@ def build_run_config(job: JobConfig, model_dir: str) -> tpu_lib.RunConfig:
 
 
 def build_estimator(
-    job: JobConfig, schema: Schema, model_dir: str, export_saved_model_api_version: int = 1
+    job: JobConfig,
+    schema: Schema,
+    model_dir: str,
+    export_saved_model_api_version: int = 1,
+    metric_fn: Optional[metrics.MetricFn] = None,
 ) -> tpu_lib.TPUEstimator:
     """The TPUEstimator for `job`. Batch sizes are global; TPUEstimator divides them by the replicas.
 
     `export_saved_model` writes a CPU (`serve`) and a TPU (`serve,tpu`) meta graph into one SavedModel.
+    `metric_fn` replaces the label head's eval metrics (see `build_model_fn`).
     """
     if job.training.deterministic:
         enable_determinism(job.training.seed)
@@ -73,7 +83,7 @@ def build_estimator(
     if export_saved_model_api_version not in api_versions:
         raise ValueError(f"export_saved_model_api_version={export_saved_model_api_version} must be 1 or 2")
     return tpu_lib.TPUEstimator(
-        model_fn=build_model_fn(schema, job),
+        model_fn=build_model_fn(schema, job, metric_fn),
         config=build_run_config(job, model_dir),
         use_tpu=job.tpu.use_tpu,
         train_batch_size=job.training.train_batch_size,
@@ -88,9 +98,26 @@ def build_estimator(
 
 @dataclasses.dataclass(frozen=True)
 class TrainResult:
+    """What training leaves behind.
+
+    Attributes:
+      model_dir: the estimator's model directory.
+      global_step: the step of `checkpoint`.
+      checkpoint: the checkpoint that is the model (`checkpoints.selected_checkpoint`, which evaluation,
+        prediction and export use by default): the best by validation loss (its copy in `model_dir/best/`), or
+        the newest when there is no validation split.
+      trained_steps: the step training reached (the newest checkpoint).
+      budget: the step budget (`TrainingConfig.budget`).
+      validation: the rounds' validation losses, the best round and why training stopped; None without a
+        validation split.
+    """
+
     model_dir: str
     global_step: int
     checkpoint: str
+    trained_steps: int = 0
+    budget: int = 0
+    validation: Optional[checkpoints.ValidationHistory] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,17 +131,125 @@ class EvalResult:
     checkpoint: str
 
 
-def train(job: JobConfig, schema: Schema, train_files: Patterns, model_dir: str) -> TrainResult:
-    """Trains until `job.training.train_steps` (resuming from the newest checkpoint in `model_dir`)."""
-    estimator = build_estimator(job, schema, model_dir)
+def train(
+    job: JobConfig,
+    schema: Schema,
+    train_files: Patterns,
+    model_dir: str,
+    *,
+    num_train_examples: Optional[int] = None,
+    valid_files: Optional[Patterns] = None,
+    num_valid_examples: Optional[int] = None,
+) -> TrainResult:
+    """Trains for the step budget, in rounds judged on the validation split when there is one.
+
+    The budget is `job.training.budget(num_train_examples)`: `training.train_steps`, or `training.max_epochs`
+    passes over the train split. Without validation rows, one `train()` call runs the budget and the newest
+    checkpoint is the model. With them, training runs in rounds of `job.round_steps(...)` steps; after each, the
+    mean loss over every validation row is measured with the padded, fixed-step evaluation (on the TPU when
+    training runs there); a checkpoint that lowers it is copied to `model_dir/best/`; training stops after
+    `training.early_stopping.patience` rounds without an improvement, or when the budget is spent. The rounds
+    are recorded in `model_dir/validation.json`, so a rerun resumes from the newest checkpoint and the recorded
+    rounds (and a finished run returns at once).
+
+    Args:
+      job: the job config.
+      schema: the prepared dataset's schema.
+      train_files: TFRecord patterns of the train split.
+      model_dir: the estimator's model directory (local or gs://).
+      num_train_examples: rows in the train split (prepare's manifest); counted from the files when None.
+      valid_files, num_valid_examples: the validation split and its row count (counted when None); None, or a
+        count of 0, trains without early stopping.
+    """
+    count = inputs.count_records(train_files) if num_train_examples is None else num_train_examples
+    # The model_fn's learning-rate schedule spans the budget, so the job carries it from here on.
+    job = dataclasses.replace(job, training=dataclasses.replace(job.training, train_steps=job.training.budget(count)))
     input_fn = inputs.train_input_fn_builder(
         train_files, schema, job.training.seed, job.training.shuffle_buffer_size, model_dir=model_dir
     )
+    valid_fn = _validation_input_fn(valid_files, schema, num_valid_examples)
     if job.tpu.strict:  # every mode: a model that cannot predict on a TPU should not be trained for one
-        strict.check_model(job, schema, build_model_fn(schema, job), train_input_fn=input_fn)
-    estimator.train(input_fn, max_steps=job.training.train_steps)
-    checkpoint = estimator.latest_checkpoint()
-    return TrainResult(model_dir, inputs.start_step(model_dir), checkpoint)
+        strict.check_model(job, schema, build_model_fn(schema, job), train_input_fn=input_fn, eval_input_fn=valid_fn)
+    if valid_fn is None:
+        _train_to(job, schema, model_dir, input_fn, job.training.train_steps)
+        step = inputs.start_step(model_dir)
+        return TrainResult(model_dir, step, tf.train.latest_checkpoint(model_dir), step, job.training.train_steps)
+    history = _train_in_rounds(job, schema, model_dir, input_fn, valid_fn, job.round_steps(count))
+    return TrainResult(
+        model_dir,
+        int(history.best_step),
+        storage.join(model_dir, str(history.best_checkpoint)),
+        inputs.start_step(model_dir),
+        job.training.train_steps,
+        history,
+    )
+
+
+def train_prepared(job: JobConfig, prepared: PrepareResult, model_dir: str) -> TrainResult:
+    """`train` on a prepared dataset: its train split, with its validation split (when it has rows) judging the
+    rounds; the row counts come from the manifest. What the train stage calls."""
+    return train(
+        job,
+        prepared.schema,
+        prepared.files(TRAIN),
+        model_dir,
+        num_train_examples=prepared.counts[TRAIN],
+        valid_files=prepared.files(VALID),
+        num_valid_examples=prepared.counts.get(VALID, 0),
+    )
+
+
+def _validation_input_fn(files: Optional[Patterns], schema: Schema, count: Optional[int]):
+    """The padded eval input_fn over the validation rows, or None when there are none."""
+    if files is None or count == 0:
+        return None
+    input_fn = inputs.eval_input_fn_builder(files, schema, count)
+    return input_fn if input_fn.num_examples else None  # type: ignore[attr-defined]
+
+
+def _train_to(job: JobConfig, schema: Schema, model_dir: str, input_fn: inputs.InputFn, step: int) -> None:
+    build_estimator(job, schema, model_dir).train(input_fn, max_steps=step)
+
+
+def _train_in_rounds(
+    job: JobConfig, schema: Schema, model_dir: str, input_fn, valid_fn, round_steps: int
+) -> checkpoints.ValidationHistory:
+    """The early-stopping loop: validate the newest checkpoint unless recorded, stop or train one more round."""
+    history = checkpoints.read_history(model_dir)
+    budget = job.training.train_steps
+    while True:
+        step = inputs.start_step(model_dir)
+        if step > 0 and step not in history.steps:
+            history = _validate(job, schema, model_dir, valid_fn, step, history)
+        stopped = _stop_reason(history, step, budget, job.training.early_stopping.patience)
+        if stopped:
+            break
+        _train_to(job, schema, model_dir, input_fn, min(budget, (step // round_steps + 1) * round_steps))
+    if history.stopped != stopped:
+        history = dataclasses.replace(history, stopped=stopped)
+        checkpoints.write_history(model_dir, history)
+    return history
+
+
+def _stop_reason(history: checkpoints.ValidationHistory, step: int, budget: int, patience: Optional[int]):
+    if step >= budget:
+        return "budget"
+    if patience is not None and history.rounds_since_best() >= patience:
+        return "patience"
+    return None
+
+
+def _validate(job, schema, model_dir, valid_fn, step, history) -> checkpoints.ValidationHistory:
+    """Measures the newest checkpoint's mean loss on the validation rows and keeps it if it is the best."""
+    checkpoint = tf.train.latest_checkpoint(model_dir)
+    loss = _evaluate(job, schema, model_dir, valid_fn, checkpoint, "valid", metrics.loss_metric_fn).metrics["mean_loss"]
+    improved = history.improves(loss, job.training.early_stopping.min_delta)
+    if improved:
+        checkpoints.keep_best(checkpoint, model_dir)
+    history = history.with_round(step, loss, checkpoints.kept_name(checkpoint) if improved else None)
+    checkpoints.write_history(model_dir, history)
+    log.info("step %d: validation loss %.6f%s", step, loss, " (best so far)" if improved else "")
+    return history
 
 
 def evaluate(
@@ -126,22 +261,29 @@ def evaluate(
     checkpoint_path: Optional[str] = None,
     name: Optional[str] = None,
 ) -> EvalResult:
-    """Evaluates a checkpoint (the newest in `model_dir` by default) on every eval record exactly once.
+    """Evaluates a checkpoint (by default the model's: `checkpoints.selected_checkpoint`) on every eval record
+    exactly once.
 
     Runs `eval_steps(N, eval_batch_size)` steps over batches padded to full size; metrics ignore padding.
     """
-    estimator = build_estimator(job, schema, model_dir)
     input_fn = inputs.eval_input_fn_builder(eval_files, schema, num_examples)
     count = input_fn.num_examples  # type: ignore[attr-defined]
     if count == 0:
         raise ValueError(f"the evaluation data {eval_files!r} holds no record; evaluate needs at least one")
-    steps = inputs.eval_steps(count, job.training.eval_batch_size)
-    checkpoint = checkpoint_path or estimator.latest_checkpoint()
+    checkpoint = checkpoint_path or checkpoints.selected_checkpoint(model_dir)
     if checkpoint is None:
         raise FileNotFoundError(f"no checkpoint in {model_dir!r} to evaluate; train first")
     if job.tpu.strict:
+        steps = inputs.eval_steps(count, job.training.eval_batch_size)
         model_fn = build_model_fn(schema, job)
         strict.check_model(job, schema, model_fn, eval_input_fn=input_fn, eval_steps=steps, modes=("eval",))
+    return _evaluate(job, schema, model_dir, input_fn, checkpoint, name)
+
+
+def _evaluate(job, schema, model_dir, input_fn, checkpoint: str, name: Optional[str], metric_fn=None) -> EvalResult:
+    count = input_fn.num_examples
+    steps = inputs.eval_steps(count, job.training.eval_batch_size)
+    estimator = build_estimator(job, schema, model_dir, metric_fn=metric_fn)
     raw = estimator.evaluate(input_fn, steps=steps, checkpoint_path=checkpoint, name=name)
     step = int(raw.pop("global_step"))
     raw.pop("loss", None)  # averages padded batch losses; "mean_loss" is the exact one

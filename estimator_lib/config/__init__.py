@@ -1,8 +1,8 @@
 """Every config type, frozen and validated when built, with one JSON round trip; free of TensorFlow.
 
 - `base`: `ConfigError`, `JsonConfig` (the JSON round trip all configs share), dotted-key overrides.
-- `job`: where the model runs (`TPUSettings`), how it trains (`TrainingConfig`, `OptimizerConfig`), which
-  model it is (`ModelConfig`), and `JobConfig` holding the three.
+- `job`: where the model runs (`TPUSettings`), how it trains (`TrainingConfig`, `OptimizerConfig`,
+  `EarlyStoppingConfig`), which model it is (`ModelConfig`), and `JobConfig` holding the three.
 - `prepare`: `PrepareConfig`, how raw rows become TFRecords.
 - `blessing`: `BlessingConfig`, when a trained model may be published.
 - `run`: `RunConfig`, what a pipeline run is given beyond those (the data, what to batch-predict), and the one
@@ -12,6 +12,7 @@
 from estimator_lib.config.base import ConfigError, JsonConfig, parse_override, positive_int, require, set_dotted
 from estimator_lib.config.blessing import (
     DEFAULT_COMPARISON,
+    DEFAULT_REFERENCE_METRIC,
     HIGHER_IS_BETTER,
     LOWER_IS_BETTER,
     TASK_METRICS,
@@ -26,6 +27,7 @@ from estimator_lib.config.job import (
     PER_HOST_V2,
     SCHEDULES,
     TASKS,
+    EarlyStoppingConfig,
     JobConfig,
     ModelConfig,
     OptimizerConfig,
@@ -49,6 +51,7 @@ from estimator_lib.config.run import (
 __all__ = [
     "BUILTIN_FAMILIES",
     "DEFAULT_COMPARISON",
+    "DEFAULT_REFERENCE_METRIC",
     "DEFAULT_MISSING_VALUES",
     "EMBEDDED_DATA",
     "EMBEDDED_LABEL",
@@ -66,6 +69,7 @@ __all__ = [
     "BlessingConfig",
     "BlessingError",
     "ConfigError",
+    "EarlyStoppingConfig",
     "JobConfig",
     "JsonConfig",
     "ModelConfig",

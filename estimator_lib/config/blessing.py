@@ -13,6 +13,8 @@ HIGHER_IS_BETTER = ("accuracy", "auc", "r2")
 LOWER_IS_BETTER = ("log_loss", "rmse", "mae")
 TASK_METRICS = {CLASSIFICATION: ("accuracy", "log_loss", "auc"), REGRESSION: ("rmse", "mae", "r2")}
 DEFAULT_COMPARISON = {CLASSIFICATION: "accuracy", REGRESSION: "rmse"}
+# Scale-free metrics, so one default margin means the same on every table.
+DEFAULT_REFERENCE_METRIC = {CLASSIFICATION: "accuracy", REGRESSION: "r2"}
 
 
 class BlessingError(ConfigError):
@@ -35,8 +37,20 @@ class BlessingConfig(JsonConfig):
       thresholds: {metric: worst acceptable value}; a floor for accuracy/auc/r2, a ceiling for
         log_loss/rmse/mae. Classification metrics: accuracy, log_loss, auc (one-vs-rest macro average for
         more than two classes); regression: rmse, mae, r2.
-      beat_trivial: require the candidate to beat the trivial model (accuracy above the most frequent
-        class's share; r2 above 0, i.e. better than always predicting the mean).
+      beat_trivial: require the candidate to beat the trivial model (always the most frequent class; always
+        the mean) by more than chance allows on the eval rows (see `confidence`).
+      confidence: the one-sided confidence of the two chance allowances, with z its standard normal quantile
+        (1.64 for 0.95) and n eval rows. Trivial model: accuracy must exceed the most frequent class's share p by
+        z * sqrt(p (1 - p) / n), and r2 must exceed z^2 / n (the most r2 a model unrelated to the label reaches
+        by chance). Reference: the candidate may fall behind it by the margin plus z standard errors of the
+        per-row difference between the two (accuracy, log_loss, r2, mae; rmse and auc get no allowance). 0.5
+        gives z = 0: plain comparisons.
+      reference_metric: the metric compared with the linear reference fitted in the same run
+        (`evaluation.reference`); None picks accuracy (classification) or r2 (regression), which have the
+        same scale on every table.
+      reference_margin: how much worse than the linear reference the candidate may be on `reference_metric`, in
+        the metric's units (0.02: two accuracy points, or 0.02 of r2), beyond the chance allowance; None skips
+        the check (the reference is still fitted and reported).
       comparison_metric: the metric compared with the baseline; None picks accuracy (classification) or rmse
         (regression).
       min_improvement: how much better than the baseline the candidate must be on the comparison metric, in the
@@ -45,8 +59,11 @@ class BlessingConfig(JsonConfig):
 
     thresholds: Mapping[str, float] = dataclasses.field(default_factory=dict)
     beat_trivial: bool = True
+    confidence: float = 0.95
     comparison_metric: Optional[str] = None
     min_improvement: float = 0.0
+    reference_metric: Optional[str] = None
+    reference_margin: Optional[float] = 0.02
 
     def __post_init__(self) -> None:
         if not isinstance(self.thresholds, Mapping):
@@ -60,14 +77,34 @@ class BlessingConfig(JsonConfig):
             higher_is_better(self.comparison_metric)
         if not isinstance(self.min_improvement, (int, float)) or not math.isfinite(self.min_improvement):
             raise BlessingError(f"min_improvement={self.min_improvement!r} must be a finite number, e.g. 0.0")
+        if not _number(self.confidence) or not 0.5 <= self.confidence < 1:
+            raise BlessingError(
+                f"confidence={self.confidence!r} must be a number in [0.5, 1), e.g. 0.95 "
+                "(0.5: a plain comparison with the trivial model)"
+            )
+        if self.reference_metric is not None:
+            higher_is_better(self.reference_metric)
+        if self.reference_margin is not None and (not _number(self.reference_margin) or self.reference_margin < 0):
+            raise BlessingError(
+                f"reference_margin={self.reference_margin!r} must be a finite number >= 0, e.g. 0.02, or null to "
+                "skip the comparison with the linear reference"
+            )
 
     def check_task(self, task: str) -> None:
         """Raises when a metric named here does not exist for `task`."""
         allowed = TASK_METRICS[task]
-        named = list(self.thresholds) + ([self.comparison_metric] if self.comparison_metric else [])
+        chosen = [m for m in (self.comparison_metric, self.reference_metric) if m]
+        named = list(self.thresholds) + chosen
         wrong = sorted(m for m in named if m not in allowed)
         if wrong:
             raise BlessingError(f"blessing metric(s) {wrong} do not apply to a {task} label; use {list(allowed)}")
 
     def comparison_for(self, task: str) -> str:
         return self.comparison_metric or DEFAULT_COMPARISON[task]
+
+    def reference_metric_for(self, task: str) -> str:
+        return self.reference_metric or DEFAULT_REFERENCE_METRIC[task]
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

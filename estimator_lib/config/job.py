@@ -11,6 +11,7 @@ wrong and how to fix it. Variants are made with `dataclasses.replace` or `JobCon
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any, Mapping, Optional, Tuple
 
 from estimator_lib.config.base import JsonConfig, positive_int, require, set_dotted
@@ -72,12 +73,14 @@ class TPUSettings(JsonConfig):
 class OptimizerConfig(JsonConfig):
     """Optimizer and learning-rate schedule.
 
-    `decay_steps` defaults (None) to the training steps; `warmup_steps` ramps linearly from 0.
+    The default, Adam at 0.001 with a cosine decay over the step budget, suits small and large tables alike
+    with early stopping (benchmarks/RESULTS.md, model quality). `decay_steps` defaults (None) to the step
+    budget; `warmup_steps` ramps linearly from 0.
     """
 
     name: str = "adam"
-    learning_rate: float = 0.01
-    schedule: str = "constant"
+    learning_rate: float = 0.001
+    schedule: str = "cosine_decay"
     decay_steps: Optional[int] = None
     decay_rate: float = 0.5
     end_learning_rate: float = 0.0
@@ -105,10 +108,49 @@ class OptimizerConfig(JsonConfig):
 
 
 @dataclasses.dataclass(frozen=True)
-class TrainingConfig(JsonConfig):
-    """Global batch sizes (TPUEstimator divides them by the replicas), steps, seed and checkpointing.
+class EarlyStoppingConfig(JsonConfig):
+    """Rounds of training judged on the validation split, and when to stop.
+
+    Training runs in rounds of `every_steps` steps. After each round the model's mean loss over the whole
+    validation split (prepare's `valid_fraction`, carved from the training rows by the same stable hash) is
+    measured with the padded, fixed-step evaluation a TPU runs; the checkpoint with the lowest loss is kept in
+    `model_dir/best/`, and evaluation, prediction and export use it. Without a validation split training runs
+    its whole budget and the last checkpoint is the model.
 
     Attributes:
+      patience: rounds in a row without an improvement of more than `min_delta` after which training stops;
+        null trains the whole budget (the best checkpoint is still kept).
+      every_steps: steps per round; null is one epoch of the train split rounded up to a multiple of
+        tpu.iterations_per_loop. Each round rebuilds the graph (a `train()` and an `evaluate()` call), so
+        keep rounds coarse.
+      min_delta: the decrease in validation loss (its own units: cross entropy, or squared error of the
+        standardised label) that counts as an improvement.
+    """
+
+    patience: Optional[int] = 5
+    every_steps: Optional[int] = None
+    min_delta: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.patience is not None:
+            positive_int("training.early_stopping", "patience", self.patience)
+        if self.every_steps is not None:
+            positive_int("training.early_stopping", "every_steps", self.every_steps)
+        require(
+            isinstance(self.min_delta, (int, float)) and not isinstance(self.min_delta, bool) and self.min_delta >= 0,
+            f"training.early_stopping.min_delta={self.min_delta!r} must be a number >= 0, e.g. 0.0",
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingConfig(JsonConfig):
+    """Global batch sizes (TPUEstimator divides them by the replicas), the training budget, seed and checkpoints.
+
+    Attributes:
+      train_steps: the step budget; null derives it from `max_epochs` and the train split's row count.
+      max_epochs: the budget in passes over the train split when `train_steps` is null; early stopping
+        usually ends training sooner.
+      early_stopping: rounds, validation and patience (see `EarlyStoppingConfig`).
       warm_start_from: a checkpoint prefix, a model directory or a SavedModel directory whose trainable
         variables initialise a fresh model (ignored once the model directory has its own checkpoint).
       deterministic: seed TF, Python and NumPy and enable op determinism (bitwise repeatable on CPU).
@@ -117,7 +159,9 @@ class TrainingConfig(JsonConfig):
     train_batch_size: int = 64
     eval_batch_size: int = 64
     predict_batch_size: int = 64
-    train_steps: int = 1000
+    train_steps: Optional[int] = None
+    max_epochs: int = 100
+    early_stopping: EarlyStoppingConfig = dataclasses.field(default_factory=EarlyStoppingConfig)
     optimizer: OptimizerConfig = dataclasses.field(default_factory=OptimizerConfig)
     seed: int = 42
     save_checkpoints_steps: int = 100
@@ -131,18 +175,33 @@ class TrainingConfig(JsonConfig):
             "train_batch_size",
             "eval_batch_size",
             "predict_batch_size",
-            "train_steps",
+            "max_epochs",
             "save_checkpoints_steps",
             "keep_checkpoint_max",
             "shuffle_buffer_size",
         ):
             positive_int("training", name, getattr(self, name))
+        if self.train_steps is not None:
+            positive_int("training", "train_steps", self.train_steps)
         require(
             isinstance(self.seed, int) and 0 <= self.seed < 2**31,
             f"training.seed={self.seed!r} must be an integer in [0, 2**31)",
         )
         if isinstance(self.optimizer, Mapping):  # tolerate a dict when built by hand
             object.__setattr__(self, "optimizer", OptimizerConfig.from_dict(self.optimizer))
+        if isinstance(self.early_stopping, Mapping):
+            object.__setattr__(self, "early_stopping", EarlyStoppingConfig.from_dict(self.early_stopping))
+
+    def budget(self, num_examples: int) -> int:
+        """The step budget: `train_steps`, or `max_epochs` passes over `num_examples` rows in whole batches."""
+        if self.train_steps is not None:
+            return self.train_steps
+        require(
+            num_examples > 0,
+            "training.train_steps is null, so the budget comes from training.max_epochs and the train split's "
+            "row count, which is unknown or 0; pass the count (prepare's manifest) or set training.train_steps",
+        )
+        return max(1, math.ceil(self.max_epochs * num_examples / self.train_batch_size))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,7 +214,7 @@ class ModelConfig(JsonConfig):
       hidden_units: DNN layer widths.
       embedding_dim: width of each categorical embedding (DNN).
       dropout: DNN dropout rate in training.
-      l2: L2 weight regularisation.
+      l2: L2 weight regularisation: l2 * sum(w^2) over every kernel and embedding, added to the training loss.
       hparams: free-form JSON hyperparameters passed to a plug-in family.
     """
 
@@ -164,7 +223,7 @@ class ModelConfig(JsonConfig):
     hidden_units: Tuple[int, ...] = (64, 32)
     embedding_dim: int = 8
     dropout: float = 0.0
-    l2: float = 0.0
+    l2: float = 0.001
     hparams: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -211,6 +270,23 @@ class JobConfig(JsonConfig):
             f"tpu.iterations_per_loop={ipl}: checkpoints are only written between TPU loops; use a multiple "
             f"of {ipl}, e.g. {ipl * max(1, round(self.training.save_checkpoints_steps / ipl))}",
         )
+        every = self.training.early_stopping.every_steps
+        require(
+            every is None or every % ipl == 0,
+            f"training.early_stopping.every_steps={every} is not a multiple of tpu.iterations_per_loop={ipl}: a "
+            f"round ends between TPU loops; use a multiple of {ipl}, e.g. {ipl * max(1, round((every or ipl) / ipl))} "
+            "(or null: about one epoch)",
+        )
+
+    def round_steps(self, num_examples: int) -> int:
+        """Steps per early-stopping round: `every_steps`, or one epoch of `num_examples` rows rounded up to a
+        multiple of tpu.iterations_per_loop."""
+        every = self.training.early_stopping.every_steps
+        if every is not None:
+            return every
+        ipl = self.tpu.iterations_per_loop
+        epoch = math.ceil(max(num_examples, 1) / self.training.train_batch_size)
+        return ipl * math.ceil(epoch / ipl)
 
     def with_overrides(self, overrides: Mapping[str, Any]) -> "JobConfig":
         """Returns a copy with dotted keys replaced, e.g. {"training.train_steps": 200}."""

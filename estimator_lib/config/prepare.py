@@ -26,6 +26,9 @@ class PrepareConfig(JsonConfig):
       schema_uri: a schema JSON (Schema.to_json format) to enforce instead of inferring types; its statistics
         are recomputed (given vocabularies and label classes are kept).
       eval_fraction, test_fraction: expected shares of rows in the eval and test splits.
+      valid_fraction: expected share of rows in the validation split, carved from the rows that would train
+        (same stable hash: eval and test rows do not change with it); training judges early stopping on it
+        (`training.early_stopping`). 0 trains on every non-eval row, without early stopping.
       num_shards: TFRecord files per split (at least the number of TPU hosts).
       bad_rows: "fail" on the first bad row, or "quarantine" bad rows into quarantine.jsonl.
       max_bad_fraction: with "quarantine", fail anyway when more than this share of rows is bad.
@@ -49,6 +52,7 @@ class PrepareConfig(JsonConfig):
     schema_uri: Optional[str] = None
     eval_fraction: float = 0.2
     test_fraction: float = 0.0
+    valid_fraction: float = 0.1
     num_shards: int = 2
     bad_rows: str = "fail"
     max_bad_fraction: float = 0.01
@@ -113,9 +117,14 @@ class PrepareConfig(JsonConfig):
         require(0 < self.eval_fraction < 1, f"eval_fraction={self.eval_fraction!r} must be in (0, 1), e.g. 0.2")
         require(0 <= self.test_fraction < 1, f"test_fraction={self.test_fraction!r} must be in [0, 1)")
         require(
-            self.eval_fraction + self.test_fraction < 1,
-            f"eval_fraction + test_fraction = {self.eval_fraction + self.test_fraction} leaves no training rows; "
-            "keep their sum below 1",
+            0 <= self.valid_fraction < 1,
+            f"valid_fraction={self.valid_fraction!r} must be in [0, 1), e.g. 0.1 (0: no validation split)",
+        )
+        held_out = self.eval_fraction + self.test_fraction + self.valid_fraction
+        require(
+            held_out < 1,
+            f"eval_fraction + test_fraction + valid_fraction = {held_out:g} leaves no training rows; keep their "
+            "sum below 1",
         )
         require(0 <= self.max_bad_fraction < 1, f"max_bad_fraction={self.max_bad_fraction!r} must be in [0, 1)")
         require(

@@ -33,7 +33,7 @@ EMBEDDED_LABEL = "species"  # the label column of the embedded Palmer Penguins
 LATEST_MODEL, NO_MODEL = "latest", "none"
 AUTO_TASK = "auto"  # infer the task from the label's values
 RUN_TASKS = (AUTO_TASK, *TASKS)
-PREPARED_SPLITS = ("train", "eval", "test")
+PREPARED_SPLITS = ("train", "eval", "test", "valid")
 RAW_EXTENSIONS = (".csv", ".jsonl", ".json", ".ndjson")  # each may end in .gz (gzip-compressed)
 GZIP = ".gz"
 TFRECORD_EXTENSIONS = (".tfrecord", ".tfrecords")
@@ -45,6 +45,7 @@ HYPERPARAMETERS: dict[str, str] = {
     "hidden_units": "model.hidden_units",
     "learning_rate": "training.optimizer.learning_rate",
     "train_steps": "training.train_steps",
+    "max_epochs": "training.max_epochs",
     "train_batch_size": "training.train_batch_size",
     "seed": "training.seed",
 }
@@ -124,7 +125,8 @@ class RunConfig(JsonConfig):
             "prepare_options": without_nulls(dict(self.prepare_options)),
             "job_config": parameter_dict(self.job, JobConfig),
             "blessing_config": parameter_dict(self.blessing, BlessingConfig),
-            **hyperparameters(self.job),
+            # An unset hyperparameter (train_steps: derived from max_epochs) is left out: KFP cannot pass null.
+            **{name: value for name, value in hyperparameters(self.job).items() if value is not None},
         }
 
     @classmethod
@@ -160,7 +162,7 @@ def hyperparameter_overrides(values: Mapping[str, Any]) -> dict[str, Any]:
     """{"train_steps": 300} -> {"training.train_steps": 300}: hyperparameter parameters as `JobConfig` keys."""
     unknown = sorted(set(values) - set(HYPERPARAMETERS))
     require(not unknown, f"{unknown} are not hyperparameter parameters; use some of {sorted(HYPERPARAMETERS)}")
-    return {HYPERPARAMETERS[name]: value for name, value in values.items()}
+    return {HYPERPARAMETERS[name]: value for name, value in values.items() if value is not None}
 
 
 def _job_field_type(dotted: str) -> Any:
@@ -240,7 +242,7 @@ def resolve_configs(config: Mapping[str, Any] | None, overrides: Sequence[str]) 
 
 def prediction_kind(data: str) -> str:
     """What `data` names, from its text alone (no I/O, so the CLI can check it before submitting):
-    SPLIT ("eval", "train", "test"), RAW (.csv, .jsonl, .json, .ndjson, each optionally .gz), TFRECORD (.tfrecord, .tfrecords) or
+    SPLIT ("eval", "train", "test", "valid"), RAW (.csv, .jsonl, .json, .ndjson, each optionally .gz), TFRECORD (.tfrecord, .tfrecords) or
     DIRECTORY (a trailing "/" or no extension: a directory of TFRecords, checked when the stage runs)."""
     if data in PREPARED_SPLITS:
         return SPLIT

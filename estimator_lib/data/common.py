@@ -13,7 +13,7 @@ from typing import Iterable, Optional, Sequence, Tuple
 from estimator_lib.config.run import PREPARED_SPLITS
 
 SPLITS = PREPARED_SPLITS
-TRAIN, EVAL, TEST = SPLITS
+TRAIN, EVAL, TEST, VALID = SPLITS
 _TWO_64 = float(2**64)
 
 
@@ -40,13 +40,17 @@ def content_text(items: Iterable[Tuple[str, Optional[str]]]) -> str:
     return "\x1f".join(f"{name}\x1e{value}" for name, value in sorted(items) if value is not None)
 
 
-def split_index(key_hash: int, eval_fraction: float, test_fraction: float) -> int:
-    """0 (train), 1 (eval) or 2 (test) from a row's key hash: a row keeps its split however the data grows."""
+def split_index(key_hash: int, eval_fraction: float, test_fraction: float, valid_fraction: float = 0.0) -> int:
+    """0 (train), 1 (eval), 2 (test) or 3 (valid) from a row's key hash: a row keeps its split however the data
+    grows. The hash's unit interval is cut as [test | eval | valid | train], so the validation split is carved
+    from the rows that would otherwise train, and eval and test do not depend on `valid_fraction`."""
     u = key_hash / _TWO_64
     if u < test_fraction:
         return 2
     if u < test_fraction + eval_fraction:
         return 1
+    if u < test_fraction + eval_fraction + valid_fraction:
+        return 3
     return 0
 
 

@@ -16,7 +16,7 @@ import math
 from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Tuple
 
 from estimator_lib.data import records, wire
-from estimator_lib.data.common import Moments, derived_key, split_index, where
+from estimator_lib.data.common import SPLITS, Moments, derived_key, split_index, where
 from estimator_lib.data.read import CSV, BadRecord, Chunk, csv_values, json_values, raw_row
 from estimator_lib.data.read import records as read_records
 from estimator_lib.schema import CLASSIFICATION, NUMERIC, Schema
@@ -46,6 +46,7 @@ class EncodePlan:
     missing: FrozenSet[str]
     eval_fraction: float
     test_fraction: float
+    valid_fraction: float
     check_schema: Schema  # for comparing the first row of each chunk with records.encode_example
     # Scoring: rows need no label; a present, valid label is written, a missing or invalid one left out.
     optional_label: bool = False
@@ -76,7 +77,7 @@ class ChunkResult:
     """Encoded rows per split, bad rows, and partial statistics over good rows (merged in order)."""
 
     rows: int = 0
-    examples: Tuple[List[bytes], ...] = ((), (), ())  # type: ignore[assignment]
+    examples: Tuple[List[bytes], ...] = ((), (), (), ())  # type: ignore[assignment]
     bad: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
     missing: List[List[int]] = dataclasses.field(default_factory=list)  # [split][feature index]
     numeric: Dict[int, Moments] = dataclasses.field(default_factory=dict)  # training rows
@@ -131,10 +132,10 @@ def encode_chunk(task: ChunkTask) -> ChunkResult:
 def _empty_result(plan: EncodePlan) -> ChunkResult:
     n = len(plan.features)
     return ChunkResult(
-        examples=([], [], []),
-        missing=[[0] * n for _ in range(3)],
+        examples=tuple([] for _ in SPLITS),
+        missing=[[0] * n for _ in SPLITS],
         categories={f.index: collections.Counter() for f in plan.features if f.kind != NUMERIC},
-        class_counts=[collections.Counter() for _ in range(3)],
+        class_counts=[collections.Counter() for _ in SPLITS],
     )
 
 
@@ -150,7 +151,7 @@ def _split_and_key(
     label = values.get(plan.label)
     if label is None and not plan.optional_label:
         raise BadValue(plan.label, None, f"the label is missing (missing-value tokens: {sorted(plan.missing)})")
-    split = split_index(key_hash, plan.eval_fraction, plan.test_fraction)
+    split = split_index(key_hash, plan.eval_fraction, plan.test_fraction, plan.valid_fraction)
     if plan.key_column is None:
         return split, derived_key(key_hash, task.occurrences.get(row, 0))
     key = values.get(plan.key_column)

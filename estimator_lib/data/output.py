@@ -2,7 +2,8 @@
 fingerprints and the manifest.
 
 Layout (relative to the output directory):
-  train/part-00000-of-00002.tfrecord ...   eval/...   test/... (when test_fraction > 0)
+  train/part-00000-of-00002.tfrecord ...   eval/...   valid/... (when valid_fraction > 0)   test/... (when
+  test_fraction > 0)
   schema.json  manifest.json  quarantine.jsonl (only when rows were quarantined)
 Rows go to a split's shards round-robin in input order, so shards are balanced and their bytes depend only
 on the input. Nothing fingerprinted holds a time stamp or a local path.

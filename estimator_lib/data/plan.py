@@ -200,6 +200,7 @@ def encode_plan(decisions: Decisions, config: "PrepareConfig") -> EncodePlan:
         missing=frozenset(config.missing_values),
         eval_fraction=config.eval_fraction,
         test_fraction=config.test_fraction,
+        valid_fraction=config.valid_fraction,
         check_schema=_check_schema(decisions, config),
     )
 

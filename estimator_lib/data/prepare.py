@@ -28,7 +28,7 @@ import numpy as np
 from estimator_lib import storage
 from estimator_lib.config import DEFAULT_MISSING_VALUES, PrepareConfig, require
 from estimator_lib.data import score as scoring
-from estimator_lib.data.common import SPLITS, DataError
+from estimator_lib.data.common import SPLITS, VALID, DataError
 from estimator_lib.data.encode import ChunkResult, ChunkTask, EncodePlan, encode_chunk
 from estimator_lib.data.encode import init_worker as init_encoder
 from estimator_lib.data.output import (
@@ -196,7 +196,8 @@ def _prepare_into(
     decisions = decide_schema(profile, config, supplied)
     plan = encode_plan(decisions, config)
     tasks = _tasks(inputs, config, profile, chunk_rows, file_starts, scans)
-    splits = [s for s, f in zip(SPLITS, (1.0, config.eval_fraction, config.test_fraction)) if f > 0]
+    fractions = (1.0, config.eval_fraction, config.test_fraction, config.valid_fraction)
+    splits = [s for s, f in zip(SPLITS, fractions) if f > 0]
     writers = ShardWriters(staging, splits, config.num_shards)
     totals = _encode(tasks, plan, writers, QuarantineWriter(staging), profile.rows, config)
     shard_records = writers.records
@@ -244,6 +245,7 @@ def _profile(
         frozenset(config.missing_values),
         config.eval_fraction,
         config.test_fraction,
+        config.valid_fraction,
         config.max_classes,
     )
     profile, chunk_rows, scans = Profile(), [], []
@@ -383,13 +385,23 @@ def _first_reason(quarantine: QuarantineWriter) -> str:
 
 
 def _check_splits(counts: Dict[str, int], splits: List[str], config: PrepareConfig) -> None:
+    """Every split asked for holds a row; the validation split may be empty (see `_split_notes`)."""
     good = sum(counts.values())
     for split in splits:
-        if counts[split] == 0:
+        if counts[split] == 0 and split != VALID:
             raise DataError(
                 f"the {split} split is empty: {good} good row(s) are too few for eval_fraction={config.eval_fraction} "
                 f"and test_fraction={config.test_fraction}; add rows or change the fractions"
             )
+
+
+def _split_notes(counts: Dict[str, int], config: PrepareConfig) -> List[str]:
+    if config.valid_fraction == 0 or counts[VALID] > 0:
+        return []
+    return [
+        f"the valid split is empty ({sum(counts.values())} good rows, valid_fraction={config.valid_fraction}): training "
+        "runs its whole budget without early stopping; add rows or raise valid_fraction"
+    ]
 
 
 def _manifest(
@@ -422,7 +434,7 @@ def _manifest(
         },
         "counts": dict(zip(SPLITS, totals.counts)),
         "files": {s: [n for n in outputs if n.startswith(s + "/")] for s in SPLITS},
-        "notes": notes(schema, totals),
+        "notes": _split_notes(dict(zip(SPLITS, totals.counts)), config) + notes(schema, totals),
         "outputs": outputs,
     }
     manifest.update(summary(schema, totals))

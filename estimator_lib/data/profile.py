@@ -27,6 +27,7 @@ class ProfilePlan:
     missing: FrozenSet[str]
     eval_fraction: float
     test_fraction: float
+    valid_fraction: float
     max_label_values: int
 
 
@@ -100,7 +101,12 @@ def profile_chunk(chunk: Chunk) -> Profile:
             _note_columns(profile, row, chunk, line)
             good.append(row)
             if key_hash is not None:
-                _count_label(profile, row, split_index(key_hash, plan.eval_fraction, plan.test_fraction), plan)
+                _count_label(
+                    profile,
+                    row,
+                    split_index(key_hash, plan.eval_fraction, plan.test_fraction, plan.valid_fraction),
+                    plan,
+                )
     _count_columns(profile, good)
     profile.rows = len(lines)
     profile.key_hashes = [np.array(hashes, dtype=np.uint64)]

@@ -120,7 +120,9 @@ def encode_plan(schema: Schema, config: "PrepareConfig") -> EncodePlan:
     classes, whole = decide_classes(Profile(), config, schema, task)
     decisions = Decisions(schema.features, task, classes, whole, (), schema)
     plan = prepare_encode_plan(decisions, config)
-    return dataclasses.replace(plan, eval_fraction=_EVERY_ROW, test_fraction=0.0, optional_label=True)
+    return dataclasses.replace(
+        plan, eval_fraction=_EVERY_ROW, test_fraction=0.0, valid_fraction=0.0, optional_label=True
+    )
 
 
 def manifest(

@@ -25,7 +25,7 @@ class Totals:
     max_categories: int
     rows: int = 0
     bad: int = 0
-    counts: List[int] = dataclasses.field(default_factory=lambda: [0, 0, 0])
+    counts: List[int] = dataclasses.field(default_factory=lambda: [0] * len(SPLITS))
     missing: List[List[int]] = dataclasses.field(default_factory=list)
     numeric: Dict[int, Moments] = dataclasses.field(default_factory=dict)
     categories: Dict[int, collections.Counter] = dataclasses.field(default_factory=dict)

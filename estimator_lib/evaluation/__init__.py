@@ -1,5 +1,6 @@
-"""Evaluation: metrics in NumPy on the host (`metrics`), the publish decision (`blessing`), and the evaluate
-stage that runs both against the last published model (`evaluate`)."""
+"""Evaluation: metrics in NumPy on the host (`metrics`), the linear reference fitted in every run
+(`reference`), the publish decision (`blessing`), and the evaluate stage that runs them against the last
+published model (`evaluate`)."""
 
 from estimator_lib.evaluation.blessing import Blessing, Check, decide
 from estimator_lib.evaluation.evaluate import Evaluation, evaluate_and_bless, read_truth
@@ -8,21 +9,26 @@ from estimator_lib.evaluation.metrics import (
     Truth,
     compute_metrics,
     confusion_matrix,
+    paired_standard_errors,
     roc_curve,
     scores_from_rows,
     trivial_metrics,
 )
+from estimator_lib.evaluation.reference import LinearReference, fit_reference
 
 __all__ = [
     "Blessing",
     "Check",
     "Evaluation",
+    "LinearReference",
     "Scores",
     "Truth",
     "compute_metrics",
     "confusion_matrix",
     "decide",
     "evaluate_and_bless",
+    "paired_standard_errors",
+    "fit_reference",
     "read_truth",
     "roc_curve",
     "scores_from_rows",

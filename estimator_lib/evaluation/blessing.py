@@ -1,9 +1,13 @@
 """Blessing: is a newly trained model good enough to publish?
 
 A candidate is blessed when every check passes:
-  * it beats the trivial model (always the most frequent class; always the mean label), unless turned off;
+  * it beats the trivial model (always the most frequent class; always the mean label) by more than chance
+    allows on the eval rows (`confidence`), unless turned off;
   * each user threshold holds (`{"accuracy": 0.9}` is a floor, `{"rmse": 3.5}` a ceiling: the direction is the
     metric's own);
+  * it is no worse than the linear reference fitted in the same run (`evaluation.reference`) by more than
+    `reference_margin` on `reference_metric` (accuracy or r2 by default) plus the chance allowance of the
+    paired difference on the eval rows, unless the margin is None;
   * when a baseline is given (the last published model), the candidate improves on it by at least
     `min_improvement` on the comparison metric (negative tolerates a drop of that size).
 
@@ -15,10 +19,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import statistics
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from estimator_lib.config import BlessingConfig, higher_is_better
 from estimator_lib.evaluation.metrics import Truth, trivial_metrics
+from estimator_lib.schema import REGRESSION
 
 
 # -- the decision --------------------------------------------------------------------------------------------
@@ -58,6 +64,9 @@ class Blessing:
     num_examples: int
     baseline_uri: Optional[str] = None
     baseline_metrics: Optional[Mapping[str, float]] = None
+    reference: Optional[str] = None
+    reference_metrics: Optional[Mapping[str, float]] = None
+    reference_errors: Optional[Mapping[str, float]] = None
 
     @property
     def reasons(self) -> Tuple[str, ...]:
@@ -92,15 +101,30 @@ def decide(
     candidate: Mapping[str, float],
     baseline: Optional[Mapping[str, float]] = None,
     baseline_uri: Optional[str] = None,
+    reference: Optional[Mapping[str, float]] = None,
+    reference_description: Optional[str] = None,
+    reference_errors: Optional[Mapping[str, float]] = None,
 ) -> Blessing:
-    """Applies `config` to the candidate's (and the baseline's) blessing metrics."""
+    """Applies `config` to the candidate's blessing metrics, beside the linear reference's and the baseline's.
+
+    Args:
+      config: when to bless.
+      truth: the eval rows' labels (their count and class shares set the trivial model's bound).
+      candidate, baseline, reference: blessing metrics (`evaluation.metrics.compute_metrics`) of the
+        candidate, the last published model (None: first run) and the linear reference fitted in this run
+        (None: not fitted, so not compared).
+      baseline_uri, reference_description: what the baseline and the reference are, for the record.
+      reference_errors: standard errors of the per-row difference between candidate and reference
+        (`metrics.paired_standard_errors`); a metric without one gets no chance allowance.
+    """
     config.check_task(truth.task)
     checks: List[Check] = []
     if config.beat_trivial:
-        for metric, value in trivial_metrics(truth).items():
-            checks.append(_check("trivial", metric, candidate[metric], value, True, "better than the trivial model"))
+        checks.append(_trivial_check(truth, candidate, config.confidence))
     for metric, bound in sorted(config.thresholds.items()):
         checks.append(_check("threshold", metric, candidate[metric], float(bound), False, "threshold"))
+    if reference is not None and config.reference_margin is not None:
+        checks.append(_reference_check(config, truth, candidate, reference, reference_errors or {}))
     comparison = config.comparison_for(truth.task)
     if baseline is not None:
         sign = 1.0 if higher_is_better(comparison) else -1.0
@@ -115,4 +139,50 @@ def decide(
         num_examples=len(truth.keys),
         baseline_uri=baseline_uri,
         baseline_metrics=dict(baseline) if baseline is not None else None,
+        reference=reference_description,
+        reference_metrics=dict(reference) if reference is not None else None,
+        reference_errors=dict(reference_errors) if reference_errors is not None else None,
     )
+
+
+def _reference_check(
+    config: BlessingConfig,
+    truth: Truth,
+    candidate: Mapping[str, float],
+    reference: Mapping[str, float],
+    errors: Mapping[str, float],
+) -> Check:
+    """The candidate may fall behind the reference by the margin plus z standard errors of their paired
+    difference: on a small eval split a gap of a row or two is chance, on a large one it is not."""
+    metric = config.reference_metric_for(truth.task)
+    z = statistics.NormalDist().inv_cdf(config.confidence)
+    slack = config.reference_margin + z * errors.get(metric, 0.0)
+    bound = reference[metric] + (-slack if higher_is_better(metric) else slack)
+    what = (
+        f"no worse than the linear reference {reference[metric]:.4f} by more than {config.reference_margin:g} plus "
+        f"{z:.2f} x {errors.get(metric, 0.0):.4f} (standard error of the paired difference over {len(truth.keys)} rows)"
+    )
+    return _check("reference", metric, candidate[metric], bound, False, what)
+
+
+def _trivial_check(truth: Truth, candidate: Mapping[str, float], confidence: float) -> Check:
+    """The candidate against the trivial model, with the margin chance allows over the eval rows.
+
+    A model unrelated to the label reaches, at the one-sided `confidence` (z its normal quantile):
+      * accuracy up to p + z sqrt(p (1 - p) / n), p the most frequent class's share (a binomial proportion);
+      * r2 up to z^2 / n: its r2 is about -s^2 + 2 s c with c ~ N(0, 1/n) the correlation by chance and s its
+        spread relative to the label's, at most c^2 over every s.
+    """
+    n = len(truth.keys)
+    z = statistics.NormalDist().inv_cdf(confidence)
+    ((metric, trivial),) = trivial_metrics(truth).items()
+    if truth.task == REGRESSION:
+        bound = trivial + z * z / n
+        what = f"better than the trivial model (the mean: r2 0, plus {z:.2f}^2/{n} rows for chance)"
+    else:
+        bound = trivial + z * math.sqrt(trivial * (1.0 - trivial) / n)
+        what = (
+            f"better than the trivial model (the most frequent class: accuracy {trivial:.4f}, plus {z:.2f} "
+            f"standard errors over {n} rows)"
+        )
+    return _check("trivial", metric, candidate[metric], bound, True, what)

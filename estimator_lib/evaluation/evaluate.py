@@ -1,8 +1,10 @@
 """The evaluate stage: eval metrics from the model's own metric_fn, then the blessing.
 
-The candidate is scored on the prepared eval split from its checkpoint, the baseline (the last published
-model) from its exported SavedModel, which parses the same `tf.Example`s with its own schema and
-vocabularies; `evaluation.metrics` turns both into metrics in one place, and `evaluation.blessing` decides.
+The candidate is scored on the prepared eval split from its checkpoint (the best by validation loss), the
+baseline (the last published model) from its exported SavedModel, which parses the same `tf.Example`s with its
+own schema and vocabularies, and the linear reference (`evaluation.reference`) is fitted on the rows the
+candidate learned from and scored on the same eval rows; `evaluation.metrics` turns all three into metrics in one
+place, and `evaluation.blessing` decides.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import tensorflow as tf
 
 from estimator_lib import estimator, storage
 from estimator_lib.config import BlessingConfig, BlessingError, JobConfig
+from estimator_lib.data.common import TRAIN, VALID
 from estimator_lib.data.prepare import PrepareResult
 from estimator_lib.evaluation.blessing import Blessing, decide
 from estimator_lib.evaluation.metrics import (
@@ -22,9 +25,11 @@ from estimator_lib.evaluation.metrics import (
     Truth,
     compute_metrics,
     confusion_matrix,
+    paired_standard_errors,
     roc_curve,
     scores_from_rows,
 )
+from estimator_lib.evaluation.reference import fit_reference
 from estimator_lib.export import read_export_metadata
 from estimator_lib.model import transform
 from estimator_lib.model.inputs import resolve_files
@@ -95,9 +100,11 @@ def evaluate_and_bless(
 ) -> Evaluation:
     """Evaluates a trained model on the eval split and decides whether it may be published.
 
-    Steps: (1) the estimator's metrics on the eval split; (2) the candidate's predictions for the eval rows
-    from the same checkpoint; (3) the baseline's predictions for the same rows from its SavedModel, with its
-    own schema and vocabularies; (4) blessing metrics of both from `compute_metrics`; (5) the verdict.
+    Steps: (1) the estimator's metrics on the eval split, from the model's checkpoint (the best by validation
+    loss); (2) the candidate's predictions for the eval rows from the same checkpoint; (3) the linear reference,
+    fitted on the train and validation splits, and its predictions for the same rows; (4) the baseline's
+    predictions for the same rows from its SavedModel, with its own schema and vocabularies; (5) blessing
+    metrics of all of them from `compute_metrics`; (6) the verdict.
 
     Args:
       job: the `JobConfig` the model was trained with, placed for this stage.
@@ -123,13 +130,27 @@ def evaluate_and_bless(
         storage.join(work_dir, "candidate"),
         truth,
     )
+    reference = fit_reference(schema, *_learned_rows(prepared))
+    reference_scores = reference.scores(eval_files, truth)
+    reference_metrics = compute_metrics(truth, reference_scores)
     baseline_metrics = None
     if baseline_dir:
         baseline = _score_saved_model(
             baseline_dir, baseline_schema, eval_files, storage.join(work_dir, "baseline"), truth
         )
         baseline_metrics = compute_metrics(truth, baseline)
-    blessing = decide(config, truth, compute_metrics(truth, candidate), baseline_metrics, baseline_dir)
+    candidate_metrics = compute_metrics(truth, candidate)
+    errors = paired_standard_errors(truth, candidate, reference_scores)
+    blessing = decide(
+        config,
+        truth,
+        candidate_metrics,
+        baseline_metrics,
+        baseline_dir,
+        reference_metrics,
+        reference.description,
+        errors,
+    )
     if truth.task == REGRESSION:
         return Evaluation(result.metrics, result.global_step, result.checkpoint, blessing)
     return Evaluation(
@@ -141,6 +162,12 @@ def evaluate_and_bless(
         confusion_matrix(truth, candidate),
         roc_curve(truth, candidate),
     )
+
+
+def _learned_rows(prepared: "PrepareResult") -> Tuple[List[str], int]:
+    """The file patterns and row count of the splits the candidate learned from: train, and valid if any."""
+    splits = [s for s in (TRAIN, VALID) if prepared.counts.get(s)]
+    return [prepared.files(s) for s in splits], sum(prepared.counts[s] for s in splits)
 
 
 def _score_checkpoint(job, schema, model_dir, checkpoint, files, count, output_dir, truth) -> Scores:

@@ -32,7 +32,7 @@ from estimator_lib import storage
 from estimator_lib.config import JobConfig
 from estimator_lib.estimator import build_estimator
 from estimator_lib.export import serving
-from estimator_lib.model import inputs, transform
+from estimator_lib.model import checkpoints, inputs, transform
 from estimator_lib.model.inputs import Patterns
 from estimator_lib.model.outputs import output_keys, real_rows
 from estimator_lib.schema import CLASSIFICATION, Schema
@@ -279,7 +279,8 @@ def export_model(
       model_dir: the estimator's model directory.
       export_base: the directory of versions (TensorFlow Serving's model base path).
       api_version: TPUEstimator export API version, 1 (default) or 2.
-      checkpoint_path: the checkpoint to export; the newest in `model_dir` by default.
+      checkpoint_path: the checkpoint to export; by default the model's (`model.checkpoints.selected_checkpoint`:
+        the best by validation loss, else the newest).
       verify_rows: prepared TFRecord patterns; their first `VERIFY_ROWS` records are predicted by the
         estimator and by the fresh CPU graph, which must agree to `ATOL`. None checks structure only.
 
@@ -289,7 +290,7 @@ def export_model(
     if api_version not in (1, 2):
         raise ValueError(f"api_version={api_version!r} must be 1 (TPUEstimator rewrites for TPU) or 2 (model_fn does)")
     estimator = build_estimator(job, schema, model_dir, export_saved_model_api_version=api_version)
-    checkpoint = checkpoint_path or estimator.latest_checkpoint()
+    checkpoint = checkpoint_path or checkpoints.selected_checkpoint(model_dir)
     if checkpoint is None:
         raise FileNotFoundError(f"no checkpoint in model_dir={model_dir!r} to export; train first")
     model_schema = schema.select(job.model.features)

@@ -6,5 +6,7 @@
 - `metrics`: the `metric_fn` run on the host, weighted by `1 - is_padding`;
 - `outputs`: what prediction batches hold, and the host-side padding filter;
 - `warm_start`: the `scaffold_fn` that initialises from a checkpoint or SavedModel;
+- `checkpoints`: which checkpoint is the model (the best by validation loss, kept in `best/`) and the record of
+  the early-stopping rounds;
 - `families`: the logits builders (`linear`, `dnn`, user plug-ins).
 """

@@ -100,6 +100,12 @@ def regression_metric_fn_builder(label_mean: float, label_std: float) -> MetricF
     return metric_fn
 
 
+def loss_metric_fn(labels, logits, per_example_loss, weights) -> MetricOps:
+    """Only `mean_loss` (what early stopping compares between rounds): a small eval graph, rebuilt each round."""
+    del labels, logits  # the same arguments as every metric_fn, so the model_fn passes them alike
+    return {"mean_loss": _m.mean(per_example_loss, weights=weights)}
+
+
 def metric_fn_for(label: LabelSpec) -> MetricFn:
     """The metric_fn for a label's head ("binary", "multiclass" or "regression")."""
     if label.head == "binary":

@@ -65,9 +65,18 @@ def create_head(logits: tf.Tensor, labels: Optional[tf.Tensor], schema: Schema) 
     return Head(loss, {"class_ids": class_ids, "probabilities": probabilities, "logits": logits})
 
 
-def learning_rate(opt: OptimizerConfig, train_steps: int, global_step: tf.Tensor) -> tf.Tensor:
-    """The scheduled learning rate (float32 scalar) at `global_step`, with optional linear warm-up."""
+def learning_rate(opt: OptimizerConfig, train_steps: Optional[int], global_step: tf.Tensor) -> tf.Tensor:
+    """The scheduled learning rate (float32 scalar) at `global_step`, with optional linear warm-up.
+
+    A decaying schedule spans `opt.decay_steps`, by default the step budget `train_steps` (which
+    `estimator.train` derives from `training.max_epochs` when `training.train_steps` is null)."""
     decay_steps = opt.decay_steps or train_steps
+    if decay_steps is None and opt.schedule != "constant":
+        raise ConfigError(
+            f"optimizer.schedule={opt.schedule!r} needs the step budget, but training.train_steps is null here; "
+            "train through estimator.train (it derives the budget from training.max_epochs), or set "
+            "training.train_steps or optimizer.decay_steps"
+        )
     v1 = tf.compat.v1.train
     schedules = {
         "constant": lambda: tf.constant(opt.learning_rate, tf.float32),
@@ -152,8 +161,11 @@ def _model_schema(schema: Schema, job: JobConfig) -> Schema:
         raise ConfigError(f"model.features: {e}; list original column names from the schema") from e
 
 
-def build_model_fn(schema: Schema, job: JobConfig) -> ModelFn:
+def build_model_fn(schema: Schema, job: JobConfig, metric_fn: Optional[metrics_lib.MetricFn] = None) -> ModelFn:
     """Returns a TPUEstimator model_fn for `schema` and the job config `job`.
+
+    `metric_fn` is the EVAL mode's host-side metric function; by default the label head's full set
+    (`metrics.metric_fn_for`); early stopping passes `metrics.loss_metric_fn`.
 
     Checks at construction (not at first run) that the model's features exist in the schema and that the
     model family can be loaded.
@@ -163,7 +175,7 @@ def build_model_fn(schema: Schema, job: JobConfig) -> ModelFn:
     """
     model_schema = _model_schema(schema, job)
     logits_fn = load_logits_fn(job.model)
-    metric_fn = metrics_lib.metric_fn_for(schema.label)
+    metric_fn = metric_fn or metrics_lib.metric_fn_for(schema.label)
 
     def model_fn(features, labels, mode, params, config):
         """The TPUEstimator model_fn; `config` is the estimator's RunConfig (for model_dir)."""

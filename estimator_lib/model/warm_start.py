@@ -12,13 +12,16 @@ from typing import Callable, Dict, List
 
 import tensorflow as tf
 
+from estimator_lib.model import checkpoints
+
 
 def resolve_checkpoint(path: str) -> str:
-    """Returns the checkpoint prefix for a checkpoint prefix, a model directory or a SavedModel directory."""
+    """Returns the checkpoint prefix for a checkpoint prefix, a model directory (its best checkpoint, else its
+    newest) or a SavedModel directory."""
     if tf.io.gfile.exists(f"{path}/saved_model.pb"):
         return f"{path}/variables/variables"
     if tf.io.gfile.isdir(path):
-        latest = tf.train.latest_checkpoint(path)
+        latest = checkpoints.selected_checkpoint(path)
         if latest is None:
             raise FileNotFoundError(
                 f"training.warm_start_from={path!r} is a directory with neither a SavedModel nor a checkpoint"

@@ -61,7 +61,7 @@ from estimator_lib.data.example_keys import KEY_BYTES_FEATURE
 from estimator_lib.data.prepare import encode_for_scoring
 from estimator_lib.estimator import build_estimator
 from estimator_lib.export import load_serving_model
-from estimator_lib.model import inputs
+from estimator_lib.model import checkpoints, inputs
 from estimator_lib.model.inputs import Patterns
 from estimator_lib.model.outputs import PredictionError, output_keys, real_rows
 from estimator_lib.progress import RowProgress
@@ -501,7 +501,8 @@ def batch_predict(
       num_examples: records in `data` when known (prepare's manifest); counted otherwise. A wrong value fails.
       passthrough: original column names to copy into each output row (features, the label, the key column).
       num_shards: output files, each a consecutive range of rows.
-      checkpoint_path: the checkpoint to use; the newest in `model_dir` by default.
+      checkpoint_path: the checkpoint to use; by default the model's (`model.checkpoints.selected_checkpoint`:
+        the best by validation loss, else the newest).
 
     Returns:
       The committed `PredictResult`.
@@ -614,7 +615,7 @@ def _checkpoint_predictions(
     input_fn = inputs.predict_input_fn_builder(files, schema, num_examples)
     count = input_fn.num_examples  # type: ignore[attr-defined]
     estimator = build_estimator(job, schema, model_dir)
-    checkpoint = checkpoint_path or estimator.latest_checkpoint()
+    checkpoint = checkpoint_path or checkpoints.selected_checkpoint(model_dir)
     if checkpoint is None:
         raise FileNotFoundError(f"no checkpoint in model_dir={model_dir!r} to predict with; train first")
     batches = estimator.predict(

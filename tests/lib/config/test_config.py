@@ -6,10 +6,13 @@ import pytest
 import synthetic
 
 from estimator_lib.config import (
+    BlessingConfig,
     ConfigError,
+    EarlyStoppingConfig,
     JobConfig,
     ModelConfig,
     OptimizerConfig,
+    PrepareConfig,
     TPUSettings,
     TrainingConfig,
     parse_override,
@@ -87,6 +90,31 @@ def test_unloadable_plugin_is_rejected_when_the_model_fn_is_built():
         (lambda: ModelConfig(dropout=1.0), "model.dropout=1.0 must be in [0, 1)"),
         (lambda: ModelConfig(hidden_units=(0,)), "model.hidden_units=[0] must be positive integers"),
         (lambda: JobConfig.from_dict({"training": {"steps": 3}}), "unknown field(s) ['steps'] in TrainingConfig"),
+        (lambda: TrainingConfig(max_epochs=0), "training.max_epochs=0 must be a positive integer"),
+        (lambda: EarlyStoppingConfig(patience=0), "training.early_stopping.patience=0 must be a positive integer"),
+        (lambda: EarlyStoppingConfig(every_steps=-1), "training.early_stopping.every_steps=-1 must be a positive"),
+        (lambda: EarlyStoppingConfig(min_delta=-0.1), "training.early_stopping.min_delta=-0.1 must be a number >= 0"),
+        (
+            lambda: JobConfig.from_dict({"training": {"early_stopping": {"patients": 3}}}),
+            "unknown field(s) ['patients'] in EarlyStoppingConfig",
+        ),
+        (
+            lambda: PrepareConfig(data="d.csv", label="y", valid_fraction=1.0),
+            "valid_fraction=1.0 must be in [0, 1), e.g. 0.1 (0: no validation split)",
+        ),
+        (
+            lambda: PrepareConfig(data="d.csv", label="y", eval_fraction=0.5, valid_fraction=0.5),
+            "eval_fraction + test_fraction + valid_fraction = 1 leaves no training rows; keep their sum below 1",
+        ),
+        (
+            lambda: BlessingConfig(confidence=0.4),
+            "confidence=0.4 must be a number in [0.5, 1), e.g. 0.95 (0.5: a plain comparison",
+        ),
+        (
+            lambda: BlessingConfig(reference_margin=-0.01),
+            "reference_margin=-0.01 must be a finite number >= 0, e.g. 0.02, or null to skip the comparison",
+        ),
+        (lambda: BlessingConfig(reference_metric="f1"), "unknown blessing metric 'f1'"),
     ],
 )
 def test_bad_values_name_the_field(build, message):
@@ -101,7 +129,7 @@ def test_overrides_make_validated_variants():
         dict([parse_override("training.train_steps=250"), parse_override("model.family=linear")])
     )
     assert (variant.training.train_steps, variant.model.family) == (250, "linear")
-    assert job.training.train_steps == 1000  # frozen original unchanged
+    assert job.training.train_steps is None  # frozen original unchanged
     with pytest.raises(ConfigError, match=r"--set training.stepz: unknown field 'stepz'"):
         job.with_overrides({"training.stepz": 1})
     with pytest.raises(ConfigError, match=r"not divisible by tpu.num_cores=8"):
@@ -128,3 +156,43 @@ def test_set_dotted_is_strict_on_a_complete_dict_and_creates_sections_on_request
     assert partial == {"model": {"family": "dnn", "hidden_units": [4]}, "training": {"train_steps": 7}}
     with pytest.raises(ConfigError, match="'family' is not a config section"):
         set_dotted(partial, "model.family.x", 1, create=True)
+
+
+def test_early_stopping_rounds_must_end_between_tpu_loops():
+    with pytest.raises(ConfigError) as e:
+        JobConfig(training=TrainingConfig(early_stopping=EarlyStoppingConfig(every_steps=150)))
+    assert str(e.value) == (
+        "training.early_stopping.every_steps=150 is not a multiple of tpu.iterations_per_loop=100: a round ends "
+        "between TPU loops; use a multiple of 100, e.g. 200 (or null: about one epoch)"
+    )
+
+
+def test_the_budget_comes_from_epochs_unless_steps_are_given():
+    training = TrainingConfig(max_epochs=10, train_batch_size=64)
+    assert training.budget(1000) == 157  # ceil(10 * 1000 / 64)
+    assert TrainingConfig(train_steps=300).budget(1000) == 300
+    with pytest.raises(ConfigError) as e:
+        training.budget(0)
+    assert str(e.value) == (
+        "training.train_steps is null, so the budget comes from training.max_epochs and the train split's row "
+        "count, which is unknown or 0; pass the count (prepare's manifest) or set training.train_steps"
+    )
+
+
+def test_a_round_is_an_epoch_rounded_up_to_whole_tpu_loops():
+    job = JobConfig(tpu=TPUSettings(iterations_per_loop=50))
+    assert job.round_steps(100) == 50  # 2 steps per epoch: one loop
+    assert job.round_steps(6400) == 100  # 100 steps per epoch: two loops
+    assert job.round_steps(6500) == 150  # 102 steps per epoch
+    fixed = JobConfig(
+        tpu=TPUSettings(iterations_per_loop=50), training=TrainingConfig(early_stopping={"every_steps": 200})
+    )
+    assert fixed.round_steps(6500) == 200
+
+
+def test_new_defaults_round_trip_through_json_and_dotted_overrides():
+    job = JobConfig().with_overrides({"training.early_stopping.patience": None, "training.max_epochs": 20})
+    assert job.training.early_stopping == EarlyStoppingConfig(patience=None)
+    assert JobConfig.from_json(job.to_json()) == job
+    blessing = BlessingConfig(reference_margin=None, confidence=0.5, reference_metric="rmse")
+    assert BlessingConfig.from_json(blessing.to_json()) == blessing

@@ -12,6 +12,7 @@ import tensorflow as tf
 
 from estimator_lib.config import ConfigError
 from estimator_lib.data import records
+from estimator_lib.data.common import SPLITS
 from estimator_lib.data.embedded import default_dataset
 from estimator_lib.data.prepare import PrepareConfig, PrepareResult, load_prepared, prepare
 from estimator_lib.data.read import record_boundary
@@ -49,7 +50,7 @@ def read_split(result: PrepareResult, split: str):
 
 
 def all_examples(result: PrepareResult):
-    return {ex["__key__"]: ex for split in ("train", "eval", "test") for ex in read_split(result, split)}
+    return {ex["__key__"]: ex for split in SPLITS for ex in read_split(result, split)}
 
 
 def quick(data, label="label", **kwargs) -> PrepareConfig:
@@ -103,7 +104,7 @@ def test_jsonl_round_trips_and_parses_with_tensorflow(tmp_path):
     ]
     assert result.schema.label.classes == ("0", "1")
     assert result.manifest["rows"] == {"total": 20, "written": 20, "bad": 0, "quarantined": 0}
-    decoded = [ex for split in ("train", "eval") for ex in read_split(result, split)]
+    decoded = [ex for split in SPLITS for ex in read_split(result, split)]
     expected = {json.dumps(_through_schema(o), sort_keys=True) for o in objs}
     assert {json.dumps({k: v for k, v in ex.items() if k != "__key__"}, sort_keys=True) for ex in decoded} == expected
     # Identical rows get distinct keys (content hash + occurrence) and always share a split.
@@ -155,8 +156,8 @@ def test_default_dataset_prepares_with_exact_counts(tmp_path):
     assert "CC0" in d.licence and "Horst" in d.source
     result = prepare(quick(d.path, label=d.label, task=d.task), str(tmp_path / "out"))
     assert result.schema.label.classes == ("Adelie", "Chinstrap", "Gentoo")
-    assert sum(result.counts.values()) == 344 and result.counts["test"] == 0
-    assert result.manifest["missing"]["train"]["sex"] + result.manifest["missing"]["eval"]["sex"] == 11
+    assert result.counts == {"train": 257, "eval": 58, "test": 0, "valid": 29}
+    assert sum(result.manifest["missing"][split]["sex"] for split in SPLITS) == 11
     assert sum(result.manifest["class_counts"]["train"].values()) == result.counts["train"]
     year = result.schema.feature("year")
     assert (year.kind, year.min, year.max) == ("numeric", 2007.0, 2009.0)
@@ -175,12 +176,38 @@ def test_split_of_old_rows_is_stable_when_data_doubles(tmp_path, key_column):
     second = prepare(quick(large, **opts), str(tmp_path / "b"))
 
     def split_of(result):
-        return {ex["__key__"]: s for s in ("train", "eval", "test") for ex in read_split(result, s)}
+        return {ex["__key__"]: s for s in SPLITS for ex in read_split(result, s)}
 
     before, after = split_of(first), split_of(second)
     assert len(before) == 200 and len(after) == 400
     assert all(after[key] == split for key, split in before.items())
-    assert set(before.values()) == {"train", "eval", "test"}
+    assert set(before.values()) == {"train", "eval", "test", "valid"}
+
+
+def test_the_validation_split_is_carved_from_the_training_rows(tmp_path):
+    """Changing valid_fraction moves rows between train and valid only: eval and test keep every row."""
+    path = write_csv(tmp_path / "data.csv", AWKWARD, awkward_rows(400))
+    splits = {}
+    for fraction in (0.0, 0.1, 0.25):
+        result = prepare(
+            quick(path, key_column="id", test_fraction=0.1, valid_fraction=fraction), str(tmp_path / str(fraction))
+        )
+        splits[fraction] = {s: {ex["__key__"] for ex in read_split(result, s)} for s in SPLITS if result.counts[s]}
+    none, some, more = splits[0.0], splits[0.1], splits[0.25]
+    assert "valid" not in none and none["train"] == some["train"] | some["valid"] == more["train"] | more["valid"]
+    assert none["eval"] == some["eval"] == more["eval"] and none["test"] == some["test"] == more["test"]
+    assert some["valid"] < more["valid"] and (len(some["valid"]), len(more["valid"])) == (35, 95)
+
+
+def test_an_empty_validation_split_is_noted_not_refused(tmp_path):
+    path = write_csv(tmp_path / "data.csv", AWKWARD, awkward_rows(12))
+    result = prepare(quick(path, key_column="id", valid_fraction=0.01), str(tmp_path / "out"))
+    assert result.counts["valid"] == 0
+    assert [result.manifest["outputs"][f]["records"] for f in result.manifest["files"]["valid"]] == [0, 0]
+    assert result.manifest["notes"][0] == (
+        "the valid split is empty (12 good rows, valid_fraction=0.01): training runs its whole budget without "
+        "early stopping; add rows or raise valid_fraction"
+    )
 
 
 def test_outputs_are_bitwise_identical_across_runs_and_worker_counts(tmp_path):
@@ -231,7 +258,7 @@ def test_glob_of_several_files_reads_them_in_order(tmp_path):
 def test_config_round_trips_through_json_and_explains_bad_values():
     config = PrepareConfig(data=("a.csv", "gs://b/c/*.jsonl"), label="y", key_column="id", bad_rows="quarantine")
     assert PrepareConfig.from_dict(json.loads(json.dumps(config.to_dict()))) == config
-    with pytest.raises(ConfigError, match=r"eval_fraction \+ test_fraction = 1.0 leaves no training rows"):
+    with pytest.raises(ConfigError, match=r"eval_fraction \+ test_fraction \+ valid_fraction = 1.1 leaves no training"):
         PrepareConfig(data=("a.csv",), label="y", eval_fraction=0.5, test_fraction=0.5)
     with pytest.raises(ConfigError, match=r"bad_rows='drop' must be 'fail' or 'quarantine'"):
         PrepareConfig(data=("a.csv",), label="y", bad_rows="drop")

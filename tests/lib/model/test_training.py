@@ -200,7 +200,9 @@ def test_warm_start_from_an_incompatible_model_names_the_variable(datasets, trai
 
 def test_linear_family_trains(datasets, tmp_path):
     schema, train, evals = datasets["regression"]
-    job = make_job(train_steps=200).with_overrides({"model.family": "linear"})
+    job = make_job(train_steps=200).with_overrides(
+        {"model.family": "linear", "training.optimizer": {"learning_rate": 0.01, "schedule": "constant"}}
+    )
     estimator.train(job, schema, train, str(tmp_path / "lin"))
     result = estimator.evaluate(job, schema, evals, str(tmp_path / "lin"))
     assert result.metrics["rmse"] < 10.0  # label std is ~25; the rule is linear plus noise 3

@@ -93,7 +93,7 @@ def test_raw_rows_without_label_score_n_rows_in_input_order_like_prepared_rows(t
         trained["job"],
         trained["schema"],
         trained["model_dir"],
-        [prepared.files("train"), prepared.files("eval")],
+        [prepared.files(split) for split in ("train", "eval", "valid")],
         str(tmp_path / "prepared"),
     )
     expected = {r["key"]: r for r in read_predictions(reference.output_dir)}
@@ -230,9 +230,9 @@ def test_content_keys_are_the_ones_prepare_gives_the_same_rows(tmp_path):
     prepared = prepare(
         PrepareConfig(data=(data,), label="target", num_workers=1, num_shards=1), str(tmp_path / "prepared")
     )
-    prepared_keys = keys_of_shards(prepared.files("train"), prepared.schema) + keys_of_shards(
-        prepared.files("eval"), prepared.schema
-    )
+    prepared_keys = [
+        k for split in ("train", "eval", "valid") for k in keys_of_shards(prepared.files(split), prepared.schema)
+    ]
 
     result = encode_for_scoring(data, prepared.schema, str(tmp_path / "enc"), num_shards=3, num_workers=2)
 
@@ -317,7 +317,7 @@ def test_unknown_prediction_extension_is_refused_with_the_accepted_ones():
         RunConfig(publish_root="/tmp/p", predict_data="gs://b/rows.parquet")
     assert str(error.value) == (
         "--predict-data: predict_data='gs://b/rows.parquet': cannot tell what '.parquet' files hold; use a "
-        "prepared split ('train', 'eval', 'test'), CSV / JSON Lines rows (.csv, .jsonl, .json, .ndjson), or "
+        "prepared split ('train', 'eval', 'test', 'valid'), CSV / JSON Lines rows (.csv, .jsonl, .json, .ndjson), or "
         "prepared TFRecords (.tfrecord, .tfrecords, or a directory of them); rename the files to match their format"
     )
 
