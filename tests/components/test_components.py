@@ -61,6 +61,7 @@ def stages(tmp_path_factory):
         hidden_units=[8.0],
         learning_rate=0.05,
         train_steps=40,
+        max_epochs=100,
         train_batch_size=32,
         seed=1,
         tpu=CPU,
@@ -109,7 +110,7 @@ def stages(tmp_path_factory):
 
 def test_prepare_describes_the_dataset(stages):
     meta = stages["dataset"].metadata
-    assert meta["counts"]["train"] + meta["counts"]["eval"] == 160
+    assert meta["counts"]["train"] + meta["counts"]["valid"] + meta["counts"]["eval"] == 160
     assert meta["task"] == "classification" and meta["classes"] == ["no", "yes"] and meta["label"] == "label"
     assert os.path.exists(meta["schema_uri"])
     assert meta["fingerprint"] == release.fingerprint(stages["dataset"].uri)
@@ -119,7 +120,7 @@ def test_prepare_describes_the_dataset(stages):
 def test_train_uses_the_artifact_uri_as_model_dir_and_records_the_config(stages):
     model = stages["model"]
     assert model.metadata["global_step"] == 40
-    assert model.metadata["checkpoint"] == os.path.join(model.uri, "model.ckpt-40")
+    assert model.metadata["checkpoint"] == os.path.join(model.uri, "best", "model.ckpt-40")  # kept by validation
     job = JobConfig.from_dict(model.metadata["config"])
     assert job.model.family == "linear" and job.model.hidden_units == (8,) and job.training.seed == 1
     assert job.tpu.strict is True and job.training.warm_start_from is None
@@ -138,7 +139,7 @@ def test_evaluate_logs_metrics_confusion_matrix_roc_and_blessing(stages):
     assert (rows[0][0] + rows[1][1]) / eval_count == pytest.approx(metrics["accuracy"])
     assert len(cm["confidenceMetrics"]) == 101
     verdict = adapter.read_blessing(stages["blessing"].uri)
-    assert verdict.blessed and [c.name for c in verdict.checks] == ["trivial", "threshold"]
+    assert verdict.blessed and [c.name for c in verdict.checks] == ["trivial", "threshold", "reference"]
     assert stages["blessing"].metadata["baseline_uri"] == ""  # "latest" with nothing published: no baseline
 
 

@@ -231,6 +231,8 @@ def test_settings_route_overrides_to_their_sections(tmp_path):
         "thresholds": {"auc": 0.9},
         "beat_trivial": True,
         "min_improvement": 0.01,
+        "confidence": 0.95,
+        "reference_margin": 0.02,
     }
 
 

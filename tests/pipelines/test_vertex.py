@@ -64,7 +64,7 @@ def test_build_job_request(template):
     assert values["data"] == "gs://bucket/data/*.csv" and values["label"] == "churned"
     assert values["publish_root"] == f"{ROOT}/published"
     assert values["baseline"] == "latest" and values["warm_start"] == "latest"
-    assert values["train_steps"] == 1000 and values["model_family"] == "dnn"
+    assert "train_steps" not in values and values["max_epochs"] == 100 and values["model_family"] == "dnn"
     spec = dict(resource.pipeline_spec)
     assert spec["pipelineInfo"]["name"] == "tpu-estimator-pipeline"
     tasks = spec["root"]["dag"]["tasks"]
