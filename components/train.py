@@ -5,8 +5,6 @@ a TPU reads and writes Cloud Storage directly, never the /gcs/ FUSE view). A rer
 checkpoint there.
 """
 
-from typing import Optional
-
 from kfp.dsl import Dataset, Input, Model, Output
 
 
@@ -23,16 +21,15 @@ def train_model(
     warm_start: str,
     publish_root: str,
     model: Output[Model],
-    train_steps: Optional[int] = None,
 ):
     """Trains a model on the prepared train split.
 
     Args:
       dataset: the prepared dataset.
       job_config: a full `JobConfig` as JSON ({} for the defaults); the explicit parameters below win over it.
-      model_family, hidden_units, learning_rate, max_epochs, train_batch_size, seed, train_steps:
-        hyperparameters, each setting the `JobConfig` field `estimator_lib.config.HYPERPARAMETERS` names;
-        train_steps None keeps the config's (by default derived from max_epochs and the train rows).
+      model_family, hidden_units, learning_rate, max_epochs, train_batch_size, seed: hyperparameters, each
+        setting the `JobConfig` field `estimator_lib.config.HYPERPARAMETERS` names (a fixed step budget,
+        `training.train_steps`, travels in job_config).
       tpu: where this stage runs: {"use_tpu": True, "tpu_name": "local", "num_cores": 8} on a Cloud TPU VM,
         {"use_tpu": False} on CPU.
       warm_start: "none", "latest" (the last model published under `publish_root`; none yet means a cold
@@ -50,7 +47,6 @@ def train_model(
         "model_family": model_family,
         "hidden_units": hidden_units,
         "learning_rate": learning_rate,
-        "train_steps": train_steps,
         "max_epochs": max_epochs,
         "train_batch_size": train_batch_size,
         "seed": seed,

@@ -44,7 +44,6 @@ HYPERPARAMETERS: dict[str, str] = {
     "model_family": "model.family",
     "hidden_units": "model.hidden_units",
     "learning_rate": "training.optimizer.learning_rate",
-    "train_steps": "training.train_steps",
     "max_epochs": "training.max_epochs",
     "train_batch_size": "training.train_batch_size",
     "seed": "training.seed",
@@ -125,8 +124,7 @@ class RunConfig(JsonConfig):
             "prepare_options": without_nulls(dict(self.prepare_options)),
             "job_config": parameter_dict(self.job, JobConfig),
             "blessing_config": parameter_dict(self.blessing, BlessingConfig),
-            # An unset hyperparameter (train_steps: derived from max_epochs) is left out: KFP cannot pass null.
-            **{name: value for name, value in hyperparameters(self.job).items() if value is not None},
+            **hyperparameters(self.job),
         }
 
     @classmethod
@@ -162,7 +160,7 @@ def hyperparameter_overrides(values: Mapping[str, Any]) -> dict[str, Any]:
     """{"train_steps": 300} -> {"training.train_steps": 300}: hyperparameter parameters as `JobConfig` keys."""
     unknown = sorted(set(values) - set(HYPERPARAMETERS))
     require(not unknown, f"{unknown} are not hyperparameter parameters; use some of {sorted(HYPERPARAMETERS)}")
-    return {HYPERPARAMETERS[name]: value for name, value in values.items() if value is not None}
+    return {HYPERPARAMETERS[name]: value for name, value in values.items()}
 
 
 def _job_field_type(dotted: str) -> Any:

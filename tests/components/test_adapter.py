@@ -41,11 +41,11 @@ def test_training_job_later_wins_config_then_hyperparameters_then_warm_start_the
     sent = json.dumps(job_config)
     job = adapter.training_job(
         job_config,
-        {"model_family": "linear", "train_steps": 7.0, "hidden_units": [16.0]},
+        {"model_family": "linear", "max_epochs": 7.0, "hidden_units": [16.0]},
         TPU,
         warm_start_from="/published/versions/1",
     )
-    assert (job.model.family, job.training.train_steps, job.model.hidden_units) == ("linear", 7, (16,))
+    assert (job.model.family, job.training.max_epochs, job.model.hidden_units) == ("linear", 7, (16,))
     assert job.training.warm_start_from == "/published/versions/1"
     assert (job.tpu.use_tpu, job.tpu.tpu_name, job.tpu.num_cores) == (True, "local", 8)
     assert json.dumps(job_config) == sent  # the parameter is not changed

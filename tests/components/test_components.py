@@ -60,7 +60,6 @@ def stages(tmp_path_factory):
         model_family="linear",
         hidden_units=[8.0],
         learning_rate=0.05,
-        train_steps=40,
         max_epochs=100,
         train_batch_size=32,
         seed=1,

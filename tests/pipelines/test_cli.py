@@ -140,7 +140,7 @@ def test_compiled_pipeline_parameters(tmp_path):
     assert {
         "task",
         "learning_rate",
-        "train_steps",
+        "max_epochs",
         "train_batch_size",
         "seed",
         "job_config",
@@ -223,7 +223,7 @@ def test_settings_route_overrides_to_their_sections(tmp_path):
     assert settings.blessing.thresholds == {"auc": 0.9} and settings.blessing.min_improvement == 0.01
     assert settings.prepare_options == {"num_shards": 3}
     arguments = settings.arguments()
-    assert arguments["train_steps"] == 7 and arguments["model_family"] == "linear"
+    assert arguments["job_config"]["training"]["train_steps"] == 7 and arguments["model_family"] == "linear"
     assert arguments["data"] == "x.csv" and arguments["label"] == "y" and arguments["baseline"] == "none"
     assert arguments["publish_root"] == "/published"
     assert "warm_start_from" not in arguments["job_config"]["training"]  # no nulls in KFP parameters

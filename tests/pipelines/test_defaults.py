@@ -26,11 +26,8 @@ def spec(tmp_path_factory) -> dict:
 def test_the_compiled_pipelines_defaults_are_the_config_types(spec):
     parameters = dict(spec["root"]["inputDefinitions"]["parameters"])
     assert "defaultValue" not in parameters.pop("publish_root")  # required: where blessed models go
-    compiled = {name: p["defaultValue"] for name, p in parameters.items() if "defaultValue" in p}
-    unset = {name for name, p in parameters.items() if "defaultValue" not in p}
-    assert unset == {"train_steps"} and parameters["train_steps"]["isOptional"]  # derived from max_epochs
-    defaults = RunConfig.parameter_defaults()
-    assert compiled == {k: v for k, v in defaults.items() if v is not None} and defaults["train_steps"] is None
+    compiled = {name: p["defaultValue"] for name, p in parameters.items()}
+    assert compiled == RunConfig.parameter_defaults()
     assert compiled["hidden_units"] == list(JobConfig().model.hidden_units)
 
 
@@ -60,10 +57,9 @@ def test_the_parameter_defaults_rebuild_the_default_configs():
 def test_a_default_runs_arguments_are_the_parameter_defaults():
     arguments = RunConfig(publish_root="/p").arguments()
     defaults = RunConfig.parameter_defaults()
-    set_defaults = {k: v for k, v in defaults.items() if v is not None}  # KFP passes no nulls
-    assert set(arguments) == {"publish_root", *set_defaults}
+    assert set(arguments) == {"publish_root", *defaults}
     assert {k: v for k, v in arguments.items() if k not in WHOLE_CONFIGS and k != "publish_root"} == {
-        k: v for k, v in set_defaults.items() if k not in WHOLE_CONFIGS
+        k: v for k, v in defaults.items() if k not in WHOLE_CONFIGS
     }
 
 

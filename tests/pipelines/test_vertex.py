@@ -152,7 +152,7 @@ def test_cli_submit_and_schedule_build_the_same_requests(monkeypatch, capsys):
     [request] = api.pipeline_jobs
     sent = request["pipeline_job"]
     assert request["parent"] == "projects/my-project/locations/europe-west4"
-    assert sent.runtime_config.parameter_values["train_steps"] == 500
+    assert sent.runtime_config.parameter_values["job_config"]["training"]["train_steps"] == 500
     assert sent.runtime_config.parameter_values["publish_root"] == f"{ROOT}/published"
     assert dict(sent.labels) == {"team": "ml"}
     spec = dict(sent.pipeline_spec)
