@@ -224,22 +224,24 @@ def _data_section(manifest: Mapping[str, Any]) -> str:
     rows = manifest.get("rows") or {}
     if rows:
         parts.append("<h3>Rows read</h3>" + _table(["rows", "count"], list(rows.items())))
-    missing = manifest.get("missing") or {}
-    if missing:
-        splits = sorted(missing)
-        columns = sorted({c for s in splits for c in missing[s]})
-        table = [[c] + [missing[s].get(c, 0) for s in splits] for c in columns]
-        parts.append("<h3>Missing values (imputed)</h3>" + _table(["column"] + splits, table))
-    class_counts = manifest.get("class_counts") or {}
-    if class_counts:
-        splits = sorted(class_counts)
-        classes = sorted({c for s in splits for c in class_counts[s]})
-        table = [[c] + [class_counts[s].get(c, 0) for s in splits] for c in classes]
-        parts.append("<h3>Class balance</h3>" + _table(["class"] + splits, table))
+    for key, heading, first in (
+        ("missing", "Missing values (imputed)", "column"),
+        ("class_counts", "Class balance", "class"),
+    ):
+        per_split = manifest.get(key) or {}
+        if per_split:
+            parts.append(f"<h3>{heading}</h3>" + _split_table(per_split, first))
     notes = manifest.get("notes") or []
     if notes:
         parts.append("<h3>Notes</h3><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
     return "".join(parts) or "<p>No data summary was given.</p>"
+
+
+def _split_table(per_split: Mapping[str, Mapping[str, Any]], first: str) -> str:
+    """{split: {name: count}} as one row per name and one column per split."""
+    splits = sorted(per_split)
+    names = sorted({n for s in splits for n in per_split[s]})
+    return _table([first] + splits, [[n] + [per_split[s].get(n, 0) for s in splits] for n in names])
 
 
 def _drift_section(drift: Mapping[str, Mapping[str, Any]]) -> str:
