@@ -72,7 +72,7 @@ def test_default_run_artifacts_predictions_and_export(first_run):
     assert set(summary["artifacts"]) == {"prepare", "train", "evaluate", "batch_predict", "export"}
     assert all(os.path.exists(uri) for uri in summary["artifacts"].values())
     counts = summary["dataset"]["counts"]
-    assert counts["train"] + counts["eval"] == 344
+    assert counts["train"] + counts["valid"] + counts["eval"] == 344
     rows = prediction_rows(summary["predictions"]["uri"])
     assert summary["predictions"]["count"] == counts["eval"] == len(rows)
     assert len({r["key"] for r in rows}) == len(rows)
@@ -103,7 +103,8 @@ def test_default_run_records_the_full_config(first_run):
     config = summary["config"]
     assert config["data"] == "embedded:penguins" and config["label"] == "species"
     assert config["job_config"]["tpu"]["strict"] is True and config["job_config"]["tpu"]["use_tpu"] is False
-    assert config["job_config"]["training"]["train_steps"] == config["train_steps"] == 1000
+    assert "train_steps" not in config["job_config"]["training"]  # null: the budget comes from max_epochs
+    assert config["job_config"]["training"]["max_epochs"] == config["max_epochs"] == 100
     assert config["baseline"] == "latest" and config["warm_start"] == "none"
 
 
