@@ -22,6 +22,18 @@ from estimator_lib.config import JobConfig
 
 CPU = {"use_tpu": False}
 LOCAL_JOB = {"tpu": {"strict": True}, "training": {"save_checkpoints_steps": 100, "train_steps": 40}}
+# The train stage's parameters (besides its dataset and publish root), as the pipeline passes them.
+TRAIN = {
+    "job_config": LOCAL_JOB,
+    "model_family": "linear",
+    "hidden_units": [8.0],
+    "learning_rate": 0.05,
+    "train_steps": 40,
+    "train_batch_size": 32,
+    "seed": 1,
+    "tpu": CPU,
+    "warm_start": "none",
+}
 
 
 def write_csv(path: str, n: int = 160) -> str:
@@ -57,20 +69,7 @@ def stages(tmp_path_factory):
         dataset=dataset,
     )
     model = artifact(Model, work, "model")
-    train_model(
-        dataset=dataset,
-        job_config=LOCAL_JOB,
-        model_family="linear",
-        hidden_units=[8.0],
-        learning_rate=0.05,
-        train_steps=40,
-        train_batch_size=32,
-        seed=1,
-        tpu=CPU,
-        warm_start="none",
-        publish_root=str(work / "published"),
-        model=model,
-    )
+    train_model(dataset=dataset, **TRAIN, publish_root=str(work / "published"), model=model)
     metrics, cmetrics, blessing = (
         artifact(Metrics, work, "metrics", "evaluate"),
         artifact(ClassificationMetrics, work, "cm", "evaluate"),
@@ -256,19 +255,7 @@ def test_training_interrupted_after_a_checkpoint_continues_to_the_same_variables
     prepared = prepare.load_prepared(dataset.uri)
     half = job.with_overrides({"training.train_steps": 20})
     estimator.train(half, prepared.schema, prepared.files("train"), model.uri)  # the attempt, killed at 20
-    params = dict(
-        dataset=dataset,
-        job_config=LOCAL_JOB,
-        model_family="linear",
-        hidden_units=[8.0],
-        learning_rate=0.05,
-        train_steps=40,
-        train_batch_size=32,
-        seed=1,
-        tpu=CPU,
-        warm_start="none",
-        publish_root=str(tmp_path / "published"),
-    )
+    params = {**TRAIN, "dataset": dataset, "publish_root": str(tmp_path / "published")}
     train_model(**params, model=model)
     assert model.metadata["global_step"] == 40
     assert model.metadata["fingerprint"] == reference.metadata["fingerprint"]
