@@ -190,8 +190,11 @@ def build_parser() -> argparse.ArgumentParser:
     run_local = commands.add_parser(
         "run-local",
         help="run the whole pipeline on this machine's CPU (KFP local runner)",
-        description="Runs the pipeline on CPU with the KFP local runner and writes OUTPUT/summary.json. "
-        "With no arguments it trains on the embedded Palmer Penguins data.",
+        description="Runs the pipeline on CPU with the KFP local runner, in a folder of its own "
+        "(OUTPUT/runs/<id>/: artifacts, pipeline.log, summary.json; OUTPUT/summary.json names the last run). "
+        "With no arguments it trains on the embedded Palmer Penguins data. Exit codes: 0 done, 1 a stage failed, "
+        "2 a bad command line, 130/143 interrupted (SIGINT/SIGTERM); run the same command again to resume a failed "
+        "or interrupted run.",
     )
     _add_run_arguments(run_local)
     run_local.add_argument("--output", default=DEFAULT_OUTPUT, help=f"output directory (default {DEFAULT_OUTPUT})")
