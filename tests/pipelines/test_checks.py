@@ -16,11 +16,12 @@ def output(tmp_path):
 
 
 def refused(capsys, *argv: str) -> str:
-    """Runs the CLI, checks it exits with 2 and printed one line; returns that line."""
+    """Runs the CLI, checks it exits with 2 and printed one error line; returns that line."""
     assert cli.main(list(argv)) == 2
-    err = capsys.readouterr().err
-    assert len(err.splitlines()) == 1, err
-    return err.strip()
+    # Only the CLI's lines: a server thread another test left behind may write to stderr meanwhile.
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("tpu-pipeline")]
+    assert len(lines) == 1, lines
+    return lines[0]
 
 
 def test_output_must_be_a_writable_directory(tmp_path, capsys):
