@@ -151,6 +151,8 @@ def copy_summaries_to_tensorboard(source_dir: str, run: str) -> list[str]:
     uploads from; does nothing outside a custom job with a TensorBoard (the variable is unset)."""
     log_dir = os.environ.get(TENSORBOARD_LOG_DIR_ENV)
     return summaries.copy_event_files(source_dir, storage.join(log_dir, run)) if log_dir else []
+
+
 def write_publication(publication_uri: str, release: Release, based_on: str) -> None:
     """Records what the release stage did: the published version (or none) and why."""
     record = {

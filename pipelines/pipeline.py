@@ -130,7 +130,7 @@ def _vertex_steps(image: str, steps: VertexSteps) -> Callable[..., None]:
     def component(func: Callable) -> Any:
         return dsl.component(func, base_image=image, install_kfp_package=False, packages_to_install=[])
 
-    def add(dataset: Dataset, exported: Model, blessing: Artifact) -> None:
+    def add(dataset: Dataset, exported: Model, blessing: Artifact, publication: Artifact) -> None:
         # Each run must join, and register its own model: caching is off for these tasks (a job-level --caching
         # turns it on everywhere, but their inputs name the run, so no earlier run's outputs match).
         if steps.experiment:
@@ -145,6 +145,7 @@ def _vertex_steps(image: str, steps: VertexSteps) -> Callable[..., None]:
                 dataset=dataset,
                 exported=exported,
                 blessing=blessing,
+                publication=publication,
                 registry=steps.registry.to_dict(),
                 project=PIPELINE_PROJECT,
                 location=PIPELINE_LOCATION,
@@ -240,7 +241,12 @@ def build_pipeline(
             publish_root=publish_root,
         )
         release.after(predict)  # nothing is published unless batch prediction succeeded too
-        add_vertex_steps(dataset=dataset, exported=export.outputs["exported"], blessing=evaluate.outputs["blessing"])
+        add_vertex_steps(
+            dataset=dataset,
+            exported=export.outputs["exported"],
+            blessing=evaluate.outputs["blessing"],
+            publication=release.outputs["publication"],
+        )
         return PipelineOutputs(
             dataset=dataset,
             model=model,

@@ -87,9 +87,11 @@ def test_batch_sizes_must_divide_over_the_targeted_tpu_cores(output, capsys):
     )
     image = "gcr.io/p/img@sha256:" + "0" * 64
     argv = ["submit", "--project", "p", "--pipeline-root", "gs://b/r", "--image", image, "--dry-run"]
-    line = refused(capsys, *argv, "--tpu", "v5litepod-4", "--set", "training.eval_batch_size=6")
-    assert line.startswith("tpu-pipeline submit: error: training.eval_batch_size=6 is not divisible by tpu.num_cores=4")
-    assert line.endswith("(--tpu v5litepod-4)")
+    line = refused(capsys, *argv, "--tpu", "v2-8", "--set", "training.eval_batch_size=12")
+    assert line.startswith(
+        "tpu-pipeline submit: error: training.eval_batch_size=12 is not divisible by tpu.num_cores=8"
+    )
+    assert line.endswith("(--tpu v2-8)")
 
 
 def test_an_output_in_use_is_refused(output, capsys):
