@@ -127,9 +127,10 @@ def choose_run(output: str, arguments: Mapping[str, Any], resume: Optional[bool]
     if resume is False or not resumable or differing:
         folder = runs.RunFolder.new(output)
         run = {"id": folder.run_id, "dir": folder.path, "log": folder.log, "started": now, "attempts": 1}
-        return folder, {"status": runs.RUNNING, "stage": None, "error": None, "run": run, "config": dict(arguments)}
-    run = {**record["run"], "attempts": int(record["run"].get("attempts", 1)) + 1, "resumed": now}
-    return previous, {"status": runs.RUNNING, "stage": None, "error": None, "run": run, "config": dict(arguments)}
+    else:
+        folder = previous
+        run = {**record["run"], "attempts": int(record["run"].get("attempts", 1)) + 1, "resumed": now}
+    return folder, {"status": runs.RUNNING, "stage": None, "error": None, "run": run, "config": dict(arguments)}
 
 
 def _supervise(folder: runs.RunFolder, summary: dict[str, Any], verbose: bool, lock: int) -> Outcome:
