@@ -23,24 +23,35 @@ class UsageError(ValueError):
 
 
 def output_directory(output: str) -> str:
-    """The output directory as an absolute path, created if missing.
+    """The output directory as an absolute path; nothing is created (the run creates it when it starts).
 
     Raises:
-      UsageError: `output` is empty, a file, or a directory this process cannot write to.
+      UsageError: `output` is empty, a file (or under one), or in a directory this process cannot write to.
     """
     if not output.strip():
         raise UsageError("--output is empty; give the directory for the run's outputs, e.g. --output runs/local")
     path = os.path.abspath(output)
     if os.path.exists(path) and not os.path.isdir(path):
         raise UsageError(f"--output {output}: is a file, not a directory; give a directory (created if missing)")
-    try:
-        os.makedirs(path, exist_ok=True)
-    except OSError as e:
-        raise UsageError(
-            f"--output {output}: cannot create it ({e.strerror}); give a directory you can write to"
-        ) from None
-    _check_writable(path, f"--output {output}")
+    _writable_directory_or_parent(path, f"--output {output}")
     return path
+
+
+def publish_root(root: str) -> None:
+    """A local publish root must be a directory (or not exist yet) under a directory this process can write to;
+    nothing is created (an unblessed run writes nothing there). gs:// roots are checked when publishing."""
+    if not storage.is_gcs(root):
+        _writable_directory_or_parent(os.path.abspath(root), f"--publish-root {root}")
+
+
+def _writable_directory_or_parent(path: str, what: str) -> None:
+    """`path`, or the nearest of its parents that exists, is a directory this process can write to."""
+    existing = path
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise UsageError(f"{what}: {existing} is a file, not a directory; give a directory")
+    _check_writable(existing, what)
 
 
 def _check_writable(directory: str, what: str) -> None:
@@ -52,19 +63,6 @@ def _check_writable(directory: str, what: str) -> None:
         raise UsageError(
             f"{what}: cannot write in {directory} ({e.strerror}); give a directory you can write to"
         ) from None
-
-
-def publish_root(root: str) -> None:
-    """A local publish root must be a directory (or not exist yet) under a directory this process can write to;
-    nothing is created (an unblessed run writes nothing there). gs:// roots are checked when publishing."""
-    if storage.is_gcs(root):
-        return
-    existing = os.path.abspath(root)
-    while not os.path.exists(existing):
-        existing = os.path.dirname(existing)
-    if not os.path.isdir(existing):
-        raise UsageError(f"--publish-root {root}: {existing} is a file, not a directory; give a directory")
-    _check_writable(existing, f"--publish-root {root}")
 
 
 def data(uri: str) -> None:

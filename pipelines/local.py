@@ -93,6 +93,7 @@ def run_local(settings: RunConfig, output: str, verbose: bool = False, resume: O
       ResumeError: resume=True and there is no such run.
     """
     output = os.path.abspath(output)
+    os.makedirs(output, exist_ok=True)
     lock = runs.lock_output(output)
     try:
         runs.remove_leftovers(output)

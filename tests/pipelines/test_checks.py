@@ -36,8 +36,11 @@ def test_output_must_be_a_writable_directory(tmp_path, capsys):
         "if missing)"
     )
     line = refused(capsys, "run-local", "--output", "/proc/tpu-pipeline-out")  # not writable, even for root
-    assert line.startswith("tpu-pipeline run-local: error: --output /proc/tpu-pipeline-out: cannot create it (")
+    assert line.startswith("tpu-pipeline run-local: error: --output /proc/tpu-pipeline-out: cannot write in /proc (")
     assert line.endswith("); give a directory you can write to")
+    assert refused(capsys, "run-local", "--output", str(afile / "out")) == (
+        f"tpu-pipeline run-local: error: --output {afile / 'out'}: {afile} is a file, not a directory; give a directory"
+    )
 
 
 def test_publish_root_must_be_a_directory(tmp_path, output, capsys):
@@ -48,7 +51,7 @@ def test_publish_root_must_be_a_directory(tmp_path, output, capsys):
             f"tpu-pipeline run-local: error: --publish-root {root}: {afile} is a file, not a directory; give a "
             "directory"
         )
-    assert not os.path.exists(os.path.join(output, "runs"))  # nothing started
+    assert not os.path.exists(output)  # nothing was written
 
 
 def test_data_and_predict_data_must_exist(tmp_path, output, capsys, monkeypatch):
