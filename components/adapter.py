@@ -3,8 +3,9 @@
 KFP hands a component its parameters as JSON: dict and list parameters travel as protobuf Structs, whose numbers
 are all floats, and configs travel without their null fields. This module turns them back into the frozen
 configs a library call takes, records the training config beside the checkpoints (later stages rebuild the same
-model from it), writes and reads the evaluation's verdict, and refuses to go on when a file an earlier stage
-must have written is missing. It holds no ML logic; `components.artifacts` describes the outputs.
+model from it), writes and reads the evaluation's verdict, writes the release's record, and refuses to go on
+when a file an earlier stage must have written is missing. It holds no ML logic; `components.artifacts`
+describes the outputs.
 """
 
 from __future__ import annotations
@@ -28,11 +29,13 @@ from estimator_lib.config import (
 from estimator_lib.config.run import AUTO_TASK
 from estimator_lib.data.embedded import resolve_data
 from estimator_lib.evaluation import Blessing
+from estimator_lib.release import Release
 
 JOB_CONFIG_FILE = "job_config.json"
 BLESSING_FILE = "blessing.json"
 # Set by Vertex AI in a custom job that has a TensorBoard: the directory its uploader reads.
 TENSORBOARD_LOG_DIR_ENV = "AIP_TENSORBOARD_LOG_DIR"
+PUBLICATION_FILE = "publication.json"
 
 
 class OutputMissingError(RuntimeError):
@@ -148,3 +151,13 @@ def copy_summaries_to_tensorboard(source_dir: str, run: str) -> list[str]:
     uploads from; does nothing outside a custom job with a TensorBoard (the variable is unset)."""
     log_dir = os.environ.get(TENSORBOARD_LOG_DIR_ENV)
     return summaries.copy_event_files(source_dir, storage.join(log_dir, run)) if log_dir else []
+
+
+def write_publication(publication_uri: str, release: Release, based_on: str) -> None:
+    """Records what the release stage did: the published version (or none) and why."""
+    record = {
+        "published": release.published.to_dict() if release.published else None,
+        "reason": release.reason,
+        "based_on": based_on,
+    }
+    storage.write_text(storage.join(publication_uri, PUBLICATION_FILE), json.dumps(record, indent=2, sort_keys=True))

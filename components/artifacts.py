@@ -14,12 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 from kfp.dsl import Artifact, ClassificationMetrics, Dataset, Metrics, Model
 
-from components.adapter import BLESSING_FILE, require_output
+from components.adapter import BLESSING_FILE, PUBLICATION_FILE, require_output
 from estimator_lib import storage
 from estimator_lib.config import JobConfig
 from estimator_lib.data.prepare import PrepareResult
 from estimator_lib.estimator import TrainResult
 from estimator_lib.evaluation import Evaluation
+from estimator_lib.export import ExportResult
 from estimator_lib.predict import PredictResult
 from estimator_lib.release import Release, fingerprint, fingerprint_files
 
@@ -49,9 +50,11 @@ def describe_dataset(dataset: Dataset, result: PrepareResult) -> None:
 
 
 def describe_model(model: Model, result: TrainResult, job: JobConfig, warm_started_from: str | None) -> None:
-    """Trained Model: the checkpoint directory is the artifact's uri; global step, checkpoint, config."""
+    """Trained Model: the checkpoint directory is the artifact's uri; global step, checkpoint, config, and the
+    fingerprint of the checkpoint's variables (its .index and .data files: equal variables, equal fingerprint,
+    also for training resumed from a checkpoint, whose .meta graph differs)."""
     require_output(result.checkpoint + ".index", "the final checkpoint")
-    files = storage.glob(result.checkpoint + ".*")
+    files = [result.checkpoint + ".index", *storage.glob(result.checkpoint + ".data-*")]
     model.metadata.update(
         {
             "model_dir": model.uri,
@@ -68,10 +71,14 @@ def describe_model(model: Model, result: TrainResult, job: JobConfig, warm_start
 
 
 def describe_evaluation(
-    evaluation: Evaluation, metrics: Metrics, classification_metrics: ClassificationMetrics, blessing: Artifact
+    evaluation: Evaluation,
+    metrics: Metrics,
+    classification_metrics: ClassificationMetrics,
+    blessing: Artifact,
+    based_on: str,
 ) -> None:
     """Metrics (eval split), ClassificationMetrics (confusion matrix, ROC curve) and the Blessing record
-    (whose blessing.json `adapter.write_blessing` wrote)."""
+    (whose blessing.json `adapter.write_blessing` wrote), with the LATEST version it was decided against."""
     path = storage.join(blessing.uri, BLESSING_FILE)
     require_output(path, "the evaluation's blessing")
     for name, value in sorted(evaluation.metrics.items()):
@@ -93,6 +100,7 @@ def describe_evaluation(
             "reference": record.get("reference") or "",
             "reference_metrics": record.get("reference_metrics") or {},
             "global_step": int(evaluation.global_step),
+            "based_on": based_on,
             "fingerprint": fingerprint_files([path], blessing.uri),
         }
     )
@@ -117,24 +125,38 @@ def describe_predictions(predictions: Dataset, result: PredictResult) -> None:
     )
 
 
-def describe_export(exported: Model, release: Release) -> None:
-    """Exported Model: SavedModel directory, tag sets, signatures; whether and where it was published."""
-    export = release.export
+def describe_export(exported: Model, export: ExportResult) -> None:
+    """Exported Model: SavedModel directory, tag sets, signatures, the checkpoint it holds."""
     require_output(storage.join(export.export_dir, "saved_model.pb"), "the exported SavedModel")
-    published = release.published
     exported.metadata.update(
         {
             "export_dir": export.export_dir,
             "tag_sets": [list(tags) for tags in export.tag_sets],
             "signatures": _jsonable(export.signatures),
+            "checkpoint": export.metadata["checkpoint"],
+            "global_step": int(export.metadata["global_step"]),
+            "fingerprint": fingerprint(export.export_dir),
+        }
+    )
+
+
+def describe_release(publication: Artifact, release: Release, based_on: str) -> None:
+    """Publication record (publication.json, `adapter.write_publication`): whether and where the model was
+    published, why, and the LATEST version the decision was based on."""
+    path = storage.join(publication.uri, PUBLICATION_FILE)
+    require_output(path, "the publication record")
+    published = release.published
+    publication.metadata.update(
+        {
             "published": published is not None,
             "publish_reason": release.reason,
             "published_uri": published.uri if published else "",
             "published_version": published.version if published else "",
-            "fingerprint": fingerprint(export.export_dir),
+            "based_on": based_on,
+            "fingerprint": fingerprint_files([path], publication.uri),
         }
     )
-    log.info("export: %s", release.reason)
+    log.info("release: %s", release.reason)
 
 
 def describe_registration(registered: Model, registration: Registration) -> None:

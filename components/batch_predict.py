@@ -1,4 +1,8 @@
-"""Batch prediction stage: a thin adapter over `estimator_lib.predict.score` (TPU on Vertex AI)."""
+"""Batch prediction stage: a thin adapter over `estimator_lib.predict.score` (TPU on Vertex AI).
+
+Run again on the same inputs (dataset, model, the same versions of the files it scores) it reuses its
+finished predictions (`components.records`).
+"""
 
 from kfp.dsl import Dataset, Input, Model, Output
 
@@ -21,10 +25,24 @@ def batch_predict(
       tpu: where this stage runs (see train_model).
       predictions: output; JSON Lines shards and a manifest.
     """
-    from components import adapter, artifacts
-    from estimator_lib import predict
+    from components import adapter, artifacts, records
+    from estimator_lib import predict, storage
+    from estimator_lib.config.run import SPLIT, prediction_kind
     from estimator_lib.data import prepare
 
     prepared = prepare.load_prepared(dataset.uri)
-    result = predict.score(adapter.stage_job(model.uri, tpu), prepared, model.uri, data, predictions.uri)
+    job = adapter.stage_job(model.uri, tpu)
+    inputs = {
+        "dataset": records.fingerprint_of(dataset),
+        "model": records.fingerprint_of(model),
+        "job": job.to_dict(),
+        # a prepared split is in the dataset's fingerprint; files (or a directory's files) by their versions
+        "data": data if prediction_kind(data) == SPLIT else records.file_versions([data, storage.join(data, "*")]),
+    }
+    record = records.StageRecord("batch_predict", {"predictions": predictions}, inputs)
+    if record.restore():
+        return
+    record.begin()
+    result = predict.score(job, prepared, model.uri, data, predictions.uri)
     artifacts.describe_predictions(predictions, result)
+    record.finish()

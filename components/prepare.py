@@ -1,6 +1,7 @@
 """Prepare stage: raw rows (CSV or JSON Lines, local or gs://) -> TFRecord splits, schema and manifest.
 
-A thin adapter over `estimator_lib.data.prepare.prepare`.
+A thin adapter over `estimator_lib.data.prepare.prepare`. Run again on the same files (same versions) and
+settings, it reuses its finished output (`components.records`).
 """
 
 from kfp.dsl import Dataset, Output
@@ -27,9 +28,15 @@ def prepare_data(
       options: other `PrepareConfig` fields ({"num_shards": 4, "bad_rows": "quarantine"}).
       dataset: output; the prepared directory (train/, eval/, schema.json, manifest.json).
     """
-    from components import adapter, artifacts
+    from components import adapter, artifacts, records
     from estimator_lib.data import prepare
 
     config = adapter.prepare_config(data, label, task, key_column, eval_fraction, options)
+    inputs = {"config": config.to_dict(), "files": records.file_versions(config.data)}
+    record = records.StageRecord("prepare", {"dataset": dataset}, inputs)
+    if record.restore():
+        return
+    record.begin()
     result = prepare.prepare(config, dataset.uri)
     artifacts.describe_dataset(dataset, result)
+    record.finish()

@@ -2,7 +2,9 @@
 
 The model directory TPUEstimator writes checkpoints to is the Model artifact's `uri` (gs:// on Vertex AI:
 a TPU reads and writes Cloud Storage directly, never the /gcs/ FUSE view). A rerun resumes from the newest
-checkpoint there.
+checkpoint there: a local run resumed into its run folder trains on from the interrupted attempt's checkpoint
+(`components.records`), on the same batches an uninterrupted run would have seen
+(`estimator_lib.model.inputs.train_input_fn_builder`).
 """
 
 from kfp.dsl import Dataset, Input, Model, Output
@@ -37,7 +39,7 @@ def train_model(
       publish_root: where blessed models are published.
       model: output; the checkpoint directory, with job_config.json beside the checkpoints.
     """
-    from components import adapter, artifacts
+    from components import adapter, artifacts, records
     from estimator_lib import estimator, release
     from estimator_lib.data import prepare
 
@@ -52,7 +54,14 @@ def train_model(
         "seed": seed,
     }
     job = adapter.training_job(job_config, hyperparameters, tpu, warm_start_from=source)
+    record = records.StageRecord(
+        "train", {"model": model}, {"dataset": records.fingerprint_of(dataset), "job": job.to_dict()}
+    )
+    if record.restore():
+        return
+    record.begin()  # keeps the checkpoints of an interrupted attempt on the same inputs: training continues
     adapter.write_job_config(model.uri, job)
     result = estimator.train_prepared(job, prepared, model.uri)
     adapter.copy_summaries_to_tensorboard(model.uri, "train")
     artifacts.describe_model(model, result, job, source)
+    record.finish()

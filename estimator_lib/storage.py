@@ -128,6 +128,19 @@ def open_read(uri: str) -> IO[bytes]:
     return open(uri, "rb")
 
 
+def file_version(uri: str) -> str:
+    """A token that changes whenever the file changes: "<bytes>-<mtime ns>" locally, "<bytes>-g<generation>"
+    for a Cloud Storage object. Cheap (no read of the content): a stage record compares it to tell whether an
+    input file is still the one a finished stage read."""
+    if is_gcs(uri):
+        with _named_errors(uri):
+            blob = _blob(uri)
+            blob.reload(retry=_retry())
+        return f"{blob.size}-g{blob.generation}"
+    stat = os.stat(uri)
+    return f"{stat.st_size}-{stat.st_mtime_ns}"
+
+
 def _has_magic(pattern: str) -> bool:
     return any(c in pattern for c in "*?[")
 
@@ -302,9 +315,10 @@ def _owner_is_gone(owner_path: str) -> bool:
     return _process_start(pid) != started
 
 
-def _remove_abandoned_staging(parent: str, name: str) -> None:
-    """Deletes `.staging-<name>-*` directories (and owner records) whose owner process is gone."""
-    prefix = f".staging-{name}-"
+def _remove_abandoned_staging(parent: str, name: str = "") -> None:
+    """Deletes `.staging-<name>-*` directories (every `.staging-*` one without a name) and their owner records
+    whose owner process is gone."""
+    prefix = f".staging-{name}-" if name else ".staging-"
     try:
         entries = os.listdir(parent)
     except OSError:
@@ -319,6 +333,14 @@ def _remove_abandoned_staging(parent: str, name: str) -> None:
             if not os.path.exists(staging):
                 with contextlib.suppress(FileNotFoundError):
                     os.remove(owner_path)
+
+
+def remove_abandoned_staging_under(root: str) -> None:
+    """Deletes the staging directories anywhere under the local directory `root` whose owner process is gone
+    (what killed runs left behind); those of running processes are kept."""
+    for parent, directories, _ in os.walk(root):
+        directories[:] = [d for d in directories if not d.startswith(".staging-")]  # never walk into one
+        _remove_abandoned_staging(parent)
 
 
 def local_staging_dir(destination: str, local_root: Optional[str] = None) -> str:

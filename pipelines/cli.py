@@ -1,8 +1,11 @@
 """`tpu-pipeline` (also `python -m pipelines`): run the pipeline locally, compile it, submit or schedule it.
 
 The only place that reads flags and environment variables. Each command resolves its flags into typed
-settings and hands them to one function: `local.run_local`, `pipeline.compile_pipeline`, `vertex.submit`,
-`vertex.schedule`.
+settings, checks what can be checked before anything starts (`checks`), and hands them to one function:
+`local.run_local`, `pipeline.compile_pipeline`, `vertex.submit`, `vertex.schedule`.
+
+Exit codes: 0 done; 1 a stage failed (run-local: its summary says which, and why); 2 a bad command line
+(checked before anything starts); 128 + the signal when interrupted (130 SIGINT, 143 SIGTERM, 129 SIGHUP).
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import tempfile
 import warnings
@@ -23,7 +27,8 @@ from google.protobuf import json_format
 from estimator_lib import storage
 from estimator_lib.config import RUN_TASKS, ConfigError, RunConfig, resolve_configs
 from estimator_lib.config.registry import RegistryConfig
-from pipelines import local, vertex
+from estimator_lib.config.run import PREPARED_SPLITS
+from pipelines import checks, local, runs, vertex
 from pipelines import tpu as tpu_presets
 from pipelines.image import check_image, default_image
 from pipelines.pipeline import PIPELINE_NAME, VertexSteps, compile_pipeline
@@ -185,15 +190,27 @@ def build_parser() -> argparse.ArgumentParser:
     run_local = commands.add_parser(
         "run-local",
         help="run the whole pipeline on this machine's CPU (KFP local runner)",
-        description="Runs the pipeline on CPU with the KFP local runner and writes OUTPUT/summary.json. "
-        "With no arguments it trains on the embedded Palmer Penguins data.",
+        description="Runs the pipeline on CPU with the KFP local runner, in a folder of its own "
+        "(OUTPUT/runs/<id>/: artifacts, pipeline.log, summary.json; OUTPUT/summary.json names the last run). "
+        "With no arguments it trains on the embedded Palmer Penguins data. Exit codes: 0 done, 1 a stage failed, "
+        "2 a bad command line, 130/143 interrupted (SIGINT/SIGTERM); run the same command again to resume a failed "
+        "or interrupted run.",
     )
     _add_run_arguments(run_local)
     run_local.add_argument("--output", default=DEFAULT_OUTPUT, help=f"output directory (default {DEFAULT_OUTPUT})")
     run_local.add_argument(
         "--verbose",
         action="store_true",
-        help="stream every stage's full log to the console (it always goes to OUTPUT/pipeline.log)",
+        help="stream every stage's full log to the console, and show a failed stage's traceback (both always go "
+        "to the run's pipeline.log)",
+    )
+    run_local.add_argument(
+        "--resume",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="resume the last run into OUTPUT (it failed or was interrupted; same arguments): finished stages are "
+        "reused and training continues from its checkpoint. Default: resume it when the arguments are the same; "
+        "--no-resume always starts a new run",
     )
 
     compile_ = commands.add_parser(
@@ -241,6 +258,10 @@ def read_config_file(path: str | None) -> dict[str, Any]:
         return {}
     try:
         return json.loads(storage.read_text(path))
+    except FileNotFoundError:
+        raise ConfigError(f"--config {path}: no such file; give the path of a JSON config file") from None
+    except IsADirectoryError:
+        raise ConfigError(f"--config {path}: is a directory; give the path of a JSON config file") from None
     except json.JSONDecodeError as e:
         raise ConfigError(f"--config {path}: not valid JSON ({e})") from e
 
@@ -266,7 +287,11 @@ def resolve_settings(args: argparse.Namespace, publish_root: str, fixed: dict[st
         explicit["data"] = args.data
     if args.label:
         explicit["label"] = args.label
-    return RunConfig(**explicit)
+    settings = RunConfig(**explicit)
+    if not getattr(args, "cpu", True):  # submit and schedule for a TPU: the preset's cores
+        preset = tpu_presets.preset(args.tpu, experimental=args.experimental_tpu)
+        checks.tpu_target(settings.job, preset.tpu_settings()["num_cores"], f"--tpu {preset.name}")
+    return settings
 
 
 def resolve_image(args: argparse.Namespace) -> str:
@@ -352,21 +377,54 @@ def describe_compiled(tpu: tpu_presets.TPUTarget | None, steps: VertexSteps) -> 
 
 
 # -- commands ------------------------------------------------------------------------------------------------
+def _local_path(uri: str) -> str:
+    """A local path made absolute (a trailing "/" kept: it says "directory"); URIs and embedded data as they are."""
+    if not uri or "://" in uri or uri.startswith("embedded:"):
+        return uri
+    return os.path.abspath(uri) + ("/" if uri.endswith("/") else "")
+
+
 def cmd_run_local(args: argparse.Namespace) -> int:
-    if args.data and "://" not in args.data and not args.data.startswith("embedded:"):
-        args.data = os.path.abspath(args.data)
-    publish_root = os.path.join(os.path.abspath(args.output), local.PUBLISH_DIR)
-    settings = resolve_settings(args, publish_root, fixed=local.local_job_settings())
-    summary = local.run_local(settings, args.output, verbose=args.verbose)
-    print(format_summary(summary, os.path.join(os.path.abspath(args.output), local.SUMMARY_FILE)))
-    return 0
+    output = checks.output_directory(args.output)
+    if args.data:
+        args.data = _local_path(args.data)
+    if args.predict_data not in PREPARED_SPLITS:
+        args.predict_data = _local_path(args.predict_data)
+    settings = resolve_settings(args, os.path.join(output, local.PUBLISH_DIR), fixed=local.local_job_settings())
+    checks.local_run(settings)
+    outcome = local.run_local(settings, output, verbose=args.verbose, resume=args.resume)
+    summary = outcome.summary
+    if summary["status"] == runs.OK:
+        print(format_summary(summary, os.path.join(output, runs.SUMMARY_FILE)))
+        return outcome.exit_code
+    print(format_failure(summary, args.verbose), file=sys.stderr)
+    return outcome.exit_code
+
+
+def format_failure(summary: dict[str, Any], verbose: bool) -> str:
+    """A failed or interrupted run: the error's first line first, then where the full log is and what to do."""
+    run = summary["run"]
+    if summary["status"] == runs.INTERRUPTED:
+        lines = [f"tpu-pipeline run-local: {summary['error']} during {summary['stage'] or 'start-up'}"]
+    else:
+        lines = [f"tpu-pipeline run-local: error: {summary['stage']}: {summary['error']}"]
+        if verbose:
+            lines += [local.failure_excerpt(run["log"])]
+    lines += [
+        f"full log: {run['log']}",
+        f"run {run['id']} is recorded as {summary['status']}; run the same command again to resume it (finished "
+        "stages are reused, training continues from its last checkpoint)",
+    ]
+    return "\n".join(lines)
 
 
 def format_summary(summary: dict[str, Any], path: str) -> str:
     metrics = summary["metrics"]
     shown = [k for k in ("accuracy", "auc_roc", "macro_auc_roc", "rmse", "mae", "mean_loss") if k in metrics]
+    run = summary["run"]
     lines = [
-        "pipeline finished",
+        f"pipeline finished: run {run['id']}" + (f" (attempt {run['attempts']})" if run["attempts"] > 1 else ""),
+        *format_data(summary["data"]),
         "  metrics (eval): " + ", ".join(f"{k}={metrics[k]:.4f}" for k in shown),
         f"  blessed: {summary['blessed']} ({summary['blessing']['summary']})",
         f"  predictions: {summary['predictions']['count']} rows in {summary['predictions']['uri']}",
@@ -375,6 +433,17 @@ def format_summary(summary: dict[str, Any], path: str) -> str:
         f"summary: {path}",
     ]
     return "\n".join(lines)
+
+
+def format_data(data: dict[str, Any]) -> list[str]:
+    """The data lines: rows per split, and what a user should look at (quarantined rows, empty columns)."""
+    counts = ", ".join(f"{split} {data['counts'][split]}" for split in PREPARED_SPLITS if data["counts"].get(split))
+    lines = [f"  data: {data['rows']} rows ({counts})"]
+    if data["quarantined"]:
+        lines.append(f"  quarantined: {data['quarantined']} bad rows set aside in {data['quarantine_uri']}")
+    for split, columns in data["columns_all_missing"].items():
+        lines.append(f"  no value in any {split} row: {', '.join(columns)}")
+    return lines
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
@@ -505,6 +574,9 @@ def main(argv: Sequence[str] | None = None, credentials: Any = None) -> int:
         if args.command in ("submit", "schedule"):
             return command(args, credentials)
         return command(args)
+    except KeyboardInterrupt:  # Ctrl-C before a run started (during one, run-local stops it and reports)
+        print(f"tpu-pipeline {args.command}: interrupted", file=sys.stderr)
+        return 128 + signal.SIGINT
     except (ValueError, FileNotFoundError) as e:
         print(f"tpu-pipeline {args.command}: error: {e}", file=sys.stderr)
         return 2
@@ -515,7 +587,7 @@ def main(argv: Sequence[str] | None = None, credentials: Any = None) -> int:
             file=sys.stderr,
         )
         return 2
-    except RuntimeError as e:  # the KFP local runner: a stage failed; `e` holds its traceback and the log path
+    except RuntimeError as e:
         print(f"tpu-pipeline {args.command}: error: {e}", file=sys.stderr)
         return 1
 

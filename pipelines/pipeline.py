@@ -1,7 +1,11 @@
 r"""`build_pipeline`: the one function that builds the DAG, and `compile_pipeline` for Vertex AI.
 
-prepare -> train -> evaluate (metrics, blessing) -> export (publishes only a blessed model)
-                 \-> batch predict (the eval split by default)
+prepare -> train -> evaluate (metrics, blessing) ----------------\
+                 |-> batch predict (the eval split by default) ---> release (publishes a blessed model, last)
+                 \-> export (SavedModel, verified) ---------------/
+
+Publishing is the last step: the release stage runs after batch prediction and export, so a run that fails
+anywhere publishes nothing and LATEST does not move.
 
 The pipeline function only wires. What differs between environments is chosen when the DAG is built:
   * the image every component runs on (pinned when compiling for Vertex AI);
@@ -12,7 +16,7 @@ The pipeline function only wires. What differs between environments is chosen wh
     machines come from (Spot, a reservation), the slice topology and a Vertex AI TensorBoard;
   * Vertex AI steps (`VertexSteps`): the run joins an Experiment; a blessed model gets a Model Registry
     version. Local runs have neither.
-Prepare and export always run on CPU (export writes the TPU meta graph without a TPU).
+Prepare, export and release always run on CPU (export writes the TPU meta graph without a TPU).
 
 No `from __future__ import annotations` here: KFP reads the pipeline function's annotations as types.
 """
@@ -51,6 +55,7 @@ class PipelineOutputs(NamedTuple):
     blessing: Artifact
     predictions: Dataset
     exported: Model
+    publication: Artifact
 
 
 def _on_tpu(component: Any, target: TPUTarget) -> Any:
@@ -125,7 +130,7 @@ def _vertex_steps(image: str, steps: VertexSteps) -> Callable[..., None]:
     def component(func: Callable) -> Any:
         return dsl.component(func, base_image=image, install_kfp_package=False, packages_to_install=[])
 
-    def add(dataset: Dataset, exported: Model, blessing: Artifact) -> None:
+    def add(dataset: Dataset, exported: Model, blessing: Artifact, publication: Artifact) -> None:
         # Each run must join, and register its own model: caching is off for these tasks (a job-level --caching
         # turns it on everywhere, but their inputs name the run, so no earlier run's outputs match).
         if steps.experiment:
@@ -140,6 +145,7 @@ def _vertex_steps(image: str, steps: VertexSteps) -> Callable[..., None]:
                 dataset=dataset,
                 exported=exported,
                 blessing=blessing,
+                publication=publication,
                 registry=steps.registry.to_dict(),
                 project=PIPELINE_PROJECT,
                 location=PIPELINE_LOCATION,
@@ -174,7 +180,7 @@ def build_pipeline(
 
     @dsl.pipeline(
         name=PIPELINE_NAME,
-        description="Prepare, train, evaluate and bless, batch predict, export and publish",
+        description="Prepare, train, evaluate and bless, batch predict, export, and publish a blessed model last",
     )
     def tpu_estimator_pipeline(
         publish_root: str,
@@ -228,14 +234,19 @@ def build_pipeline(
             tpu=accelerated,
         )
         predict = stages.batch_predict(dataset=dataset, model=model, data=predict_data, tpu=accelerated)
-        export = stages.export(
-            dataset=dataset,
-            model=model,
+        export = stages.export(dataset=dataset, model=model, tpu=host)
+        release = stages.release(
+            exported=export.outputs["exported"],
             blessing=evaluate.outputs["blessing"],
             publish_root=publish_root,
-            tpu=host,
         )
-        add_vertex_steps(dataset=dataset, exported=export.outputs["exported"], blessing=evaluate.outputs["blessing"])
+        release.after(predict)  # nothing is published unless batch prediction succeeded too
+        add_vertex_steps(
+            dataset=dataset,
+            exported=export.outputs["exported"],
+            blessing=evaluate.outputs["blessing"],
+            publication=release.outputs["publication"],
+        )
         return PipelineOutputs(
             dataset=dataset,
             model=model,
@@ -244,6 +255,7 @@ def build_pipeline(
             blessing=evaluate.outputs["blessing"],
             predictions=predict.outputs["predictions"],
             exported=export.outputs["exported"],
+            publication=release.outputs["publication"],
         )
 
     return tpu_estimator_pipeline

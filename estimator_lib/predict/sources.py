@@ -39,7 +39,9 @@ def prediction_source(data: str, prepared: PrepareResult) -> PredictionSource:
     if kind == RAW:
         return PredictionSource(data, raw=True)
     uri = _directory_tfrecords(data) if kind == DIRECTORY else data
-    records.check_features(resolve_files(uri), prepared.schema)  # TFRecords made elsewhere: same schema?
+    files = resolve_files(uri)
+    with records.named_data_loss(files):  # a truncated file fails here first: name it
+        records.check_features(files, prepared.schema)  # TFRecords made elsewhere: same schema?
     return PredictionSource(uri)
 
 

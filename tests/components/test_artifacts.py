@@ -77,12 +77,19 @@ def test_a_missing_schema_fails_the_prepare_stage(tmp_path):
 def test_a_missing_blessing_file_fails_the_evaluate_stage(tmp_path):
     blessing = artifact(Artifact, tmp_path, "blessing")
     with pytest.raises(adapter.OutputMissingError, match="the evaluation's blessing was not written"):
-        artifacts.describe_evaluation(None, None, None, blessing)
+        artifacts.describe_evaluation(None, None, None, blessing, "none")
 
 
 def test_a_missing_saved_model_fails_the_export_stage(tmp_path):
     exported = artifact(Model, tmp_path, "exported")
     export = ExportResult(exported.uri, (("serve",),), {}, {})
     with pytest.raises(adapter.OutputMissingError, match="the exported SavedModel was not written"):
-        artifacts.describe_export(exported, release.Release(export, None, "not published: not blessed"))
+        artifacts.describe_export(exported, export)
     assert exported.metadata == {}
+
+
+def test_a_missing_publication_record_fails_the_release_stage(tmp_path):
+    publication = artifact(Artifact, tmp_path, "publication")
+    with pytest.raises(adapter.OutputMissingError, match="the publication record was not written"):
+        artifacts.describe_release(publication, release.Release(None, "not published: not blessed"), "none")
+    assert publication.metadata == {}

@@ -15,12 +15,25 @@ from components.batch_predict import batch_predict
 from components.evaluate import evaluate_model
 from components.export import export_model
 from components.prepare import prepare_data
+from components.release import release_model
 from components.train import train_model
 from estimator_lib import release
 from estimator_lib.config import JobConfig
 
 CPU = {"use_tpu": False}
 LOCAL_JOB = {"tpu": {"strict": True}, "training": {"save_checkpoints_steps": 100, "train_steps": 40}}
+# The train stage's parameters (besides its dataset and publish root), as the pipeline passes them.
+TRAIN = {
+    "job_config": LOCAL_JOB,
+    "model_family": "linear",
+    "hidden_units": [8.0],
+    "learning_rate": 0.05,
+    "max_epochs": 100,
+    "train_batch_size": 32,
+    "seed": 1,
+    "tpu": CPU,
+    "warm_start": "none",
+}
 
 
 def write_csv(path: str, n: int = 160) -> str:
@@ -34,13 +47,15 @@ def write_csv(path: str, n: int = 160) -> str:
     return path
 
 
-def artifact(cls, directory, name):
-    return cls(name=name, uri=os.path.join(str(directory), name), metadata={})
+def artifact(cls, directory, name, task=None):
+    """An output artifact as KFP makes one: `directory/<task>/<name>` (the task directory holds stage.json)."""
+    return cls(name=name, uri=os.path.join(str(directory), task or name, name), metadata={})
 
 
 @pytest.fixture(scope="module")
 def stages(tmp_path_factory):
-    """prepare -> train -> evaluate -> batch predict -> export, each called as its component function."""
+    """prepare -> train -> evaluate -> batch predict -> export -> release, each called as its component function
+    (each in a task directory of its own, as KFP gives them)."""
     work = tmp_path_factory.mktemp("stages")
     data = write_csv(str(work / "data.csv"))
     dataset = artifact(Dataset, work, "dataset")
@@ -54,24 +69,11 @@ def stages(tmp_path_factory):
         dataset=dataset,
     )
     model = artifact(Model, work, "model")
-    train_model(
-        dataset=dataset,
-        job_config=LOCAL_JOB,
-        model_family="linear",
-        hidden_units=[8.0],
-        learning_rate=0.05,
-        max_epochs=100,
-        train_batch_size=32,
-        seed=1,
-        tpu=CPU,
-        warm_start="none",
-        publish_root=str(work / "published"),
-        model=model,
-    )
+    train_model(dataset=dataset, **TRAIN, publish_root=str(work / "published"), model=model)
     metrics, cmetrics, blessing = (
-        artifact(Metrics, work, "metrics"),
-        artifact(ClassificationMetrics, work, "cm"),
-        artifact(Artifact, work, "blessing"),
+        artifact(Metrics, work, "metrics", "evaluate"),
+        artifact(ClassificationMetrics, work, "cm", "evaluate"),
+        artifact(Artifact, work, "blessing", "evaluate"),
     )
     evaluate_model(
         dataset=dataset,
@@ -87,14 +89,9 @@ def stages(tmp_path_factory):
     predictions = artifact(Dataset, work, "predictions")
     batch_predict(dataset=dataset, model=model, data="eval", tpu=CPU, predictions=predictions)
     exported = artifact(Model, work, "exported")
-    export_model(
-        dataset=dataset,
-        model=model,
-        blessing=blessing,
-        publish_root=str(work / "published"),
-        tpu=CPU,
-        exported=exported,
-    )
+    export_model(dataset=dataset, model=model, tpu=CPU, exported=exported)
+    publication = artifact(Artifact, work, "publication")
+    release_model(exported=exported, blessing=blessing, publish_root=str(work / "published"), publication=publication)
     return dict(
         work=work,
         dataset=dataset,
@@ -104,6 +101,7 @@ def stages(tmp_path_factory):
         blessing=blessing,
         predictions=predictions,
         exported=exported,
+        publication=publication,
     )
 
 
@@ -142,23 +140,27 @@ def test_evaluate_logs_metrics_confusion_matrix_roc_and_blessing(stages):
     assert stages["blessing"].metadata["baseline_uri"] == ""  # "latest" with nothing published: no baseline
 
 
-def test_batch_predict_and_export(stages):
+def test_batch_predict_export_and_release(stages):
     predictions = stages["predictions"].metadata
     assert predictions["count"] == stages["dataset"].metadata["counts"]["eval"]
     assert all(os.path.exists(s) for s in predictions["shards"])
     exported = stages["exported"].metadata
-    assert exported["tag_sets"] == [["serve"], ["serve", "tpu"]]
-    assert exported["published"] is True
-    assert release.latest(str(stages["work"] / "published")).uri == exported["published_uri"]
+    assert exported["tag_sets"] == [["serve"], ["serve", "tpu"]] and exported["global_step"] == 40
+    assert stages["blessing"].metadata["based_on"] == "none"  # nothing was published when it was evaluated
+    publication = stages["publication"].metadata
+    latest = release.latest(str(stages["work"] / "published"))
+    assert publication["published"] is True and latest.uri == publication["published_uri"]
+    assert latest.fingerprint == exported["fingerprint"] and publication["based_on"] == "none"
+    assert latest.metadata["source"]["global_step"] == 40
 
 
 def test_evaluate_scores_the_published_baseline_with_the_same_code(stages, tmp_path):
     """The candidate against its own published export: same weights, same rows, same metric code."""
     root = str(stages["work"] / "published")
     metrics, cmetrics, blessing = (
-        artifact(Metrics, tmp_path, "m"),
-        artifact(ClassificationMetrics, tmp_path, "cm"),
-        artifact(Artifact, tmp_path, "b"),
+        artifact(Metrics, tmp_path, "m", "evaluate"),
+        artifact(ClassificationMetrics, tmp_path, "cm", "evaluate"),
+        artifact(Artifact, tmp_path, "b", "evaluate"),
     )
     evaluate_model(
         dataset=stages["dataset"],
@@ -180,31 +182,99 @@ def test_evaluate_scores_the_published_baseline_with_the_same_code(stages, tmp_p
     assert os.path.exists(os.path.join(blessing.uri, "baseline", "manifest.json"))
 
 
-def test_unblessed_model_is_exported_but_not_published(stages, tmp_path):
-    verdict = adapter.read_blessing(stages["blessing"].uri)
-    refused = type(verdict)(**{**verdict.__dict__, "blessed": False})
-    blessing = artifact(Artifact, tmp_path, "blessing")
+def blessing_artifact(directory, verdict, based_on: str) -> Artifact:
+    blessing = artifact(Artifact, directory, "blessing", "evaluate")
     os.makedirs(blessing.uri)
     with open(os.path.join(blessing.uri, adapter.BLESSING_FILE), "w") as f:
-        f.write(refused.to_json())
-    exported = artifact(Model, tmp_path, "exported")
+        f.write(verdict.to_json())
+    blessing.metadata.update({"based_on": based_on, "fingerprint": verdict.summary()})
+    return blessing
+
+
+def test_an_unblessed_model_is_not_published(stages, tmp_path):
+    verdict = adapter.read_blessing(stages["blessing"].uri)
+    refused = type(verdict)(**{**verdict.__dict__, "blessed": False})
+    publication = artifact(Artifact, tmp_path, "publication")
     root = str(tmp_path / "published")
-    export_model(
-        dataset=stages["dataset"],
-        model=stages["model"],
-        blessing=blessing,
-        publish_root=root,
-        tpu=CPU,
-        exported=exported,
-    )
-    assert exported.metadata["published"] is False and exported.metadata["published_uri"] == ""
-    assert exported.metadata["publish_reason"].startswith("not published: not blessed")
+    blessing = blessing_artifact(tmp_path, refused, "none")
+    release_model(exported=stages["exported"], blessing=blessing, publish_root=root, publication=publication)
+    assert publication.metadata["published"] is False and publication.metadata["published_uri"] == ""
+    assert publication.metadata["publish_reason"].startswith("not published: not blessed")
     assert not os.path.exists(root)
+
+
+def test_release_refuses_when_latest_moved_after_the_evaluation(stages, tmp_path):
+    """The fixture's model was evaluated when nothing was published ("none"); its own release has published
+    since. Releasing it again on that verdict would overwrite a LATEST its evaluation never saw."""
+    root = str(stages["work"] / "published")
+    before = release.latest(root)
+    verdict = adapter.read_blessing(stages["blessing"].uri)
+    publication = artifact(Artifact, tmp_path, "publication")
+    with pytest.raises(release.PublishConflictError, match="but this run was evaluated against 'none'"):
+        release_model(
+            exported=stages["exported"],
+            blessing=blessing_artifact(tmp_path, verdict, "none"),
+            publish_root=root,
+            publication=publication,
+        )
+    assert release.latest(root) == before
+
+
+# -- stage records: a stage run again on the same inputs -----------------------------------------------------
+def test_a_stage_run_again_on_the_same_inputs_reuses_its_output(stages, tmp_path, capsys):
+    data = write_csv(str(tmp_path / "data.csv"), n=80)
+    args = dict(data=data, label="label", task="auto", key_column="", eval_fraction=0.25, options={"num_workers": 1})
+    first = artifact(Dataset, tmp_path, "dataset")
+    prepare_data(**args, dataset=first)
+    schema_time = os.path.getmtime(first.metadata["schema_uri"])
+    capsys.readouterr()
+    again = artifact(Dataset, tmp_path, "dataset")
+    prepare_data(**args, dataset=again)
+    assert again.metadata == first.metadata
+    assert os.path.getmtime(first.metadata["schema_uri"]) == schema_time  # not rewritten
+    assert capsys.readouterr().out.startswith("[stage reused] prepare: inputs unchanged since ")
+    write_csv(data, n=100)  # the data changed: prepared again
+    changed = artifact(Dataset, tmp_path, "dataset")
+    prepare_data(**args, dataset=changed)
+    assert sum(changed.metadata["counts"].values()) == 100 != sum(first.metadata["counts"].values())
+
+
+def test_training_interrupted_after_a_checkpoint_continues_to_the_same_variables(stages, tmp_path):
+    """An attempt on the same inputs that was killed after its step-20 checkpoint: train_model continues from
+    it and ends with the model of the uninterrupted fixture run, byte for byte. Other inputs start afresh."""
+    from components import records
+    from estimator_lib import estimator
+    from estimator_lib.data import prepare
+
+    dataset, reference = stages["dataset"], stages["model"]
+    job = JobConfig.from_dict(reference.metadata["config"])
+    model = artifact(Model, tmp_path, "model", "train")
+    records.StageRecord(
+        "train", {"model": model}, {"dataset": dataset.metadata["fingerprint"], "job": job.to_dict()}
+    ).begin()
+    prepared = prepare.load_prepared(dataset.uri)
+    half = job.with_overrides({"training.train_steps": 20})
+    estimator.train(half, prepared.schema, prepared.files("train"), model.uri)  # the attempt, killed at 20
+    params = {**TRAIN, "dataset": dataset, "publish_root": str(tmp_path / "published")}
+    train_model(**params, model=model)
+    assert model.metadata["global_step"] == 40
+    assert model.metadata["fingerprint"] == reference.metadata["fingerprint"]
+    other = artifact(Model, tmp_path, "model", "train")
+    train_model(**{**params, "seed": 2}, model=other)  # other inputs: the old checkpoints are deleted first
+    assert other.metadata["fingerprint"] != reference.metadata["fingerprint"]
+    assert not os.path.exists(os.path.join(other.uri, "model.ckpt-20.index"))
 
 
 def test_components_are_lightweight_on_the_given_image():
     stages = build_stages("gcr.io/p/img@sha256:" + "0" * 64)
-    for component in (stages.prepare, stages.train, stages.evaluate, stages.batch_predict, stages.export):
+    for component in (
+        stages.prepare,
+        stages.train,
+        stages.evaluate,
+        stages.batch_predict,
+        stages.export,
+        stages.release,
+    ):
         container = component.component_spec.implementation.container
         assert container.image == "gcr.io/p/img@sha256:" + "0" * 64
         assert "pip install" not in " ".join(container.command)

@@ -34,11 +34,11 @@ def inputs(tmp_path, blessed: bool):
     published.mkdir(parents=True)
     (published / "saved_model.pb").write_bytes(b"graph")
     dataset = Dataset(name="dataset", uri=str(tmp_path / "dataset"), metadata={"fingerprint": DATASET_SHA})
-    exported = Model(
-        name="exported",
-        uri=str(tmp_path / "exported"),
+    exported = Model(name="exported", uri=str(tmp_path / "exported"), metadata={"fingerprint": MODEL_SHA})
+    publication = Artifact(
+        name="publication",
+        uri=str(tmp_path / "publication"),
         metadata={
-            "fingerprint": MODEL_SHA,
             "published": blessed,
             "published_uri": str(published) if blessed else "",
             "published_version": VERSION if blessed else "",
@@ -47,16 +47,17 @@ def inputs(tmp_path, blessed: bool):
     blessing = Artifact(name="blessing", uri=str(tmp_path / "blessing"), metadata={"fingerprint": BLESSING_SHA})
     check = Check("threshold", "accuracy", 0.9, 0.8, blessed, "threshold: accuracy")
     adapter.write_blessing(blessing.uri, Blessing(blessed, (check,), {"accuracy": 0.9}, "accuracy", 10))
-    return dataset, exported, blessing, str(published)
+    return dataset, exported, blessing, publication
 
 
 def run(tmp_path, blessed: bool) -> Model:
-    dataset, exported, blessing, _ = inputs(tmp_path, blessed)
+    dataset, exported, blessing, publication = inputs(tmp_path, blessed)
     registered = Model(name="registered", uri=str(tmp_path / "registered"), metadata={})
     register_model(
         dataset=dataset,
         exported=exported,
         blessing=blessing,
+        publication=publication,
         registry=RegistryConfig("churn").to_dict(),
         project="p",
         location="l",

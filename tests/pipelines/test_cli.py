@@ -21,7 +21,7 @@ TPU_STAGES = {
     "evaluate-model": "evaluate_model",
     "batch-predict": "batch_predict",
 }
-CPU_STAGES = {"prepare-data": "prepare_data", "export-model": "export_model"}
+CPU_STAGES = {"prepare-data": "prepare_data", "export-model": "export_model", "release-model": "release_model"}
 GCPC_LAUNCHER = "gcr.io/ml-pipeline/google-cloud-pipeline-components:"
 
 
@@ -151,11 +151,11 @@ def test_compiled_pipeline_parameters(tmp_path):
         "key_column",
     } <= set(parameters)
     assert sorted(spec["root"]["dag"]["tasks"]) == sorted([*TPU_STAGES, *CPU_STAGES])
-    assert spec["root"]["dag"]["tasks"]["export-model"]["dependentTasks"] == [
-        "evaluate-model",
-        "prepare-data",
-        "train-model",
-    ]
+    tasks = spec["root"]["dag"]["tasks"]
+    assert tasks["export-model"]["dependentTasks"] == ["prepare-data", "train-model"]  # export never publishes
+    # Publishing is last: the release waits for batch prediction too, so a failed run publishes nothing.
+    assert tasks["release-model"]["dependentTasks"] == ["batch-predict", "evaluate-model", "export-model"]
+    assert tasks["release-model"]["inputs"]["parameters"]["publish_root"] == {"componentInputParameter": "publish_root"}
 
 
 def test_compile_refuses_a_mutable_image_and_both_targets(tmp_path, capsys):

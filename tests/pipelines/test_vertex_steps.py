@@ -49,12 +49,14 @@ def test_the_compiled_steps(tmp_path):
     assert "dependentTasks" not in join  # first: a run that fails later is in the experiment too
     assert constant(join, "experiment") == "churn-weekly"
     assert constant(join, "pipeline_job") == "{{$.pipeline_job_resource_name}}"
-    assert register["dependentTasks"] == ["evaluate-model", "export-model", "prepare-data"]
+    # After the release stage: only a run that succeeded everywhere (and published) registers a version.
+    assert register["dependentTasks"] == ["evaluate-model", "export-model", "prepare-data", "release-model"]
     artifacts = register["inputs"]["artifacts"]
     assert {name: a["taskOutputArtifact"]["producerTask"] for name, a in artifacts.items()} == {
         "dataset": "prepare-data",
         "exported": "export-model",
         "blessing": "evaluate-model",
+        "publication": "release-model",
     }
     assert constant(register, "registry") == {"display_name": "churn", "serving_image": "", "description": ""}
     assert constant(register, "pipeline_job") == "{{$.pipeline_job_uuid}}"

@@ -85,9 +85,39 @@ def test_training_files_are_split_between_hosts(data):
         inputs._host_files(files[:1], {"context": FakeTPUContext(0)})
 
 
-def test_fold_seed_differs_by_step_and_is_stable():
+def test_fold_seed_differs_by_epoch_and_is_stable():
     assert inputs.fold_seed(42, 0) == inputs.fold_seed(42, 0)
     assert len({inputs.fold_seed(42, s) for s in range(100)}) == 100
+    assert int(inputs.fold_seed(42, tf.constant(7, tf.int64))) == inputs.fold_seed(42, 7)  # in-graph epochs
+
+
+def test_the_training_stream_resumed_at_any_record_is_the_rest_of_the_same_stream(data):
+    """The stream depends on the seed alone: started at record p (a resumed run) it is the uninterrupted stream
+    from p on, across epoch boundaries. Each epoch holds every record once, in its own order."""
+    files = inputs.resolve_files(data[1])
+
+    def records(position, n):
+        stream = inputs.training_records(files, seed=3, shuffle_buffer_size=50, position=position)
+        return [r.numpy() for r in stream.take(n)]
+
+    whole = records(0, 330)
+    assert sorted(whole[:100]) == sorted(whole[100:200]) and len(set(whole[:100])) == 100
+    assert whole[:100] != whole[100:200]
+    for position in (1, 99, 100, 137, 250):
+        assert records(position, 330 - position) == whole[position:], position
+    assert int(inputs.training_records(files, 3, 50, 0).cardinality()) == tf.data.INFINITE_CARDINALITY
+
+
+def test_a_train_input_fn_starts_at_the_checkpoint_step(data, tmp_path, monkeypatch):
+    """Resumed at global step 3 with batches of 16 on one replica, the first batch is the fresh stream's fourth."""
+    schema, pattern = data
+    fresh = inputs.train_input_fn_builder(pattern, schema, seed=1, shuffle_buffer_size=50)
+    steps = [f["f_x_1"].numpy() for f, _ in fresh({"batch_size": 16}).take(5)]
+    monkeypatch.setattr(inputs, "start_step", lambda model_dir: 3)
+    resumed = inputs.train_input_fn_builder(pattern, schema, seed=1, shuffle_buffer_size=50, model_dir="m")
+    assert [f["f_x_1"].numpy().tolist() for f, _ in resumed({"batch_size": 16}).take(2)] == [
+        s.tolist() for s in steps[3:5]
+    ]
 
 
 def test_missing_files_are_named(tmp_path):

@@ -366,6 +366,18 @@ def test_tfrecords_prepared_with_another_schema_are_refused_naming_the_features(
     assert sources.prediction_source(eval_files, trained["prepared"]).uri == eval_files
 
 
+def test_a_truncated_tfrecord_to_score_is_named_before_scoring(trained, tmp_path):
+    """The schema check reads the records first: a truncated file fails there, named, not as TensorFlow's bare
+    DataLossError."""
+    good = sorted(glob.glob(trained["prepared"].files("eval")))[0]
+    with open(good, "rb") as f:
+        data = f.read()
+    bad = tmp_path / "part-cut.tfrecord"
+    bad.write_bytes(data[: len(data) // 2])
+    with pytest.raises(DataError, match=rf"^{bad}: corrupt or truncated TFRecord \(.*truncated record at \d+"):
+        sources.prediction_source(str(bad), trained["prepared"])
+
+
 def test_a_corrupt_tfrecord_fails_naming_the_file_and_offset(trained, tmp_path):
     good = sorted(glob.glob(trained["prepared"].files("eval")))[0]
     with open(good, "rb") as f:
