@@ -245,6 +245,7 @@ def test_training_interrupted_after_a_checkpoint_continues_to_the_same_variables
     from components import records
     from estimator_lib import estimator
     from estimator_lib.data import prepare
+    from estimator_lib.model import inputs
 
     dataset, reference = stages["dataset"], stages["model"]
     job = JobConfig.from_dict(reference.metadata["config"])
@@ -253,8 +254,11 @@ def test_training_interrupted_after_a_checkpoint_continues_to_the_same_variables
         "train", {"model": model}, {"dataset": dataset.metadata["fingerprint"], "job": job.to_dict()}
     ).begin()
     prepared = prepare.load_prepared(dataset.uri)
-    half = job.with_overrides({"training.train_steps": 20})
-    estimator.train(half, prepared.schema, prepared.files("train"), model.uri)  # the attempt, killed at 20
+    files, training = prepared.files("train"), job.training  # the same job's attempt, killed after step 20
+    attempt = inputs.train_input_fn_builder(
+        files, prepared.schema, training.seed, training.shuffle_buffer_size, model.uri
+    )
+    estimator.build_estimator(job, prepared.schema, model.uri).train(attempt, max_steps=20)
     params = {**TRAIN, "dataset": dataset, "publish_root": str(tmp_path / "published")}
     train_model(**params, model=model)
     assert model.metadata["global_step"] == 40

@@ -130,7 +130,10 @@ def test_training_continued_from_a_checkpoint_equals_an_uninterrupted_run_bitwis
     job = make_job(train_steps=100, save_checkpoints_steps=50)
     whole, split = str(tmp_path / "whole"), str(tmp_path / "split")
     estimator.train(job, schema, train, whole)
-    estimator.train(job.with_overrides({"training.train_steps": 70}), schema, train, split)
+    # The same job's attempt, stopped after its step-70 checkpoint (the learning-rate schedule spans the budget,
+    # so a shorter budget would not be the same run).
+    attempt = inputs.train_input_fn_builder(train, schema, job.training.seed, job.training.shuffle_buffer_size, split)
+    estimator.build_estimator(job, schema, split).train(attempt, max_steps=70)
     assert inputs.start_step(split) == 70
     estimator.train(job, schema, train, split)
     a, b = _variables(whole), _variables(split)
