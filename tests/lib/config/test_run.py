@@ -23,7 +23,7 @@ JOB = JobConfig().with_overrides(
         "model.family": "linear",
         "model.hidden_units": [16],
         "training.optimizer.learning_rate": 1,
-        "training.train_steps": 300,
+        "training.max_epochs": 30,
         "training.train_batch_size": 32,
         "training.seed": 7,
     }
@@ -52,7 +52,10 @@ def test_json_round_trip_is_exact():
         ({"label": ""}, "--label is empty; name the label column of your data"),
         ({"publish_root": ""}, "the publish root is empty; give the directory or gs:// prefix for blessed models"),
         ({"eval_fraction": 1.0}, "eval_fraction=1.0 must be in (0, 1), e.g. 0.2"),
-        ({"predict_data": ""}, "--predict-data is empty; use one of ('train', 'eval', 'test') or a URI of rows"),
+        (
+            {"predict_data": ""},
+            "--predict-data is empty; use one of ('train', 'eval', 'test', 'valid') or a URI of rows",
+        ),
     ],
 )
 def test_invalid_runs_are_refused_with_the_fix(fields, message):
@@ -66,7 +69,7 @@ def test_hyperparameters_are_read_from_the_job_config():
         "model_family": "linear",
         "hidden_units": [16],
         "learning_rate": 1.0,
-        "train_steps": 300,
+        "max_epochs": 30,
         "train_batch_size": 32,
         "seed": 7,
     }
@@ -89,10 +92,16 @@ def test_every_hyperparameter_names_a_job_config_field():
 def test_arguments_carry_the_configs_without_nulls():
     run = RunConfig(publish_root="/p", job=JOB, blessing=BlessingConfig(min_improvement=0.01))
     arguments = run.arguments()
-    assert arguments["train_steps"] == 300 and arguments["model_family"] == "linear"
+    assert arguments["max_epochs"] == 30 and arguments["model_family"] == "linear"
     assert "warm_start_from" not in arguments["job_config"]["training"]  # KFP parameters cannot carry null
     assert JobConfig.from_dict(arguments["job_config"]) == JOB
-    assert arguments["blessing_config"] == {"thresholds": {}, "beat_trivial": True, "min_improvement": 0.01}
+    assert arguments["blessing_config"] == {
+        "thresholds": {},
+        "beat_trivial": True,
+        "min_improvement": 0.01,
+        "confidence": 0.95,
+        "reference_margin": 0.02,
+    }
     assert arguments["publish_root"] == "/p" and arguments["prepare_options"] == {}
 
 
