@@ -6,8 +6,9 @@ Two processes take part:
     runner, stops it on SIGINT, SIGTERM or SIGHUP, and writes the run's final summary;
   * the runner (`python -m pipelines.local RUN_FOLDER`) runs `kfp.local.SubprocessRunner(use_venv=False)`,
     which starts every stage as a subprocess of its own. The runner leads a session of its own, so it and its
-    stages form one process group the supervisor stops as a whole: no stage outlives the command. Its TMPDIR is
-    the run's tmp/ folder (KFP writes each stage's `ephemeral_component.py` under it), deleted when the run ends.
+    stages form one process group the supervisor stops as a whole: no stage outlives the command. The runner
+    also stops the worker processes a killed stage leaves behind (`stop_orphans`). Its TMPDIR is the run's tmp/
+    folder (KFP writes each stage's `ephemeral_component.py` under it), deleted when the run ends.
 
 A run resumed into its folder runs in the same artifact directories (`_fixed_run_directory`): each stage finds
 its stage record there and reuses finished outputs, and training continues from its checkpoint
@@ -28,6 +29,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 import traceback
 import warnings
@@ -179,9 +181,9 @@ def _signal_group(pgid: int, signum: int) -> None:
         os.killpg(pgid, signum)
 
 
-def group_members(pgid: int) -> list[int]:
-    """Live (not zombie) processes of process group `pgid`, from /proc."""
-    members = []
+def _process_table() -> dict[int, tuple[int, int]]:
+    """{pid: (parent pid, process group)} of every live (not zombie) process, from /proc."""
+    table = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -190,9 +192,37 @@ def group_members(pgid: int) -> list[int]:
                 fields = f.read().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            members.append(int(entry))
-    return members
+        if fields[0] != "Z":
+            table[int(entry)] = (int(fields[1]), int(fields[2]))
+    return table
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live (not zombie) processes of process group `pgid`."""
+    return sorted(pid for pid, (_, group) in _process_table().items() if group == pgid)
+
+
+def stop_orphans(pgid: int) -> list[int]:
+    """Kills the processes of group `pgid` whose parent is outside it (except the group's leader, the runner)
+    and returns them: worker processes of a stage that was killed (out of memory, SIGKILL). Reparented to init,
+    they would keep the stage's output pipe open, and the KFP local runner would wait for it forever. Every
+    other process of the group has its parent inside it (the runner, a stage)."""
+    table = _process_table()
+    orphans = [
+        pid
+        for pid, (parent, group) in table.items()
+        if group == pgid and pid != pgid and table.get(parent, (0, -1))[1] != pgid
+    ]
+    for pid in orphans:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    return orphans
+
+
+def _keep_stopping_orphans(interval: float = 1.0) -> None:
+    while True:
+        stop_orphans(os.getpgrp())
+        time.sleep(interval)
 
 
 def _wait_group_gone(pgid: int, timeout: float = 3.0) -> None:
@@ -351,6 +381,7 @@ def runner_main(argv: Sequence[str]) -> int:
     _die_with_parent()
     for s in STOP_SIGNALS:
         signal.signal(s, _stop_own_group)
+    threading.Thread(target=_keep_stopping_orphans, name="stop-orphans", daemon=True).start()
     path = os.path.abspath(argv[0])
     folder = runs.RunFolder(os.path.dirname(os.path.dirname(path)), os.path.basename(path))
     summary = folder.read_summary()

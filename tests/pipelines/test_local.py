@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -152,3 +153,35 @@ def test_data_summary_surfaces_quarantined_rows_and_empty_columns(tmp_path):
         "columns_all_missing": {"train": ["a"], "eval": ["a"]},
         "notes": manifest["notes"],
     }
+
+
+ORPHAN_MAKER = """
+import os, sys, time
+if os.fork() == 0:          # a stage ...
+    if os.fork() == 0:      # ... and its worker
+        time.sleep(60)
+    os._exit(0)             # the stage is killed: its worker is reparented outside the group
+time.sleep(60)              # the group's leader (the runner) lives on
+"""
+
+
+def test_workers_of_a_killed_stage_are_stopped_and_the_rest_of_the_group_is_kept():
+    leader = subprocess.Popen([sys.executable, "-c", ORPHAN_MAKER], start_new_session=True)
+    try:
+        orphan = None
+        deadline = time.monotonic() + 30
+        while orphan is None and time.monotonic() < deadline:
+            table = local._process_table()
+            outside = [p for p, (parent, group) in table.items() if group == leader.pid and p != leader.pid]
+            outside = [p for p in outside if table.get(table[p][0], (0, 0))[1] != leader.pid]
+            orphan = outside[0] if outside else None
+            time.sleep(0.05)
+        assert orphan is not None
+        assert local.stop_orphans(leader.pid) == [orphan]
+        deadline = time.monotonic() + 5
+        while orphan in local.group_members(leader.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert local.group_members(leader.pid) == [leader.pid]
+    finally:
+        leader.kill()
+        leader.wait()
