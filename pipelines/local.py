@@ -501,7 +501,13 @@ def summarize(outputs: Mapping[str, Any], arguments: Mapping[str, Any]) -> dict[
             "task": dataset.metadata["task"],
         },
         "data": data_summary(dataset),
-        "model": {"uri": model.uri, "global_step": _number(model.metadata["global_step"])},
+        "model": {
+            "uri": model.uri,
+            "global_step": _number(model.metadata["global_step"]),
+            "trained_steps": _number(model.metadata.get("trained_steps", model.metadata["global_step"])),
+            "budget": _number(model.metadata.get("budget", model.metadata["global_step"])),
+            "stopped": model.metadata.get("stopped", ""),
+        },
         "predictions": {
             "uri": predictions.uri,
             "count": _number(predictions.metadata["count"]),
