@@ -338,7 +338,8 @@ def stages(buildah, image, tmp_path_factory) -> StageRuns:
     host_work = str(tmp_path_factory.mktemp("image-work"))
     os.chown(host_work, UID, UID)  # the stages write as the image's user, as they would to Vertex AI's /gcs
     spec = compiled_pipeline(str(tmp_path_factory.mktemp("compiled")))
-    arguments = pipeline_arguments(spec, {"publish_root": f"{WORK}/published", "train_steps": TRAIN_STEPS})
+    budget = {"training": {"train_steps": TRAIN_STEPS}}  # a fixed step budget travels in job_config
+    arguments = pipeline_arguments(spec, {"publish_root": f"{WORK}/published", "job_config": budget})
     runs = StageRuns(host_work, {}, {})
     for task in dag_order(spec):
         executor = executor_input(spec, task, arguments, runs.outputs)
