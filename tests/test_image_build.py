@@ -363,7 +363,7 @@ def test_stages_run_in_dag_order(stages):
 def test_prepare_stage_splits_the_embedded_penguins(stages):
     dataset = stages.outputs["prepare-data"]["dataset"]
     counts = dataset["metadata"]["counts"]
-    assert counts["train"] + counts["eval"] == PENGUINS and counts["eval"] > 0
+    assert counts["train"] + counts["valid"] + counts["eval"] == PENGUINS and counts["eval"] > 0
     assert dataset["metadata"]["schema_uri"] == f"{dataset['uri']}/schema.json"
     schema = stages.host_path(dataset["metadata"]["schema_uri"])
     assert os.path.isfile(schema) and os.stat(schema).st_uid == UID  # written by the unprivileged user
