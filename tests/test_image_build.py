@@ -356,7 +356,14 @@ def stages(buildah, image, tmp_path_factory) -> StageRuns:
 
 
 def test_stages_run_in_dag_order(stages):
-    assert list(stages.outputs) == ["prepare-data", "train-model", "batch-predict", "evaluate-model", "export-model", "release-model"]
+    assert list(stages.outputs) == [
+        "prepare-data",
+        "train-model",
+        "batch-predict",
+        "evaluate-model",
+        "export-model",
+        "release-model",
+    ]
     print("\n" + ", ".join(f"{task} {seconds:.1f}s" for task, seconds in stages.seconds.items()))
 
 
