@@ -2,9 +2,10 @@
 
     python benchmarks/bench_quality.py [--quick] [--tables NAME ...] [--workdir DIR] [--json FILE]
 
-For every table the script writes a CSV into the work directory and runs what the pipeline's stages run, with
-the default configs: `data.prepare.prepare` (PrepareConfig with only data, label and task), `estimator.train`
-(the default `JobConfig`), `evaluation.evaluate_and_bless` (the default `BlessingConfig`, no published
+Needs the optional extra `bench` (scikit-learn, statsmodels). For every table the script writes a CSV into the
+work directory and runs what the pipeline's stages run, with the default configs: `data.prepare.prepare`
+(PrepareConfig with only data, label and task), `estimator.train` (the default `JobConfig`; early stopping on
+the prepared validation split), `evaluation.evaluate_and_bless` (the default `BlessingConfig`, no published
 baseline). TPU-strict mode is off (it changes no number, only adds checks).
 
 Beside our eval metric it prints, on the same eval rows and the same training rows (the rows of the prepared
@@ -14,7 +15,8 @@ split(s) the model learned from, read back from its TFRecords):
   strong   scikit-learn's HistGradientBoostingRegressor / Classifier (random_state=0, defaults) on the raw
            numerics (missing -> NaN) and native categoricals.
 All three columns come from `estimator_lib.evaluation.compute_metrics` (rmse for regression, accuracy for
-classification), so they are computed by the same code. The tables and their sources are listed in `TABLES`
+classification), so they are computed by the same code. "in-run reference" is the evaluate stage's own linear
+reference (`estimator_lib.evaluation.reference`, NumPy), the one the blessing compares with. The tables and their sources are listed in `TABLES`
 and in benchmarks/RESULTS.md; `--quick` runs the small ones.
 """
 
@@ -160,13 +162,13 @@ def write_csv(path: str, rows: Rows) -> None:
 
 
 # -- the pipeline's stages, default configs ------------------------------------------------------------------
-def run_pipeline(csv_path: str, table: Table, work: str) -> Tuple[prepare.PrepareResult, Any]:
+def run_pipeline(csv_path: str, table: Table, work: str) -> Tuple[prepare.PrepareResult, Any, Any]:
     prepared = prepare.prepare(PrepareConfig(data=(csv_path,), label=table.label, task=table.task), f"{work}/data")
     job = JobConfig()
     model_dir = f"{work}/model"
-    estimator.train(job, prepared.schema, prepared.files("train"), model_dir)
+    trained = estimator.train_prepared(job, prepared, model_dir)
     evaluation = evaluate_and_bless(job, prepared, model_dir, BlessingConfig(), None, f"{work}/evaluation")
-    return prepared, evaluation
+    return prepared, trained, evaluation
 
 
 def learned_splits(prepared: prepare.PrepareResult) -> List[str]:
@@ -259,7 +261,7 @@ def run_table(table: Table, workdir: str) -> Dict[str, Any]:
     rows = table.load()
     write_csv(csv_path, rows)
     start = time.perf_counter()
-    prepared, evaluation = run_pipeline(csv_path, table, work)
+    prepared, trained, evaluation = run_pipeline(csv_path, table, work)
     seconds = time.perf_counter() - start
     truth = read_truth(prepared.files("eval"), prepared.schema)
     references = reference_metrics(prepared, truth)
@@ -278,8 +280,10 @@ def run_table(table: Table, workdir: str) -> Dict[str, Any]:
         "strong": references["strong"][metric],
         "ours_metrics": dict(blessing.candidate_metrics),
         "references": references,
-        "in_run_reference": dict(getattr(blessing, "reference_metrics", None) or {}),
+        "in_run_reference": dict(blessing.reference_metrics or {}),
         "global_step": evaluation.global_step,
+        "trained_steps": trained.trained_steps,
+        "stopped": trained.validation.stopped if trained.validation else "budget",
         "blessed": blessing.blessed,
         "reasons": list(blessing.reasons),
         "seconds": seconds,
@@ -293,16 +297,20 @@ def ratio(result: Dict[str, Any]) -> float:
 def print_table(results: List[Dict[str, Any]]) -> None:
     print()
     print(
-        "| table | task | rows (train/valid/eval) | metric | ours | linear | strong | ours/linear | steps | blessed |"
+        "| table | task | rows (train/valid/eval) | metric | ours | linear | strong | ours/linear | in-run reference "
+        "| best step / trained | blessed |"
     )
-    print("|---|---|---|---|---:|---:|---:|---:|---:|---|")
+    print("|---|---|---|---|---:|---:|---:|---:|---:|---|---|")
     for r in results:
         c = r["counts"]
         split = f"{r['rows']} ({c.get('train', 0)}/{c.get('valid', 0)}/{c.get('eval', 0)})"
         blessed = "yes" if r["blessed"] else "no: " + "; ".join(r["reasons"])
+        in_run = r["in_run_reference"].get(r["metric"])
+        in_run_text = f"{in_run:.4f}" if in_run is not None else "-"
+        steps = f"{r['global_step']} / {r['trained_steps']} ({r['stopped']})"
         print(
             f"| {r['table']} | {r['task']} | {split} | {r['metric']} | {r['ours']:.4f} | {r['linear']:.4f} | "
-            f"{r['strong']:.4f} | {ratio(r):.3f} | {r['global_step']} | {blessed} |"
+            f"{r['strong']:.4f} | {ratio(r):.3f} | {in_run_text} | {steps} | {blessed} |"
         )
 
 

@@ -1,5 +1,9 @@
 """Batch prediction stage: a thin adapter over `estimator_lib.predict.score` (TPU on Vertex AI), or over
-`estimator_lib.predict.beam.score` with engine="beam" (Dataflow)."""
+`estimator_lib.predict.beam.score` with engine="beam" (Dataflow).
+
+Run again on the same inputs (dataset, model, the same versions of the files it scores, the engine) it reuses
+its finished predictions (`components.records`).
+"""
 
 from kfp.dsl import Dataset, Input, Model, Output
 
@@ -28,19 +32,33 @@ def batch_predict(
         exported beside the predictions, scored by RunInference; Dataflow on Vertex AI).
       beam_options: with engine="beam", a `BeamConfig` ({"runner": "DataflowRunner", "region": ...}).
     """
-    from components import _io
-    from estimator_lib import predict
+    from components import adapter, artifacts, records
+    from estimator_lib import predict, storage
     from estimator_lib.config.beam import BEAM, BeamConfig, check_engine
+    from estimator_lib.config.run import SPLIT, prediction_kind
     from estimator_lib.data import prepare
+    from estimator_lib.predict import beam
 
     check_engine(engine)
     prepared = prepare.load_prepared(dataset.uri)
-    job = _io.stage_job(model.uri, tpu)
+    job = adapter.stage_job(model.uri, tpu)
+    inputs = {
+        "dataset": records.fingerprint_of(dataset),
+        "model": records.fingerprint_of(model),
+        "job": job.to_dict(),
+        # a prepared split is in the dataset's fingerprint; files (or a directory's files) by their versions
+        "data": data if prediction_kind(data) == SPLIT else records.file_versions([data, storage.join(data, "*")]),
+        # the engines' predictions agree to 1e-5, not byte for byte (beam scores the exported SavedModel)
+        "engine": engine,
+    }
+    record = records.StageRecord("batch_predict", {"predictions": predictions}, inputs)
+    if record.restore():
+        return
+    record.begin()
     if engine == BEAM:
-        from estimator_lib.predict import beam
-
-        config = BeamConfig.from_dict(_io.typed(BeamConfig, beam_options))
-        result = beam.score(job, prepared, model.uri, data, predictions.uri, config)
+        beam_config = BeamConfig.from_dict(adapter.typed(BeamConfig, beam_options))
+        result = beam.score(job, prepared, model.uri, data, predictions.uri, beam_config)
     else:
         result = predict.score(job, prepared, model.uri, data, predictions.uri)
-    _io.describe_predictions(predictions, result)
+    artifacts.describe_predictions(predictions, result)
+    record.finish()

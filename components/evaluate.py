@@ -1,8 +1,9 @@
 """Evaluate stage: metrics on the eval split and the blessing verdict (thresholds, baseline comparison).
 
-A thin adapter over `estimator_lib.blessing.evaluate_and_bless`. The verdict is data (the Blessing artifact),
-not a `dsl.If`: the export stage reads it and publishes only a blessed model, so the same DAG runs in the
-KFP local runner (which has no conditions) and on Vertex AI.
+A thin adapter over `estimator_lib.evaluation.evaluate_and_bless`. The verdict is data (the Blessing artifact),
+not a `dsl.If`: the release stage reads it and publishes only a blessed model, so the same DAG runs in the
+KFP local runner (which has no conditions) and on Vertex AI. The Blessing also records which version LATEST
+named when the model was evaluated (`based_on`): the release stage publishes only if it still does.
 """
 
 from kfp.dsl import Artifact, ClassificationMetrics, Dataset, Input, Metrics, Model, Output
@@ -33,17 +34,34 @@ def evaluate_model(
       metrics: output; eval-split metrics (Vertex AI shows them as scalars).
       classification_metrics: output; confusion matrix and ROC curve (empty for regression).
       blessing: output; blessing.json with the verdict, every check, both models' metrics; predictions of both
-        models on the eval rows under candidate/ and baseline/.
+        models on the eval rows under candidate/ and baseline/; metadata `based_on`: the LATEST version under
+        `publish_root` at evaluation ("none": nothing published).
     """
-    from components import _io
-    from estimator_lib import release
+    from components import adapter, artifacts, records
+    from estimator_lib import release, storage, summaries
     from estimator_lib.data import prepare
-    from estimator_lib.config import BlessingConfig
     from estimator_lib.evaluation import evaluate_and_bless
 
     prepared = prepare.load_prepared(dataset.uri)
-    job = _io.stage_job(model.uri, tpu)
-    config = BlessingConfig.from_dict(_io.typed(BlessingConfig, blessing_config))
+    job = adapter.stage_job(model.uri, tpu)
+    config = adapter.blessing_config(blessing_config)
+    based_on = release.latest_version(publish_root)  # read first: a publish after this makes the release fail
     baseline_dir = release.resolve_model(baseline, publish_root)
+    inputs = {
+        "dataset": records.fingerprint_of(dataset),
+        "model": records.fingerprint_of(model),
+        "job": job.to_dict(),
+        "blessing_config": config.to_dict(),
+        "baseline": baseline_dir,
+        "based_on": based_on,
+    }
+    outputs = {"metrics": metrics, "classification_metrics": classification_metrics, "blessing": blessing}
+    record = records.StageRecord("evaluate", outputs, inputs)
+    if record.restore():
+        return
+    record.begin()
     evaluation = evaluate_and_bless(job, prepared, model.uri, config, baseline_dir, blessing.uri)
-    _io.describe_evaluation(evaluation, metrics, classification_metrics, blessing)
+    adapter.write_blessing(blessing.uri, evaluation.blessing)
+    adapter.copy_summaries_to_tensorboard(storage.join(model.uri, summaries.EVAL_DIR), "eval")
+    artifacts.describe_evaluation(evaluation, metrics, classification_metrics, blessing, based_on)
+    record.finish()

@@ -1,44 +1,37 @@
-"""Export stage: SavedModel export, then publishing of a blessed model (never of an unblessed one).
+"""Export stage: SavedModel export and verification. It never publishes: the release stage does, last.
 
-A thin adapter over `estimator_lib.release.export_and_release`. Export runs on the host CPU everywhere: one
+A thin adapter over `estimator_lib.release.export_verified`. Export runs on the host CPU everywhere: one
 SavedModel holds the CPU (`serve`) and the TPU (`serve,tpu`) meta graphs without needing a TPU.
 """
 
-from kfp.dsl import Artifact, Dataset, Input, Model, Output
+from kfp.dsl import Dataset, Input, Model, Output
 
 
 def export_model(
     dataset: Input[Dataset],
     model: Input[Model],
-    blessing: Input[Artifact],
-    publish_root: str,
     tpu: dict,
     exported: Output[Model],
 ):
-    """Exports the trained model and publishes it if it was blessed.
+    """Exports the trained model and verifies the export.
 
     Args:
       dataset: the prepared dataset (its schema; its eval rows verify the export).
       model: the trained model.
-      blessing: the evaluation's verdict.
-      publish_root: where a blessed model is published as a new version, with LATEST pointing at it.
       tpu: where this stage runs ({"use_tpu": False}: export needs no TPU).
-      exported: output; the SavedModel (tag sets, signatures) and whether/where it was published.
+      exported: output; the verified SavedModel (tag sets, signatures).
     """
-    from components import _io
+    from components import adapter, artifacts, records
     from estimator_lib import release
     from estimator_lib.data import prepare
 
     prepared = prepare.load_prepared(dataset.uri)
-    job = _io.stage_job(model.uri, tpu)
-    verdict = _io.read_blessing(blessing.uri)
-    outcome = release.export_and_release(
-        job,
-        prepared.schema,
-        model.uri,
-        exported.uri,
-        verdict,
-        publish_root,
-        verify_files=prepared.files("eval"),
-    )
-    _io.describe_export(exported, outcome)
+    job = adapter.stage_job(model.uri, tpu)
+    inputs = {"dataset": records.fingerprint_of(dataset), "model": records.fingerprint_of(model), "job": job.to_dict()}
+    record = records.StageRecord("export", {"exported": exported}, inputs)
+    if record.restore():
+        return
+    record.begin()
+    export = release.export_verified(job, prepared.schema, model.uri, exported.uri, verify_files=prepared.files("eval"))
+    artifacts.describe_export(exported, export)
+    record.finish()

@@ -1,7 +1,8 @@
 """Prepare stage: raw rows (CSV or JSON Lines, local or gs://) -> TFRecord splits, schema and manifest.
 
-A thin adapter over `estimator_lib.data.prepare.prepare` (in-process or on Apache Beam). The body is shipped to the worker as source, so its imports
-live inside it; the project image (or, locally, the calling environment) provides the packages.
+A thin adapter over `estimator_lib.data.prepare.prepare`, or `estimator_lib.data.beam.prepare_on_beam` with
+engine="beam" (the same output). Run again on the same files (same versions) and settings, it reuses its
+finished output (`components.records`).
 """
 
 from kfp.dsl import Dataset, Output
@@ -30,19 +31,24 @@ def prepare_data(
       options: other `PrepareConfig` fields ({"num_shards": 4, "bad_rows": "quarantine"}).
       dataset: output; the prepared directory (train/, eval/, schema.json, manifest.json).
       engine: "inprocess" (this machine's cores) or "beam" (Apache Beam: Dataflow on Vertex AI); the output is
-        the same.
+        the same, so a finished output is reused whichever engine made it.
       beam_options: with engine="beam", a `BeamConfig` ({"runner": "DataflowRunner", "region": ...}).
     """
-    from components import _io
+    from components import adapter, artifacts, records
     from estimator_lib.config.beam import BEAM, BeamConfig, check_engine
-    from estimator_lib.data import prepare
+    from estimator_lib.data import beam, prepare
 
     check_engine(engine)
-    config = _io.prepare_config(data, label, task, key_column, eval_fraction, options)
+    config = adapter.prepare_config(data, label, task, key_column, eval_fraction, options)
+    inputs = {"config": config.to_dict(), "files": records.file_versions(config.data)}
+    record = records.StageRecord("prepare", {"dataset": dataset}, inputs)
+    if record.restore():
+        return
+    record.begin()
     if engine == BEAM:
-        from estimator_lib.data import beam
-
-        result = beam.prepare_on_beam(config, dataset.uri, BeamConfig.from_dict(_io.typed(BeamConfig, beam_options)))
+        beam_config = BeamConfig.from_dict(adapter.typed(BeamConfig, beam_options))
+        result = beam.prepare_on_beam(config, dataset.uri, beam_config)
     else:
         result = prepare.prepare(config, dataset.uri)
-    _io.describe_dataset(dataset, result)
+    artifacts.describe_dataset(dataset, result)
+    record.finish()

@@ -1,8 +1,10 @@
-"""Train stage: a thin adapter over `estimator_lib.estimator.train` (TPUEstimator; Cloud TPU on Vertex AI).
+"""Train stage: a thin adapter over `estimator_lib.estimator.train_prepared` (TPUEstimator; Cloud TPU on Vertex AI).
 
 The model directory TPUEstimator writes checkpoints to is the Model artifact's `uri` (gs:// on Vertex AI:
 a TPU reads and writes Cloud Storage directly, never the /gcs/ FUSE view). A rerun resumes from the newest
-checkpoint there.
+checkpoint there: a local run resumed into its run folder trains on from the interrupted attempt's checkpoint
+(`components.records`), on the same batches an uninterrupted run would have seen
+(`estimator_lib.model.inputs.train_input_fn_builder`).
 """
 
 from kfp.dsl import Dataset, Input, Model, Output
@@ -14,7 +16,7 @@ def train_model(
     model_family: str,
     hidden_units: list,
     learning_rate: float,
-    train_steps: int,
+    max_epochs: int,
     train_batch_size: int,
     seed: int,
     tpu: dict,
@@ -27,7 +29,9 @@ def train_model(
     Args:
       dataset: the prepared dataset.
       job_config: a full `JobConfig` as JSON ({} for the defaults); the explicit parameters below win over it.
-      model_family, hidden_units, learning_rate, train_steps, train_batch_size, seed: hyperparameters.
+      model_family, hidden_units, learning_rate, max_epochs, train_batch_size, seed: hyperparameters, each
+        setting the `JobConfig` field `estimator_lib.config.HYPERPARAMETERS` names (a fixed step budget,
+        `training.train_steps`, travels in job_config).
       tpu: where this stage runs: {"use_tpu": True, "tpu_name": "local", "num_cores": 8} on a Cloud TPU VM,
         {"use_tpu": False} on CPU.
       warm_start: "none", "latest" (the last model published under `publish_root`; none yet means a cold
@@ -35,23 +39,29 @@ def train_model(
       publish_root: where blessed models are published.
       model: output; the checkpoint directory, with job_config.json beside the checkpoints.
     """
-    from components import _io
+    from components import adapter, artifacts, records
     from estimator_lib import estimator, release
     from estimator_lib.data import prepare
 
     prepared = prepare.load_prepared(dataset.uri)
     source = release.resolve_model(warm_start, publish_root)
     hyperparameters = {
-        "model.family": model_family,
-        "model.hidden_units": hidden_units,
-        "training.optimizer.learning_rate": learning_rate,
-        "training.train_steps": train_steps,
-        "training.train_batch_size": train_batch_size,
-        "training.seed": seed,
+        "model_family": model_family,
+        "hidden_units": hidden_units,
+        "learning_rate": learning_rate,
+        "max_epochs": max_epochs,
+        "train_batch_size": train_batch_size,
+        "seed": seed,
     }
-    if source is not None:
-        hyperparameters["training.warm_start_from"] = source
-    job = _io.training_job(job_config, hyperparameters, tpu)
-    _io.write_job_config(model.uri, job)
-    result = estimator.train(job, prepared.schema, prepared.files("train"), model.uri)
-    _io.describe_model(model, result, job, source)
+    job = adapter.training_job(job_config, hyperparameters, tpu, warm_start_from=source)
+    record = records.StageRecord(
+        "train", {"model": model}, {"dataset": records.fingerprint_of(dataset), "job": job.to_dict()}
+    )
+    if record.restore():
+        return
+    record.begin()  # keeps the checkpoints of an interrupted attempt on the same inputs: training continues
+    adapter.write_job_config(model.uri, job)
+    result = estimator.train_prepared(job, prepared, model.uri)
+    adapter.copy_summaries_to_tensorboard(model.uri, "train")
+    artifacts.describe_model(model, result, job, source)
+    record.finish()

@@ -1,5 +1,5 @@
 """The only module that builds `RunConfig`, `TPUConfig` and `TPUEstimator`; `train` (with early stopping on
-the validation split) and `evaluate`.
+the validation split; `train_prepared` on a prepared dataset) and `evaluate`.
 
 `tf.estimator` ends with TensorFlow 2.15: keeping its construction here keeps a later move to
 `tf.distribute` small. Everything is passed in as arguments; nothing here reads flags or the environment.
@@ -18,6 +18,8 @@ from tensorflow_estimator.python.estimator.tpu.tpu_estimator import ExportSavedM
 
 from estimator_lib import storage, strict
 from estimator_lib.config import JobConfig
+from estimator_lib.data.common import TRAIN, VALID
+from estimator_lib.data.prepare import PrepareResult
 from estimator_lib.model import checkpoints, inputs, metrics
 from estimator_lib.model.inputs import Patterns
 from estimator_lib.model.model_fn import build_model_fn
@@ -160,14 +162,12 @@ def train(
         count of 0, trains without early stopping.
     """
     count = inputs.count_records(train_files) if num_train_examples is None else num_train_examples
+    # The model_fn's learning-rate schedule spans the budget, so the job carries it from here on.
     job = dataclasses.replace(job, training=dataclasses.replace(job.training, train_steps=job.training.budget(count)))
     input_fn = inputs.train_input_fn_builder(
         train_files, schema, job.training.seed, job.training.shuffle_buffer_size, model_dir=model_dir
     )
-    valid_fn = None
-    if valid_files is not None and num_valid_examples != 0:
-        valid_fn = inputs.eval_input_fn_builder(valid_files, schema, num_valid_examples)
-        valid_fn = valid_fn if valid_fn.num_examples else None  # type: ignore[attr-defined]
+    valid_fn = _validation_input_fn(valid_files, schema, num_valid_examples)
     if job.tpu.strict:  # every mode: a model that cannot predict on a TPU should not be trained for one
         strict.check_model(job, schema, build_model_fn(schema, job), train_input_fn=input_fn, eval_input_fn=valid_fn)
     if valid_fn is None:
@@ -183,6 +183,28 @@ def train(
         job.training.train_steps,
         history,
     )
+
+
+def train_prepared(job: JobConfig, prepared: PrepareResult, model_dir: str) -> TrainResult:
+    """`train` on a prepared dataset: its train split, with its validation split (when it has rows) judging the
+    rounds; the row counts come from the manifest. What the train stage calls."""
+    return train(
+        job,
+        prepared.schema,
+        prepared.files(TRAIN),
+        model_dir,
+        num_train_examples=prepared.counts[TRAIN],
+        valid_files=prepared.files(VALID),
+        num_valid_examples=prepared.counts.get(VALID, 0),
+    )
+
+
+def _validation_input_fn(files: Optional[Patterns], schema: Schema, count: Optional[int]):
+    """The padded eval input_fn over the validation rows, or None when there are none."""
+    if files is None or count == 0:
+        return None
+    input_fn = inputs.eval_input_fn_builder(files, schema, count)
+    return input_fn if input_fn.num_examples else None  # type: ignore[attr-defined]
 
 
 def _train_to(job: JobConfig, schema: Schema, model_dir: str, input_fn: inputs.InputFn, step: int) -> None:

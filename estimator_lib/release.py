@@ -13,8 +13,11 @@ a mix. The pointer moves by compare-and-swap (`storage.replace_if_unchanged`: an
 on Cloud Storage, a lock and an atomic rename locally): a run whose view of LATEST is stale fails with
 `PublishConflictError` instead of overwriting another run's publish, and its own version is removed.
 
-`resolve_model` turns what users pass as a baseline or warm-start source ("none", "latest", a publish root or a
-SavedModel directory) into a SavedModel directory. Nothing here reads flags or the environment.
+`export_verified` and `release` are the pipeline's export and release stages: exporting never publishes; the
+release stage, last in the pipeline, publishes a blessed model against the LATEST its evaluation saw
+(`latest_version`). `resolve_model` turns what users pass as a baseline or warm-start source ("none",
+"latest", a publish root or a SavedModel directory) into a SavedModel directory. Nothing here reads flags or
+the environment.
 """
 
 from __future__ import annotations
@@ -26,8 +29,9 @@ import json
 import os
 from typing import Any, Dict, Iterable, Mapping, Optional
 
-from estimator_lib import storage
+from estimator_lib import storage, strict
 from estimator_lib.config import JobConfig
+from estimator_lib.config.run import LATEST_MODEL, NO_MODEL
 from estimator_lib.evaluation import Blessing
 from estimator_lib.export import ExportResult, export_model
 from estimator_lib.schema import Schema
@@ -35,8 +39,6 @@ from estimator_lib.schema import Schema
 POINTER = "LATEST"
 VERSIONS = "versions"
 RECORD = "publish.json"
-NO_MODEL = "none"
-LATEST = "latest"
 
 
 class PublishConflictError(RuntimeError):
@@ -219,7 +221,7 @@ def resolve_model(spec: str, publish_root: str) -> Optional[str]:
     spec = spec.strip()
     if spec in ("", NO_MODEL):
         return None
-    if spec == LATEST:
+    if spec == LATEST_MODEL:
         if not publish_root:
             raise ValueError("'latest' needs the publish root (publish_root) to look under; set it or give a URI")
         model = latest(publish_root)
@@ -235,12 +237,47 @@ def resolve_model(spec: str, publish_root: str) -> Optional[str]:
     )
 
 
-# -- the export stage ----------------------------------------------------------------------------------------
+def latest_version(root: str) -> str:
+    """The version ROOT/LATEST names now, or "none" when nothing is published there: what a verdict is decided
+    against, passed back to `publish_model(based_on=...)` when the verdict is acted on."""
+    model = latest(root)
+    return model.version if model else NO_MODEL
+
+
+# -- the export and release stages ---------------------------------------------------------------------------
+def export_verified(
+    job: "JobConfig",
+    schema: "Schema",
+    model_dir: str,
+    export_base: str,
+    verify_files: Optional[str] = None,
+) -> ExportResult:
+    """The export stage: exports the model to `export_base` and verifies the export; never publishes.
+
+    `export_model` checks that both meta graphs load and that the fresh CPU graph predicts what the estimator
+    predicts for the first rows of `verify_files`; in TPU-strict mode (`job.tpu.strict`) the `serve,tpu` graph
+    must also run the model through `TPUPartitionedCall` (`strict.check_export`).
+
+    Args:
+      job, schema, model_dir: the trained model (see `estimator_lib.export.export_model`).
+      export_base: where the pipeline run keeps its export.
+      verify_files: prepared TFRecords whose first rows verify the export.
+    """
+    export = export_model(job, schema, model_dir, export_base, verify_rows=verify_files)
+    if job.tpu.strict:
+        strict.check_export(export.export_dir)
+    return export
+
+
 @dataclasses.dataclass(frozen=True)
 class Release:
-    """What the export stage did: the export, and the published version or why there is none."""
+    """What the release stage did: the published version, or why there is none.
 
-    export: "ExportResult"
+    Attributes:
+      published: the new version; None when the model was not blessed.
+      reason: one sentence for people: "published version ... at ..." or "not published: ...".
+    """
+
     published: Optional[PublishedModel]
     reason: str
 
@@ -251,47 +288,25 @@ def release(
     root: str,
     metadata: Optional[Mapping[str, Any]] = None,
     based_on: Optional[str] = None,
-) -> Optional[PublishedModel]:
-    """Publishes `export_dir` under `root` if `blessing` says so; records the verdict with the version.
-
-    `based_on` is the LATEST version the blessing was decided against (see `publish_model`).
-    Returns the new version, or None for an unblessed model (nothing is written then).
-    """
-    if not blessing.blessed:
-        return None
-    metadata = {"blessing": blessing.to_dict(), **dict(metadata or {})}
-    return publish_model(export_dir, root, metadata=metadata, based_on=based_on)
-
-
-def export_and_release(
-    job: "JobConfig",
-    schema: "Schema",
-    model_dir: str,
-    export_base: str,
-    blessing: "Blessing",
-    root: str,
-    verify_files: Optional[str] = None,
-    based_on: Optional[str] = None,
 ) -> Release:
-    """Exports the model (always, to `export_base`), then publishes it under `root` only if it was blessed.
+    """The release stage: publishes `export_dir` under `root` if `blessing` says so, recording the verdict
+    with the version. It runs last in the pipeline, so a run that failed anywhere publishes nothing.
 
     Args:
-      job, schema, model_dir: the trained model (see `estimator_lib.export.export_model`).
-      export_base: where the pipeline run keeps its export.
-      blessing: the evaluate stage's `Blessing`.
+      export_dir: the export stage's verified SavedModel.
+      blessing: the evaluate stage's verdict.
       root: the publish root.
-      verify_files: prepared TFRecords whose first rows verify the export (estimator vs fresh CPU graph).
-      based_on: the LATEST version the blessing was decided against (see `publish_model`).
+      metadata: more facts to record with the version (where the model and its export came from).
+      based_on: the LATEST version the blessing was decided against (`latest_version` when evaluating); a
+        publish in between makes this one fail (see `publish_model`).
+
+    Raises:
+      PublishConflictError: another run published after this one was evaluated; nothing is published.
     """
     if not root:
         raise ValueError("publish_root is empty; give the directory or gs:// prefix where blessed models go")
-    export = export_model(job, schema, model_dir, export_base, verify_rows=verify_files)
-    source = {
-        "model_dir": model_dir,
-        "export_dir": export.export_dir,
-        "global_step": export.metadata["global_step"],
-    }
-    published = release(export.export_dir, blessing, root, {"source": source}, based_on=based_on)
-    if published is None:
-        return Release(export, None, f"not published: {blessing.summary()}")
-    return Release(export, published, f"published version {published.version} at {published.uri}")
+    if not blessing.blessed:
+        return Release(None, f"not published: {blessing.summary()}")
+    metadata = {"blessing": blessing.to_dict(), **dict(metadata or {})}
+    model = publish_model(export_dir, root, metadata=metadata, based_on=based_on)
+    return Release(model, f"published version {model.version} at {model.uri}")

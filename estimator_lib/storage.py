@@ -29,7 +29,7 @@ import shutil
 import socket
 import tempfile
 import uuid
-from typing import IO, Callable, Dict, List, Optional, Tuple, TypeVar
+from typing import IO, Callable, Dict, Iterator, List, Optional, Tuple, TypeVar
 
 COMMIT_MARKER = "_COMMITTED"
 T = TypeVar("T")
@@ -79,6 +79,23 @@ def _retry():
     return DEFAULT_RETRY.with_deadline(300.0)
 
 
+@contextlib.contextmanager
+def _named_errors(uri: str) -> Iterator[None]:
+    """Permanent Cloud Storage errors (no retry helps) as errors that name the bucket and object."""
+    from google.api_core import exceptions as api
+
+    bucket, name = split_gcs(uri)
+    try:
+        yield
+    except (api.Forbidden, api.Unauthorized) as e:
+        raise PermissionError(
+            f"{uri}: access denied ({e.code}) to object {name!r} of bucket {bucket!r}; give the account this runs "
+            f"as access to the bucket (e.g. roles/storage.objectAdmin on gs://{bucket})"
+        ) from None
+    except api.NotFound:
+        raise FileNotFoundError(f"{uri} does not exist (bucket {bucket!r}, object {name!r})") from None
+
+
 def _blob(uri: str):
     bucket, name = split_gcs(uri)
     return _client().bucket(bucket).blob(name)
@@ -87,13 +104,15 @@ def _blob(uri: str):
 # -- reading -------------------------------------------------------------------------------------------------
 def exists(uri: str) -> bool:
     if is_gcs(uri):
-        return _blob(uri).exists(retry=_retry())
+        with _named_errors(uri):
+            return _blob(uri).exists(retry=_retry())
     return os.path.exists(uri)
 
 
 def read_bytes(uri: str) -> bytes:
     if is_gcs(uri):
-        return _blob(uri).download_as_bytes(retry=_retry())
+        with _named_errors(uri):
+            return _blob(uri).download_as_bytes(retry=_retry())
     with open(uri, "rb") as f:
         return f.read()
 
@@ -109,6 +128,19 @@ def open_read(uri: str) -> IO[bytes]:
     return open(uri, "rb")
 
 
+def file_version(uri: str) -> str:
+    """A token that changes whenever the file changes: "<bytes>-<mtime ns>" locally, "<bytes>-g<generation>"
+    for a Cloud Storage object. Cheap (no read of the content): a stage record compares it to tell whether an
+    input file is still the one a finished stage read."""
+    if is_gcs(uri):
+        with _named_errors(uri):
+            blob = _blob(uri)
+            blob.reload(retry=_retry())
+        return f"{blob.size}-g{blob.generation}"
+    stat = os.stat(uri)
+    return f"{stat.st_size}-{stat.st_mtime_ns}"
+
+
 def _has_magic(pattern: str) -> bool:
     return any(c in pattern for c in "*?[")
 
@@ -121,7 +153,8 @@ def glob(pattern: str) -> List[str]:
     if not _has_magic(name):
         return [pattern] if exists(pattern) else []
     prefix = name[: min(name.index(c) for c in "*?[" if c in name)]
-    blobs = _client().list_blobs(bucket, prefix=prefix, retry=_retry())
+    with _named_errors(pattern):
+        blobs = list(_client().list_blobs(bucket, prefix=prefix, retry=_retry()))
     return sorted(f"gs://{bucket}/{b.name}" for b in blobs if fnmatch.fnmatchcase(b.name, name))
 
 
@@ -129,7 +162,9 @@ def list_files(directory: str) -> List[str]:
     """Every file under `directory`, recursively, as full paths/URIs, sorted."""
     if is_gcs(directory):
         bucket, prefix = split_gcs(directory.rstrip("/") + "/")
-        return sorted(f"gs://{bucket}/{b.name}" for b in _client().list_blobs(bucket, prefix=prefix, retry=_retry()))
+        with _named_errors(directory):
+            blobs = list(_client().list_blobs(bucket, prefix=prefix, retry=_retry()))
+        return sorted(f"gs://{bucket}/{b.name}" for b in blobs)
     out = []
     for root, _, files in os.walk(directory):
         out.extend(os.path.join(root, f) for f in files)
@@ -140,7 +175,8 @@ def list_files(directory: str) -> List[str]:
 def write_bytes(uri: str, data: bytes) -> None:
     """Writes a whole file atomically (local: temp file + rename; gs://: one object upload)."""
     if is_gcs(uri):
-        _blob(uri).upload_from_string(data, retry=_retry())
+        with _named_errors(uri):
+            _blob(uri).upload_from_string(data, retry=_retry())
         return
     os.makedirs(os.path.dirname(os.path.abspath(uri)), exist_ok=True)
     tmp = f"{uri}.tmp-{uuid.uuid4().hex}"
@@ -158,7 +194,8 @@ def write_text(uri: str, text: str) -> None:
 def upload_file(local_path: str, uri: str) -> None:
     """Copies a local file to a local path or gs:// object."""
     if is_gcs(uri):
-        _blob(uri).upload_from_filename(local_path, retry=_retry())
+        with _named_errors(uri):
+            _blob(uri).upload_from_filename(local_path, retry=_retry())
         return
     os.makedirs(os.path.dirname(os.path.abspath(uri)), exist_ok=True)
     shutil.copyfile(local_path, uri)
@@ -166,7 +203,8 @@ def upload_file(local_path: str, uri: str) -> None:
 
 def download_file(uri: str, local_path: str) -> None:
     if is_gcs(uri):
-        _blob(uri).download_to_filename(local_path, retry=_retry())
+        with _named_errors(uri):
+            _blob(uri).download_to_filename(local_path, retry=_retry())
     else:
         shutil.copyfile(uri, local_path)
 
@@ -277,9 +315,10 @@ def _owner_is_gone(owner_path: str) -> bool:
     return _process_start(pid) != started
 
 
-def _remove_abandoned_staging(parent: str, name: str) -> None:
-    """Deletes `.staging-<name>-*` directories (and owner records) whose owner process is gone."""
-    prefix = f".staging-{name}-"
+def _remove_abandoned_staging(parent: str, name: str = "") -> None:
+    """Deletes `.staging-<name>-*` directories (every `.staging-*` one without a name) and their owner records
+    whose owner process is gone."""
+    prefix = f".staging-{name}-" if name else ".staging-"
     try:
         entries = os.listdir(parent)
     except OSError:
@@ -294,6 +333,14 @@ def _remove_abandoned_staging(parent: str, name: str) -> None:
             if not os.path.exists(staging):
                 with contextlib.suppress(FileNotFoundError):
                     os.remove(owner_path)
+
+
+def remove_abandoned_staging_under(root: str) -> None:
+    """Deletes the staging directories anywhere under the local directory `root` whose owner process is gone
+    (what killed runs left behind); those of running processes are kept."""
+    for parent, directories, _ in os.walk(root):
+        directories[:] = [d for d in directories if not d.startswith(".staging-")]  # never walk into one
+        _remove_abandoned_staging(parent)
 
 
 def local_staging_dir(destination: str, local_root: Optional[str] = None) -> str:

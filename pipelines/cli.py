@@ -1,8 +1,11 @@
 """`tpu-pipeline` (also `python -m pipelines`): run the pipeline locally, compile it, submit or schedule it.
 
 The only place that reads flags and environment variables. Each command resolves its flags into typed
-settings and hands them to one function: `local.run_local`, `pipeline.compile_pipeline`, `vertex.submit`,
-`vertex.schedule`.
+settings, checks what can be checked before anything starts (`checks`), and hands them to one function:
+`local.run_local`, `pipeline.compile_pipeline`, `vertex.submit`, `vertex.schedule`.
+
+Exit codes: 0 done; 1 a stage failed (run-local: its summary says which, and why); 2 a bad command line
+(checked before anything starts); 128 + the signal when interrupted (130 SIGINT, 143 SIGTERM, 129 SIGHUP).
 """
 
 from __future__ import annotations
@@ -10,14 +13,26 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import tempfile
 import warnings
-from typing import Any, Dict, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
-from estimator_lib.config import ConfigError
+from google.auth.credentials import AnonymousCredentials
+from google.auth.exceptions import DefaultCredentialsError
+from google.protobuf import json_format
+
+from estimator_lib import storage
+from estimator_lib.config import RUN_TASKS, ConfigError, RunConfig, resolve_configs
 from estimator_lib.config.beam import BEAM, DATAFLOW_RUNNER, ENGINES, BeamConfig
+from estimator_lib.config.registry import RegistryConfig
+from estimator_lib.config.run import PREPARED_SPLITS
+from pipelines import checks, local, runs, vertex
 from pipelines import tpu as tpu_presets
+from pipelines.image import check_image, default_image
+from pipelines.pipeline import PIPELINE_NAME, VertexSteps, compile_pipeline
 
 DEFAULT_OUTPUT = os.path.join("runs", "local")
 DEFAULT_TEMPLATE = "tpu_estimator_pipeline.yaml"
@@ -28,20 +43,29 @@ REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def _preset_help() -> str:
     rows = "\n".join(
-        f"  {name:<12} {machine:<18} {accel:<15} x{count:<3} {cores} cores"
-        for name, machine, accel, count, cores in tpu_presets.preset_table()
+        f"  {name:<12} {machine:<18} {accel:<15} x{count:<3} {f'{cores} cores':<9} {status}"
+        for name, machine, accel, count, cores, status in tpu_presets.preset_table()
     )
-    return f"TPU types (--tpu):\n{rows}"
+    return (
+        f"TPU types (--tpu):\n{rows}\n"
+        "experimental types need --experimental-tpu: TPUEstimator is not known to run on them (docs/vertex.md)"
+    )
 
 
 # -- arguments -----------------------------------------------------------------------------------------------
 def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    # Without --data and --label the run keeps RunConfig's (the embedded penguins); see resolve_settings.
+    defaults = RunConfig.parameter_defaults()
     group = parser.add_argument_group("pipeline parameters")
     group.add_argument("--data", help="CSV or JSON Lines file or glob, local or gs:// (default: embedded penguins)")
-    group.add_argument("--label", help="the label column (required with --data; default: species)")
-    group.add_argument("--task", choices=("auto", "classification", "regression"), default="auto")
-    group.add_argument("--key-column", default="", help="a column of unique row keys (default: derived)")
-    group.add_argument("--eval-fraction", type=float, default=0.2, help="share of rows for evaluation")
+    group.add_argument("--label", help=f"the label column (required with --data; default: {defaults['label']})")
+    group.add_argument("--task", choices=RUN_TASKS, default=defaults["task"])
+    group.add_argument(
+        "--key-column", default=defaults["key_column"], help="a column of unique row keys (default: derived)"
+    )
+    group.add_argument(
+        "--eval-fraction", type=float, default=defaults["eval_fraction"], help="share of rows for evaluation"
+    )
     group.add_argument("--config", help="JSON config file: JobConfig sections plus 'blessing' and 'prepare'")
     group.add_argument(
         "--set",
@@ -54,17 +78,17 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--baseline",
-        default="latest",
+        default=defaults["baseline"],
         help="model to compare with: none, latest (last published), a publish root or SavedModel dir",
     )
     group.add_argument(
         "--warm-start",
-        default="none",
+        default=defaults["warm_start"],
         help="initialise from: none, latest (last published), a publish root or SavedModel dir",
     )
     group.add_argument(
         "--predict-data",
-        default="eval",
+        default=defaults["predict_data"],
         help="rows to batch-predict: eval, train, test (prepared splits), a CSV/JSONL URI or glob (raw rows, "
         "label optional, scored through the prepared schema) or prepared TFRecords (.tfrecord, or a directory)",
     )
@@ -77,7 +101,7 @@ def _add_engine_arguments(parser: argparse.ArgumentParser, dataflow: bool) -> No
     group.add_argument(
         "--engine",
         choices=ENGINES,
-        default=ENGINES[0],
+        default=RunConfig.parameter_defaults()["engine"],
         help="who runs preparation and batch prediction: inprocess (this machine's cores) or beam (Apache Beam: "
         + ("Dataflow" if dataflow else "the DirectRunner")
         + "); the prepared data is byte-identical either way",
@@ -95,7 +119,9 @@ def _add_engine_arguments(parser: argparse.ArgumentParser, dataflow: bool) -> No
     group.add_argument("--dataflow-service-account", help="service account the Dataflow workers run as")
 
 
-def resolve_beam(args: argparse.Namespace, image: Optional[str] = None, vertex: Optional[Dict[str, str]] = None):
+def resolve_beam(
+    args: argparse.Namespace, image: str | None = None, vertex: dict[str, str] | None = None
+) -> BeamConfig | None:
     """The `BeamConfig` of the engine flags, or None for engine inprocess. With `image` (compile, submit,
     schedule) it is Dataflow with the component image as the workers' container; `vertex` supplies defaults
     (project, region, temp_location) from the Vertex AI flags."""
@@ -132,11 +158,49 @@ def _add_image_arguments(parser: argparse.ArgumentParser) -> None:
     where = group.add_mutually_exclusive_group()
     where.add_argument(
         "--tpu",
-        choices=sorted(tpu_presets.PRESETS),
         default=tpu_presets.DEFAULT_TPU,
-        help=f"Cloud TPU type for train, evaluate, batch predict (default {tpu_presets.DEFAULT_TPU})",
+        metavar="TYPE",
+        help=f"Cloud TPU type for train, evaluate, batch predict (default {tpu_presets.DEFAULT_TPU}; list below)",
     )
     where.add_argument("--cpu", action="store_true", help="compile without TPUs (every stage on CPU)")
+    group.add_argument(
+        "--experimental-tpu",
+        action="store_true",
+        help="allow TPU types TensorFlow 2.15's TPUEstimator is not known to run on (v5e: PJRT runtime)",
+    )
+    group.add_argument("--tpu-topology", metavar="AxB", help="TPU slice topology (v5e; default: the type's own)")
+    capacity = parser.add_argument_group("TPU capacity")
+    capacity.add_argument(
+        "--spot", action="store_true", help="run the TPU jobs on Spot VMs: cheaper, preemptible at any time"
+    )
+    capacity.add_argument(
+        "--reservation",
+        metavar="NAME",
+        help="consume this Compute Engine reservation: projects/PROJECT/zones/ZONE/reservations/NAME",
+    )
+
+
+def _add_tracking_arguments(parser: argparse.ArgumentParser, log_root_help: str) -> None:
+    group = parser.add_argument_group("Vertex AI tracking: TensorBoard, Experiments, Model Registry")
+    group.add_argument(
+        "--tensorboard",
+        metavar="RESOURCE",
+        help="Vertex AI TensorBoard the TPU jobs upload their logs to: projects/P/locations/REGION/tensorboards/ID",
+    )
+    group.add_argument("--tensorboard-logs", metavar="GS_PREFIX", help=log_root_help)
+    group.add_argument(
+        "--experiment", help="Vertex AI Experiment every run joins (created the first time; scheduled runs too)"
+    )
+    group.add_argument(
+        "--model-registry",
+        metavar="DISPLAY_NAME",
+        help="register each blessed, published model as a new default version of this Model Registry model",
+    )
+    group.add_argument(
+        "--serving-image",
+        default="",
+        help="prediction container of registered versions (default: Vertex AI's TensorFlow 2.15 CPU image)",
+    )
 
 
 def _add_vertex_arguments(parser: argparse.ArgumentParser) -> None:
@@ -164,7 +228,7 @@ def _add_vertex_arguments(parser: argparse.ArgumentParser) -> None:
         default=False,
         help="reuse outputs of identical earlier tasks (default off)",
     )
-    group.add_argument("--display-name", default="tpu-estimator-pipeline")
+    group.add_argument("--display-name", default=PIPELINE_NAME)
     group.add_argument("--template", help="a compiled pipeline YAML to run (default: compile one now)")
     group.add_argument("--dry-run", action="store_true", help="print the request as JSON and send nothing")
 
@@ -179,8 +243,11 @@ def build_parser() -> argparse.ArgumentParser:
     run_local = commands.add_parser(
         "run-local",
         help="run the whole pipeline on this machine's CPU (KFP local runner)",
-        description="Runs the pipeline on CPU with the KFP local runner and writes OUTPUT/summary.json. "
-        "With no arguments it trains on the embedded Palmer Penguins data.",
+        description="Runs the pipeline on CPU with the KFP local runner, in a folder of its own "
+        "(OUTPUT/runs/<id>/: artifacts, pipeline.log, summary.json; OUTPUT/summary.json names the last run). "
+        "With no arguments it trains on the embedded Palmer Penguins data. Exit codes: 0 done, 1 a stage failed, "
+        "2 a bad command line, 130/143 interrupted (SIGINT/SIGTERM); run the same command again to resume a failed "
+        "or interrupted run.",
     )
     _add_run_arguments(run_local)
     _add_engine_arguments(run_local, dataflow=False)
@@ -188,7 +255,16 @@ def build_parser() -> argparse.ArgumentParser:
     run_local.add_argument(
         "--verbose",
         action="store_true",
-        help="stream every stage's full log to the console (it always goes to OUTPUT/pipeline.log)",
+        help="stream every stage's full log to the console, and show a failed stage's traceback (both always go "
+        "to the run's pipeline.log)",
+    )
+    run_local.add_argument(
+        "--resume",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="resume the last run into OUTPUT (it failed or was interrupted; same arguments): finished stages are "
+        "reused and training continues from its checkpoint. Default: resume it when the arguments are the same; "
+        "--no-resume always starts a new run",
     )
 
     compile_ = commands.add_parser(
@@ -201,6 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     compile_.add_argument("--output", default=DEFAULT_TEMPLATE, help=f"YAML file (default {DEFAULT_TEMPLATE})")
     _add_image_arguments(compile_)
+    _add_tracking_arguments(compile_, "gs:// prefix for the TPU jobs' TensorBoard logs (required with --tensorboard)")
     _add_engine_arguments(compile_, dataflow=True)
 
     for name, text in (
@@ -216,6 +293,7 @@ def build_parser() -> argparse.ArgumentParser:
         )
         _add_run_arguments(sub)
         _add_image_arguments(sub)
+        _add_tracking_arguments(sub, "gs:// prefix for the TPU jobs' TensorBoard logs (default: --pipeline-root)")
         _add_vertex_arguments(sub)
         _add_engine_arguments(sub, dataflow=True)
         if name == "schedule":
@@ -230,17 +308,29 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # -- resolution ----------------------------------------------------------------------------------------------
-def resolve_settings(
-    args: argparse.Namespace, publish_root: str, fixed: Optional[Dict[str, Any]] = None, beam: Any = None
-):
-    """`RunSettings` from the pipeline-parameter flags; `fixed` job overrides are applied last; `beam` is the
-    engine's `BeamConfig` (`resolve_beam`)."""
-    from pipelines.params import RunSettings, read_config_file, resolve_configs
+def read_config_file(path: str | None) -> dict[str, Any]:
+    """The JSON object in `path` (local or gs://), or {} without a path."""
+    if not path:
+        return {}
+    try:
+        return json.loads(storage.read_text(path))
+    except FileNotFoundError:
+        raise ConfigError(f"--config {path}: no such file; give the path of a JSON config file") from None
+    except IsADirectoryError:
+        raise ConfigError(f"--config {path}: is a directory; give the path of a JSON config file") from None
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"--config {path}: not valid JSON ({e})") from e
 
+
+def resolve_settings(
+    args: argparse.Namespace, publish_root: str, fixed: dict[str, Any] | None = None, beam: BeamConfig | None = None
+) -> RunConfig:
+    """The `RunConfig` of the pipeline-parameter flags; `fixed` job overrides are applied last; `beam` is the
+    engine's `BeamConfig` (`resolve_beam`)."""
     if args.data and not args.label:
         raise ValueError("--label is required with --data: name the column to predict")
     configs = resolve_configs(read_config_file(args.config), args.overrides)
-    explicit: Dict[str, Any] = {
+    explicit: dict[str, Any] = {
         "publish_root": args.publish_root or publish_root,
         "task": args.task,
         "key_column": args.key_column,
@@ -252,18 +342,20 @@ def resolve_settings(
         "warm_start": args.warm_start,
         "predict_data": args.predict_data,
         "engine": args.engine,
-        "beam_options": beam.to_dict() if beam is not None else {},
+        "beam": beam or BeamConfig(),
     }
     if args.data:
         explicit["data"] = args.data
     if args.label:
         explicit["label"] = args.label
-    return RunSettings(**explicit)
+    settings = RunConfig(**explicit)
+    if not getattr(args, "cpu", True):  # submit and schedule for a TPU: the preset's cores
+        preset = tpu_presets.preset(args.tpu, experimental=args.experimental_tpu)
+        checks.tpu_target(settings.job, preset.tpu_settings()["num_cores"], f"--tpu {preset.name}")
+    return settings
 
 
 def resolve_image(args: argparse.Namespace) -> str:
-    from pipelines.image import check_image, default_image
-
     if args.image:
         return check_image(args.image)
     image = default_image(args.image_repo, REPO_DIR)
@@ -276,28 +368,126 @@ def resolve_image(args: argparse.Namespace) -> str:
     return image
 
 
-def resolve_preset(args: argparse.Namespace):
-    return None if args.cpu else tpu_presets.preset(args.tpu)
+# Flags that change the compiled pipeline: `--template` (already compiled) cannot take them.
+COMPILED_FLAGS = {
+    "--experimental-tpu": "experimental_tpu",
+    "--tpu-topology": "tpu_topology",
+    "--spot": "spot",
+    "--reservation": "reservation",
+    "--tensorboard": "tensorboard",
+    "--experiment": "experiment",
+    "--model-registry": "model_registry",
+}
+
+
+def resolve_target(args: argparse.Namespace, log_root: str | None = None) -> tpu_presets.TPUTarget | None:
+    """Where the TPU stages run (None: every stage on CPU), with their capacity and TensorBoard settings."""
+    if args.cpu:
+        given = [flag for flag in ("--tpu-topology", "--spot", "--reservation", "--tensorboard") if _flag(args, flag)]
+        if given:
+            raise ValueError(
+                f"{given[0]} applies to the TPU custom jobs, and with --cpu no stage runs as one: "
+                f"drop --cpu or {given[0]}"
+            )
+        return None
+    return tpu_presets.TPUTarget(
+        tpu_presets.preset(args.tpu, experimental=args.experimental_tpu),
+        spot=args.spot,
+        reservation=args.reservation,
+        topology=args.tpu_topology,
+        tensorboard=args.tensorboard,
+        log_root=args.tensorboard_logs or log_root,
+    )
+
+
+def resolve_steps(args: argparse.Namespace) -> VertexSteps:
+    """The Vertex AI steps the flags ask for: joining an Experiment, registering blessed models."""
+    if args.serving_image and not args.model_registry:
+        raise ValueError("--serving-image is the registered versions' container: give --model-registry too")
+    registry = None
+    if args.model_registry is not None:
+        registry = RegistryConfig(display_name=args.model_registry, serving_image=args.serving_image)
+    return VertexSteps(
+        experiment=vertex.check_experiment(args.experiment) if args.experiment is not None else None,
+        registry=registry,
+    )
+
+
+def _flag(args: argparse.Namespace, flag: str) -> Any:
+    return getattr(args, COMPILED_FLAGS[flag])
+
+
+def describe_compiled(tpu: tpu_presets.TPUTarget | None, steps: VertexSteps) -> dict[str, Any]:
+    """What the compiled pipeline fixes: the TPU custom jobs' machine, capacity and TensorBoard, the Vertex AI
+    steps. Shown by --dry-run beside the PipelineJob request (whose pipeline spec is left out: it is long)."""
+    described: dict[str, Any] = {
+        "experiment": steps.experiment,
+        "modelRegistry": steps.registry.to_dict() if steps.registry else None,
+        "tpuJobs": None,
+    }
+    if tpu is not None:
+        described["tpuJobs"] = {
+            "tpu": tpu.preset.name,
+            "machineSpec": tpu.machine_spec(),
+            "scheduling": {"strategy": tpu_presets.SPOT if tpu.spot else tpu_presets.STANDARD},
+            "env": dict(tpu.preset.env),
+            "tensorboard": tpu.tensorboard,
+            "baseOutputDirectory": tpu.base_output_directory("STAGE", "PIPELINE_JOB_UUID"),
+        }
+    return described
 
 
 # -- commands ------------------------------------------------------------------------------------------------
+def _local_path(uri: str) -> str:
+    """A local path made absolute (a trailing "/" kept: it says "directory"); URIs and embedded data as they are."""
+    if not uri or "://" in uri or uri.startswith("embedded:"):
+        return uri
+    return os.path.abspath(uri) + ("/" if uri.endswith("/") else "")
+
+
 def cmd_run_local(args: argparse.Namespace) -> int:
-    from pipelines import local
+    output = checks.output_directory(args.output)
+    if args.data:
+        args.data = _local_path(args.data)
+    if args.predict_data not in PREPARED_SPLITS:
+        args.predict_data = _local_path(args.predict_data)
+    settings = resolve_settings(
+        args, os.path.join(output, local.PUBLISH_DIR), fixed=local.local_job_settings(), beam=resolve_beam(args)
+    )
+    checks.local_run(settings)
+    outcome = local.run_local(settings, output, verbose=args.verbose, resume=args.resume)
+    summary = outcome.summary
+    if summary["status"] == runs.OK:
+        print(format_summary(summary, os.path.join(output, runs.SUMMARY_FILE)))
+        return outcome.exit_code
+    print(format_failure(summary, args.verbose), file=sys.stderr)
+    return outcome.exit_code
 
-    if args.data and "://" not in args.data and not args.data.startswith("embedded:"):
-        args.data = os.path.abspath(args.data)
-    publish_root = os.path.join(os.path.abspath(args.output), local.PUBLISH_DIR)
-    settings = resolve_settings(args, publish_root, fixed=local.local_job_settings(), beam=resolve_beam(args))
-    summary = local.run_local(settings, args.output, verbose=args.verbose)
-    print(format_summary(summary, os.path.join(os.path.abspath(args.output), local.SUMMARY_FILE)))
-    return 0
+
+def format_failure(summary: dict[str, Any], verbose: bool) -> str:
+    """A failed or interrupted run: the error's first line first, then where the full log is and what to do."""
+    run = summary["run"]
+    if summary["status"] == runs.INTERRUPTED:
+        lines = [f"tpu-pipeline run-local: {summary['error']} during {summary['stage'] or 'start-up'}"]
+    else:
+        lines = [f"tpu-pipeline run-local: error: {summary['stage']}: {summary['error']}"]
+        if verbose:
+            lines += [local.failure_excerpt(run["log"])]
+    lines += [
+        f"full log: {run['log']}",
+        f"run {run['id']} is recorded as {summary['status']}; run the same command again to resume it (finished "
+        "stages are reused, training continues from its last checkpoint)",
+    ]
+    return "\n".join(lines)
 
 
-def format_summary(summary: Dict[str, Any], path: str) -> str:
+def format_summary(summary: dict[str, Any], path: str) -> str:
     metrics = summary["metrics"]
     shown = [k for k in ("accuracy", "auc_roc", "macro_auc_roc", "rmse", "mae", "mean_loss") if k in metrics]
+    run = summary["run"]
     lines = [
-        "pipeline finished",
+        f"pipeline finished: run {run['id']}" + (f" (attempt {run['attempts']})" if run["attempts"] > 1 else ""),
+        *format_data(summary["data"]),
         "  metrics (eval): " + ", ".join(f"{k}={metrics[k]:.4f}" for k in shown),
         f"  blessed: {summary['blessed']} ({summary['blessing']['summary']})",
         f"  predictions: {summary['predictions']['count']} rows in {summary['predictions']['uri']}",
@@ -308,27 +498,49 @@ def format_summary(summary: Dict[str, Any], path: str) -> str:
     return "\n".join(lines)
 
 
-def cmd_compile(args: argparse.Namespace) -> int:
-    from pipelines.pipeline import compile_pipeline
+def format_data(data: dict[str, Any]) -> list[str]:
+    """The data lines: rows per split, and what a user should look at (quarantined rows, empty columns)."""
+    counts = ", ".join(f"{split} {data['counts'][split]}" for split in PREPARED_SPLITS if data["counts"].get(split))
+    lines = [f"  data: {data['rows']} rows ({counts})"]
+    if data["quarantined"]:
+        lines.append(f"  quarantined: {data['quarantined']} bad rows set aside in {data['quarantine_uri']}")
+    for split, columns in data["columns_all_missing"].items():
+        lines.append(f"  no value in any {split} row: {', '.join(columns)}")
+    return lines
 
-    preset = resolve_preset(args)
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    tpu = resolve_target(args)
+    steps = resolve_steps(args)
     image = resolve_image(args)
     beam = resolve_beam(args, image)
-    compile_pipeline(args.output, image, preset, beam)
-    where = (
-        f"TPU {preset.name} ({preset.machine_type}, {preset.accelerator_type} x{preset.accelerator_count})"
-        if preset
-        else "CPU"
-    )
+    compile_pipeline(args.output, image, tpu, steps, beam)
     engine = f"; prepare and batch predict on Dataflow ({beam.region})" if beam else ""
-    print(f"compiled {args.output}: image {image}; train/evaluate/batch predict on {where}{engine}")
+    print(f"compiled {args.output}: image {image}; {_where(tpu, beam is not None)}{engine}")
+    if steps.experiment:
+        print(f"  every run joins the Vertex AI Experiment {steps.experiment!r}")
+    if steps.registry:
+        print(f"  blessed models become versions of the registry model {steps.registry.display_name!r}")
     return 0
 
 
-def _vertex_job(args: argparse.Namespace, template_dir: str, credentials: Any = None):
-    from pipelines import vertex
-    from pipelines.pipeline import compile_pipeline
+def _where(tpu: tpu_presets.TPUTarget | None, beam: bool = False) -> str:
+    stages = "train/evaluate" if beam else "train/evaluate/batch predict"
+    if tpu is None:
+        return f"{stages} on CPU"
+    p = tpu.preset
+    text = f"{stages} on TPU {p.name} ({p.machine_type}, {p.accelerator_type} x{p.accelerator_count}"
+    text += f", topology {tpu.topology})" if tpu.topology else ")"
+    if tpu.spot:
+        text += " on Spot VMs"
+    if tpu.reservation:
+        text += f" from reservation {tpu.reservation}"
+    if tpu.tensorboard:
+        text += f"; logs to TensorBoard {tpu.tensorboard}"
+    return text
 
+
+def _vertex_job(args: argparse.Namespace, template_dir: str, credentials: Any = None):
     target = vertex.VertexTarget(
         project=args.project or "",
         location=args.region,
@@ -340,38 +552,52 @@ def _vertex_job(args: argparse.Namespace, template_dir: str, credentials: Any = 
         enable_caching=args.caching,
     )
     if args.dry_run and credentials is None:  # nothing is sent: no need for real credentials
-        from google.auth.credentials import AnonymousCredentials
-
         credentials = AnonymousCredentials()
-    image = resolve_image(args)
-    defaults = {
+    image = resolve_image(args) if args.engine == BEAM or not args.template else ""
+    beam = resolve_beam(args, image, _dataflow_defaults(args))
+    settings = resolve_settings(args, publish_root=args.pipeline_root.rstrip("/") + "/published", beam=beam)
+    template = args.template
+    compiled: dict[str, Any] = {"template": template}
+    if template:
+        given = [flag for flag in COMPILED_FLAGS if _flag(args, flag)]
+        if given:
+            raise ValueError(
+                f"{given[0]} is applied when the pipeline is compiled, and --template {template} is compiled "
+                f"already: drop --template (submit and schedule compile), or compile the template with {given[0]}"
+            )
+    else:
+        tpu = resolve_target(args, log_root=args.pipeline_root)
+        if tpu is not None and tpu.tensorboard:
+            vertex.check_tensorboard(tpu.tensorboard, target)
+        steps = resolve_steps(args)
+        template_path = os.path.join(template_dir, DEFAULT_TEMPLATE)
+        template = compile_pipeline(template_path, image, tpu, steps, beam)
+        compiled = describe_compiled(tpu, steps)
+    return vertex.build_job(template, target, settings.arguments(), credentials=credentials), target, compiled
+
+
+def _dataflow_defaults(args: argparse.Namespace) -> dict[str, str]:
+    """The Dataflow settings the Vertex AI flags imply: the same project and region, temporary files under
+    the pipeline root."""
+    return {
         "project": args.project,
         "region": args.region,
         "temp_location": args.pipeline_root.rstrip("/") + "/dataflow-tmp",
     }
-    beam = resolve_beam(args, image, defaults)
-    settings = resolve_settings(args, publish_root=args.pipeline_root.rstrip("/") + "/published", beam=beam)
-    template = args.template
-    if not template:
-        template = compile_pipeline(os.path.join(template_dir, DEFAULT_TEMPLATE), image, resolve_preset(args), beam)
-    return vertex.build_job(template, target, settings.arguments(), credentials=credentials), target
 
 
-def _print_request(job: Any, extra: Optional[Dict[str, Any]] = None) -> None:
-    from google.protobuf import json_format
-
+def _print_request(job: Any, extra: dict[str, Any] | None = None) -> None:
     request = json_format.MessageToDict(job._gca_resource._pb)  # the PipelineJob resource the SDK would create
     request.pop("pipelineSpec", None)
     print(json.dumps({**request, **(extra or {})}, indent=2, sort_keys=True))
 
 
 def cmd_submit(args: argparse.Namespace, credentials: Any = None) -> int:
-    from pipelines import vertex
-
     with tempfile.TemporaryDirectory() as template_dir:
-        job, target = _vertex_job(args, template_dir, credentials)
+        job, target, compiled = _vertex_job(args, template_dir, credentials)
         if args.dry_run:
-            _print_request(job, {"serviceAccount": target.service_account, "network": target.network})
+            extra = {"serviceAccount": target.service_account, "network": target.network, "compiled": compiled}
+            _print_request(job, extra)
             return 0
         vertex.submit(job, target)
     print(f"submitted {job.resource_name}")
@@ -379,13 +605,18 @@ def cmd_submit(args: argparse.Namespace, credentials: Any = None) -> int:
 
 
 def cmd_schedule(args: argparse.Namespace, credentials: Any = None) -> int:
-    from pipelines import vertex
-
     vertex.check_cron(args.cron)
     with tempfile.TemporaryDirectory() as template_dir:
-        job, target = _vertex_job(args, template_dir, credentials)
+        job, target, compiled = _vertex_job(args, template_dir, credentials)
         if args.dry_run:
-            _print_request(job, {"cron": args.cron, "scheduleName": args.schedule_name})
+            extra = {
+                "cron": args.cron,
+                "scheduleName": args.schedule_name,
+                "serviceAccount": target.service_account,
+                "network": target.network,
+                "compiled": compiled,
+            }
+            _print_request(job, extra)
             return 0
         created = vertex.schedule(
             job,
@@ -409,10 +640,8 @@ COMMANDS = {
 }
 
 
-def main(argv: Optional[Sequence[str]] = None, credentials: Any = None) -> int:
+def main(argv: Sequence[str] | None = None, credentials: Any = None) -> int:
     """Entry point. `credentials` (google-auth) is for callers that bring their own; the CLI uses ADC."""
-    from google.auth.exceptions import DefaultCredentialsError
-
     # google-api-core warns on every import about Python versions it will drop in 2027; not actionable here.
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"google\.")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before anything imports TensorFlow
@@ -422,6 +651,9 @@ def main(argv: Optional[Sequence[str]] = None, credentials: Any = None) -> int:
         if args.command in ("submit", "schedule"):
             return command(args, credentials)
         return command(args)
+    except KeyboardInterrupt:  # Ctrl-C before a run started (during one, run-local stops it and reports)
+        print(f"tpu-pipeline {args.command}: interrupted", file=sys.stderr)
+        return 128 + signal.SIGINT
     except (ValueError, FileNotFoundError) as e:
         print(f"tpu-pipeline {args.command}: error: {e}", file=sys.stderr)
         return 2
@@ -432,7 +664,7 @@ def main(argv: Optional[Sequence[str]] = None, credentials: Any = None) -> int:
             file=sys.stderr,
         )
         return 2
-    except RuntimeError as e:  # the KFP local runner: a stage failed; `e` holds its traceback and the log path
+    except RuntimeError as e:
         print(f"tpu-pipeline {args.command}: error: {e}", file=sys.stderr)
         return 1
 

@@ -1,60 +1,318 @@
-"""Runs the pipeline whole on this machine's CPU with the KFP local runner, and writes OUTPUT/summary.json.
+"""Runs the pipeline whole on this machine's CPU with the KFP local runner, one folder per run (`runs`).
 
-`kfp.local.SubprocessRunner(use_venv=False)` runs every component as a subprocess of this Python (the project
-is installed here), in the DAG's order; artifacts land under OUTPUT/pipeline-root/<pipeline>-<timestamp>/.
-The local runner cannot run `dsl.If`, so gating lives in the components: evaluate writes the verdict and
-export publishes only a blessed model (under OUTPUT/published by default).
+Two processes take part:
+  * the supervisor (`run_local`, in the CLI's process) takes the lock on OUTPUT, picks the run folder (a new one,
+    or the last run's when it failed or was interrupted and is run again with the same arguments), starts the
+    runner, stops it on SIGINT, SIGTERM or SIGHUP, and writes the run's final summary;
+  * the runner (`python -m pipelines.local RUN_FOLDER`) runs `kfp.local.SubprocessRunner(use_venv=False)`,
+    which starts every stage as a subprocess of its own. The runner leads a session of its own, so it and its
+    stages form one process group the supervisor stops as a whole: no stage outlives the command. The runner
+    also stops the worker processes a killed stage leaves behind (`stop_orphans`). Its TMPDIR is the run's tmp/
+    folder (KFP writes each stage's `ephemeral_component.py` under it), deleted when the run ends.
+
+A run resumed into its folder runs in the same artifact directories (`_fixed_run_directory`): each stage finds
+its stage record there and reuses finished outputs, and training continues from its checkpoint
+(`components.records`). The local runner cannot run `dsl.If`, so gating lives in the components: evaluate writes
+the verdict, and the release stage, last, publishes only a blessed model (under OUTPUT/published by default).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import dataclasses
+import functools
 import io
 import json
 import os
 import re
+import signal
+import subprocess
 import sys
+import threading
+import time
+import traceback
 import warnings
-from typing import IO, Any, Dict, Mapping
+from collections.abc import Mapping, Sequence
+from typing import IO, Any, Optional
 
+from kfp import local as kfp_local
+from kfp.local import executor_input_utils
+
+from components import Stages, build_stages
+from components.records import REUSED_MARKER
+from estimator_lib import storage
+from estimator_lib.config import RunConfig
+from pipelines import runs
 from pipelines.image import LOCAL_IMAGE
-from pipelines.params import RunSettings
 from pipelines.pipeline import build_pipeline
 
-SUMMARY_FILE = "summary.json"
-LOG_FILE = "pipeline.log"
-# The local runner's own status lines ("00:22:55.606 - INFO - Task 'train-model' finished ..."); the stages'
-# logs (TensorFlow's among them) are indented under them and go to the log file only.
-_STATUS_LINE = re.compile(
-    r"^\d\d:\d\d:\d\d\.\d{3} - (INFO|WARNING|ERROR|CRITICAL) - (Executing|Task|Pipeline)(?!.*outputs:$)"
-)
-PIPELINE_ROOT_DIR = "pipeline-root"
 PUBLISH_DIR = "published"
+EXIT_OK, EXIT_FAILED = 0, 1
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+GRACE_SECONDS = 2.0  # after SIGTERM, what the stages get before SIGKILL
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# The local runner's own status lines ("00:22:55.606 - INFO - Executing task 'train-model'"); the stages' logs are
+# indented under them and go to the log file only.
+_TASK_EVENT = re.compile(
+    r"^\d\d:\d\d:\d\d\.\d{3} - \w+ - (?:Executing task '(?P<started>[\w-]+)'|"
+    r"Task '(?P<ended>[\w-]+)' finished with status (?P<status>SUCCESS|FAILURE))"
+)
 
 
-def local_job_settings() -> Dict[str, Any]:
+def local_job_settings() -> dict[str, Any]:
     """What every local run fixes in the job config: CPU, with the TPU-strict checks on (they catch on CPU
     what a TPU would reject later)."""
     return {"tpu.use_tpu": False, "tpu.strict": True}
 
 
-class _ConsoleFilter(io.TextIOBase):
-    """A stdout stand-in: everything goes to the log file; the console gets the runner's status lines only
-    (or everything, when verbose)."""
+class ResumeError(ValueError):
+    """--resume names no run that can be resumed with these arguments."""
 
-    def __init__(self, log: IO[str], console: IO[str], verbose: bool):
-        self._log, self._console, self._verbose, self._pending = log, console, verbose, ""
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """How a run ended: its folder, its summary (as written to summary.json) and the exit code."""
+
+    folder: runs.RunFolder
+    summary: dict[str, Any]
+    exit_code: int
+
+
+# -- the supervisor ------------------------------------------------------------------------------------------
+def run_local(settings: RunConfig, output: str, verbose: bool = False, resume: Optional[bool] = None) -> Outcome:
+    """Runs the pipeline locally into OUTPUT/runs/<run id>/ and writes its summary (and OUTPUT/summary.json).
+
+    Args:
+      settings: the run's parameters.
+      output: the output directory (OUTPUT).
+      verbose: stream every stage's full log to the console (it always goes to the run's pipeline.log).
+      resume: True resumes the last run (it must have failed or been interrupted, with these arguments); False
+        starts a new run; None resumes the last run if it failed or was interrupted with these arguments.
+
+    Raises:
+      runs.OutputInUseError: another run holds OUTPUT.
+      ResumeError: resume=True and there is no such run.
+    """
+    output = os.path.abspath(output)
+    os.makedirs(output, exist_ok=True)
+    lock = runs.lock_output(output)
+    try:
+        runs.remove_leftovers(output)
+        folder, summary = choose_run(output, settings.arguments(), resume)
+        runs.record_holder(lock, folder.run_id)
+        return _supervise(folder, summary, verbose, lock)
+    finally:
+        os.close(lock)
+
+
+def _canonical(value: Any) -> Any:
+    return json.loads(json.dumps(value, sort_keys=True))
+
+
+def choose_run(output: str, arguments: Mapping[str, Any], resume: Optional[bool]) -> tuple[runs.RunFolder, dict]:
+    """The folder and starting summary of this run: the last run's (another attempt) or a new one."""
+    previous = runs.last_run(output)
+    record = previous.read_summary() if previous else None
+    # "running" in a folder whose lock is free (we hold it) means its processes were killed outright.
+    resumable = record is not None and record.get("status") in (runs.FAILED, runs.INTERRUPTED, runs.RUNNING)
+    # A run's summary keeps its arguments ("config") until it ends ok, when job_config becomes the resolved one.
+    differing = sorted(k for k, v in _canonical(arguments).items() if record and record["config"].get(k) != v)
+    if resume and not resumable:
+        status = f"; the last run, {previous.run_id}, ended {record.get('status')}" if previous and record else ""
+        raise ResumeError(f"--resume: {output} holds no failed or interrupted run to resume{status}")
+    if resume and differing:
+        raise ResumeError(
+            f"--resume: run {previous.run_id} was started with other values of {', '.join(differing)}; give the "
+            "same arguments to resume it, or leave out --resume to start a new run"
+        )
+    now = runs.utc_now()
+    if resume is False or not resumable or differing:
+        folder = runs.RunFolder.new(output)
+        run = {"id": folder.run_id, "dir": folder.path, "log": folder.log, "started": now, "attempts": 1}
+    else:
+        folder = previous
+        run = {**record["run"], "attempts": int(record["run"].get("attempts", 1)) + 1, "resumed": now}
+    return folder, {"status": runs.RUNNING, "stage": None, "error": None, "run": run, "config": dict(arguments)}
+
+
+def _supervise(folder: runs.RunFolder, summary: dict[str, Any], verbose: bool, lock: int) -> Outcome:
+    """Starts the runner in a session of its own, stops its process group on a signal, records how it ended."""
+    folder.create()
+    runs.publish_summary(folder, summary)
+    attempt = summary["run"]["attempts"]
+    resumed = f", attempt {attempt}: finished stages are reused" if attempt > 1 else ""
+    print(f"run {folder.run_id}{resumed}\nfull log: {folder.log}", flush=True)
+    command = [sys.executable, "-m", "pipelines.local", folder.path, *(["--verbose"] if verbose else [])]
+    env = {**os.environ, "TMPDIR": folder.tmp}
+    stopped: list[int] = []
+    with subprocess.Popen(command, start_new_session=True, env=env, pass_fds=(lock,)) as runner:
+
+        def stop(signum: int, frame: Any) -> None:
+            stopped.append(signum)
+            _signal_group(runner.pid, signal.SIGTERM)
+
+        previous = {s: signal.signal(s, stop) for s in STOP_SIGNALS}
+        try:
+            code = _wait(runner, stopped)
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+        if stopped or code < 0:  # stages of a runner that was killed are orphans in its group: stop them too
+            _signal_group(runner.pid, signal.SIGKILL)
+            _wait_group_gone(runner.pid)
+    return _finish(folder, code, stopped[0] if stopped else None)
+
+
+def _wait(runner: subprocess.Popen, stopped: Sequence[int]) -> int:
+    stop_time = None
+    while True:
+        try:
+            return runner.wait(timeout=0.2)
+        except subprocess.TimeoutExpired:
+            if stopped and stop_time is None:
+                stop_time = time.monotonic()
+            if stop_time is not None and time.monotonic() - stop_time > GRACE_SECONDS:
+                _signal_group(runner.pid, signal.SIGKILL)
+
+
+def _signal_group(pgid: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signum)
+
+
+def _process_table() -> dict[int, tuple[int, int]]:
+    """{pid: (parent pid, process group)} of every live (not zombie) process, from /proc."""
+    table = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="utf-8") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z":
+            table[int(entry)] = (int(fields[1]), int(fields[2]))
+    return table
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live (not zombie) processes of process group `pgid`."""
+    return sorted(pid for pid, (_, group) in _process_table().items() if group == pgid)
+
+
+def stop_orphans(pgid: int) -> list[int]:
+    """Kills the processes of group `pgid` whose parent is outside it (except the group's leader, the runner)
+    and returns them: worker processes of a stage that was killed (out of memory, SIGKILL). Reparented to init,
+    they would keep the stage's output pipe open, and the KFP local runner would wait for it forever. Every
+    other process of the group has its parent inside it (the runner, a stage)."""
+    table = _process_table()
+    orphans = [
+        pid
+        for pid, (parent, group) in table.items()
+        if group == pgid and pid != pgid and table.get(parent, (0, -1))[1] != pgid
+    ]
+    for pid in orphans:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    return orphans
+
+
+def _keep_stopping_orphans(interval: float = 1.0) -> None:
+    while True:
+        stop_orphans(os.getpgrp())
+        time.sleep(interval)
+
+
+def _wait_group_gone(pgid: int, timeout: float = 3.0) -> None:
+    deadline = time.monotonic() + timeout
+    while group_members(pgid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def _finish(folder: runs.RunFolder, code: int, signum: Optional[int]) -> Outcome:
+    summary = folder.read_summary()  # as the runner last wrote it
+    if signum is not None:
+        summary.update(status=runs.INTERRUPTED, error=f"interrupted by {signal.Signals(signum).name}")
+        exit_code = 128 + signum
+    elif summary["status"] == runs.RUNNING:  # the runner ended without recording how
+        summary.update(status=runs.FAILED, error=f"the local runner stopped unexpectedly (exit status {code})")
+        exit_code = EXIT_FAILED
+    else:
+        exit_code = EXIT_OK if summary["status"] == runs.OK else EXIT_FAILED
+    summary["run"]["ended"] = runs.utc_now()
+    runs.publish_summary(folder, summary)
+    folder.remove_tmp()
+    return Outcome(folder, summary, exit_code)
+
+
+# -- the runner ----------------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=None)
+def _task_stages() -> dict[str, str]:
+    """KFP task name -> the `Stages` field it runs: "train-model" -> "train"."""
+    stages = build_stages(LOCAL_IMAGE)
+    return {getattr(stages, f.name).name: f.name for f in dataclasses.fields(Stages)}
+
+
+def stage_of(task: str) -> str:
+    return _task_stages().get(task, task)
+
+
+class _Progress:
+    """Follows the runner's task events: records the running stage in the run's summary and prints one console
+    line per stage (started, done, reused)."""
+
+    def __init__(self, folder: runs.RunFolder, summary: dict[str, Any], console: IO[str]):
+        self.folder, self.summary, self.console = folder, summary, console
+        self.stage: Optional[str] = None
+        self.failed: Optional[str] = None
+        self.reused: list[str] = []
+        self._started = 0.0
+
+    def line(self, line: str) -> None:
+        if REUSED_MARKER in line and self.stage:
+            self.reused.append(self.stage)
+        event = _TASK_EVENT.match(line)
+        if not event:
+            return
+        if event["started"]:
+            self.stage, self._started = stage_of(event["started"]), time.monotonic()
+            self.summary["stage"] = self.stage
+            self.folder.write_summary(self.summary)
+            self._print(f"{self.stage}: running")
+        elif event["status"] == "SUCCESS":
+            stage = stage_of(event["ended"])
+            done = "reused (inputs unchanged)" if stage in self.reused else "done"
+            self._print(f"{stage}: {done} ({time.monotonic() - self._started:.1f} s)")
+        else:
+            self.failed = stage_of(event["ended"])
+
+    def _print(self, text: str) -> None:
+        self.console.write(f"[{time.strftime('%H:%M:%S')}] {text}\n")
+        self.console.flush()
+
+
+class _ConsoleFilter(io.TextIOBase):
+    """A stdout stand-in: everything, without ANSI colour codes, goes to the log; the console gets one line per
+    stage event (or everything, when verbose)."""
+
+    def __init__(self, log: IO[str], console: IO[str], verbose: bool, progress: Optional[_Progress] = None):
+        self._log, self._console, self._verbose, self._progress, self._pending = log, console, verbose, progress, ""
 
     def writable(self) -> bool:
         return True
 
     def write(self, text: str) -> int:
-        self._log.write(text)
-        self._pending += text
+        plain = _ANSI.sub("", text)
+        self._log.write(plain)
+        self._pending += plain
         *lines, self._pending = self._pending.split("\n")
         for line in lines:
-            if self._verbose or _STATUS_LINE.match(line):
+            if self._verbose:
                 self._console.write(line + "\n")
+            if self._progress is not None:
+                self._progress.line(line)
         return len(text)
 
     def flush(self) -> None:
@@ -62,55 +320,159 @@ class _ConsoleFilter(io.TextIOBase):
         self._console.flush()
 
 
-def run_pipeline(settings: RunSettings, output_dir: str, verbose: bool = False) -> Dict[str, Any]:
-    """Runs the pipeline with the KFP local runner; returns its outputs {name: artifact}.
+@contextlib.contextmanager
+def _fixed_run_directory(run_id: str):
+    """Makes the KFP local runner put the run's artifacts in <pipeline root>/<pipeline>-<run id>/ instead of a
+    directory named after the current time, so every attempt of a run works in the same task directories.
 
-    The stages' full logs go to OUTPUT/pipeline.log; the console shows one line per stage event.
+    KFP 2.13 names that directory with `executor_input_utils.get_local_pipeline_resource_name` and offers no
+    setting for it; tests/pipelines/test_local.py checks the name this gives.
     """
-    from kfp import local
-
-    pipeline_root = os.path.join(os.path.abspath(output_dir), PIPELINE_ROOT_DIR)
-    os.makedirs(pipeline_root, exist_ok=True)
-    log_path = os.path.join(os.path.abspath(output_dir), LOG_FILE)
-    print(f"running the pipeline locally; full log: {log_path}", flush=True)
+    original = executor_input_utils.get_local_pipeline_resource_name
+    executor_input_utils.get_local_pipeline_resource_name = lambda name: f"{name}-{run_id}"
     try:
-        with (
-            open(log_path, "w", encoding="utf-8") as log,
-            contextlib.redirect_stdout(_ConsoleFilter(log, sys.stdout, verbose)),
-        ):
-            local.init(
-                runner=local.SubprocessRunner(use_venv=False),
-                pipeline_root=pipeline_root,
-                raise_on_error=True,
-            )
-            with warnings.catch_warnings():
-                # The subprocess runner warns that our image name lacks "python": it never uses the image.
-                warnings.filterwarnings("ignore", message=".*non-Python base image.*", category=RuntimeWarning)
-                task = build_pipeline(LOCAL_IMAGE)(**settings.arguments())
-    except RuntimeError as e:  # a stage failed: show its error, not only "Inner task failed"
-        raise RuntimeError(f"{e}\n{failure_excerpt(log_path)}\nfull log: {log_path}") from e
+        yield
+    finally:
+        executor_input_utils.get_local_pipeline_resource_name = original
+
+
+def run_pipeline(arguments: Mapping[str, Any], folder: runs.RunFolder, progress: _Progress, verbose: bool) -> dict:
+    """Runs the pipeline with the KFP local runner in this process; returns its outputs {name: artifact}.
+
+    Raises:
+      RuntimeError: a stage failed (the local runner's error; the stage's own is in the log).
+    """
+    with (
+        open(folder.log, "a", encoding="utf-8") as log,
+        contextlib.redirect_stdout(_ConsoleFilter(log, sys.stdout, verbose, progress)) as stream,
+        contextlib.redirect_stderr(stream),
+    ):
+        attempt = progress.summary["run"]["attempts"]
+        print(f"==== run {folder.run_id}, attempt {attempt}, started {runs.utc_now()} ====", file=log, flush=True)
+        kfp_local.init(
+            runner=kfp_local.SubprocessRunner(use_venv=False),
+            pipeline_root=folder.pipeline_root,
+            raise_on_error=True,
+        )
+        with warnings.catch_warnings(), _fixed_run_directory(folder.run_id):
+            # The subprocess runner warns that our image name lacks "python": it never uses the image.
+            warnings.filterwarnings("ignore", message=".*non-Python base image.*", category=RuntimeWarning)
+            task = build_pipeline(LOCAL_IMAGE)(**arguments)
     return dict(task.outputs)
 
 
-def failure_excerpt(log_path: str, max_lines: int = 40) -> str:
-    """The last Python traceback in the log (a failed stage's error), dedented; the log's tail without one."""
+def _die_with_parent() -> None:
+    """Asks Linux to send this process SIGTERM when the supervisor dies (even by SIGKILL), so the stages are
+    stopped with it (see `_stop_own_group`)."""
+    with contextlib.suppress(OSError, AttributeError):
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+def _stop_own_group(signum: int, frame: Any) -> None:
+    """The runner leads its process group: a stop signal goes on to every stage, then ends the runner."""
+    signal.signal(signum, signal.SIG_DFL)
+    os.killpg(0, signum)
+
+
+def runner_main(argv: Sequence[str]) -> int:
+    """`python -m pipelines.local RUN_FOLDER [--verbose]`: runs the pipeline of the run whose summary (with its
+    arguments) the supervisor wrote, and records how it ended."""
+    _die_with_parent()
+    for s in STOP_SIGNALS:
+        signal.signal(s, _stop_own_group)
+    threading.Thread(target=_keep_stopping_orphans, name="stop-orphans", daemon=True).start()
+    path = os.path.abspath(argv[0])
+    folder = runs.RunFolder(os.path.dirname(os.path.dirname(path)), os.path.basename(path))
+    summary = folder.read_summary()
+    progress = _Progress(folder, summary, sys.stdout)
+    try:
+        outputs = run_pipeline(summary["config"], folder, progress, "--verbose" in argv)
+        summary.update(summarize(outputs, summary["config"]), status=runs.OK, stage=None, error=None)
+    except Exception as e:  # noqa: BLE001 - whatever failed is recorded
+        stage = progress.failed or progress.stage or "runner"
+        if isinstance(e, RuntimeError) and progress.failed:  # a stage failed: its traceback is in the log
+            error = failure_message(folder.log, stage)
+        else:
+            with open(folder.log, "a", encoding="utf-8") as log:
+                traceback.print_exc(file=log)
+            error = first_line(f"{type(e).__name__}: {e}")
+        summary.update(status=runs.FAILED, stage=stage, error=error)
+    summary["run"]["reused"] = progress.reused
+    folder.write_summary(summary)
+    return EXIT_OK if summary["status"] == runs.OK else EXIT_FAILED
+
+
+# -- failures ------------------------------------------------------------------------------------------------
+def first_line(text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")
+
+
+def _last_traceback(log_path: str) -> list[str]:
+    """The last Python traceback in the log, dedented by the runner's indent: [] when there is none."""
     with open(log_path, encoding="utf-8", errors="replace") as f:
-        lines = f.read().splitlines()
+        lines = [line.rstrip("\n") for line in f]
     starts = [i for i, line in enumerate(lines) if line.strip() == "Traceback (most recent call last):"]
-    excerpt = lines[starts[-1] :] if starts else lines[-max_lines:]
-    excerpt = [line for line in excerpt if line.strip()][-max_lines:]
-    return "\n".join(line[4:] if line.startswith("    ") else line for line in excerpt)
+    if not starts:
+        return []
+    indent = len(lines[starts[-1]]) - len(lines[starts[-1]].lstrip())
+    block = []
+    for line in lines[starts[-1] :]:
+        if line.strip() and len(line) - len(line.lstrip()) < indent:
+            break  # the runner's own lines follow the stage's output
+        block.append(line[indent:])
+    return [line for line in block if line.strip()]
 
 
+def failure_excerpt(log_path: str) -> str:
+    """The failed stage's traceback, as it is in the log."""
+    return "\n".join(_last_traceback(log_path))
+
+
+def failure_message(log_path: str, stage: str) -> str:
+    """The first line of the failed stage's error ("DataError: data.csv line 7, column 'x': ..."), the module
+    path of the exception's class left out."""
+    block = _last_traceback(log_path)
+    # After the frames (indented lines) comes the exception: "package.module.Error: message".
+    error = next((line for line in block[1:] if not line.startswith(" ")), "")
+    if not error:
+        return f"the {stage} stage stopped without an error message (killed by the system, e.g. out of memory?)"
+    name, sep, message = error.partition(": ")
+    return f"{name.rsplit('.', 1)[-1]}{sep}{message}".strip()
+
+
+# -- the summary ---------------------------------------------------------------------------------------------
 def _number(value: Any) -> Any:
     """Metadata ints come back from the local runner as floats; give whole numbers back as ints."""
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
-def summarize(outputs: Mapping[str, Any], settings: RunSettings) -> Dict[str, Any]:
-    """The run's summary: eval metrics, verdict, artifact URIs, predictions, export, fingerprints, config."""
+def data_summary(dataset: Any) -> dict[str, Any]:
+    """What preparation did with the rows, from the prepared manifest: counts per split, quarantined rows (and
+    where they are), columns with no value in a split, and the manifest's notes."""
+    manifest = json.loads(storage.read_text(dataset.metadata["manifest_uri"]))
+    counts = {k: _number(v) for k, v in manifest["counts"].items()}
+    missing = manifest.get("missing", {})
+    all_missing = {
+        split: sorted(c for c, n in columns.items() if n == counts.get(split) and n > 0)
+        for split, columns in missing.items()
+    }
+    quarantined = int(manifest["rows"]["quarantined"])
+    return {
+        "counts": counts,
+        "rows": manifest["rows"]["total"],
+        "quarantined": quarantined,
+        "quarantine_uri": storage.join(dataset.uri, "quarantine.jsonl") if quarantined else "",
+        "columns_all_missing": {split: cols for split, cols in all_missing.items() if cols},
+        "notes": list(manifest.get("notes", [])),
+    }
+
+
+def summarize(outputs: Mapping[str, Any], arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """The run's results: eval metrics, verdict, artifact URIs, data, predictions, export and publication,
+    fingerprints, config."""
     dataset, model, exported = outputs["dataset"], outputs["model"], outputs["exported"]
-    blessing, predictions = outputs["blessing"], outputs["predictions"]
+    blessing, predictions, publication = outputs["blessing"], outputs["predictions"], outputs["publication"]
     metrics = {k: float(v) for k, v in outputs["metrics"].metadata.items() if k != "blessed"}
     counts = {k: _number(v) for k, v in dataset.metadata["counts"].items()}
     return {
@@ -122,6 +484,7 @@ def summarize(outputs: Mapping[str, Any], settings: RunSettings) -> Dict[str, An
             "candidate_metrics": dict(blessing.metadata["candidate_metrics"]),
             "baseline_metrics": dict(blessing.metadata["baseline_metrics"]),
             "baseline_uri": blessing.metadata["baseline_uri"],
+            "based_on": blessing.metadata["based_on"],
         },
         "artifacts": {
             "prepare": dataset.uri,
@@ -130,47 +493,43 @@ def summarize(outputs: Mapping[str, Any], settings: RunSettings) -> Dict[str, An
             "evaluate": blessing.uri,
             "batch_predict": predictions.uri,
             "export": exported.uri,
+            "release": publication.uri,
         },
         "dataset": {
             "counts": counts,
             "schema_uri": dataset.metadata["schema_uri"],
             "task": dataset.metadata["task"],
         },
-        "model": {"uri": model.uri, "global_step": _number(model.metadata["global_step"])},
+        "data": data_summary(dataset),
+        "model": {
+            "uri": model.uri,
+            "global_step": _number(model.metadata["global_step"]),
+            "trained_steps": _number(model.metadata.get("trained_steps", model.metadata["global_step"])),
+            "budget": _number(model.metadata.get("budget", model.metadata["global_step"])),
+            "stopped": model.metadata.get("stopped", ""),
+        },
         "predictions": {
             "uri": predictions.uri,
             "count": _number(predictions.metadata["count"]),
-            "data": settings.predict_data,
+            "data": arguments["predict_data"],
             "shards": list(predictions.metadata["shards"]),
         },
         "export": {
             "uri": exported.metadata["export_dir"],
             "tag_sets": [list(t) for t in exported.metadata["tag_sets"]],
             "signatures": {k: sorted(v) for k, v in exported.metadata["signatures"].items()},
-            "published": bool(exported.metadata["published"]),
-            "published_uri": exported.metadata["published_uri"],
-            "published_version": exported.metadata["published_version"],
-            "reason": exported.metadata["publish_reason"],
+            "published": bool(publication.metadata["published"]),
+            "published_uri": publication.metadata["published_uri"],
+            "published_version": publication.metadata["published_version"],
+            "reason": publication.metadata["publish_reason"],
         },
         "fingerprints": {
             name: outputs[name].metadata["fingerprint"]
-            for name in ("dataset", "model", "blessing", "predictions", "exported")
+            for name in ("dataset", "model", "blessing", "predictions", "exported", "publication")
         },
-        "config": {**settings.arguments(), "job_config": model.metadata["config"]},
+        "config": {**arguments, "job_config": model.metadata["config"]},
     }
 
 
-def write_summary(summary: Mapping[str, Any], output_dir: str) -> str:
-    from estimator_lib import storage
-
-    path = os.path.join(os.path.abspath(output_dir), SUMMARY_FILE)
-    storage.write_text(path, json.dumps(summary, indent=2, sort_keys=True) + "\n")
-    return path
-
-
-def run_local(settings: RunSettings, output_dir: str, verbose: bool = False) -> Dict[str, Any]:
-    """Runs the pipeline locally and writes OUTPUT/summary.json; returns the summary."""
-    outputs = run_pipeline(settings, output_dir, verbose)
-    summary = summarize(outputs, settings)
-    write_summary(summary, output_dir)
-    return summary
+if __name__ == "__main__":
+    sys.exit(runner_main(sys.argv[1:]))

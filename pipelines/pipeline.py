@@ -1,15 +1,22 @@
 r"""`build_pipeline`: the one function that builds the DAG, and `compile_pipeline` for Vertex AI.
 
-prepare -> train -> evaluate (metrics, blessing) -> export (publishes only a blessed model)
-                 \-> batch predict (the eval split by default)
+prepare -> train -> evaluate (metrics, blessing) ----------------\
+                 |-> batch predict (the eval split by default) ---> release (publishes a blessed model, last)
+                 \-> export (SavedModel, verified) ---------------/
+
+Publishing is the last step: the release stage runs after batch prediction and export, so a run that fails
+anywhere publishes nothing and LATEST does not move.
 
 The pipeline function only wires. What differs between environments is chosen when the DAG is built:
   * the image every component runs on (pinned when compiling for Vertex AI);
   * where train, evaluate and batch predict run: with a TPU preset they become Vertex AI custom jobs on a
     Cloud TPU VM (google-cloud-pipeline-components' custom-job wrapper) and get
     {"use_tpu": True, "tpu_name": "local", "num_cores": N} as their `tpu` settings; without one they run as
-    plain tasks on CPU, which is also what the KFP local runner executes.
-Prepare and export always run on CPU (export writes the TPU meta graph without a TPU).
+    plain tasks on CPU, which is also what the KFP local runner executes. A `TPUTarget` adds where the TPU
+    machines come from (Spot, a reservation), the slice topology and a Vertex AI TensorBoard;
+  * Vertex AI steps (`VertexSteps`): the run joins an Experiment; a blessed model gets a Model Registry
+    version. Local runs have neither.
+Prepare, export and release always run on CPU (export writes the TPU meta graph without a TPU).
 
 With a `BeamConfig` (`compile --engine beam`) the `engine` and `beam_options` parameters default to it: prepare
 and batch predict run their work on Apache Beam (Dataflow, the component image as the workers' container), and
@@ -19,21 +26,29 @@ No `from __future__ import annotations` here: KFP reads the pipeline function's 
 """
 
 import dataclasses
-from typing import Any, Callable, NamedTuple, Optional
+from typing import Any, Callable, NamedTuple, Optional, Union
 
+import yaml
 from kfp import compiler, dsl
+from kfp import components as kfp_components
 from kfp.dsl import Artifact, ClassificationMetrics, Dataset, Metrics, Model
 
 from components import Stages, build_stages
-from estimator_lib.config.beam import BEAM, INPROCESS, BeamConfig
-from estimator_lib.config.run import EMBEDDED_DATA
-from pipelines.params import without_nulls
-from pipelines.tpu import CPU_SETTINGS, TPUPreset
+from components.experiment import join_experiment
+from components.register import register_model
+from estimator_lib.config import RunConfig
+from estimator_lib.config.beam import BEAM, BeamConfig
+from estimator_lib.config.registry import RegistryConfig
+from estimator_lib.config.run import parameter_dict
+from pipelines.tpu import CPU_SETTINGS, SPOT, STANDARD, TPUPreset, TPUTarget, as_target
 
 PIPELINE_NAME = "tpu-estimator-pipeline"
 # Resolved by Vertex AI at run time to the PipelineJob's service account: the TPU custom jobs run as the
 # pipeline does, instead of as the Vertex AI Custom Code Service Agent.
 PIPELINE_SERVICE_ACCOUNT = "{{$.pipeline_service_account}}"
+# Resolved by Vertex AI at run time to the PipelineJob's project and region.
+PIPELINE_PROJECT = "{{$.pipeline_google_cloud_project_id}}"
+PIPELINE_LOCATION = "{{$.pipeline_google_cloud_location}}"
 # The `Stages` fields that run on the Cloud TPU when a preset is given; prepare and export stay on CPU.
 TPU_STAGES = ("train", "evaluate", "batch_predict")
 
@@ -46,75 +61,169 @@ class PipelineOutputs(NamedTuple):
     blessing: Artifact
     predictions: Dataset
     exported: Model
+    publication: Artifact
 
 
-def _on_tpu(component: Any, preset: TPUPreset) -> Any:
+def _on_tpu(component: Any, target: TPUTarget) -> Any:
+    """`component` as a Vertex AI custom job on the TPU machine `target` describes.
+
+    google-cloud-pipeline-components' wrapper takes the machine, the scheduling strategy (Spot), the reservation
+    affinity, TensorBoard, the base output directory and environment variables, but has no `tpu_topology`
+    parameter: the topology is written into the worker pool spec of the component it builds (`_with_topology`).
+    """
+    # Lazy: google-cloud-pipeline-components is needed only by a TPU compile, never by a local run or a CPU
+    # compile (the CLI's --help stays fast).
     from google_cloud_pipeline_components.v1.custom_job import create_custom_training_job_from_component
 
-    return create_custom_training_job_from_component(
+    stage = component.component_spec.name
+    machine = target.machine_spec()
+    reservation = machine.get("reservation_affinity", {})
+    job = create_custom_training_job_from_component(
         component,
-        display_name=f"{component.component_spec.name}-{preset.name}",
-        machine_type=preset.machine_type,
-        accelerator_type=preset.accelerator_type,
-        accelerator_count=preset.accelerator_count,
+        display_name=f"{stage}-{target.preset.name}",
+        machine_type=target.preset.machine_type,
+        accelerator_type=target.preset.accelerator_type,
+        accelerator_count=target.preset.accelerator_count,
         service_account=PIPELINE_SERVICE_ACCOUNT,
+        strategy=SPOT if target.spot else STANDARD,
+        reservation_affinity_type=reservation.get("reservation_affinity_type"),
+        reservation_affinity_key=reservation.get("key"),
+        reservation_affinity_values=reservation.get("values"),
+        tensorboard=target.tensorboard or "",
+        base_output_directory=target.base_output_directory(stage, dsl.PIPELINE_JOB_ID_PLACEHOLDER),
+        env=[{"name": name, "value": value} for name, value in sorted(target.preset.env.items())],
     )
+    return _with_topology(job, target.topology) if target.topology else job
 
 
-def place_stages(stages: Stages, preset: Optional[TPUPreset], names: tuple = TPU_STAGES) -> Stages:
-    """The stages with `names` (train, evaluate and batch predict) as Vertex AI TPU custom jobs when `preset`
-    is given."""
-    if preset is None:
+def _with_topology(job: Any, topology: str) -> Any:
+    """The custom-job component `job` with `machine_spec.tpu_topology` set in its worker pool spec."""
+    spec = yaml.safe_load(job.component_yaml)  # the wrapper's own PipelineSpec, ints kept as ints
+    [custom_job] = spec["components"].values()
+    for inputs in (custom_job["inputDefinitions"], spec["root"]["inputDefinitions"]):
+        for pool in inputs["parameters"]["worker_pool_specs"]["defaultValue"]:
+            pool["machine_spec"]["tpu_topology"] = topology
+    patched = kfp_components.load_component_from_text(yaml.safe_dump(spec))
+    patched.component_spec.name = job.component_spec.name
+    patched.description = job.description
+    return patched
+
+
+def place_stages(stages: Stages, tpu: Union[TPUPreset, TPUTarget, None], names: tuple = TPU_STAGES) -> Stages:
+    """The stages with `names` (train, evaluate and batch predict) as Vertex AI TPU custom jobs when `tpu` is
+    given."""
+    target = as_target(tpu)
+    if target is None:
         return stages
-    return dataclasses.replace(stages, **{name: _on_tpu(getattr(stages, name), preset) for name in names})
+    return dataclasses.replace(stages, **{name: _on_tpu(getattr(stages, name), target) for name in names})
+
+
+def parameter_defaults(beam: Optional[BeamConfig]) -> dict[str, Any]:
+    """`RunConfig`'s parameter defaults; with `beam`, the engine defaults to "beam" with those settings."""
+    defaults = RunConfig.parameter_defaults()
+    if beam is None:
+        return defaults
+    return {**defaults, "engine": BEAM, "beam_options": parameter_dict(beam, BeamConfig)}
+
+
+@dataclasses.dataclass(frozen=True)
+class VertexSteps:
+    """Steps only a Vertex AI run has, chosen when compiling.
+
+    Attributes:
+      experiment: the Vertex AI Experiment every run joins (a first step, so scheduled runs join too).
+      registry: the Model Registry model a blessed, published model becomes a new version of (a last step).
+    """
+
+    experiment: Optional[str] = None
+    registry: Optional[RegistryConfig] = None
+
+
+def _vertex_steps(image: str, steps: VertexSteps) -> Callable[..., None]:
+    """The function the pipeline calls to add `steps` (it adds nothing when none is asked for)."""
+
+    def component(func: Callable) -> Any:
+        return dsl.component(func, base_image=image, install_kfp_package=False, packages_to_install=[])
+
+    def add(dataset: Dataset, exported: Model, blessing: Artifact, publication: Artifact) -> None:
+        # Each run must join, and register its own model: caching is off for these tasks (a job-level --caching
+        # turns it on everywhere, but their inputs name the run, so no earlier run's outputs match).
+        if steps.experiment:
+            component(join_experiment)(
+                experiment=steps.experiment,
+                project=PIPELINE_PROJECT,
+                location=PIPELINE_LOCATION,
+                pipeline_job=dsl.PIPELINE_JOB_RESOURCE_NAME_PLACEHOLDER,
+            ).set_caching_options(False)
+        if steps.registry:
+            component(register_model)(
+                dataset=dataset,
+                exported=exported,
+                blessing=blessing,
+                publication=publication,
+                registry=steps.registry.to_dict(),
+                project=PIPELINE_PROJECT,
+                location=PIPELINE_LOCATION,
+                pipeline_job=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+            ).set_caching_options(False)
+
+    return add
 
 
 def build_pipeline(
-    image: str, tpu: Optional[TPUPreset] = None, beam: Optional[BeamConfig] = None
+    image: str,
+    tpu: Union[TPUPreset, TPUTarget, None] = None,
+    steps: VertexSteps = VertexSteps(),
+    beam: Optional[BeamConfig] = None,
 ) -> Callable[..., PipelineOutputs]:
     """Builds the pipeline.
 
     Args:
       image: the container image every component runs on (an immutable reference when compiling).
-      tpu: run train, evaluate and batch predict on this Cloud TPU (Vertex AI only); None runs them on CPU.
+      tpu: run train, evaluate and batch predict on this Cloud TPU (Vertex AI only): a preset, or a
+        `TPUTarget` with the capacity and TensorBoard settings; None runs them on CPU.
+      steps: Vertex AI steps (experiment, Model Registry); none by default (local runs).
       beam: the default of the `engine` ("beam") and `beam_options` parameters; None defaults to in-process.
 
     Returns:
       The `@dsl.pipeline` function (compile it, or call it under `kfp.local.init`).
     """
+    target = as_target(tpu)
+    # On Beam, batch predict's task only launches the pipeline and scores on CPU: no TPU for it.
     on_tpu = TPU_STAGES if beam is None else tuple(s for s in TPU_STAGES if s != "batch_predict")
-    stages = place_stages(build_stages(image), tpu, on_tpu)
-    accelerated = tpu.tpu_settings() if tpu else dict(CPU_SETTINGS)
+    stages = place_stages(build_stages(image), target, on_tpu)
+    accelerated = target.preset.tpu_settings() if target else dict(CPU_SETTINGS)
+    add_vertex_steps = _vertex_steps(image, steps)
     host = dict(CPU_SETTINGS)
-    default_engine = INPROCESS if beam is None else BEAM
-    default_beam = {} if beam is None else without_nulls(beam.to_dict())
+    # KFP reads the parameters' defaults from the signature below; they come from the config types, so the
+    # pipeline, the CLI and the components share one set.
+    defaults = parameter_defaults(beam)
 
-    # KFP takes the parameters' defaults from this signature; the dict and list defaults are never mutated.
     @dsl.pipeline(
         name=PIPELINE_NAME,
-        description="Prepare, train, evaluate and bless, batch predict, export and publish",
+        description="Prepare, train, evaluate and bless, batch predict, export, and publish a blessed model last",
     )
     def tpu_estimator_pipeline(
         publish_root: str,
-        data: str = EMBEDDED_DATA,
-        label: str = "species",
-        task: str = "auto",
-        key_column: str = "",
-        eval_fraction: float = 0.2,
-        prepare_options: dict = {},  # noqa: B006
-        job_config: dict = {},  # noqa: B006
-        model_family: str = "dnn",
-        hidden_units: list = [64, 32],  # noqa: B006
-        learning_rate: float = 0.01,
-        train_steps: int = 1000,
-        train_batch_size: int = 64,
-        seed: int = 42,
-        blessing_config: dict = {},  # noqa: B006
-        baseline: str = "latest",
-        warm_start: str = "none",
-        predict_data: str = "eval",
-        engine: str = default_engine,
-        beam_options: dict = default_beam,
+        data: str = defaults["data"],
+        label: str = defaults["label"],
+        task: str = defaults["task"],
+        key_column: str = defaults["key_column"],
+        eval_fraction: float = defaults["eval_fraction"],
+        prepare_options: dict = defaults["prepare_options"],
+        job_config: dict = defaults["job_config"],
+        model_family: str = defaults["model_family"],
+        hidden_units: list = defaults["hidden_units"],
+        learning_rate: float = defaults["learning_rate"],
+        max_epochs: int = defaults["max_epochs"],
+        train_batch_size: int = defaults["train_batch_size"],
+        seed: int = defaults["seed"],
+        blessing_config: dict = defaults["blessing_config"],
+        baseline: str = defaults["baseline"],
+        warm_start: str = defaults["warm_start"],
+        predict_data: str = defaults["predict_data"],
+        engine: str = defaults["engine"],
+        beam_options: dict = defaults["beam_options"],
     ) -> PipelineOutputs:
         prepare = stages.prepare(
             data=data,
@@ -133,7 +242,7 @@ def build_pipeline(
             model_family=model_family,
             hidden_units=hidden_units,
             learning_rate=learning_rate,
-            train_steps=train_steps,
+            max_epochs=max_epochs,
             train_batch_size=train_batch_size,
             seed=seed,
             tpu=accelerated,
@@ -157,12 +266,18 @@ def build_pipeline(
             engine=engine,
             beam_options=beam_options,
         )
-        export = stages.export(
-            dataset=dataset,
-            model=model,
+        export = stages.export(dataset=dataset, model=model, tpu=host)
+        release = stages.release(
+            exported=export.outputs["exported"],
             blessing=evaluate.outputs["blessing"],
             publish_root=publish_root,
-            tpu=host,
+        )
+        release.after(predict)  # nothing is published unless batch prediction succeeded too
+        add_vertex_steps(
+            dataset=dataset,
+            exported=export.outputs["exported"],
+            blessing=evaluate.outputs["blessing"],
+            publication=release.outputs["publication"],
         )
         return PipelineOutputs(
             dataset=dataset,
@@ -172,12 +287,19 @@ def build_pipeline(
             blessing=evaluate.outputs["blessing"],
             predictions=predict.outputs["predictions"],
             exported=export.outputs["exported"],
+            publication=release.outputs["publication"],
         )
 
     return tpu_estimator_pipeline
 
 
-def compile_pipeline(output: str, image: str, tpu: Optional[TPUPreset], beam: Optional[BeamConfig] = None) -> str:
+def compile_pipeline(
+    output: str,
+    image: str,
+    tpu: Union[TPUPreset, TPUTarget, None],
+    steps: VertexSteps = VertexSteps(),
+    beam: Optional[BeamConfig] = None,
+) -> str:
     """Compiles the pipeline to a YAML file for Vertex AI; returns `output`."""
-    compiler.Compiler().compile(build_pipeline(image, tpu, beam), package_path=output)
+    compiler.Compiler().compile(build_pipeline(image, tpu, steps, beam), package_path=output)
     return output

@@ -9,13 +9,20 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any, Dict, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
+
+from pipelines.pipeline import PIPELINE_NAME
+from pipelines.tpu import tensorboard_location
 
 # Vertex AI label rules: up to 64 labels; keys start with a lowercase letter; keys and values use lowercase
 # letters, digits, "_" and "-", at most 63 characters.
 _LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 _LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
 _CRON_FIELDS = 5
+# An Experiment is a metadata context whose ID is its name: 4-128 characters of [a-z0-9-]
+# (CreateContextRequest.context_id).
+_EXPERIMENT = re.compile(r"^[a-z0-9-]{4,128}$")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,9 +44,9 @@ class VertexTarget:
     project: str
     location: str
     pipeline_root: str
-    display_name: str = "tpu-estimator-pipeline"
-    service_account: Optional[str] = None
-    network: Optional[str] = None
+    display_name: str = PIPELINE_NAME
+    service_account: str | None = None
+    network: str | None = None
     labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
     enable_caching: bool = False
 
@@ -56,7 +63,7 @@ class VertexTarget:
         object.__setattr__(self, "labels", check_labels(self.labels))
 
 
-def check_labels(labels: Mapping[str, str]) -> Dict[str, str]:
+def check_labels(labels: Mapping[str, str]) -> dict[str, str]:
     """Returns the labels if Vertex AI accepts them; raises ValueError naming the bad one otherwise."""
     if len(labels) > 64:
         raise ValueError(f"{len(labels)} labels given; Vertex AI accepts at most 64")
@@ -94,22 +101,53 @@ def check_cron(cron: str) -> str:
     return cron
 
 
+def check_experiment(name: str) -> str:
+    """`name` if Vertex AI accepts it as an Experiment's name; raises ValueError saying how to fix it."""
+    if not _EXPERIMENT.match(name):
+        raise ValueError(
+            f"--experiment {name!r} must be 4-128 characters of lowercase letters, digits and '-', e.g. churn-weekly"
+        )
+    return name
+
+
+def check_tensorboard(tensorboard: str, target: VertexTarget) -> str:
+    """`tensorboard` if the TPU jobs of a run at `target` can write to it; raises ValueError otherwise.
+
+    Vertex AI TensorBoard takes logs from custom jobs that run as a service account (with roles/storage.admin
+    and roles/aiplatform.user), in the TensorBoard's own region.
+    """
+    region = tensorboard_location(tensorboard)
+    if region != target.location:
+        raise ValueError(
+            f"--tensorboard {tensorboard} is in {region}, but the run is in --region {target.location}: use a "
+            "TensorBoard of the run's region (`gcloud ai tensorboards create --region ...`)"
+        )
+    if not target.service_account:
+        raise ValueError(
+            "--tensorboard needs the TPU jobs to run as a service account: pass --service-account with "
+            "roles/storage.admin and roles/aiplatform.user (docs/vertex.md, TensorBoard)"
+        )
+    return tensorboard
+
+
 def build_job(
     template_path: str,
     target: VertexTarget,
     parameter_values: Mapping[str, Any],
     credentials: Any = None,
-    job_id: Optional[str] = None,
+    job_id: str | None = None,
 ):
     """The `aiplatform.PipelineJob` for a compiled pipeline; nothing is sent yet.
 
     Args:
       template_path: the compiled pipeline YAML (local path, gs:// or Artifact Registry URI).
       target: project, region, pipeline root, labels, caching.
-      parameter_values: the pipeline's parameter values (`RunSettings.arguments()`).
+      parameter_values: the pipeline's parameter values (`RunConfig.arguments()`).
       credentials: google-auth credentials; None uses Application Default Credentials.
       job_id: the job's ID; None lets the SDK make one from the pipeline name and the time.
     """
+    # Lazy: google-cloud-aiplatform is the optional `vertex` extra, and takes seconds to import; only a
+    # Vertex AI request needs it, never a local run or `--help`.
     from google.cloud import aiplatform
 
     return aiplatform.PipelineJob(
@@ -138,9 +176,9 @@ def schedule(
     cron: str,
     name: str,
     max_concurrent_runs: int = 1,
-    max_runs: Optional[int] = None,
-    start_time: Optional[str] = None,
-    end_time: Optional[str] = None,
+    max_runs: int | None = None,
+    start_time: str | None = None,
+    end_time: str | None = None,
 ) -> Any:
     """Creates a Vertex AI PipelineJobSchedule running `job` on `cron`; returns the schedule."""
     return job.create_schedule(

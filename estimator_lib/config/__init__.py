@@ -5,7 +5,8 @@
   `EarlyStoppingConfig`), which model it is (`ModelConfig`), and `JobConfig` holding the three.
 - `prepare`: `PrepareConfig`, how raw rows become TFRecords.
 - `blessing`: `BlessingConfig`, when a trained model may be published.
-- `run`: what a pipeline run is given beyond those: the data and what to batch-predict.
+- `run`: `RunConfig`, what a pipeline run is given beyond those (the data, what to batch-predict), and the one
+  source of the pipeline's defaults; `HYPERPARAMETERS`, the pipeline parameters that set `JobConfig` fields.
 """
 
 from estimator_lib.config.base import ConfigError, JsonConfig, parse_override, positive_int, require, set_dotted
@@ -34,7 +35,18 @@ from estimator_lib.config.job import (
     TrainingConfig,
 )
 from estimator_lib.config.prepare import DEFAULT_MISSING_VALUES, PrepareConfig
-from estimator_lib.config.run import EMBEDDED_DATA, PREPARED_SPLITS, prediction_kind
+from estimator_lib.config.run import (
+    EMBEDDED_DATA,
+    EMBEDDED_LABEL,
+    HYPERPARAMETERS,
+    PREPARED_SPLITS,
+    RUN_TASKS,
+    RunConfig,
+    hyperparameter_overrides,
+    hyperparameters,
+    prediction_kind,
+    resolve_configs,
+)
 
 __all__ = [
     "BUILTIN_FAMILIES",
@@ -42,12 +54,15 @@ __all__ = [
     "DEFAULT_REFERENCE_METRIC",
     "DEFAULT_MISSING_VALUES",
     "EMBEDDED_DATA",
+    "EMBEDDED_LABEL",
     "HIGHER_IS_BETTER",
+    "HYPERPARAMETERS",
     "INPUT_PIPELINE_MODES",
     "LOWER_IS_BETTER",
     "OPTIMIZERS",
     "PER_HOST_V2",
     "PREPARED_SPLITS",
+    "RUN_TASKS",
     "SCHEDULES",
     "TASKS",
     "TASK_METRICS",
@@ -60,12 +75,16 @@ __all__ = [
     "ModelConfig",
     "OptimizerConfig",
     "PrepareConfig",
+    "RunConfig",
     "TPUSettings",
     "TrainingConfig",
     "higher_is_better",
+    "hyperparameter_overrides",
+    "hyperparameters",
     "parse_override",
     "positive_int",
     "prediction_kind",
     "require",
+    "resolve_configs",
     "set_dotted",
 ]

@@ -38,17 +38,19 @@ class BlessingConfig(JsonConfig):
         log_loss/rmse/mae. Classification metrics: accuracy, log_loss, auc (one-vs-rest macro average for
         more than two classes); regression: rmse, mae, r2.
       beat_trivial: require the candidate to beat the trivial model (always the most frequent class; always
-        the mean) by more than chance allows on the eval rows (see `trivial_confidence`).
-      trivial_confidence: the one-sided confidence that the candidate beats the trivial model: accuracy must
-        exceed the most frequent class's share p by z * sqrt(p (1 - p) / n), and r2 must exceed z^2 / n (the
-        most r2 a model unrelated to the label reaches by chance), with n eval rows and z the standard normal
-        quantile of this confidence (1.64 for 0.95). 0.5 gives z = 0: a plain comparison.
+        the mean) by more than chance allows on the eval rows (see `confidence`).
+      confidence: the one-sided confidence of the two chance allowances, with z its standard normal quantile
+        (1.64 for 0.95) and n eval rows. Trivial model: accuracy must exceed the most frequent class's share p by
+        z * sqrt(p (1 - p) / n), and r2 must exceed z^2 / n (the most r2 a model unrelated to the label reaches
+        by chance). Reference: the candidate may fall behind it by the margin plus z standard errors of the
+        per-row difference between the two (accuracy, log_loss, r2, mae; rmse and auc get no allowance). 0.5
+        gives z = 0: plain comparisons.
       reference_metric: the metric compared with the linear reference fitted in the same run
         (`evaluation.reference`); None picks accuracy (classification) or r2 (regression), which have the
         same scale on every table.
       reference_margin: how much worse than the linear reference the candidate may be on `reference_metric`, in
-        the metric's units (0.02: two accuracy points, or 0.02 of r2); None skips the check (the reference
-        is still fitted and reported).
+        the metric's units (0.02: two accuracy points, or 0.02 of r2), beyond the chance allowance; None skips
+        the check (the reference is still fitted and reported).
       comparison_metric: the metric compared with the baseline; None picks accuracy (classification) or rmse
         (regression).
       min_improvement: how much better than the baseline the candidate must be on the comparison metric, in the
@@ -57,7 +59,7 @@ class BlessingConfig(JsonConfig):
 
     thresholds: Mapping[str, float] = dataclasses.field(default_factory=dict)
     beat_trivial: bool = True
-    trivial_confidence: float = 0.95
+    confidence: float = 0.95
     comparison_metric: Optional[str] = None
     min_improvement: float = 0.0
     reference_metric: Optional[str] = None
@@ -75,9 +77,9 @@ class BlessingConfig(JsonConfig):
             higher_is_better(self.comparison_metric)
         if not isinstance(self.min_improvement, (int, float)) or not math.isfinite(self.min_improvement):
             raise BlessingError(f"min_improvement={self.min_improvement!r} must be a finite number, e.g. 0.0")
-        if not _number(self.trivial_confidence) or not 0.5 <= self.trivial_confidence < 1:
+        if not _number(self.confidence) or not 0.5 <= self.confidence < 1:
             raise BlessingError(
-                f"trivial_confidence={self.trivial_confidence!r} must be a number in [0.5, 1), e.g. 0.95 "
+                f"confidence={self.confidence!r} must be a number in [0.5, 1), e.g. 0.95 "
                 "(0.5: a plain comparison with the trivial model)"
             )
         if self.reference_metric is not None:

@@ -73,12 +73,14 @@ class TPUSettings(JsonConfig):
 class OptimizerConfig(JsonConfig):
     """Optimizer and learning-rate schedule.
 
-    `decay_steps` defaults (None) to the step budget; `warmup_steps` ramps linearly from 0.
+    The default, Adam at 0.001 with a cosine decay over the step budget, suits small and large tables alike
+    with early stopping (benchmarks/RESULTS.md, model quality). `decay_steps` defaults (None) to the step
+    budget; `warmup_steps` ramps linearly from 0.
     """
 
     name: str = "adam"
-    learning_rate: float = 0.01
-    schedule: str = "constant"
+    learning_rate: float = 0.001
+    schedule: str = "cosine_decay"
     decay_steps: Optional[int] = None
     decay_rate: float = 0.5
     end_learning_rate: float = 0.0
@@ -221,7 +223,7 @@ class ModelConfig(JsonConfig):
     hidden_units: Tuple[int, ...] = (64, 32)
     embedding_dim: int = 8
     dropout: float = 0.0
-    l2: float = 0.0
+    l2: float = 0.001
     hparams: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:

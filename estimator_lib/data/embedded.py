@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from estimator_lib.config.run import EMBEDDED_DATA
+from estimator_lib.config.run import EMBEDDED_DATA, EMBEDDED_LABEL
 
 _DATA_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -33,7 +33,7 @@ def default_dataset() -> DefaultDataset:
     """Palmer Penguins (344 rows, label "species" with 3 classes, no key column)."""
     return DefaultDataset(
         path=os.path.join(_DATA_DIR, "penguins.csv"),
-        label="species",
+        label=EMBEDDED_LABEL,
         task="classification",
         description=(
             "Palmer Penguins: 344 penguins, 3 species (Adelie, Chinstrap, Gentoo); island, bill length and "

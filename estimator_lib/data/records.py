@@ -7,11 +7,13 @@ the feature is left out of the Example and parsing imputes it.
 
 from __future__ import annotations
 
+import contextlib
 import math
-from typing import Any, Dict, Iterable, Iterator, Mapping
+from typing import Any, Dict, Iterable, Iterator, Mapping, Optional, Sequence
 
 import tensorflow as tf
 
+from estimator_lib.data.common import DataError
 from estimator_lib.schema import CLASSIFICATION, KEY_FEATURE, LABEL_KEY, NUMERIC, Schema, SchemaError
 
 
@@ -92,3 +94,56 @@ def read_tfrecords(paths: Iterable[str]) -> Iterator[bytes]:
     """Yields serialized records of TFRecord files in order (eager; for checks and tests)."""
     for record in tf.data.TFRecordDataset(list(paths)):
         yield record.numpy()
+
+
+# -- checks of records made elsewhere ---------------------------------------------------------------------------------
+def check_features(files: Sequence[str], schema: Schema, sample: int = 1000) -> None:
+    """Refuses TFRecords that were not prepared with `schema`, naming the features that differ.
+
+    Reads up to `sample` records (the first of every file, then in order). A feature the schema lists that no
+    sampled record holds, or a feature no schema lists, means the records were prepared from other data or
+    another schema; scoring them would impute the missing features without a word.
+    """
+    seen, read = set(), 0
+    for path in files:
+        for serialized in tf.data.TFRecordDataset(path).take(max(1, sample - read)):
+            seen.update(tf.train.Example.FromString(serialized.numpy()).features.feature)
+            read += 1
+    expected = {f.key for f in schema.features}
+    missing = sorted(f.name for f in schema.features if f.key not in seen)
+    extra = sorted(seen - expected - {KEY_FEATURE, LABEL_KEY})
+    if read and (missing or extra):
+        names = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+        raise DataError(
+            f"{names}: these records were not prepared with this model's schema: "
+            + "; ".join(
+                part
+                for part in (
+                    f"feature(s) {missing} are absent from all {read} records read" if missing else "",
+                    f"feature key(s) {extra} are not in the schema" if extra else "",
+                )
+                if part
+            )
+            + ". Prepare them with the model's schema (PrepareConfig.schema_uri) or score the raw rows instead"
+        )
+
+
+def find_corrupt_file(files: Iterable[str]) -> Optional[str]:
+    """'FILE: what is wrong' for the first file whose records fail their length or CRC check, else None."""
+    for path in files:
+        try:
+            for _ in tf.data.TFRecordDataset(path):
+                pass
+        except tf.errors.DataLossError as e:
+            return f"{path}: corrupt or truncated TFRecord ({e.message.strip()})"
+    return None
+
+
+@contextlib.contextmanager
+def named_data_loss(files: Sequence[str]) -> Iterator[None]:
+    """Turns TensorFlow's DataLossError, which names no file, into a DataError naming the file and offset."""
+    try:
+        yield
+    except tf.errors.DataLossError as e:
+        where = find_corrupt_file(files) or f"one of {list(files)}: corrupt TFRecord ({e.message.strip()})"
+        raise DataError(f"{where}; re-create the file (run prepare again) or leave it out") from None

@@ -2,11 +2,12 @@
 
 A candidate is blessed when every check passes:
   * it beats the trivial model (always the most frequent class; always the mean label) by more than chance
-    allows on the eval rows (`trivial_confidence`), unless turned off;
+    allows on the eval rows (`confidence`), unless turned off;
   * each user threshold holds (`{"accuracy": 0.9}` is a floor, `{"rmse": 3.5}` a ceiling: the direction is the
     metric's own);
   * it is no worse than the linear reference fitted in the same run (`evaluation.reference`) by more than
-    `reference_margin` on `reference_metric` (accuracy or r2 by default), unless the margin is None;
+    `reference_margin` on `reference_metric` (accuracy or r2 by default) plus the chance allowance of the
+    paired difference on the eval rows, unless the margin is None;
   * when a baseline is given (the last published model), the candidate improves on it by at least
     `min_improvement` on the comparison metric (negative tolerates a drop of that size).
 
@@ -65,6 +66,7 @@ class Blessing:
     baseline_metrics: Optional[Mapping[str, float]] = None
     reference: Optional[str] = None
     reference_metrics: Optional[Mapping[str, float]] = None
+    reference_errors: Optional[Mapping[str, float]] = None
 
     @property
     def reasons(self) -> Tuple[str, ...]:
@@ -101,6 +103,7 @@ def decide(
     baseline_uri: Optional[str] = None,
     reference: Optional[Mapping[str, float]] = None,
     reference_description: Optional[str] = None,
+    reference_errors: Optional[Mapping[str, float]] = None,
 ) -> Blessing:
     """Applies `config` to the candidate's blessing metrics, beside the linear reference's and the baseline's.
 
@@ -111,19 +114,17 @@ def decide(
         candidate, the last published model (None: first run) and the linear reference fitted in this run
         (None: not fitted, so not compared).
       baseline_uri, reference_description: what the baseline and the reference are, for the record.
+      reference_errors: standard errors of the per-row difference between candidate and reference
+        (`metrics.paired_standard_errors`); a metric without one gets no chance allowance.
     """
     config.check_task(truth.task)
     checks: List[Check] = []
     if config.beat_trivial:
-        checks.append(_trivial_check(truth, candidate, config.trivial_confidence))
+        checks.append(_trivial_check(truth, candidate, config.confidence))
     for metric, bound in sorted(config.thresholds.items()):
         checks.append(_check("threshold", metric, candidate[metric], float(bound), False, "threshold"))
     if reference is not None and config.reference_margin is not None:
-        metric = config.reference_metric_for(truth.task)
-        sign = -1.0 if higher_is_better(metric) else 1.0
-        bound = reference[metric] + sign * config.reference_margin
-        what = f"no worse than the linear reference {reference[metric]:.4f} by more than {config.reference_margin:g}"
-        checks.append(_check("reference", metric, candidate[metric], bound, False, what))
+        checks.append(_reference_check(config, truth, candidate, reference, reference_errors or {}))
     comparison = config.comparison_for(truth.task)
     if baseline is not None:
         sign = 1.0 if higher_is_better(comparison) else -1.0
@@ -140,7 +141,28 @@ def decide(
         baseline_metrics=dict(baseline) if baseline is not None else None,
         reference=reference_description,
         reference_metrics=dict(reference) if reference is not None else None,
+        reference_errors=dict(reference_errors) if reference_errors is not None else None,
     )
+
+
+def _reference_check(
+    config: BlessingConfig,
+    truth: Truth,
+    candidate: Mapping[str, float],
+    reference: Mapping[str, float],
+    errors: Mapping[str, float],
+) -> Check:
+    """The candidate may fall behind the reference by the margin plus z standard errors of their paired
+    difference: on a small eval split a gap of a row or two is chance, on a large one it is not."""
+    metric = config.reference_metric_for(truth.task)
+    z = statistics.NormalDist().inv_cdf(config.confidence)
+    slack = config.reference_margin + z * errors.get(metric, 0.0)
+    bound = reference[metric] + (-slack if higher_is_better(metric) else slack)
+    what = (
+        f"no worse than the linear reference {reference[metric]:.4f} by more than {config.reference_margin:g} plus "
+        f"{z:.2f} x {errors.get(metric, 0.0):.4f} (standard error of the paired difference over {len(truth.keys)} rows)"
+    )
+    return _check("reference", metric, candidate[metric], bound, False, what)
 
 
 def _trivial_check(truth: Truth, candidate: Mapping[str, float], confidence: float) -> Check:

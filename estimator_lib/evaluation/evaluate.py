@@ -25,6 +25,7 @@ from estimator_lib.evaluation.metrics import (
     Truth,
     compute_metrics,
     confusion_matrix,
+    paired_standard_errors,
     roc_curve,
     scores_from_rows,
 )
@@ -130,7 +131,8 @@ def evaluate_and_bless(
         truth,
     )
     reference = fit_reference(schema, *_learned_rows(prepared))
-    reference_metrics = compute_metrics(truth, reference.scores(eval_files, truth))
+    reference_scores = reference.scores(eval_files, truth)
+    reference_metrics = compute_metrics(truth, reference_scores)
     baseline_metrics = None
     if baseline_dir:
         baseline = _score_saved_model(
@@ -138,8 +140,16 @@ def evaluate_and_bless(
         )
         baseline_metrics = compute_metrics(truth, baseline)
     candidate_metrics = compute_metrics(truth, candidate)
+    errors = paired_standard_errors(truth, candidate, reference_scores)
     blessing = decide(
-        config, truth, candidate_metrics, baseline_metrics, baseline_dir, reference_metrics, reference.description
+        config,
+        truth,
+        candidate_metrics,
+        baseline_metrics,
+        baseline_dir,
+        reference_metrics,
+        reference.description,
+        errors,
     )
     if truth.task == REGRESSION:
         return Evaluation(result.metrics, result.global_step, result.checkpoint, blessing)

@@ -108,6 +108,33 @@ def compute_metrics(truth: Truth, scores: Scores) -> Dict[str, float]:
     }
 
 
+def paired_standard_errors(truth: Truth, candidate: Scores, reference: Scores) -> Dict[str, float]:
+    """Standard errors of the per-row difference between two models scored on the same rows, for the metrics
+    that are means over rows: accuracy and log_loss, or r2 (squared errors over the label's variance) and mae.
+
+    Pairing cancels what the two models share (the hard rows), so this is much smaller than either metric's own
+    standard error. The blessing uses it to tell a real gap from the noise of a small eval split.
+    """
+    if truth.task == REGRESSION:
+        variance = float(np.mean((truth.labels - truth.labels.mean()) ** 2)) or 1.0
+        c, r = candidate.predicted - truth.labels, reference.predicted - truth.labels
+        return {"r2": _standard_error((r**2 - c**2) / variance), "mae": _standard_error(np.abs(r) - np.abs(c))}
+    rows = np.arange(len(truth.keys))
+    index = truth.label_index
+
+    def per_row(scores: Scores):
+        p_true = np.clip(scores.probabilities[rows, index], _EPSILON, 1.0)
+        return (scores.predicted == truth.labels).astype(np.float64), -np.log(p_true)
+
+    (c_right, c_loss), (r_right, r_loss) = per_row(candidate), per_row(reference)
+    return {"accuracy": _standard_error(c_right - r_right), "log_loss": _standard_error(c_loss - r_loss)}
+
+
+def _standard_error(differences: np.ndarray) -> float:
+    n = len(differences)
+    return float(np.std(differences, ddof=1) / math.sqrt(n)) if n > 1 else 0.0
+
+
 def trivial_metrics(truth: Truth) -> Dict[str, float]:
     """What the trivial model scores: the most frequent class's share; r2 = 0 for the mean."""
     if truth.task == REGRESSION:

@@ -4,8 +4,10 @@ These run on the TPU host's CPU. They honour the TPUEstimator contracts:
   * `params['batch_size']` is the batch for this `input_fn` call: the per-replica batch with PER_HOST_V2 on a
     TPU, the global batch on CPU. It is never computed here.
   * Every batch has a static, full batch dimension (`drop_remainder=True`): XLA compiles one fixed shape.
-  * Training repeats forever; the shuffle seed folds in the global step the run starts from, so successive
-    `train()` calls (each rebuilds the graph) do not replay the same order.
+  * Training reads one endless stream that is a pure function of the seed: epoch e is the files and records
+    shuffled with a seed folded from (seed, e). A `train()` call that starts at global step s (a resumed run,
+    or the next round of training) skips the s steps' records already fed, so every step gets the same batch
+    whether or not training was interrupted, and successive calls continue the stream, never replay it.
   * Evaluation and prediction are finite and padded with empty Examples to whole batches: every row carries
     `is_padding` (0.0 real, 1.0 padding), metrics weight padding to zero, prediction drops it on the host.
     Evaluation runs exactly `eval_steps(...)` steps, so a TPU never waits for input that will not come.
@@ -54,12 +56,16 @@ def resolve_files(patterns: Patterns) -> List[str]:
     return sorted(set(files))
 
 
+def _record_count(files: Sequence[str]) -> tf.Tensor:
+    """int64 scalar: the records in TFRecord files (one pass, a batch at a time); eager or in a graph."""
+    dataset = tf.data.TFRecordDataset(list(files)).batch(_COUNT_BATCH)
+    dataset = dataset.with_options(fixed_pipeline_options())
+    return dataset.reduce(tf.constant(0, tf.int64), lambda n, b: n + tf.cast(tf.shape(b)[0], tf.int64))
+
+
 def count_records(patterns: Patterns) -> int:
     """Counts the records in TFRecord files (one pass over the data, a batch at a time)."""
-    dataset = tf.data.TFRecordDataset(resolve_files(patterns)).batch(_COUNT_BATCH)
-    dataset = dataset.with_options(fixed_pipeline_options())
-    total = dataset.reduce(tf.constant(0, tf.int64), lambda n, b: n + tf.cast(tf.shape(b)[0], tf.int64))
-    return int(total.numpy())
+    return int(_record_count(resolve_files(patterns)).numpy())
 
 
 def eval_steps(num_examples: int, global_batch_size: int) -> int:
@@ -67,9 +73,10 @@ def eval_steps(num_examples: int, global_batch_size: int) -> int:
     return math.ceil(num_examples / global_batch_size)
 
 
-def fold_seed(seed: int, step: int) -> int:
-    """Mixes the global step into the base seed: the same (seed, step) always gives the same order."""
-    return (seed * 1_000_003 + step * 7_919) % (2**31 - 1)
+def fold_seed(seed: int, epoch):
+    """Mixes an epoch number (a Python int or an int64 tensor) into the base seed: the same (seed, epoch)
+    always gives the same order, and each epoch gets its own."""
+    return (seed * 1_000_003 + epoch * 7_919) % (2**31 - 1)
 
 
 def start_step(model_dir: Optional[str]) -> int:
@@ -106,15 +113,51 @@ def _host_files(files: List[str], params: Dict) -> List[str]:
     return files[index::count]
 
 
+def _epoch_records(files: List[str], seed: int, shuffle_buffer_size: int, epoch: tf.Tensor) -> tf.data.Dataset:
+    """One pass over `files` (serialized records): files in an order seeded by (seed, epoch), interleaved
+    deterministically, records shuffled with a buffer seeded the same way."""
+    epoch_seed = fold_seed(seed, epoch)
+    dataset = tf.data.Dataset.from_tensor_slices(files).shuffle(len(files), seed=epoch_seed)
+    dataset = dataset.interleave(
+        tf.data.TFRecordDataset,
+        cycle_length=min(len(files), _INTERLEAVE_CYCLE),
+        num_parallel_calls=_AUTOTUNE,
+        deterministic=True,
+    )
+    return dataset.shuffle(shuffle_buffer_size, seed=epoch_seed + 1)
+
+
+def training_records(files: List[str], seed: int, shuffle_buffer_size: int, position: int) -> tf.data.Dataset:
+    """The endless training stream of serialized records, from record number `position` on.
+
+    The stream is epoch 0, epoch 1, ... (`_epoch_records`), so it depends on nothing but (files, seed, buffer
+    size): a run resumed at `position` sees exactly the records an uninterrupted run sees from there. Skipping
+    costs at most one epoch's reading (whole epochs are stepped over by number); the records per epoch are
+    counted only when `position` > 0.
+    """
+    first_epoch, offset = 0, 0
+    if position:
+        per_epoch = _record_count(files)  # in the input_fn's graph: counted when the stream starts
+        first_epoch, offset = position // per_epoch, position % per_epoch
+    epochs = tf.data.experimental.Counter(start=first_epoch)
+    stream = epochs.flat_map(lambda epoch: _epoch_records(files, seed, shuffle_buffer_size, epoch))
+    return stream.skip(offset).apply(tf.data.experimental.assert_cardinality(tf.data.INFINITE_CARDINALITY))
+
+
 def train_input_fn_builder(
     patterns: Patterns, schema: Schema, seed: int, shuffle_buffer_size: int, model_dir: Optional[str] = None
 ) -> InputFn:
-    """Builds the training input_fn: interleaved files, seeded shuffle, repeat, full static batches.
+    """Builds the training input_fn: interleaved files, seeded shuffle per epoch, endless, full static batches.
+
+    Each call starts where the checkpoint in `model_dir` left off: global step s has consumed s batches of
+    every replica this call feeds, so s x replicas x batch records of this host's stream are skipped. A run
+    killed and resumed from its checkpoint therefore trains on the same batches, step for step, as one that was
+    not interrupted (bitwise equal variables on CPU, with `training.deterministic`).
 
     Args:
       patterns: TFRecord file patterns of the training split.
       schema: the feature schema.
-      seed: base shuffle seed; the checkpoint step in `model_dir` is folded in at each `train()` call.
+      seed: the stream's seed (`training_records`).
       shuffle_buffer_size: records in the shuffle buffer.
       model_dir: the estimator's model directory (to read the step a resumed run starts from).
 
@@ -126,16 +169,9 @@ def train_input_fn_builder(
     def input_fn(params: Dict) -> tf.data.Dataset:
         batch_size = params["batch_size"]
         host_files = _host_files(files, params)
-        step_seed = fold_seed(seed, start_step(model_dir))
-        dataset = tf.data.Dataset.from_tensor_slices(host_files)
-        dataset = dataset.shuffle(len(host_files), seed=step_seed).repeat()
-        dataset = dataset.interleave(
-            tf.data.TFRecordDataset,
-            cycle_length=min(len(host_files), _INTERLEAVE_CYCLE),
-            num_parallel_calls=_AUTOTUNE,
-            deterministic=True,
-        )
-        dataset = dataset.shuffle(shuffle_buffer_size, seed=step_seed + 1)
+        _, _, replicas = _deployment(params)
+        position = start_step(model_dir) * replicas * batch_size
+        dataset = training_records(host_files, seed, shuffle_buffer_size, position)
         dataset = dataset.batch(batch_size, drop_remainder=True)
         dataset = dataset.map(lambda s: transform.parse_batch(s, schema), num_parallel_calls=_AUTOTUNE)
         return dataset.prefetch(_AUTOTUNE)
@@ -143,25 +179,29 @@ def train_input_fn_builder(
     return input_fn
 
 
-def _require_single_host(params: Dict) -> None:
-    """Padded eval/predict input is built per host from all files; on several hosts each would read every row."""
-    _, count, _ = _deployment(params)
-    if count > 1:
-        raise ValueError(
-            f"evaluation and prediction on a TPU slice with {count} hosts is not supported: every host "
-            "would read every row; use a single-host slice (v2-8, v3-8, v5litepod-8) or tpu.eval_on_tpu=false"
-        )
+def _padded_batches(files: List[str], num_examples: int, batch_size: int, steps: int, params: Dict) -> tf.data.Dataset:
+    """(batch index, serialized [batch_size]) pairs of this input_fn call's replicas, for `steps` steps.
 
-
-def _padded_batches(files: List[str], num_examples: int, batch_size: int, batches: int) -> tf.data.Dataset:
-    """(step, serialized [batch_size]) pairs: the `num_examples` real records in file order, then empty Examples
-    up to `batches` whole batches. Fails at run time if the files do not hold exactly `num_examples` records.
+    The whole input is one stream: the `num_examples` real records in file order, then empty Examples up to
+    `steps` global batches, cut into per-replica batches numbered 0, 1, ... Step s feeds global replica k the
+    batch s * replicas + k. On a slice of several hosts (PER_HOST_V2: one call per host, feeding that host's
+    replicas in order), each host keeps the groups of batches of its own replicas (replica k is on host
+    k // replicas_per_host, as TPUEstimator places them without model parallelism), and TPUEstimator
+    concatenates the replicas' outputs in replica order: metrics cover every row once, predictions come back
+    in input order (and `outputs.real_rows` checks it). Every host reads the records; only its own share is parsed. Fails at run time if the files
+    do not hold exactly `num_examples` records.
 
     Padding is added to the record stream and everything after the read works on whole batches (per-record
     maps cost more than the model here)."""
+    host, hosts, replicas_per_host = _deployment(params)
+    batches = steps * replicas_per_host * hosts
     real = tf.data.TFRecordDataset(files).apply(tf.data.experimental.assert_cardinality(num_examples))
     padding = tf.data.Dataset.from_tensors(tf.constant(b"")).repeat(batches * batch_size - num_examples)
-    return real.concatenate(padding).batch(batch_size, drop_remainder=True).enumerate()
+    numbered = real.concatenate(padding).batch(batch_size, drop_remainder=True).enumerate()
+    if hosts == 1:
+        return numbered
+    own = numbered.batch(replicas_per_host, drop_remainder=True).shard(hosts, host).unbatch()
+    return own.apply(tf.data.experimental.assert_cardinality(steps * replicas_per_host))
 
 
 def _padded_input_fn(patterns: Patterns, schema: Schema, num_examples: Optional[int], with_label: bool) -> InputFn:
@@ -170,13 +210,12 @@ def _padded_input_fn(patterns: Patterns, schema: Schema, num_examples: Optional[
     spec = transform.parse_spec(schema, with_label=with_label, label_default=True)
 
     def input_fn(params: Dict) -> tf.data.Dataset:
-        _require_single_host(params)
         batch_size = params["batch_size"]
-        replicas = _deployment(params)[2]
-        batches = eval_steps(count, batch_size * replicas) * replicas
+        _, hosts, replicas_per_host = _deployment(params)
+        steps = eval_steps(count, batch_size * replicas_per_host * hosts)
 
-        def parse(step, serialized):
-            index = tf.cast(step, tf.int32) * batch_size + tf.range(batch_size, dtype=tf.int32)
+        def parse(batch_index, serialized):
+            index = tf.cast(batch_index, tf.int32) * batch_size + tf.range(batch_size, dtype=tf.int32)
             parsed = tf.io.parse_example(serialized, spec)
             features = transform.to_model_features(parsed, schema)
             features[PADDING_FEATURE] = tf.cast(index >= count, tf.float32)
@@ -186,7 +225,7 @@ def _padded_input_fn(patterns: Patterns, schema: Schema, num_examples: Optional[
                 return features
             return features, transform.to_model_label(parsed, schema)
 
-        dataset = _padded_batches(files, count, batch_size, batches)
+        dataset = _padded_batches(files, count, batch_size, steps, params)
         dataset = dataset.map(parse, num_parallel_calls=PARSE_PARALLELISM).prefetch(PREFETCH_BATCHES)
         return dataset.with_options(fixed_pipeline_options())
 

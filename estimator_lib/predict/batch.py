@@ -57,7 +57,7 @@ import tensorflow as tf
 
 from estimator_lib import storage
 from estimator_lib.config import DEFAULT_MISSING_VALUES, JobConfig
-from estimator_lib.data import example_keys
+from estimator_lib.data import example_keys, records
 from estimator_lib.data.example_keys import KEY_BYTES_FEATURE
 from estimator_lib.data.prepare import encode_for_scoring
 from estimator_lib.estimator import build_estimator
@@ -65,6 +65,7 @@ from estimator_lib.export import load_serving_model
 from estimator_lib.model import checkpoints, inputs
 from estimator_lib.model.inputs import Patterns
 from estimator_lib.model.outputs import PredictionError, output_keys, real_rows
+from estimator_lib.progress import RowProgress
 from estimator_lib.schema import (
     CLASSIFICATION,
     INDEX_FEATURE,
@@ -353,8 +354,8 @@ class _ShardWriter:
     def __init__(self, directory: str, count: int, num_shards: int):
         self._directory = directory
         self._num_shards = num_shards
-        self._sizes = shard_sizes(count, num_shards)
-        self.ends = list(itertools.accumulate(self._sizes))  # each shard's end row (exclusive)
+        self.sizes = shard_sizes(count, num_shards)
+        self.ends = list(itertools.accumulate(self.sizes))  # each shard's end row (exclusive)
         self._shard = -1
         self._left = 0
         self._file = None
@@ -369,7 +370,7 @@ class _ShardWriter:
             self.shards.append(
                 {
                     "file": shard_name(self._shard, self._num_shards),
-                    "rows": self._sizes[self._shard],
+                    "rows": self.sizes[self._shard],
                     "bytes": self._bytes,
                     "sha256": self._hash.hexdigest(),
                 }
@@ -378,7 +379,7 @@ class _ShardWriter:
         if self._shard < self._num_shards:
             path = os.path.join(self._directory, shard_name(self._shard, self._num_shards))
             self._file = open(path, "wb", buffering=1 << 20)
-            self._hash, self._bytes, self._left = hashlib.sha256(), 0, self._sizes[self._shard]
+            self._hash, self._bytes, self._left = hashlib.sha256(), 0, self.sizes[self._shard]
         else:
             self._file = None
 
@@ -406,12 +407,14 @@ def _write_rows(joined: Iterator[Tuple[Dict[str, Any], Batch]], formatter: _RowF
 
     A batch is formatted `_FORMAT_ROWS` rows at a time: formatting holds the GIL, and hashing each piece
     releases it, so the estimator's thread never waits long to start its next step."""
-    written = 0
+    written, progress = 0, RowProgress("batch predict", total=sum(writer.sizes))
     for host, outputs in joined:
         for _, rows, data in formatted_pieces(host, outputs, formatter, written, writer.ends):
             writer.rows_until_next_shard()  # moves on to the piece's shard
             writer.write(data, rows)
             written += rows
+            progress.update(rows)
+    progress.finish()
     return written
 
 
@@ -540,9 +543,10 @@ def batch_predict(
     """
     columns = _passthrough_columns(schema, passthrough)
     _check_num_shards(num_shards)
-    return _checkpoint_predictions(
-        job, schema, model_dir, data, output_dir, num_examples, columns, num_shards, checkpoint_path, {}
-    )
+    with records.named_data_loss(inputs.resolve_files(data)):
+        return _checkpoint_predictions(
+            job, schema, model_dir, data, output_dir, num_examples, columns, num_shards, checkpoint_path, {}
+        )
 
 
 def predict_raw(

@@ -9,7 +9,9 @@ from typing import Any, Dict, Optional
 from estimator_lib import storage
 from estimator_lib.config import JobConfig
 from estimator_lib.config.run import DIRECTORY, RAW, RAW_EXTENSIONS, SPLIT, TFRECORD_EXTENSIONS, prediction_kind
+from estimator_lib.data import records
 from estimator_lib.data.prepare import PrepareResult
+from estimator_lib.model.inputs import resolve_files
 from estimator_lib.predict.batch import PredictResult, batch_predict, predict_raw
 
 
@@ -34,9 +36,13 @@ def prediction_source(data: str, prepared: PrepareResult) -> PredictionSource:
     kind = prediction_kind(data)
     if kind == SPLIT:
         return PredictionSource(prepared.files(data), count=prepared.counts[data])
-    if kind == DIRECTORY:
-        return PredictionSource(_directory_tfrecords(data))
-    return PredictionSource(data, raw=kind == RAW)
+    if kind == RAW:
+        return PredictionSource(data, raw=True)
+    uri = _directory_tfrecords(data) if kind == DIRECTORY else data
+    files = resolve_files(uri)
+    with records.named_data_loss(files):  # a truncated file fails here first: name it
+        records.check_features(files, prepared.schema)  # TFRecords made elsewhere: same schema?
+    return PredictionSource(uri)
 
 
 def _directory_tfrecords(directory: str) -> str:

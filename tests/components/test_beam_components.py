@@ -8,22 +8,42 @@ import os
 
 import numpy as np
 import pytest
-from kfp.dsl import Dataset
+from kfp.dsl import Dataset, Model
 
 pytest.importorskip("apache_beam")
 
 from file_trees import tree  # noqa: E402
-from test_components import CPU, artifact, prepare, train, write_csv  # noqa: E402
+from test_components import CPU, TRAIN, artifact, write_csv  # noqa: E402
 
 from components.batch_predict import batch_predict  # noqa: E402
+from components.prepare import prepare_data  # noqa: E402
+from components.train import train_model  # noqa: E402
 from estimator_lib.predict import read_predictions  # noqa: E402
 
 BEAM = {"runner": "DirectRunner"}
 
 
 def prepared(work, engine: str, data: str) -> Dataset:
-    options = {"chunk_bytes": 2048.0}
-    return prepare(data, work, f"dataset-{engine}", options=options, engine=engine, beam_options=BEAM)
+    """`data` prepared by the prepare component with `engine`, in many chunks (so Beam has work to spread)."""
+    dataset = artifact(Dataset, work, f"dataset-{engine}")
+    prepare_data(
+        data=data,
+        label="label",
+        task="auto",
+        key_column="",
+        eval_fraction=0.25,
+        options={"num_workers": 1, "num_shards": 2.0, "chunk_bytes": 2048.0},
+        dataset=dataset,
+        engine=engine,
+        beam_options=BEAM,
+    )
+    return dataset
+
+
+def train(dataset: Dataset, work) -> Model:
+    model = artifact(Model, work, "model")
+    train_model(dataset=dataset, **TRAIN, publish_root=str(work / "published"), model=model)
+    return model
 
 
 @pytest.mark.slow

@@ -1,26 +1,39 @@
 """Each component through its Python function, in-process, with artifacts made by hand (tiny real data, real
-TensorFlow); the adapter plumbing alone. The whole DAG through the KFP local runner is in test_pipeline*.py."""
+TensorFlow). The adapter and artifacts modules alone are in test_adapter.py and test_artifacts.py; the whole DAG
+through the KFP local runner is in tests/e2e/."""
 
 from __future__ import annotations
 
 import csv
-import json
 import os
 
 import pytest
 from kfp.dsl import Artifact, ClassificationMetrics, Dataset, Metrics, Model
 
-from components import _io, build_stages
+from components import adapter, build_stages
 from components.batch_predict import batch_predict
 from components.evaluate import evaluate_model
 from components.export import export_model
 from components.prepare import prepare_data
+from components.release import release_model
 from components.train import train_model
 from estimator_lib import release
 from estimator_lib.config import JobConfig
 
 CPU = {"use_tpu": False}
 LOCAL_JOB = {"tpu": {"strict": True}, "training": {"save_checkpoints_steps": 100, "train_steps": 40}}
+# The train stage's parameters (besides its dataset and publish root), as the pipeline passes them.
+TRAIN = {
+    "job_config": LOCAL_JOB,
+    "model_family": "linear",
+    "hidden_units": [8.0],
+    "learning_rate": 0.05,
+    "max_epochs": 100,
+    "train_batch_size": 32,
+    "seed": 1,
+    "tpu": CPU,
+    "warm_start": "none",
+}
 
 
 def write_csv(path: str, n: int = 160) -> str:
@@ -34,57 +47,33 @@ def write_csv(path: str, n: int = 160) -> str:
     return path
 
 
-def artifact(cls, directory, name):
-    return cls(name=name, uri=os.path.join(str(directory), name), metadata={})
+def artifact(cls, directory, name, task=None):
+    """An output artifact as KFP makes one: `directory/<task>/<name>` (the task directory holds stage.json)."""
+    return cls(name=name, uri=os.path.join(str(directory), task or name, name), metadata={})
 
 
-def prepare(data: str, work, name: str = "dataset", **more) -> Dataset:
-    """`data` prepared through the prepare component into `work`/`name`; `more`: options and engine settings."""
-    dataset = artifact(Dataset, work, name)
+@pytest.fixture(scope="module")
+def stages(tmp_path_factory):
+    """prepare -> train -> evaluate -> batch predict -> export -> release, each called as its component function
+    (each in a task directory of its own, as KFP gives them)."""
+    work = tmp_path_factory.mktemp("stages")
+    data = write_csv(str(work / "data.csv"))
+    dataset = artifact(Dataset, work, "dataset")
     prepare_data(
         data=data,
         label="label",
         task="auto",
         key_column="",
         eval_fraction=0.25,
-        options={"num_workers": 1, "num_shards": 2.0, **more.pop("options", {})},
+        options={"num_workers": 1, "num_shards": 2.0},
         dataset=dataset,
-        **more,
     )
-    return dataset
-
-
-def train(dataset, work) -> Model:
-    """The tiny linear model of these tests, trained through the train component into `work`/model."""
     model = artifact(Model, work, "model")
-    train_model(
-        dataset=dataset,
-        job_config=LOCAL_JOB,
-        model_family="linear",
-        hidden_units=[8.0],
-        learning_rate=0.05,
-        train_steps=40,
-        train_batch_size=32,
-        seed=1,
-        tpu=CPU,
-        warm_start="none",
-        publish_root=str(work / "published"),
-        model=model,
-    )
-    return model
-
-
-@pytest.fixture(scope="module")
-def stages(tmp_path_factory):
-    """prepare -> train -> evaluate -> batch predict -> export, each called as its component function."""
-    work = tmp_path_factory.mktemp("stages")
-    data = write_csv(str(work / "data.csv"))
-    dataset = prepare(data, work)
-    model = train(dataset, work)
+    train_model(dataset=dataset, **TRAIN, publish_root=str(work / "published"), model=model)
     metrics, cmetrics, blessing = (
-        artifact(Metrics, work, "metrics"),
-        artifact(ClassificationMetrics, work, "cm"),
-        artifact(Artifact, work, "blessing"),
+        artifact(Metrics, work, "metrics", "evaluate"),
+        artifact(ClassificationMetrics, work, "cm", "evaluate"),
+        artifact(Artifact, work, "blessing", "evaluate"),
     )
     evaluate_model(
         dataset=dataset,
@@ -100,14 +89,9 @@ def stages(tmp_path_factory):
     predictions = artifact(Dataset, work, "predictions")
     batch_predict(dataset=dataset, model=model, data="eval", tpu=CPU, predictions=predictions)
     exported = artifact(Model, work, "exported")
-    export_model(
-        dataset=dataset,
-        model=model,
-        blessing=blessing,
-        publish_root=str(work / "published"),
-        tpu=CPU,
-        exported=exported,
-    )
+    export_model(dataset=dataset, model=model, tpu=CPU, exported=exported)
+    publication = artifact(Artifact, work, "publication")
+    release_model(exported=exported, blessing=blessing, publish_root=str(work / "published"), publication=publication)
     return dict(
         work=work,
         dataset=dataset,
@@ -117,12 +101,13 @@ def stages(tmp_path_factory):
         blessing=blessing,
         predictions=predictions,
         exported=exported,
+        publication=publication,
     )
 
 
 def test_prepare_describes_the_dataset(stages):
     meta = stages["dataset"].metadata
-    assert meta["counts"]["train"] + meta["counts"]["eval"] == 160
+    assert meta["counts"]["train"] + meta["counts"]["valid"] + meta["counts"]["eval"] == 160
     assert meta["task"] == "classification" and meta["classes"] == ["no", "yes"] and meta["label"] == "label"
     assert os.path.exists(meta["schema_uri"])
     assert meta["fingerprint"] == release.fingerprint(stages["dataset"].uri)
@@ -132,11 +117,11 @@ def test_prepare_describes_the_dataset(stages):
 def test_train_uses_the_artifact_uri_as_model_dir_and_records_the_config(stages):
     model = stages["model"]
     assert model.metadata["global_step"] == 40
-    assert model.metadata["checkpoint"] == os.path.join(model.uri, "model.ckpt-40")
+    assert model.metadata["checkpoint"] == os.path.join(model.uri, "best", "model.ckpt-40")  # kept by validation
     job = JobConfig.from_dict(model.metadata["config"])
     assert job.model.family == "linear" and job.model.hidden_units == (8,) and job.training.seed == 1
     assert job.tpu.strict is True and job.training.warm_start_from is None
-    with open(os.path.join(model.uri, _io.JOB_CONFIG_FILE), encoding="utf-8") as f:
+    with open(os.path.join(model.uri, adapter.JOB_CONFIG_FILE), encoding="utf-8") as f:
         assert JobConfig.from_json(f.read()) == job
 
 
@@ -150,28 +135,32 @@ def test_evaluate_logs_metrics_confusion_matrix_roc_and_blessing(stages):
     assert sum(map(sum, rows)) == eval_count
     assert (rows[0][0] + rows[1][1]) / eval_count == pytest.approx(metrics["accuracy"])
     assert len(cm["confidenceMetrics"]) == 101
-    verdict = _io.read_blessing(stages["blessing"].uri)
-    assert verdict.blessed and [c.name for c in verdict.checks] == ["trivial", "threshold"]
+    verdict = adapter.read_blessing(stages["blessing"].uri)
+    assert verdict.blessed and [c.name for c in verdict.checks] == ["trivial", "threshold", "reference"]
     assert stages["blessing"].metadata["baseline_uri"] == ""  # "latest" with nothing published: no baseline
 
 
-def test_batch_predict_and_export(stages):
+def test_batch_predict_export_and_release(stages):
     predictions = stages["predictions"].metadata
     assert predictions["count"] == stages["dataset"].metadata["counts"]["eval"]
     assert all(os.path.exists(s) for s in predictions["shards"])
     exported = stages["exported"].metadata
-    assert exported["tag_sets"] == [["serve"], ["serve", "tpu"]]
-    assert exported["published"] is True
-    assert release.latest(str(stages["work"] / "published")).uri == exported["published_uri"]
+    assert exported["tag_sets"] == [["serve"], ["serve", "tpu"]] and exported["global_step"] == 40
+    assert stages["blessing"].metadata["based_on"] == "none"  # nothing was published when it was evaluated
+    publication = stages["publication"].metadata
+    latest = release.latest(str(stages["work"] / "published"))
+    assert publication["published"] is True and latest.uri == publication["published_uri"]
+    assert latest.fingerprint == exported["fingerprint"] and publication["based_on"] == "none"
+    assert latest.metadata["source"]["global_step"] == 40
 
 
 def test_evaluate_scores_the_published_baseline_with_the_same_code(stages, tmp_path):
     """The candidate against its own published export: same weights, same rows, same metric code."""
     root = str(stages["work"] / "published")
     metrics, cmetrics, blessing = (
-        artifact(Metrics, tmp_path, "m"),
-        artifact(ClassificationMetrics, tmp_path, "cm"),
-        artifact(Artifact, tmp_path, "b"),
+        artifact(Metrics, tmp_path, "m", "evaluate"),
+        artifact(ClassificationMetrics, tmp_path, "cm", "evaluate"),
+        artifact(Artifact, tmp_path, "b", "evaluate"),
     )
     evaluate_model(
         dataset=stages["dataset"],
@@ -184,7 +173,7 @@ def test_evaluate_scores_the_published_baseline_with_the_same_code(stages, tmp_p
         classification_metrics=cmetrics,
         blessing=blessing,
     )
-    verdict = _io.read_blessing(blessing.uri)
+    verdict = adapter.read_blessing(blessing.uri)
     assert verdict.baseline_uri == release.latest(root).uri
     assert verdict.baseline_metrics == pytest.approx(verdict.candidate_metrics, abs=1e-6)
     assert not verdict.blessed
@@ -193,62 +182,104 @@ def test_evaluate_scores_the_published_baseline_with_the_same_code(stages, tmp_p
     assert os.path.exists(os.path.join(blessing.uri, "baseline", "manifest.json"))
 
 
-def test_unblessed_model_is_exported_but_not_published(stages, tmp_path):
-    verdict = _io.read_blessing(stages["blessing"].uri)
-    refused = type(verdict)(**{**verdict.__dict__, "blessed": False})
-    blessing = artifact(Artifact, tmp_path, "blessing")
+def blessing_artifact(directory, verdict, based_on: str) -> Artifact:
+    blessing = artifact(Artifact, directory, "blessing", "evaluate")
     os.makedirs(blessing.uri)
-    with open(os.path.join(blessing.uri, _io.BLESSING_FILE), "w") as f:
-        f.write(refused.to_json())
-    exported = artifact(Model, tmp_path, "exported")
+    with open(os.path.join(blessing.uri, adapter.BLESSING_FILE), "w") as f:
+        f.write(verdict.to_json())
+    blessing.metadata.update({"based_on": based_on, "fingerprint": verdict.summary()})
+    return blessing
+
+
+def test_an_unblessed_model_is_not_published(stages, tmp_path):
+    verdict = adapter.read_blessing(stages["blessing"].uri)
+    refused = type(verdict)(**{**verdict.__dict__, "blessed": False})
+    publication = artifact(Artifact, tmp_path, "publication")
     root = str(tmp_path / "published")
-    export_model(
-        dataset=stages["dataset"],
-        model=stages["model"],
-        blessing=blessing,
-        publish_root=root,
-        tpu=CPU,
-        exported=exported,
-    )
-    assert exported.metadata["published"] is False and exported.metadata["published_uri"] == ""
-    assert exported.metadata["publish_reason"].startswith("not published: not blessed")
+    blessing = blessing_artifact(tmp_path, refused, "none")
+    release_model(exported=stages["exported"], blessing=blessing, publish_root=root, publication=publication)
+    assert publication.metadata["published"] is False and publication.metadata["published_uri"] == ""
+    assert publication.metadata["publish_reason"].startswith("not published: not blessed")
     assert not os.path.exists(root)
+
+
+def test_release_refuses_when_latest_moved_after_the_evaluation(stages, tmp_path):
+    """The fixture's model was evaluated when nothing was published ("none"); its own release has published
+    since. Releasing it again on that verdict would overwrite a LATEST its evaluation never saw."""
+    root = str(stages["work"] / "published")
+    before = release.latest(root)
+    verdict = adapter.read_blessing(stages["blessing"].uri)
+    publication = artifact(Artifact, tmp_path, "publication")
+    with pytest.raises(release.PublishConflictError, match="but this run was evaluated against 'none'"):
+        release_model(
+            exported=stages["exported"],
+            blessing=blessing_artifact(tmp_path, verdict, "none"),
+            publish_root=root,
+            publication=publication,
+        )
+    assert release.latest(root) == before
+
+
+# -- stage records: a stage run again on the same inputs -----------------------------------------------------
+def test_a_stage_run_again_on_the_same_inputs_reuses_its_output(stages, tmp_path, capsys):
+    data = write_csv(str(tmp_path / "data.csv"), n=80)
+    args = dict(data=data, label="label", task="auto", key_column="", eval_fraction=0.25, options={"num_workers": 1})
+    first = artifact(Dataset, tmp_path, "dataset")
+    prepare_data(**args, dataset=first)
+    schema_time = os.path.getmtime(first.metadata["schema_uri"])
+    capsys.readouterr()
+    again = artifact(Dataset, tmp_path, "dataset")
+    prepare_data(**args, dataset=again)
+    assert again.metadata == first.metadata
+    assert os.path.getmtime(first.metadata["schema_uri"]) == schema_time  # not rewritten
+    assert capsys.readouterr().out.startswith("[stage reused] prepare: inputs unchanged since ")
+    write_csv(data, n=100)  # the data changed: prepared again
+    changed = artifact(Dataset, tmp_path, "dataset")
+    prepare_data(**args, dataset=changed)
+    assert sum(changed.metadata["counts"].values()) == 100 != sum(first.metadata["counts"].values())
+
+
+def test_training_interrupted_after_a_checkpoint_continues_to_the_same_variables(stages, tmp_path):
+    """An attempt on the same inputs that was killed after its step-20 checkpoint: train_model continues from
+    it and ends with the model of the uninterrupted fixture run, byte for byte. Other inputs start afresh."""
+    from components import records
+    from estimator_lib import estimator
+    from estimator_lib.data import prepare
+    from estimator_lib.model import inputs
+
+    dataset, reference = stages["dataset"], stages["model"]
+    job = JobConfig.from_dict(reference.metadata["config"])
+    model = artifact(Model, tmp_path, "model", "train")
+    records.StageRecord(
+        "train", {"model": model}, {"dataset": dataset.metadata["fingerprint"], "job": job.to_dict()}
+    ).begin()
+    prepared = prepare.load_prepared(dataset.uri)
+    files, training = prepared.files("train"), job.training  # the same job's attempt, killed after step 20
+    attempt = inputs.train_input_fn_builder(
+        files, prepared.schema, training.seed, training.shuffle_buffer_size, model.uri
+    )
+    estimator.build_estimator(job, prepared.schema, model.uri).train(attempt, max_steps=20)
+    params = {**TRAIN, "dataset": dataset, "publish_root": str(tmp_path / "published")}
+    train_model(**params, model=model)
+    assert model.metadata["global_step"] == 40
+    assert model.metadata["fingerprint"] == reference.metadata["fingerprint"]
+    other = artifact(Model, tmp_path, "model", "train")
+    train_model(**{**params, "seed": 2}, model=other)  # other inputs: the old checkpoints are deleted first
+    assert other.metadata["fingerprint"] != reference.metadata["fingerprint"]
+    assert not os.path.exists(os.path.join(other.uri, "model.ckpt-20.index"))
 
 
 def test_components_are_lightweight_on_the_given_image():
     stages = build_stages("gcr.io/p/img@sha256:" + "0" * 64)
-    for component in (stages.prepare, stages.train, stages.evaluate, stages.batch_predict, stages.export):
+    for component in (
+        stages.prepare,
+        stages.train,
+        stages.evaluate,
+        stages.batch_predict,
+        stages.export,
+        stages.release,
+    ):
         container = component.component_spec.implementation.container
         assert container.image == "gcr.io/p/img@sha256:" + "0" * 64
         assert "pip install" not in " ".join(container.command)
         assert "from estimator_lib" in container.command[-1]  # imports inside the shipped body
-
-
-def test_typed_restores_ints_that_kfp_turned_into_floats():
-    data = {
-        "training": {"train_steps": 300.0, "optimizer": {"learning_rate": 1.0}},
-        "model": {"hidden_units": [64.0]},
-        "tpu": {"num_cores": 8.0, "tpu_name": "local"},
-    }
-    typed = _io.typed(JobConfig, data)
-    assert typed["training"]["train_steps"] == 300 and isinstance(typed["training"]["train_steps"], int)
-    assert typed["model"]["hidden_units"] == [64] and isinstance(typed["model"]["hidden_units"][0], int)
-    assert typed["tpu"]["num_cores"] == 8 and isinstance(typed["training"]["optimizer"]["learning_rate"], float)
-
-
-def test_training_job_merges_config_hyperparameters_and_placement():
-    job = _io.training_job(
-        {"model": {"family": "linear"}, "training": {"train_steps": 5.0}},
-        {"training.train_steps": 7, "model.hidden_units": [16.0]},
-        {"use_tpu": True, "tpu_name": "local", "num_cores": 8.0},
-    )
-    assert (job.model.family, job.training.train_steps, job.model.hidden_units) == ("linear", 7, (16,))
-    assert (job.tpu.use_tpu, job.tpu.tpu_name, job.tpu.num_cores) == (True, "local", 8)
-
-
-def test_missing_outputs_fail_the_stage(tmp_path):
-    with pytest.raises(_io.OutputMissingError, match="the trained model's job config was not written"):
-        _io.stage_job(str(tmp_path / "model"), CPU)
-    with pytest.raises(_io.OutputMissingError, match="the evaluation's blessing was not written"):
-        _io.read_blessing(str(tmp_path / "blessing"))
-    assert json.loads(json.dumps(_io.placement({"use_tpu": False}))) == {"tpu.use_tpu": False}

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 
@@ -55,6 +56,38 @@ def test_default_run_prints_where_the_summary_is(first_run):
     assert "blessed: True" in stdout
 
 
+def test_default_run_has_its_own_folder_log_and_summary(first_run):
+    """OUTPUT/runs/<id>/ holds the run's artifacts, log and summary; OUTPUT/latest and OUTPUT/summary.json name
+    it; nothing of the run's temporary files is left; the log holds no terminal colour codes."""
+    output, stdout, summary = first_run
+    run = summary["run"]
+    folder = os.path.join(output, "runs", run["id"])
+    assert summary["status"] == "ok" and summary["stage"] is None and summary["error"] is None
+    assert run["dir"] == folder and run["attempts"] == 1 and run["reused"] == []
+    assert os.readlink(os.path.join(output, "latest")) == os.path.join("runs", run["id"])
+    assert load_summary(folder) == summary
+    assert sorted(os.listdir(folder)) == ["pipeline-root", "pipeline.log", "summary.json"]  # tmp/ is gone
+    assert summary["artifacts"]["train"].startswith(os.path.join(folder, "pipeline-root", ""))
+    with open(run["log"], encoding="utf-8") as f:
+        log = f.read()
+    assert "\x1b[" not in log and "\x1b[" not in stdout
+    assert "Executing task 'train-model'" in log  # the runner's own lines are in the log, the console has ours
+    events = [
+        re.sub(r" \(.*\)$", "", line[11:]) for line in stdout.splitlines() if re.match(r"\[\d\d:\d\d:\d\d\] ", line)
+    ]
+    stages = ("prepare", "train", "evaluate", "batch_predict", "export", "release")
+    assert sorted(events) == sorted(f"{stage}: {event}" for stage in stages for event in ("running", "done"))
+    assert events[:2] == ["prepare: running", "prepare: done"] and events[-2:] == ["release: running", "release: done"]
+    assert summary["data"] == {
+        "counts": summary["dataset"]["counts"],
+        "rows": 344,
+        "quarantined": 0,
+        "quarantine_uri": "",
+        "columns_all_missing": {},
+        "notes": [],
+    }
+
+
 def test_default_run_metrics_are_sane_and_blessed(first_run):
     _, _, summary = first_run
     metrics = summary["metrics"]
@@ -69,10 +102,10 @@ def test_default_run_metrics_are_sane_and_blessed(first_run):
 
 def test_default_run_artifacts_predictions_and_export(first_run):
     _, _, summary = first_run
-    assert set(summary["artifacts"]) == {"prepare", "train", "evaluate", "batch_predict", "export"}
+    assert set(summary["artifacts"]) == {"prepare", "train", "evaluate", "batch_predict", "export", "release"}
     assert all(os.path.exists(uri) for uri in summary["artifacts"].values())
     counts = summary["dataset"]["counts"]
-    assert counts["train"] + counts["eval"] == 344
+    assert counts["train"] + counts["valid"] + counts["eval"] == 344
     rows = prediction_rows(summary["predictions"]["uri"])
     assert summary["predictions"]["count"] == counts["eval"] == len(rows)
     assert len({r["key"] for r in rows}) == len(rows)
@@ -83,16 +116,18 @@ def test_default_run_artifacts_predictions_and_export(first_run):
     assert export["tag_sets"] == [["serve"], ["serve", "tpu"]]
     assert os.path.exists(os.path.join(export["uri"], "saved_model.pb"))
     assert {"serving_default", "predict", "classification"} <= set(export["signatures"]["serve,tpu"])
-    assert summary["model"]["global_step"] == 1000
+    model = summary["model"]  # the best checkpoint by validation loss, within the epoch budget
+    assert 0 < model["global_step"] <= model["trained_steps"] <= model["budget"]
 
 
 def test_default_run_publishes_a_version_with_the_exports_fingerprint(first_run):
     output, _, summary = first_run
     fingerprints = summary["fingerprints"]
-    assert set(fingerprints) == {"dataset", "model", "blessing", "predictions", "exported"}
+    assert set(fingerprints) == {"dataset", "model", "blessing", "predictions", "exported", "publication"}
     assert all(len(v) == 64 and int(v, 16) >= 0 for v in fingerprints.values())
     assert release.fingerprint(summary["export"]["uri"]) == fingerprints["exported"]
     latest = release.latest(os.path.join(output, "published"))
+    assert summary["blessing"]["based_on"] == "none"  # nothing was published when it was evaluated
     assert summary["export"]["published"] is True
     assert latest.uri == summary["export"]["published_uri"]
     assert latest.fingerprint == fingerprints["exported"]
@@ -103,7 +138,8 @@ def test_default_run_records_the_full_config(first_run):
     config = summary["config"]
     assert config["data"] == "embedded:penguins" and config["label"] == "species"
     assert config["job_config"]["tpu"]["strict"] is True and config["job_config"]["tpu"]["use_tpu"] is False
-    assert config["job_config"]["training"]["train_steps"] == config["train_steps"] == 1000
+    assert config["job_config"]["training"].get("train_steps") is None  # the budget comes from max_epochs
+    assert config["job_config"]["training"]["max_epochs"] == config["max_epochs"] == 100
     assert config["baseline"] == "latest" and config["warm_start"] == "none"
 
 

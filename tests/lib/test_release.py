@@ -100,12 +100,21 @@ def test_publish_needs_a_saved_model(tmp_path):
 def test_release_publishes_only_a_blessed_model(tmp_path):
     export = make_saved_model(str(tmp_path / "export"))
     root = str(tmp_path / "published")
-    assert release.release(export, blessing(False), root) is None
+    assert release.latest_version(root) == "none"
+    refused = release.release(export, blessing(False), root, based_on="none")
+    assert refused.published is None and refused.reason.startswith("not published: not blessed")
     assert not os.path.exists(root)  # an unblessed run writes nothing
-    model = release.release(export, blessing(True), root, {"source": {"run": "r1"}})
+    done = release.release(export, blessing(True), root, {"source": {"run": "r1"}}, based_on="none")
+    model = done.published
     assert model is not None and release.latest(root) == model
+    assert done.reason == f"published version {model.version} at {model.uri}"
+    assert release.latest_version(root) == model.version
     assert model.metadata["blessing"]["blessed"] is True
     assert model.metadata["source"] == {"run": "r1"}
+    with pytest.raises(release.PublishConflictError, match="this run was evaluated against 'none'"):
+        release.release(export, blessing(True), root, based_on="none")  # another run published since
+    with pytest.raises(ValueError, match="publish_root is empty"):
+        release.release(export, blessing(True), "")
 
 
 def test_publish_and_resolve_on_cloud_storage(gcs_prefix, tmp_path):

@@ -9,9 +9,10 @@ import sys
 
 import pytest
 import yaml
+from repo import ROOT
 
 from estimator_lib.config import ConfigError
-from pipelines import cli, image, params, tpu
+from pipelines import cli, image, tpu
 
 DIGEST_IMAGE = "us-central1-docker.pkg.dev/proj/repo/tpu-pipeline@sha256:" + "ab" * 32
 COMMIT_IMAGE = "us-central1-docker.pkg.dev/proj/repo/tpu-pipeline:" + "0123456789abcdef0123456789abcdef01234567"
@@ -20,7 +21,7 @@ TPU_STAGES = {
     "evaluate-model": "evaluate_model",
     "batch-predict": "batch_predict",
 }
-CPU_STAGES = {"prepare-data": "prepare_data", "export-model": "export_model"}
+CPU_STAGES = {"prepare-data": "prepare_data", "export-model": "export_model", "release-model": "release_model"}
 GCPC_LAUNCHER = "gcr.io/ml-pipeline/google-cloud-pipeline-components:"
 
 
@@ -45,6 +46,32 @@ def test_console_script_and_module_entry_points():
     assert "--cron" in proc.stdout
 
 
+def test_the_cli_and_a_cpu_compile_never_import_the_vertex_extra(tmp_path):
+    """google-cloud-aiplatform and google-cloud-pipeline-components are the optional `vertex` extra (the image has
+    neither): `pipelines.vertex.build_job` and `pipelines.pipeline._on_tpu` import them only when a Vertex AI
+    request or a TPU compile needs them."""
+    output = str(tmp_path / "p.yaml")
+    loaded = (
+        "print(any(m.startswith(('google.cloud.aiplatform', 'google_cloud_pipeline_components')) for m in sys.modules))"
+    )
+    code = "\n".join(
+        [
+            "import sys",
+            "import pipelines.cli as cli",
+            f"assert cli.main(['compile', '--cpu', '--image', {COMMIT_IMAGE!r}, '--output', {output!r}]) == 0",
+            loaded,
+            f"assert cli.main(['compile', '--tpu', 'v3-8', '--image', {COMMIT_IMAGE!r}, '--output', {output!r}]) == 0",
+            loaded,  # the TPU compile does load it: the check sees the modules
+        ]
+    )
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert [line for line in proc.stdout.splitlines() if line in ("True", "False")] == ["False", "True"]
+
+
 # -- compile -------------------------------------------------------------------------------------------------
 def compile_yaml(tmp_path, *args: str) -> dict:
     output = str(tmp_path / "pipeline.yaml")
@@ -58,15 +85,15 @@ def task_tpu(spec: dict, task: str) -> dict:
 
 
 @pytest.mark.parametrize(
-    "tpu_type, machine, accelerator, count",
+    "tpu_type, machine, accelerator, count, flags",
     [
-        ("v2-8", "cloud-tpu", "TPU_V2", 8),
-        ("v3-8", "cloud-tpu", "TPU_V3", 8),
-        ("v5litepod-4", "ct5lp-hightpu-4t", "TPU_V5_LITEPOD", 4),
+        ("v2-8", "cloud-tpu", "TPU_V2", 8, ()),
+        ("v3-8", "cloud-tpu", "TPU_V3", 8, ()),
+        ("v5litepod-4", "ct5lp-hightpu-4t", "TPU_V5_LITEPOD", 4, ("--experimental-tpu",)),
     ],
 )
-def test_compile_for_tpu_runs_three_stages_as_tpu_custom_jobs(tmp_path, tpu_type, machine, accelerator, count):
-    spec = compile_yaml(tmp_path, "--tpu", tpu_type, "--image", DIGEST_IMAGE)
+def test_compile_for_tpu_runs_three_stages_as_tpu_custom_jobs(tmp_path, tpu_type, machine, accelerator, count, flags):
+    spec = compile_yaml(tmp_path, "--tpu", tpu_type, "--image", DIGEST_IMAGE, *flags)
     executors = spec["deploymentSpec"]["executors"]
     for task, function in TPU_STAGES.items():
         assert executors[f"exec-{task}"]["container"]["image"].startswith(GCPC_LAUNCHER)
@@ -113,7 +140,7 @@ def test_compiled_pipeline_parameters(tmp_path):
     assert {
         "task",
         "learning_rate",
-        "train_steps",
+        "max_epochs",
         "train_batch_size",
         "seed",
         "job_config",
@@ -124,11 +151,11 @@ def test_compiled_pipeline_parameters(tmp_path):
         "key_column",
     } <= set(parameters)
     assert sorted(spec["root"]["dag"]["tasks"]) == sorted([*TPU_STAGES, *CPU_STAGES])
-    assert spec["root"]["dag"]["tasks"]["export-model"]["dependentTasks"] == [
-        "evaluate-model",
-        "prepare-data",
-        "train-model",
-    ]
+    tasks = spec["root"]["dag"]["tasks"]
+    assert tasks["export-model"]["dependentTasks"] == ["prepare-data", "train-model"]  # export never publishes
+    # Publishing is last: the release waits for batch prediction too, so a failed run publishes nothing.
+    assert tasks["release-model"]["dependentTasks"] == ["batch-predict", "evaluate-model", "export-model"]
+    assert tasks["release-model"]["inputs"]["parameters"]["publish_root"] == {"componentInputParameter": "publish_root"}
 
 
 def test_compile_refuses_a_mutable_image_and_both_targets(tmp_path, capsys):
@@ -159,8 +186,8 @@ def test_image_references():
 
 def test_tpu_presets():
     assert tpu.preset("v3-8").tpu_settings() == {"use_tpu": True, "tpu_name": "local", "num_cores": 8}
-    assert tpu.preset("v5litepod-8").machine_type == "ct5lp-hightpu-8t"
-    with pytest.raises(ValueError, match=r"--tpu 'v9-8' is not a known TPU type; use one of \['v2-8'"):
+    assert tpu.preset("v5litepod-8", experimental=True).machine_type == "ct5lp-hightpu-8t"
+    with pytest.raises(ValueError, match=r"--tpu 'v9-8': it is not a known TPU type; use one of \['v2-8', 'v3-8'\]"):
         tpu.preset("v9-8")
 
 
@@ -196,7 +223,7 @@ def test_settings_route_overrides_to_their_sections(tmp_path):
     assert settings.blessing.thresholds == {"auc": 0.9} and settings.blessing.min_improvement == 0.01
     assert settings.prepare_options == {"num_shards": 3}
     arguments = settings.arguments()
-    assert arguments["train_steps"] == 7 and arguments["model_family"] == "linear"
+    assert arguments["job_config"]["training"]["train_steps"] == 7 and arguments["model_family"] == "linear"
     assert arguments["data"] == "x.csv" and arguments["label"] == "y" and arguments["baseline"] == "none"
     assert arguments["publish_root"] == "/published"
     assert "warm_start_from" not in arguments["job_config"]["training"]  # no nulls in KFP parameters
@@ -204,6 +231,8 @@ def test_settings_route_overrides_to_their_sections(tmp_path):
         "thresholds": {"auc": 0.9},
         "beat_trivial": True,
         "min_improvement": 0.01,
+        "confidence": 0.95,
+        "reference_margin": 0.02,
     }
 
 
@@ -214,11 +243,3 @@ def test_settings_errors_name_the_fix(capsys):
         cli.resolve_settings(parse("--set", "training.train_step=3"), "/p")
     with pytest.raises(ConfigError, match="eval_fraction=1.5 must be in"):
         cli.resolve_settings(parse("--eval-fraction", "1.5"), "/p")
-
-
-def test_without_nulls_keeps_the_config():
-    assert params.without_nulls({"a": None, "b": {"c": None, "d": [1, {"e": None}]}}) == {"b": {"d": [1, {}]}}
-    settings = params.RunSettings(publish_root="/p")
-    from estimator_lib.config import JobConfig
-
-    assert JobConfig.from_dict(settings.arguments()["job_config"]) == settings.job

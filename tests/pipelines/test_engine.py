@@ -8,7 +8,8 @@ import json
 import pytest
 from google.auth.credentials import AnonymousCredentials
 from test_cli import DIGEST_IMAGE, compile_yaml
-from test_vertex import ROOT, FakeVertexAPI
+from test_vertex import ROOT
+from vertex_api import FakeVertexAPI
 
 from pipelines import cli
 

@@ -2,8 +2,9 @@
 
 Vertex AI cannot be reached here. The requests are real google-cloud-aiplatform objects (`PipelineJob`,
 `PipelineJobSchedule`) built with anonymous credentials and an explicit project and region; the only fake is
-the Vertex AI API itself: `FakeVertexAPI` replaces the two create calls of the service clients (and the SDK's
-artifact-bucket check) and records what would have been sent.
+the Vertex AI API itself: `FakeVertexAPI` (tests/vertex_api.py) replaces the service clients' calls (and the
+SDK's artifact-bucket check) and records what would have been sent. The TPU custom jobs' requests are in
+test_vertex_capacity.py, the Experiment and Model Registry steps in test_vertex_steps.py.
 """
 
 from __future__ import annotations
@@ -12,50 +13,15 @@ import json
 
 import pytest
 from google.auth.credentials import AnonymousCredentials
+from vertex_api import FakeVertexAPI
 
+from estimator_lib.config import RunConfig
 from pipelines import cli, vertex
-from pipelines.params import RunSettings
 from pipelines.pipeline import compile_pipeline
 from pipelines.tpu import preset
 
 IMAGE = "us-central1-docker.pkg.dev/proj/repo/tpu-pipeline@sha256:" + "cd" * 32
 ROOT = "gs://bucket/pipeline-root"
-
-
-class FakeVertexAPI:
-    """Stands in for the Vertex AI API: records create requests and answers like the service would."""
-
-    def __init__(self, monkeypatch):
-        from google.cloud.aiplatform.compat.services import (
-            pipeline_service_client_v1,
-            schedule_service_client_v1,
-        )
-        from google.cloud.aiplatform.utils import gcs_utils
-
-        self.pipeline_jobs, self.schedules, self.buckets = [], [], []
-        fake = self
-
-        def create_pipeline_job(self, parent, pipeline_job, pipeline_job_id=None, timeout=None, **_):
-            fake.pipeline_jobs.append({"parent": parent, "pipeline_job": pipeline_job, "id": pipeline_job_id})
-            created = type(pipeline_job).wrap(type(pipeline_job).pb(pipeline_job))
-            created.name = f"{parent}/pipelineJobs/{pipeline_job_id}"
-            return created
-
-        def create_schedule(self, parent, schedule, timeout=None, **_):
-            fake.schedules.append({"parent": parent, "schedule": schedule})
-            created = type(schedule).wrap(type(schedule).pb(schedule))
-            created.name = f"{parent}/schedules/123"
-            return created
-
-        monkeypatch.setattr(
-            pipeline_service_client_v1.PipelineServiceClient, "create_pipeline_job", create_pipeline_job
-        )
-        monkeypatch.setattr(schedule_service_client_v1.ScheduleServiceClient, "create_schedule", create_schedule)
-        monkeypatch.setattr(
-            gcs_utils,
-            "create_gcs_bucket_for_pipeline_artifacts_if_it_does_not_exist",
-            lambda **kwargs: fake.buckets.append(kwargs["output_artifacts_gcs_dir"]),
-        )
 
 
 @pytest.fixture(scope="module")
@@ -76,8 +42,8 @@ def target(**kwargs) -> vertex.VertexTarget:
     return vertex.VertexTarget(**values)
 
 
-def settings() -> RunSettings:
-    return RunSettings(
+def settings() -> RunConfig:
+    return RunConfig(
         publish_root=f"{ROOT}/published",
         data="gs://bucket/data/*.csv",
         label="churned",
@@ -98,7 +64,7 @@ def test_build_job_request(template):
     assert values["data"] == "gs://bucket/data/*.csv" and values["label"] == "churned"
     assert values["publish_root"] == f"{ROOT}/published"
     assert values["baseline"] == "latest" and values["warm_start"] == "latest"
-    assert values["train_steps"] == 1000 and values["model_family"] == "dnn"
+    assert "train_steps" not in values and values["max_epochs"] == 100 and values["model_family"] == "dnn"
     spec = dict(resource.pipeline_spec)
     assert spec["pipelineInfo"]["name"] == "tpu-estimator-pipeline"
     tasks = spec["root"]["dag"]["tasks"]
@@ -170,6 +136,7 @@ def test_cli_submit_and_schedule_build_the_same_requests(monkeypatch, capsys):
         IMAGE,
         "--tpu",
         "v5litepod-4",
+        "--experimental-tpu",
         "--data",
         "gs://bucket/x.csv",
         "--label",
@@ -185,7 +152,7 @@ def test_cli_submit_and_schedule_build_the_same_requests(monkeypatch, capsys):
     [request] = api.pipeline_jobs
     sent = request["pipeline_job"]
     assert request["parent"] == "projects/my-project/locations/europe-west4"
-    assert sent.runtime_config.parameter_values["train_steps"] == 500
+    assert sent.runtime_config.parameter_values["job_config"]["training"]["train_steps"] == 500
     assert sent.runtime_config.parameter_values["publish_root"] == f"{ROOT}/published"
     assert dict(sent.labels) == {"team": "ml"}
     spec = dict(sent.pipeline_spec)

@@ -107,8 +107,8 @@ def test_unloadable_plugin_is_rejected_when_the_model_fn_is_built():
             "eval_fraction + test_fraction + valid_fraction = 1 leaves no training rows; keep their sum below 1",
         ),
         (
-            lambda: BlessingConfig(trivial_confidence=0.4),
-            "trivial_confidence=0.4 must be a number in [0.5, 1), e.g. 0.95 (0.5: a plain comparison",
+            lambda: BlessingConfig(confidence=0.4),
+            "confidence=0.4 must be a number in [0.5, 1), e.g. 0.95 (0.5: a plain comparison",
         ),
         (
             lambda: BlessingConfig(reference_margin=-0.01),
@@ -194,5 +194,5 @@ def test_new_defaults_round_trip_through_json_and_dotted_overrides():
     job = JobConfig().with_overrides({"training.early_stopping.patience": None, "training.max_epochs": 20})
     assert job.training.early_stopping == EarlyStoppingConfig(patience=None)
     assert JobConfig.from_json(job.to_json()) == job
-    blessing = BlessingConfig(reference_margin=None, trivial_confidence=0.5, reference_metric="rmse")
+    blessing = BlessingConfig(reference_margin=None, confidence=0.5, reference_metric="rmse")
     assert BlessingConfig.from_json(blessing.to_json()) == blessing

@@ -102,13 +102,13 @@ def test_confusion_matrix_and_roc_curve():
     assert roc["fpr"] == [0.0, pytest.approx(1 / 8), 1.0]  # 0.5 ("a" for a "c" row) of 8 negatives
 
 
-PLAIN = BlessingConfig(trivial_confidence=0.5)  # z = 0: the plain comparison with the trivial model
+PLAIN = BlessingConfig(confidence=0.5)  # z = 0: the plain comparison with the trivial model
 
 
 def test_decide_first_run_beats_the_trivial_model_and_thresholds():
     truth = truth3()  # most frequent class "a": 2 of 4
     verdict = b.decide(
-        BlessingConfig(thresholds={"accuracy": 0.7, "log_loss": 0.6}, trivial_confidence=0.5),
+        BlessingConfig(thresholds={"accuracy": 0.7, "log_loss": 0.6}, confidence=0.5),
         truth,
         {"accuracy": 0.75, "log_loss": 0.5, "auc": 1.0},
     )
@@ -116,7 +116,7 @@ def test_decide_first_run_beats_the_trivial_model_and_thresholds():
     assert [c.name for c in verdict.checks] == ["trivial", "threshold", "threshold"]
     assert verdict.checks[0].bound == 0.5
     refused = b.decide(
-        BlessingConfig(thresholds={"log_loss": 0.4}, trivial_confidence=0.5),
+        BlessingConfig(thresholds={"log_loss": 0.4}, confidence=0.5),
         truth,
         {"accuracy": 0.75, "log_loss": 0.5, "auc": 1},
     )
@@ -163,12 +163,13 @@ def test_decide_against_the_linear_reference():
         PLAIN, truth, candidate, reference={"accuracy": 0.8, "log_loss": 0.4, "auc": 1.0}, reference_description="r"
     )
     assert worse.reasons == (
-        "no worse than the linear reference 0.8000 by more than 0.02: accuracy=0.7500 >= 0.7800 fails",
+        "no worse than the linear reference 0.8000 by more than 0.02 plus 0.00 x 0.0000 (standard error of the "
+        "paired difference over 4 rows): accuracy=0.7500 >= 0.7800 fails",
     )
     assert (worse.reference, worse.reference_metrics["accuracy"]) == ("r", 0.8)
-    by_loss = BlessingConfig(trivial_confidence=0.5, reference_metric="log_loss", reference_margin=0.05)
+    by_loss = BlessingConfig(confidence=0.5, reference_metric="log_loss", reference_margin=0.05)
     assert b.decide(by_loss, truth, candidate, reference={"accuracy": 1, "log_loss": 0.46, "auc": 1}).blessed
-    skipped = BlessingConfig(trivial_confidence=0.5, reference_margin=None)
+    skipped = BlessingConfig(confidence=0.5, reference_margin=None)
     assert b.decide(skipped, truth, candidate, reference={"accuracy": 1.0, "log_loss": 0.1, "auc": 1.0}).blessed
 
 
@@ -176,7 +177,8 @@ def test_regression_compares_r2_with_the_reference():
     truth = Truth(("k0", "k1", "k2"), np.array([1.0, 2.0, 3.0]))
     verdict = b.decide(PLAIN, truth, {"rmse": 1.0, "mae": 0.5, "r2": 0.2}, reference={"rmse": 0.5, "mae": 0, "r2": 0.3})
     assert verdict.reasons == (
-        "no worse than the linear reference 0.3000 by more than 0.02: r2=0.2000 >= 0.2800 fails",
+        "no worse than the linear reference 0.3000 by more than 0.02 plus 0.00 x 0.0000 (standard error of the "
+        "paired difference over 3 rows): r2=0.2000 >= 0.2800 fails",
     )
 
 
@@ -185,15 +187,13 @@ def test_decide_against_a_baseline():
     candidate = {"accuracy": 0.75, "log_loss": 0.5, "auc": 1.0}
     baseline = {"accuracy": 0.75, "log_loss": 0.4, "auc": 1.0}
     assert b.decide(PLAIN, truth, candidate, baseline, "gs://b/v1").blessed  # as good: blessed
-    stricter = b.decide(
-        BlessingConfig(min_improvement=0.05, trivial_confidence=0.5), truth, candidate, baseline, "gs://b/v1"
-    )
+    stricter = b.decide(BlessingConfig(min_improvement=0.05, confidence=0.5), truth, candidate, baseline, "gs://b/v1")
     assert not stricter.blessed
     assert stricter.reasons == ("vs baseline 0.7500 with min_improvement 0.05: accuracy=0.7500 >= 0.8000 fails",)
     assert stricter.baseline_uri == "gs://b/v1" and stricter.baseline_metrics == baseline
-    by_loss_config = BlessingConfig(comparison_metric="log_loss", min_improvement=-0.2, trivial_confidence=0.5)
+    by_loss_config = BlessingConfig(comparison_metric="log_loss", min_improvement=-0.2, confidence=0.5)
     assert b.decide(by_loss_config, truth, candidate, baseline).blessed  # lower is better: 0.5 <= 0.4 + 0.2
-    by_loss = BlessingConfig(comparison_metric="log_loss", trivial_confidence=0.5)
+    by_loss = BlessingConfig(comparison_metric="log_loss", confidence=0.5)
     assert b.decide(by_loss, truth, candidate, baseline).reasons == (
         "vs baseline 0.4000 with min_improvement 0: log_loss=0.5000 <= 0.4000 fails",
     )
@@ -219,7 +219,7 @@ def test_config_validation_messages():
 
 def test_blessing_round_trips_through_json():
     verdict = b.decide(
-        BlessingConfig(min_improvement=0.01, trivial_confidence=0.5),
+        BlessingConfig(min_improvement=0.01, confidence=0.5),
         truth3(),
         {"accuracy": 0.75, "log_loss": 0.5, "auc": 1},
         {"accuracy": 0.5, "log_loss": 0.9, "auc": 0.7},
@@ -233,3 +233,33 @@ def test_blessing_round_trips_through_json():
     record = json.loads(verdict.to_json())
     del record["reference"], record["reference_metrics"]  # a record written before the reference existed
     assert Blessing.from_dict(record).reference_metrics is None
+
+
+def test_paired_standard_errors_are_those_of_the_per_row_differences():
+    truth = truth3()
+    candidate = b.scores_from_rows(rows3(), truth, "candidate")  # right, right, wrong, right
+    reference = b.Scores(np.array(["a", "b", "c", "b"], dtype=object), np.full((4, 3), 1 / 3))  # r, r, r, wrong
+    errors = b.paired_standard_errors(truth, candidate, reference)
+    assert errors["accuracy"] == pytest.approx(np.std([0, 0, -1, 1], ddof=1) / 2)
+    log_ratio = [math.log(0.7 * 3), math.log(0.8 * 3), math.log(0.4 * 3), math.log(0.6 * 3)]
+    assert errors["log_loss"] == pytest.approx(np.std(log_ratio, ddof=1) / 2)
+    numbers = Truth(("k0", "k1", "k2"), np.array([1.0, 2.0, 3.0]))
+    regression = b.paired_standard_errors(numbers, b.Scores(np.array([1.0, 2.0, 4.0])), b.Scores(np.array([2.0] * 3)))
+    assert regression["r2"] == pytest.approx(np.std([1.5, 0.0, 0.0], ddof=1) / math.sqrt(3))  # variance 2/3
+    assert regression["mae"] == pytest.approx(np.std([1.0, 0.0, 0.0], ddof=1) / math.sqrt(3))
+
+
+def test_the_reference_gap_that_chance_explains_is_tolerated():
+    """60 rows: 0.9 against the reference's 0.95 is 3 rows. With a paired standard error of 0.03, the bound is
+    0.95 - 0.02 - 1.645 * 0.03 = 0.8807; with 0.01 it is 0.9136."""
+    keys = tuple(f"k{i}" for i in range(60))
+    truth = Truth(keys, np.array(["a"] * 30 + ["b"] * 30, dtype=object), ("a", "b"))
+    candidate, reference = {"accuracy": 0.9, "log_loss": 0.3, "auc": 0.9}, {"accuracy": 0.95, "log_loss": 0.2, "auc": 1}
+    noisy = b.decide(BlessingConfig(), truth, candidate, reference=reference, reference_errors={"accuracy": 0.03})
+    assert noisy.blessed and noisy.checks[1].bound == pytest.approx(0.95 - 0.02 - 1.6448536269514722 * 0.03)
+    sure = b.decide(BlessingConfig(), truth, candidate, reference=reference, reference_errors={"accuracy": 0.01})
+    assert sure.reasons == (
+        "no worse than the linear reference 0.9500 by more than 0.02 plus 1.64 x 0.0100 (standard error of the paired "
+        "difference over 60 rows): accuracy=0.9000 >= 0.9136 fails",
+    )
+    assert sure.reference_errors == {"accuracy": 0.01}

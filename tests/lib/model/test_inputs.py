@@ -85,9 +85,39 @@ def test_training_files_are_split_between_hosts(data):
         inputs._host_files(files[:1], {"context": FakeTPUContext(0)})
 
 
-def test_fold_seed_differs_by_step_and_is_stable():
+def test_fold_seed_differs_by_epoch_and_is_stable():
     assert inputs.fold_seed(42, 0) == inputs.fold_seed(42, 0)
     assert len({inputs.fold_seed(42, s) for s in range(100)}) == 100
+    assert int(inputs.fold_seed(42, tf.constant(7, tf.int64))) == inputs.fold_seed(42, 7)  # in-graph epochs
+
+
+def test_the_training_stream_resumed_at_any_record_is_the_rest_of_the_same_stream(data):
+    """The stream depends on the seed alone: started at record p (a resumed run) it is the uninterrupted stream
+    from p on, across epoch boundaries. Each epoch holds every record once, in its own order."""
+    files = inputs.resolve_files(data[1])
+
+    def records(position, n):
+        stream = inputs.training_records(files, seed=3, shuffle_buffer_size=50, position=position)
+        return [r.numpy() for r in stream.take(n)]
+
+    whole = records(0, 330)
+    assert sorted(whole[:100]) == sorted(whole[100:200]) and len(set(whole[:100])) == 100
+    assert whole[:100] != whole[100:200]
+    for position in (1, 99, 100, 137, 250):
+        assert records(position, 330 - position) == whole[position:], position
+    assert int(inputs.training_records(files, 3, 50, 0).cardinality()) == tf.data.INFINITE_CARDINALITY
+
+
+def test_a_train_input_fn_starts_at_the_checkpoint_step(data, tmp_path, monkeypatch):
+    """Resumed at global step 3 with batches of 16 on one replica, the first batch is the fresh stream's fourth."""
+    schema, pattern = data
+    fresh = inputs.train_input_fn_builder(pattern, schema, seed=1, shuffle_buffer_size=50)
+    steps = [f["f_x_1"].numpy() for f, _ in fresh({"batch_size": 16}).take(5)]
+    monkeypatch.setattr(inputs, "start_step", lambda model_dir: 3)
+    resumed = inputs.train_input_fn_builder(pattern, schema, seed=1, shuffle_buffer_size=50, model_dir="m")
+    assert [f["f_x_1"].numpy().tolist() for f, _ in resumed({"batch_size": 16}).take(2)] == [
+        s.tolist() for s in steps[3:5]
+    ]
 
 
 def test_missing_files_are_named(tmp_path):
@@ -95,7 +125,76 @@ def test_missing_files_are_named(tmp_path):
         inputs.resolve_files(str(tmp_path / "nothing-*.tfrecord"))
 
 
-def test_padded_input_refuses_multi_host_slices(data):
+# -- several TPU hosts: each host's input_fn call with its own current_input_fn_deployment() -------------------------
+HOSTS, REPLICAS_PER_HOST = 2, 4
+
+
+def host_datasets(builder, per_replica_batch):
+    """Each simulated host's dataset, grouped per step: REPLICAS_PER_HOST per-replica batches at a time."""
+    params = [{"batch_size": per_replica_batch, "context": FakeTPUContext(h)} for h in range(HOSTS)]
+    return [builder(p).batch(REPLICAS_PER_HOST, drop_remainder=True) for p in params]
+
+
+def merged(builder, per_replica_batch):
+    """What the TPU computation sees at each step: the replicas' batches in replica order (host 0's four,
+    then host 1's), concatenated as TPUEstimator concatenates the replicas' outputs."""
+
+    def concat(*host_groups):
+        flat = [tf.nest.map_structure(lambda x: tf.reshape(x, [-1, *x.shape[2:]]), g) for g in host_groups]
+        return tf.nest.map_structure(lambda *xs: tf.concat(xs, axis=0), *flat)
+
+    return tf.data.Dataset.zip(tuple(host_datasets(builder, per_replica_batch))).map(concat)
+
+
+def test_each_host_reads_its_own_share_and_the_merged_steps_cover_every_row_in_order(data):
     schema, pattern = data
-    with pytest.raises(ValueError, match=r"on a TPU slice with 2 hosts is not supported: every host would read"):
-        inputs.eval_input_fn_builder(pattern, schema)({"batch_size": 4, "context": FakeTPUContext(0)})
+    builder = inputs.predict_input_fn_builder(pattern, schema)
+    per_host = [list(d) for d in host_datasets(builder, 4)]  # global batch 2 x 4 x 4 = 32: 4 steps for 100 rows
+    assert [len(steps) for steps in per_host] == [4, 4]
+    first_step = [s[0]["example_index"].numpy()[:, 0].tolist() for s in per_host]
+    assert first_step == [[0, 4, 8, 12], [16, 20, 24, 28]]  # host 1 feeds replicas 4-7: rows 16-31
+    steps = list(merged(builder, 4))
+    index = np.concatenate([s["example_index"].numpy() for s in steps])
+    padding = np.concatenate([s["is_padding"].numpy() for s in steps])
+    assert index.tolist() == list(range(128)) and padding.tolist() == [0.0] * 100 + [1.0] * 28
+    single = list(builder({"batch_size": 32}))
+    for a, b in zip(steps, single):
+        assert a.keys() == b.keys() and all(np.array_equal(a[k].numpy(), b[k].numpy()) for k in a)
+
+
+def test_multi_host_cardinality_is_known_for_the_fixed_eval_steps(data):
+    schema, pattern = data
+    dataset = inputs.eval_input_fn_builder(pattern, schema)({"batch_size": 4, "context": FakeTPUContext(1)})
+    assert int(dataset.cardinality()) == 4 * REPLICAS_PER_HOST  # 4 steps x this host's 4 replicas
+
+
+def test_two_host_eval_and_predict_equal_a_single_host_run(data, tmp_path):
+    from estimator_lib import estimator
+    from estimator_lib.config import JobConfig, TPUSettings, TrainingConfig
+    from estimator_lib.model.outputs import real_rows
+
+    schema, pattern = data
+    job = JobConfig(
+        tpu=TPUSettings(iterations_per_loop=10),
+        training=TrainingConfig(
+            train_batch_size=16, eval_batch_size=32, predict_batch_size=32, train_steps=20, save_checkpoints_steps=10
+        ),
+    )
+    model_dir = str(tmp_path / "model")
+    estimator.train(job, schema, pattern, model_dir)
+    single = estimator.evaluate(job, schema, pattern, model_dir)
+    est = estimator.build_estimator(job, schema, model_dir)
+    eval_builder = inputs.eval_input_fn_builder(pattern, schema)
+    two_hosts = est.evaluate(lambda params: merged(eval_builder, 4), steps=single.steps)
+    assert single.steps == 4
+    for name, value in single.metrics.items():
+        assert two_hosts[name] == pytest.approx(value, abs=1e-6), name
+
+    predict_builder = inputs.predict_input_fn_builder(pattern, schema)
+    keys = ["class_ids", "probabilities", "example_index", "is_padding"]
+
+    def rows(input_fn):
+        batches = est.predict(input_fn, predict_keys=keys, yield_single_examples=False)
+        return np.concatenate([b["probabilities"] for b in real_rows(batches, 100)])
+
+    assert np.array_equal(rows(lambda params: merged(predict_builder, 4)), rows(predict_builder))

@@ -16,14 +16,13 @@ import pytest
 import synthetic
 from kfp.dsl import Dataset, Model
 
-from components import _io
+from components import adapter
 from components.batch_predict import batch_predict as batch_predict_component
 from estimator_lib import estimator, storage
-from estimator_lib.config import ConfigError, JobConfig, ModelConfig, TPUSettings, TrainingConfig, run
+from estimator_lib.config import ConfigError, JobConfig, ModelConfig, RunConfig, TPUSettings, TrainingConfig, run
 from estimator_lib.data import records
 from estimator_lib.data.prepare import DataError, PrepareConfig, encode_for_scoring, prepare
 from estimator_lib.predict import batch_predict, predict_raw, read_predictions, sources
-from pipelines.params import RunSettings
 
 FEATURES = ("x 1", "x-2", "colour")
 N_PREPARED = 120
@@ -258,7 +257,7 @@ def test_scoring_settings_are_checked(trained, tmp_path):
 
 # -- the component and the pipeline parameter -----------------------------------------------------------------
 def component_artifacts(trained, tmp_path):
-    _io.write_job_config(trained["model_dir"], trained["job"])
+    adapter.write_job_config(trained["model_dir"], trained["job"])
     dataset = Dataset(name="dataset", uri=trained["prepared"].output_dir, metadata={})
     model = Model(name="model", uri=trained["model_dir"], metadata={})
     return dataset, model, Dataset(name="predictions", uri=str(tmp_path / "predictions"), metadata={})
@@ -315,7 +314,7 @@ def test_prediction_kind_by_extension(data, kind):
 
 def test_unknown_prediction_extension_is_refused_with_the_accepted_ones():
     with pytest.raises(ConfigError) as error:
-        RunSettings(publish_root="/tmp/p", predict_data="gs://b/rows.parquet")
+        RunConfig(publish_root="/tmp/p", predict_data="gs://b/rows.parquet")
     assert str(error.value) == (
         "--predict-data: predict_data='gs://b/rows.parquet': cannot tell what '.parquet' files hold; use a "
         "prepared split ('train', 'eval', 'test', 'valid'), CSV / JSON Lines rows (.csv, .jsonl, .json, .ndjson), or "
@@ -343,3 +342,51 @@ def test_component_reads_new_rows_with_the_preparations_rules(trained, tmp_path)
             dataset=dataset, model=model, data=data, tpu={"use_tpu": False}, predictions=predictions
         )
     assert not os.path.exists(predictions.uri)
+
+
+# -- TFRecords made elsewhere -----------------------------------------------------------------------------------------
+def test_tfrecords_prepared_with_another_schema_are_refused_naming_the_features(trained, tmp_path):
+    rows = [{k: v for k, v in r.items() if k not in ("x 1", "colour")} for r in make_rows(40, seed=3)]
+    rows = [dict(r, other=1.5) for r in rows]
+    columns = ("id", "other") + tuple(c for c in FEATURES if c not in ("x 1", "colour")) + ("target",)
+    data = write_csv(str(tmp_path / "other.csv"), rows, columns)
+    other = prepare(PrepareConfig(data=(data,), label="target", key_column="id", num_workers=1), str(tmp_path / "p"))
+    with pytest.raises(DataError) as error:
+        sources.prediction_source(other.files("eval"), trained["prepared"])
+    message = str(error.value)
+    assert (
+        "these records were not prepared with this model's schema: feature(s) ['colour', 'x 1'] are absent" in message
+    )
+    assert "feature key(s) ['f_other'] are not in the schema" in message
+    assert message.endswith(
+        "Prepare them with the model's schema (PrepareConfig.schema_uri) or score the raw rows instead"
+    )
+    # The model's own eval split passes the same check.
+    eval_files = os.path.join(trained["prepared"].output_dir, "eval", "*.tfrecord")
+    assert sources.prediction_source(eval_files, trained["prepared"]).uri == eval_files
+
+
+def test_a_truncated_tfrecord_to_score_is_named_before_scoring(trained, tmp_path):
+    """The schema check reads the records first: a truncated file fails there, named, not as TensorFlow's bare
+    DataLossError."""
+    good = sorted(glob.glob(trained["prepared"].files("eval")))[0]
+    with open(good, "rb") as f:
+        data = f.read()
+    bad = tmp_path / "part-cut.tfrecord"
+    bad.write_bytes(data[: len(data) // 2])
+    with pytest.raises(DataError, match=rf"^{bad}: corrupt or truncated TFRecord \(.*truncated record at \d+"):
+        sources.prediction_source(str(bad), trained["prepared"])
+
+
+def test_a_corrupt_tfrecord_fails_naming_the_file_and_offset(trained, tmp_path):
+    good = sorted(glob.glob(trained["prepared"].files("eval")))[0]
+    with open(good, "rb") as f:
+        data = bytearray(f.read())
+    data[len(data) // 2] ^= 0xFF  # flip a byte in the middle: a CRC check fails there
+    bad = tmp_path / "part-bad.tfrecord"
+    bad.write_bytes(bytes(data))
+    with pytest.raises(
+        DataError, match=rf"^{bad}: corrupt or truncated TFRecord \(.*corrupted record at \d+.*\); re-create"
+    ):
+        batch_predict(trained["job"], trained["schema"], trained["model_dir"], str(bad), str(tmp_path / "out"))
+    assert not (tmp_path / "out").exists()

@@ -187,8 +187,10 @@ def test_multi_host_target_gets_its_share_of_the_files(binary):
         schema,
         build_model_fn(schema, job),
         train_input_fn=train_input(schema, pattern),
-        modes=("train",),
+        eval_input_fn=inputs.eval_input_fn_builder(pattern, schema),
+        predict_input_fn=inputs.predict_input_fn_builder(pattern, schema),
     )
+    assert {"eval: finite-input", "infer: finite-input", "eval: xla", "infer: xla"} <= set(report.checks)
     assert {"train: static-shape (input)", "train: xla"} <= set(report.checks)
 
 

@@ -1,0 +1,176 @@
+"""What a stage reports about its outputs: the metadata of its KFP artifacts.
+
+Every `describe_*` first checks that the output really exists (`adapter.require_output`), so a component never
+reports success for an output that is not there; then it records what a later stage, the Vertex AI console or
+a run's summary reads: counts, URIs, the verdict, content fingerprints.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from typing import TYPE_CHECKING, Any
+
+from kfp.dsl import Artifact, ClassificationMetrics, Dataset, Metrics, Model
+
+from components.adapter import BLESSING_FILE, PUBLICATION_FILE, require_output
+from estimator_lib import storage
+from estimator_lib.config import JobConfig
+from estimator_lib.data.prepare import PrepareResult
+from estimator_lib.estimator import TrainResult
+from estimator_lib.evaluation import Evaluation
+from estimator_lib.export import ExportResult
+from estimator_lib.predict import PredictResult
+from estimator_lib.release import Release, fingerprint, fingerprint_files
+
+if TYPE_CHECKING:
+    # Not at run time: estimator_lib.registry loads google-cloud-aiplatform, which only the register step needs.
+    from estimator_lib.registry import Registration
+
+log = logging.getLogger("components")
+REGISTRATION_FILE = "registration.json"
+
+
+def describe_dataset(dataset: Dataset, result: PrepareResult) -> None:
+    """Prepared Dataset: split counts, where its schema is, label and task, content fingerprint."""
+    schema_uri = storage.join(dataset.uri, "schema.json")
+    require_output(schema_uri, "the prepared schema")
+    dataset.metadata.update(
+        {
+            "counts": dict(result.counts),
+            "schema_uri": schema_uri,
+            "manifest_uri": storage.join(dataset.uri, "manifest.json"),
+            "label": result.schema.label.name,
+            "task": result.schema.label.task,
+            "classes": list(result.schema.label.classes),
+            "fingerprint": fingerprint(dataset.uri),
+        }
+    )
+
+
+def describe_model(model: Model, result: TrainResult, job: JobConfig, warm_started_from: str | None) -> None:
+    """Trained Model: the checkpoint directory is the artifact's uri; global step, checkpoint, config, and the
+    fingerprint of the checkpoint's variables (its .index and .data files: equal variables, equal fingerprint,
+    also for training resumed from a checkpoint, whose .meta graph differs)."""
+    require_output(result.checkpoint + ".index", "the final checkpoint")
+    files = [result.checkpoint + ".index", *storage.glob(result.checkpoint + ".data-*")]
+    model.metadata.update(
+        {
+            "model_dir": model.uri,
+            "global_step": int(result.global_step),
+            "checkpoint": result.checkpoint,
+            "warm_started_from": warm_started_from or "",
+            "config": job.to_dict(),
+            "fingerprint": fingerprint_files(files, model.uri),
+            "trained_steps": int(result.trained_steps),
+            "budget": int(result.budget),
+            "stopped": result.validation.stopped if result.validation else "",
+        }
+    )
+
+
+def describe_evaluation(
+    evaluation: Evaluation,
+    metrics: Metrics,
+    classification_metrics: ClassificationMetrics,
+    blessing: Artifact,
+    based_on: str,
+) -> None:
+    """Metrics (eval split), ClassificationMetrics (confusion matrix, ROC curve) and the Blessing record
+    (whose blessing.json `adapter.write_blessing` wrote), with the LATEST version it was decided against."""
+    path = storage.join(blessing.uri, BLESSING_FILE)
+    require_output(path, "the evaluation's blessing")
+    for name, value in sorted(evaluation.metrics.items()):
+        metrics.log_metric(name, float(value))
+    metrics.log_metric("blessed", 1.0 if evaluation.blessing.blessed else 0.0)
+    if evaluation.confusion_matrix is not None:
+        classification_metrics.log_confusion_matrix(list(evaluation.classes), evaluation.confusion_matrix)
+        roc = evaluation.roc
+        classification_metrics.log_roc_curve(roc["fpr"], roc["tpr"], roc["thresholds"])
+    record = evaluation.blessing.to_dict()
+    blessing.metadata.update(
+        {
+            "blessed": record["blessed"],
+            "reasons": record["reasons"],
+            "summary": evaluation.blessing.summary(),
+            "baseline_uri": record["baseline_uri"] or "",
+            "candidate_metrics": record["candidate_metrics"],
+            "baseline_metrics": record["baseline_metrics"] or {},
+            "reference": record.get("reference") or "",
+            "reference_metrics": record.get("reference_metrics") or {},
+            "global_step": int(evaluation.global_step),
+            "based_on": based_on,
+            "fingerprint": fingerprint_files([path], blessing.uri),
+        }
+    )
+    log.info("evaluation: %s", evaluation.blessing.summary())
+
+
+def describe_predictions(predictions: Dataset, result: PredictResult) -> None:
+    """Predictions Dataset: row count, shards, manifest, where the encoded raw rows are."""
+    for shard in result.shards:
+        require_output(shard, "a prediction shard")
+    encoded = result.manifest.get("raw", {}).get("encoded")
+    if encoded:
+        require_output(storage.join(encoded, "manifest.json"), "the encoded rows' manifest")
+    predictions.metadata.update(
+        {
+            "count": int(result.count),
+            "shards": list(result.shards),
+            "manifest": dict(result.manifest),
+            "scored_rows_uri": encoded or "",
+            "fingerprint": fingerprint(predictions.uri),
+        }
+    )
+
+
+def describe_export(exported: Model, export: ExportResult) -> None:
+    """Exported Model: SavedModel directory, tag sets, signatures, the checkpoint it holds."""
+    require_output(storage.join(export.export_dir, "saved_model.pb"), "the exported SavedModel")
+    exported.metadata.update(
+        {
+            "export_dir": export.export_dir,
+            "tag_sets": [list(tags) for tags in export.tag_sets],
+            "signatures": _jsonable(export.signatures),
+            "checkpoint": export.metadata["checkpoint"],
+            "global_step": int(export.metadata["global_step"]),
+            "fingerprint": fingerprint(export.export_dir),
+        }
+    )
+
+
+def describe_release(publication: Artifact, release: Release, based_on: str) -> None:
+    """Publication record (publication.json, `adapter.write_publication`): whether and where the model was
+    published, why, and the LATEST version the decision was based on."""
+    path = storage.join(publication.uri, PUBLICATION_FILE)
+    require_output(path, "the publication record")
+    published = release.published
+    publication.metadata.update(
+        {
+            "published": published is not None,
+            "publish_reason": release.reason,
+            "published_uri": published.uri if published else "",
+            "published_version": published.version if published else "",
+            "based_on": based_on,
+            "fingerprint": fingerprint_files([path], publication.uri),
+        }
+    )
+    log.info("release: %s", release.reason)
+
+
+def describe_registration(registered: Model, registration: Registration) -> None:
+    """Registered Model: a registered model's uri is the SavedModel directory its version serves, and its metadata
+    names the registry model and version; otherwise registration.json (and the metadata) say why there is none."""
+    record = dataclasses.asdict(registration)
+    if registration.registered:
+        registered.uri = registration.artifact_uri
+        require_output(storage.join(registered.uri, "saved_model.pb"), "the registered SavedModel")
+    else:
+        storage.write_text(storage.join(registered.uri, REGISTRATION_FILE), json.dumps(record, indent=2))
+    registered.metadata.update({**record, "version_name": registration.version_name})
+    log.info("register: %s", registration.reason)
+
+
+def _jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))

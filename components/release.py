@@ -1,0 +1,47 @@
+"""Release stage, last in the pipeline: publishes the verified export of a blessed model.
+
+A thin adapter over `estimator_lib.release.release`. It runs after every other stage (batch prediction
+included), so a run that fails anywhere publishes nothing and LATEST stays where it was. It publishes only if
+LATEST still names the version the evaluate stage compared against (compare-and-swap): a run that published in
+between makes this one fail instead of being overwritten.
+"""
+
+from kfp.dsl import Artifact, Input, Model, Output
+
+
+def release_model(
+    exported: Input[Model],
+    blessing: Input[Artifact],
+    publish_root: str,
+    publication: Output[Artifact],
+):
+    """Publishes the export as a new version under `publish_root` if the evaluation blessed it.
+
+    Args:
+      exported: the export stage's verified SavedModel.
+      blessing: the evaluation's verdict; its metadata `based_on` names the LATEST version it was decided
+        against.
+      publish_root: where a blessed model is published as a new version, with LATEST pointing at it.
+      publication: output; publication.json: whether and where the model was published, and why.
+    """
+    from components import adapter, artifacts, records
+    from estimator_lib import release
+
+    verdict = adapter.read_blessing(blessing.uri)
+    based_on = str(blessing.metadata["based_on"])
+    inputs = {
+        "exported": records.fingerprint_of(exported),
+        "blessing": records.fingerprint_of(blessing),
+        "based_on": based_on,
+        "publish_root": publish_root,
+    }
+    record = records.StageRecord("release", {"publication": publication}, inputs)
+    if record.restore():
+        return
+    record.begin()
+    export_dir = exported.metadata["export_dir"]
+    source = {key: exported.metadata[key] for key in ("export_dir", "checkpoint", "global_step")}
+    outcome = release.release(export_dir, verdict, publish_root, {"source": source}, based_on=based_on)
+    adapter.write_publication(publication.uri, outcome, based_on)
+    artifacts.describe_release(publication, outcome, based_on)
+    record.finish()

@@ -1,0 +1,328 @@
+"""The evaluation report: one standalone HTML file (plots embedded as PNG, nothing fetched) and a short Markdown
+summary, for a reviewer deciding whether a model should have been published.
+
+Runs on the host CPU after evaluation, from what the evaluate stage already holds: the verdict and its checks,
+the eval rows' labels, the candidate's (and baseline's) scores, and the prepared data's manifest. Plots are
+drawn with matplotlib on figures of their own (no pyplot, no display).
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import html
+import io
+import json
+from typing import Any, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from estimator_lib.evaluation.blessing import Blessing
+from estimator_lib.evaluation.metrics import Scores, Truth
+
+_STYLE = """
+body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2rem auto;max-width:70rem;
+color:#1d1d1f;padding:0 1rem}h1{margin-bottom:.2rem}h2{border-bottom:1px solid #ddd;padding-bottom:.2rem;
+margin-top:2rem}table{border-collapse:collapse;margin:.5rem 0}td,th{border:1px solid #ddd;padding:.25rem .6rem;
+text-align:left}th{background:#f5f5f7}td.n{text-align:right;font-variant-numeric:tabular-nums}.ok{color:#137333}
+.fail{color:#b3261e}.badge{display:inline-block;padding:.2rem .7rem;border-radius:1rem;color:#fff;font-weight:600}
+.badge.ok{background:#137333}.badge.fail{background:#b3261e}figure{display:inline-block;margin:.5rem}
+img{max-width:32rem}pre{background:#f5f5f7;padding:.6rem;overflow:auto;font-size:.8rem}
+"""
+
+
+@dataclasses.dataclass(frozen=True)
+class ReportInputs:
+    """What the report shows.
+
+    Attributes:
+      title: the report's heading (e.g. the run and the label).
+      blessing: the verdict, its checks and the candidate's (and baseline's) blessing metrics.
+      truth: the eval rows' labels.
+      candidate: the candidate's scores for those rows.
+      baseline: the baseline model's scores for the same rows, when there is one.
+      model_metrics: the model's own eval metrics (metric_fn, padding weighted out).
+      reference_metrics: a reference model's metrics on the same rows, when one was fitted.
+      manifest: the prepared data's manifest (counts, missing values, class counts, notes).
+      drift: a drift summary {feature: {figure: value}} when the run checked one.
+      run: facts about the run: fingerprints, config, versions (shown as JSON).
+    """
+
+    title: str
+    blessing: Blessing
+    truth: Truth
+    candidate: Scores
+    baseline: Optional[Scores] = None
+    model_metrics: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    reference_metrics: Optional[Mapping[str, float]] = None
+    manifest: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    drift: Optional[Mapping[str, Mapping[str, Any]]] = None
+    run: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+
+# -- plots ------------------------------------------------------------------------------------------------------------
+def _figure() -> Tuple[Figure, Any]:
+    """A figure of its own (no pyplot: no global state, no display), drawn by the Agg canvas."""
+    fig = Figure(figsize=(5.0, 4.0), dpi=90)
+    return fig, fig.subplots()
+
+
+def _png(fig: Figure) -> str:
+    buffer = io.BytesIO()
+    fig.tight_layout()
+    fig.savefig(buffer, format="png", metadata={"Software": None})
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def _confusion_plot(truth: Truth, scores: Scores) -> str:
+    classes = list(truth.classes)
+    index = {c: i for i, c in enumerate(classes)}
+    matrix = np.zeros((len(classes), len(classes)), dtype=int)
+    for t, p in zip(truth.labels, scores.predicted):
+        matrix[index[t], index[p]] += 1
+    fig, ax = _figure()
+    ax.imshow(matrix, cmap="Blues")
+    for (i, j), n in np.ndenumerate(matrix):
+        ax.text(j, i, str(n), ha="center", va="center", color="white" if n > matrix.max() / 2 else "black")
+    ax.set_xticks(range(len(classes)), classes, rotation=45, ha="right")
+    ax.set_yticks(range(len(classes)), classes)
+    ax.set(xlabel="predicted", ylabel="true", title="Confusion matrix (eval rows)")
+    return _png(fig)
+
+
+def _one_vs_rest(truth: Truth, scores: Scores) -> List[Tuple[str, np.ndarray, np.ndarray]]:
+    """(class, is that class [N] bool, its probability [N]) per class (the positive class only for two)."""
+    classes = list(truth.classes)
+    positive = classes[1:] if len(classes) == 2 else classes
+    return [(c, truth.labels == c, scores.probabilities[:, classes.index(c)]) for c in positive]
+
+
+LINE_STYLES = ("-", "--", "-.", ":")  # curves that coincide stay visible
+
+
+def _roc_plot(truth: Truth, scores: Scores) -> str:
+    fig, ax = _figure()
+    for i, (name, is_class, probability) in enumerate(_one_vs_rest(truth, scores)):
+        order = np.argsort(-probability, kind="stable")
+        hits = is_class[order]
+        tpr = np.concatenate([[0.0], np.cumsum(hits) / max(hits.sum(), 1)])
+        fpr = np.concatenate([[0.0], np.cumsum(~hits) / max((~hits).sum(), 1)])
+        ax.plot(fpr, tpr, label=name, linestyle=LINE_STYLES[i % 4], alpha=0.85)
+    ax.plot([0, 1], [0, 1], color="#999", linestyle=":")
+    ax.set(xlabel="false positive rate", ylabel="true positive rate", title="ROC (one vs rest)")
+    ax.legend(loc="lower right")
+    return _png(fig)
+
+
+def _pr_plot(truth: Truth, scores: Scores) -> str:
+    fig, ax = _figure()
+    for i, (name, is_class, probability) in enumerate(_one_vs_rest(truth, scores)):
+        order = np.argsort(-probability, kind="stable")
+        hits = np.cumsum(is_class[order])
+        precision = hits / np.arange(1, len(hits) + 1)
+        recall = hits / max(is_class.sum(), 1)
+        ax.plot(recall, precision, label=name, linestyle=LINE_STYLES[i % 4], alpha=0.85)
+    ax.set(xlabel="recall", ylabel="precision", title="Precision-recall (one vs rest)", ylim=(0, 1.02))
+    ax.legend(loc="lower left")
+    return _png(fig)
+
+
+def _calibration_plot(truth: Truth, scores: Scores, bins: int = 10) -> str:
+    confidence = scores.probabilities.max(axis=1)
+    correct = scores.predicted == truth.labels
+    edges = np.linspace(0.0, 1.0, bins + 1)
+    which = np.clip(np.digitize(confidence, edges) - 1, 0, bins - 1)
+    centers, accuracy, counts = [], [], []
+    for b in range(bins):
+        mask = which == b
+        if mask.any():
+            centers.append(confidence[mask].mean())
+            accuracy.append(correct[mask].mean())
+            counts.append(int(mask.sum()))
+    fig, ax = _figure()
+    ax.plot([0, 1], [0, 1], color="#999", linestyle=":", label="perfectly calibrated")
+    ax.plot(centers, accuracy, marker="o", label="model")
+    ax.set(xlabel="confidence (top probability)", ylabel="accuracy", title="Calibration", xlim=(0, 1), ylim=(0, 1.03))
+    ax.legend(loc="upper left")
+    return _png(fig)
+
+
+def _regression_plots(truth: Truth, scores: Scores) -> List[Tuple[str, str]]:
+    actual, predicted = truth.labels.astype(float), scores.predicted.astype(float)
+    residual = actual - predicted
+    fig, ax = _figure()
+    low, high = float(min(actual.min(), predicted.min())), float(max(actual.max(), predicted.max()))
+    ax.scatter(actual, predicted, s=8, alpha=0.6)
+    ax.plot([low, high], [low, high], color="#999", linestyle=":")
+    ax.set(xlabel="actual", ylabel="predicted", title="Predicted vs actual")
+    scatter = _png(fig)
+    fig, ax = _figure()
+    ax.scatter(predicted, residual, s=8, alpha=0.6)
+    ax.axhline(0.0, color="#999", linestyle=":")
+    ax.set(xlabel="predicted", ylabel="actual - predicted", title="Residuals vs predicted")
+    residuals = _png(fig)
+    fig, ax = _figure()
+    ax.hist(residual, bins=30)
+    ax.set(xlabel="actual - predicted", ylabel="rows", title="Residuals")
+    histogram = _png(fig)
+    return [("Predicted vs actual", scatter), ("Residuals vs predicted", residuals), ("Residual histogram", histogram)]
+
+
+# -- tables -----------------------------------------------------------------------------------------------------------
+def _cell(value: Any) -> str:
+    """A table cell: numbers right-aligned (floats to 4 places), text left-aligned and escaped."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
+        return f"<td>{html.escape(str(value))}</td>"
+    text = f"{value:.4f}" if isinstance(value, (float, np.floating)) else str(value)
+    return f'<td class="n">{text}</td>'
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(_cell(v) for v in row) + "</tr>" for row in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def per_class_metrics(truth: Truth, scores: Scores) -> List[Tuple[str, float, float, float, int]]:
+    """(class, precision, recall, F1, support) per class; precision of a never-predicted class is 0."""
+    out = []
+    for c in truth.classes:
+        predicted, actual = scores.predicted == c, truth.labels == c
+        hits = float(np.sum(predicted & actual))
+        precision = hits / predicted.sum() if predicted.any() else 0.0
+        recall = hits / actual.sum() if actual.any() else 0.0
+        f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+        out.append((c, precision, recall, f1, int(actual.sum())))
+    return out
+
+
+def _metrics_table(inputs: ReportInputs) -> str:
+    columns = [("candidate", inputs.blessing.candidate_metrics)]
+    if inputs.blessing.baseline_metrics:
+        columns.append(("baseline (last published)", inputs.blessing.baseline_metrics))
+    if inputs.reference_metrics:
+        columns.append(("reference", inputs.reference_metrics))
+    names = sorted({name for _, metrics in columns for name in metrics})
+    rows = [[name] + [metrics.get(name, "") for _, metrics in columns] for name in names]
+    return _table(["metric"] + [label for label, _ in columns], rows)
+
+
+def _checks_table(blessing: Blessing) -> str:
+    rows = [
+        [check.name, check.metric, check.value, check.bound, "passed" if check.passed else "FAILED", check.message]
+        for check in blessing.checks
+    ]
+    return _table(["check", "metric", "value", "bound", "result", "reason"], rows)
+
+
+def _data_section(manifest: Mapping[str, Any]) -> str:
+    parts = []
+    counts = manifest.get("counts") or {}
+    if counts:
+        parts.append("<h3>Rows per split</h3>" + _table(["split", "rows"], sorted(counts.items())))
+    rows = manifest.get("rows") or {}
+    if rows:
+        parts.append("<h3>Rows read</h3>" + _table(["rows", "count"], list(rows.items())))
+    for key, heading, first in (
+        ("missing", "Missing values (imputed)", "column"),
+        ("class_counts", "Class balance", "class"),
+    ):
+        per_split = manifest.get(key) or {}
+        if per_split:
+            parts.append(f"<h3>{heading}</h3>" + _split_table(per_split, first))
+    notes = manifest.get("notes") or []
+    if notes:
+        parts.append("<h3>Notes</h3><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
+    return "".join(parts) or "<p>No data summary was given.</p>"
+
+
+def _split_table(per_split: Mapping[str, Mapping[str, Any]], first: str) -> str:
+    """{split: {name: count}} as one row per name and one column per split."""
+    splits = sorted(per_split)
+    names = sorted({n for s in splits for n in per_split[s]})
+    return _table([first] + splits, [[n] + [per_split[s].get(n, 0) for s in splits] for n in names])
+
+
+def _drift_section(drift: Mapping[str, Mapping[str, Any]]) -> str:
+    figures = sorted({name for values in drift.values() for name in values})
+    rows = [[feature] + [values.get(name, "") for name in figures] for feature, values in sorted(drift.items())]
+    return _table(["feature"] + figures, rows)
+
+
+def _figures(items: Sequence[Tuple[str, str]]) -> str:
+    return "".join(
+        f'<figure><img alt="{html.escape(c)}" src="data:image/png;base64,{png}"></figure>' for c, png in items
+    )
+
+
+# -- the report -------------------------------------------------------------------------------------------------------
+def performance_plots(truth: Truth, scores: Scores) -> List[Tuple[str, str]]:
+    """(caption, base64 PNG) of the candidate's plots for its task."""
+    if truth.classes:
+        return [
+            ("Confusion matrix", _confusion_plot(truth, scores)),
+            ("ROC curves", _roc_plot(truth, scores)),
+            ("Precision-recall curves", _pr_plot(truth, scores)),
+            ("Calibration", _calibration_plot(truth, scores)),
+        ]
+    return _regression_plots(truth, scores)
+
+
+def render_html(inputs: ReportInputs) -> str:
+    """The standalone HTML report: verdict and checks, metrics beside the baseline's and the reference's,
+    the task's plots, per-class metrics, the data, drift, and the run's fingerprints and config."""
+    blessing, truth = inputs.blessing, inputs.truth
+    badge = (
+        '<span class="badge ok">blessed</span>' if blessing.blessed else '<span class="badge fail">not blessed</span>'
+    )
+    sections = [
+        f"<h1>{html.escape(inputs.title)}</h1><p>{badge} {html.escape(blessing.summary())}</p>",
+        "<h2>Verdict</h2>" + _checks_table(blessing),
+        "<h2>Metrics</h2>" + _metrics_table(inputs),
+    ]
+    if inputs.model_metrics:
+        model_rows = sorted(inputs.model_metrics.items())
+        sections.append("<h3>The model's own eval metrics (metric_fn)</h3>" + _table(["metric", "value"], model_rows))
+    sections.append("<h2>Performance on the eval rows</h2>" + _figures(performance_plots(truth, inputs.candidate)))
+    if truth.classes:
+        rows = per_class_metrics(truth, inputs.candidate)
+        sections.append("<h3>Per class</h3>" + _table(["class", "precision", "recall", "F1", "rows"], rows))
+    sections.append("<h2>Data</h2>" + _data_section(inputs.manifest))
+    if inputs.drift:
+        sections.append("<h2>Drift against the last published model's data</h2>" + _drift_section(inputs.drift))
+    run = json.dumps(inputs.run, indent=2, sort_keys=True, default=str)
+    sections.append(f"<h2>Run</h2><pre>{html.escape(run)}</pre>")
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        f"<title>{html.escape(inputs.title)}</title><style>{_STYLE}</style></head><body>"
+        + "".join(sections)
+        + "</body></html>\n"
+    )
+
+
+def render_markdown(inputs: ReportInputs) -> str:
+    """The verdict and headline metrics as Markdown (what Vertex AI's run page renders)."""
+    blessing = inputs.blessing
+    lines = [
+        f"# {inputs.title}",
+        "",
+        f"**{'Blessed' if blessing.blessed else 'Not blessed'}**: {blessing.summary()}",
+        "",
+    ]
+    lines += ["| check | result | reason |", "|---|---|---|"]
+    lines += [f"| {c.name} | {'passed' if c.passed else 'FAILED'} | {c.message} |" for c in blessing.checks]
+    columns = [("candidate", blessing.candidate_metrics)]
+    if blessing.baseline_metrics:
+        columns.append(("baseline", blessing.baseline_metrics))
+    if inputs.reference_metrics:
+        columns.append(("reference", inputs.reference_metrics))
+    names = sorted({n for _, m in columns for n in m})
+    lines += ["", "| metric | " + " | ".join(label for label, _ in columns) + " |", "|---" * (len(columns) + 1) + "|"]
+    for name in names:
+        values = [f"{m[name]:.4f}" if name in m else "" for _, m in columns]
+        lines.append(f"| {name} | " + " | ".join(values) + " |")
+    counts = inputs.manifest.get("counts") or {}
+    if counts:
+        lines += ["", "Rows: " + ", ".join(f"{split} {n}" for split, n in sorted(counts.items()))]
+    return "\n".join(lines) + "\n"

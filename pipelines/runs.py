@@ -1,0 +1,163 @@
+"""Run folders of local runs: one folder per run under OUTPUT, the lock on OUTPUT, and each run's summary.
+
+    OUTPUT/
+      .lock                   held (flock) by the run writing into OUTPUT; it names that run and its process
+      runs/<run id>/          one folder per run, <UTC time>-<6 hex digits>:
+        pipeline-root/        the run's KFP artifacts (every attempt of a resumed run works in the same ones)
+        pipeline.log          the full log of every attempt, appended
+        summary.json          status (running, ok, failed, interrupted), the stage, the error's first line, times,
+                              attempts; with status ok also the results (metrics, predictions, export, ...)
+        tmp/                  TMPDIR of the run's processes while it runs; deleted when it ends
+      latest -> runs/<run id> the last run (a symbolic link, replaced in one step)
+      summary.json            a copy of the last run's summary (replaced in one step)
+      published/              the default publish root, shared by every run into OUTPUT
+
+Summaries are written atomically (`storage.write_text`). Nothing here starts or stops processes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime
+import errno
+import fcntl
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Mapping
+from typing import Any, Optional
+
+from estimator_lib import storage
+
+RUNS_DIR = "runs"
+LATEST_LINK = "latest"
+LOCK_FILE = ".lock"
+SUMMARY_FILE = "summary.json"
+LOG_FILE = "pipeline.log"
+PIPELINE_ROOT_DIR = "pipeline-root"
+TMP_DIR = "tmp"
+RUNNING, OK, FAILED, INTERRUPTED = "running", "ok", "failed", "interrupted"
+
+
+class OutputInUseError(ValueError):
+    """Another run holds the lock on the output directory."""
+
+
+def utc_now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunFolder:
+    """The folder of one run: `output/runs/<run_id>`."""
+
+    output: str
+    run_id: str
+
+    @property
+    def path(self) -> str:
+        return os.path.join(self.output, RUNS_DIR, self.run_id)
+
+    @property
+    def pipeline_root(self) -> str:
+        return os.path.join(self.path, PIPELINE_ROOT_DIR)
+
+    @property
+    def log(self) -> str:
+        return os.path.join(self.path, LOG_FILE)
+
+    @property
+    def summary_path(self) -> str:
+        return os.path.join(self.path, SUMMARY_FILE)
+
+    @property
+    def tmp(self) -> str:
+        return os.path.join(self.path, TMP_DIR)
+
+    @classmethod
+    def new(cls, output: str) -> "RunFolder":
+        now = datetime.datetime.now(datetime.timezone.utc)
+        return cls(output, f"{now:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}")
+
+    def create(self) -> None:
+        os.makedirs(self.pipeline_root, exist_ok=True)
+        os.makedirs(self.tmp, exist_ok=True)
+
+    def read_summary(self) -> dict[str, Any]:
+        with open(self.summary_path, encoding="utf-8") as f:
+            return json.load(f)
+
+    def write_summary(self, summary: Mapping[str, Any]) -> None:
+        storage.write_text(self.summary_path, json.dumps(summary, indent=2, sort_keys=True) + "\n")
+
+    def remove_tmp(self) -> None:
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+# -- the lock ------------------------------------------------------------------------------------------------
+def lock_output(output: str) -> int:
+    """Takes the lock on `output` (created if needed) for this process and returns its file descriptor; it is
+    held until the descriptor is closed by every process that inherited it (or they are gone).
+
+    Raises:
+      OutputInUseError: another run holds it; the message names that run and its process.
+    """
+    fd = os.open(os.path.join(output, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+        holder = _read_holder(fd)
+        os.close(fd)
+        if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+            raise
+        raise OutputInUseError(
+            f"--output {output} is in use by run {holder.get('run', '?')} (pid {holder.get('pid', '?')}, started "
+            f"{holder.get('started', '?')}); wait for it to end, or give another --output"
+        ) from None
+    return fd
+
+
+def record_holder(fd: int, run_id: str) -> None:
+    """Writes who holds the lock into the lock file, for the message another run gets."""
+    data = json.dumps({"pid": os.getpid(), "run": run_id, "started": utc_now()}).encode()
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, data, 0)
+
+
+def _read_holder(fd: int) -> dict[str, Any]:
+    try:
+        return json.loads(os.pread(fd, 4096, 0) or b"{}")
+    except ValueError:
+        return {}
+
+
+# -- runs ----------------------------------------------------------------------------------------------------
+def last_run(output: str) -> Optional[RunFolder]:
+    """The run OUTPUT/latest names, or None (no run yet, or its folder is gone)."""
+    link = os.path.join(output, LATEST_LINK)
+    if not os.path.islink(link):
+        return None
+    folder = RunFolder(output, os.path.basename(os.readlink(link)))
+    return folder if os.path.exists(folder.summary_path) else None
+
+
+def publish_summary(folder: RunFolder, summary: Mapping[str, Any]) -> None:
+    """Writes the run's summary, then OUTPUT/summary.json and points OUTPUT/latest at the run, each in one step."""
+    folder.write_summary(summary)
+    storage.write_text(os.path.join(folder.output, SUMMARY_FILE), json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    link = os.path.join(folder.output, LATEST_LINK)
+    temporary = f"{link}.tmp-{uuid.uuid4().hex[:8]}"
+    os.symlink(os.path.join(RUNS_DIR, folder.run_id), temporary)
+    os.replace(temporary, link)
+
+
+def remove_leftovers(output: str) -> None:
+    """What runs killed outright (no cleanup ran) left in OUTPUT: their tmp/ folders and staging directories.
+    Call it holding the lock: no other run is writing there."""
+    runs = os.path.join(output, RUNS_DIR)
+    with contextlib.suppress(FileNotFoundError):
+        for run_id in os.listdir(runs):
+            RunFolder(output, run_id).remove_tmp()
+    storage.remove_abandoned_staging_under(output)

@@ -1,0 +1,95 @@
+"""`components.artifacts`: an output that is not there fails the stage before any metadata is written; what is
+there is described with its fingerprint. Real result types over small hand-written files; the describe calls on
+real stage outputs are in test_components.py."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from kfp.dsl import Artifact, Dataset, Model
+
+from components import adapter, artifacts
+from estimator_lib import release
+from estimator_lib.config import JobConfig
+from estimator_lib.estimator import TrainResult
+from estimator_lib.export.saved_model import ExportResult
+from estimator_lib.predict import PredictResult
+
+
+def artifact(cls, directory, name):
+    return cls(name=name, uri=os.path.join(str(directory), name), metadata={})
+
+
+def write(path: str, text: str) -> str:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+    return path
+
+
+def test_predictions_are_described_with_their_fingerprint(tmp_path):
+    predictions = artifact(Dataset, tmp_path, "predictions")
+    shards = tuple(write(os.path.join(predictions.uri, f"predictions-0000{i}-of-00002.jsonl"), "{}\n") for i in (0, 1))
+    result = PredictResult(predictions.uri, 2, shards, {"count": 2})
+    artifacts.describe_predictions(predictions, result)
+    assert predictions.metadata == {
+        "count": 2,
+        "shards": list(shards),
+        "manifest": {"count": 2},
+        "scored_rows_uri": "",
+        "fingerprint": release.fingerprint(predictions.uri),
+    }
+
+
+def test_a_missing_prediction_shard_fails_the_stage(tmp_path):
+    predictions = artifact(Dataset, tmp_path, "predictions")
+    shard = os.path.join(predictions.uri, "predictions-00000-of-00001.jsonl")
+    with pytest.raises(adapter.OutputMissingError, match="a prediction shard was not written: .*00001.jsonl"):
+        artifacts.describe_predictions(predictions, PredictResult(predictions.uri, 1, (shard,), {}))
+    assert predictions.metadata == {}
+
+
+def test_a_missing_encoded_rows_manifest_fails_the_stage(tmp_path):
+    predictions = artifact(Dataset, tmp_path, "predictions")
+    shard = write(os.path.join(predictions.uri, "predictions-00000-of-00001.jsonl"), "{}\n")
+    manifest = {"raw": {"encoded": predictions.uri + "-rows"}}
+    with pytest.raises(adapter.OutputMissingError, match="the encoded rows' manifest was not written"):
+        artifacts.describe_predictions(predictions, PredictResult(predictions.uri, 1, (shard,), manifest))
+
+
+def test_a_missing_checkpoint_fails_the_train_stage(tmp_path):
+    model = artifact(Model, tmp_path, "model")
+    result = TrainResult(model.uri, 40, os.path.join(model.uri, "model.ckpt-40"))
+    with pytest.raises(
+        adapter.OutputMissingError, match=r"the final checkpoint was not written: .*model.ckpt-40.index"
+    ):
+        artifacts.describe_model(model, result, JobConfig(), None)
+    assert model.metadata == {}
+
+
+def test_a_missing_schema_fails_the_prepare_stage(tmp_path):
+    dataset = artifact(Dataset, tmp_path, "dataset")
+    with pytest.raises(adapter.OutputMissingError, match="the prepared schema was not written"):
+        artifacts.describe_dataset(dataset, result=None)
+
+
+def test_a_missing_blessing_file_fails_the_evaluate_stage(tmp_path):
+    blessing = artifact(Artifact, tmp_path, "blessing")
+    with pytest.raises(adapter.OutputMissingError, match="the evaluation's blessing was not written"):
+        artifacts.describe_evaluation(None, None, None, blessing, "none")
+
+
+def test_a_missing_saved_model_fails_the_export_stage(tmp_path):
+    exported = artifact(Model, tmp_path, "exported")
+    export = ExportResult(exported.uri, (("serve",),), {}, {})
+    with pytest.raises(adapter.OutputMissingError, match="the exported SavedModel was not written"):
+        artifacts.describe_export(exported, export)
+    assert exported.metadata == {}
+
+
+def test_a_missing_publication_record_fails_the_release_stage(tmp_path):
+    publication = artifact(Artifact, tmp_path, "publication")
+    with pytest.raises(adapter.OutputMissingError, match="the publication record was not written"):
+        artifacts.describe_release(publication, release.Release(None, "not published: not blessed"), "none")
+    assert publication.metadata == {}

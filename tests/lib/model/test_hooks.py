@@ -1,0 +1,48 @@
+"""Training progress lines: cadence, step, loss, rate and ETA, from a real CPU training run."""
+
+from __future__ import annotations
+
+import re
+
+import synthetic
+
+from estimator_lib import estimator
+from estimator_lib.config import JobConfig, TPUSettings, TrainingConfig
+from estimator_lib.model import inputs
+from estimator_lib.model.hooks import ProgressHook
+
+
+class Clock:
+    """One second passes per reading."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        self.now += 1.0
+        return self.now
+
+
+def test_progress_lines_come_at_the_cadence_with_loss_rate_and_eta(tmp_path):
+    schema = synthetic.make_schema("binary")
+    pattern, _ = synthetic.write_dataset(str(tmp_path / "d"), synthetic.make_rows(64, 3), schema, 2)
+    job = JobConfig(
+        tpu=TPUSettings(iterations_per_loop=10),
+        training=TrainingConfig(train_batch_size=8, train_steps=30, save_checkpoints_steps=10),
+    )
+    lines = []
+    hook = ProgressHook(total_steps=30, global_batch_size=8, every_seconds=10, emit=lines.append, clock=Clock())
+    est = estimator.build_estimator(job, schema, str(tmp_path / "model"))
+    train_input = inputs.train_input_fn_builder(pattern, schema, seed=1, shuffle_buffer_size=16)
+    est.train(train_input, max_steps=30, hooks=[hook])
+
+    pattern_ = r"step (\d+)/30 \((\d+)%\), loss ([0-9.e+-]+), (\d+) examples/s, ETA (\S+)"
+    parsed = [re.fullmatch(pattern_, line) for line in lines]
+    assert all(parsed), lines
+    steps = [int(m.group(1)) for m in parsed]
+    # One reading per step (the step as the step starts) and a line every 10 readings, then one at the end.
+    assert steps == [10, 20, 30]
+    assert [int(m.group(2)) for m in parsed] == [33, 67, 100]
+    assert all(0 < float(m.group(3)) < 5 for m in parsed)
+    assert int(parsed[0].group(4)) == 8  # one step of 8 examples per (fake) second
+    assert parsed[0].group(5) == "20s" and parsed[-1].group(5) == "0s"

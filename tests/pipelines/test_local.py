@@ -1,0 +1,187 @@
+"""The local runner's parts that need no pipeline run: the console and the log, the failed stage's error, the
+fixed artifact directory of a run's attempts, and which run folder a run goes to. Runs through the real KFP
+local runner are in tests/e2e/."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from pipelines import local, runs
+
+RUNNER_OUTPUT = """00:24:01.571 - INFO - Executing task \x1b[96m'prepare-data'\x1b[0m
+00:24:01.572 - INFO - Streamed logs:
+
+    [KFP Executor 2026-11-22 00:22:54,065 WARNING]: From model_fn.py:28: deprecated
+    [stage reused] prepare: inputs unchanged since 2026-11-22T00:20:00+00:00
+00:24:04.276 - INFO - Task \x1b[96m'prepare-data'\x1b[0m finished with status \x1b[92mSUCCESS\x1b[0m
+00:24:04.277 - INFO - Task \x1b[96m'prepare-data'\x1b[0m outputs:
+    dataset: Dataset( name='dataset',
+00:24:04.300 - INFO - Executing task \x1b[96m'train-model'\x1b[0m
+    Traceback (most recent call last):
+      File "/usr/lib/python3.11/runpy.py", line 198, in _run_module_as_main
+        return _run_code(code, main_globals, None,
+      File "/tmp/tmp.x/ephemeral_component.py", line 40, in train_model
+        result = estimator.train(job, prepared.schema, prepared.files("train"), model.uri)
+    estimator_lib.data.common.DataError: data.csv line 7, column 'x': 'abc' is not a number
+    (the column is numeric)
+
+00:24:09.330 - ERROR - Task \x1b[96m'train-model'\x1b[0m finished with status \x1b[91mFAILURE\x1b[0m
+00:24:09.331 - ERROR - Pipeline \x1b[95m'tpu-estimator-pipeline'\x1b[0m finished with status \x1b[91mFAILURE\x1b[0m
+"""
+
+
+def folder_with_summary(tmp_path, summary) -> runs.RunFolder:
+    folder = runs.RunFolder.new(str(tmp_path))
+    folder.create()
+    folder.write_summary(summary)
+    return folder
+
+
+def test_the_console_shows_one_line_per_stage_event_and_the_log_everything_without_colour_codes(tmp_path):
+    folder = folder_with_summary(tmp_path, {"stage": None})
+    log, console = io.StringIO(), io.StringIO()
+    progress = local._Progress(folder, folder.read_summary(), console)
+    stream = local._ConsoleFilter(log, io.StringIO(), verbose=False, progress=progress)
+    for chunk in (RUNNER_OUTPUT[:50], RUNNER_OUTPUT[50:]):  # lines split across writes
+        stream.write(chunk)
+    assert log.getvalue() == local._ANSI.sub("", RUNNER_OUTPUT) and "\x1b" not in log.getvalue()
+    shown = [line[11:] for line in console.getvalue().splitlines()]  # without the "[HH:MM:SS] " prefix
+    assert shown[0] == "prepare: running" and shown[1].startswith("prepare: reused (inputs unchanged) (")
+    assert shown[2:] == ["train: running"]  # a failure is reported by the CLI, first
+    assert progress.reused == ["prepare"] and progress.failed == "train"
+    assert folder.read_summary()["stage"] == "train"  # the running stage, for an interruption
+
+
+def test_verbose_console_shows_everything_without_colour_codes():
+    console = io.StringIO()
+    local._ConsoleFilter(io.StringIO(), console, verbose=True).write(RUNNER_OUTPUT)
+    assert console.getvalue() == local._ANSI.sub("", RUNNER_OUTPUT)
+
+
+def test_the_failed_stages_error_is_its_exceptions_first_line(tmp_path):
+    path = tmp_path / "pipeline.log"
+    path.write_text("    Traceback (most recent call last):\n      old\n    ValueError: earlier\n" + RUNNER_OUTPUT)
+    assert local.failure_message(str(path), "train") == (
+        "DataError: data.csv line 7, column 'x': 'abc' is not a number"
+    )
+    excerpt = local.failure_excerpt(str(path)).splitlines()
+    assert excerpt[0] == "Traceback (most recent call last):" and excerpt[-1] == "(the column is numeric)"
+    path.write_text("00:24:09.330 - ERROR - Task 'train-model' finished with status FAILURE\n")  # killed: no traceback
+    assert local.failure_message(str(path), "train") == (
+        "the train stage stopped without an error message (killed by the system, e.g. out of memory?)"
+    )
+
+
+def test_every_attempt_of_a_run_uses_the_same_artifact_directory():
+    """KFP 2.13 names a local run's directory after the current time; an attempt of a resumed run must find the
+    earlier attempt's task directories (and their stage records), so the runner fixes the name."""
+    from kfp.local import executor_input_utils
+
+    with local._fixed_run_directory("20260101T000000Z-abcdef"):
+        name = executor_input_utils.get_local_pipeline_resource_name("tpu-estimator-pipeline")
+    assert name == "tpu-estimator-pipeline-20260101T000000Z-abcdef"
+    assert executor_input_utils.get_local_pipeline_resource_name("p") != "p-20260101T000000Z-abcdef"
+
+
+def test_task_names_map_to_stages():
+    assert [local.stage_of(t) for t in ("prepare-data", "train-model", "batch-predict", "release-model")] == [
+        "prepare",
+        "train",
+        "batch_predict",
+        "release",
+    ]
+
+
+ARGUMENTS = {"data": "embedded:penguins", "train_steps": 50, "publish_root": "/p"}
+
+
+def test_a_failed_or_interrupted_run_is_resumed_by_the_same_command_only(tmp_path):
+    output = str(tmp_path)
+    first, summary = local.choose_run(output, ARGUMENTS, resume=None)
+    assert summary["run"]["attempts"] == 1 and summary["status"] == "running"
+    first.create()
+    runs.publish_summary(first, {**summary, "status": "interrupted", "stage": "train"})
+    again, resumed = local.choose_run(output, ARGUMENTS, resume=None)
+    assert again == first and resumed["run"]["attempts"] == 2 and resumed["run"]["id"] == first.run_id
+    other, _ = local.choose_run(output, {**ARGUMENTS, "train_steps": 60}, resume=None)
+    assert other != first  # other arguments: a new run
+    with pytest.raises(local.ResumeError, match=r"other values of train_steps; give the same arguments"):
+        local.choose_run(output, {**ARGUMENTS, "train_steps": 60}, resume=True)
+    fresh, _ = local.choose_run(output, ARGUMENTS, resume=False)
+    assert fresh != first
+    runs.publish_summary(first, {**summary, "status": "ok"})
+    with pytest.raises(
+        local.ResumeError, match=f"no failed or interrupted run to resume; the last run, {first.run_id}, ended ok"
+    ):
+        local.choose_run(output, ARGUMENTS, resume=True)
+    assert local.choose_run(output, ARGUMENTS, resume=None)[0] != first  # a finished run is never resumed
+
+
+def test_group_members_lists_a_process_group_from_proc():
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], start_new_session=True)
+    try:
+        assert local.group_members(child.pid) == [child.pid]
+    finally:
+        child.kill()
+        child.wait()
+    assert local.group_members(child.pid) == []
+
+
+def test_data_summary_surfaces_quarantined_rows_and_empty_columns(tmp_path):
+    from kfp.dsl import Dataset
+
+    manifest = {
+        "counts": {"train": 3, "eval": 1, "test": 0},
+        "rows": {"total": 6, "written": 4, "bad": 2, "quarantined": 2},
+        "missing": {"train": {"a": 3, "b": 1}, "eval": {"a": 1, "b": 0}, "test": {"a": 0, "b": 0}},
+        "notes": ["column 'a' has no value in the training split (mean 0, std 1 used)"],
+    }
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    dataset = Dataset(uri=str(tmp_path), metadata={"manifest_uri": str(tmp_path / "manifest.json")})
+    assert local.data_summary(dataset) == {
+        "counts": {"train": 3, "eval": 1, "test": 0},
+        "rows": 6,
+        "quarantined": 2,
+        "quarantine_uri": os.path.join(str(tmp_path), "quarantine.jsonl"),
+        "columns_all_missing": {"train": ["a"], "eval": ["a"]},
+        "notes": manifest["notes"],
+    }
+
+
+ORPHAN_MAKER = """
+import os, sys, time
+if os.fork() == 0:          # a stage ...
+    if os.fork() == 0:      # ... and its worker
+        time.sleep(60)
+    os._exit(0)             # the stage is killed: its worker is reparented outside the group
+time.sleep(60)              # the group's leader (the runner) lives on
+"""
+
+
+def test_workers_of_a_killed_stage_are_stopped_and_the_rest_of_the_group_is_kept():
+    leader = subprocess.Popen([sys.executable, "-c", ORPHAN_MAKER], start_new_session=True)
+    try:
+        orphan = None
+        deadline = time.monotonic() + 30
+        while orphan is None and time.monotonic() < deadline:
+            table = local._process_table()
+            outside = [p for p, (parent, group) in table.items() if group == leader.pid and p != leader.pid]
+            outside = [p for p in outside if table.get(table[p][0], (0, 0))[1] != leader.pid]
+            orphan = outside[0] if outside else None
+            time.sleep(0.05)
+        assert orphan is not None
+        assert local.stop_orphans(leader.pid) == [orphan]
+        deadline = time.monotonic() + 5
+        while orphan in local.group_members(leader.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert local.group_members(leader.pid) == [leader.pid]
+    finally:
+        leader.kill()
+        leader.wait()
