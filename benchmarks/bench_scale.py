@@ -1,11 +1,15 @@
 """Benchmark: preparation in-process against Apache Beam's DirectRunner, and a Dataflow estimate for 1B rows.
 
-    python benchmarks/bench_scale.py [--rows 1000000 10000000] [--engines inprocess beam] [--workdir DIR]
+    python benchmarks/bench_scale.py [--rows 1000000 10000000] [--engines inprocess beam] [--rounds 1]
+                                     [--workdir DIR]
                                      [--vcpus-per-worker 4 --workers 100 --vcpu-hour 0.056 --gb-hour 0.003557]
 
 The synthetic CSV is bench_prepare.py's (30 numeric columns, 3 categorical, a binary label). Every run is its
-own subprocess, so peak memory is that run's alone; times cover the `prepare` call only. Both engines use the
-machine's 2 cores: `num_workers=2` in-process, `direct_num_workers=2` (multi_processing) on the DirectRunner.
+own subprocess, so peak memory is that run's alone ("main MB": the launcher; "worker MB": the largest worker
+process); times cover the `prepare` call only. Both engines use the machine's 2 cores: `num_workers=2`
+in-process, `direct_num_workers=2` (multi_processing) on the DirectRunner. With `--rounds N` the engines take
+turns N times at each size, so load from other work on the machine falls on both alike; the estimate uses the
+median of the Beam runs.
 
 For the Beam runs the time inside the two Beam pipelines (reading, profiling, encoding: the work Dataflow
 spreads over workers) is measured apart from the launcher's sequential part (merging the chunks' results in
@@ -23,6 +27,7 @@ import resource
 import sys
 import tempfile
 import time
+from statistics import median
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_prepare import generate, measure  # noqa: E402
@@ -73,18 +78,19 @@ def _cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
-def estimate(beam: dict, args: argparse.Namespace, rows: int = 1_000_000_000) -> str:
-    """Dataflow wall time and cost for `rows`, from one DirectRunner run's measured rates."""
-    cpu_per_row = beam["pipelines_cpu"] / beam["rows"]  # CPU the pipelines used, launcher and workers
-    launcher_per_row = (beam["seconds"] - beam["pipelines"]) / beam["rows"]
+def estimate(runs: list, args: argparse.Namespace, rows: int = 1_000_000_000) -> str:
+    """Dataflow wall time and cost for `rows`, from the DirectRunner runs' measured rates (their medians)."""
+    cpu_per_row = median(r["pipelines_cpu"] / r["rows"] for r in runs)  # CPU the pipelines used, all processes
+    launcher_per_row = median((r["seconds"] - r["pipelines"]) / r["rows"] for r in runs)
     vcpus = args.workers * args.vcpus_per_worker
     parallel_h = cpu_per_row * rows / vcpus / 3600
     launcher_h = launcher_per_row * rows / 3600
     worker_cost = parallel_h * vcpus * (args.vcpu_hour + 4 * args.gb_hour)
     return (
         f"1B rows on {args.workers} x {args.vcpus_per_worker} vCPU Dataflow workers: {cpu_per_row * 1e6:.1f} us of "
-        f"worker CPU per row -> {parallel_h:.2f} h in the pipelines (cost ${worker_cost:.0f} at ${args.vcpu_hour}/vCPU-h "
-        f"+ ${args.gb_hour}/GB-h x 4 GB/vCPU); launcher's sequential merge and write {launcher_per_row * 1e6:.1f} us "
+        f"worker CPU per row -> {parallel_h:.2f} h in the pipelines (cost ${worker_cost:.0f} at "
+        f"${args.vcpu_hour}/vCPU-h + ${args.gb_hour}/GB-h x 4 GB/vCPU); launcher's sequential merge and write "
+        f"{launcher_per_row * 1e6:.1f} us "
         f"per row -> {launcher_h:.2f} h on one machine; total about {parallel_h + launcher_h:.1f} h"
     )
 
@@ -93,6 +99,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, nargs="+", default=[1_000_000, 10_000_000])
     parser.add_argument("--engines", nargs="+", default=["inprocess", "beam"], choices=("inprocess", "beam"))
+    parser.add_argument("--rounds", type=int, default=1, help="the engines take turns this many times per size")
     parser.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "bench_scale"))
     parser.add_argument("--workers", type=int, default=100)
     parser.add_argument("--vcpus-per-worker", type=int, default=4)
@@ -108,18 +115,19 @@ def main() -> None:
         path = os.path.join(args.workdir, f"synthetic-{n}.csv")
         if not os.path.exists(path):
             generate(path, n)
-        results = {}
-        for engine in args.engines:
-            r = results[engine] = measure(engine, path, args.workdir, __file__)
-            print(
-                f"{n:>10} {engine:>9} {r['seconds']:>8.1f} {r['rows'] / r['seconds']:>8.0f} {r['cpu']:>7.0f} "
-                f"{r['pipelines']:>11.1f} "
-                f"{r['main_mb']:>8.0f} {r['worker_mb']:>9.0f}",
-                flush=True,
-            )
-        if len({r["fingerprint"] for r in results.values()}) > 1:
+        results: dict = {engine: [] for engine in args.engines}
+        for _ in range(args.rounds):
+            for engine in args.engines:
+                r = measure(engine, path, args.workdir, __file__)
+                results[engine].append(r)
+                print(
+                    f"{n:>10} {engine:>9} {r['seconds']:>8.1f} {r['rows'] / r['seconds']:>8.0f} {r['cpu']:>7.0f} "
+                    f"{r['pipelines']:>11.1f} {r['main_mb']:>8.0f} {r['worker_mb']:>9.0f}",
+                    flush=True,
+                )
+        if len({r["fingerprint"] for runs in results.values() for r in runs}) > 1:
             print("  FINGERPRINTS DIFFER between engines", flush=True)
-        if "beam" in results:
+        if results.get("beam"):
             print("  " + estimate(results["beam"], args), flush=True)
 
 
