@@ -6,16 +6,18 @@
 
 The synthetic CSV is bench_prepare.py's (30 numeric columns, 3 categorical, a binary label). Every run is its
 own subprocess, so peak memory is that run's alone ("main MB": the launcher; "worker MB": the largest worker
-process); times cover the `prepare` call only. Both engines use the machine's 2 cores: `num_workers=2`
+process); times and "CPU s" (all the run's processes) cover the `prepare` call only; every run's full report is
+appended to WORKDIR/runs.jsonl. Both engines use the machine's 2 cores: `num_workers=2`
 in-process, `direct_num_workers=2` (multi_processing) on the DirectRunner. With `--rounds N` the engines take
 turns N times at each size, so load from other work on the machine falls on both alike; the estimate uses the
 median of the Beam runs.
 
 For the Beam runs the time inside the two Beam pipelines (reading, profiling, encoding: the work Dataflow
 spreads over workers) is measured apart from the launcher's sequential part (merging the chunks' results in
-input order and writing the shards). The 1B-row estimate scales the first by the workers' vCPUs and keeps
-the second sequential; prices are per vCPU-hour and GB-hour of Dataflow batch workers (see docs/scale.md for
-the page they come from), memory assumed 4 GB per vCPU (n2-standard machines).
+input order and writing the shards). The 1B-row estimate divides the pipelines' CPU time over the workers'
+vCPUs and keeps the launcher's part sequential (between its CPU time and its wall time here); prices are per
+vCPU-hour and GB-hour of Dataflow batch workers (docs/scale.md says where they come from), memory assumed
+4 GB per vCPU (n2-standard machines).
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ from statistics import median
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_prepare import generate, measure  # noqa: E402
+
+RUNS_LOG = "runs.jsonl"
 
 
 def child(engine: str, path: str, out: str) -> None:
@@ -51,7 +55,7 @@ def child(engine: str, path: str, out: str) -> None:
 
     beam_engine.run_pipeline = timed
     config = PrepareConfig(data=(path,), label="label", num_workers=2)
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), _cpu_seconds()
     if engine == "beam":
         result = beam_engine.prepare_on_beam(
             config, out, BeamConfig(direct_num_workers=2, temp_location=os.path.dirname(out))
@@ -64,11 +68,17 @@ def child(engine: str, path: str, out: str) -> None:
         "seconds": seconds,
         "pipelines": sum(pipeline_seconds),
         "pipelines_cpu": sum(pipeline_cpu),
-        "cpu": _cpu_seconds(),
+        "cpu": _cpu_seconds(),  # the whole process, start-up and imports included
+        "prepare_cpu": _cpu_seconds() - start_cpu,
         "main_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "worker_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
         "fingerprint": result.manifest["fingerprint"],
+        "engine": engine,
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+    # Every run's full report is kept beside the data (WORKDIR/runs.jsonl): the table shows only part of it.
+    with open(os.path.join(os.path.dirname(os.path.dirname(out)), RUNS_LOG), "a", encoding="utf-8") as f:
+        f.write(json.dumps(report) + "\n")
     print(json.dumps(report))
 
 
@@ -81,17 +91,20 @@ def _cpu_seconds() -> float:
 def estimate(runs: list, args: argparse.Namespace, rows: int = 1_000_000_000) -> str:
     """Dataflow wall time and cost for `rows`, from the DirectRunner runs' measured rates (their medians)."""
     cpu_per_row = median(r["pipelines_cpu"] / r["rows"] for r in runs)  # CPU the pipelines used, all processes
-    launcher_per_row = median((r["seconds"] - r["pipelines"]) / r["rows"] for r in runs)
+    # The launcher's sequential part: its wall time here (waiting for CPU on a shared machine included) and its
+    # CPU time (what a machine of its own would need at least).
+    launcher_wall = median((r["seconds"] - r["pipelines"]) / r["rows"] for r in runs)
+    launcher_cpu = median((r["prepare_cpu"] - r["pipelines_cpu"]) / r["rows"] for r in runs)
     vcpus = args.workers * args.vcpus_per_worker
     parallel_h = cpu_per_row * rows / vcpus / 3600
-    launcher_h = launcher_per_row * rows / 3600
     worker_cost = parallel_h * vcpus * (args.vcpu_hour + 4 * args.gb_hour)
+    low, high = launcher_cpu * rows / 3600, launcher_wall * rows / 3600
     return (
         f"1B rows on {args.workers} x {args.vcpus_per_worker} vCPU Dataflow workers: {cpu_per_row * 1e6:.1f} us of "
         f"worker CPU per row -> {parallel_h:.2f} h in the pipelines (cost ${worker_cost:.0f} at "
-        f"${args.vcpu_hour}/vCPU-h + ${args.gb_hour}/GB-h x 4 GB/vCPU); launcher's sequential merge and write "
-        f"{launcher_per_row * 1e6:.1f} us "
-        f"per row -> {launcher_h:.2f} h on one machine; total about {parallel_h + launcher_h:.1f} h"
+        f"${args.vcpu_hour}/vCPU-h + ${args.gb_hour}/GB-h x 4 GB/vCPU); the launcher's sequential merge and write "
+        f"{launcher_cpu * 1e6:.1f} us CPU ({launcher_wall * 1e6:.1f} us wall here) per row -> {low:.2f}-{high:.2f} h "
+        f"on one machine; total about {parallel_h + low:.1f}-{parallel_h + high:.1f} h plus the jobs' start-up"
     )
 
 
@@ -108,8 +121,8 @@ def main() -> None:
     args = parser.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
     print(
-        f"{'rows':>10} {'engine':>9} {'seconds':>8} {'rows/s':>8} {'CPU s':>7} {'pipelines s':>11} {'main MB':>8} "
-        f"{'worker MB':>9}"
+        f"{'rows':>10} {'engine':>9} {'seconds':>8} {'rows/s':>8} {'CPU s':>7} {'pipelines s':>11} "
+        f"{'pipelines CPU s':>15} {'main MB':>8} {'worker MB':>9}"
     )
     for n in args.rows:
         path = os.path.join(args.workdir, f"synthetic-{n}.csv")
@@ -121,8 +134,9 @@ def main() -> None:
                 r = measure(engine, path, args.workdir, __file__)
                 results[engine].append(r)
                 print(
-                    f"{n:>10} {engine:>9} {r['seconds']:>8.1f} {r['rows'] / r['seconds']:>8.0f} {r['cpu']:>7.0f} "
-                    f"{r['pipelines']:>11.1f} {r['main_mb']:>8.0f} {r['worker_mb']:>9.0f}",
+                    f"{n:>10} {engine:>9} {r['seconds']:>8.1f} {r['rows'] / r['seconds']:>8.0f} "
+                    f"{r['prepare_cpu']:>7.0f} {r['pipelines']:>11.1f} {r['pipelines_cpu']:>15.1f} "
+                    f"{r['main_mb']:>8.0f} {r['worker_mb']:>9.0f}",
                     flush=True,
                 )
         if len({r["fingerprint"] for runs in results.values() for r in runs}) > 1:
