@@ -95,6 +95,8 @@ def run_local(settings: RunConfig, output: str, verbose: bool = False, resume: O
       ResumeError: resume=True and there is no such run.
     """
     output = os.path.abspath(output)
+    if resume and not os.path.isdir(output):  # refused before anything is written
+        raise ResumeError(f"--resume: {output} holds no failed or interrupted run to resume")
     os.makedirs(output, exist_ok=True)
     lock = runs.lock_output(output)
     try:
