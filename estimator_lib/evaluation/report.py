@@ -13,13 +13,18 @@ import dataclasses
 import html
 import io
 import json
-from typing import Any, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 from matplotlib.figure import Figure
 
+from estimator_lib import storage
 from estimator_lib.evaluation.blessing import Blessing
 from estimator_lib.evaluation.metrics import Scores, Truth
+
+if TYPE_CHECKING:  # the types only: this module stays free of TensorFlow
+    from estimator_lib.data.prepare import PrepareResult
+    from estimator_lib.evaluation.evaluate import Evaluation
 
 _STYLE = """
 body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2rem auto;max-width:70rem;
@@ -326,3 +331,45 @@ def render_markdown(inputs: ReportInputs) -> str:
     if counts:
         lines += ["", "Rows: " + ", ".join(f"{split} {n}" for split, n in sorted(counts.items()))]
     return "\n".join(lines) + "\n"
+
+
+@dataclasses.dataclass(frozen=True)
+class WrittenReport:
+    """Where `write_report` put the report, and what it showed."""
+
+    html_uri: str
+    markdown_uri: str
+    inputs: ReportInputs
+
+
+def report_inputs(
+    evaluation: "Evaluation",
+    prepared: "PrepareResult",
+    run: Mapping[str, Any],
+    drift: Optional[Mapping[str, Mapping[str, Any]]] = None,
+) -> ReportInputs:
+    """What the report of an evaluate stage shows: its verdict and scores, the prepared data's manifest, the
+    drift summary when there is one, and the run's facts (fingerprints, config)."""
+    if evaluation.truth is None or evaluation.candidate is None:
+        raise ValueError("the evaluation holds no eval-row scores to report; build it with evaluate_and_bless")
+    label = prepared.schema.label
+    return ReportInputs(
+        title=f"{label.name} ({label.task}): model at step {evaluation.global_step}",
+        blessing=evaluation.blessing,
+        truth=evaluation.truth,
+        candidate=evaluation.candidate,
+        baseline=evaluation.baseline,
+        model_metrics=dict(evaluation.metrics),
+        reference_metrics=evaluation.blessing.reference_metrics,
+        manifest=prepared.manifest,
+        drift=drift,
+        run=run,
+    )
+
+
+def write_report(inputs: ReportInputs, html_uri: str, markdown_uri: str) -> WrittenReport:
+    """Writes the standalone HTML report to `html_uri` and the Markdown summary to `markdown_uri` (local or
+    gs://; each written in one step)."""
+    storage.write_text(html_uri, render_html(inputs))
+    storage.write_text(markdown_uri, render_markdown(inputs))
+    return WrittenReport(html_uri, markdown_uri, inputs)
