@@ -430,6 +430,8 @@ def format_summary(summary: dict[str, Any], path: str) -> str:
         f"  predictions: {summary['predictions']['count']} rows in {summary['predictions']['uri']}",
         f"  export: {summary['export']['uri']} (tag sets {summary['export']['tag_sets']})",
         f"  {summary['export']['reason']}",
+        f"  report: {summary['report']}",
+        f"  TensorBoard: tensorboard --logdir {summary['tensorboard_logdir']}",
         f"summary: {path}",
     ]
     return "\n".join(lines)

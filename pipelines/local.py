@@ -42,7 +42,7 @@ from kfp.local import executor_input_utils
 from components import Stages, build_stages
 from components.records import REUSED_MARKER
 from estimator_lib import storage
-from estimator_lib.config import RunConfig
+from estimator_lib.config import JobConfig, RunConfig
 from pipelines import runs
 from pipelines.image import LOCAL_IMAGE
 from pipelines.pipeline import build_pipeline
@@ -388,7 +388,8 @@ def runner_main(argv: Sequence[str]) -> int:
     progress = _Progress(folder, summary, sys.stdout)
     try:
         outputs = run_pipeline(summary["config"], folder, progress, "--verbose" in argv)
-        summary.update(summarize(outputs, summary["config"]), status=runs.OK, stage=None, error=None)
+        results = summarize(outputs, summary["config"])
+        summary.update(results, report=copy_report(outputs, folder), status=runs.OK, stage=None, error=None)
     except Exception as e:  # noqa: BLE001 - whatever failed is recorded
         stage = progress.failed or progress.stage or "runner"
         if isinstance(e, RuntimeError) and progress.failed:  # a stage failed: its traceback is in the log
@@ -442,6 +443,12 @@ def failure_message(log_path: str, stage: str) -> str:
 
 
 # -- the summary ---------------------------------------------------------------------------------------------
+def copy_report(outputs: Mapping[str, Any], folder: runs.RunFolder) -> str:
+    """Copies the evaluate stage's HTML report into the run folder (OUTPUT/runs/<id>/report.html); its path."""
+    storage.write_bytes(folder.report, storage.read_bytes(outputs["report"].uri))
+    return folder.report
+
+
 def _number(value: Any) -> Any:
     """Metadata ints come back from the local runner as floats; give whole numbers back as ints."""
     return int(value) if isinstance(value, float) and value.is_integer() else value
@@ -491,6 +498,8 @@ def summarize(outputs: Mapping[str, Any], arguments: Mapping[str, Any]) -> dict[
             "train": model.uri,
             # blessing.json and both models' eval predictions; metrics live in metadata
             "evaluate": blessing.uri,
+            "report": outputs["report"].uri,  # the HTML report (a copy is in the run folder)
+            "verdict": outputs["verdict"].uri,  # the verdict and headline metrics in Markdown
             "batch_predict": predictions.uri,
             "export": exported.uri,
             "release": publication.uri,
@@ -501,6 +510,8 @@ def summarize(outputs: Mapping[str, Any], arguments: Mapping[str, Any]) -> dict[
             "task": dataset.metadata["task"],
         },
         "data": data_summary(dataset),
+        # TensorBoard reads the training summaries here and the evaluations' in its eval*/ subdirectories.
+        "tensorboard_logdir": model.uri,
         "model": {
             "uri": model.uri,
             "global_step": _number(model.metadata["global_step"]),
@@ -527,7 +538,8 @@ def summarize(outputs: Mapping[str, Any], arguments: Mapping[str, Any]) -> dict[
             name: outputs[name].metadata["fingerprint"]
             for name in ("dataset", "model", "blessing", "predictions", "exported", "publication")
         },
-        "config": {**arguments, "job_config": model.metadata["config"]},
+        # Read back through its type: metadata numbers come through KFP as floats, the config's ints stay ints.
+        "config": {**arguments, "job_config": JobConfig.from_dict(model.metadata["config"]).to_dict()},
     }
 
 
