@@ -28,7 +28,7 @@ from estimator_lib import storage
 from estimator_lib.config import RUN_TASKS, ConfigError, RunConfig, resolve_configs
 from estimator_lib.config.registry import RegistryConfig
 from estimator_lib.config.run import PREPARED_SPLITS
-from pipelines import checks, local, runs, vertex
+from pipelines import checks, local, runs, show, vertex
 from pipelines import tpu as tpu_presets
 from pipelines.image import check_image, default_image
 from pipelines.pipeline import PIPELINE_NAME, VertexSteps, compile_pipeline
@@ -212,6 +212,18 @@ def build_parser() -> argparse.ArgumentParser:
         "reused and training continues from its checkpoint. Default: resume it when the arguments are the same; "
         "--no-resume always starts a new run",
     )
+
+    show_ = commands.add_parser(
+        "show",
+        help="print a past local run's summary: status, metrics, verdict, artifacts, report",
+        description="Prints what a local run's record (OUTPUT/runs/<id>/summary.json) says: how it ended (the "
+        "failed stage and its error), data, metrics, the verdict, artifacts, the report, the TensorBoard command.",
+    )
+    show_.add_argument(
+        "run", nargs="?", help="a run id under OUTPUT/runs/, a run folder or a summary.json (default: the latest)"
+    )
+    show_.add_argument("--output", default=DEFAULT_OUTPUT, help=f"output directory (default {DEFAULT_OUTPUT})")
+    show_.add_argument("--json", action="store_true", help="print the record itself (summary.json)")
 
     compile_ = commands.add_parser(
         "compile",
@@ -448,6 +460,13 @@ def format_data(data: dict[str, Any]) -> list[str]:
     return lines
 
 
+def cmd_show(args: argparse.Namespace) -> int:
+    path = show.find_summary(args.output, args.run)
+    summary = show.load_summary(path)
+    print(json.dumps(summary, indent=2, sort_keys=True) if args.json else show.format_run(summary, path))
+    return 0
+
+
 def cmd_compile(args: argparse.Namespace) -> int:
     tpu = resolve_target(args)
     steps = resolve_steps(args)
@@ -559,6 +578,7 @@ def cmd_schedule(args: argparse.Namespace, credentials: Any = None) -> int:
 
 COMMANDS = {
     "run-local": cmd_run_local,
+    "show": cmd_show,
     "compile": cmd_compile,
     "submit": cmd_submit,
     "schedule": cmd_schedule,

@@ -259,7 +259,18 @@ def _whole_floats(value, path=()):
 
 
 # Counts the project writes besides the config fields.
-COUNT_KEYS = {"global_step", "trained_steps", "budget", "count", "attempts", "quarantined", "rows", "total", "written", "bad"}
+COUNT_KEYS = {
+    "global_step",
+    "trained_steps",
+    "budget",
+    "count",
+    "attempts",
+    "quarantined",
+    "rows",
+    "total",
+    "written",
+    "bad",
+}
 COUNT_MAPS = {"counts", "missing", "class_counts", "rows"}
 
 
