@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 
 import synthetic
@@ -46,3 +47,18 @@ def test_progress_lines_come_at_the_cadence_with_loss_rate_and_eta(tmp_path):
     assert all(0 < float(m.group(3)) < 5 for m in parsed)
     assert int(parsed[0].group(4)) == 8  # one step of 8 examples per (fake) second
     assert parsed[0].group(5) == "20s" and parsed[-1].group(5) == "0s"
+
+
+def test_estimator_train_logs_progress_to_the_budget(tmp_path, caplog):
+    """`estimator.train` runs the hook: its last line reports the budget reached (a short run, so only the final
+    line falls due; the cadence is the test above)."""
+    schema = synthetic.make_schema("binary")
+    pattern, _ = synthetic.write_dataset(str(tmp_path / "d"), synthetic.make_rows(64, 3), schema, 2)
+    job = JobConfig(
+        tpu=TPUSettings(iterations_per_loop=10),
+        training=TrainingConfig(train_batch_size=8, train_steps=30, save_checkpoints_steps=10),
+    )
+    caplog.set_level(logging.INFO, logger="estimator_lib.progress")
+    estimator.train(job, schema, pattern, str(tmp_path / "model"))
+    lines = [r.getMessage() for r in caplog.records if r.name == "estimator_lib.progress"]
+    assert lines and re.fullmatch(r"step 30/30 \(100%\), loss [0-9.e+-]+, [\d,]+ examples/s, ETA 0s", lines[-1])
