@@ -527,21 +527,24 @@ def _vertex_job(args: argparse.Namespace, template_dir: str, credentials: Any = 
         steps = resolve_steps(args)
         template = compile_pipeline(os.path.join(template_dir, DEFAULT_TEMPLATE), resolve_image(args), tpu, steps)
         compiled = describe_compiled(tpu, steps)
-    return vertex.build_job(template, target, settings.arguments(), credentials=credentials), target, compiled
+    arguments = settings.arguments()
+    return vertex.build_job(template, target, arguments, credentials=credentials), target, compiled, arguments
 
 
-def _print_request(job: Any, extra: dict[str, Any] | None = None) -> None:
+def _print_request(job: Any, arguments: dict[str, Any], extra: dict[str, Any] | None = None) -> None:
     request = json_format.MessageToDict(job._gca_resource._pb)  # the PipelineJob resource the SDK would create
     request.pop("pipelineSpec", None)
+    # The request carries every number as a protobuf float (8 -> 8.0); print the arguments it was built from.
+    request["runtimeConfig"]["parameterValues"] = arguments
     print(json.dumps({**request, **(extra or {})}, indent=2, sort_keys=True))
 
 
 def cmd_submit(args: argparse.Namespace, credentials: Any = None) -> int:
     with tempfile.TemporaryDirectory() as template_dir:
-        job, target, compiled = _vertex_job(args, template_dir, credentials)
+        job, target, compiled, arguments = _vertex_job(args, template_dir, credentials)
         if args.dry_run:
             extra = {"serviceAccount": target.service_account, "network": target.network, "compiled": compiled}
-            _print_request(job, extra)
+            _print_request(job, arguments, extra)
             return 0
         vertex.submit(job, target)
     print(f"submitted {job.resource_name}")
@@ -551,7 +554,7 @@ def cmd_submit(args: argparse.Namespace, credentials: Any = None) -> int:
 def cmd_schedule(args: argparse.Namespace, credentials: Any = None) -> int:
     vertex.check_cron(args.cron)
     with tempfile.TemporaryDirectory() as template_dir:
-        job, target, compiled = _vertex_job(args, template_dir, credentials)
+        job, target, compiled, arguments = _vertex_job(args, template_dir, credentials)
         if args.dry_run:
             extra = {
                 "cron": args.cron,
@@ -560,7 +563,7 @@ def cmd_schedule(args: argparse.Namespace, credentials: Any = None) -> int:
                 "network": target.network,
                 "compiled": compiled,
             }
-            _print_request(job, extra)
+            _print_request(job, arguments, extra)
             return 0
         created = vertex.schedule(
             job,
