@@ -450,9 +450,11 @@ def runner_main(argv: Sequence[str]) -> int:
     folder = runs.RunFolder(os.path.dirname(os.path.dirname(path)), os.path.basename(path))
     summary = folder.read_summary()
     progress = _Progress(folder, summary, sys.stdout)
-    threading.Thread(target=_beat, args=(progress,), name="heartbeat", daemon=True).start()
+    verbose = "--verbose" in argv
+    if not verbose:  # a verbose console streams every stage's log already
+        threading.Thread(target=_beat, args=(progress,), name="heartbeat", daemon=True).start()
     try:
-        outputs = run_pipeline(summary["config"], folder, progress, "--verbose" in argv)
+        outputs = run_pipeline(summary["config"], folder, progress, verbose)
         results = summarize(outputs, summary["config"])
         summary.update(results, report=copy_report(outputs, folder), status=runs.OK, stage=None, error=None)
     except Exception as e:  # noqa: BLE001 - whatever failed is recorded
