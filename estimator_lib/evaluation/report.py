@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from estimator_lib import storage
 from estimator_lib.evaluation.blessing import Blessing
@@ -179,6 +180,7 @@ def _regression_plots(truth: Truth, scores: Scores) -> List[Tuple[str, str]]:
     residuals = _png(fig)
     fig, ax = _figure()
     ax.hist(residual, bins=30)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # rows are whole
     ax.set(xlabel="actual - predicted", ylabel="rows", title="Residuals")
     histogram = _png(fig)
     return [("Predicted vs actual", scatter), ("Residuals vs predicted", residuals), ("Residual histogram", histogram)]
