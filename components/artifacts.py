@@ -10,9 +10,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import posixpath
 from typing import TYPE_CHECKING, Any
 
-from kfp.dsl import Artifact, ClassificationMetrics, Dataset, Metrics, Model
+from kfp.dsl import HTML, Artifact, ClassificationMetrics, Dataset, Markdown, Metrics, Model
 
 from components.adapter import BLESSING_FILE, PUBLICATION_FILE, require_output
 from estimator_lib import storage
@@ -20,6 +21,7 @@ from estimator_lib.config import JobConfig
 from estimator_lib.data.prepare import PrepareResult
 from estimator_lib.estimator import TrainResult
 from estimator_lib.evaluation import Evaluation
+from estimator_lib.evaluation.report import WrittenReport
 from estimator_lib.export import ExportResult
 from estimator_lib.predict import PredictResult
 from estimator_lib.release import Release, fingerprint, fingerprint_files
@@ -105,6 +107,22 @@ def describe_evaluation(
         }
     )
     log.info("evaluation: %s", evaluation.blessing.summary())
+
+
+def describe_report(report: HTML, verdict: Markdown, written: WrittenReport) -> None:
+    """The HTML report and the Markdown verdict: the verdict, the title, and each file's fingerprint."""
+    require_output(written.html_uri, "the evaluation report")
+    require_output(written.markdown_uri, "the evaluation's Markdown verdict")
+    blessing = written.inputs.blessing
+    for artifact, uri in ((report, written.html_uri), (verdict, written.markdown_uri)):
+        artifact.metadata.update(
+            {
+                "blessed": blessing.blessed,
+                "summary": blessing.summary(),
+                "title": written.inputs.title,
+                "fingerprint": fingerprint_files([uri], posixpath.dirname(uri)),
+            }
+        )
 
 
 def describe_predictions(predictions: Dataset, result: PredictResult) -> None:

@@ -28,7 +28,7 @@ from estimator_lib import storage
 from estimator_lib.config import RUN_TASKS, ConfigError, RunConfig, resolve_configs
 from estimator_lib.config.registry import RegistryConfig
 from estimator_lib.config.run import PREPARED_SPLITS
-from pipelines import checks, local, runs, vertex
+from pipelines import checks, local, runs, show, vertex
 from pipelines import tpu as tpu_presets
 from pipelines.image import check_image, default_image
 from pipelines.pipeline import PIPELINE_NAME, VertexSteps, compile_pipeline
@@ -212,6 +212,18 @@ def build_parser() -> argparse.ArgumentParser:
         "reused and training continues from its checkpoint. Default: resume it when the arguments are the same; "
         "--no-resume always starts a new run",
     )
+
+    show_ = commands.add_parser(
+        "show",
+        help="print a past local run's summary: status, metrics, verdict, artifacts, report",
+        description="Prints what a local run's record (OUTPUT/runs/<id>/summary.json) says: how it ended (the "
+        "failed stage and its error), data, metrics, the verdict, artifacts, the report, the TensorBoard command.",
+    )
+    show_.add_argument(
+        "run", nargs="?", help="a run id under OUTPUT/runs/, a run folder or a summary.json (default: the latest)"
+    )
+    show_.add_argument("--output", default=DEFAULT_OUTPUT, help=f"output directory (default {DEFAULT_OUTPUT})")
+    show_.add_argument("--json", action="store_true", help="print the record itself (summary.json)")
 
     compile_ = commands.add_parser(
         "compile",
@@ -430,6 +442,8 @@ def format_summary(summary: dict[str, Any], path: str) -> str:
         f"  predictions: {summary['predictions']['count']} rows in {summary['predictions']['uri']}",
         f"  export: {summary['export']['uri']} (tag sets {summary['export']['tag_sets']})",
         f"  {summary['export']['reason']}",
+        f"  report: {summary['report']}",
+        f"  TensorBoard: tensorboard --logdir {summary['tensorboard_logdir']}",
         f"summary: {path}",
     ]
     return "\n".join(lines)
@@ -444,6 +458,13 @@ def format_data(data: dict[str, Any]) -> list[str]:
     for split, columns in data["columns_all_missing"].items():
         lines.append(f"  no value in any {split} row: {', '.join(columns)}")
     return lines
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    path = show.find_summary(args.output, args.run)
+    summary = show.load_summary(path)
+    print(json.dumps(summary, indent=2, sort_keys=True) if args.json else show.format_run(summary, path))
+    return 0
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
@@ -506,21 +527,24 @@ def _vertex_job(args: argparse.Namespace, template_dir: str, credentials: Any = 
         steps = resolve_steps(args)
         template = compile_pipeline(os.path.join(template_dir, DEFAULT_TEMPLATE), resolve_image(args), tpu, steps)
         compiled = describe_compiled(tpu, steps)
-    return vertex.build_job(template, target, settings.arguments(), credentials=credentials), target, compiled
+    arguments = settings.arguments()
+    return vertex.build_job(template, target, arguments, credentials=credentials), target, compiled, arguments
 
 
-def _print_request(job: Any, extra: dict[str, Any] | None = None) -> None:
+def _print_request(job: Any, arguments: dict[str, Any], extra: dict[str, Any] | None = None) -> None:
     request = json_format.MessageToDict(job._gca_resource._pb)  # the PipelineJob resource the SDK would create
     request.pop("pipelineSpec", None)
+    # The request carries every number as a protobuf float (8 -> 8.0); print the arguments it was built from.
+    request["runtimeConfig"]["parameterValues"] = arguments
     print(json.dumps({**request, **(extra or {})}, indent=2, sort_keys=True))
 
 
 def cmd_submit(args: argparse.Namespace, credentials: Any = None) -> int:
     with tempfile.TemporaryDirectory() as template_dir:
-        job, target, compiled = _vertex_job(args, template_dir, credentials)
+        job, target, compiled, arguments = _vertex_job(args, template_dir, credentials)
         if args.dry_run:
             extra = {"serviceAccount": target.service_account, "network": target.network, "compiled": compiled}
-            _print_request(job, extra)
+            _print_request(job, arguments, extra)
             return 0
         vertex.submit(job, target)
     print(f"submitted {job.resource_name}")
@@ -530,7 +554,7 @@ def cmd_submit(args: argparse.Namespace, credentials: Any = None) -> int:
 def cmd_schedule(args: argparse.Namespace, credentials: Any = None) -> int:
     vertex.check_cron(args.cron)
     with tempfile.TemporaryDirectory() as template_dir:
-        job, target, compiled = _vertex_job(args, template_dir, credentials)
+        job, target, compiled, arguments = _vertex_job(args, template_dir, credentials)
         if args.dry_run:
             extra = {
                 "cron": args.cron,
@@ -539,7 +563,7 @@ def cmd_schedule(args: argparse.Namespace, credentials: Any = None) -> int:
                 "network": target.network,
                 "compiled": compiled,
             }
-            _print_request(job, extra)
+            _print_request(job, arguments, extra)
             return 0
         created = vertex.schedule(
             job,
@@ -557,6 +581,7 @@ def cmd_schedule(args: argparse.Namespace, credentials: Any = None) -> int:
 
 COMMANDS = {
     "run-local": cmd_run_local,
+    "show": cmd_show,
     "compile": cmd_compile,
     "submit": cmd_submit,
     "schedule": cmd_schedule,

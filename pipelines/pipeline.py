@@ -27,9 +27,10 @@ from typing import Any, Callable, NamedTuple, Optional, Union
 import yaml
 from kfp import compiler, dsl
 from kfp import components as kfp_components
-from kfp.dsl import Artifact, ClassificationMetrics, Dataset, Metrics, Model
+from kfp.dsl import HTML, Artifact, ClassificationMetrics, Dataset, Markdown, Metrics, Model
 
 from components import Stages, build_stages
+from components.artifact_types import ModelBlessing
 from components.experiment import join_experiment
 from components.register import register_model
 from estimator_lib.config import RunConfig
@@ -52,7 +53,9 @@ class PipelineOutputs(NamedTuple):
     model: Model
     metrics: Metrics
     classification_metrics: ClassificationMetrics
-    blessing: Artifact
+    blessing: ModelBlessing
+    report: HTML
+    verdict: Markdown
     predictions: Dataset
     exported: Model
     publication: Artifact
@@ -130,7 +133,7 @@ def _vertex_steps(image: str, steps: VertexSteps) -> Callable[..., None]:
     def component(func: Callable) -> Any:
         return dsl.component(func, base_image=image, install_kfp_package=False, packages_to_install=[])
 
-    def add(dataset: Dataset, exported: Model, blessing: Artifact, publication: Artifact) -> None:
+    def add(dataset: Dataset, exported: Model, blessing: ModelBlessing, publication: Artifact) -> None:
         # Each run must join, and register its own model: caching is off for these tasks (a job-level --caching
         # turns it on everywhere, but their inputs name the run, so no earlier run's outputs match).
         if steps.experiment:
@@ -253,6 +256,8 @@ def build_pipeline(
             metrics=evaluate.outputs["metrics"],
             classification_metrics=evaluate.outputs["classification_metrics"],
             blessing=evaluate.outputs["blessing"],
+            report=evaluate.outputs["report"],
+            verdict=evaluate.outputs["verdict"],
             predictions=predict.outputs["predictions"],
             exported=export.outputs["exported"],
             publication=release.outputs["publication"],

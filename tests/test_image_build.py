@@ -388,6 +388,9 @@ def test_evaluate_stage_reports_metrics_and_a_verdict(stages):
     assert 0.0 <= accuracy <= 1.0
     assert os.path.isfile(os.path.join(stages.host_path(outputs["blessing"]["uri"]), "blessing.json"))
     assert isinstance(outputs["blessing"]["metadata"]["blessed"], bool)
+    with open(stages.host_path(outputs["report"]["uri"]), encoding="utf-8") as f:  # matplotlib works in the image
+        assert f.read().count('src="data:image/png;base64,') >= 3
+    assert os.path.isfile(stages.host_path(outputs["verdict"]["uri"]))
 
 
 def test_batch_predict_stage_scores_every_eval_row(stages):

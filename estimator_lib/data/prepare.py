@@ -48,6 +48,7 @@ from estimator_lib.data.profile import init_worker as init_profiler
 from estimator_lib.data.read import CSV, Chunk, FileScan, InputFile, iter_chunks, resolve_inputs
 from estimator_lib.data.score import ScoringData
 from estimator_lib.data.stats import Totals, build_schema, notes, summary
+from estimator_lib.progress import RowProgress
 from estimator_lib.schema import Schema, read_schema
 
 __all__ = [
@@ -192,14 +193,14 @@ def _supplied_schema(config: PrepareConfig) -> Optional[Schema]:
 def _prepare_into(
     staging: str, inputs: List[InputFile], supplied: Optional[Schema], config: PrepareConfig
 ) -> Tuple[Schema, Dict[str, int], Dict[str, Any]]:
-    profile, chunk_rows, file_starts, scans = _profile(inputs, config, _header_check(config))
+    profile, chunk_rows, file_starts, scans = _profile(inputs, config, _header_check(config), "prepare")
     decisions = decide_schema(profile, config, supplied)
     plan = encode_plan(decisions, config)
     tasks = _tasks(inputs, config, profile, chunk_rows, file_starts, scans)
     fractions = (1.0, config.eval_fraction, config.test_fraction, config.valid_fraction)
     splits = [s for s, f in zip(SPLITS, fractions) if f > 0]
     writers = ShardWriters(staging, splits, config.num_shards)
-    totals = _encode(tasks, plan, writers, QuarantineWriter(staging), profile.rows, config)
+    totals = _encode(tasks, plan, writers, QuarantineWriter(staging), profile.rows, config, "prepare")
     shard_records = writers.records
     counts = dict(zip(SPLITS, totals.counts))
     _check_splits(counts, splits, config)
@@ -215,12 +216,12 @@ def _prepare_into(
 def _score_into(staging: str, inputs: List[InputFile], schema: Schema, config: PrepareConfig) -> Dict[str, Any]:
     """Scoring's two passes: profile (keys, columns), check the columns, encode in input order, manifest."""
     header_check = scoring.header_check(schema, config.key_column)
-    profile, chunk_rows, file_starts, scans = _profile(inputs, config, header_check)
+    profile, chunk_rows, file_starts, scans = _profile(inputs, config, header_check, "encode for scoring")
     extra = scoring.check_columns(profile, schema, config)
     tasks = _tasks(inputs, config, profile, chunk_rows, file_starts, scans)
     writers = ConsecutiveShards(staging, SPLITS[scoring.SPLIT], config.num_shards, profile.rows)
     plan = scoring.encode_plan(schema, config)
-    totals = _encode(tasks, plan, writers, QuarantineWriter(staging), profile.rows, config)
+    totals = _encode(tasks, plan, writers, QuarantineWriter(staging), profile.rows, config, "encode for scoring")
     _write_schema(staging, schema)
     described = _described_inputs(inputs, scans, file_starts, profile.rows)
     manifest = scoring.manifest(staging, described, schema, extra, totals, writers.records, config)
@@ -234,11 +235,12 @@ def _write_schema(staging: str, schema: Schema) -> None:
 
 
 def _profile(
-    inputs: List[InputFile], config: PrepareConfig, header_check: Callable[[Chunk], None]
+    inputs: List[InputFile], config: PrepareConfig, header_check: Callable[[Chunk], None], what: str
 ) -> Tuple[Profile, List[int], List[int], List[FileScan]]:
     """Pass 1. Returns the merged profile, rows per chunk, each file's first row index, and the file scans.
 
-    `header_check` sees each CSV file's first chunk (its header) before any of its rows are profiled."""
+    `header_check` sees each CSV file's first chunk (its header) before any of its rows are profiled. Rows read
+    and their rate are reported as `what` (the total is not known yet)."""
     plan = ProfilePlan(
         config.label,
         config.key_column,
@@ -251,11 +253,14 @@ def _profile(
     profile, chunk_rows, scans = Profile(), [], []
     file_starts: List[int] = []
     chunks = _checked(iter_chunks(inputs, config.chunk_bytes, scans), header_check)
+    progress = RowProgress(f"{what} (pass 1 of 2, reading)")
     for chunk, part in ordered_map(profile_chunk, chunks, config.workers, init_profiler, plan):
         while len(file_starts) <= chunk.file_index:  # files without rows start where the next one does
             file_starts.append(profile.rows)
         profile.merge(part, config.max_classes)
         chunk_rows.append((chunk.file_index, part.rows))
+        progress.update(part.rows)
+    progress.finish()
     file_starts += [profile.rows] * (len(inputs) - len(file_starts))
     return profile, chunk_rows, file_starts, scans
 
@@ -344,10 +349,12 @@ def _encode(
     quarantine: QuarantineWriter,
     total_rows: int,
     config: PrepareConfig,
+    what: str,
 ) -> Totals:
     """Pass 2: write good rows to shards (`ShardWriters` or `ConsecutiveShards`; closed here), bad rows to
-    quarantine (or fail), merge statistics."""
+    quarantine (or fail), merge statistics; rows done, rate and ETA are reported as `what`."""
     totals = Totals(len(plan.features), max(100_000, 10 * config.max_vocabulary_size))
+    progress = RowProgress(f"{what} (pass 2 of 2, encoding)", total=total_rows)
     try:
         for task, part in ordered_map(encode_chunk, tasks, config.workers, init_encoder, plan):
             _handle_bad(part, quarantine, totals.bad, total_rows, config)
@@ -355,9 +362,11 @@ def _encode(
                 if part.examples[s]:
                     writers.write(split, part.examples[s])
             totals.add(part)
+            progress.update(part.rows)
     finally:
         writers.close()
         quarantine.close()
+    progress.finish()
     return totals
 
 

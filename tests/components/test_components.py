@@ -8,9 +8,11 @@ import csv
 import os
 
 import pytest
-from kfp.dsl import Artifact, ClassificationMetrics, Dataset, Metrics, Model
+from kfp.dsl import HTML, Artifact, ClassificationMetrics, Dataset, Markdown, Metrics, Model
+from report_checks import assert_complete_report
 
 from components import adapter, build_stages
+from components.artifact_types import ModelBlessing
 from components.batch_predict import batch_predict
 from components.evaluate import evaluate_model
 from components.export import export_model
@@ -73,8 +75,9 @@ def stages(tmp_path_factory):
     metrics, cmetrics, blessing = (
         artifact(Metrics, work, "metrics", "evaluate"),
         artifact(ClassificationMetrics, work, "cm", "evaluate"),
-        artifact(Artifact, work, "blessing", "evaluate"),
+        artifact(ModelBlessing, work, "blessing", "evaluate"),
     )
+    report, verdict = artifact(HTML, work, "report", "evaluate"), artifact(Markdown, work, "verdict", "evaluate")
     evaluate_model(
         dataset=dataset,
         model=model,
@@ -85,6 +88,8 @@ def stages(tmp_path_factory):
         metrics=metrics,
         classification_metrics=cmetrics,
         blessing=blessing,
+        report=report,
+        verdict=verdict,
     )
     predictions = artifact(Dataset, work, "predictions")
     batch_predict(dataset=dataset, model=model, data="eval", tpu=CPU, predictions=predictions)
@@ -99,6 +104,8 @@ def stages(tmp_path_factory):
         metrics=metrics,
         cmetrics=cmetrics,
         blessing=blessing,
+        report=report,
+        verdict=verdict,
         predictions=predictions,
         exported=exported,
         publication=publication,
@@ -140,6 +147,22 @@ def test_evaluate_logs_metrics_confusion_matrix_roc_and_blessing(stages):
     assert stages["blessing"].metadata["baseline_uri"] == ""  # "latest" with nothing published: no baseline
 
 
+def test_evaluate_writes_the_html_report_and_the_markdown_verdict(stages):
+    report, verdict = stages["report"], stages["verdict"]
+    with open(report.uri, encoding="utf-8") as f:
+        document = f.read()
+    assert_complete_report(document, classification=True)
+    assert "label (classification): model at step 40" in document
+    assert stages["dataset"].metadata["fingerprint"] in document  # the run's fingerprints
+    with open(verdict.uri, encoding="utf-8") as f:
+        text = f.read()
+    assert text.startswith("# label (classification): model at step 40\n\n**Blessed**: blessed: all 3 check(s) hold")
+    assert "| metric | candidate | reference |" in text
+    for artifact_ in (report, verdict):
+        assert artifact_.metadata["blessed"] is True and artifact_.metadata["summary"].startswith("blessed")
+    assert stages["blessing"].metadata["blessed"] is True
+
+
 def test_batch_predict_export_and_release(stages):
     predictions = stages["predictions"].metadata
     assert predictions["count"] == stages["dataset"].metadata["counts"]["eval"]
@@ -160,8 +183,9 @@ def test_evaluate_scores_the_published_baseline_with_the_same_code(stages, tmp_p
     metrics, cmetrics, blessing = (
         artifact(Metrics, tmp_path, "m", "evaluate"),
         artifact(ClassificationMetrics, tmp_path, "cm", "evaluate"),
-        artifact(Artifact, tmp_path, "b", "evaluate"),
+        artifact(ModelBlessing, tmp_path, "b", "evaluate"),
     )
+    report, markdown = artifact(HTML, tmp_path, "r", "evaluate"), artifact(Markdown, tmp_path, "v", "evaluate")
     evaluate_model(
         dataset=stages["dataset"],
         model=stages["model"],
@@ -172,6 +196,8 @@ def test_evaluate_scores_the_published_baseline_with_the_same_code(stages, tmp_p
         metrics=metrics,
         classification_metrics=cmetrics,
         blessing=blessing,
+        report=report,
+        verdict=markdown,
     )
     verdict = adapter.read_blessing(blessing.uri)
     assert verdict.baseline_uri == release.latest(root).uri
@@ -180,6 +206,8 @@ def test_evaluate_scores_the_published_baseline_with_the_same_code(stages, tmp_p
     assert verdict.reasons[0].startswith("vs baseline") and "min_improvement 0.01" in verdict.reasons[0]
     assert metrics.metadata["blessed"] == 0.0
     assert os.path.exists(os.path.join(blessing.uri, "baseline", "manifest.json"))
+    with open(report.uri, encoding="utf-8") as f:
+        assert "<th>candidate</th><th>baseline (last published)</th><th>reference</th>" in f.read()
 
 
 def blessing_artifact(directory, verdict, based_on: str) -> Artifact:

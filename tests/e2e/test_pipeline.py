@@ -6,16 +6,20 @@ Slow (a minute or so per run): `pytest -m "not slow"` skips them.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
 import re
 import subprocess
 import sys
+import typing
 
 import pytest
+from report_checks import assert_complete_report
 
 from estimator_lib import release, storage
+from estimator_lib.config import BlessingConfig, JobConfig, PrepareConfig, RunConfig
 
 pytestmark = pytest.mark.slow
 
@@ -66,14 +70,16 @@ def test_default_run_has_its_own_folder_log_and_summary(first_run):
     assert run["dir"] == folder and run["attempts"] == 1 and run["reused"] == []
     assert os.readlink(os.path.join(output, "latest")) == os.path.join("runs", run["id"])
     assert load_summary(folder) == summary
-    assert sorted(os.listdir(folder)) == ["pipeline-root", "pipeline.log", "summary.json"]  # tmp/ is gone
+    assert sorted(os.listdir(folder)) == ["pipeline-root", "pipeline.log", "report.html", "summary.json"]  # no tmp/
     assert summary["artifacts"]["train"].startswith(os.path.join(folder, "pipeline-root", ""))
     with open(run["log"], encoding="utf-8") as f:
         log = f.read()
     assert "\x1b[" not in log and "\x1b[" not in stdout
     assert "Executing task 'train-model'" in log  # the runner's own lines are in the log, the console has ours
     events = [
-        re.sub(r" \(.*\)$", "", line[11:]) for line in stdout.splitlines() if re.match(r"\[\d\d:\d\d:\d\d\] ", line)
+        re.sub(r" \(.*\)$", "", line[11:])
+        for line in stdout.splitlines()
+        if re.match(r"\[\d\d:\d\d:\d\d\] ", line) and " still running " not in line  # not the heartbeats
     ]
     stages = ("prepare", "train", "evaluate", "batch_predict", "export", "release")
     assert sorted(events) == sorted(f"{stage}: {event}" for stage in stages for event in ("running", "done"))
@@ -102,7 +108,8 @@ def test_default_run_metrics_are_sane_and_blessed(first_run):
 
 def test_default_run_artifacts_predictions_and_export(first_run):
     _, _, summary = first_run
-    assert set(summary["artifacts"]) == {"prepare", "train", "evaluate", "batch_predict", "export", "release"}
+    stages = {"prepare", "train", "evaluate", "batch_predict", "export", "release"}
+    assert set(summary["artifacts"]) == stages | {"report", "verdict"}
     assert all(os.path.exists(uri) for uri in summary["artifacts"].values())
     counts = summary["dataset"]["counts"]
     assert counts["train"] + counts["valid"] + counts["eval"] == 344
@@ -118,6 +125,19 @@ def test_default_run_artifacts_predictions_and_export(first_run):
     assert {"serving_default", "predict", "classification"} <= set(export["signatures"]["serve,tpu"])
     model = summary["model"]  # the best checkpoint by validation loss, within the epoch budget
     assert 0 < model["global_step"] <= model["trained_steps"] <= model["budget"]
+
+
+def test_default_run_copies_its_report_into_the_run_folder_and_prints_where(first_run):
+    _, stdout, summary = first_run
+    assert summary["report"] == os.path.join(summary["run"]["dir"], "report.html")
+    assert f"  report: {summary['report']}" in stdout.splitlines()
+    with open(summary["report"], encoding="utf-8") as f:
+        document = f.read()
+    assert_complete_report(document, classification=True)
+    with open(summary["artifacts"]["report"], encoding="utf-8") as f:
+        assert f.read() == document
+    with open(summary["artifacts"]["verdict"], encoding="utf-8") as f:
+        assert f.read().startswith("# species (classification): model at step ")
 
 
 def test_default_run_publishes_a_version_with_the_exports_fingerprint(first_run):
@@ -207,3 +227,77 @@ def test_second_run_that_must_beat_the_baseline_is_refused_and_publishes_nothing
     assert os.path.exists(os.path.join(summary["export"]["uri"], "saved_model.pb"))  # exported, not published
     assert sorted(os.listdir(os.path.join(root, "versions"))) == versions_before
     assert release.latest(root) == latest_before
+
+
+def _int_fields(cls, seen=None) -> tuple:
+    """(names of int fields, names of float fields) of a config type and the configs nested in it."""
+    ints, floats = set(), set()
+    for name, hint in typing.get_type_hints(cls).items():
+        args = set(typing.get_args(hint)) | {hint}
+        args |= {a for arg in list(args) for a in typing.get_args(arg)}
+        if int in args:
+            ints.add(name)
+        if float in args:
+            floats.add(name)
+        for arg in args:
+            if dataclasses.is_dataclass(arg):
+                nested = _int_fields(arg)
+                ints, floats = ints | nested[0], floats | nested[1]
+    return ints, floats
+
+
+def _whole_floats(value, path=()):
+    """(path, value) of every float at an int-typed key anywhere in a JSON document."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _whole_floats(item, (*path, str(key)))
+    elif isinstance(value, list):
+        for item in value:
+            yield from _whole_floats(item, path)
+    elif isinstance(value, float):
+        yield path, value
+
+
+# Counts the project writes besides the config fields.
+COUNT_KEYS = {
+    "global_step",
+    "trained_steps",
+    "budget",
+    "count",
+    "attempts",
+    "quarantined",
+    "rows",
+    "total",
+    "written",
+    "bad",
+}
+COUNT_MAPS = {"counts", "missing", "class_counts", "rows"}
+
+
+def test_every_json_the_run_wrote_keeps_its_integers(first_run):
+    """summary.json, the stage records, manifests, schema, job config, blessing, publication: every int-typed
+    config field and every count is an int, however many KFP round trips it went through (`"num_cores": 8`,
+    `"hidden_units": [64, 32]`, never 8.0)."""
+    output, _, summary = first_run
+    typed = [_int_fields(cls) for cls in (JobConfig, PrepareConfig, BlessingConfig, RunConfig)]
+    int_keys = set().union(*(ints for ints, _ in typed)) - set().union(*(floats for _, floats in typed))
+    assert {"num_cores", "hidden_units", "train_batch_size", "seed", "iterations_per_loop"} <= int_keys
+    written = [
+        os.path.join(directory, name)
+        for directory, _, names in os.walk(output)
+        for name in names
+        if name.endswith(".json") and name != "executor_output.json"  # KFP's own file, not the project's
+    ]
+    assert len(written) >= 10
+    for path in written:
+        with open(path, encoding="utf-8") as f:
+            document = json.load(f)
+        bad = [
+            (".".join(p), v)
+            for p, v in _whole_floats(document)
+            if p and (p[-1] in int_keys | COUNT_KEYS or (len(p) > 1 and COUNT_MAPS & set(p[-3:-1])))
+        ]
+        assert not bad, f"{path}: floats where ints belong: {bad[:5]}"
+    job = summary["config"]["job_config"]
+    assert job["tpu"]["num_cores"] == 8 and type(job["tpu"]["num_cores"]) is int
+    assert job["model"]["hidden_units"] == [64, 32] and all(type(u) is int for u in job["model"]["hidden_units"])

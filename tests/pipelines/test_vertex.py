@@ -181,7 +181,10 @@ def test_cli_dry_run_prints_the_request_and_sends_nothing(monkeypatch, capsys):
     assert cli.main(argv, credentials=AnonymousCredentials()) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed["runtimeConfig"]["gcsOutputDirectory"] == ROOT
-    assert printed["runtimeConfig"]["parameterValues"]["data"] == "embedded:penguins"
+    values = printed["runtimeConfig"]["parameterValues"]
+    assert values["data"] == "embedded:penguins"
+    assert values["hidden_units"] == [64, 32] and values["job_config"]["tpu"]["num_cores"] == 8
+    assert all(type(v) is int for v in [*values["hidden_units"], values["job_config"]["tpu"]["num_cores"]])
     assert api.pipeline_jobs == [] and api.schedules == []
 
 
