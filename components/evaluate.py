@@ -56,7 +56,7 @@ def evaluate_model(
         "based_on": based_on,
     }
     outputs = {"metrics": metrics, "classification_metrics": classification_metrics, "blessing": blessing}
-    record = records.StageRecord("evaluate", outputs, inputs)
+    record = records.StageRecord("evaluate", outputs, inputs, {"dataset": dataset, "model": model})
     if record.restore():
         return
     record.begin()

@@ -39,7 +39,7 @@ from typing import IO, Any, Optional
 from kfp import local as kfp_local
 from kfp.local import executor_input_utils
 
-from components import Stages, build_stages
+from components import Stages, build_stages, records
 from components.records import REUSED_MARKER
 from estimator_lib import storage
 from estimator_lib.config import RunConfig
@@ -468,9 +468,20 @@ def data_summary(dataset: Any) -> dict[str, Any]:
     }
 
 
+# Each stage's output artifact: its manifest is in that artifact's task directory (`components.records`).
+STAGE_OUTPUTS = {
+    "prepare": "dataset",
+    "train": "model",
+    "evaluate": "blessing",
+    "batch_predict": "predictions",
+    "export": "exported",
+    "release": "publication",
+}
+
+
 def summarize(outputs: Mapping[str, Any], arguments: Mapping[str, Any]) -> dict[str, Any]:
     """The run's results: eval metrics, verdict, artifact URIs, data, predictions, export and publication,
-    fingerprints, config."""
+    fingerprints, config, and where each stage's manifest is."""
     dataset, model, exported = outputs["dataset"], outputs["model"], outputs["exported"]
     blessing, predictions, publication = outputs["blessing"], outputs["predictions"], outputs["publication"]
     metrics = {k: float(v) for k, v in outputs["metrics"].metadata.items() if k != "blessed"}
@@ -528,6 +539,7 @@ def summarize(outputs: Mapping[str, Any], arguments: Mapping[str, Any]) -> dict[
             for name in ("dataset", "model", "blessing", "predictions", "exported", "publication")
         },
         "config": {**arguments, "job_config": model.metadata["config"]},
+        "manifests": {stage: records.manifest_uri(outputs[name].uri) for stage, name in STAGE_OUTPUTS.items()},
     }
 
 
