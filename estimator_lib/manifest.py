@@ -119,16 +119,13 @@ def machine(tpu: Mapping[str, Any], tpu_type: Optional[str]) -> dict[str, Any]:
     return {"kind": CPU, "type": platform.machine(), "cores": os.cpu_count()}
 
 
-def seeds_in(config: Any, prefix: str = "") -> dict[str, Any]:
+def seeds_in(config: Any, prefix: str = "", seeded: bool = False) -> dict[str, Any]:
     """Every value under a key naming a seed in a nested config, by dotted key: {"job.training.seed": 42}."""
+    if not isinstance(config, Mapping):
+        return {prefix.rstrip("."): config} if seeded else {}
     found: dict[str, Any] = {}
-    if isinstance(config, Mapping):
-        for key, value in config.items():
-            dotted = f"{prefix}{key}"
-            if "seed" in str(key).lower() and not isinstance(value, Mapping):
-                found[dotted] = value
-            else:
-                found.update(seeds_in(value, dotted + "."))
+    for key, value in config.items():
+        found.update(seeds_in(value, f"{prefix}{key}.", seeded or "seed" in str(key).lower()))
     return found
 
 

@@ -26,7 +26,7 @@ GCPC_LAUNCHER = "gcr.io/ml-pipeline/google-cloud-pipeline-components:"
 
 
 # -- help ----------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("command", [[], ["run-local"], ["compile"], ["submit"], ["schedule"]])
+@pytest.mark.parametrize("command", [[], ["run-local"], ["compile"], ["submit"], ["schedule"], ["reproduce"], ["diff"]])
 def test_every_command_has_help(command, capsys):
     with pytest.raises(SystemExit) as exit_info:
         cli.main([*command, "--help"])
