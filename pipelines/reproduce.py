@@ -213,7 +213,13 @@ def reproduce(record: Record, output: str, verbose: bool = False) -> Reproductio
     """Runs a recorded local run again into OUTPUT (a new run; its own publish root) and compares each stage's
     output fingerprints with the record's."""
     output = os.path.abspath(output)
-    settings = recorded_settings(record, os.path.join(output, local.PUBLISH_DIR))
+    publish_root = os.path.join(output, local.PUBLISH_DIR)
+    if publish_root == record.summary["config"].get("publish_root"):
+        raise RecordError(
+            f"--output {output}: the recorded run publishes into {publish_root}, and a rerun there would publish "
+            "beside it; give the rerun another --output"
+        )
+    settings = recorded_settings(record, publish_root)
     checks.local_run(settings)
     outcome = local.run_local(settings, output, verbose=verbose, resume=False)
     if outcome.exit_code != local.EXIT_OK:

@@ -153,3 +153,9 @@ def test_diff_names_what_differs_between_two_runs(tmp_path, capsys):
 def test_diff_of_something_that_is_no_record_is_a_command_line_error(tmp_path, capsys):
     assert cli.main(["diff", str(tmp_path), str(tmp_path)]) == 2
     assert "tpu-pipeline diff: error: " in capsys.readouterr().err
+
+
+def test_a_rerun_never_publishes_where_the_recorded_run_publishes(tmp_path):
+    path = write_run(str(tmp_path), "run-1")
+    with pytest.raises(reproduce.RecordError, match=r"a rerun there would publish beside it; give the rerun another"):
+        reproduce.reproduce(reproduce.read_record(path), str(tmp_path))
