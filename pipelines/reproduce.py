@@ -144,7 +144,7 @@ def resubmission(record: Record) -> dict[str, Any]:
     prepare = dict(_stage_config(record, "prepare")["config"])
     job = recorded_job(record)
     evaluate = _stage_config(record, "evaluate")
-    predict = _stage_config(record, "batch_predict")
+    predict = record.manifests.get("batch_predict", {})
     data = prepare.pop("data")
     named = {key: prepare.pop(key) for key in ("label", "task", "key_column", "eval_fraction")}
     parameters = {
@@ -158,12 +158,20 @@ def resubmission(record: Record) -> dict[str, Any]:
         "blessing_config": evaluate["blessing_config"],
         "baseline": evaluate["baseline"] or NO_MODEL,
         "warm_start": NO_MODEL,
-        "predict_data": predict.get("data") or "eval",
+        "predict_data": _predict_data(predict),
         "publish_root": _stage_config(record, "release").get("publish_root", ""),
         **hyperparameters(job),
     }
     images = sorted({m["versions"].get("image") or "" for m in record.manifests.values()} - {""})
     return {"image": images[0] if len(images) == 1 else images, "parameters": parameters}
+
+
+def _predict_data(stage_manifest: Mapping[str, Any]) -> str:
+    """What batch prediction scored: a prepared split (in its config), or the files it read (an input)."""
+    if "data" in stage_manifest.get("config", {}):
+        return stage_manifest["config"]["data"]
+    files = stage_manifest.get("inputs", {}).get("data")
+    return files["uri"][0] if files else "eval"
 
 
 def resubmit_command(plan: Mapping[str, Any], config_path: str) -> str:

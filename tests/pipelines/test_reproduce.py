@@ -135,6 +135,12 @@ def test_a_vertex_run_is_written_out_for_a_resubmission(tmp_path, capsys):
     assert configs["prepare"] == {"num_shards": 2}
 
 
+def test_a_resubmission_scores_the_files_the_run_scored():
+    scored = {"inputs": {"data": {"uri": ["gs://b/new.csv", "gs://b/new.csv/*"], "fingerprint": "f"}}, "config": {}}
+    assert reproduce._predict_data(scored) == "gs://b/new.csv"
+    assert reproduce._predict_data({"inputs": {}, "config": {"data": "test"}}) == "test"
+
+
 # -- diff ----------------------------------------------------------------------------------------------------
 def test_diff_names_what_differs_between_two_runs(tmp_path, capsys):
     a = write_run(str(tmp_path / "a"), "run-a")
