@@ -16,13 +16,14 @@ from typing import TYPE_CHECKING, Any
 from kfp.dsl import HTML, Artifact, ClassificationMetrics, Dataset, Markdown, Metrics, Model
 
 from components.adapter import BLESSING_FILE, PUBLICATION_FILE, require_output
-from estimator_lib import storage
+from estimator_lib import manifest, storage
 from estimator_lib.config import JobConfig
 from estimator_lib.data.prepare import PrepareResult
 from estimator_lib.estimator import TrainResult
 from estimator_lib.evaluation import Evaluation
 from estimator_lib.evaluation.report import WrittenReport
 from estimator_lib.export import ExportResult
+from estimator_lib.export.fingerprint import saved_model_fingerprint
 from estimator_lib.predict import PredictResult
 from estimator_lib.release import Release, fingerprint, fingerprint_files
 
@@ -49,6 +50,16 @@ def describe_dataset(dataset: Dataset, result: PrepareResult) -> None:
             "fingerprint": fingerprint(dataset.uri),
         }
     )
+
+
+def data_source(patterns: list[str], result: PrepareResult) -> dict[str, Any]:
+    """The raw data preparation read, for the stage's manifest: the configured files or globs, each file's name,
+    size, rows and sha256, and the fingerprint over them (the prepared manifest's `input_fingerprint`)."""
+    return {
+        "uri": list(patterns),
+        "fingerprint": result.manifest["input_fingerprint"],
+        "files": [dict(described) for described in result.manifest["inputs"]],
+    }
 
 
 def describe_model(model: Model, result: TrainResult, job: JobConfig, warm_started_from: str | None) -> None:
@@ -126,7 +137,8 @@ def describe_report(report: HTML, verdict: Markdown, written: WrittenReport) -> 
 
 
 def describe_predictions(predictions: Dataset, result: PredictResult) -> None:
-    """Predictions Dataset: row count, shards, manifest, where the encoded raw rows are."""
+    """Predictions Dataset: row count, shards, manifest, where the encoded raw rows are; the fingerprint covers
+    the prediction shards (the manifest beside them records the paths they were read from)."""
     for shard in result.shards:
         require_output(shard, "a prediction shard")
     encoded = result.manifest.get("raw", {}).get("encoded")
@@ -138,13 +150,15 @@ def describe_predictions(predictions: Dataset, result: PredictResult) -> None:
             "shards": list(result.shards),
             "manifest": dict(result.manifest),
             "scored_rows_uri": encoded or "",
-            "fingerprint": fingerprint(predictions.uri),
+            "fingerprint": fingerprint_files(result.shards, predictions.uri),
         }
     )
 
 
 def describe_export(exported: Model, export: ExportResult) -> None:
-    """Exported Model: SavedModel directory, tag sets, signatures, the checkpoint it holds."""
+    """Exported Model: SavedModel directory, tag sets, signatures, the checkpoint it holds; the fingerprint covers
+    its graphs and variables (`saved_model_fingerprint`: not its folder's time-stamped name, not the paths in
+    assets.extra), `files_fingerprint` every file, as a published copy's LATEST records it."""
     require_output(storage.join(export.export_dir, "saved_model.pb"), "the exported SavedModel")
     exported.metadata.update(
         {
@@ -153,14 +167,16 @@ def describe_export(exported: Model, export: ExportResult) -> None:
             "signatures": _jsonable(export.signatures),
             "checkpoint": export.metadata["checkpoint"],
             "global_step": int(export.metadata["global_step"]),
-            "fingerprint": fingerprint(export.export_dir),
+            "fingerprint": saved_model_fingerprint(export.export_dir),
+            "files_fingerprint": fingerprint(export.export_dir),
         }
     )
 
 
-def describe_release(publication: Artifact, release: Release, based_on: str) -> None:
+def describe_release(publication: Artifact, release: Release, based_on: str, exported_fingerprint: str) -> None:
     """Publication record (publication.json, `adapter.write_publication`): whether and where the model was
-    published, why, and the LATEST version the decision was based on."""
+    published, why, and the LATEST version the decision was based on. The fingerprint covers what was decided:
+    published or not, which export (its fingerprint) or why not; not the version's time-stamped name."""
     path = storage.join(publication.uri, PUBLICATION_FILE)
     require_output(path, "the publication record")
     published = release.published
@@ -171,7 +187,12 @@ def describe_release(publication: Artifact, release: Release, based_on: str) -> 
             "published_uri": published.uri if published else "",
             "published_version": published.version if published else "",
             "based_on": based_on,
-            "fingerprint": fingerprint_files([path], publication.uri),
+            "fingerprint": manifest.json_fingerprint(
+                {
+                    "published": exported_fingerprint if published else None,
+                    "reason": "" if published else release.reason,
+                }
+            ),
         }
     )
     log.info("release: %s", release.reason)

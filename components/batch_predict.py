@@ -39,7 +39,10 @@ def batch_predict(
         # a prepared split is in the dataset's fingerprint; files (or a directory's files) by their versions
         "data": data if prediction_kind(data) == SPLIT else records.file_versions([data, storage.join(data, "*")]),
     }
-    record = records.StageRecord("batch_predict", {"predictions": predictions}, inputs)
+    sources = {"dataset": dataset, "model": model}
+    if prediction_kind(data) != SPLIT:
+        sources["data"] = records.files_source([data, storage.join(data, "*")])
+    record = records.StageRecord("batch_predict", {"predictions": predictions}, inputs, sources)
     if record.restore():
         return
     record.begin()

@@ -70,7 +70,7 @@ def evaluate_model(
         "report": report,
         "verdict": verdict,
     }
-    record = records.StageRecord("evaluate", outputs, inputs)
+    record = records.StageRecord("evaluate", outputs, inputs, {"dataset": dataset, "model": model})
     if record.restore():
         return
     record.begin()

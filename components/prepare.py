@@ -39,4 +39,4 @@ def prepare_data(
     record.begin()
     result = prepare.prepare(config, dataset.uri)
     artifacts.describe_dataset(dataset, result)
-    record.finish()
+    record.finish(sources={"files": artifacts.data_source(config.data, result)})

@@ -37,7 +37,8 @@ def release_model(
         "based_on": based_on,
         "publish_root": publish_root,
     }
-    record = records.StageRecord("release", {"publication": publication}, inputs)
+    sources = {"exported": exported, "blessing": blessing}
+    record = records.StageRecord("release", {"publication": publication}, inputs, sources)
     if record.restore():
         return
     record.begin()
@@ -47,5 +48,5 @@ def release_model(
     source = {**{key: exported.metadata[key] for key in ("export_dir", "checkpoint")}, "global_step": global_step}
     outcome = release.release(export_dir, verdict, publish_root, {"source": source}, based_on=based_on)
     adapter.write_publication(publication.uri, outcome, based_on)
-    artifacts.describe_release(publication, outcome, based_on)
+    artifacts.describe_release(publication, outcome, based_on, records.fingerprint_of(exported))
     record.finish()

@@ -2,9 +2,10 @@
 
 The only place that reads flags and environment variables. Each command resolves its flags into typed
 settings, checks what can be checked before anything starts (`checks`), and hands them to one function:
-`local.run_local`, `pipeline.compile_pipeline`, `vertex.submit`, `vertex.schedule`.
+`local.run_local`, `pipeline.compile_pipeline`, `vertex.submit`, `vertex.schedule`, `reproduce.reproduce`.
 
-Exit codes: 0 done; 1 a stage failed (run-local: its summary says which, and why); 2 a bad command line
+Exit codes: 0 done; 1 a stage failed (run-local: its summary says which, and why; reproduce: a stage's outputs
+differ from the record; diff: the runs differ); 2 a bad command line
 (checked before anything starts); 128 + the signal when interrupted (130 SIGINT, 143 SIGTERM, 129 SIGHUP).
 """
 
@@ -28,12 +29,13 @@ from estimator_lib import storage
 from estimator_lib.config import RUN_TASKS, ConfigError, RunConfig, resolve_configs
 from estimator_lib.config.registry import RegistryConfig
 from estimator_lib.config.run import PREPARED_SPLITS
-from pipelines import checks, local, runs, show, vertex
+from pipelines import checks, local, reproduce, runs, show, vertex
 from pipelines import tpu as tpu_presets
 from pipelines.image import check_image, default_image
 from pipelines.pipeline import PIPELINE_NAME, VertexSteps, compile_pipeline
 
 DEFAULT_OUTPUT = os.path.join("runs", "local")
+DEFAULT_REPRODUCE_OUTPUT = os.path.join("runs", "reproduce")
 DEFAULT_TEMPLATE = "tpu_estimator_pipeline.yaml"
 IMAGE_REPO_ENV = "TPU_PIPELINE_IMAGE_REPO"
 DEFAULT_IMAGE_REPO = "tpu-pipeline"
@@ -180,6 +182,33 @@ def _add_vertex_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--dry-run", action="store_true", help="print the request as JSON and send nothing")
 
 
+def _add_record_commands(commands: Any) -> None:
+    reproduce_ = commands.add_parser(
+        "reproduce",
+        help="run a recorded local run again and check that every stage's outputs match the record",
+        description="Runs a recorded local run again (same data, config, seed; its own publish root) into --output "
+        "and compares every stage's output fingerprints with the record, naming the first stage that differs and "
+        "what differs (data, config, versions or output). Exit 0 only when every stage matches. For a Vertex AI "
+        "run's directory it prints the recorded image and parameters for a resubmission.",
+    )
+    reproduce_.add_argument(
+        "record", metavar="RUN_OR_SUMMARY", help="a run's summary.json, its folder (OUTPUT/runs/<id>) or OUTPUT"
+    )
+    reproduce_.add_argument(
+        "--output",
+        default=DEFAULT_REPRODUCE_OUTPUT,
+        help=f"output directory of the rerun (default {DEFAULT_REPRODUCE_OUTPUT})",
+    )
+    reproduce_.add_argument("--verbose", action="store_true", help="stream every stage's full log to the console")
+    diff = commands.add_parser(
+        "diff",
+        help="what differs between two runs' records: inputs, config, versions, outputs, metrics",
+        description="Compares two runs' records stage by stage. Exit 0 when nothing differs, 1 otherwise.",
+    )
+    diff.add_argument("run_a", metavar="RUN_A", help="a run's summary.json, its folder or OUTPUT")
+    diff.add_argument("run_b", metavar="RUN_B", help="a run's summary.json, its folder or OUTPUT")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tpu-pipeline",
@@ -224,6 +253,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     show_.add_argument("--output", default=DEFAULT_OUTPUT, help=f"output directory (default {DEFAULT_OUTPUT})")
     show_.add_argument("--json", action="store_true", help="print the record itself (summary.json)")
+
+    _add_record_commands(commands)
 
     compile_ = commands.add_parser(
         "compile",
@@ -579,9 +610,28 @@ def cmd_schedule(args: argparse.Namespace, credentials: Any = None) -> int:
     return 0
 
 
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    record = reproduce.read_record(args.record)
+    if record.summary is None:  # a Vertex AI run: its parameters and image, for a resubmission
+        print(reproduce.write_resubmission(record, args.output))
+        return 0
+    result = reproduce.reproduce(record, checks.output_directory(args.output), verbose=args.verbose)
+    print(reproduce.format_reproduction(result))
+    return 0 if result.identical else 1
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    a, b = reproduce.read_record(args.run_a), reproduce.read_record(args.run_b)
+    found = reproduce.diff_records(a, b)
+    print(reproduce.format_diff(a, b, found))
+    return 1 if any(found.values()) else 0
+
+
 COMMANDS = {
     "run-local": cmd_run_local,
     "show": cmd_show,
+    "reproduce": cmd_reproduce,
+    "diff": cmd_diff,
     "compile": cmd_compile,
     "submit": cmd_submit,
     "schedule": cmd_schedule,

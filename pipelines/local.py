@@ -40,7 +40,7 @@ from typing import IO, Any, Callable, Optional
 from kfp import local as kfp_local
 from kfp.local import executor_input_utils
 
-from components import Stages, build_stages
+from components import Stages, build_stages, records
 from components.records import REUSED_MARKER
 from estimator_lib import storage
 from estimator_lib.config import JobConfig, RunConfig
@@ -544,9 +544,20 @@ def data_summary(dataset: Any) -> dict[str, Any]:
     }
 
 
+# Each stage's output artifact: its manifest is in that artifact's task directory (`components.records`).
+STAGE_OUTPUTS = {
+    "prepare": "dataset",
+    "train": "model",
+    "evaluate": "blessing",
+    "batch_predict": "predictions",
+    "export": "exported",
+    "release": "publication",
+}
+
+
 def summarize(outputs: Mapping[str, Any], arguments: Mapping[str, Any]) -> dict[str, Any]:
     """The run's results: eval metrics, verdict, artifact URIs, data, predictions, export and publication,
-    fingerprints, config."""
+    fingerprints, config, and where each stage's manifest is."""
     dataset, model, exported = outputs["dataset"], outputs["model"], outputs["exported"]
     blessing, predictions, publication = outputs["blessing"], outputs["predictions"], outputs["publication"]
     metrics = {k: float(v) for k, v in outputs["metrics"].metadata.items() if k != "blessed"}
@@ -609,6 +620,7 @@ def summarize(outputs: Mapping[str, Any], arguments: Mapping[str, Any]) -> dict[
         },
         # Read back through its type: metadata numbers come through KFP as floats, the config's ints stay ints.
         "config": {**arguments, "job_config": JobConfig.from_dict(model.metadata["config"]).to_dict()},
+        "manifests": {stage: records.manifest_uri(outputs[name].uri) for stage, name in STAGE_OUTPUTS.items()},
     }
 
 

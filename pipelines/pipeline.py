@@ -32,6 +32,7 @@ from kfp.dsl import HTML, Artifact, ClassificationMetrics, Dataset, Markdown, Me
 from components import Stages, build_stages
 from components.artifact_types import ModelBlessing
 from components.experiment import join_experiment
+from components.records import TPU_TYPE_ENV
 from components.register import register_model
 from estimator_lib.config import RunConfig
 from estimator_lib.config.registry import RegistryConfig
@@ -88,9 +89,15 @@ def _on_tpu(component: Any, target: TPUTarget) -> Any:
         reservation_affinity_values=reservation.get("values"),
         tensorboard=target.tensorboard or "",
         base_output_directory=target.base_output_directory(stage, dsl.PIPELINE_JOB_ID_PLACEHOLDER),
-        env=[{"name": name, "value": value} for name, value in sorted(target.preset.env.items())],
+        env=[{"name": name, "value": value} for name, value in sorted(_job_env(target).items())],
     )
     return _with_topology(job, target.topology) if target.topology else job
+
+
+def _job_env(target: TPUTarget) -> dict[str, str]:
+    """The TPU custom job's environment: what the TPU runtime needs, and the TPU type, which each stage records
+    in its manifest (`components.records`)."""
+    return {**target.preset.env, TPU_TYPE_ENV: target.preset.name}
 
 
 def _with_topology(job: Any, topology: str) -> Any:

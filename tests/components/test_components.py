@@ -5,13 +5,14 @@ through the KFP local runner is in tests/e2e/."""
 from __future__ import annotations
 
 import csv
+import json
 import os
 
 import pytest
 from kfp.dsl import HTML, Artifact, ClassificationMetrics, Dataset, Markdown, Metrics, Model
 from report_checks import assert_complete_report
 
-from components import adapter, build_stages
+from components import adapter, build_stages, records
 from components.artifact_types import ModelBlessing
 from components.batch_predict import batch_predict
 from components.evaluate import evaluate_model
@@ -19,7 +20,7 @@ from components.export import export_model
 from components.prepare import prepare_data
 from components.release import release_model
 from components.train import train_model
-from estimator_lib import release
+from estimator_lib import manifest, release
 from estimator_lib.config import JobConfig
 
 CPU = {"use_tpu": False}
@@ -173,7 +174,7 @@ def test_batch_predict_export_and_release(stages):
     publication = stages["publication"].metadata
     latest = release.latest(str(stages["work"] / "published"))
     assert publication["published"] is True and latest.uri == publication["published_uri"]
-    assert latest.fingerprint == exported["fingerprint"] and publication["based_on"] == "none"
+    assert latest.fingerprint == exported["files_fingerprint"] and publication["based_on"] == "none"
     assert latest.metadata["source"]["global_step"] == 40
 
 
@@ -208,6 +209,46 @@ def test_evaluate_scores_the_published_baseline_with_the_same_code(stages, tmp_p
     assert os.path.exists(os.path.join(blessing.uri, "baseline", "manifest.json"))
     with open(report.uri, encoding="utf-8") as f:
         assert "<th>candidate</th><th>baseline (last published)</th><th>reference</th>" in f.read()
+
+
+def read_manifest(output: Artifact) -> dict:
+    return manifest.read_manifest(records.manifest_uri(output.uri))
+
+
+def test_every_stage_writes_its_manifest_beside_its_outputs(stages):
+    dataset, model, exported = stages["dataset"], stages["model"], stages["exported"]
+    prepared = read_manifest(dataset)
+    assert prepared["stage"] == "prepare" and prepared["config"]["config"]["label"] == "label"
+    files = prepared["inputs"]["files"]
+    assert files["uri"] == [str(stages["work"] / "data.csv")] and len(files["files"]) == 1
+    with open(os.path.join(dataset.uri, "manifest.json"), encoding="utf-8") as f:
+        assert files["fingerprint"] == json.load(f)["input_fingerprint"]
+    assert prepared["outputs"] == {"dataset": {"uri": dataset.uri, "fingerprint": dataset.metadata["fingerprint"]}}
+    trained = read_manifest(model)
+    assert trained["inputs"] == {"dataset": {"uri": dataset.uri, "fingerprint": dataset.metadata["fingerprint"]}}
+    assert trained["config"] == {"job": model.metadata["config"]} and trained["seeds"] == {"job.training.seed": 1}
+    assert trained["machine"]["kind"] == "CPU" and trained["started"] <= trained["ended"]
+    assert trained["versions"]["tensorflow"].startswith("2.15.") and trained["versions"]["kfp"].startswith("2.13.")
+    assert trained["versions"]["commit"] == manifest.git_commit(records.PACKAGE_DIR)
+    evaluated = read_manifest(stages["blessing"])
+    assert set(evaluated["inputs"]) == {"dataset", "model"}
+    assert set(evaluated["outputs"]) == {"metrics", "classification_metrics", "blessing", "report", "verdict"}
+    assert evaluated["config"]["blessing_config"]["thresholds"] == {"accuracy": 0.5}
+    assert read_manifest(exported)["outputs"]["exported"]["fingerprint"] == exported.metadata["fingerprint"]
+    released = read_manifest(stages["publication"])
+    assert released["inputs"]["exported"]["fingerprint"] == exported.metadata["fingerprint"]
+    assert read_manifest(stages["predictions"])["config"]["data"] == "eval"
+
+
+def test_two_exports_of_one_model_have_one_fingerprint(stages, tmp_path):
+    """Exported again (another folder, another time): saved_model.pb names its lookup tables at random and
+    export_metadata.json records the paths, so the files differ; the graphs and variables do not."""
+    again = artifact(Model, tmp_path, "exported", "export")
+    export_model(dataset=stages["dataset"], model=stages["model"], tpu=CPU, exported=again)
+    first = stages["exported"].metadata
+    assert again.metadata["export_dir"] != first["export_dir"]
+    assert again.metadata["files_fingerprint"] != first["files_fingerprint"]
+    assert again.metadata["fingerprint"] == first["fingerprint"]
 
 
 def blessing_artifact(directory, verdict, based_on: str) -> Artifact:
@@ -270,7 +311,6 @@ def test_a_stage_run_again_on_the_same_inputs_reuses_its_output(stages, tmp_path
 def test_training_interrupted_after_a_checkpoint_continues_to_the_same_variables(stages, tmp_path):
     """An attempt on the same inputs that was killed after its step-20 checkpoint: train_model continues from
     it and ends with the model of the uninterrupted fixture run, byte for byte. Other inputs start afresh."""
-    from components import records
     from estimator_lib import estimator
     from estimator_lib.data import prepare
     from estimator_lib.model import inputs

@@ -27,7 +27,9 @@ GCPC_LAUNCHER = "gcr.io/ml-pipeline/google-cloud-pipeline-components:"
 
 
 # -- help ----------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("command", [[], ["run-local"], ["show"], ["compile"], ["submit"], ["schedule"]])
+@pytest.mark.parametrize(
+    "command", [[], ["run-local"], ["show"], ["compile"], ["submit"], ["schedule"], ["reproduce"], ["diff"]]
+)
 def test_every_command_has_help(command, capsys):
     with pytest.raises(SystemExit) as exit_info:
         cli.main([*command, "--help"])
