@@ -278,6 +278,7 @@ def resolve_settings(args: argparse.Namespace, publish_root: str, fixed: dict[st
         "eval_fraction": args.eval_fraction,
         "job": configs["job"].with_overrides(fixed or {}),
         "blessing": configs["blessing"],
+        "validation": configs["validation"],
         "prepare_options": configs["prepare"],
         "baseline": args.baseline,
         "warm_start": args.warm_start,

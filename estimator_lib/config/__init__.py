@@ -5,6 +5,7 @@
   `EarlyStoppingConfig`), which model it is (`ModelConfig`), and `JobConfig` holding the three.
 - `prepare`: `PrepareConfig`, how raw rows become TFRecords.
 - `blessing`: `BlessingConfig`, when a trained model may be published.
+- `validation`: `ValidationConfig`, how far a run's data may drift from the published model's data.
 - `run`: `RunConfig`, what a pipeline run is given beyond those (the data, what to batch-predict), and the one
   source of the pipeline's defaults; `HYPERPARAMETERS`, the pipeline parameters that set `JobConfig` fields.
 """
@@ -35,6 +36,7 @@ from estimator_lib.config.job import (
     TrainingConfig,
 )
 from estimator_lib.config.prepare import DEFAULT_MISSING_VALUES, PrepareConfig
+from estimator_lib.config.validation import ValidationConfig
 from estimator_lib.config.run import (
     EMBEDDED_DATA,
     EMBEDDED_LABEL,
@@ -78,6 +80,7 @@ __all__ = [
     "RunConfig",
     "TPUSettings",
     "TrainingConfig",
+    "ValidationConfig",
     "higher_is_better",
     "hyperparameter_overrides",
     "hyperparameters",
