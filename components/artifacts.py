@@ -12,12 +12,13 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
-from kfp.dsl import Artifact, ClassificationMetrics, Dataset, Metrics, Model
+from kfp.dsl import Artifact, ClassificationMetrics, Dataset, Markdown, Metrics, Model
 
 from components.adapter import BLESSING_FILE, PUBLICATION_FILE, require_output
 from estimator_lib import storage
 from estimator_lib.config import JobConfig
 from estimator_lib.data.prepare import PrepareResult
+from estimator_lib.data.validation import ValidationReport
 from estimator_lib.estimator import TrainResult
 from estimator_lib.evaluation import Evaluation
 from estimator_lib.export import ExportResult
@@ -47,6 +48,17 @@ def describe_dataset(dataset: Dataset, result: PrepareResult) -> None:
             "fingerprint": fingerprint(dataset.uri),
         }
     )
+
+
+def describe_validation(dataset: Dataset, report_artifact: Markdown, report: ValidationReport) -> None:
+    """The data validation: its verdict and breaches on the Dataset (a run's summary reads them there), the
+    Markdown report as an artifact of its own (the Vertex AI console shows it)."""
+    require_output(report_artifact.uri, "the data validation report")
+    outcome = {**report.to_dict(), "report_uri": report_artifact.uri}
+    outcome.pop("findings")  # the report has every figure; the metadata keeps the verdict and the breaches
+    dataset.metadata["validation"] = outcome
+    report_artifact.metadata.update({"status": report.status, "summary": report.summary()})
+    log.info("data validation: %s", report.summary())
 
 
 def describe_model(model: Model, result: TrainResult, job: JobConfig, warm_started_from: str | None) -> None:

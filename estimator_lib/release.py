@@ -237,6 +237,31 @@ def resolve_model(spec: str, publish_root: str) -> Optional[str]:
     )
 
 
+@dataclasses.dataclass(frozen=True)
+class ResolvedRun:
+    """What a run resolves before anything else runs, so the stages after it can be cached by content.
+
+    Attributes:
+      data_version: `storage.content_token` of the data: it changes whenever a file's content does.
+      warm_start: the SavedModel directory the run warm-starts from, "none" for a cold start.
+      reference: the SavedModel directory of the published model the run continues (its warm-start source, else
+        its baseline), "none" when there is none.
+    A version directory never changes, so its URI names its content.
+    """
+
+    data_version: str
+    warm_start: str
+    reference: str
+
+
+def resolve_run(data: str, warm_start: str, baseline: str, publish_root: str) -> ResolvedRun:
+    """The content token of `data` (a path, gs:// URI or glob), the warm-start source and the reference model,
+    resolved now (see `resolve_model`)."""
+    source = resolve_model(warm_start, publish_root)
+    reference = source or resolve_model(baseline, publish_root)
+    return ResolvedRun(storage.content_token([data]), source or NO_MODEL, reference or NO_MODEL)
+
+
 def latest_version(root: str) -> str:
     """The version ROOT/LATEST names now, or "none" when nothing is published there: what a verdict is decided
     against, passed back to `publish_model(based_on=...)` when the verdict is acted on."""

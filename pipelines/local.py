@@ -501,6 +501,7 @@ def summarize(outputs: Mapping[str, Any], arguments: Mapping[str, Any]) -> dict[
             "task": dataset.metadata["task"],
         },
         "data": data_summary(dataset),
+        "validation": dict(dataset.metadata.get("validation", {})),
         "model": {
             "uri": model.uri,
             "global_step": _number(model.metadata["global_step"]),
