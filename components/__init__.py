@@ -1,9 +1,9 @@
 """KFP v2 components: one thin adapter per pipeline stage over one `estimator_lib` call.
 
 Each stage is a plain function in its own module (`resolve`, `prepare`, `train`, `evaluate`, `batch_predict`,
-`export`, `release`; unit-testable in-process). Its body loads its inputs, turns parameters into typed configs (`adapter`),
-makes the one library call that does the stage's work, and checks and describes its outputs (`artifacts`). A
-stage run again on the same inputs reuses its finished outputs (`records`).
+`export`, `release`; unit-testable in-process). Its body loads its inputs, turns parameters into typed configs
+(`adapter`), makes the one library call that does the stage's work, and checks and describes its outputs
+(`artifacts`). A stage run again on the same inputs reuses its finished outputs (`records`).
 
 `build_stages(image)` turns the functions into lightweight components on the project image, so the same
 component runs in `kfp.local.SubprocessRunner(use_venv=False)` (the calling environment has the project

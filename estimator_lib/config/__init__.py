@@ -36,7 +36,6 @@ from estimator_lib.config.job import (
     TrainingConfig,
 )
 from estimator_lib.config.prepare import DEFAULT_MISSING_VALUES, PrepareConfig
-from estimator_lib.config.validation import ValidationConfig
 from estimator_lib.config.run import (
     EMBEDDED_DATA,
     EMBEDDED_LABEL,
@@ -49,6 +48,7 @@ from estimator_lib.config.run import (
     prediction_kind,
     resolve_configs,
 )
+from estimator_lib.config.validation import ValidationConfig
 
 __all__ = [
     "BUILTIN_FAMILIES",

@@ -158,32 +158,30 @@ def validate_data(
       reference_uri: the reference model, named in the report.
       new_columns, dropped_columns: the prepared manifest's `ignored_columns` and `absent_columns`.
     """
-    schema_breach = config.schema_changes == FAIL
-    findings = [
-        Finding(c, "dropped column", None, None, "validation.schema_changes", schema_breach) for c in dropped_columns
-    ]
-    findings += [Finding(c, "new column", None, None, "validation.schema_changes", schema_breach) for c in new_columns]
-    ratio = new["rows"] / max(reference["rows"], 1)
-    low = ratio < config.min_row_ratio
-    findings.append(
-        Finding(
-            "(rows)",
-            "row ratio",
-            ratio,
-            config.min_row_ratio if low else config.max_row_ratio,
-            "validation.min_row_ratio" if low else "validation.max_row_ratio",
-            low or ratio > config.max_row_ratio,
-        )
-    )
+    findings = _schema_findings(new_columns, dropped_columns, config) + [_row_finding(reference, new, config)]
     for name, old in reference["features"].items():
         if name in new["features"] and name not in dropped_columns:
             findings += _feature_findings(name, old, new["features"][name], config)
     findings.sort(key=lambda f: not f.breach)
-    breached = any(f.breach for f in findings)
-    status = (FAILED if config.on_breach == FAIL else WARNED) if breached else PASSED
-    return ValidationReport(
-        status, reference_uri, (int(reference["rows"]), int(new["rows"])), tuple(findings), config.on_breach
-    )
+    status = PASSED
+    if any(f.breach for f in findings):
+        status = FAILED if config.on_breach == FAIL else WARNED
+    rows = (int(reference["rows"]), int(new["rows"]))
+    return ValidationReport(status, reference_uri, rows, tuple(findings), config.on_breach)
+
+
+def _schema_findings(new_columns: Sequence[str], dropped: Sequence[str], config: ValidationConfig) -> List[Finding]:
+    breach = config.schema_changes == FAIL
+    changes = [(c, "dropped column") for c in dropped] + [(c, "new column") for c in new_columns]
+    return [Finding(c, what, None, None, "validation.schema_changes", breach) for c, what in changes]
+
+
+def _row_finding(reference: Mapping[str, Any], new: Mapping[str, Any], config: ValidationConfig) -> Finding:
+    ratio = new["rows"] / max(reference["rows"], 1)
+    if ratio < config.min_row_ratio:
+        return Finding("(rows)", "row ratio", ratio, config.min_row_ratio, "validation.min_row_ratio", True)
+    breach = ratio > config.max_row_ratio
+    return Finding("(rows)", "row ratio", ratio, config.max_row_ratio, "validation.max_row_ratio", breach)
 
 
 def check(report: ValidationReport, report_uri: str) -> None:

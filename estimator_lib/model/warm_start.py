@@ -79,12 +79,13 @@ def row_maps(old: Optional[Schema], new: Optional[Schema]) -> Dict[str, Tuple[Li
         if source is None or (source.vocabulary, source.num_oov_buckets) == (f.vocabulary, f.num_oov_buckets):
             continue
         rows = row_map(source, f)
-        fresh = [f.vocabulary[i] for i, r in enumerate(rows[: len(f.vocabulary)]) if r < 0]
-        moved = sum(1 for i, r in enumerate(rows) if r >= 0 and r != i)
+        known = rows[: len(f.vocabulary)]
+        fresh = [f.vocabulary[i] for i, r in enumerate(known) if r < 0]
+        moved = sum(1 for i, r in enumerate(known) if r >= 0 and r != i)
         log.info(
             "warm start, %s: %d of %d values keep their trained rows (%d at a new id), fresh rows for %s",
             f.name,
-            sum(r >= 0 for r in rows[: len(f.vocabulary)]),
+            sum(r >= 0 for r in known),
             len(f.vocabulary),
             moved,
             fresh or "none",

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import csv
-import re
 import json
 import os
+import re
 
 import numpy as np
 import pytest
