@@ -148,8 +148,8 @@ def _vertex_steps(image: str, steps: VertexSteps) -> Callable[..., None]:
         return dsl.component(func, base_image=image, install_kfp_package=False, packages_to_install=[])
 
     def add(dataset: Dataset, exported: Model, blessing: Artifact, publication: Artifact) -> None:
-        # Each run must join, and register its own model: caching is off for these tasks (a job-level --caching
-        # turns it on everywhere, but their inputs name the run, so no earlier run's outputs match).
+        # Each run must join, and register its own model: caching is off for these tasks (their inputs also name
+        # the run, so no earlier run's outputs could match).
         if steps.experiment:
             component(join_experiment)(
                 experiment=steps.experiment,

@@ -122,6 +122,11 @@ def supplied_features(
 
 def continued_decisions(profile: Profile, config: "PrepareConfig", reference: Schema, reserved: set) -> Decisions:
     """The reference's features, task and classes, after checking the data can continue them."""
+    if config.label != reference.label.name:
+        raise DataError(
+            f"label {config.label!r} differs from the published model's label {reference.label.name!r}; a warm start "
+            f"or comparison needs the same label: {COLD_START}"
+        )
     if config.task is not None and config.task != reference.label.task:
         raise DataError(
             f"task={config.task!r} differs from the published model's task {reference.label.task!r}; {COLD_START}"

@@ -87,7 +87,7 @@ def prepare_continuing(
     """
     reference = load_reference(reference_model) if reference_model else None
     prepared = prepare(config, output_dir, reference=reference.schema if reference else None)
-    report = validation.skipped()
+    report = validation.skipped(reference.uri if reference else "")
     if reference is not None and reference.profile is not None:
         report = validation.validate_data(
             reference.profile,

@@ -88,6 +88,8 @@ class ValidationReport:
 
     def summary(self) -> str:
         """One line for the console and the summary."""
+        if self.status == SKIPPED and self.reference:
+            return f"skipped: {self.reference} records no profile of its data (exported before profiles were)"
         if self.status == SKIPPED:
             return "skipped: no published model to compare the data with"
         if not self.breaches:
@@ -110,7 +112,7 @@ class ValidationReport:
         """The report as Markdown (a Vertex AI Markdown artifact shows it as it is)."""
         lines = ["# Data validation", "", f"**{self.status}** ({self.summary()})", ""]
         if self.status == SKIPPED:
-            return "\n".join(lines + ["Nothing is checked on a run that neither warm-starts nor compares.", ""])
+            return "\n".join(lines + ["Nothing was checked.", ""])
         lines += [
             f"Reference: `{self.reference}`, {self.rows[0]} training rows; this run: {self.rows[1]} training rows. "
             f"On a breach: `validation.on_breach={self.on_breach}`.",
@@ -137,8 +139,9 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def skipped() -> ValidationReport:
-    return ValidationReport(SKIPPED)
+def skipped(reference: str = "") -> ValidationReport:
+    """Nothing to compare with: no reference model, or one exported before data profiles were recorded."""
+    return ValidationReport(SKIPPED, reference)
 
 
 def validate_data(
