@@ -21,11 +21,12 @@ from estimator_lib.config import (
     JobConfig,
     PrepareConfig,
     TPUSettings,
+    ValidationConfig,
     hyperparameter_overrides,
     set_dotted,
 )
 from estimator_lib.config.base import typed_fields
-from estimator_lib.config.run import AUTO_TASK
+from estimator_lib.config.run import AUTO_TASK, NO_MODEL
 from estimator_lib.data.embedded import resolve_data
 from estimator_lib.evaluation import Blessing
 from estimator_lib.release import Release
@@ -108,6 +109,16 @@ def prepare_config(
         "eval_fraction": eval_fraction,
     }
     return PrepareConfig.from_dict(typed(PrepareConfig, fields))
+
+
+def validation_config(data: Mapping[str, Any]) -> ValidationConfig:
+    """The `ValidationConfig` of the prepare stage's `validation_config` parameter ({} for the defaults)."""
+    return ValidationConfig.from_dict(typed(ValidationConfig, data))
+
+
+def model_or_none(resolved: str) -> str | None:
+    """A resolved model parameter ("none" or a SavedModel directory) as the library takes it."""
+    return None if resolved in ("", NO_MODEL) else resolved
 
 
 def blessing_config(data: Mapping[str, Any]) -> BlessingConfig:

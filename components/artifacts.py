@@ -19,6 +19,7 @@ from components.adapter import BLESSING_FILE, PUBLICATION_FILE, require_output
 from estimator_lib import manifest, storage
 from estimator_lib.config import JobConfig
 from estimator_lib.data.prepare import PrepareResult
+from estimator_lib.data.validation import ValidationReport
 from estimator_lib.estimator import TrainResult
 from estimator_lib.evaluation import Evaluation
 from estimator_lib.evaluation.report import WrittenReport
@@ -60,6 +61,17 @@ def data_source(patterns: list[str], result: PrepareResult) -> dict[str, Any]:
         "fingerprint": result.manifest["input_fingerprint"],
         "files": [dict(described) for described in result.manifest["inputs"]],
     }
+
+
+def describe_validation(dataset: Dataset, report_artifact: Markdown, report: ValidationReport) -> None:
+    """The data validation: its verdict and breaches on the Dataset (a run's summary reads them there), the
+    Markdown report as an artifact of its own (the Vertex AI console shows it)."""
+    require_output(report_artifact.uri, "the data validation report")
+    outcome = {**report.to_dict(), "report_uri": report_artifact.uri}
+    outcome.pop("findings")  # the report has every figure; the metadata keeps the verdict and the breaches
+    dataset.metadata["validation"] = outcome
+    report_artifact.metadata.update({"status": report.status, "summary": report.summary()})
+    log.info("data validation: %s", report.summary())
 
 
 def describe_model(model: Model, result: TrainResult, job: JobConfig, warm_started_from: str | None) -> None:

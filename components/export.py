@@ -32,6 +32,13 @@ def export_model(
     if record.restore():
         return
     record.begin()
-    export = release.export_verified(job, prepared.schema, model.uri, exported.uri, verify_files=prepared.files("eval"))
+    export = release.export_verified(
+        job,
+        prepared.schema,
+        model.uri,
+        exported.uri,
+        verify_files=prepared.files("eval"),
+        data_profile=prepared.profile(),
+    )
     artifacts.describe_export(exported, export)
     record.finish()

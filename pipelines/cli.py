@@ -172,10 +172,12 @@ def _add_vertex_arguments(parser: argparse.ArgumentParser) -> None:
         help="resource label on the job (repeatable)",
     )
     group.add_argument(
-        "--caching",
-        action=argparse.BooleanOptionalAction,
-        default=False,
-        help="reuse outputs of identical earlier tasks (default off)",
+        "--no-caching",
+        dest="caching",
+        action="store_false",
+        default=None,
+        help="run every task even when an earlier run's outputs could be reused (default: prepare, train, "
+        "export and batch predict are reused when their data, starting model and settings are unchanged)",
     )
     group.add_argument("--display-name", default=PIPELINE_NAME)
     group.add_argument("--template", help="a compiled pipeline YAML to run (default: compile one now)")
@@ -321,6 +323,7 @@ def resolve_settings(args: argparse.Namespace, publish_root: str, fixed: dict[st
         "eval_fraction": args.eval_fraction,
         "job": configs["job"].with_overrides(fixed or {}),
         "blessing": configs["blessing"],
+        "validation": configs["validation"],
         "prepare_options": configs["prepare"],
         "baseline": args.baseline,
         "warm_start": args.warm_start,
@@ -468,6 +471,7 @@ def format_summary(summary: dict[str, Any], path: str) -> str:
     lines = [
         f"pipeline finished: run {run['id']}" + (f" (attempt {run['attempts']})" if run["attempts"] > 1 else ""),
         *format_data(summary["data"]),
+        *([f"  data validation: {summary['validation']['summary']}"] if summary.get("validation") else []),
         "  metrics (eval): " + ", ".join(f"{k}={metrics[k]:.4f}" for k in shown),
         f"  blessed: {summary['blessed']} ({summary['blessing']['summary']})",
         f"  predictions: {summary['predictions']['count']} rows in {summary['predictions']['uri']}",

@@ -592,6 +592,7 @@ def summarize(outputs: Mapping[str, Any], arguments: Mapping[str, Any]) -> dict[
         "data": data_summary(dataset),
         # TensorBoard reads the training summaries here and the evaluations' in its eval*/ subdirectories.
         "tensorboard_logdir": model.uri,
+        "validation": dict(dataset.metadata.get("validation", {})),
         "model": {
             "uri": model.uri,
             "global_step": _number(model.metadata["global_step"]),

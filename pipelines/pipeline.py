@@ -1,11 +1,17 @@
 r"""`build_pipeline`: the one function that builds the DAG, and `compile_pipeline` for Vertex AI.
 
-prepare -> train -> evaluate (metrics, blessing) ----------------\
-                 |-> batch predict (the eval split by default) ---> release (publishes a blessed model, last)
-                 \-> export (SavedModel, verified) ---------------/
+resolve -> prepare -> train -> evaluate (metrics, blessing) ----------------\
+                            |-> batch predict (the eval split by default) ---> release (publishes a blessed model)
+                            \-> export (SavedModel, verified) ---------------/
 
 Publishing is the last step: the release stage runs after batch prediction and export, so a run that fails
 anywhere publishes nothing and LATEST does not move.
+
+Caching is set per task (`CACHED`), right by construction: a task may be cached only when its inputs name
+everything it reads. The resolve stage, first, turns what changes between runs into parameters (the data's
+content token, the resolved warm-start source and reference model); prepare and train take those, so they are
+reused exactly when their data and starting model are. Evaluate reads LATEST when it runs, release publishes,
+and resolve resolves: those run every time. Batch predict and export read only artifacts.
 
 The pipeline function only wires. What differs between environments is chosen when the DAG is built:
   * the image every component runs on (pinned when compiling for Vertex AI);
@@ -47,6 +53,16 @@ PIPELINE_PROJECT = "{{$.pipeline_google_cloud_project_id}}"
 PIPELINE_LOCATION = "{{$.pipeline_google_cloud_location}}"
 # The `Stages` fields that run on the Cloud TPU when a preset is given; prepare and export stay on CPU.
 TPU_STAGES = ("train", "evaluate", "batch_predict")
+# Whether each stage's task may be served from Vertex AI's cache (see the module docstring).
+CACHED = {
+    "resolve": False,
+    "prepare": True,
+    "train": True,
+    "evaluate": False,
+    "batch_predict": True,
+    "export": True,
+    "release": False,
+}
 
 
 class PipelineOutputs(NamedTuple):
@@ -57,6 +73,7 @@ class PipelineOutputs(NamedTuple):
     blessing: ModelBlessing
     report: HTML
     verdict: Markdown
+    validation: Markdown
     predictions: Dataset
     exported: Model
     publication: Artifact
@@ -141,8 +158,8 @@ def _vertex_steps(image: str, steps: VertexSteps) -> Callable[..., None]:
         return dsl.component(func, base_image=image, install_kfp_package=False, packages_to_install=[])
 
     def add(dataset: Dataset, exported: Model, blessing: ModelBlessing, publication: Artifact) -> None:
-        # Each run must join, and register its own model: caching is off for these tasks (a job-level --caching
-        # turns it on everywhere, but their inputs name the run, so no earlier run's outputs match).
+        # Each run must join, and register its own model: caching is off for these tasks (their inputs also name
+        # the run, so no earlier run's outputs could match).
         if steps.experiment:
             component(join_experiment)(
                 experiment=steps.experiment,
@@ -208,10 +225,12 @@ def build_pipeline(
         train_batch_size: int = defaults["train_batch_size"],
         seed: int = defaults["seed"],
         blessing_config: dict = defaults["blessing_config"],
+        validation_config: dict = defaults["validation_config"],
         baseline: str = defaults["baseline"],
         warm_start: str = defaults["warm_start"],
         predict_data: str = defaults["predict_data"],
     ) -> PipelineOutputs:
+        resolve = stages.resolve(data=data, warm_start=warm_start, baseline=baseline, publish_root=publish_root)
         prepare = stages.prepare(
             data=data,
             label=label,
@@ -219,6 +238,9 @@ def build_pipeline(
             key_column=key_column,
             eval_fraction=eval_fraction,
             options=prepare_options,
+            data_version=resolve.outputs["data_version"],
+            reference=resolve.outputs["reference"],
+            validation_config=validation_config,
         )
         dataset = prepare.outputs["dataset"]
         train = stages.train(
@@ -231,7 +253,7 @@ def build_pipeline(
             train_batch_size=train_batch_size,
             seed=seed,
             tpu=accelerated,
-            warm_start=warm_start,
+            warm_start=resolve.outputs["warm_start"],
             publish_root=publish_root,
         )
         model = train.outputs["model"]
@@ -251,6 +273,10 @@ def build_pipeline(
             publish_root=publish_root,
         )
         release.after(predict)  # nothing is published unless batch prediction succeeded too
+        tasks = {"resolve": resolve, "prepare": prepare, "train": train, "evaluate": evaluate}
+        tasks.update(batch_predict=predict, export=export, release=release)
+        for name, task_ in tasks.items():
+            task_.set_caching_options(CACHED[name])
         add_vertex_steps(
             dataset=dataset,
             exported=export.outputs["exported"],
@@ -265,6 +291,7 @@ def build_pipeline(
             blessing=evaluate.outputs["blessing"],
             report=evaluate.outputs["report"],
             verdict=evaluate.outputs["verdict"],
+            validation=prepare.outputs["validation"],
             predictions=predict.outputs["predictions"],
             exported=export.outputs["exported"],
             publication=release.outputs["publication"],

@@ -22,6 +22,7 @@ LAZY_VERTEX = (
     "(test_the_cli_and_a_cpu_compile_never_import_the_vertex_extra)"
 )
 ALLOWED_LOCAL_IMPORTS: Dict[Tuple[str, str], str] = {
+    ("components.resolve", "resolve_inputs"): COMPONENT_BODY,
     ("components.prepare", "prepare_data"): COMPONENT_BODY,
     ("components.train", "train_model"): COMPONENT_BODY,
     ("components.evaluate", "evaluate_model"): COMPONENT_BODY,

@@ -28,7 +28,8 @@ import numpy as np
 from estimator_lib import storage
 from estimator_lib.config import DEFAULT_MISSING_VALUES, PrepareConfig, require
 from estimator_lib.data import score as scoring
-from estimator_lib.data.common import SPLITS, VALID, DataError
+from estimator_lib.data.common import SPLITS, TRAIN, VALID, DataError
+from estimator_lib.data.distribution import PROFILE, profile_split
 from estimator_lib.data.encode import ChunkResult, ChunkTask, EncodePlan, encode_chunk
 from estimator_lib.data.encode import init_worker as init_encoder
 from estimator_lib.data.output import (
@@ -79,18 +80,37 @@ class PrepareResult:
             raise ValueError(f"split={split!r} must be one of {SPLITS}")
         return storage.join(self.output_dir, split, "part-*.tfrecord")
 
+    def profile(self) -> Optional[Dict[str, Any]]:
+        """The training split's distribution (`estimator_lib.data.distribution`); None for a preparation made
+        before profiles were recorded."""
+        path = storage.join(self.output_dir, PROFILE)
+        return json.loads(storage.read_text(path)) if storage.exists(path) else None
 
-def prepare(config: PrepareConfig, output_dir: str) -> PrepareResult:
+
+def prepare(config: PrepareConfig, output_dir: str, reference: Optional[Schema] = None) -> PrepareResult:
     """Prepares `config.data` into `output_dir` (local or gs://), published atomically.
+
+    Args:
+      config: what to prepare and how.
+      output_dir: where the preparation is published.
+      reference: the schema of the published model this run continues (warm start, comparison): its features,
+        kinds, label classes and their order are kept, vocabularies only grow (known ids never move), and its
+        normalisation is kept unless `config.refit_normalization` (see `plan.continued_decisions`,
+        `stats.append_only`). Not with `config.schema_uri`.
 
     Raises:
       DataError: bad input (the message names file, line, column, value and what was expected).
       ConfigError: a setting is invalid or disagrees with the supplied schema.
     """
+    require(
+        reference is None or config.schema_uri is None,
+        "schema_uri is set while the run continues a published model's schema; drop prepare.schema_uri, or start "
+        "cold (--warm-start none --baseline none)",
+    )
     inputs = resolve_inputs(config.data, config.input_format)
     supplied = _supplied_schema(config)
     schema, counts, manifest = storage.commit_staged(
-        output_dir, lambda staging: _prepare_into(staging, inputs, supplied, config)
+        output_dir, lambda staging: _prepare_into(staging, inputs, supplied, config, reference)
     )
     return PrepareResult(output_dir, schema, counts, manifest)
 
@@ -191,10 +211,14 @@ def _supplied_schema(config: PrepareConfig) -> Optional[Schema]:
 
 # -- the two passes -----------------------------------------------------------------------------------------
 def _prepare_into(
-    staging: str, inputs: List[InputFile], supplied: Optional[Schema], config: PrepareConfig
+    staging: str,
+    inputs: List[InputFile],
+    supplied: Optional[Schema],
+    config: PrepareConfig,
+    reference: Optional[Schema] = None,
 ) -> Tuple[Schema, Dict[str, int], Dict[str, Any]]:
     profile, chunk_rows, file_starts, scans = _profile(inputs, config, _header_check(config), "prepare")
-    decisions = decide_schema(profile, config, supplied)
+    decisions = decide_schema(profile, config, supplied, reference)
     plan = encode_plan(decisions, config)
     tasks = _tasks(inputs, config, profile, chunk_rows, file_starts, scans)
     fractions = (1.0, config.eval_fraction, config.test_fraction, config.valid_fraction)
@@ -206,6 +230,8 @@ def _prepare_into(
     _check_splits(counts, splits, config)
     schema = build_schema(decisions, totals, config)
     _write_schema(staging, schema)
+    train_files = [os.path.join(staging, name) for name in writers.names[TRAIN]]
+    write_json(os.path.join(staging, PROFILE), profile_split(train_files, schema))
     manifest = _manifest(
         staging, inputs, scans, file_starts, profile.rows, decisions, schema, totals, shard_records, config
     )
@@ -433,8 +459,9 @@ def _manifest(
         "inputs": described,
         "input_fingerprint": json_digest(described),
         "task": schema.label.task,
-        "schema_source": "inferred" if decisions.supplied is None else "supplied",
+        "schema_source": _schema_source(decisions),
         "ignored_columns": list(decisions.ignored),
+        "absent_columns": list(decisions.absent),
         "rows": {
             "total": total_rows,
             "written": sum(totals.counts),
@@ -449,6 +476,12 @@ def _manifest(
     manifest.update(summary(schema, totals))
     manifest["fingerprint"] = json_digest({"inputs": manifest["input_fingerprint"], "outputs": outputs})
     return manifest
+
+
+def _schema_source(decisions: Decisions) -> str:
+    if decisions.reference is not None:
+        return "reference"
+    return "inferred" if decisions.supplied is None else "supplied"
 
 
 def _described_inputs(

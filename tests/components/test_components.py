@@ -19,6 +19,7 @@ from components.evaluate import evaluate_model
 from components.export import export_model
 from components.prepare import prepare_data
 from components.release import release_model
+from components.resolve import resolve_inputs
 from components.train import train_model
 from estimator_lib import manifest, release
 from estimator_lib.config import JobConfig
@@ -37,6 +38,8 @@ TRAIN = {
     "tpu": CPU,
     "warm_start": "none",
 }
+# What the prepare stage gets from the resolve stage on a first run (nothing published yet).
+FIRST_RUN = {"data_version": "v1", "reference": "none", "validation_config": {}}
 
 
 def write_csv(path: str, n: int = 160) -> str:
@@ -69,7 +72,9 @@ def stages(tmp_path_factory):
         key_column="",
         eval_fraction=0.25,
         options={"num_workers": 1, "num_shards": 2.0},
+        **FIRST_RUN,
         dataset=dataset,
+        validation=artifact(Markdown, work, "validation", "dataset"),
     )
     model = artifact(Model, work, "model")
     train_model(dataset=dataset, **TRAIN, publish_root=str(work / "published"), model=model)
@@ -120,6 +125,49 @@ def test_prepare_describes_the_dataset(stages):
     assert os.path.exists(meta["schema_uri"])
     assert meta["fingerprint"] == release.fingerprint(stages["dataset"].uri)
     assert len(os.listdir(os.path.join(stages["dataset"].uri, "train"))) == 2  # num_shards 2.0 arrived as 2
+
+
+def test_prepare_on_a_first_run_infers_the_schema_and_skips_validation(stages):
+    validation = stages["dataset"].metadata["validation"]
+    assert validation["status"] == "skipped" and validation["breaches"] == []
+    with open(validation["report_uri"], encoding="utf-8") as f:
+        assert f.read().startswith("# Data validation\n\n**skipped**")
+
+
+def test_resolve_gives_the_data_version_and_the_published_model(stages, tmp_path):
+    published = release.latest(str(stages["work"] / "published"))
+    data = write_csv(str(tmp_path / "data.csv"), n=80)
+    root = str(stages["work"] / "published")
+    first = resolve_inputs(data=data, warm_start="latest", baseline="latest", publish_root=root)
+    assert (first.warm_start, first.reference) == (published.uri, published.uri)
+    cold = resolve_inputs(data=data, warm_start="none", baseline="latest", publish_root=root)
+    assert (cold.warm_start, cold.reference, cold.data_version) == ("none", published.uri, first.data_version)
+    write_csv(data, n=81)  # new content at the same path: a new version, so a cached prepare is not reused
+    changed = resolve_inputs(data=data, warm_start="none", baseline="none", publish_root=root)
+    assert changed.data_version != first.data_version and changed.reference == "none"
+
+
+def test_prepare_against_the_published_model_continues_its_schema_and_checks_the_data(stages, tmp_path):
+    published = release.latest(str(stages["work"] / "published"))
+    dataset, validation = artifact(Dataset, tmp_path, "dataset"), artifact(Markdown, tmp_path, "validation", "dataset")
+    prepare_data(
+        data=write_csv(str(tmp_path / "data.csv"), n=160),
+        label="label",
+        task="auto",
+        key_column="",
+        eval_fraction=0.25,
+        options={"num_workers": 1},
+        data_version="v2",
+        reference=published.uri,
+        validation_config={"on_breach": "warn"},
+        dataset=dataset,
+        validation=validation,
+    )
+    outcome = dataset.metadata["validation"]
+    assert outcome["status"] in ("passed", "warned") and outcome["reference"] == published.uri
+    assert validation.metadata["status"] == outcome["status"]
+    with open(os.path.join(dataset.uri, "manifest.json"), encoding="utf-8") as f:
+        assert json.load(f)["schema_source"] == "reference"
 
 
 def test_train_uses_the_artifact_uri_as_model_dir_and_records_the_config(stages):
@@ -293,6 +341,7 @@ def test_release_refuses_when_latest_moved_after_the_evaluation(stages, tmp_path
 def test_a_stage_run_again_on_the_same_inputs_reuses_its_output(stages, tmp_path, capsys):
     data = write_csv(str(tmp_path / "data.csv"), n=80)
     args = dict(data=data, label="label", task="auto", key_column="", eval_fraction=0.25, options={"num_workers": 1})
+    args.update(FIRST_RUN, validation=artifact(Markdown, tmp_path, "validation", "dataset"))
     first = artifact(Dataset, tmp_path, "dataset")
     prepare_data(**args, dataset=first)
     schema_time = os.path.getmtime(first.metadata["schema_uri"])
@@ -340,6 +389,7 @@ def test_training_interrupted_after_a_checkpoint_continues_to_the_same_variables
 def test_components_are_lightweight_on_the_given_image():
     stages = build_stages("gcr.io/p/img@sha256:" + "0" * 64)
     for component in (
+        stages.resolve,
         stages.prepare,
         stages.train,
         stages.evaluate,

@@ -21,6 +21,7 @@ from report_checks import assert_complete_report
 from estimator_lib import release, storage
 from estimator_lib.config import BlessingConfig, JobConfig, PrepareConfig, RunConfig
 from estimator_lib.export.fingerprint import saved_model_fingerprint
+from estimator_lib.data.embedded import default_dataset
 
 pytestmark = pytest.mark.slow
 
@@ -82,9 +83,13 @@ def test_default_run_has_its_own_folder_log_and_summary(first_run):
         for line in stdout.splitlines()
         if re.match(r"\[\d\d:\d\d:\d\d\] ", line) and " still running " not in line  # not the heartbeats
     ]
-    stages = ("prepare", "train", "evaluate", "batch_predict", "export", "release")
+    stages = ("resolve", "prepare", "train", "evaluate", "batch_predict", "export", "release")
     assert sorted(events) == sorted(f"{stage}: {event}" for stage in stages for event in ("running", "done"))
-    assert events[:2] == ["prepare: running", "prepare: done"] and events[-2:] == ["release: running", "release: done"]
+    assert events[:4] == ["resolve: running", "resolve: done", "prepare: running", "prepare: done"]
+    assert events[-2:] == ["release: running", "release: done"]
+    # Nothing was published before the first run: no schema to continue, no data to compare with.
+    assert summary["validation"]["status"] == "skipped" and os.path.exists(summary["validation"]["report_uri"])
+    assert "  data validation: skipped: no published model to compare the data with" in stdout.splitlines()
     assert summary["data"] == {
         "counts": summary["dataset"]["counts"],
         "rows": 344,
@@ -194,6 +199,9 @@ def test_warm_started_second_run_is_blessed_against_the_published_baseline(first
     assert summary["blessing"]["baseline_metrics"] == pytest.approx(first["blessing"]["candidate_metrics"])
     assert summary["config"]["job_config"]["training"]["warm_start_from"] == baseline.uri
     assert summary["metrics"]["accuracy"] >= 0.9  # 50 steps on top of the published weights, not from scratch
+    # The same data as the published model's: its schema is continued and every drift figure is within bounds.
+    assert summary["validation"]["status"] == "passed" and summary["validation"]["reference"] == baseline.uri
+    assert "  data validation: passed: " in proc.stdout
     assert release.latest(root).uri == summary["export"]["published_uri"] != baseline.uri
 
 
@@ -304,3 +312,23 @@ def test_every_json_the_run_wrote_keeps_its_integers(first_run):
     job = summary["config"]["job_config"]
     assert job["tpu"]["num_cores"] == 8 and type(job["tpu"]["num_cores"]) is int
     assert job["model"]["hidden_units"] == [64, 32] and all(type(u) is int for u in job["model"]["hidden_units"])
+
+
+def test_a_run_whose_data_drifted_fails_before_training_naming_the_feature(first_run, tmp_path):
+    first_output, _, _ = first_run
+    root = os.path.join(first_output, "published")
+    latest_before = release.latest(root)
+    with open(default_dataset().path, encoding="utf-8") as f:
+        text = f.read()
+    drifted = tmp_path / "penguins.csv"
+    drifted.write_text(text.replace(",Dream,", ",Dream Island,"), encoding="utf-8")  # a renamed category
+    output = str(tmp_path / "drifted")
+    common = ["run-local", "--output", output, "--publish-root", root, "--data", str(drifted), "--label", "species"]
+    proc = run_cli(*common, "--warm-start", "latest", "--set", "prepare.num_workers=1")
+    assert proc.returncode == 1, proc.stdout[-4000:] + proc.stderr[-4000:]
+    first_line = proc.stderr.splitlines()[0]
+    assert first_line.startswith("tpu-pipeline run-local: error: prepare: DataValidationError: data validation failed")
+    assert re.search(r"island: unseen share 0\.3\d+ beyond 0\.1 \(validation.max_unseen_share\)", first_line)
+    summary = load_summary(output)
+    assert summary["status"] == "failed" and summary["stage"] == "prepare"
+    assert release.latest(root) == latest_before

@@ -22,7 +22,12 @@ TPU_STAGES = {
     "evaluate-model": "evaluate_model",
     "batch-predict": "batch_predict",
 }
-CPU_STAGES = {"prepare-data": "prepare_data", "export-model": "export_model", "release-model": "release_model"}
+CPU_STAGES = {
+    "resolve-inputs": "resolve_inputs",
+    "prepare-data": "prepare_data",
+    "export-model": "export_model",
+    "release-model": "release_model",
+}
 GCPC_LAUNCHER = "gcr.io/ml-pipeline/google-cloud-pipeline-components:"
 
 

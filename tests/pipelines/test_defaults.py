@@ -7,13 +7,13 @@ import pytest
 import yaml
 
 from components import adapter
-from estimator_lib.config import HYPERPARAMETERS, BlessingConfig, JobConfig, PrepareConfig, RunConfig
+from estimator_lib.config import HYPERPARAMETERS, BlessingConfig, JobConfig, PrepareConfig, RunConfig, ValidationConfig
 from estimator_lib.data.embedded import default_dataset
 from pipelines import cli
 from pipelines.pipeline import compile_pipeline
 
 IMAGE = "us-central1-docker.pkg.dev/proj/repo/tpu-pipeline@sha256:" + "ef" * 32
-WHOLE_CONFIGS = ("prepare_options", "job_config", "blessing_config")
+WHOLE_CONFIGS = ("prepare_options", "job_config", "blessing_config", "validation_config")
 
 
 @pytest.fixture(scope="module")
@@ -43,6 +43,7 @@ def test_the_parameter_defaults_rebuild_the_default_configs():
     hyperparameters = {name: defaults[name] for name in HYPERPARAMETERS}
     assert adapter.training_job(defaults["job_config"], hyperparameters, {}) == JobConfig()
     assert adapter.blessing_config(defaults["blessing_config"]) == BlessingConfig()
+    assert adapter.validation_config(defaults["validation_config"]) == ValidationConfig()
     prepare = adapter.prepare_config(
         defaults["data"],
         defaults["label"],
