@@ -271,7 +271,8 @@ def test_every_stage_writes_its_manifest_beside_its_outputs(stages):
     assert files["uri"] == [str(stages["work"] / "data.csv")] and len(files["files"]) == 1
     with open(os.path.join(dataset.uri, "manifest.json"), encoding="utf-8") as f:
         assert files["fingerprint"] == json.load(f)["input_fingerprint"]
-    assert prepared["outputs"] == {"dataset": {"uri": dataset.uri, "fingerprint": dataset.metadata["fingerprint"]}}
+    assert prepared["outputs"]["dataset"] == {"uri": dataset.uri, "fingerprint": dataset.metadata["fingerprint"]}
+    assert set(prepared["outputs"]) == {"dataset", "validation"}
     trained = read_manifest(model)
     assert trained["inputs"] == {"dataset": {"uri": dataset.uri, "fingerprint": dataset.metadata["fingerprint"]}}
     assert trained["config"] == {"job": model.metadata["config"]} and trained["seeds"] == {"job.training.seed": 1}
