@@ -68,7 +68,8 @@ def describe_validation(dataset: Dataset, report_artifact: Markdown, report: Val
     Markdown report as an artifact of its own (the Vertex AI console shows it)."""
     require_output(report_artifact.uri, "the data validation report")
     outcome = {**report.to_dict(), "report_uri": report_artifact.uri}
-    outcome.pop("findings")  # the report has every figure; the metadata keeps the verdict and the breaches
+    outcome.pop("findings")  # the Markdown report lists every finding; the metadata keeps breaches and figures
+    outcome["drift"] = report.drift()  # the evaluation report's drift table
     dataset.metadata["validation"] = outcome
     report_artifact.metadata.update({"status": report.status, "summary": report.summary()})
     log.info("data validation: %s", report.summary())

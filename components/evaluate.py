@@ -76,7 +76,9 @@ def evaluate_model(
     record.begin()
     evaluation = evaluate_and_bless(job, prepared, model.uri, config, baseline_dir, blessing.uri)
     adapter.write_blessing(blessing.uri, evaluation.blessing)
-    shown = report_lib.report_inputs(evaluation, prepared, {**inputs, "checkpoint": evaluation.checkpoint})
+    run = {**inputs, "checkpoint": evaluation.checkpoint}
+    drift = dict(dataset.metadata.get("validation", {})).get("drift")  # the prepare stage's, when it checked any
+    shown = report_lib.report_inputs(evaluation, prepared, run, drift=drift or None)
     written = report_lib.write_report(shown, report.uri, verdict.uri)
     adapter.copy_summaries_to_tensorboard(storage.join(model.uri, summaries.EVAL_DIR), "eval")
     artifacts.describe_evaluation(evaluation, metrics, classification_metrics, blessing, based_on)

@@ -108,6 +108,15 @@ class ValidationReport:
             "findings": [dataclasses.asdict(f) for f in self.findings],
         }
 
+    def drift(self) -> Dict[str, Dict[str, float]]:
+        """The measured figures per feature, {feature: {check: value}} (schema changes have no figure), for the
+        evaluation report's drift table."""
+        table: Dict[str, Dict[str, float]] = {}
+        for f in self.findings:
+            if f.value is not None:
+                table.setdefault(f.feature, {})[f.check] = round(float(f.value), 4)
+        return table
+
     def markdown(self) -> str:
         """The report as Markdown (a Vertex AI Markdown artifact shows it as it is)."""
         lines = ["# Data validation", "", f"**{self.status}** ({self.summary()})", ""]

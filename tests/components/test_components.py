@@ -235,8 +235,12 @@ def test_evaluate_scores_the_published_baseline_with_the_same_code(stages, tmp_p
         artifact(ModelBlessing, tmp_path, "b", "evaluate"),
     )
     report, markdown = artifact(HTML, tmp_path, "r", "evaluate"), artifact(Markdown, tmp_path, "v", "evaluate")
+    # As prepare describes data it validated against a published model's: the report shows its drift table.
+    checked = {"status": "passed", "drift": {"island": {"distance (PSI)": 0.0123, "unseen share": 0.0456}}}
+    dataset = Dataset(name="dataset", uri=stages["dataset"].uri, metadata={**stages["dataset"].metadata})
+    dataset.metadata["validation"] = checked
     evaluate_model(
-        dataset=stages["dataset"],
+        dataset=dataset,
         model=stages["model"],
         blessing_config={"min_improvement": 0.01},
         baseline="latest",
@@ -256,7 +260,10 @@ def test_evaluate_scores_the_published_baseline_with_the_same_code(stages, tmp_p
     assert metrics.metadata["blessed"] == 0.0
     assert os.path.exists(os.path.join(blessing.uri, "baseline", "manifest.json"))
     with open(report.uri, encoding="utf-8") as f:
-        assert "<th>candidate</th><th>baseline (last published)</th><th>reference</th>" in f.read()
+        document = f.read()
+    assert "<th>candidate</th><th>baseline (last published)</th><th>reference</th>" in document
+    drift = document.split("Drift against the last published model's data</h2>")[1].split("</table>")[0]
+    assert "<td>island</td>" in drift and "0.0123" in drift and "0.0456" in drift
 
 
 def read_manifest(output: Artifact) -> dict:

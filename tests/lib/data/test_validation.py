@@ -138,6 +138,19 @@ def test_a_unit_change_fails_on_distance_and_mean_shift(reference, tmp_path):
     assert re.search(r"body_mass_g: mean shift \(std\) 5\.\d+ beyond 1 \(validation.max_mean_shift\)", message)
 
 
+def test_the_drift_table_holds_every_measured_figure_per_feature(reference, tmp_path):
+    rows = [{**r, "island": "Dream Island" if r["island"] == "Dream" else r["island"]} for r in _rows()]
+    report = _validate(reference, tmp_path, rows, ValidationConfig(on_breach="warn")).report
+    drift = report.drift()
+    unseen = next(f for f in report.breaches if f.feature == "island" and f.check == "unseen share")
+    assert drift["island"]["unseen share"] == round(unseen.value, 4) and 0.3 < unseen.value < 0.4  # Dream: 124/344
+    # Other rows fall in the train split (a row's key hashes its contents), so the untouched columns move a little.
+    bill = drift["bill_length_mm"]
+    assert set(bill) == {"missing change", "distance (PSI)", "mean shift (std)", "std ratio"}
+    assert bill["distance (PSI)"] < 0.05 and bill["mean shift (std)"] < 0.05 and abs(bill["std ratio"] - 1) < 0.05
+    assert sum(len(figures) for figures in drift.values()) == sum(f.value is not None for f in report.findings)
+
+
 def test_a_jump_in_missing_values_and_a_shrunk_table_breach(reference, tmp_path):
     rows = [{**r, "flipper_length_mm": "NA" if i % 3 == 0 else r["flipper_length_mm"]} for i, r in enumerate(_rows())]
     continued = _validate(reference, tmp_path, rows[:120], ValidationConfig(on_breach="warn"))
