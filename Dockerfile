@@ -102,3 +102,8 @@ found = ('${TENSORFLOW_BUILD}', tf.__version__, m.version('tensorflow-estimator'
 # pipeline itself needs no root.
 USER pipeline
 WORKDIR /home/pipeline
+
+# The image's own reference (scripts/build-image.sh passes its tag, REPO:<git commit>): each stage records it in
+# its manifest as the code it ran (estimator_lib/manifest.py). Last, so a new tag rebuilds no other layer.
+ARG IMAGE_REF=""
+ENV TPU_PIPELINE_IMAGE=${IMAGE_REF}

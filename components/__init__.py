@@ -1,9 +1,9 @@
 """KFP v2 components: one thin adapter per pipeline stage over one `estimator_lib` call.
 
-Each stage is a plain function in its own module (`prepare`, `train`, `evaluate`, `batch_predict`, `export`,
-`release`; unit-testable in-process). Its body loads its inputs, turns parameters into typed configs (`adapter`),
-makes the one library call that does the stage's work, and checks and describes its outputs (`artifacts`). A
-stage run again on the same inputs reuses its finished outputs (`records`).
+Each stage is a plain function in its own module (`resolve`, `prepare`, `train`, `evaluate`, `batch_predict`,
+`export`, `release`; unit-testable in-process). Its body loads its inputs, turns parameters into typed configs
+(`adapter`), makes the one library call that does the stage's work, and checks and describes its outputs
+(`artifacts`). A stage run again on the same inputs reuses its finished outputs (`records`).
 
 `build_stages(image)` turns the functions into lightweight components on the project image, so the same
 component runs in `kfp.local.SubprocessRunner(use_venv=False)` (the calling environment has the project
@@ -25,6 +25,7 @@ from components.evaluate import evaluate_model
 from components.export import export_model
 from components.prepare import prepare_data
 from components.release import release_model
+from components.resolve import resolve_inputs
 from components.train import train_model
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "export_model",
     "prepare_data",
     "release_model",
+    "resolve_inputs",
     "train_model",
 ]
 
@@ -43,6 +45,7 @@ __all__ = [
 class Stages:
     """The pipeline's components, in DAG order."""
 
+    resolve: Any
     prepare: Any
     train: Any
     evaluate: Any
@@ -56,8 +59,9 @@ def _component(func: Callable, image: str):
 
 
 def build_stages(image: str) -> Stages:
-    """The six stages as lightweight components on `image`."""
+    """The seven stages as lightweight components on `image`."""
     return Stages(
+        resolve=_component(resolve_inputs, image),
         prepare=_component(prepare_data, image),
         train=_component(train_model, image),
         evaluate=_component(evaluate_model, image),

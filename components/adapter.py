@@ -10,10 +10,8 @@ describes the outputs.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
-import typing
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,10 +21,12 @@ from estimator_lib.config import (
     JobConfig,
     PrepareConfig,
     TPUSettings,
+    ValidationConfig,
     hyperparameter_overrides,
     set_dotted,
 )
-from estimator_lib.config.run import AUTO_TASK
+from estimator_lib.config.base import typed_fields
+from estimator_lib.config.run import AUTO_TASK, NO_MODEL
 from estimator_lib.data.embedded import resolve_data
 from estimator_lib.evaluation import Blessing
 from estimator_lib.release import Release
@@ -49,27 +49,9 @@ def require_output(uri: str, what: str) -> None:
 
 
 def typed(cls: Any, data: Mapping[str, Any]) -> dict[str, Any]:
-    """`data` for dataclass `cls` with whole floats turned back into ints where `cls` declares ints.
-
-    KFP carries dict and list parameters as protobuf Structs, whose numbers are all floats: a
-    `{"train_steps": 300}` sent in arrives as `{"train_steps": 300.0}`. The dataclass's own type hints say
-    which fields are ints (also inside Optional, tuples and nested configs).
-    """
-    hints = typing.get_type_hints(cls)
-    return {key: _typed_value(hints[key], value) if key in hints else value for key, value in data.items()}
-
-
-def _typed_value(hint: Any, value: Any) -> Any:
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if dataclasses.is_dataclass(hint) and isinstance(value, Mapping):
-        return typed(hint, value)
-    if origin is typing.Union:
-        return _typed_value(next(a for a in args if a is not type(None)), value)
-    if hint is int and isinstance(value, float) and value.is_integer():
-        return int(value)
-    if origin in (tuple, list) and isinstance(value, (list, tuple)) and args:
-        return [_typed_value(args[0], v) for v in value]
-    return value
+    """`data` for dataclass `cls` with whole floats turned back into ints where `cls` declares ints: KFP carries
+    dict and list parameters as protobuf Structs, whose numbers are all floats (`config.typed_fields`)."""
+    return typed_fields(cls, data)
 
 
 def placement(tpu: Mapping[str, Any]) -> dict[str, Any]:
@@ -127,6 +109,16 @@ def prepare_config(
         "eval_fraction": eval_fraction,
     }
     return PrepareConfig.from_dict(typed(PrepareConfig, fields))
+
+
+def validation_config(data: Mapping[str, Any]) -> ValidationConfig:
+    """The `ValidationConfig` of the prepare stage's `validation_config` parameter ({} for the defaults)."""
+    return ValidationConfig.from_dict(typed(ValidationConfig, data))
+
+
+def model_or_none(resolved: str) -> str | None:
+    """A resolved model parameter ("none" or a SavedModel directory) as the library takes it."""
+    return None if resolved in ("", NO_MODEL) else resolved
 
 
 def blessing_config(data: Mapping[str, Any]) -> BlessingConfig:

@@ -10,17 +10,21 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import posixpath
 from typing import TYPE_CHECKING, Any
 
-from kfp.dsl import Artifact, ClassificationMetrics, Dataset, Metrics, Model
+from kfp.dsl import HTML, Artifact, ClassificationMetrics, Dataset, Markdown, Metrics, Model
 
 from components.adapter import BLESSING_FILE, PUBLICATION_FILE, require_output
-from estimator_lib import storage
+from estimator_lib import manifest, storage
 from estimator_lib.config import JobConfig
 from estimator_lib.data.prepare import PrepareResult
+from estimator_lib.data.validation import ValidationReport
 from estimator_lib.estimator import TrainResult
 from estimator_lib.evaluation import Evaluation
+from estimator_lib.evaluation.report import WrittenReport
 from estimator_lib.export import ExportResult
+from estimator_lib.export.fingerprint import saved_model_fingerprint
 from estimator_lib.predict import PredictResult
 from estimator_lib.release import Release, fingerprint, fingerprint_files
 
@@ -47,6 +51,28 @@ def describe_dataset(dataset: Dataset, result: PrepareResult) -> None:
             "fingerprint": fingerprint(dataset.uri),
         }
     )
+
+
+def data_source(patterns: list[str], result: PrepareResult) -> dict[str, Any]:
+    """The raw data preparation read, for the stage's manifest: the configured files or globs, each file's name,
+    size, rows and sha256, and the fingerprint over them (the prepared manifest's `input_fingerprint`)."""
+    return {
+        "uri": list(patterns),
+        "fingerprint": result.manifest["input_fingerprint"],
+        "files": [dict(described) for described in result.manifest["inputs"]],
+    }
+
+
+def describe_validation(dataset: Dataset, report_artifact: Markdown, report: ValidationReport) -> None:
+    """The data validation: its verdict and breaches on the Dataset (a run's summary reads them there), the
+    Markdown report as an artifact of its own (the Vertex AI console shows it)."""
+    require_output(report_artifact.uri, "the data validation report")
+    outcome = {**report.to_dict(), "report_uri": report_artifact.uri}
+    outcome.pop("findings")  # the Markdown report lists every finding; the metadata keeps breaches and figures
+    outcome["drift"] = report.drift()  # the evaluation report's drift table
+    dataset.metadata["validation"] = outcome
+    report_artifact.metadata.update({"status": report.status, "summary": report.summary()})
+    log.info("data validation: %s", report.summary())
 
 
 def describe_model(model: Model, result: TrainResult, job: JobConfig, warm_started_from: str | None) -> None:
@@ -107,8 +133,25 @@ def describe_evaluation(
     log.info("evaluation: %s", evaluation.blessing.summary())
 
 
+def describe_report(report: HTML, verdict: Markdown, written: WrittenReport) -> None:
+    """The HTML report and the Markdown verdict: the verdict, the title, and each file's fingerprint."""
+    require_output(written.html_uri, "the evaluation report")
+    require_output(written.markdown_uri, "the evaluation's Markdown verdict")
+    blessing = written.inputs.blessing
+    for artifact, uri in ((report, written.html_uri), (verdict, written.markdown_uri)):
+        artifact.metadata.update(
+            {
+                "blessed": blessing.blessed,
+                "summary": blessing.summary(),
+                "title": written.inputs.title,
+                "fingerprint": fingerprint_files([uri], posixpath.dirname(uri)),
+            }
+        )
+
+
 def describe_predictions(predictions: Dataset, result: PredictResult) -> None:
-    """Predictions Dataset: row count, shards, manifest, where the encoded raw rows are."""
+    """Predictions Dataset: row count, shards, manifest, where the encoded raw rows are; the fingerprint covers
+    the prediction shards (the manifest beside them records the paths they were read from)."""
     for shard in result.shards:
         require_output(shard, "a prediction shard")
     encoded = result.manifest.get("raw", {}).get("encoded")
@@ -120,13 +163,15 @@ def describe_predictions(predictions: Dataset, result: PredictResult) -> None:
             "shards": list(result.shards),
             "manifest": dict(result.manifest),
             "scored_rows_uri": encoded or "",
-            "fingerprint": fingerprint(predictions.uri),
+            "fingerprint": fingerprint_files(result.shards, predictions.uri),
         }
     )
 
 
 def describe_export(exported: Model, export: ExportResult) -> None:
-    """Exported Model: SavedModel directory, tag sets, signatures, the checkpoint it holds."""
+    """Exported Model: SavedModel directory, tag sets, signatures, the checkpoint it holds; the fingerprint covers
+    its graphs and variables (`saved_model_fingerprint`: not its folder's time-stamped name, not the paths in
+    assets.extra), `files_fingerprint` every file, as a published copy's LATEST records it."""
     require_output(storage.join(export.export_dir, "saved_model.pb"), "the exported SavedModel")
     exported.metadata.update(
         {
@@ -135,14 +180,16 @@ def describe_export(exported: Model, export: ExportResult) -> None:
             "signatures": _jsonable(export.signatures),
             "checkpoint": export.metadata["checkpoint"],
             "global_step": int(export.metadata["global_step"]),
-            "fingerprint": fingerprint(export.export_dir),
+            "fingerprint": saved_model_fingerprint(export.export_dir),
+            "files_fingerprint": fingerprint(export.export_dir),
         }
     )
 
 
-def describe_release(publication: Artifact, release: Release, based_on: str) -> None:
+def describe_release(publication: Artifact, release: Release, based_on: str, exported_fingerprint: str) -> None:
     """Publication record (publication.json, `adapter.write_publication`): whether and where the model was
-    published, why, and the LATEST version the decision was based on."""
+    published, why, and the LATEST version the decision was based on. The fingerprint covers what was decided:
+    published or not, which export (its fingerprint) or why not; not the version's time-stamped name."""
     path = storage.join(publication.uri, PUBLICATION_FILE)
     require_output(path, "the publication record")
     published = release.published
@@ -153,7 +200,12 @@ def describe_release(publication: Artifact, release: Release, based_on: str) -> 
             "published_uri": published.uri if published else "",
             "published_version": published.version if published else "",
             "based_on": based_on,
-            "fingerprint": fingerprint_files([path], publication.uri),
+            "fingerprint": manifest.json_fingerprint(
+                {
+                    "published": exported_fingerprint if published else None,
+                    "reason": "" if published else release.reason,
+                }
+            ),
         }
     )
     log.info("release: %s", release.reason)

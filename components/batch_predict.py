@@ -51,7 +51,10 @@ def batch_predict(
         # the engines' predictions agree to 1e-5, not byte for byte (beam scores the exported SavedModel)
         "engine": engine,
     }
-    record = records.StageRecord("batch_predict", {"predictions": predictions}, inputs)
+    sources = {"dataset": dataset, "model": model}
+    if prediction_kind(data) != SPLIT:
+        sources["data"] = records.files_source([data, storage.join(data, "*")])
+    record = records.StageRecord("batch_predict", {"predictions": predictions}, inputs, sources)
     if record.restore():
         return
     record.begin()

@@ -6,7 +6,9 @@ KFP local runner (which has no conditions) and on Vertex AI. The Blessing also r
 named when the model was evaluated (`based_on`): the release stage publishes only if it still does.
 """
 
-from kfp.dsl import Artifact, ClassificationMetrics, Dataset, Input, Metrics, Model, Output
+from kfp.dsl import HTML, ClassificationMetrics, Dataset, Input, Markdown, Metrics, Model, Output
+
+from components.artifact_types import ModelBlessing
 
 
 def evaluate_model(
@@ -18,7 +20,9 @@ def evaluate_model(
     tpu: dict,
     metrics: Output[Metrics],
     classification_metrics: Output[ClassificationMetrics],
-    blessing: Output[Artifact],
+    blessing: Output[ModelBlessing],
+    report: Output[HTML],
+    verdict: Output[Markdown],
 ):
     """Evaluates the trained model and decides whether it may be published.
 
@@ -35,12 +39,16 @@ def evaluate_model(
       classification_metrics: output; confusion matrix and ROC curve (empty for regression).
       blessing: output; blessing.json with the verdict, every check, both models' metrics; predictions of both
         models on the eval rows under candidate/ and baseline/; metadata `based_on`: the LATEST version under
-        `publish_root` at evaluation ("none": nothing published).
+        `publish_root` at evaluation ("none": nothing published), `blessed`, the reasons and the summary line.
+      report: output; the standalone HTML report (plots embedded, nothing fetched): the verdict and every check,
+        metrics beside the baseline's and the reference's, the task's plots, the data, the run's config.
+      verdict: output; the verdict and headline metrics as Markdown (Vertex AI renders it on the run page).
     """
     from components import adapter, artifacts, records
     from estimator_lib import release, storage, summaries
     from estimator_lib.data import prepare
     from estimator_lib.evaluation import evaluate_and_bless
+    from estimator_lib.evaluation import report as report_lib
 
     prepared = prepare.load_prepared(dataset.uri)
     job = adapter.stage_job(model.uri, tpu)
@@ -55,13 +63,24 @@ def evaluate_model(
         "baseline": baseline_dir,
         "based_on": based_on,
     }
-    outputs = {"metrics": metrics, "classification_metrics": classification_metrics, "blessing": blessing}
-    record = records.StageRecord("evaluate", outputs, inputs)
+    outputs = {
+        "metrics": metrics,
+        "classification_metrics": classification_metrics,
+        "blessing": blessing,
+        "report": report,
+        "verdict": verdict,
+    }
+    record = records.StageRecord("evaluate", outputs, inputs, {"dataset": dataset, "model": model})
     if record.restore():
         return
     record.begin()
     evaluation = evaluate_and_bless(job, prepared, model.uri, config, baseline_dir, blessing.uri)
     adapter.write_blessing(blessing.uri, evaluation.blessing)
+    run = {**inputs, "checkpoint": evaluation.checkpoint}
+    drift = dict(dataset.metadata.get("validation", {})).get("drift")  # the prepare stage's, when it checked any
+    shown = report_lib.report_inputs(evaluation, prepared, run, drift=drift or None)
+    written = report_lib.write_report(shown, report.uri, verdict.uri)
     adapter.copy_summaries_to_tensorboard(storage.join(model.uri, summaries.EVAL_DIR), "eval")
     artifacts.describe_evaluation(evaluation, metrics, classification_metrics, blessing, based_on)
+    artifacts.describe_report(report, verdict, written)
     record.finish()

@@ -28,10 +28,17 @@ def export_model(
     prepared = prepare.load_prepared(dataset.uri)
     job = adapter.stage_job(model.uri, tpu)
     inputs = {"dataset": records.fingerprint_of(dataset), "model": records.fingerprint_of(model), "job": job.to_dict()}
-    record = records.StageRecord("export", {"exported": exported}, inputs)
+    record = records.StageRecord("export", {"exported": exported}, inputs, {"dataset": dataset, "model": model})
     if record.restore():
         return
     record.begin()
-    export = release.export_verified(job, prepared.schema, model.uri, exported.uri, verify_files=prepared.files("eval"))
+    export = release.export_verified(
+        job,
+        prepared.schema,
+        model.uri,
+        exported.uri,
+        verify_files=prepared.files("eval"),
+        data_profile=prepared.profile(),
+    )
     artifacts.describe_export(exported, export)
     record.finish()

@@ -13,6 +13,11 @@ are written and described. On the next run of the same task directory:
     another dataset or config must never be continued);
   * a started record of the same inputs: the outputs are kept, so training continues from its checkpoint.
 
+`finish` also writes the stage's manifest beside the record (`estimator_lib.manifest`): the input artifacts and
+files it read with their content fingerprints, its config (the inputs that are not sources), the versions and
+machine it ran on, its outputs' fingerprints, and when it started and ended. A reused stage keeps the manifest
+of the run that computed its outputs.
+
 What "the same inputs" means is the stage's to say: its parameters, the fingerprints of its input artifacts,
 and what it resolves when it runs (the data files' versions, the LATEST version it compares with). A local run
 resumed into its run folder reuses the same task directories (`pipelines.local`), which is how it skips what it
@@ -32,9 +37,15 @@ from typing import Any
 
 from kfp.dsl import Artifact, ClassificationMetrics, Metrics
 
-from estimator_lib import storage
+from estimator_lib import manifest, storage
 
 RECORD_FILE = "stage.json"
+# Set in the environment by whoever starts the stage: the image it runs in (a digest or commit tag), and on a
+# Cloud TPU VM the accelerator type ("v3-8").
+IMAGE_ENV = "TPU_PIPELINE_IMAGE"
+TPU_TYPE_ENV = "TPU_ACCELERATOR_TYPE"
+# The directory this package was imported from; a git checkout when it holds pyproject.toml.
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STARTED, COMPLETE = "started", "complete"
 # Printed by a stage that reused its outputs; the local runner's console shows the stage as reused.
 REUSED_MARKER = "[stage reused]"
@@ -53,20 +64,85 @@ def file_versions(patterns: Sequence[str]) -> dict[str, list[list[str]]]:
     return {p: [[f, storage.file_version(f)] for f in storage.glob(p)] for p in patterns}
 
 
+def environment(tpu: Mapping[str, Any]) -> dict[str, Any]:
+    """The versions (with the commit of a checkout, or the image) and the machine a stage runs with."""
+    checkout = os.path.exists(os.path.join(PACKAGE_DIR, "pyproject.toml"))
+    commit = manifest.git_commit(PACKAGE_DIR) if checkout else None
+    modified = manifest.git_modified(PACKAGE_DIR) if commit else None
+    return {
+        "versions": manifest.versions(commit, modified, os.environ.get(IMAGE_ENV) or None),
+        "machine": manifest.machine(tpu, os.environ.get(TPU_TYPE_ENV) or None),
+    }
+
+
+def manifest_uri(output_uri: str) -> str:
+    """The manifest of the stage that wrote the output at `output_uri` (in the output's task directory)."""
+    return manifest.manifest_path(task_dir(output_uri))
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
 def fingerprint_of(artifact: Artifact) -> str:
     """An input artifact's content fingerprint, as the stage that wrote it described it."""
     return str(artifact.metadata.get("fingerprint", artifact.uri))
 
 
-class StageRecord:
-    """The record of one stage run in the directory of its `outputs`, for the inputs it was given."""
+def files_source(patterns: Sequence[str]) -> dict[str, Any]:
+    """A source of files or globs for a manifest: the patterns, and sha256 over the matching files' contents in
+    path order (paths themselves left out: the same bytes elsewhere have the same fingerprint)."""
+    digest = hashlib.sha256()
+    matches = {f for p in patterns for f in storage.glob(p)}
+    files = sorted(f for f in matches if storage.is_gcs(f) or os.path.isfile(f))
+    for path in files:
+        content = hashlib.sha256()
+        with storage.open_read(path) as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                content.update(block)
+        digest.update(f"{content.hexdigest()}\n".encode())
+    return {"uri": list(patterns), "files": len(files), "fingerprint": digest.hexdigest()}
 
-    def __init__(self, stage: str, outputs: Mapping[str, Artifact], inputs: Mapping[str, Any]):
+
+def _source(source: Artifact | Mapping[str, Any]) -> dict[str, Any]:
+    if isinstance(source, Artifact):
+        return {"uri": source.uri, "fingerprint": fingerprint_of(source)}
+    return dict(source)
+
+
+def _output(artifact: Artifact) -> dict[str, Any]:
+    """An output's URI and fingerprint; an artifact that lives in metadata only is fingerprinted by it."""
+    fingerprint = artifact.metadata.get("fingerprint") or manifest.json_fingerprint(dict(artifact.metadata))
+    return {"uri": artifact.uri, "fingerprint": fingerprint}
+
+
+class StageRecord:
+    """The record of one stage run in the directory of its `outputs`, for the inputs it was given.
+
+    Args:
+      stage: the stage's name.
+      outputs: its output artifacts {name: artifact}.
+      inputs: everything that decides its outputs (parameters, resolved configs, input fingerprints).
+      sources: the input artifacts (or {"uri", "fingerprint"} of files) among `inputs`, by the same names; the
+        other inputs are the manifest's config. A stage with a "job" input runs where its "tpu" section says.
+    """
+
+    def __init__(
+        self,
+        stage: str,
+        outputs: Mapping[str, Artifact],
+        inputs: Mapping[str, Any],
+        sources: Mapping[str, Artifact | Mapping[str, Any]] | None = None,
+    ):
         self.stage = stage
         self.outputs = dict(outputs)
         text = json.dumps(inputs, sort_keys=True, separators=(",", ":"), default=str)
         self.inputs = hashlib.sha256(text.encode("utf-8")).hexdigest()
-        self.path = storage.join(task_dir(next(iter(self.outputs.values())).uri), RECORD_FILE)
+        self.task_dir = task_dir(next(iter(self.outputs.values())).uri)
+        self.path = storage.join(self.task_dir, RECORD_FILE)
+        self._given = dict(inputs)
+        self._sources = {name: _source(s) for name, s in (sources or {}).items()}
+        self._started = _now()
 
     def _read(self) -> dict[str, Any] | None:
         try:
@@ -97,15 +173,32 @@ class StageRecord:
         if record is not None and record.get("inputs") != self.inputs:
             for artifact in self._files():
                 storage.delete_tree(artifact.uri)
+        self._started = _now()
         self._write({"state": STARTED, "stage": self.stage, "inputs": self.inputs})
 
-    def finish(self) -> None:
-        """Records, last, that the outputs are complete, with their metadata."""
+    def finish(self, sources: Mapping[str, Artifact | Mapping[str, Any]] | None = None) -> None:
+        """Writes the stage's manifest, then records, last, that the outputs are complete, with their metadata.
+
+        Args:
+          sources: inputs known only once the stage ran (the data files prepare read, with their sha256).
+        """
+        self._sources.update({name: _source(s) for name, s in (sources or {}).items()})
         outputs = {name: dict(a.metadata) for name, a in self.outputs.items()}
-        finished = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        finished = _now()
+        self.write_manifest(finished)
         self._write(
             {"state": COMPLETE, "stage": self.stage, "inputs": self.inputs, "outputs": outputs, "finished_at": finished}
         )
+
+    def write_manifest(self, ended: str) -> str:
+        """Writes the stage's manifest (`estimator_lib.manifest`) into its task directory; returns its URI."""
+        config = {k: v for k, v in self._given.items() if k not in self._sources}
+        tpu = self._given.get("job", {}).get("tpu", {}) if isinstance(self._given.get("job"), Mapping) else {}
+        outputs = {name: _output(a) for name, a in self.outputs.items()}
+        record = manifest.stage_manifest(
+            self.stage, self._sources, config, outputs, environment(tpu), self._started, ended
+        )
+        return manifest.write_manifest(self.task_dir, record)
 
     def _write(self, record: Mapping[str, Any]) -> None:
         storage.write_text(self.path, json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")

@@ -9,11 +9,13 @@ registration.json saying why.
 
 from kfp.dsl import Artifact, Dataset, Input, Model, Output
 
+from components.artifact_types import ModelBlessing
+
 
 def register_model(
     dataset: Input[Dataset],
     exported: Input[Model],
-    blessing: Input[Artifact],
+    blessing: Input[ModelBlessing],
     publication: Input[Artifact],
     registry: dict,
     project: str,

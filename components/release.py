@@ -8,10 +8,12 @@ between makes this one fail instead of being overwritten.
 
 from kfp.dsl import Artifact, Input, Model, Output
 
+from components.artifact_types import ModelBlessing
+
 
 def release_model(
     exported: Input[Model],
-    blessing: Input[Artifact],
+    blessing: Input[ModelBlessing],
     publish_root: str,
     publication: Output[Artifact],
 ):
@@ -35,13 +37,16 @@ def release_model(
         "based_on": based_on,
         "publish_root": publish_root,
     }
-    record = records.StageRecord("release", {"publication": publication}, inputs)
+    sources = {"exported": exported, "blessing": blessing}
+    record = records.StageRecord("release", {"publication": publication}, inputs, sources)
     if record.restore():
         return
     record.begin()
     export_dir = exported.metadata["export_dir"]
-    source = {key: exported.metadata[key] for key in ("export_dir", "checkpoint", "global_step")}
+    global_step = int(exported.metadata["global_step"])
+    # Metadata numbers come through KFP as floats: the step is an int again before it is recorded.
+    source = {**{key: exported.metadata[key] for key in ("export_dir", "checkpoint")}, "global_step": global_step}
     outcome = release.release(export_dir, verdict, publish_root, {"source": source}, based_on=based_on)
     adapter.write_publication(publication.uri, outcome, based_on)
-    artifacts.describe_release(publication, outcome, based_on)
+    artifacts.describe_release(publication, outcome, based_on, records.fingerprint_of(exported))
     record.finish()

@@ -55,7 +55,10 @@ def train_model(
     }
     job = adapter.training_job(job_config, hyperparameters, tpu, warm_start_from=source)
     record = records.StageRecord(
-        "train", {"model": model}, {"dataset": records.fingerprint_of(dataset), "job": job.to_dict()}
+        "train",
+        {"model": model},
+        {"dataset": records.fingerprint_of(dataset), "job": job.to_dict()},
+        {"dataset": dataset},
     )
     if record.restore():
         return

@@ -21,6 +21,7 @@ from estimator_lib.config import JobConfig
 from estimator_lib.data.common import TRAIN, VALID
 from estimator_lib.data.prepare import PrepareResult
 from estimator_lib.model import checkpoints, inputs, metrics
+from estimator_lib.model.hooks import ProgressHook
 from estimator_lib.model.inputs import Patterns
 from estimator_lib.model.model_fn import build_model_fn
 from estimator_lib.schema import Schema
@@ -208,7 +209,10 @@ def _validation_input_fn(files: Optional[Patterns], schema: Schema, count: Optio
 
 
 def _train_to(job: JobConfig, schema: Schema, model_dir: str, input_fn: inputs.InputFn, step: int) -> None:
-    build_estimator(job, schema, model_dir).train(input_fn, max_steps=step)
+    """Trains to global step `step`, logging step, loss, examples/s and the ETA to the budget on the way (on a
+    TPU the hook sees one session run per `iterations_per_loop` steps and reads the global step after each)."""
+    progress = ProgressHook(total_steps=job.training.train_steps, global_batch_size=job.training.train_batch_size)
+    build_estimator(job, schema, model_dir).train(input_fn, max_steps=step, hooks=[progress])
 
 
 def _train_in_rounds(

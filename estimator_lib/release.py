@@ -237,6 +237,31 @@ def resolve_model(spec: str, publish_root: str) -> Optional[str]:
     )
 
 
+@dataclasses.dataclass(frozen=True)
+class ResolvedRun:
+    """What a run resolves before anything else runs, so the stages after it can be cached by content.
+
+    Attributes:
+      data_version: `storage.content_token` of the data: it changes whenever a file's content does.
+      warm_start: the SavedModel directory the run warm-starts from, "none" for a cold start.
+      reference: the SavedModel directory of the published model the run continues (its warm-start source, else
+        its baseline), "none" when there is none.
+    A version directory never changes, so its URI names its content.
+    """
+
+    data_version: str
+    warm_start: str
+    reference: str
+
+
+def resolve_run(data: str, warm_start: str, baseline: str, publish_root: str) -> ResolvedRun:
+    """The content token of `data` (a path, gs:// URI or glob), the warm-start source and the reference model,
+    resolved now (see `resolve_model`)."""
+    source = resolve_model(warm_start, publish_root)
+    reference = source or resolve_model(baseline, publish_root)
+    return ResolvedRun(storage.content_token([data]), source or NO_MODEL, reference or NO_MODEL)
+
+
 def latest_version(root: str) -> str:
     """The version ROOT/LATEST names now, or "none" when nothing is published there: what a verdict is decided
     against, passed back to `publish_model(based_on=...)` when the verdict is acted on."""
@@ -251,6 +276,7 @@ def export_verified(
     model_dir: str,
     export_base: str,
     verify_files: Optional[str] = None,
+    data_profile: Optional[Dict[str, Any]] = None,
 ) -> ExportResult:
     """The export stage: exports the model to `export_base` and verifies the export; never publishes.
 
@@ -262,8 +288,10 @@ def export_verified(
       job, schema, model_dir: the trained model (see `estimator_lib.export.export_model`).
       export_base: where the pipeline run keeps its export.
       verify_files: prepared TFRecords whose first rows verify the export.
+      data_profile: the training data's profile, carried in the export's metadata (a later run validates its
+        data against it).
     """
-    export = export_model(job, schema, model_dir, export_base, verify_rows=verify_files)
+    export = export_model(job, schema, model_dir, export_base, verify_rows=verify_files, data_profile=data_profile)
     if job.tpu.strict:
         strict.check_export(export.export_dir)
     return export

@@ -2,9 +2,10 @@
 
 The only place that reads flags and environment variables. Each command resolves its flags into typed
 settings, checks what can be checked before anything starts (`checks`), and hands them to one function:
-`local.run_local`, `pipeline.compile_pipeline`, `vertex.submit`, `vertex.schedule`.
+`local.run_local`, `pipeline.compile_pipeline`, `vertex.submit`, `vertex.schedule`, `reproduce.reproduce`.
 
-Exit codes: 0 done; 1 a stage failed (run-local: its summary says which, and why); 2 a bad command line
+Exit codes: 0 done; 1 a stage failed (run-local: its summary says which, and why; reproduce: a stage's outputs
+differ from the record; diff: the runs differ); 2 a bad command line
 (checked before anything starts); 128 + the signal when interrupted (130 SIGINT, 143 SIGTERM, 129 SIGHUP).
 """
 
@@ -29,12 +30,13 @@ from estimator_lib.config import RUN_TASKS, ConfigError, RunConfig, resolve_conf
 from estimator_lib.config.beam import BEAM, DATAFLOW_RUNNER, ENGINES, BeamConfig
 from estimator_lib.config.registry import RegistryConfig
 from estimator_lib.config.run import PREPARED_SPLITS
-from pipelines import checks, local, runs, vertex
+from pipelines import checks, local, reproduce, runs, show, vertex
 from pipelines import tpu as tpu_presets
 from pipelines.image import check_image, default_image
 from pipelines.pipeline import PIPELINE_NAME, VertexSteps, compile_pipeline
 
 DEFAULT_OUTPUT = os.path.join("runs", "local")
+DEFAULT_REPRODUCE_OUTPUT = os.path.join("runs", "reproduce")
 DEFAULT_TEMPLATE = "tpu_estimator_pipeline.yaml"
 IMAGE_REPO_ENV = "TPU_PIPELINE_IMAGE_REPO"
 DEFAULT_IMAGE_REPO = "tpu-pipeline"
@@ -223,14 +225,43 @@ def _add_vertex_arguments(parser: argparse.ArgumentParser) -> None:
         help="resource label on the job (repeatable)",
     )
     group.add_argument(
-        "--caching",
-        action=argparse.BooleanOptionalAction,
-        default=False,
-        help="reuse outputs of identical earlier tasks (default off)",
+        "--no-caching",
+        dest="caching",
+        action="store_false",
+        default=None,
+        help="run every task even when an earlier run's outputs could be reused (default: prepare, train, "
+        "export and batch predict are reused when their data, starting model and settings are unchanged)",
     )
     group.add_argument("--display-name", default=PIPELINE_NAME)
     group.add_argument("--template", help="a compiled pipeline YAML to run (default: compile one now)")
     group.add_argument("--dry-run", action="store_true", help="print the request as JSON and send nothing")
+
+
+def _add_record_commands(commands: Any) -> None:
+    reproduce_ = commands.add_parser(
+        "reproduce",
+        help="run a recorded local run again and check that every stage's outputs match the record",
+        description="Runs a recorded local run again (same data, config, seed; its own publish root) into --output "
+        "and compares every stage's output fingerprints with the record, naming the first stage that differs and "
+        "what differs (data, config, versions or output). Exit 0 only when every stage matches. For a Vertex AI "
+        "run's directory it prints the recorded image and parameters for a resubmission.",
+    )
+    reproduce_.add_argument(
+        "record", metavar="RUN_OR_SUMMARY", help="a run's summary.json, its folder (OUTPUT/runs/<id>) or OUTPUT"
+    )
+    reproduce_.add_argument(
+        "--output",
+        default=DEFAULT_REPRODUCE_OUTPUT,
+        help=f"output directory of the rerun (default {DEFAULT_REPRODUCE_OUTPUT})",
+    )
+    reproduce_.add_argument("--verbose", action="store_true", help="stream every stage's full log to the console")
+    diff = commands.add_parser(
+        "diff",
+        help="what differs between two runs' records: inputs, config, versions, outputs, metrics",
+        description="Compares two runs' records stage by stage. Exit 0 when nothing differs, 1 otherwise.",
+    )
+    diff.add_argument("run_a", metavar="RUN_A", help="a run's summary.json, its folder or OUTPUT")
+    diff.add_argument("run_b", metavar="RUN_B", help="a run's summary.json, its folder or OUTPUT")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -266,6 +297,20 @@ def build_parser() -> argparse.ArgumentParser:
         "reused and training continues from its checkpoint. Default: resume it when the arguments are the same; "
         "--no-resume always starts a new run",
     )
+
+    show_ = commands.add_parser(
+        "show",
+        help="print a past local run's summary: status, metrics, verdict, artifacts, report",
+        description="Prints what a local run's record (OUTPUT/runs/<id>/summary.json) says: how it ended (the "
+        "failed stage and its error), data, metrics, the verdict, artifacts, the report, the TensorBoard command.",
+    )
+    show_.add_argument(
+        "run", nargs="?", help="a run id under OUTPUT/runs/, a run folder or a summary.json (default: the latest)"
+    )
+    show_.add_argument("--output", default=DEFAULT_OUTPUT, help=f"output directory (default {DEFAULT_OUTPUT})")
+    show_.add_argument("--json", action="store_true", help="print the record itself (summary.json)")
+
+    _add_record_commands(commands)
 
     compile_ = commands.add_parser(
         "compile",
@@ -337,6 +382,7 @@ def resolve_settings(
         "eval_fraction": args.eval_fraction,
         "job": configs["job"].with_overrides(fixed or {}),
         "blessing": configs["blessing"],
+        "validation": configs["validation"],
         "prepare_options": configs["prepare"],
         "baseline": args.baseline,
         "warm_start": args.warm_start,
@@ -488,11 +534,14 @@ def format_summary(summary: dict[str, Any], path: str) -> str:
     lines = [
         f"pipeline finished: run {run['id']}" + (f" (attempt {run['attempts']})" if run["attempts"] > 1 else ""),
         *format_data(summary["data"]),
+        *([f"  data validation: {summary['validation']['summary']}"] if summary.get("validation") else []),
         "  metrics (eval): " + ", ".join(f"{k}={metrics[k]:.4f}" for k in shown),
         f"  blessed: {summary['blessed']} ({summary['blessing']['summary']})",
         f"  predictions: {summary['predictions']['count']} rows in {summary['predictions']['uri']}",
         f"  export: {summary['export']['uri']} (tag sets {summary['export']['tag_sets']})",
         f"  {summary['export']['reason']}",
+        f"  report: {summary['report']}",
+        f"  TensorBoard: tensorboard --logdir {summary['tensorboard_logdir']}",
         f"summary: {path}",
     ]
     return "\n".join(lines)
@@ -507,6 +556,13 @@ def format_data(data: dict[str, Any]) -> list[str]:
     for split, columns in data["columns_all_missing"].items():
         lines.append(f"  no value in any {split} row: {', '.join(columns)}")
     return lines
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    path = show.find_summary(args.output, args.run)
+    summary = show.load_summary(path)
+    print(json.dumps(summary, indent=2, sort_keys=True) if args.json else show.format_run(summary, path))
+    return 0
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
@@ -573,7 +629,8 @@ def _vertex_job(args: argparse.Namespace, template_dir: str, credentials: Any = 
         template_path = os.path.join(template_dir, DEFAULT_TEMPLATE)
         template = compile_pipeline(template_path, image, tpu, steps, beam)
         compiled = describe_compiled(tpu, steps)
-    return vertex.build_job(template, target, settings.arguments(), credentials=credentials), target, compiled
+    arguments = settings.arguments()
+    return vertex.build_job(template, target, arguments, credentials=credentials), target, compiled, arguments
 
 
 def _dataflow_defaults(args: argparse.Namespace) -> dict[str, str]:
@@ -586,18 +643,20 @@ def _dataflow_defaults(args: argparse.Namespace) -> dict[str, str]:
     }
 
 
-def _print_request(job: Any, extra: dict[str, Any] | None = None) -> None:
+def _print_request(job: Any, arguments: dict[str, Any], extra: dict[str, Any] | None = None) -> None:
     request = json_format.MessageToDict(job._gca_resource._pb)  # the PipelineJob resource the SDK would create
     request.pop("pipelineSpec", None)
+    # The request carries every number as a protobuf float (8 -> 8.0); print the arguments it was built from.
+    request["runtimeConfig"]["parameterValues"] = arguments
     print(json.dumps({**request, **(extra or {})}, indent=2, sort_keys=True))
 
 
 def cmd_submit(args: argparse.Namespace, credentials: Any = None) -> int:
     with tempfile.TemporaryDirectory() as template_dir:
-        job, target, compiled = _vertex_job(args, template_dir, credentials)
+        job, target, compiled, arguments = _vertex_job(args, template_dir, credentials)
         if args.dry_run:
             extra = {"serviceAccount": target.service_account, "network": target.network, "compiled": compiled}
-            _print_request(job, extra)
+            _print_request(job, arguments, extra)
             return 0
         vertex.submit(job, target)
     print(f"submitted {job.resource_name}")
@@ -607,7 +666,7 @@ def cmd_submit(args: argparse.Namespace, credentials: Any = None) -> int:
 def cmd_schedule(args: argparse.Namespace, credentials: Any = None) -> int:
     vertex.check_cron(args.cron)
     with tempfile.TemporaryDirectory() as template_dir:
-        job, target, compiled = _vertex_job(args, template_dir, credentials)
+        job, target, compiled, arguments = _vertex_job(args, template_dir, credentials)
         if args.dry_run:
             extra = {
                 "cron": args.cron,
@@ -616,7 +675,7 @@ def cmd_schedule(args: argparse.Namespace, credentials: Any = None) -> int:
                 "network": target.network,
                 "compiled": compiled,
             }
-            _print_request(job, extra)
+            _print_request(job, arguments, extra)
             return 0
         created = vertex.schedule(
             job,
@@ -632,8 +691,28 @@ def cmd_schedule(args: argparse.Namespace, credentials: Any = None) -> int:
     return 0
 
 
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    record = reproduce.read_record(args.record)
+    if record.summary is None:  # a Vertex AI run: its parameters and image, for a resubmission
+        print(reproduce.write_resubmission(record, args.output))
+        return 0
+    result = reproduce.reproduce(record, checks.output_directory(args.output), verbose=args.verbose)
+    print(reproduce.format_reproduction(result))
+    return 0 if result.identical else 1
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    a, b = reproduce.read_record(args.run_a), reproduce.read_record(args.run_b)
+    found = reproduce.diff_records(a, b)
+    print(reproduce.format_diff(a, b, found))
+    return 1 if any(found.values()) else 0
+
+
 COMMANDS = {
     "run-local": cmd_run_local,
+    "show": cmd_show,
+    "reproduce": cmd_reproduce,
+    "diff": cmd_diff,
     "compile": cmd_compile,
     "submit": cmd_submit,
     "schedule": cmd_schedule,

@@ -12,8 +12,9 @@ of which libtpu goes with which TPU TensorFlow build, and the image build runs `
 from __future__ import annotations
 
 import re
-import subprocess
 from typing import Dict, Optional
+
+from estimator_lib.manifest import git_commit
 
 DIGEST = re.compile(r"^[^@\s]+@sha256:[0-9a-f]{64}$")
 COMMIT_TAG = re.compile(r"^[^@\s]+:[0-9a-f]{7,40}$")
@@ -29,22 +30,6 @@ def check_image(reference: str) -> str:
         f"--image {reference!r} is not an immutable reference; use a digest (REPO@sha256:<64 hex digits>, "
         "printed by `docker push`) or a commit tag (REPO:$(git rev-parse HEAD))"
     )
-
-
-def git_commit(directory: str) -> Optional[str]:
-    """The checked-out commit of the git work tree holding `directory`, or None outside git."""
-    try:
-        out = subprocess.run(
-            ["git", "-C", directory, "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=10,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    commit = out.stdout.strip()
-    return commit if re.fullmatch(r"[0-9a-f]{40}", commit) else None
 
 
 def default_image(repository: str, directory: str) -> str:

@@ -26,6 +26,7 @@ import io
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -34,15 +35,16 @@ import time
 import traceback
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import IO, Any, Optional
+from typing import IO, Any, Callable, Optional
 
 from kfp import local as kfp_local
 from kfp.local import executor_input_utils
 
-from components import Stages, build_stages
+from components import Stages, build_stages, records
 from components.records import REUSED_MARKER
 from estimator_lib import storage
-from estimator_lib.config import RunConfig
+from estimator_lib.config import JobConfig, RunConfig
+from estimator_lib.progress import duration
 from pipelines import runs
 from pipelines.image import LOCAL_IMAGE
 from pipelines.pipeline import build_pipeline
@@ -52,6 +54,11 @@ EXIT_OK, EXIT_FAILED = 0, 1
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 GRACE_SECONDS = 2.0  # after SIGTERM, what the stages get before SIGKILL
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+HEARTBEAT_SECONDS = 60.0  # off a terminal, at most one heartbeat line a minute per running stage
+# A stage's progress lines (estimator_lib.progress, through the KFP executor's log format): training's
+# "step 300/1000 (30%), loss ..., ETA 40s", and "<work>: 1,000/2,000 rows (50%), ... rows/s, ETA ..." of
+# preparation and batch prediction.
+_STAGE_PROGRESS = re.compile(r"\]: (?P<text>step \d+/\d+ .*ETA \S+|.+: [\d,]+(?:/[\d,]+)? rows.* rows/s.*)$")
 # The local runner's own status lines ("00:22:55.606 - INFO - Executing task 'train-model'"); the stages' logs are
 # indented under them and go to the log file only.
 _TASK_EVENT = re.compile(
@@ -95,6 +102,8 @@ def run_local(settings: RunConfig, output: str, verbose: bool = False, resume: O
       ResumeError: resume=True and there is no such run.
     """
     output = os.path.abspath(output)
+    if resume and not os.path.isdir(output):  # refused before anything is written
+        raise ResumeError(f"--resume: {output} holds no failed or interrupted run to resume")
     os.makedirs(output, exist_ok=True)
     lock = runs.lock_output(output)
     try:
@@ -261,36 +270,93 @@ def stage_of(task: str) -> str:
 
 class _Progress:
     """Follows the runner's task events: records the running stage in the run's summary and prints one console
-    line per stage (started, done, reused)."""
+    line per stage (started, done, reused), and a heartbeat while a stage runs (`heartbeat`).
 
-    def __init__(self, folder: runs.RunFolder, summary: dict[str, Any], console: IO[str]):
+    The heartbeat says how long the stage has run and repeats its latest progress line (training's step, loss,
+    examples/s and ETA; rows done and rate of preparation and batch prediction): on a terminal it is one line
+    redrawn in place every second, elsewhere (a log, a pipe) a line every `every` seconds of a stage that runs
+    that long, so a short run prints nothing more and a long one a line a minute.
+    """
+
+    def __init__(
+        self,
+        folder: runs.RunFolder,
+        summary: dict[str, Any],
+        console: IO[str],
+        every: float = HEARTBEAT_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.folder, self.summary, self.console = folder, summary, console
         self.stage: Optional[str] = None
         self.failed: Optional[str] = None
         self.reused: list[str] = []
-        self._started = 0.0
+        self.latest = ""  # the running stage's last progress line
+        self._running = False
+        self._started = self._beat = 0.0
+        self._every, self._clock = every, clock
+        self._terminal = bool(getattr(console, "isatty", lambda: False)())
+        self._redrawn = False  # a heartbeat is on the terminal's last line
+        self._lock = threading.Lock()  # lines arrive on the runner's thread, heartbeats on their own
 
     def line(self, line: str) -> None:
+        with self._lock:
+            self._line(line)
+
+    def _line(self, line: str) -> None:
         if REUSED_MARKER in line and self.stage:
             self.reused.append(self.stage)
+        reported = _STAGE_PROGRESS.search(line)
+        if reported and self._running:
+            self.latest = reported["text"]
         event = _TASK_EVENT.match(line)
         if not event:
             return
         if event["started"]:
-            self.stage, self._started = stage_of(event["started"]), time.monotonic()
+            self.stage, self._started, self._beat = stage_of(event["started"]), self._clock(), self._clock()
+            self._running, self.latest = True, ""
             self.summary["stage"] = self.stage
             self.folder.write_summary(self.summary)
             self._print(f"{self.stage}: running")
         elif event["status"] == "SUCCESS":
+            self._running = False
             stage = stage_of(event["ended"])
             done = "reused (inputs unchanged)" if stage in self.reused else "done"
-            self._print(f"{stage}: {done} ({time.monotonic() - self._started:.1f} s)")
+            self._print(f"{stage}: {done} ({self._clock() - self._started:.1f} s)")
         else:
+            self._running = False
             self.failed = stage_of(event["ended"])
+            if self._redrawn:  # the CLI reports the failure next, on a line of its own
+                self.console.write("\r\x1b[K")
+                self._redrawn = False
+
+    def heartbeat(self) -> None:
+        """Shows that the running stage is alive (call it every second or so)."""
+        with self._lock:
+            now = self._clock()
+            if not self._running or (not self._terminal and now - self._beat < self._every):
+                return
+            self._beat = now
+            text = f"{self.stage}: still running ({duration(now - self._started)})"
+            text += f": {self.latest}" if self.latest else ""
+            if self._terminal:
+                width = shutil.get_terminal_size().columns - 1
+                self.console.write(f"\r\x1b[K[{time.strftime('%H:%M:%S')}] {text}"[: width + 4])
+                self.console.flush()
+                self._redrawn = True
+            else:
+                self._print(text)
 
     def _print(self, text: str) -> None:
-        self.console.write(f"[{time.strftime('%H:%M:%S')}] {text}\n")
+        prefix = "\r\x1b[K" if self._redrawn else ""  # the line replaces a redrawn heartbeat
+        self._redrawn = False
+        self.console.write(f"{prefix}[{time.strftime('%H:%M:%S')}] {text}\n")
         self.console.flush()
+
+
+def _beat(progress: _Progress, interval: float = 1.0) -> None:
+    while True:
+        time.sleep(interval)
+        progress.heartbeat()
 
 
 class _ConsoleFilter(io.TextIOBase):
@@ -386,9 +452,13 @@ def runner_main(argv: Sequence[str]) -> int:
     folder = runs.RunFolder(os.path.dirname(os.path.dirname(path)), os.path.basename(path))
     summary = folder.read_summary()
     progress = _Progress(folder, summary, sys.stdout)
+    verbose = "--verbose" in argv
+    if not verbose:  # a verbose console streams every stage's log already
+        threading.Thread(target=_beat, args=(progress,), name="heartbeat", daemon=True).start()
     try:
-        outputs = run_pipeline(summary["config"], folder, progress, "--verbose" in argv)
-        summary.update(summarize(outputs, summary["config"]), status=runs.OK, stage=None, error=None)
+        outputs = run_pipeline(summary["config"], folder, progress, verbose)
+        results = summarize(outputs, summary["config"])
+        summary.update(results, report=copy_report(outputs, folder), status=runs.OK, stage=None, error=None)
     except Exception as e:  # noqa: BLE001 - whatever failed is recorded
         stage = progress.failed or progress.stage or "runner"
         if isinstance(e, RuntimeError) and progress.failed:  # a stage failed: its traceback is in the log
@@ -442,6 +512,12 @@ def failure_message(log_path: str, stage: str) -> str:
 
 
 # -- the summary ---------------------------------------------------------------------------------------------
+def copy_report(outputs: Mapping[str, Any], folder: runs.RunFolder) -> str:
+    """Copies the evaluate stage's HTML report into the run folder (OUTPUT/runs/<id>/report.html); its path."""
+    storage.write_bytes(folder.report, storage.read_bytes(outputs["report"].uri))
+    return folder.report
+
+
 def _number(value: Any) -> Any:
     """Metadata ints come back from the local runner as floats; give whole numbers back as ints."""
     return int(value) if isinstance(value, float) and value.is_integer() else value
@@ -468,9 +544,20 @@ def data_summary(dataset: Any) -> dict[str, Any]:
     }
 
 
+# Each stage's output artifact: its manifest is in that artifact's task directory (`components.records`).
+STAGE_OUTPUTS = {
+    "prepare": "dataset",
+    "train": "model",
+    "evaluate": "blessing",
+    "batch_predict": "predictions",
+    "export": "exported",
+    "release": "publication",
+}
+
+
 def summarize(outputs: Mapping[str, Any], arguments: Mapping[str, Any]) -> dict[str, Any]:
     """The run's results: eval metrics, verdict, artifact URIs, data, predictions, export and publication,
-    fingerprints, config."""
+    fingerprints, config, and where each stage's manifest is."""
     dataset, model, exported = outputs["dataset"], outputs["model"], outputs["exported"]
     blessing, predictions, publication = outputs["blessing"], outputs["predictions"], outputs["publication"]
     metrics = {k: float(v) for k, v in outputs["metrics"].metadata.items() if k != "blessed"}
@@ -491,6 +578,8 @@ def summarize(outputs: Mapping[str, Any], arguments: Mapping[str, Any]) -> dict[
             "train": model.uri,
             # blessing.json and both models' eval predictions; metrics live in metadata
             "evaluate": blessing.uri,
+            "report": outputs["report"].uri,  # the HTML report (a copy is in the run folder)
+            "verdict": outputs["verdict"].uri,  # the verdict and headline metrics in Markdown
             "batch_predict": predictions.uri,
             "export": exported.uri,
             "release": publication.uri,
@@ -501,6 +590,9 @@ def summarize(outputs: Mapping[str, Any], arguments: Mapping[str, Any]) -> dict[
             "task": dataset.metadata["task"],
         },
         "data": data_summary(dataset),
+        # TensorBoard reads the training summaries here and the evaluations' in its eval*/ subdirectories.
+        "tensorboard_logdir": model.uri,
+        "validation": dict(dataset.metadata.get("validation", {})),
         "model": {
             "uri": model.uri,
             "global_step": _number(model.metadata["global_step"]),
@@ -527,7 +619,9 @@ def summarize(outputs: Mapping[str, Any], arguments: Mapping[str, Any]) -> dict[
             name: outputs[name].metadata["fingerprint"]
             for name in ("dataset", "model", "blessing", "predictions", "exported", "publication")
         },
-        "config": {**arguments, "job_config": model.metadata["config"]},
+        # Read back through its type: metadata numbers come through KFP as floats, the config's ints stay ints.
+        "config": {**arguments, "job_config": JobConfig.from_dict(model.metadata["config"]).to_dict()},
+        "manifests": {stage: records.manifest_uri(outputs[name].uri) for stage, name in STAGE_OUTPUTS.items()},
     }
 
 

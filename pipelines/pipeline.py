@@ -1,11 +1,17 @@
 r"""`build_pipeline`: the one function that builds the DAG, and `compile_pipeline` for Vertex AI.
 
-prepare -> train -> evaluate (metrics, blessing) ----------------\
-                 |-> batch predict (the eval split by default) ---> release (publishes a blessed model, last)
-                 \-> export (SavedModel, verified) ---------------/
+resolve -> prepare -> train -> evaluate (metrics, blessing) ----------------\
+                            |-> batch predict (the eval split by default) ---> release (publishes a blessed model)
+                            \-> export (SavedModel, verified) ---------------/
 
 Publishing is the last step: the release stage runs after batch prediction and export, so a run that fails
 anywhere publishes nothing and LATEST does not move.
+
+Caching is set per task (`CACHED`), right by construction: a task may be cached only when its inputs name
+everything it reads. The resolve stage, first, turns what changes between runs into parameters (the data's
+content token, the resolved warm-start source and reference model); prepare and train take those, so they are
+reused exactly when their data and starting model are. Evaluate reads LATEST when it runs, release publishes,
+and resolve resolves: those run every time. Batch predict and export read only artifacts.
 
 The pipeline function only wires. What differs between environments is chosen when the DAG is built:
   * the image every component runs on (pinned when compiling for Vertex AI);
@@ -31,10 +37,12 @@ from typing import Any, Callable, NamedTuple, Optional, Union
 import yaml
 from kfp import compiler, dsl
 from kfp import components as kfp_components
-from kfp.dsl import Artifact, ClassificationMetrics, Dataset, Metrics, Model
+from kfp.dsl import HTML, Artifact, ClassificationMetrics, Dataset, Markdown, Metrics, Model
 
 from components import Stages, build_stages
+from components.artifact_types import ModelBlessing
 from components.experiment import join_experiment
+from components.records import TPU_TYPE_ENV
 from components.register import register_model
 from estimator_lib.config import RunConfig
 from estimator_lib.config.beam import BEAM, BeamConfig
@@ -51,6 +59,16 @@ PIPELINE_PROJECT = "{{$.pipeline_google_cloud_project_id}}"
 PIPELINE_LOCATION = "{{$.pipeline_google_cloud_location}}"
 # The `Stages` fields that run on the Cloud TPU when a preset is given; prepare and export stay on CPU.
 TPU_STAGES = ("train", "evaluate", "batch_predict")
+# Whether each stage's task may be served from Vertex AI's cache (see the module docstring).
+CACHED = {
+    "resolve": False,
+    "prepare": True,
+    "train": True,
+    "evaluate": False,
+    "batch_predict": True,
+    "export": True,
+    "release": False,
+}
 
 
 class PipelineOutputs(NamedTuple):
@@ -58,7 +76,10 @@ class PipelineOutputs(NamedTuple):
     model: Model
     metrics: Metrics
     classification_metrics: ClassificationMetrics
-    blessing: Artifact
+    blessing: ModelBlessing
+    report: HTML
+    verdict: Markdown
+    validation: Markdown
     predictions: Dataset
     exported: Model
     publication: Artifact
@@ -91,9 +112,15 @@ def _on_tpu(component: Any, target: TPUTarget) -> Any:
         reservation_affinity_values=reservation.get("values"),
         tensorboard=target.tensorboard or "",
         base_output_directory=target.base_output_directory(stage, dsl.PIPELINE_JOB_ID_PLACEHOLDER),
-        env=[{"name": name, "value": value} for name, value in sorted(target.preset.env.items())],
+        env=[{"name": name, "value": value} for name, value in sorted(_job_env(target).items())],
     )
     return _with_topology(job, target.topology) if target.topology else job
+
+
+def _job_env(target: TPUTarget) -> dict[str, str]:
+    """The TPU custom job's environment: what the TPU runtime needs, and the TPU type, which each stage records
+    in its manifest (`components.records`)."""
+    return {**target.preset.env, TPU_TYPE_ENV: target.preset.name}
 
 
 def _with_topology(job: Any, topology: str) -> Any:
@@ -145,9 +172,9 @@ def _vertex_steps(image: str, steps: VertexSteps) -> Callable[..., None]:
     def component(func: Callable) -> Any:
         return dsl.component(func, base_image=image, install_kfp_package=False, packages_to_install=[])
 
-    def add(dataset: Dataset, exported: Model, blessing: Artifact, publication: Artifact) -> None:
-        # Each run must join, and register its own model: caching is off for these tasks (a job-level --caching
-        # turns it on everywhere, but their inputs name the run, so no earlier run's outputs match).
+    def add(dataset: Dataset, exported: Model, blessing: ModelBlessing, publication: Artifact) -> None:
+        # Each run must join, and register its own model: caching is off for these tasks (their inputs also name
+        # the run, so no earlier run's outputs could match).
         if steps.experiment:
             component(join_experiment)(
                 experiment=steps.experiment,
@@ -219,12 +246,14 @@ def build_pipeline(
         train_batch_size: int = defaults["train_batch_size"],
         seed: int = defaults["seed"],
         blessing_config: dict = defaults["blessing_config"],
+        validation_config: dict = defaults["validation_config"],
         baseline: str = defaults["baseline"],
         warm_start: str = defaults["warm_start"],
         predict_data: str = defaults["predict_data"],
         engine: str = defaults["engine"],
         beam_options: dict = defaults["beam_options"],
     ) -> PipelineOutputs:
+        resolve = stages.resolve(data=data, warm_start=warm_start, baseline=baseline, publish_root=publish_root)
         prepare = stages.prepare(
             data=data,
             label=label,
@@ -232,6 +261,9 @@ def build_pipeline(
             key_column=key_column,
             eval_fraction=eval_fraction,
             options=prepare_options,
+            data_version=resolve.outputs["data_version"],
+            reference=resolve.outputs["reference"],
+            validation_config=validation_config,
             engine=engine,
             beam_options=beam_options,
         )
@@ -246,7 +278,7 @@ def build_pipeline(
             train_batch_size=train_batch_size,
             seed=seed,
             tpu=accelerated,
-            warm_start=warm_start,
+            warm_start=resolve.outputs["warm_start"],
             publish_root=publish_root,
         )
         model = train.outputs["model"]
@@ -273,6 +305,10 @@ def build_pipeline(
             publish_root=publish_root,
         )
         release.after(predict)  # nothing is published unless batch prediction succeeded too
+        tasks = {"resolve": resolve, "prepare": prepare, "train": train, "evaluate": evaluate}
+        tasks.update(batch_predict=predict, export=export, release=release)
+        for name, task_ in tasks.items():
+            task_.set_caching_options(CACHED[name])
         add_vertex_steps(
             dataset=dataset,
             exported=export.outputs["exported"],
@@ -285,6 +321,9 @@ def build_pipeline(
             metrics=evaluate.outputs["metrics"],
             classification_metrics=evaluate.outputs["classification_metrics"],
             blessing=evaluate.outputs["blessing"],
+            report=evaluate.outputs["report"],
+            verdict=evaluate.outputs["verdict"],
+            validation=prepare.outputs["validation"],
             predictions=predict.outputs["predictions"],
             exported=export.outputs["exported"],
             publication=release.outputs["publication"],

@@ -7,6 +7,7 @@
         pipeline.log          the full log of every attempt, appended
         summary.json          status (running, ok, failed, interrupted), the stage, the error's first line, times,
                               attempts; with status ok also the results (metrics, predictions, export, ...)
+        report.html           the evaluation report (standalone HTML), copied here when the run ends ok
         tmp/                  TMPDIR of the run's processes while it runs; deleted when it ends
       latest -> runs/<run id> the last run (a symbolic link, replaced in one step)
       summary.json            a copy of the last run's summary (replaced in one step)
@@ -36,6 +37,7 @@ LATEST_LINK = "latest"
 LOCK_FILE = ".lock"
 SUMMARY_FILE = "summary.json"
 LOG_FILE = "pipeline.log"
+REPORT_FILE = "report.html"
 PIPELINE_ROOT_DIR = "pipeline-root"
 TMP_DIR = "tmp"
 RUNNING, OK, FAILED, INTERRUPTED = "running", "ok", "failed", "interrupted"
@@ -71,6 +73,10 @@ class RunFolder:
     @property
     def summary_path(self) -> str:
         return os.path.join(self.path, SUMMARY_FILE)
+
+    @property
+    def report(self) -> str:
+        return os.path.join(self.path, REPORT_FILE)
 
     @property
     def tmp(self) -> str:

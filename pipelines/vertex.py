@@ -37,8 +37,10 @@ class VertexTarget:
         project's default.
       network: a VPC network to peer with ("projects/NUMBER/global/networks/NAME"), or None.
       labels: resource labels on the job.
-      enable_caching: reuse outputs of earlier identical tasks. Off by default: a scheduled retrain reads the
-        same data URI each time and must not reuse last week's prepared data.
+      enable_caching: None (default) keeps each task's caching as the compiled pipeline sets it
+        (`pipelines.pipeline.CACHED`: prepare and train are reused only when the data's content and the starting
+        model are unchanged; resolve, evaluate and release always run); False turns caching off for every task.
+        True is refused: it would cache the stages that must run every time.
     """
 
     project: str
@@ -48,7 +50,7 @@ class VertexTarget:
     service_account: str | None = None
     network: str | None = None
     labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
-    enable_caching: bool = False
+    enable_caching: bool | None = None
 
     def __post_init__(self) -> None:
         if not self.project:
@@ -59,6 +61,12 @@ class VertexTarget:
             raise ValueError(
                 f"--pipeline-root {self.pipeline_root!r} must be a gs:// prefix: Vertex AI writes artifacts to "
                 "Cloud Storage"
+            )
+        if self.enable_caching:
+            raise ValueError(
+                "caching every task would reuse the stages that must run each time (resolving LATEST, evaluating "
+                "against it, publishing); leave caching to the pipeline (each task's own setting), or turn it off "
+                "with --no-caching"
             )
         object.__setattr__(self, "labels", check_labels(self.labels))
 

@@ -147,7 +147,7 @@ fi
 echo "build-image: building $tag ($variant, base $base) with $engine" >&2
 start=$(date +%s)
 "${build[@]}" \
-  --build-arg "BASE_IMAGE=$base" --build-arg "TENSORFLOW_BUILD=$variant" \
+  --build-arg "BASE_IMAGE=$base" --build-arg "TENSORFLOW_BUILD=$variant" --build-arg "IMAGE_REF=$tag" \
   --secret "id=pip_ca,src=$secrets/ca.pem" --secret "id=pip_conf,src=$secrets/pip.conf" \
   --tag "$tag" "${extra[@]}" .
 seconds=$(( $(date +%s) - start ))

@@ -281,6 +281,9 @@ def executor_input(
     for name, source in dag_task["inputs"].get("parameters", {}).items():
         if "componentInputParameter" in source:
             value = arguments[source["componentInputParameter"]]
+        elif "taskOutputParameter" in source:  # an upstream task's output parameter (the resolve stage's)
+            producer = source["taskOutputParameter"]
+            value = upstream[producer["producerTask"]][producer["outputParameterKey"]]
         else:
             value = source["runtimeValue"]["constant"]
         parameters[name] = int(value) if parameter_types[name] == "NUMBER_INTEGER" else value
@@ -290,11 +293,19 @@ def executor_input(
         artifacts[name] = {"artifacts": [upstream[producer["producerTask"]][producer["outputArtifactKey"]]]}
     outputs = {
         name: {"artifacts": [{"name": name, "type": d["artifactType"], "uri": f"{WORK}/{task}/{name}", "metadata": {}}]}
-        for name, d in component["outputDefinitions"]["artifacts"].items()
+        for name, d in component.get("outputDefinitions", {}).get("artifacts", {}).items()
+    }
+    output_parameters = {
+        name: {"outputFile": f"{WORK}/{task}/parameters/{name}"}
+        for name in component.get("outputDefinitions", {}).get("parameters", {})
     }
     return {
         "inputs": {"parameterValues": parameters, "artifacts": artifacts},
-        "outputs": {"artifacts": outputs, "outputFile": f"{WORK}/{task}/executor_output.json"},
+        "outputs": {
+            "artifacts": outputs,
+            "parameters": output_parameters,
+            "outputFile": f"{WORK}/{task}/executor_output.json",
+        },
     }
 
 
@@ -309,12 +320,14 @@ def container_argv(spec: Dict[str, Any], task: str, executor: Dict[str, Any]) ->
     return [arg.replace("{{$}}", json.dumps(executor)) for arg in argv]
 
 
-def produced_artifacts(executor: Dict[str, Any], host_work: str) -> Dict[str, Dict[str, Any]]:
-    """The task's output artifacts with the metadata its executor wrote (what the next tasks receive)."""
+def produced_artifacts(executor: Dict[str, Any], host_work: str) -> Dict[str, Any]:
+    """The task's output artifacts with the metadata its executor wrote, and its output parameters' values (what
+    the next tasks receive)."""
     output_file = executor["outputs"]["outputFile"].replace(WORK, host_work, 1)
     with open(output_file, encoding="utf-8") as f:
-        written = json.load(f).get("artifacts", {})
-    produced = {}
+        output = json.load(f)
+    written = output.get("artifacts", {})
+    produced: Dict[str, Any] = dict(output.get("parameterValues", {}))
     for name, listed in executor["outputs"]["artifacts"].items():
         artifact = dict(listed["artifacts"][0])
         artifact["metadata"] = written.get(name, {}).get("artifacts", [{}])[0].get("metadata", {})
@@ -357,6 +370,7 @@ def stages(buildah, image, tmp_path_factory) -> StageRuns:
 
 def test_stages_run_in_dag_order(stages):
     assert list(stages.outputs) == [
+        "resolve-inputs",
         "prepare-data",
         "train-model",
         "batch-predict",
@@ -388,6 +402,9 @@ def test_evaluate_stage_reports_metrics_and_a_verdict(stages):
     assert 0.0 <= accuracy <= 1.0
     assert os.path.isfile(os.path.join(stages.host_path(outputs["blessing"]["uri"]), "blessing.json"))
     assert isinstance(outputs["blessing"]["metadata"]["blessed"], bool)
+    with open(stages.host_path(outputs["report"]["uri"]), encoding="utf-8") as f:  # matplotlib works in the image
+        assert f.read().count('src="data:image/png;base64,') >= 3
+    assert os.path.isfile(stages.host_path(outputs["verdict"]["uri"]))
 
 
 def test_batch_predict_stage_scores_every_eval_row(stages):

@@ -22,6 +22,7 @@ LAZY_VERTEX = (
     "(test_the_cli_and_a_cpu_compile_never_import_the_vertex_extra)"
 )
 ALLOWED_LOCAL_IMPORTS: Dict[Tuple[str, str], str] = {
+    ("components.resolve", "resolve_inputs"): COMPONENT_BODY,
     ("components.prepare", "prepare_data"): COMPONENT_BODY,
     ("components.train", "train_model"): COMPONENT_BODY,
     ("components.evaluate", "evaluate_model"): COMPONENT_BODY,
@@ -170,6 +171,20 @@ def test_the_command_line_never_imports_tensorflow():
         "cli.resolve_settings(args, '/tmp/published')\n" + LOADED.format(names={"tensorflow", "tensorflow_estimator"})
     )
     assert _fresh_python(code) == "[]"
+
+
+def test_show_loads_no_tensorflow(tmp_path):
+    """`tpu-pipeline show` reads a run's record: it starts as fast as the rest of the command line."""
+    folder = os.path.join(str(tmp_path), "runs", "r1")
+    os.makedirs(folder)
+    with open(os.path.join(folder, "summary.json"), "w", encoding="utf-8") as f:
+        json.dump({"status": "ok", "run": {"id": "r1", "log": "pipeline.log"}, "metrics": {"accuracy": 0.9}}, f)
+    code = BEFORE + (
+        "import pipelines.cli as cli\n"
+        f"assert cli.main(['show', 'r1', '--output', {str(tmp_path)!r}]) == 0\n"
+        + LOADED.format(names={"tensorflow", "tensorflow_estimator"})
+    )
+    assert _fresh_python(code).splitlines()[-1] == "[]"
 
 
 def test_storage_alone_loads_no_cloud_client():

@@ -5,6 +5,7 @@
   `EarlyStoppingConfig`), which model it is (`ModelConfig`), and `JobConfig` holding the three.
 - `prepare`: `PrepareConfig`, how raw rows become TFRecords.
 - `blessing`: `BlessingConfig`, when a trained model may be published.
+- `validation`: `ValidationConfig`, how far a run's data may drift from the published model's data.
 - `run`: `RunConfig`, what a pipeline run is given beyond those (the data, what to batch-predict), and the one
   source of the pipeline's defaults; `HYPERPARAMETERS`, the pipeline parameters that set `JobConfig` fields.
 """
@@ -47,6 +48,7 @@ from estimator_lib.config.run import (
     prediction_kind,
     resolve_configs,
 )
+from estimator_lib.config.validation import ValidationConfig
 
 __all__ = [
     "BUILTIN_FAMILIES",
@@ -78,6 +80,7 @@ __all__ = [
     "RunConfig",
     "TPUSettings",
     "TrainingConfig",
+    "ValidationConfig",
     "higher_is_better",
     "hyperparameter_overrides",
     "hyperparameters",

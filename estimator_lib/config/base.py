@@ -28,6 +28,31 @@ def positive_int(owner: str, name: str, value: Any) -> None:
     )
 
 
+def typed_fields(cls: Any, data: Mapping[str, Any]) -> Dict[str, Any]:
+    """`data` for dataclass `cls` with whole floats turned back into ints where `cls` declares ints.
+
+    JSON that went through a protobuf Struct (KFP's dict and list parameters, artifact metadata) has only floats:
+    a `{"train_steps": 300}` sent in comes back as `{"train_steps": 300.0}`. The dataclass's own type hints say
+    which fields are ints (also inside Optional, tuples and nested configs); a float that is not whole is left
+    for the config's own check to refuse.
+    """
+    hints = typing.get_type_hints(cls)
+    return {key: _typed_value(hints[key], value) if key in hints else value for key, value in data.items()}
+
+
+def _typed_value(hint: Any, value: Any) -> Any:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if dataclasses.is_dataclass(hint) and isinstance(value, Mapping):
+        return typed_fields(hint, value)
+    if origin is typing.Union:
+        return _typed_value(next(a for a in args if a is not type(None)), value)
+    if hint is int and isinstance(value, float) and value.is_integer():
+        return int(value)
+    if origin in (tuple, list) and isinstance(value, (list, tuple)) and args:
+        return [_typed_value(args[0], v) for v in value]
+    return value
+
+
 class JsonConfig:
     """JSON round trip for frozen dataclasses whose fields are plain values or nested configs."""
 
@@ -52,6 +77,7 @@ class JsonConfig:
         known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
         unknown = sorted(set(data) - known)
         require(not unknown, f"unknown field(s) {unknown} in {cls.__name__}; known fields: {sorted(known)}")
+        data = typed_fields(cls, data)  # 8.0 -> 8 where the field is an int: configs read back keep their ints
         kwargs = {}
         for name, value in data.items():
             hint = hints[name]

@@ -42,6 +42,9 @@ class PrepareConfig(JsonConfig):
       num_workers: worker processes; None uses every core.
       chunk_bytes: input bytes per chunk of work (part of the output's identity: statistics are summed per
         chunk).
+      refit_normalization: when preparing against a reference schema (a published model a run continues),
+        recompute numeric means and standard deviations (and a regression label's) from this data instead of
+        keeping the reference's; a warm-started model then meets differently scaled inputs.
     """
 
     data: Tuple[str, ...]
@@ -64,6 +67,7 @@ class PrepareConfig(JsonConfig):
     unknown_columns: str = "fail"
     num_workers: Optional[int] = None
     chunk_bytes: int = 1 << 20
+    refit_normalization: bool = False
 
     def __post_init__(self) -> None:
         data = (self.data,) if isinstance(self.data, str) else tuple(self.data)

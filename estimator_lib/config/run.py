@@ -9,8 +9,8 @@ TensorFlow-free, so the CLI can check a run's arguments before anything starts.
 - `HYPERPARAMETERS`: the hyperparameters the pipeline exposes as parameters of their own, each with its dotted
   `JobConfig` key. Both directions read it: `hyperparameters(job)` (config -> parameters, for a run's
   arguments) and `hyperparameter_overrides(values)` (parameters -> config, in the train component).
-- `resolve_configs`: a run's config file (a `JobConfig` plus optional "blessing" and "prepare" sections) with
-  `--set` overrides applied.
+- `resolve_configs`: a run's config file (a `JobConfig` plus optional "blessing", "prepare" and "validation"
+  sections) with `--set` overrides applied.
 - `prediction_kind`: what a `predict_data` names.
 """
 
@@ -27,6 +27,7 @@ from estimator_lib.config.beam import INPROCESS, BeamConfig, check_engine
 from estimator_lib.config.blessing import BlessingConfig
 from estimator_lib.config.job import TASKS, JobConfig
 from estimator_lib.config.prepare import PrepareConfig
+from estimator_lib.config.validation import ValidationConfig
 
 EMBEDDED_DATA = "embedded:penguins"
 EMBEDDED_LABEL = "species"  # the label column of the embedded Palmer Penguins
@@ -54,10 +55,11 @@ CONFIG_PARAMETERS: dict[str, str] = {
     "prepare_options": "prepare_options",
     "job": "job_config",
     "blessing": "blessing_config",
+    "validation": "validation_config",
     "beam": "beam_options",
 }
 # Sections of a run's config file that are not `JobConfig` sections.
-OWN_SECTIONS = ("blessing", "prepare")
+OWN_SECTIONS = ("blessing", "prepare", "validation")
 
 
 def _field_default(cls: Any, name: str) -> Any:
@@ -78,6 +80,8 @@ class RunConfig(JsonConfig):
       prepare_options: other `PrepareConfig` fields.
       job: the training config (model, training, tpu).
       blessing: when a model is blessed.
+      validation: how far the data may drift from the reference model's (the warm-start source, else the
+        baseline), and what a breach does.
       baseline: "none", "latest", a publish root or a SavedModel directory to compare with.
       warm_start: "none", "latest", a publish root or a SavedModel directory to initialise from.
       predict_data: "eval", "train", "test", a URI or glob of raw CSV / JSON Lines rows (scored through the
@@ -95,6 +99,7 @@ class RunConfig(JsonConfig):
     prepare_options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     job: JobConfig = dataclasses.field(default_factory=JobConfig)
     blessing: BlessingConfig = dataclasses.field(default_factory=BlessingConfig)
+    validation: ValidationConfig = dataclasses.field(default_factory=ValidationConfig)
     baseline: str = LATEST_MODEL
     warm_start: str = NO_MODEL
     predict_data: str = "eval"
@@ -131,6 +136,7 @@ class RunConfig(JsonConfig):
             "prepare_options": without_nulls(dict(self.prepare_options)),
             "job_config": parameter_dict(self.job, JobConfig),
             "blessing_config": parameter_dict(self.blessing, BlessingConfig),
+            "validation_config": parameter_dict(self.validation, ValidationConfig),
             "beam_options": parameter_dict(self.beam, BeamConfig),
             **hyperparameters(self.job),
         }
@@ -207,7 +213,7 @@ def _split_sections(config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """{"job": {...}, "blessing": {...}, "prepare": {...}} from one config file's JSON object."""
     if not isinstance(config, Mapping):
         raise ConfigError(f"the config file must hold a JSON object, got {type(config).__name__}")
-    sections: dict[str, dict[str, Any]] = {"job": {}, "blessing": {}, "prepare": {}}
+    sections: dict[str, dict[str, Any]] = {"job": {}, "blessing": {}, "prepare": {}, "validation": {}}
     for key, value in config.items():
         if key not in OWN_SECTIONS:
             sections["job"][key] = value
@@ -219,15 +225,17 @@ def _split_sections(config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def resolve_configs(config: Mapping[str, Any] | None, overrides: Sequence[str]) -> dict[str, Any]:
-    """Resolves a config file's JSON and `--set` overrides into a JobConfig, BlessingConfig and prepare options.
+    """Resolves a config file's JSON and `--set` overrides into a JobConfig, BlessingConfig, prepare options and
+    ValidationConfig.
 
-    The config file is JSON: a `JobConfig` (sections "tpu", "training", "model") plus two optional sections of
-    its own, "blessing" (a `BlessingConfig`) and "prepare" (extra `PrepareConfig` fields). Each override is
+    The config file is JSON: a `JobConfig` (sections "tpu", "training", "model") plus three optional sections of
+    its own, "blessing" (a `BlessingConfig`), "prepare" (extra `PrepareConfig` fields) and "validation" (a
+    `ValidationConfig`). Each override is
     "KEY=VALUE" with a dotted key: `training.train_steps=300`, `blessing.min_improvement=0.01`,
     `blessing.thresholds={"accuracy": 0.9}`, `prepare.num_shards=4`.
 
     Returns:
-      {"job": JobConfig, "blessing": BlessingConfig, "prepare": dict}.
+      {"job": JobConfig, "blessing": BlessingConfig, "prepare": dict, "validation": ValidationConfig}.
     """
     sections = _split_sections(config or {})
     job_overrides: dict[str, Any] = {}
@@ -243,6 +251,7 @@ def resolve_configs(config: Mapping[str, Any] | None, overrides: Sequence[str]) 
         "job": job,
         "blessing": BlessingConfig.from_dict(sections["blessing"]),
         "prepare": sections["prepare"],
+        "validation": ValidationConfig.from_dict(sections["validation"]),
     }
 
 

@@ -48,6 +48,7 @@ from estimator_lib.data.prepare import ChunkFacts, Passes, PrepareResult, prepar
 from estimator_lib.data.profile import Profile, ProfilePlan, profile_chunk
 from estimator_lib.data.profile import init_worker as init_profiler
 from estimator_lib.data.read import CSV, Chunk, FileScan, InputFile, file_chunks
+from estimator_lib.schema import Schema
 
 # Chunk results the launcher reads ahead of the merge (each about chunk_bytes of encoded rows).
 _READ_AHEAD = 16
@@ -141,10 +142,16 @@ def file_result_uri(work: str, stage: str, file_index: int) -> str:
 CHUNKS, CUTS, PROFILE, ENCODE, FACTS = "chunks", "cut", "profile", "encode", "facts.pkl"
 
 
-def prepare_on_beam(config: PrepareConfig, output_dir: str, beam_config: Optional[BeamConfig] = None) -> PrepareResult:
-    """`prepare.prepare` with its passes on Apache Beam (None: the DirectRunner on this machine); the same output."""
+def prepare_on_beam(
+    config: PrepareConfig,
+    output_dir: str,
+    beam_config: Optional[BeamConfig] = None,
+    reference: Optional[Schema] = None,
+) -> PrepareResult:
+    """`prepare.prepare` (continuing `reference`, as there) with its passes on Apache Beam (None: the
+    DirectRunner on this machine); the same output."""
     with beam_passes(beam_config or BeamConfig()) as passes:
-        return prepare(config, output_dir, passes)
+        return prepare(config, output_dir, reference=reference, passes=passes)
 
 
 @contextlib.contextmanager

@@ -1,9 +1,16 @@
 """Between the passes: decide the columns, their types, the task and the label classes from pass 1's profile
-(or take them from a user-supplied schema, which is then enforced), and find duplicate keys.
+(or take them from a user-supplied schema, which is then enforced, or continue a reference schema), and find
+duplicate keys.
 
 Type inference: a feature column is numeric when at least `min_numeric_fraction` of its present values parse
 as numbers (the others are then bad values), otherwise categorical text. The label is classification when
 it is text, or whole numbers with at most `max_inferred_classes` distinct values; regression otherwise.
+
+A reference schema (the schema of the published model a run warm-starts from or compares with) is continued:
+its features keep their keys, kinds and order (a column the data lacks is read as missing in every row; a
+column it does not list is left out), its task and its label classes in their order. What cannot be
+continued fails here, before any row is encoded: a numeric feature whose values are no longer numbers, a label
+class the reference does not have, another task.
 """
 
 from __future__ import annotations
@@ -40,16 +47,28 @@ class Decisions:
     whole_number_classes: bool
     ignored: Tuple[str, ...]
     supplied: Optional[Schema]
+    reference: Optional[Schema] = None
+    absent: Tuple[str, ...] = ()  # reference features the input lacks (read as missing in every row)
 
 
-def decide_schema(profile: Profile, config: "PrepareConfig", supplied: Optional[Schema]) -> Decisions:
-    """Columns, types, task and classes for the input profiled in pass 1."""
+COLD_START = (
+    "to train a new model on this data instead, start cold: --warm-start none --baseline none (its schema is "
+    "then inferred from the data)"
+)
+
+
+def decide_schema(
+    profile: Profile, config: "PrepareConfig", supplied: Optional[Schema], reference: Optional[Schema] = None
+) -> Decisions:
+    """Columns, types, task and classes for the input profiled in pass 1 (continuing `reference` if given)."""
     if profile.rows == 0:
         raise DataError(f"the input has no rows (inputs: {list(config.data)}); check the files are not empty")
     _require_column(profile, config.label, "label column")
     if config.key_column is not None:
         _require_column(profile, config.key_column, "key column")
     reserved = {config.label, config.key_column}
+    if reference is not None:
+        return continued_decisions(profile, config, reference, reserved)
     if supplied is None:
         features = infer_features(profile, config, reserved)
         ignored: Tuple[str, ...] = ()
@@ -99,6 +118,50 @@ def supplied_features(
             "to the schema, remove them from the data, or set unknown_columns='ignore'"
         )
     return schema.features, tuple(unknown)
+
+
+def continued_decisions(profile: Profile, config: "PrepareConfig", reference: Schema, reserved: set) -> Decisions:
+    """The reference's features, task and classes, after checking the data can continue them."""
+    if config.label != reference.label.name:
+        raise DataError(
+            f"label {config.label!r} differs from the published model's label {reference.label.name!r}; a warm start "
+            f"or comparison needs the same label: {COLD_START}"
+        )
+    if config.task is not None and config.task != reference.label.task:
+        raise DataError(
+            f"task={config.task!r} differs from the published model's task {reference.label.task!r}; {COLD_START}"
+        )
+    for f in reference.features:
+        counts = profile.columns.get(f.name)
+        if f.kind == NUMERIC and counts is not None and counts.present and not is_numeric(counts, config):
+            share = counts.numeric / counts.present
+            raise DataError(
+                f"column {f.name!r} was numeric in the published model's data but only {share:.0%} of its values "
+                f"are numbers now (retyped; min_numeric_fraction={config.min_numeric_fraction}): fix the column's "
+                f"values, or {COLD_START}"
+            )
+    known = {f.name for f in reference.features} | reserved
+    ignored = tuple(name for name in profile.columns if name not in known)
+    absent = tuple(f.name for f in reference.features if f.name not in profile.columns)
+    classes, whole = continued_classes(profile, config, reference)
+    return Decisions(reference.features, reference.label.task, classes, whole, ignored, None, reference, absent)
+
+
+def continued_classes(profile: Profile, config: "PrepareConfig", reference: Schema) -> Tuple[Tuple[str, ...], bool]:
+    """The reference's classes in their order; a label value outside them fails, naming it."""
+    if reference.label.task != CLASSIFICATION:
+        return (), False
+    classes = reference.label.classes
+    whole = all(_whole(c) == c for c in classes)
+    seen = {(_whole(v) or v) if whole else v for v in profile.label_all}
+    new = sorted(seen - set(classes))
+    if new:
+        raise DataError(
+            f"label column {config.label!r} has class(es) {new} that the published model does not know (its "
+            f"classes: {list(classes)}); a warm start or comparison cannot add a class: drop those rows, or "
+            f"{COLD_START}"
+        )
+    return classes, whole
 
 
 def decide_task(profile: Profile, config: "PrepareConfig", supplied: Optional[Schema]) -> str:

@@ -33,7 +33,8 @@ import numpy as np
 from estimator_lib import storage
 from estimator_lib.config import DEFAULT_MISSING_VALUES, PrepareConfig, require
 from estimator_lib.data import score as scoring
-from estimator_lib.data.common import SPLITS, VALID, DataError
+from estimator_lib.data.common import SPLITS, TRAIN, VALID, DataError
+from estimator_lib.data.distribution import PROFILE, profile_split
 from estimator_lib.data.encode import ChunkResult, ChunkTask, EncodePlan, encode_chunk
 from estimator_lib.data.encode import init_worker as init_encoder
 from estimator_lib.data.output import (
@@ -53,6 +54,7 @@ from estimator_lib.data.profile import init_worker as init_profiler
 from estimator_lib.data.read import CSV, Chunk, FileScan, InputFile, iter_chunks, resolve_inputs
 from estimator_lib.data.score import ScoringData
 from estimator_lib.data.stats import Totals, build_schema, notes, summary
+from estimator_lib.progress import RowProgress
 from estimator_lib.schema import Schema, read_schema
 
 __all__ = [
@@ -83,6 +85,12 @@ class PrepareResult:
             raise ValueError(f"split={split!r} must be one of {SPLITS}")
         return storage.join(self.output_dir, split, "part-*.tfrecord")
 
+    def profile(self) -> Optional[Dict[str, Any]]:
+        """The training split's distribution (`estimator_lib.data.distribution`); None for a preparation made
+        before profiles were recorded."""
+        path = storage.join(self.output_dir, PROFILE)
+        return json.loads(storage.read_text(path)) if storage.exists(path) else None
+
 
 @dataclasses.dataclass(frozen=True)
 class ChunkFacts:
@@ -110,12 +118,18 @@ class Passes:
     encode: Callable[..., Iterator[ChunkResult]]
 
 
-def prepare(config: PrepareConfig, output_dir: str, passes: Optional[Passes] = None) -> PrepareResult:
+def prepare(
+    config: PrepareConfig, output_dir: str, reference: Optional[Schema] = None, passes: Optional[Passes] = None
+) -> PrepareResult:
     """Prepares `config.data` into `output_dir` (local or gs://), published atomically.
 
     Args:
-      config: what to prepare.
+      config: what to prepare and how.
       output_dir: where the preparation is published.
+      reference: the schema of the published model this run continues (warm start, comparison): its features,
+        kinds, label classes and their order are kept, vocabularies only grow (known ids never move), and its
+        normalisation is kept unless `config.refit_normalization` (see `plan.continued_decisions`,
+        `stats.append_only`). Not with `config.schema_uri`.
       passes: who runs the passes' per-chunk work: None for worker processes on this host (`IN_PROCESS`);
         `estimator_lib.data.beam.beam_passes(...)` for Apache Beam. The output is the same.
 
@@ -123,10 +137,15 @@ def prepare(config: PrepareConfig, output_dir: str, passes: Optional[Passes] = N
       DataError: bad input (the message names file, line, column, value and what was expected).
       ConfigError: a setting is invalid or disagrees with the supplied schema.
     """
+    require(
+        reference is None or config.schema_uri is None,
+        "schema_uri is set while the run continues a published model's schema; drop prepare.schema_uri, or start "
+        "cold (--warm-start none --baseline none)",
+    )
     inputs = resolve_inputs(config.data, config.input_format)
     supplied = _supplied_schema(config)
     schema, counts, manifest = storage.commit_staged(
-        output_dir, lambda staging: _prepare_into(staging, inputs, supplied, config, passes or IN_PROCESS)
+        output_dir, lambda staging: _prepare_into(staging, inputs, supplied, config, passes or IN_PROCESS, reference)
     )
     return PrepareResult(output_dir, schema, counts, manifest)
 
@@ -231,22 +250,29 @@ def _supplied_schema(config: PrepareConfig) -> Optional[Schema]:
 
 # -- the two passes -----------------------------------------------------------------------------------------
 def _prepare_into(
-    staging: str, inputs: List[InputFile], supplied: Optional[Schema], config: PrepareConfig, passes: Passes
+    staging: str,
+    inputs: List[InputFile],
+    supplied: Optional[Schema],
+    config: PrepareConfig,
+    passes: Passes,
+    reference: Optional[Schema] = None,
 ) -> Tuple[Schema, Dict[str, int], Dict[str, Any]]:
-    profile, chunk_rows, file_starts, scans = _profile(inputs, config, _header_check(config), passes)
-    decisions = decide_schema(profile, config, supplied)
+    profile, chunk_rows, file_starts, scans = _profile(inputs, config, _header_check(config), passes, "prepare")
+    decisions = decide_schema(profile, config, supplied, reference)
     plan = encode_plan(decisions, config)
     facts = chunk_facts(inputs, config, profile, chunk_rows, file_starts)
     parts = passes.encode(inputs, config, plan, facts, scans)
     fractions = (1.0, config.eval_fraction, config.test_fraction, config.valid_fraction)
     splits = [s for s, f in zip(SPLITS, fractions) if f > 0]
     writers = ShardWriters(staging, splits, config.num_shards)
-    totals = _encode(parts, plan, writers, QuarantineWriter(staging), profile.rows, config)
+    totals = _encode(parts, plan, writers, QuarantineWriter(staging), profile.rows, config, "prepare")
     shard_records = writers.records
     counts = dict(zip(SPLITS, totals.counts))
     _check_splits(counts, splits, config)
     schema = build_schema(decisions, totals, config)
     _write_schema(staging, schema)
+    train_files = [os.path.join(staging, name) for name in writers.names[TRAIN]]
+    write_json(os.path.join(staging, PROFILE), profile_split(train_files, schema))
     manifest = _manifest(
         staging, inputs, scans, file_starts, profile.rows, decisions, schema, totals, shard_records, config
     )
@@ -259,13 +285,13 @@ def _score_into(
 ) -> Dict[str, Any]:
     """Scoring's two passes: profile (keys, columns), check the columns, encode in input order, manifest."""
     header_check = scoring.header_check(schema, config.key_column)
-    profile, chunk_rows, file_starts, scans = _profile(inputs, config, header_check, passes)
+    profile, chunk_rows, file_starts, scans = _profile(inputs, config, header_check, passes, "encode for scoring")
     extra = scoring.check_columns(profile, schema, config)
     facts = chunk_facts(inputs, config, profile, chunk_rows, file_starts)
     writers = ConsecutiveShards(staging, SPLITS[scoring.SPLIT], config.num_shards, profile.rows)
     plan = scoring.encode_plan(schema, config)
     parts = passes.encode(inputs, config, plan, facts, scans)
-    totals = _encode(parts, plan, writers, QuarantineWriter(staging), profile.rows, config)
+    totals = _encode(parts, plan, writers, QuarantineWriter(staging), profile.rows, config, "encode for scoring")
     _write_schema(staging, schema)
     described = _described_inputs(inputs, scans, file_starts, profile.rows)
     manifest = scoring.manifest(staging, described, schema, extra, totals, writers.records, config)
@@ -279,12 +305,17 @@ def _write_schema(staging: str, schema: Schema) -> None:
 
 
 def _profile(
-    inputs: List[InputFile], config: PrepareConfig, header_check: Callable[[Chunk], None], passes: Passes
+    inputs: List[InputFile],
+    config: PrepareConfig,
+    header_check: Callable[[Chunk], None],
+    passes: Passes,
+    what: str,
 ) -> Tuple[Profile, List[Tuple[int, int]], List[int], List[FileScan]]:
     """Pass 1. Returns the merged profile, (file index, rows) per chunk, each file's first row index, and the
     file scans. Chunks are merged in input order, whoever profiled them.
 
-    `header_check` sees each CSV file's first chunk (its header) before any of its rows are profiled."""
+    `header_check` sees each CSV file's first chunk (its header) before any of its rows are profiled. Rows read
+    and their rate are reported as `what` (the total is not known yet)."""
     plan = ProfilePlan(
         config.label,
         config.key_column,
@@ -296,11 +327,14 @@ def _profile(
     )
     profile, chunk_rows, scans = Profile(), [], []
     file_starts: List[int] = []
+    progress = RowProgress(f"{what} (pass 1 of 2, reading)")
     for file_index, part in passes.profile(inputs, config, plan, header_check, scans):
         while len(file_starts) <= file_index:  # files without rows start where the next one does
             file_starts.append(profile.rows)
         profile.merge(part, config.max_classes)
         chunk_rows.append((file_index, part.rows))
+        progress.update(part.rows)
+    progress.finish()
     file_starts += [profile.rows] * (len(inputs) - len(file_starts))
     return profile, chunk_rows, file_starts, scans
 
@@ -430,10 +464,13 @@ def _encode(
     quarantine: QuarantineWriter,
     total_rows: int,
     config: PrepareConfig,
+    what: str,
 ) -> Totals:
     """Pass 2's results, merged in input order: write good rows to shards (`ShardWriters` or
-    `ConsecutiveShards`; closed here), bad rows to quarantine (or fail), merge statistics."""
+    `ConsecutiveShards`; closed here), bad rows to quarantine (or fail), merge statistics; rows done, rate and
+    ETA are reported as `what`."""
     totals = Totals(len(plan.features), max(100_000, 10 * config.max_vocabulary_size))
+    progress = RowProgress(f"{what} (pass 2 of 2, encoding)", total=total_rows)
     try:
         for part in parts:
             _handle_bad(part, quarantine, totals.bad, total_rows, config)
@@ -441,9 +478,11 @@ def _encode(
                 if part.examples[s]:
                     writers.write(split, part.examples[s])
             totals.add(part)
+            progress.update(part.rows)
     finally:
         writers.close()
         quarantine.close()
+    progress.finish()
     return totals
 
 
@@ -510,8 +549,9 @@ def _manifest(
         "inputs": described,
         "input_fingerprint": json_digest(described),
         "task": schema.label.task,
-        "schema_source": "inferred" if decisions.supplied is None else "supplied",
+        "schema_source": _schema_source(decisions),
         "ignored_columns": list(decisions.ignored),
+        "absent_columns": list(decisions.absent),
         "rows": {
             "total": total_rows,
             "written": sum(totals.counts),
@@ -526,6 +566,12 @@ def _manifest(
     manifest.update(summary(schema, totals))
     manifest["fingerprint"] = json_digest({"inputs": manifest["input_fingerprint"], "outputs": outputs})
     return manifest
+
+
+def _schema_source(decisions: Decisions) -> str:
+    if decisions.reference is not None:
+        return "reference"
+    return "inferred" if decisions.supplied is None else "supplied"
 
 
 def _described_inputs(

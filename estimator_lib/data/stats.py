@@ -2,6 +2,11 @@
 
 Everything here comes from the training split's good rows only: numeric mean/std/min/max and missing counts,
 categorical vocabularies (most frequent first, ties by text, capped), regression label statistics.
+
+Continuing a reference schema (`Decisions.reference`), vocabularies are append-only: the reference's values
+keep their ids and values it lacks follow them (most frequent first, up to `max_vocabulary_size` in all); the
+reference's means and standard deviations (numerics and a regression label) are kept unless
+`refit_normalization`, so a warm-started model meets inputs scaled as in its training.
 """
 
 from __future__ import annotations
@@ -74,22 +79,42 @@ def build_schema(decisions: Decisions, totals: Totals, config: "PrepareConfig") 
 def _feature(f: FeatureSpec, index: int, decisions: Decisions, totals: Totals, config: "PrepareConfig") -> FeatureSpec:
     missing = totals.missing[0][index]
     if f.kind == NUMERIC:
-        m = totals.numeric.get(index, Moments())
-        if m.count == 0:
-            return dataclasses.replace(f, mean=0.0, std=1.0, min=0.0, max=0.0, missing_count=missing)
-        std = m.std if m.std > 0 else 1.0  # a constant column: std 1 keeps normalisation finite
-        return dataclasses.replace(f, mean=m.mean, std=std, min=m.min, max=m.max, missing_count=missing)
-    vocabulary = f.vocabulary if decisions.supplied is not None and f.vocabulary else None
-    if vocabulary is None:
-        vocabulary = tuple(v for v, _ in _ranked(totals.categories.get(index, collections.Counter())))
-        vocabulary = vocabulary[: config.max_vocabulary_size]
+        fitted = _numeric(f, totals.numeric.get(index, Moments()), missing)
+        if decisions.reference is None or config.refit_normalization:
+            return fitted
+        return dataclasses.replace(fitted, mean=f.mean, std=f.std)
+    ranked = tuple(v for v, _ in _ranked(totals.categories.get(index, collections.Counter())))
+    if decisions.reference is not None:
+        vocabulary = append_only(f.vocabulary, ranked, config.max_vocabulary_size)
+    elif decisions.supplied is not None and f.vocabulary:
+        vocabulary = f.vocabulary
+    else:
+        vocabulary = ranked[: config.max_vocabulary_size]
     return dataclasses.replace(f, vocabulary=vocabulary, missing_count=missing)
+
+
+def _numeric(f: FeatureSpec, m: Moments, missing: int) -> FeatureSpec:
+    if m.count == 0:
+        return dataclasses.replace(f, mean=0.0, std=1.0, min=0.0, max=0.0, missing_count=missing)
+    std = m.std if m.std > 0 else 1.0  # a constant column: std 1 keeps normalisation finite
+    return dataclasses.replace(f, mean=m.mean, std=std, min=m.min, max=m.max, missing_count=missing)
+
+
+def append_only(known: Tuple[str, ...], ranked: Tuple[str, ...], limit: int) -> Tuple[str, ...]:
+    """`known` in its order (ids never move), then the values of `ranked` it lacks, up to `limit` values in all."""
+    have = set(known)
+    added = tuple(v for v in ranked if v not in have)
+    return tuple(known) + added[: max(0, limit - len(known))]
 
 
 def _label(decisions: Decisions, totals: Totals, config: "PrepareConfig") -> LabelSpec:
     if decisions.task == CLASSIFICATION:
         return LabelSpec(config.label, CLASSIFICATION, classes=decisions.classes)
     m = totals.label_moments
+    reference = decisions.reference
+    if reference is not None and not config.refit_normalization and m.count > 0:
+        old = reference.label
+        return LabelSpec(config.label, REGRESSION, mean=old.mean, std=old.std, min=m.min, max=m.max)
     if m.count == 0:
         raise DataError(f"no training row has a usable value in label column {config.label!r}")
     if m.std == 0:

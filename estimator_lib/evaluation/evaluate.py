@@ -50,6 +50,9 @@ class Evaluation:
       classes: class names (classification), the order of the confusion matrix.
       confusion_matrix: [true][predicted] counts (None for regression).
       roc: {"fpr", "tpr", "thresholds"} (None for regression).
+      truth: the eval rows' keys and labels.
+      candidate: the candidate's scores for those rows (what the report plots).
+      baseline: the baseline's scores for the same rows, when there is a baseline.
     """
 
     metrics: Dict[str, float]
@@ -59,6 +62,9 @@ class Evaluation:
     classes: Tuple[str, ...] = ()
     confusion_matrix: Optional[List[List[int]]] = None
     roc: Optional[Dict[str, List[float]]] = None
+    truth: Optional[Truth] = None
+    candidate: Optional[Scores] = None
+    baseline: Optional[Scores] = None
 
 
 def read_truth(files: Union[str, Sequence[str]], schema: Schema) -> Truth:
@@ -133,7 +139,7 @@ def evaluate_and_bless(
     reference = fit_reference(schema, *_learned_rows(prepared))
     reference_scores = reference.scores(eval_files, truth)
     reference_metrics = compute_metrics(truth, reference_scores)
-    baseline_metrics = None
+    baseline, baseline_metrics = None, None
     if baseline_dir:
         baseline = _score_saved_model(
             baseline_dir, baseline_schema, eval_files, storage.join(work_dir, "baseline"), truth
@@ -151,8 +157,9 @@ def evaluate_and_bless(
         reference.description,
         errors,
     )
+    scores = {"truth": truth, "candidate": candidate, "baseline": baseline}
     if truth.task == REGRESSION:
-        return Evaluation(result.metrics, result.global_step, result.checkpoint, blessing)
+        return Evaluation(result.metrics, result.global_step, result.checkpoint, blessing, **scores)
     return Evaluation(
         result.metrics,
         result.global_step,
@@ -161,6 +168,7 @@ def evaluate_and_bless(
         truth.classes,
         confusion_matrix(truth, candidate),
         roc_curve(truth, candidate),
+        **scores,
     )
 
 

@@ -13,13 +13,19 @@ import dataclasses
 import html
 import io
 import json
-from typing import Any, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
+from estimator_lib import storage
 from estimator_lib.evaluation.blessing import Blessing
 from estimator_lib.evaluation.metrics import Scores, Truth
+
+if TYPE_CHECKING:  # the types only: this module stays free of TensorFlow
+    from estimator_lib.data.prepare import PrepareResult
+    from estimator_lib.evaluation.evaluate import Evaluation
 
 _STYLE = """
 body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2rem auto;max-width:70rem;
@@ -28,7 +34,9 @@ margin-top:2rem}table{border-collapse:collapse;margin:.5rem 0}td,th{border:1px s
 text-align:left}th{background:#f5f5f7}td.n{text-align:right;font-variant-numeric:tabular-nums}.ok{color:#137333}
 .fail{color:#b3261e}.badge{display:inline-block;padding:.2rem .7rem;border-radius:1rem;color:#fff;font-weight:600}
 .badge.ok{background:#137333}.badge.fail{background:#b3261e}figure{display:inline-block;margin:.5rem}
-img{max-width:32rem}pre{background:#f5f5f7;padding:.6rem;overflow:auto;font-size:.8rem}
+img{max-width:32rem}pre{background:#f5f5f7;padding:.6rem;font-size:.8rem;white-space:pre-wrap;word-break:break-all}
+summary{cursor:pointer;font-weight:600;margin:.8rem 0}.facts td{overflow-wrap:anywhere}
+.facts td:first-child{white-space:nowrap}
 """
 
 
@@ -143,7 +151,15 @@ def _calibration_plot(truth: Truth, scores: Scores, bins: int = 10) -> str:
     fig, ax = _figure()
     ax.plot([0, 1], [0, 1], color="#999", linestyle=":", label="perfectly calibrated")
     ax.plot(centers, accuracy, marker="o", label="model")
-    ax.set(xlabel="confidence (top probability)", ylabel="accuracy", title="Calibration", xlim=(0, 1), ylim=(0, 1.03))
+    for x, y, n in zip(centers, accuracy, counts):  # a bin of one row weighs as much as a bin of hundreds
+        ax.annotate(str(n), (x, y), textcoords="offset points", xytext=(5, 5), fontsize=8)
+    ax.set(
+        xlabel="confidence (top probability)",
+        ylabel="accuracy",
+        title="Calibration (numbers: rows per bin)",
+        xlim=(0, 1.05),
+        ylim=(0, 1.12),
+    )
     ax.legend(loc="upper left")
     return _png(fig)
 
@@ -164,6 +180,7 @@ def _regression_plots(truth: Truth, scores: Scores) -> List[Tuple[str, str]]:
     residuals = _png(fig)
     fig, ax = _figure()
     ax.hist(residual, bins=30)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # rows are whole
     ax.set(xlabel="actual - predicted", ylabel="rows", title="Residuals")
     histogram = _png(fig)
     return [("Predicted vs actual", scatter), ("Residuals vs predicted", residuals), ("Residual histogram", histogram)]
@@ -250,6 +267,22 @@ def _drift_section(drift: Mapping[str, Mapping[str, Any]]) -> str:
     return _table(["feature"] + figures, rows)
 
 
+def _run_section(run: Mapping[str, Any]) -> str:
+    """The run's facts: single values (fingerprints, the checkpoint, the baseline) as a table, each nested one
+    (a config) as JSON under its name."""
+    facts = [[name, "none" if value is None else value] for name, value in sorted(run.items()) if not _nested(value)]
+    parts = [_table(["what", "value"], facts).replace("<table>", '<table class="facts">', 1)] if facts else []
+    for name, value in sorted(run.items()):
+        if _nested(value):
+            text = json.dumps(value, indent=2, sort_keys=True, default=str)
+            parts.append(f"<h3>{html.escape(str(name))}</h3><pre>{html.escape(text)}</pre>")
+    return "".join(parts) or "<p>No run facts were given.</p>"
+
+
+def _nested(value: Any) -> bool:
+    return isinstance(value, (Mapping, list, tuple))
+
+
 def _figures(items: Sequence[Tuple[str, str]]) -> str:
     return "".join(
         f'<figure><img alt="{html.escape(c)}" src="data:image/png;base64,{png}"></figure>' for c, png in items
@@ -281,18 +314,21 @@ def render_html(inputs: ReportInputs) -> str:
         "<h2>Verdict</h2>" + _checks_table(blessing),
         "<h2>Metrics</h2>" + _metrics_table(inputs),
     ]
-    if inputs.model_metrics:
-        model_rows = sorted(inputs.model_metrics.items())
-        sections.append("<h3>The model's own eval metrics (metric_fn)</h3>" + _table(["metric", "value"], model_rows))
     sections.append("<h2>Performance on the eval rows</h2>" + _figures(performance_plots(truth, inputs.candidate)))
     if truth.classes:
         rows = per_class_metrics(truth, inputs.candidate)
         sections.append("<h3>Per class</h3>" + _table(["class", "precision", "recall", "F1", "rows"], rows))
+    if inputs.model_metrics:  # long (every class's precision, recall, AUCs): folded, to keep the plots in view
+        model_rows = sorted(inputs.model_metrics.items())
+        sections.append(
+            "<details><summary>The model's own eval metrics (metric_fn, on the estimator's eval run)</summary>"
+            + _table(["metric", "value"], model_rows)
+            + "</details>"
+        )
     sections.append("<h2>Data</h2>" + _data_section(inputs.manifest))
     if inputs.drift:
         sections.append("<h2>Drift against the last published model's data</h2>" + _drift_section(inputs.drift))
-    run = json.dumps(inputs.run, indent=2, sort_keys=True, default=str)
-    sections.append(f"<h2>Run</h2><pre>{html.escape(run)}</pre>")
+    sections.append("<h2>Run</h2>" + _run_section(inputs.run))
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         f"<title>{html.escape(inputs.title)}</title><style>{_STYLE}</style></head><body>"
@@ -326,3 +362,45 @@ def render_markdown(inputs: ReportInputs) -> str:
     if counts:
         lines += ["", "Rows: " + ", ".join(f"{split} {n}" for split, n in sorted(counts.items()))]
     return "\n".join(lines) + "\n"
+
+
+@dataclasses.dataclass(frozen=True)
+class WrittenReport:
+    """Where `write_report` put the report, and what it showed."""
+
+    html_uri: str
+    markdown_uri: str
+    inputs: ReportInputs
+
+
+def report_inputs(
+    evaluation: "Evaluation",
+    prepared: "PrepareResult",
+    run: Mapping[str, Any],
+    drift: Optional[Mapping[str, Mapping[str, Any]]] = None,
+) -> ReportInputs:
+    """What the report of an evaluate stage shows: its verdict and scores, the prepared data's manifest, the
+    drift summary when there is one, and the run's facts (fingerprints, config)."""
+    if evaluation.truth is None or evaluation.candidate is None:
+        raise ValueError("the evaluation holds no eval-row scores to report; build it with evaluate_and_bless")
+    label = prepared.schema.label
+    return ReportInputs(
+        title=f"{label.name} ({label.task}): model at step {evaluation.global_step}",
+        blessing=evaluation.blessing,
+        truth=evaluation.truth,
+        candidate=evaluation.candidate,
+        baseline=evaluation.baseline,
+        model_metrics=dict(evaluation.metrics),
+        reference_metrics=evaluation.blessing.reference_metrics,
+        manifest=prepared.manifest,
+        drift=drift,
+        run=run,
+    )
+
+
+def write_report(inputs: ReportInputs, html_uri: str, markdown_uri: str) -> WrittenReport:
+    """Writes the standalone HTML report to `html_uri` and the Markdown summary to `markdown_uri` (local or
+    gs://; each written in one step)."""
+    storage.write_text(html_uri, render_html(inputs))
+    storage.write_text(markdown_uri, render_markdown(inputs))
+    return WrittenReport(html_uri, markdown_uri, inputs)

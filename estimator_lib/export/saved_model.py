@@ -269,6 +269,7 @@ def export_model(
     api_version: int = 1,
     checkpoint_path: Optional[str] = None,
     verify_rows: Optional[Patterns] = None,
+    data_profile: Optional[Dict[str, Any]] = None,
 ) -> ExportResult:
     """Exports a checkpoint as one SavedModel with `serve` and `serve,tpu` meta graphs, verifies it, and
     publishes it atomically as `export_base/<version>` (local or gs://).
@@ -283,6 +284,8 @@ def export_model(
         the best by validation loss, else the newest).
       verify_rows: prepared TFRecord patterns; their first `VERIFY_ROWS` records are predicted by the
         estimator and by the fresh CPU graph, which must agree to `ATOL`. None checks structure only.
+      data_profile: the training split's distribution (`PrepareResult.profile()`), recorded beside the schema
+        so a later run can check its data against this model's (`estimator_lib.data.validation`).
 
     Raises:
       ExportVerificationError: a check failed; nothing is published.
@@ -303,6 +306,8 @@ def export_model(
         report = verify_export(local_dir, schema=model_schema, sample=sample, expected=expected)
         export_dir = storage.join(export_base, _free_version(export_base, os.path.basename(local_dir)))
         metadata = _metadata(job, schema, model_schema, checkpoint, api_version, export_dir, report)
+        if data_profile is not None:
+            metadata["data_profile"] = data_profile
         storage.write_text(os.path.join(local_dir, METADATA_FILE), json.dumps(metadata, indent=2, sort_keys=True))
         storage.commit_directory(local_dir, export_dir)
     finally:

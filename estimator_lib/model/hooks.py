@@ -20,7 +20,8 @@ log = logging.getLogger("estimator_lib.progress")
 
 
 class ProgressHook(tf.compat.v1.train.SessionRunHook):
-    """Logs "step S/T (P%), loss L, N examples/s, ETA D" at most every `every_seconds` (and at the end).
+    """Logs "step S/T (P%), loss L, N examples/s, ETA D" at most every `every_seconds`, the rate over the time since
+    the previous line, and at the end, the rate over the whole `train()` call.
 
     Args:
       total_steps: the step training stops at (for the percentage and the ETA).
@@ -67,6 +68,8 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
 
     def end(self, session) -> None:
         if self._last_time is not None:
+            # The last stretch can be a step or two plus the final checkpoint: the rate is the whole call's.
+            self._last_time, self._last_step = self._first_time, self._first_step
             self._report(int(session.run(self._step_tensor)), self._clock())
 
     def _report(self, step: int, now: float) -> None:

@@ -193,7 +193,7 @@ def build_model_fn(schema: Schema, job: JobConfig, metric_fn: Optional[metrics_l
         head = create_head(logits, labels, schema)
         scaffold_fn = None
         if job.training.warm_start_from:
-            scaffold_fn = warm_start_scaffold_fn(job.training.warm_start_from)
+            scaffold_fn = warm_start_scaffold_fn(job.training.warm_start_from, model_schema)
         if mode == ModeKeys.PREDICT:
             predictions = dict(head.predictions)
             for passthrough in (PADDING_FEATURE, INDEX_FEATURE):

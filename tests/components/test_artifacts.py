@@ -4,6 +4,7 @@ real stage outputs are in test_components.py."""
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -31,6 +32,7 @@ def write(path: str, text: str) -> str:
 def test_predictions_are_described_with_their_fingerprint(tmp_path):
     predictions = artifact(Dataset, tmp_path, "predictions")
     shards = tuple(write(os.path.join(predictions.uri, f"predictions-0000{i}-of-00002.jsonl"), "{}\n") for i in (0, 1))
+    write(os.path.join(predictions.uri, "manifest.json"), '{"inputs": ["/tmp/run-1/eval/part-0.tfrecord"]}')
     result = PredictResult(predictions.uri, 2, shards, {"count": 2})
     artifacts.describe_predictions(predictions, result)
     assert predictions.metadata == {
@@ -38,8 +40,22 @@ def test_predictions_are_described_with_their_fingerprint(tmp_path):
         "shards": list(shards),
         "manifest": {"count": 2},
         "scored_rows_uri": "",
-        "fingerprint": release.fingerprint(predictions.uri),
+        "fingerprint": release.fingerprint_files(shards, predictions.uri),
     }
+
+
+def test_the_predictions_fingerprint_covers_the_shards_not_the_paths_their_manifest_records(tmp_path):
+    described = []
+    for run, inputs in (("one", "/tmp/run-1/eval"), ("two", "/tmp/run-2/eval")):
+        predictions = artifact(Dataset, tmp_path / run, "predictions")
+        shard = write(os.path.join(predictions.uri, "predictions-00000-of-00001.jsonl"), '{"class": "a"}\n')
+        write(os.path.join(predictions.uri, "manifest.json"), json.dumps({"inputs": [inputs]}))
+        artifacts.describe_predictions(predictions, PredictResult(predictions.uri, 1, (shard,), {}))
+        described.append(predictions.metadata["fingerprint"])
+    assert described[0] == described[1]
+    write(shard, '{"class": "b"}\n')
+    artifacts.describe_predictions(predictions, PredictResult(predictions.uri, 1, (shard,), {}))
+    assert predictions.metadata["fingerprint"] != described[0]
 
 
 def test_a_missing_prediction_shard_fails_the_stage(tmp_path):
@@ -91,5 +107,23 @@ def test_a_missing_saved_model_fails_the_export_stage(tmp_path):
 def test_a_missing_publication_record_fails_the_release_stage(tmp_path):
     publication = artifact(Artifact, tmp_path, "publication")
     with pytest.raises(adapter.OutputMissingError, match="the publication record was not written"):
-        artifacts.describe_release(publication, release.Release(None, "not published: not blessed"), "none")
+        artifacts.describe_release(publication, release.Release(None, "not published: not blessed"), "none", "f" * 64)
     assert publication.metadata == {}
+
+
+def published(tmp_path, run: str, version: str, export_fingerprint: str) -> Artifact:
+    """A release stage's publication of `version` (its record's URI and time differ with the version)."""
+    publication = artifact(Artifact, tmp_path / run, "publication")
+    model = release.PublishedModel("/root", version, f"/root/versions/{version}", "files", f"{version} time")
+    outcome = release.Release(model, f"published version {version} at {model.uri}")
+    adapter.write_publication(publication.uri, outcome, "none")
+    artifacts.describe_release(publication, outcome, "none", export_fingerprint)
+    return publication
+
+
+def test_the_publication_fingerprint_names_the_export_not_the_versions_time_stamped_name(tmp_path):
+    first = published(tmp_path, "one", "20260101T000000Z-aaaa", "e" * 64).metadata
+    second = published(tmp_path, "two", "20260202T000000Z-bbbb", "e" * 64).metadata
+    other = published(tmp_path, "three", "20260202T000000Z-bbbb", "d" * 64).metadata
+    assert first["published_version"] != second["published_version"]
+    assert first["fingerprint"] == second["fingerprint"] != other["fingerprint"]

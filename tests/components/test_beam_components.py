@@ -8,12 +8,12 @@ import os
 
 import numpy as np
 import pytest
-from kfp.dsl import Dataset, Model
+from kfp.dsl import Dataset, Markdown, Model
 
 pytest.importorskip("apache_beam")
 
 from file_trees import tree  # noqa: E402
-from test_components import CPU, TRAIN, artifact, write_csv  # noqa: E402
+from test_components import CPU, FIRST_RUN, TRAIN, artifact, write_csv  # noqa: E402
 
 from components.batch_predict import batch_predict  # noqa: E402
 from components.prepare import prepare_data  # noqa: E402
@@ -33,7 +33,9 @@ def prepared(work, engine: str, data: str) -> Dataset:
         key_column="",
         eval_fraction=0.25,
         options={"num_workers": 1, "num_shards": 2.0, "chunk_bytes": 2048.0},
+        **FIRST_RUN,
         dataset=dataset,
+        validation=artifact(Markdown, work, "validation", f"dataset-{engine}"),
         engine=engine,
         beam_options=BEAM,
     )

@@ -5,19 +5,23 @@ through the KFP local runner is in tests/e2e/."""
 from __future__ import annotations
 
 import csv
+import json
 import os
 
 import pytest
-from kfp.dsl import Artifact, ClassificationMetrics, Dataset, Metrics, Model
+from kfp.dsl import HTML, Artifact, ClassificationMetrics, Dataset, Markdown, Metrics, Model
+from report_checks import assert_complete_report
 
-from components import adapter, build_stages
+from components import adapter, build_stages, records
+from components.artifact_types import ModelBlessing
 from components.batch_predict import batch_predict
 from components.evaluate import evaluate_model
 from components.export import export_model
 from components.prepare import prepare_data
 from components.release import release_model
+from components.resolve import resolve_inputs
 from components.train import train_model
-from estimator_lib import release
+from estimator_lib import manifest, release
 from estimator_lib.config import JobConfig
 
 CPU = {"use_tpu": False}
@@ -34,6 +38,8 @@ TRAIN = {
     "tpu": CPU,
     "warm_start": "none",
 }
+# What the prepare stage gets from the resolve stage on a first run (nothing published yet).
+FIRST_RUN = {"data_version": "v1", "reference": "none", "validation_config": {}}
 
 
 def write_csv(path: str, n: int = 160) -> str:
@@ -66,15 +72,18 @@ def stages(tmp_path_factory):
         key_column="",
         eval_fraction=0.25,
         options={"num_workers": 1, "num_shards": 2.0},
+        **FIRST_RUN,
         dataset=dataset,
+        validation=artifact(Markdown, work, "validation", "dataset"),
     )
     model = artifact(Model, work, "model")
     train_model(dataset=dataset, **TRAIN, publish_root=str(work / "published"), model=model)
     metrics, cmetrics, blessing = (
         artifact(Metrics, work, "metrics", "evaluate"),
         artifact(ClassificationMetrics, work, "cm", "evaluate"),
-        artifact(Artifact, work, "blessing", "evaluate"),
+        artifact(ModelBlessing, work, "blessing", "evaluate"),
     )
+    report, verdict = artifact(HTML, work, "report", "evaluate"), artifact(Markdown, work, "verdict", "evaluate")
     evaluate_model(
         dataset=dataset,
         model=model,
@@ -85,6 +94,8 @@ def stages(tmp_path_factory):
         metrics=metrics,
         classification_metrics=cmetrics,
         blessing=blessing,
+        report=report,
+        verdict=verdict,
     )
     predictions = artifact(Dataset, work, "predictions")
     batch_predict(dataset=dataset, model=model, data="eval", tpu=CPU, predictions=predictions)
@@ -99,6 +110,8 @@ def stages(tmp_path_factory):
         metrics=metrics,
         cmetrics=cmetrics,
         blessing=blessing,
+        report=report,
+        verdict=verdict,
         predictions=predictions,
         exported=exported,
         publication=publication,
@@ -112,6 +125,49 @@ def test_prepare_describes_the_dataset(stages):
     assert os.path.exists(meta["schema_uri"])
     assert meta["fingerprint"] == release.fingerprint(stages["dataset"].uri)
     assert len(os.listdir(os.path.join(stages["dataset"].uri, "train"))) == 2  # num_shards 2.0 arrived as 2
+
+
+def test_prepare_on_a_first_run_infers_the_schema_and_skips_validation(stages):
+    validation = stages["dataset"].metadata["validation"]
+    assert validation["status"] == "skipped" and validation["breaches"] == []
+    with open(validation["report_uri"], encoding="utf-8") as f:
+        assert f.read().startswith("# Data validation\n\n**skipped**")
+
+
+def test_resolve_gives_the_data_version_and_the_published_model(stages, tmp_path):
+    published = release.latest(str(stages["work"] / "published"))
+    data = write_csv(str(tmp_path / "data.csv"), n=80)
+    root = str(stages["work"] / "published")
+    first = resolve_inputs(data=data, warm_start="latest", baseline="latest", publish_root=root)
+    assert (first.warm_start, first.reference) == (published.uri, published.uri)
+    cold = resolve_inputs(data=data, warm_start="none", baseline="latest", publish_root=root)
+    assert (cold.warm_start, cold.reference, cold.data_version) == ("none", published.uri, first.data_version)
+    write_csv(data, n=81)  # new content at the same path: a new version, so a cached prepare is not reused
+    changed = resolve_inputs(data=data, warm_start="none", baseline="none", publish_root=root)
+    assert changed.data_version != first.data_version and changed.reference == "none"
+
+
+def test_prepare_against_the_published_model_continues_its_schema_and_checks_the_data(stages, tmp_path):
+    published = release.latest(str(stages["work"] / "published"))
+    dataset, validation = artifact(Dataset, tmp_path, "dataset"), artifact(Markdown, tmp_path, "validation", "dataset")
+    prepare_data(
+        data=write_csv(str(tmp_path / "data.csv"), n=160),
+        label="label",
+        task="auto",
+        key_column="",
+        eval_fraction=0.25,
+        options={"num_workers": 1},
+        data_version="v2",
+        reference=published.uri,
+        validation_config={"on_breach": "warn"},
+        dataset=dataset,
+        validation=validation,
+    )
+    outcome = dataset.metadata["validation"]
+    assert outcome["status"] in ("passed", "warned") and outcome["reference"] == published.uri
+    assert validation.metadata["status"] == outcome["status"]
+    with open(os.path.join(dataset.uri, "manifest.json"), encoding="utf-8") as f:
+        assert json.load(f)["schema_source"] == "reference"
 
 
 def test_train_uses_the_artifact_uri_as_model_dir_and_records_the_config(stages):
@@ -140,6 +196,22 @@ def test_evaluate_logs_metrics_confusion_matrix_roc_and_blessing(stages):
     assert stages["blessing"].metadata["baseline_uri"] == ""  # "latest" with nothing published: no baseline
 
 
+def test_evaluate_writes_the_html_report_and_the_markdown_verdict(stages):
+    report, verdict = stages["report"], stages["verdict"]
+    with open(report.uri, encoding="utf-8") as f:
+        document = f.read()
+    assert_complete_report(document, classification=True)
+    assert "label (classification): model at step 40" in document
+    assert stages["dataset"].metadata["fingerprint"] in document  # the run's fingerprints
+    with open(verdict.uri, encoding="utf-8") as f:
+        text = f.read()
+    assert text.startswith("# label (classification): model at step 40\n\n**Blessed**: blessed: all 3 check(s) hold")
+    assert "| metric | candidate | reference |" in text
+    for artifact_ in (report, verdict):
+        assert artifact_.metadata["blessed"] is True and artifact_.metadata["summary"].startswith("blessed")
+    assert stages["blessing"].metadata["blessed"] is True
+
+
 def test_batch_predict_export_and_release(stages):
     predictions = stages["predictions"].metadata
     assert predictions["count"] == stages["dataset"].metadata["counts"]["eval"]
@@ -150,7 +222,7 @@ def test_batch_predict_export_and_release(stages):
     publication = stages["publication"].metadata
     latest = release.latest(str(stages["work"] / "published"))
     assert publication["published"] is True and latest.uri == publication["published_uri"]
-    assert latest.fingerprint == exported["fingerprint"] and publication["based_on"] == "none"
+    assert latest.fingerprint == exported["files_fingerprint"] and publication["based_on"] == "none"
     assert latest.metadata["source"]["global_step"] == 40
 
 
@@ -160,10 +232,15 @@ def test_evaluate_scores_the_published_baseline_with_the_same_code(stages, tmp_p
     metrics, cmetrics, blessing = (
         artifact(Metrics, tmp_path, "m", "evaluate"),
         artifact(ClassificationMetrics, tmp_path, "cm", "evaluate"),
-        artifact(Artifact, tmp_path, "b", "evaluate"),
+        artifact(ModelBlessing, tmp_path, "b", "evaluate"),
     )
+    report, markdown = artifact(HTML, tmp_path, "r", "evaluate"), artifact(Markdown, tmp_path, "v", "evaluate")
+    # As prepare describes data it validated against a published model's: the report shows its drift table.
+    checked = {"status": "passed", "drift": {"island": {"distance (PSI)": 0.0123, "unseen share": 0.0456}}}
+    dataset = Dataset(name="dataset", uri=stages["dataset"].uri, metadata={**stages["dataset"].metadata})
+    dataset.metadata["validation"] = checked
     evaluate_model(
-        dataset=stages["dataset"],
+        dataset=dataset,
         model=stages["model"],
         blessing_config={"min_improvement": 0.01},
         baseline="latest",
@@ -172,6 +249,8 @@ def test_evaluate_scores_the_published_baseline_with_the_same_code(stages, tmp_p
         metrics=metrics,
         classification_metrics=cmetrics,
         blessing=blessing,
+        report=report,
+        verdict=markdown,
     )
     verdict = adapter.read_blessing(blessing.uri)
     assert verdict.baseline_uri == release.latest(root).uri
@@ -180,6 +259,52 @@ def test_evaluate_scores_the_published_baseline_with_the_same_code(stages, tmp_p
     assert verdict.reasons[0].startswith("vs baseline") and "min_improvement 0.01" in verdict.reasons[0]
     assert metrics.metadata["blessed"] == 0.0
     assert os.path.exists(os.path.join(blessing.uri, "baseline", "manifest.json"))
+    with open(report.uri, encoding="utf-8") as f:
+        document = f.read()
+    assert "<th>candidate</th><th>baseline (last published)</th><th>reference</th>" in document
+    drift = document.split("Drift against the last published model's data</h2>")[1].split("</table>")[0]
+    assert "<td>island</td>" in drift and "0.0123" in drift and "0.0456" in drift
+
+
+def read_manifest(output: Artifact) -> dict:
+    return manifest.read_manifest(records.manifest_uri(output.uri))
+
+
+def test_every_stage_writes_its_manifest_beside_its_outputs(stages):
+    dataset, model, exported = stages["dataset"], stages["model"], stages["exported"]
+    prepared = read_manifest(dataset)
+    assert prepared["stage"] == "prepare" and prepared["config"]["config"]["label"] == "label"
+    files = prepared["inputs"]["files"]
+    assert files["uri"] == [str(stages["work"] / "data.csv")] and len(files["files"]) == 1
+    with open(os.path.join(dataset.uri, "manifest.json"), encoding="utf-8") as f:
+        assert files["fingerprint"] == json.load(f)["input_fingerprint"]
+    assert prepared["outputs"]["dataset"] == {"uri": dataset.uri, "fingerprint": dataset.metadata["fingerprint"]}
+    assert set(prepared["outputs"]) == {"dataset", "validation"}
+    trained = read_manifest(model)
+    assert trained["inputs"] == {"dataset": {"uri": dataset.uri, "fingerprint": dataset.metadata["fingerprint"]}}
+    assert trained["config"] == {"job": model.metadata["config"]} and trained["seeds"] == {"job.training.seed": 1}
+    assert trained["machine"]["kind"] == "CPU" and trained["started"] <= trained["ended"]
+    assert trained["versions"]["tensorflow"].startswith("2.15.") and trained["versions"]["kfp"].startswith("2.13.")
+    assert trained["versions"]["commit"] == manifest.git_commit(records.PACKAGE_DIR)
+    evaluated = read_manifest(stages["blessing"])
+    assert set(evaluated["inputs"]) == {"dataset", "model"}
+    assert set(evaluated["outputs"]) == {"metrics", "classification_metrics", "blessing", "report", "verdict"}
+    assert evaluated["config"]["blessing_config"]["thresholds"] == {"accuracy": 0.5}
+    assert read_manifest(exported)["outputs"]["exported"]["fingerprint"] == exported.metadata["fingerprint"]
+    released = read_manifest(stages["publication"])
+    assert released["inputs"]["exported"]["fingerprint"] == exported.metadata["fingerprint"]
+    assert read_manifest(stages["predictions"])["config"]["data"] == "eval"
+
+
+def test_two_exports_of_one_model_have_one_fingerprint(stages, tmp_path):
+    """Exported again (another folder, another time): saved_model.pb names its lookup tables at random and
+    export_metadata.json records the paths, so the files differ; the graphs and variables do not."""
+    again = artifact(Model, tmp_path, "exported", "export")
+    export_model(dataset=stages["dataset"], model=stages["model"], tpu=CPU, exported=again)
+    first = stages["exported"].metadata
+    assert again.metadata["export_dir"] != first["export_dir"]
+    assert again.metadata["files_fingerprint"] != first["files_fingerprint"]
+    assert again.metadata["fingerprint"] == first["fingerprint"]
 
 
 def blessing_artifact(directory, verdict, based_on: str) -> Artifact:
@@ -224,6 +349,7 @@ def test_release_refuses_when_latest_moved_after_the_evaluation(stages, tmp_path
 def test_a_stage_run_again_on_the_same_inputs_reuses_its_output(stages, tmp_path, capsys):
     data = write_csv(str(tmp_path / "data.csv"), n=80)
     args = dict(data=data, label="label", task="auto", key_column="", eval_fraction=0.25, options={"num_workers": 1})
+    args.update(FIRST_RUN, validation=artifact(Markdown, tmp_path, "validation", "dataset"))
     first = artifact(Dataset, tmp_path, "dataset")
     prepare_data(**args, dataset=first)
     schema_time = os.path.getmtime(first.metadata["schema_uri"])
@@ -242,7 +368,6 @@ def test_a_stage_run_again_on_the_same_inputs_reuses_its_output(stages, tmp_path
 def test_training_interrupted_after_a_checkpoint_continues_to_the_same_variables(stages, tmp_path):
     """An attempt on the same inputs that was killed after its step-20 checkpoint: train_model continues from
     it and ends with the model of the uninterrupted fixture run, byte for byte. Other inputs start afresh."""
-    from components import records
     from estimator_lib import estimator
     from estimator_lib.data import prepare
     from estimator_lib.model import inputs
@@ -272,6 +397,7 @@ def test_training_interrupted_after_a_checkpoint_continues_to_the_same_variables
 def test_components_are_lightweight_on_the_given_image():
     stages = build_stages("gcr.io/p/img@sha256:" + "0" * 64)
     for component in (
+        stages.resolve,
         stages.prepare,
         stages.train,
         stages.evaluate,

@@ -6,16 +6,22 @@ Slow (a minute or so per run): `pytest -m "not slow"` skips them.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
 import re
 import subprocess
 import sys
+import typing
 
 import pytest
+from report_checks import assert_complete_report
 
 from estimator_lib import release, storage
+from estimator_lib.config import BlessingConfig, JobConfig, PrepareConfig, RunConfig
+from estimator_lib.export.fingerprint import saved_model_fingerprint
+from estimator_lib.data.embedded import default_dataset
 
 pytestmark = pytest.mark.slow
 
@@ -66,18 +72,24 @@ def test_default_run_has_its_own_folder_log_and_summary(first_run):
     assert run["dir"] == folder and run["attempts"] == 1 and run["reused"] == []
     assert os.readlink(os.path.join(output, "latest")) == os.path.join("runs", run["id"])
     assert load_summary(folder) == summary
-    assert sorted(os.listdir(folder)) == ["pipeline-root", "pipeline.log", "summary.json"]  # tmp/ is gone
+    assert sorted(os.listdir(folder)) == ["pipeline-root", "pipeline.log", "report.html", "summary.json"]  # no tmp/
     assert summary["artifacts"]["train"].startswith(os.path.join(folder, "pipeline-root", ""))
     with open(run["log"], encoding="utf-8") as f:
         log = f.read()
     assert "\x1b[" not in log and "\x1b[" not in stdout
     assert "Executing task 'train-model'" in log  # the runner's own lines are in the log, the console has ours
     events = [
-        re.sub(r" \(.*\)$", "", line[11:]) for line in stdout.splitlines() if re.match(r"\[\d\d:\d\d:\d\d\] ", line)
+        re.sub(r" \(.*\)$", "", line[11:])
+        for line in stdout.splitlines()
+        if re.match(r"\[\d\d:\d\d:\d\d\] ", line) and " still running " not in line  # not the heartbeats
     ]
-    stages = ("prepare", "train", "evaluate", "batch_predict", "export", "release")
+    stages = ("resolve", "prepare", "train", "evaluate", "batch_predict", "export", "release")
     assert sorted(events) == sorted(f"{stage}: {event}" for stage in stages for event in ("running", "done"))
-    assert events[:2] == ["prepare: running", "prepare: done"] and events[-2:] == ["release: running", "release: done"]
+    assert events[:4] == ["resolve: running", "resolve: done", "prepare: running", "prepare: done"]
+    assert events[-2:] == ["release: running", "release: done"]
+    # Nothing was published before the first run: no schema to continue, no data to compare with.
+    assert summary["validation"]["status"] == "skipped" and os.path.exists(summary["validation"]["report_uri"])
+    assert "  data validation: skipped: no published model to compare the data with" in stdout.splitlines()
     assert summary["data"] == {
         "counts": summary["dataset"]["counts"],
         "rows": 344,
@@ -102,7 +114,8 @@ def test_default_run_metrics_are_sane_and_blessed(first_run):
 
 def test_default_run_artifacts_predictions_and_export(first_run):
     _, _, summary = first_run
-    assert set(summary["artifacts"]) == {"prepare", "train", "evaluate", "batch_predict", "export", "release"}
+    stages = {"prepare", "train", "evaluate", "batch_predict", "export", "release"}
+    assert set(summary["artifacts"]) == stages | {"report", "verdict"}
     assert all(os.path.exists(uri) for uri in summary["artifacts"].values())
     counts = summary["dataset"]["counts"]
     assert counts["train"] + counts["valid"] + counts["eval"] == 344
@@ -120,17 +133,32 @@ def test_default_run_artifacts_predictions_and_export(first_run):
     assert 0 < model["global_step"] <= model["trained_steps"] <= model["budget"]
 
 
+def test_default_run_copies_its_report_into_the_run_folder_and_prints_where(first_run):
+    _, stdout, summary = first_run
+    assert summary["report"] == os.path.join(summary["run"]["dir"], "report.html")
+    assert f"  report: {summary['report']}" in stdout.splitlines()
+    with open(summary["report"], encoding="utf-8") as f:
+        document = f.read()
+    assert_complete_report(document, classification=True)
+    with open(summary["artifacts"]["report"], encoding="utf-8") as f:
+        assert f.read() == document
+    with open(summary["artifacts"]["verdict"], encoding="utf-8") as f:
+        assert f.read().startswith("# species (classification): model at step ")
+
+
 def test_default_run_publishes_a_version_with_the_exports_fingerprint(first_run):
     output, _, summary = first_run
     fingerprints = summary["fingerprints"]
     assert set(fingerprints) == {"dataset", "model", "blessing", "predictions", "exported", "publication"}
     assert all(len(v) == 64 and int(v, 16) >= 0 for v in fingerprints.values())
-    assert release.fingerprint(summary["export"]["uri"]) == fingerprints["exported"]
+    # The export's fingerprint covers its graphs and variables; a published copy's LATEST fingerprints its files.
+    assert saved_model_fingerprint(summary["export"]["uri"]) == fingerprints["exported"]
     latest = release.latest(os.path.join(output, "published"))
     assert summary["blessing"]["based_on"] == "none"  # nothing was published when it was evaluated
     assert summary["export"]["published"] is True
     assert latest.uri == summary["export"]["published_uri"]
-    assert latest.fingerprint == fingerprints["exported"]
+    assert latest.fingerprint == release.fingerprint(summary["export"]["uri"])
+    assert saved_model_fingerprint(latest.uri) == fingerprints["exported"]
 
 
 def test_default_run_records_the_full_config(first_run):
@@ -171,6 +199,9 @@ def test_warm_started_second_run_is_blessed_against_the_published_baseline(first
     assert summary["blessing"]["baseline_metrics"] == pytest.approx(first["blessing"]["candidate_metrics"])
     assert summary["config"]["job_config"]["training"]["warm_start_from"] == baseline.uri
     assert summary["metrics"]["accuracy"] >= 0.9  # 50 steps on top of the published weights, not from scratch
+    # The same data as the published model's: its schema is continued and every drift figure is within bounds.
+    assert summary["validation"]["status"] == "passed" and summary["validation"]["reference"] == baseline.uri
+    assert "  data validation: passed: " in proc.stdout
     assert release.latest(root).uri == summary["export"]["published_uri"] != baseline.uri
 
 
@@ -206,4 +237,98 @@ def test_second_run_that_must_beat_the_baseline_is_refused_and_publishes_nothing
     assert summary["export"]["reason"].startswith("not published: not blessed")
     assert os.path.exists(os.path.join(summary["export"]["uri"], "saved_model.pb"))  # exported, not published
     assert sorted(os.listdir(os.path.join(root, "versions"))) == versions_before
+    assert release.latest(root) == latest_before
+
+
+def _int_fields(cls, seen=None) -> tuple:
+    """(names of int fields, names of float fields) of a config type and the configs nested in it."""
+    ints, floats = set(), set()
+    for name, hint in typing.get_type_hints(cls).items():
+        args = set(typing.get_args(hint)) | {hint}
+        args |= {a for arg in list(args) for a in typing.get_args(arg)}
+        if int in args:
+            ints.add(name)
+        if float in args:
+            floats.add(name)
+        for arg in args:
+            if dataclasses.is_dataclass(arg):
+                nested = _int_fields(arg)
+                ints, floats = ints | nested[0], floats | nested[1]
+    return ints, floats
+
+
+def _whole_floats(value, path=()):
+    """(path, value) of every float at an int-typed key anywhere in a JSON document."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _whole_floats(item, (*path, str(key)))
+    elif isinstance(value, list):
+        for item in value:
+            yield from _whole_floats(item, path)
+    elif isinstance(value, float):
+        yield path, value
+
+
+# Counts the project writes besides the config fields.
+COUNT_KEYS = {
+    "global_step",
+    "trained_steps",
+    "budget",
+    "count",
+    "attempts",
+    "quarantined",
+    "rows",
+    "total",
+    "written",
+    "bad",
+}
+COUNT_MAPS = {"counts", "missing", "class_counts", "rows"}
+
+
+def test_every_json_the_run_wrote_keeps_its_integers(first_run):
+    """summary.json, the stage records, manifests, schema, job config, blessing, publication: every int-typed
+    config field and every count is an int, however many KFP round trips it went through (`"num_cores": 8`,
+    `"hidden_units": [64, 32]`, never 8.0)."""
+    output, _, summary = first_run
+    typed = [_int_fields(cls) for cls in (JobConfig, PrepareConfig, BlessingConfig, RunConfig)]
+    int_keys = set().union(*(ints for ints, _ in typed)) - set().union(*(floats for _, floats in typed))
+    assert {"num_cores", "hidden_units", "train_batch_size", "seed", "iterations_per_loop"} <= int_keys
+    written = [
+        os.path.join(directory, name)
+        for directory, _, names in os.walk(output)
+        for name in names
+        if name.endswith(".json") and name != "executor_output.json"  # KFP's own file, not the project's
+    ]
+    assert len(written) >= 10
+    for path in written:
+        with open(path, encoding="utf-8") as f:
+            document = json.load(f)
+        bad = [
+            (".".join(p), v)
+            for p, v in _whole_floats(document)
+            if p and (p[-1] in int_keys | COUNT_KEYS or (len(p) > 1 and COUNT_MAPS & set(p[-3:-1])))
+        ]
+        assert not bad, f"{path}: floats where ints belong: {bad[:5]}"
+    job = summary["config"]["job_config"]
+    assert job["tpu"]["num_cores"] == 8 and type(job["tpu"]["num_cores"]) is int
+    assert job["model"]["hidden_units"] == [64, 32] and all(type(u) is int for u in job["model"]["hidden_units"])
+
+
+def test_a_run_whose_data_drifted_fails_before_training_naming_the_feature(first_run, tmp_path):
+    first_output, _, _ = first_run
+    root = os.path.join(first_output, "published")
+    latest_before = release.latest(root)
+    with open(default_dataset().path, encoding="utf-8") as f:
+        text = f.read()
+    drifted = tmp_path / "penguins.csv"
+    drifted.write_text(text.replace(",Dream,", ",Dream Island,"), encoding="utf-8")  # a renamed category
+    output = str(tmp_path / "drifted")
+    common = ["run-local", "--output", output, "--publish-root", root, "--data", str(drifted), "--label", "species"]
+    proc = run_cli(*common, "--warm-start", "latest", "--set", "prepare.num_workers=1")
+    assert proc.returncode == 1, proc.stdout[-4000:] + proc.stderr[-4000:]
+    first_line = proc.stderr.splitlines()[0]
+    assert first_line.startswith("tpu-pipeline run-local: error: prepare: DataValidationError: data validation failed")
+    assert re.search(r"island: unseen share 0\.3\d+ beyond 0\.1 \(validation.max_unseen_share\)", first_line)
+    summary = load_summary(output)
+    assert summary["status"] == "failed" and summary["stage"] == "prepare"
     assert release.latest(root) == latest_before

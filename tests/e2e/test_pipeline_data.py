@@ -11,6 +11,7 @@ import json
 import os
 
 import pytest
+from report_checks import assert_complete_report
 
 from pipelines import cli
 
@@ -58,6 +59,8 @@ def check_common(summary: dict, label: str, task: str) -> None:
     assert summary["export"]["tag_sets"] == [["serve"], ["serve", "tpu"]]
     assert summary["blessed"] is True, summary["blessing"]
     assert summary["export"]["published"] is True
+    with open(summary["report"], encoding="utf-8") as f:  # the run's report, copied into its folder
+        assert_complete_report(f.read(), classification=task == "classification")
 
 
 def test_binary_csv(tmp_path):

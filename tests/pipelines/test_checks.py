@@ -114,3 +114,4 @@ def test_resume_without_a_run_to_resume_is_refused(output, capsys):
     assert refused(capsys, "run-local", "--output", output, "--resume") == (
         f"tpu-pipeline run-local: error: --resume: {output} holds no failed or interrupted run to resume"
     )
+    assert not os.path.exists(output)  # a refused command line writes nothing

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -21,12 +22,19 @@ TPU_STAGES = {
     "evaluate-model": "evaluate_model",
     "batch-predict": "batch_predict",
 }
-CPU_STAGES = {"prepare-data": "prepare_data", "export-model": "export_model", "release-model": "release_model"}
+CPU_STAGES = {
+    "resolve-inputs": "resolve_inputs",
+    "prepare-data": "prepare_data",
+    "export-model": "export_model",
+    "release-model": "release_model",
+}
 GCPC_LAUNCHER = "gcr.io/ml-pipeline/google-cloud-pipeline-components:"
 
 
 # -- help ----------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("command", [[], ["run-local"], ["compile"], ["submit"], ["schedule"]])
+@pytest.mark.parametrize(
+    "command", [[], ["run-local"], ["show"], ["compile"], ["submit"], ["schedule"], ["reproduce"], ["diff"]]
+)
 def test_every_command_has_help(command, capsys):
     with pytest.raises(SystemExit) as exit_info:
         cli.main([*command, "--help"])
@@ -127,6 +135,32 @@ def test_compile_for_cpu_has_no_tpu_anywhere(tmp_path):
         assert task_tpu(spec, task) == {"use_tpu": False}
     for executor in spec["deploymentSpec"]["executors"].values():
         assert "pip install" not in json.dumps(executor)  # lightweight, on the project image: nothing installed
+
+
+@pytest.mark.parametrize("target", [("--cpu",), ("--tpu", "v3-8")])
+def test_the_evaluate_stage_outputs_an_html_report_a_markdown_verdict_and_the_blessing(tmp_path, target):
+    """Vertex AI shows an HTML and a Markdown artifact on the run page; the blessing is a system.Artifact the
+    components annotate as `ModelBlessing` (KFP ships its import with their source)."""
+    spec = compile_yaml(tmp_path, *target, "--image", DIGEST_IMAGE)
+    outputs = spec["components"]["comp-evaluate-model"]["outputDefinitions"]["artifacts"]
+    types = {name: output["artifactType"]["schemaTitle"] for name, output in outputs.items()}
+    assert types == {
+        "metrics": "system.Metrics",
+        "classification_metrics": "system.ClassificationMetrics",
+        "blessing": "system.Artifact",
+        "report": "system.HTML",
+        "verdict": "system.Markdown",
+    }
+    pipeline_outputs = spec["root"]["dag"]["outputs"]["artifacts"]
+    for name in ("report", "verdict", "blessing"):
+        assert pipeline_outputs[name]["artifactSelectors"] == [
+            {"outputArtifactKey": name, "producerSubtask": "evaluate-model"}
+        ]
+    release = spec["root"]["dag"]["tasks"]["release-model"]["inputs"]["artifacts"]["blessing"]
+    assert release == {"taskOutputArtifact": {"outputArtifactKey": "blessing", "producerTask": "evaluate-model"}}
+    shipped = json.dumps(spec)  # a TPU job's source is in its worker pool spec, a CPU task's in its executor
+    for function in ("evaluate_model", "release_model"):
+        assert re.search(r"from components.artifact_types import ModelBlessing(\\+n)+def " + function, shipped)
 
 
 def test_compiled_pipeline_parameters(tmp_path):

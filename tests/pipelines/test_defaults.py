@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from components import adapter
-from estimator_lib.config import HYPERPARAMETERS, BlessingConfig, JobConfig, PrepareConfig, RunConfig
+from estimator_lib.config import HYPERPARAMETERS, BlessingConfig, JobConfig, PrepareConfig, RunConfig, ValidationConfig
 from estimator_lib.config.beam import BeamConfig
 from estimator_lib.config.run import CONFIG_PARAMETERS
 from estimator_lib.data.embedded import default_dataset
@@ -45,6 +45,7 @@ def test_the_parameter_defaults_rebuild_the_default_configs():
     hyperparameters = {name: defaults[name] for name in HYPERPARAMETERS}
     assert adapter.training_job(defaults["job_config"], hyperparameters, {}) == JobConfig()
     assert adapter.blessing_config(defaults["blessing_config"]) == BlessingConfig()
+    assert adapter.validation_config(defaults["validation_config"]) == ValidationConfig()
     assert BeamConfig.from_dict(adapter.typed(BeamConfig, defaults["beam_options"])) == BeamConfig()
     assert defaults["engine"] == "inprocess"
     prepare = adapter.prepare_config(

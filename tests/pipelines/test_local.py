@@ -59,6 +59,79 @@ def test_the_console_shows_one_line_per_stage_event_and_the_log_everything_witho
     assert folder.read_summary()["stage"] == "train"  # the running stage, for an interruption
 
 
+STARTED = "00:24:04.300 - INFO - Executing task 'train-model'"
+STEP_LINE = "    [KFP Executor 2026-11-22 00:22:54,065 INFO]: step 300/1000 (30%), loss 0.31, 512 examples/s, ETA 40s"
+DONE = "00:25:09.330 - INFO - Task 'train-model' finished with status SUCCESS"
+
+
+class Clock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_off_a_terminal_the_heartbeat_is_a_line_a_minute_with_the_stages_latest_progress(tmp_path):
+    folder = folder_with_summary(tmp_path, {"stage": None})
+    console, clock = io.StringIO(), Clock()
+    progress = local._Progress(folder, folder.read_summary(), console, every=60.0, clock=clock)
+    progress.line(STARTED)
+    for seconds in range(1, 60):  # a stage shorter than a minute: no heartbeat
+        clock.now = 100.0 + seconds
+        progress.heartbeat()
+    progress.line(STEP_LINE)
+    for seconds in range(60, 130):
+        clock.now = 100.0 + seconds
+        progress.heartbeat()
+    progress.line(DONE)
+    clock.now += 600
+    progress.heartbeat()  # nothing runs: nothing to say
+    shown = [line[11:] for line in console.getvalue().splitlines()]
+    assert shown == [
+        "train: running",
+        "train: still running (1m00s): step 300/1000 (30%), loss 0.31, 512 examples/s, ETA 40s",
+        "train: still running (2m00s): step 300/1000 (30%), loss 0.31, 512 examples/s, ETA 40s",
+        "train: done (129.0 s)",
+    ]
+
+
+def test_on_a_terminal_the_heartbeat_is_redrawn_in_place_and_replaced_by_the_next_event(tmp_path, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "120")
+    folder = folder_with_summary(tmp_path, {"stage": None})
+    console, clock = Terminal(), Clock()
+    progress = local._Progress(folder, folder.read_summary(), console, clock=clock)
+    progress.line(STARTED)
+    for seconds in (1, 2):
+        clock.now = 100.0 + seconds
+        progress.heartbeat()
+    progress.line(
+        "    [KFP Executor 2026-11-22 00:22:54,065 INFO]: batch predict: 81/162 rows (50%), 900 rows/s, ETA 0s"
+    )
+    clock.now = 103.0
+    progress.heartbeat()
+    progress.line(DONE)
+    text = console.getvalue()
+    assert text.count("\n") == 2  # "running" and "done": the heartbeats share one line
+    beats = [part[11:] for part in text.split("\r\x1b[K")[1:]]
+    assert beats[:3] == [
+        "train: still running (1s)",
+        "train: still running (2s)",
+        "train: still running (3s): batch predict: 81/162 rows (50%), 900 rows/s, ETA 0s",
+    ]
+    assert beats[3] == "train: done (3.0 s)\n"
+    monkeypatch.setenv("COLUMNS", "40")  # never wider than the terminal: a wrapped line cannot be redrawn
+    progress.line(STARTED)
+    progress.line(STEP_LINE)
+    progress.heartbeat()
+    assert len(console.getvalue().rsplit("\r\x1b[K", 1)[1]) == 39
+
+
 def test_verbose_console_shows_everything_without_colour_codes():
     console = io.StringIO()
     local._ConsoleFilter(io.StringIO(), console, verbose=True).write(RUNNER_OUTPUT)

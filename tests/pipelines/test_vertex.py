@@ -36,7 +36,6 @@ def target(**kwargs) -> vertex.VertexTarget:
         pipeline_root=ROOT,
         service_account="sa@p.iam.gserviceaccount.com",
         labels={"team": "ml", "env": "prod"},
-        enable_caching=False,
     )
     values.update(kwargs)
     return vertex.VertexTarget(**values)
@@ -68,18 +67,21 @@ def test_build_job_request(template):
     spec = dict(resource.pipeline_spec)
     assert spec["pipelineInfo"]["name"] == "tpu-estimator-pipeline"
     tasks = spec["root"]["dag"]["tasks"]
-    assert all(task["cachingOptions"].get("enableCache", False) is False for task in tasks.values())
+    cached = {name for name, task in tasks.items() if task["cachingOptions"].get("enableCache")}
+    assert cached == {"prepare-data", "train-model", "batch-predict", "export-model"}  # the compiled settings
     pools = spec["components"]["comp-train-model"]["inputDefinitions"]["parameters"]["worker_pool_specs"]
     assert pools["defaultValue"][0]["machine_spec"]["accelerator_type"] == "TPU_V3"
     assert job.project == "my-project" and job.location == "us-central1"
 
 
-def test_caching_switch(template):
+def test_no_caching_turns_it_off_for_every_task_and_caching_everything_is_refused(template):
     job = vertex.build_job(
-        template, target(enable_caching=True), settings().arguments(), credentials=AnonymousCredentials()
+        template, target(enable_caching=False), settings().arguments(), credentials=AnonymousCredentials()
     )
     tasks = dict(job._gca_resource.pipeline_spec)["root"]["dag"]["tasks"]
-    assert all(task["cachingOptions"]["enableCache"] is True for task in tasks.values())
+    assert all(task["cachingOptions"].get("enableCache", False) is False for task in tasks.values())
+    with pytest.raises(ValueError, match=r"caching every task would reuse .* turn it off with --no-caching"):
+        target(enable_caching=True)
 
 
 def test_submit_sends_the_job_with_its_service_account(template, monkeypatch):
@@ -181,7 +183,10 @@ def test_cli_dry_run_prints_the_request_and_sends_nothing(monkeypatch, capsys):
     assert cli.main(argv, credentials=AnonymousCredentials()) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed["runtimeConfig"]["gcsOutputDirectory"] == ROOT
-    assert printed["runtimeConfig"]["parameterValues"]["data"] == "embedded:penguins"
+    values = printed["runtimeConfig"]["parameterValues"]
+    assert values["data"] == "embedded:penguins"
+    assert values["hidden_units"] == [64, 32] and values["job_config"]["tpu"]["num_cores"] == 8
+    assert all(type(v) is int for v in [*values["hidden_units"], values["job_config"]["tpu"]["num_cores"]])
     assert api.pipeline_jobs == [] and api.schedules == []
 
 

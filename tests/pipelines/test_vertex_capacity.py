@@ -46,7 +46,8 @@ def test_a_supported_tpu_on_demand(tmp_path):
             machine_type="cloud-tpu", accelerator_type="TPU_V3", accelerator_count=8
         )
         assert pool.replica_count == 1 and pool.container_spec.image_uri == IMAGE
-        assert list(pool.container_spec.env) == []  # the stream-executor runtime needs nothing set
+        # the stream-executor runtime needs nothing set; the TPU type is for the stages' manifests
+        assert {e.name: e.value for e in pool.container_spec.env} == {"TPU_ACCELERATOR_TYPE": "v3-8"}
         assert job.job_spec.scheduling.strategy == Strategy.STANDARD
         assert job.job_spec.service_account == "{{$.pipeline_service_account}}"
         assert job.job_spec.tensorboard == "" and job.job_spec.base_output_directory.output_uri_prefix == ""
@@ -88,6 +89,7 @@ def test_reservation_and_multi_host_topology(tmp_path):
         assert {e.name: e.value for e in pool.container_spec.env} == {
             "NEXT_PLUGGABLE_DEVICE_USE_C_API": "true",
             "TF_PLUGGABLE_DEVICE_LIBRARY_PATH": "/lib/libtpu.so",
+            "TPU_ACCELERATOR_TYPE": "v5litepod-16",
         }
     tasks = spec["root"]["dag"]["tasks"]
     assert tasks["train-model"]["inputs"]["parameters"]["tpu"]["runtimeValue"]["constant"] == {

@@ -11,6 +11,7 @@ from estimator_lib.config import (
     ConfigError,
     JobConfig,
     RunConfig,
+    ValidationConfig,
     hyperparameter_overrides,
     hyperparameters,
     resolve_configs,
@@ -103,6 +104,7 @@ def test_arguments_carry_the_configs_without_nulls():
         "reference_margin": 0.02,
     }
     assert arguments["publish_root"] == "/p" and arguments["prepare_options"] == {}
+    assert ValidationConfig.from_dict(arguments["validation_config"]) == ValidationConfig()
 
 
 def test_without_nulls_and_parameter_dict():
@@ -113,12 +115,23 @@ def test_without_nulls_and_parameter_dict():
 def test_resolve_configs_routes_sections_and_overrides():
     configs = resolve_configs(
         {"model": {"family": "linear"}, "blessing": {"thresholds": {"accuracy": 0.8}}, "prepare": {"num_shards": 2}},
-        ["training.train_steps=7", 'blessing.thresholds={"auc": 0.9}', "prepare.bad_rows=quarantine"],
+        [
+            "training.train_steps=7",
+            'blessing.thresholds={"auc": 0.9}',
+            "prepare.bad_rows=quarantine",
+            "validation.on_breach=warn",
+        ],
     )
     assert configs["job"] == JobConfig().with_overrides({"model.family": "linear", "training.train_steps": 7})
     assert configs["blessing"] == BlessingConfig(thresholds={"auc": 0.9})
     assert configs["prepare"] == {"num_shards": 2, "bad_rows": "quarantine"}
-    assert resolve_configs(None, []) == {"job": JobConfig(), "blessing": BlessingConfig(), "prepare": {}}
+    assert configs["validation"] == ValidationConfig(on_breach="warn")
+    assert resolve_configs(None, []) == {
+        "job": JobConfig(),
+        "blessing": BlessingConfig(),
+        "prepare": {},
+        "validation": ValidationConfig(),
+    }
 
 
 def test_resolve_configs_refuses_what_is_not_an_object():

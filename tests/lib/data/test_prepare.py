@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import os
+import re
 import struct
 
 import pytest
@@ -164,6 +166,16 @@ def test_default_dataset_prepares_with_exact_counts(tmp_path):
     assert (year.kind, year.min, year.max) == ("numeric", 2007.0, 2009.0)
     loaded = load_prepared(str(tmp_path / "out"))
     assert loaded.schema == result.schema and loaded.counts == result.counts and loaded.manifest == result.manifest
+
+
+def test_prepare_reports_rows_done_and_rate_in_each_pass(tmp_path, caplog):
+    """Off a terminal, each pass logs its rows (and the second its share of the total) when it ends."""
+    d = default_dataset()
+    caplog.set_level(logging.INFO, logger="estimator_lib.progress")
+    prepare(quick(d.path, label=d.label, chunk_bytes=4096), str(tmp_path / "out"))
+    lines = [r.getMessage() for r in caplog.records if r.name == "estimator_lib.progress"]
+    assert re.fullmatch(r"prepare \(pass 1 of 2, reading\): 344 rows, [\d,]+ rows/s", lines[-2])
+    assert re.fullmatch(r"prepare \(pass 2 of 2, encoding\): 344/344 rows \(100%\), [\d,]+ rows/s, ETA 0s", lines[-1])
 
 
 # -- splits and determinism ------------------------------------------------------------------------------------

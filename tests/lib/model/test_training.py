@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import glob
+import logging
 import os
 
 import numpy as np
@@ -15,7 +17,8 @@ import tensorflow as tf
 from estimator_lib import estimator
 from estimator_lib.config import JobConfig, TPUSettings, TrainingConfig
 from estimator_lib.data import records
-from estimator_lib.model import inputs
+from estimator_lib.export import export_model
+from estimator_lib.model import inputs, warm_start
 
 ModeKeys = tf.estimator.ModeKeys
 
@@ -209,3 +212,34 @@ def test_linear_family_trains(datasets, tmp_path):
     estimator.train(job, schema, train, str(tmp_path / "lin"))
     result = estimator.evaluate(job, schema, evals, str(tmp_path / "lin"))
     assert result.metrics["rmse"] < 10.0  # label std is ~25; the rule is linear plus noise 3
+
+
+def test_warm_start_from_an_export_maps_embedding_rows_by_value(datasets, trained, tmp_path, caplog):
+    """The new schema lists the colours in another order and adds one: each known colour's row follows its value,
+    the new colour's row is fresh, the out-of-vocabulary row stays the out-of-vocabulary row."""
+    schema, train, _ = datasets["binary"]
+    export = export_model(make_job(), schema, trained["binary"], str(tmp_path / "export")).export_dir
+    colour = schema.feature("colour")
+    assert colour.vocabulary == ("red", "green", "blue")
+    moved = dataclasses.replace(colour, vocabulary=("blue", "red", "violet", "green"))
+    new_schema = dataclasses.replace(
+        schema, features=tuple(moved if f.key == colour.key else f for f in schema.features)
+    )
+    job = make_job(train_steps=1, save_checkpoints_steps=50).with_overrides(
+        {"training.warm_start_from": export, "training.optimizer": {"name": "sgd", "learning_rate": 1e-12}}
+    )
+    with caplog.at_level(logging.INFO, logger="estimator_lib.model.warm_start"):
+        estimator.train(job, new_schema, train, str(tmp_path / "warm"))
+    source = _variables(trained["binary"])["dnn/embeddings/f_colour"]
+    warm = _variables(str(tmp_path / "warm"))["dnn/embeddings/f_colour"]
+    assert warm.shape == (5, source.shape[1])
+    for new_id, old_id in ((0, 2), (1, 0), (3, 1), (4, 3)):  # blue, red, green, then the out-of-vocabulary row
+        np.testing.assert_allclose(warm[new_id], source[old_id], atol=1e-6)
+    assert not any(np.allclose(warm[2], row, atol=1e-3) for row in source)  # violet: a fresh row
+    assert "colour: 3 of 4 values keep their trained rows (3 at a new id), fresh rows for ['violet']" in caplog.text
+
+
+def test_row_map_follows_values():
+    old = synthetic.make_schema("binary").feature("colour")  # red, green, blue + 1 out-of-vocabulary bucket
+    new = dataclasses.replace(old, vocabulary=("green", "pink", "red"), num_oov_buckets=2)
+    assert warm_start.row_map(old, new) == [1, -1, 0, 3, -1]

@@ -1,0 +1,306 @@
+"""`tpu-pipeline reproduce` and `tpu-pipeline diff`: run a recorded run again and prove it, or compare two runs.
+
+A run's record is its summary.json (status, config, metrics, fingerprints) and the manifests it links, one per
+stage (`estimator_lib.manifest`: input and output fingerprints, the full config, seeds, versions, machine).
+
+`reproduce` rebuilds a recorded local run's settings from its record (the same data, configs and seed; the
+baseline and warm-start models it resolved, by path), runs the pipeline into another output directory, and
+compares the two runs stage by stage (`manifest.compare_runs`). The rerun publishes into a publish root of its
+own, so reproducing never touches the recorded run's published models. A Vertex AI run's record (its stages'
+manifests under the run's pipeline root, no summary.json) is not re-run here: its parameters and image are
+written out for a resubmission with `tpu-pipeline submit`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any, Optional
+
+from estimator_lib import manifest, storage
+from estimator_lib.config import BlessingConfig, JobConfig, RunConfig, hyperparameter_overrides
+from estimator_lib.config.run import HYPERPARAMETERS, NO_MODEL, hyperparameters
+from pipelines import checks, local, runs
+
+# The stages in an order that puts every stage after those it reads from: the first that differs is the cause.
+STAGES = ("prepare", "train", "export", "batch_predict", "evaluate", "release")
+EXIT_SAME, EXIT_DIFFERENT = 0, 1
+RESUBMIT_CONFIG = "resubmit-config.json"
+
+
+class RecordError(ValueError):
+    """What was given is not a run record that can be read, reproduced or compared."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Record:
+    """A run's record: where it was read from, its summary (None for a Vertex AI run) and its stage manifests."""
+
+    source: str
+    summary: Optional[dict[str, Any]]
+    manifests: dict[str, dict[str, Any]]
+
+    @property
+    def name(self) -> str:
+        return self.summary["run"]["id"] if self.summary else self.source
+
+
+# -- reading records -----------------------------------------------------------------------------------------
+def _summary_path(given: str) -> Optional[str]:
+    """The summary.json `given` names: the file itself, or the one in a run folder or an output directory."""
+    if given.endswith(".json"):
+        return given
+    candidate = storage.join(given, runs.SUMMARY_FILE)
+    return candidate if storage.exists(candidate) else None
+
+
+def _vertex_manifests(directory: str) -> dict[str, dict[str, Any]]:
+    """The stage manifests anywhere under a Vertex AI run's pipeline root directory, by stage."""
+    found = [f for f in storage.list_files(directory) if f.rsplit("/", 1)[-1] == manifest.MANIFEST_FILE]
+    return {m["stage"]: m for m in map(manifest.read_manifest, found)}
+
+
+def read_record(given: str) -> Record:
+    """The run record `given` names: a summary.json, a local run's folder, an output directory (its last run),
+    or the pipeline root directory of one Vertex AI run (local or gs://), holding its stages' manifests.
+
+    Raises:
+      RecordError: nothing there is a run record; the message says what to give.
+    """
+    path = _summary_path(given)
+    if path is None:
+        found = _vertex_manifests(given) if storage.exists(given) or storage.is_gcs(given) else {}
+        if not found:
+            raise RecordError(
+                f"{given}: no summary.json and no stage manifest ({manifest.MANIFEST_FILE}) there; give a run's "
+                "summary.json, its folder (OUTPUT/runs/<id>), an output directory, or a Vertex AI run's directory "
+                "under its pipeline root"
+            )
+        return Record(given, None, found)
+    try:
+        summary = json.loads(storage.read_text(path))
+    except FileNotFoundError:
+        raise RecordError(f"{path}: no such file; give a run's summary.json or its folder") from None
+    except json.JSONDecodeError as e:
+        raise RecordError(f"{path}: not valid JSON ({e})") from None
+    return Record(path, summary, _linked_manifests(path, summary))
+
+
+def _linked_manifests(path: str, summary: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    if summary.get("status") != runs.OK:
+        raise RecordError(
+            f"{path}: run {summary.get('run', {}).get('id', '?')} ended {summary.get('status')!r}; only a run "
+            "that ended ok has a complete record (run it again with run-local to finish it)"
+        )
+    if "manifests" not in summary:
+        raise RecordError(
+            f"{path}: this summary links no stage manifests (recorded by a version before manifests were written); "
+            "run the pipeline again with this version to get a record that can be reproduced"
+        )
+    return {stage: manifest.read_manifest(uri) for stage, uri in summary["manifests"].items()}
+
+
+# -- the settings of a recorded run --------------------------------------------------------------------------
+def _stage_config(record: Record, stage: str) -> dict[str, Any]:
+    if stage not in record.manifests:
+        raise RecordError(f"{record.source}: the record has no manifest of the {stage} stage")
+    return record.manifests[stage]["config"]
+
+
+def recorded_job(record: Record) -> JobConfig:
+    """The train stage's resolved job config, with the summary's hyperparameter parameters applied over it (as
+    the train stage applies them): a summary edited to another seed reruns with that seed."""
+    job = JobConfig.from_dict(_stage_config(record, "train")["job"])
+    arguments = (record.summary or {}).get("config", {})
+    given = {name: arguments[name] for name in HYPERPARAMETERS if name in arguments}
+    return job.with_overrides(hyperparameter_overrides(given))
+
+
+def recorded_settings(record: Record, publish_root: str) -> RunConfig:
+    """The settings that rerun a recorded local run: its arguments, the configs its stages resolved, the
+    baseline it compared with (by path; "none" when it had none) and the warm start its job config names."""
+    arguments = record.summary["config"]
+    evaluate = _stage_config(record, "evaluate")
+    return RunConfig(
+        publish_root=publish_root,
+        data=arguments["data"],
+        label=arguments["label"],
+        task=arguments["task"],
+        key_column=arguments["key_column"],
+        eval_fraction=arguments["eval_fraction"],
+        prepare_options=dict(arguments["prepare_options"]),
+        job=recorded_job(record),
+        blessing=BlessingConfig.from_dict(evaluate["blessing_config"]),
+        baseline=evaluate["baseline"] or NO_MODEL,
+        warm_start=NO_MODEL,  # the job config names the resolved warm-start model, if any
+        predict_data=arguments["predict_data"],
+    )
+
+
+def resubmission(record: Record) -> dict[str, Any]:
+    """What resubmits a Vertex AI run: its image and pipeline parameters, rebuilt from its stages' manifests."""
+    prepare = dict(_stage_config(record, "prepare")["config"])
+    job = recorded_job(record)
+    evaluate = _stage_config(record, "evaluate")
+    predict = record.manifests.get("batch_predict", {})
+    data = prepare.pop("data")
+    named = {key: prepare.pop(key) for key in ("label", "task", "key_column", "eval_fraction")}
+    parameters = {
+        "data": data[0] if len(data) == 1 else data,
+        "label": named["label"],
+        "task": named["task"] or "auto",
+        "key_column": named["key_column"] or "",
+        "eval_fraction": named["eval_fraction"],
+        "prepare_options": {k: v for k, v in prepare.items() if v is not None},
+        "job_config": job.to_dict(),
+        "blessing_config": evaluate["blessing_config"],
+        "baseline": evaluate["baseline"] or NO_MODEL,
+        "warm_start": NO_MODEL,
+        "predict_data": _predict_data(predict),
+        "publish_root": _stage_config(record, "release").get("publish_root", ""),
+        **hyperparameters(job),
+    }
+    images = sorted({m["versions"].get("image") or "" for m in record.manifests.values()} - {""})
+    return {"image": images[0] if len(images) == 1 else images, "parameters": parameters}
+
+
+def _predict_data(stage_manifest: Mapping[str, Any]) -> str:
+    """What batch prediction scored: a prepared split (in its config), or the files it read (an input)."""
+    if "data" in stage_manifest.get("config", {}):
+        return stage_manifest["config"]["data"]
+    files = stage_manifest.get("inputs", {}).get("data")
+    return files["uri"][0] if files else "eval"
+
+
+def resubmit_command(plan: Mapping[str, Any], config_path: str) -> str:
+    """The `tpu-pipeline submit` command line that runs the recorded parameters again on the recorded image."""
+    p = plan["parameters"]
+    image = plan["image"] if isinstance(plan["image"], str) else "REPO@sha256:DIGEST"
+    flags = [
+        f"--image {image}",
+        f"--data {p['data']}",
+        f"--label {p['label']}",
+        f"--task {p['task']}",
+        f"--eval-fraction {p['eval_fraction']}",
+        f"--baseline {p['baseline']}",
+        f"--predict-data {p['predict_data']}",
+        f"--config {config_path}",
+    ]
+    flags += [f"--key-column {p['key_column']}"] if p["key_column"] else []
+    flags += [f"--publish-root {p['publish_root']}"] if p["publish_root"] else []
+    return "tpu-pipeline submit " + " ".join(flags) + " --pipeline-root gs://... --project ..."
+
+
+def resubmit_config(plan: Mapping[str, Any]) -> dict[str, Any]:
+    """The --config file of a resubmission: the job config with the blessing and prepare sections."""
+    p = plan["parameters"]
+    return {**p["job_config"], "blessing": p["blessing_config"], "prepare": p["prepare_options"]}
+
+
+# -- reproducing ---------------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Reproduction:
+    """A recorded run and its rerun, compared stage by stage."""
+
+    record: Record
+    outcome: local.Outcome
+    stages: list[manifest.StageComparison]
+
+    @property
+    def identical(self) -> bool:
+        return self.outcome.exit_code == local.EXIT_OK and bool(self.stages) and all(s.same for s in self.stages)
+
+    @property
+    def first_difference(self) -> Optional[manifest.StageComparison]:
+        return next((s for s in self.stages if not s.same), None)
+
+
+def reproduce(record: Record, output: str, verbose: bool = False) -> Reproduction:
+    """Runs a recorded local run again into OUTPUT (a new run; its own publish root) and compares each stage's
+    output fingerprints with the record's."""
+    output = os.path.abspath(output)
+    publish_root = os.path.join(output, local.PUBLISH_DIR)
+    if publish_root == record.summary["config"].get("publish_root"):
+        raise RecordError(
+            f"--output {output}: the recorded run publishes into {publish_root}, and a rerun there would publish "
+            "beside it; give the rerun another --output"
+        )
+    settings = recorded_settings(record, publish_root)
+    checks.local_run(settings)
+    outcome = local.run_local(settings, output, verbose=verbose, resume=False)
+    if outcome.exit_code != local.EXIT_OK:
+        return Reproduction(record, outcome, [])
+    rerun = _linked_manifests(outcome.folder.summary_path, outcome.summary)
+    return Reproduction(record, outcome, manifest.compare_runs(record.manifests, rerun, STAGES))
+
+
+def format_reproduction(result: Reproduction) -> str:
+    """The report: one line per stage, then the verdict naming the first stage that differs and what differs."""
+    rerun = result.outcome.summary["run"]["id"]
+    lines = [f"recorded run {result.record.name} against its rerun {rerun} ({result.outcome.folder.path}):"]
+    if not result.stages:
+        error = f"{result.outcome.summary.get('stage')}: {result.outcome.summary.get('error')}"
+        return "\n".join([*lines, f"  the rerun did not finish ({error}); see {result.outcome.summary['run']['log']}"])
+    lines += [f"  {s.line()}" for s in result.stages]
+    first = result.first_difference
+    if first is None:
+        lines.append(f"reproduced: every stage's outputs have the recorded fingerprints ({len(result.stages)} stages)")
+    else:
+        lines.append(f"not reproduced: the first stage that differs is {first.stage} ({first.differs})")
+    return "\n".join(lines)
+
+
+# -- comparing two runs --------------------------------------------------------------------------------------
+SECTIONS = ("inputs", "config", "versions", "outputs")
+
+
+def diff_records(a: Record, b: Record) -> dict[str, list[str]]:
+    """What differs between two runs' records: per stage, its inputs' fingerprints, config, versions and
+    outputs' fingerprints; then the eval metrics. {section: ["stage: key: a -> b", ...]}."""
+    out: dict[str, list[str]] = {section: [] for section in (*SECTIONS, "metrics")}
+    for stage in STAGES:
+        left, right = a.manifests.get(stage), b.manifests.get(stage)
+        if left is None or right is None:
+            if left is not right:
+                out["outputs"].append(f"{stage}: only {a.name if right is None else b.name} has this stage")
+            continue
+        for section in SECTIONS:
+            x, y = _section(left, section), _section(right, section)
+            out[section] += [f"{stage}: {line}" for line in manifest.differences(x, y)]
+    metrics = (a.summary or {}).get("metrics", {}), (b.summary or {}).get("metrics", {})
+    out["metrics"] = manifest.differences(*metrics)
+    return out
+
+
+def _section(stage_manifest: Mapping[str, Any], section: str) -> Any:
+    value = stage_manifest[section]
+    if section in ("inputs", "outputs"):
+        return {name: entry.get("fingerprint") for name, entry in value.items()}
+    return value
+
+
+def format_diff(a: Record, b: Record, found: Mapping[str, Sequence[str]]) -> str:
+    lines = [f"run A: {a.name}", f"run B: {b.name}"]
+    for section, differing in found.items():
+        lines.append(f"{section}: " + ("same" if not differing else f"{len(differing)} differ"))
+        lines += [f"  {line}" for line in differing]
+    return "\n".join(lines)
+
+
+def write_resubmission(record: Record, output: str) -> str:
+    """Writes a Vertex AI run's config file for a resubmission into OUTPUT; returns the report: the recorded
+    image and parameters, and the submit command that runs them again."""
+    plan = resubmission(record)
+    os.makedirs(output, exist_ok=True)
+    config_path = os.path.join(os.path.abspath(output), RESUBMIT_CONFIG)
+    storage.write_text(config_path, json.dumps(resubmit_config(plan), indent=2, sort_keys=True) + "\n")
+    return "\n".join(
+        [
+            f"Vertex AI run {record.source}: not re-run here; its recorded image and parameters:",
+            json.dumps(plan, indent=2, sort_keys=True),
+            f"resubmit it with (config written to {config_path}):",
+            f"  {resubmit_command(plan, config_path)}",
+        ]
+    )

@@ -1,0 +1,114 @@
+"""`tpu-pipeline show [RUN]`: a past local run, as its record (OUTPUT/runs/<id>/summary.json) has it.
+
+The run is OUTPUT's latest (`OUTPUT/latest`) by default, or RUN: a run id under OUTPUT/runs/, a run folder, or
+a summary.json. What is printed comes from the record alone (status, the failed stage and its error, data,
+metrics, verdict, artifacts, the report, the TensorBoard command, the log), so it works for runs of any age,
+failed and interrupted ones included, and loads no TensorFlow.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Optional
+
+from estimator_lib.config.run import PREPARED_SPLITS
+from pipelines import runs
+
+SHOWN_RUNS = 5  # how many run ids an error lists
+# The record's artifacts in DAG order (summary.json keeps its keys sorted); others follow by name.
+ARTIFACT_ORDER = ("prepare", "train", "evaluate", "report", "verdict", "batch_predict", "export", "release")
+
+
+class RunNotFoundError(FileNotFoundError):
+    """No record of the run asked for; the message names where it was looked for."""
+
+
+def find_summary(output: str, run: Optional[str]) -> str:
+    """The path of the summary.json of `run` (None: OUTPUT's latest run).
+
+    Raises:
+      RunNotFoundError: there is no such run; the message names the paths looked at and the runs there are.
+    """
+    if run is None:
+        latest = runs.last_run(output)
+        if latest is None:
+            link = os.path.join(output, runs.LATEST_LINK)
+            raise RunNotFoundError(
+                f"no run under {output}: {link} names no run folder with a {runs.SUMMARY_FILE}{_known(output)}; "
+                "give the --output a run-local used, or a RUN"
+            )
+        return latest.summary_path
+    for candidate in (run, os.path.join(run, runs.SUMMARY_FILE)):
+        if os.path.isfile(candidate):
+            return candidate
+    path = runs.RunFolder(output, run).summary_path
+    if os.path.isfile(path):
+        return path
+    raise RunNotFoundError(
+        f"no run {run!r}: looked for {path} (a run id under --output {output}) and for {run} as a run folder or a "
+        f"summary.json{_known(output)}"
+    )
+
+
+def _known(output: str) -> str:
+    directory = os.path.join(output, runs.RUNS_DIR)
+    ids = sorted(os.listdir(directory)) if os.path.isdir(directory) else []
+    if not ids:
+        return f"; {directory} holds no run"
+    more = f" and {len(ids) - SHOWN_RUNS} older" if len(ids) > SHOWN_RUNS else ""
+    return f"; runs there: {', '.join(reversed(ids[-SHOWN_RUNS:]))}{more}"
+
+
+def load_summary(path: str) -> dict[str, Any]:
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def format_run(summary: dict[str, Any], path: str) -> str:
+    """The record as lines: how the run ended, then what it produced (as far as it got)."""
+    run = summary.get("run", {})
+    lines = [_headline(summary)]
+    if summary.get("status") != runs.OK:
+        stage = summary.get("stage") or "start-up"
+        lines.append(f"  {summary.get('status')} at {stage}: {summary.get('error')}")
+    if "data" in summary:
+        lines += _data_lines(summary["data"])
+    metrics = summary.get("metrics") or {}
+    if metrics:
+        lines.append("  metrics (eval):")
+        lines += [f"    {name:<24} {value:.4f}" for name, value in sorted(metrics.items())]
+    if "blessed" in summary:
+        lines.append(f"  blessed: {summary['blessed']} ({summary['blessing']['summary']})")
+    if "export" in summary:
+        lines.append(f"  {summary['export']['reason']}")
+    artifacts = summary.get("artifacts") or {}
+    if artifacts:
+        lines.append("  artifacts:")
+        order = sorted(
+            artifacts, key=lambda k: (ARTIFACT_ORDER.index(k) if k in ARTIFACT_ORDER else len(ARTIFACT_ORDER), k)
+        )
+        lines += [f"    {stage:<14} {artifacts[stage]}" for stage in order]
+    if summary.get("report"):
+        lines.append(f"  report: {summary['report']}")
+    if summary.get("tensorboard_logdir"):
+        lines.append(f"  TensorBoard: tensorboard --logdir {summary['tensorboard_logdir']}")
+    lines += [f"  log: {run.get('log', '?')}", f"summary: {path}"]
+    return "\n".join(lines)
+
+
+def _headline(summary: dict[str, Any]) -> str:
+    run = summary.get("run", {})
+    attempts = run.get("attempts", 1)
+    times = f"started {run.get('started', '?')}" + (f", ended {run['ended']}" if run.get("ended") else "")
+    return f"run {run.get('id', '?')}: {summary.get('status', '?')} ({times}" + (
+        f", {attempts} attempts)" if attempts > 1 else ")"
+    )
+
+
+def _data_lines(data: dict[str, Any]) -> list[str]:
+    counts = ", ".join(f"{split} {data['counts'][split]}" for split in PREPARED_SPLITS if data["counts"].get(split))
+    lines = [f"  data: {data['rows']} rows ({counts})"]
+    if data.get("quarantined"):
+        lines.append(f"  quarantined: {data['quarantined']} bad rows set aside in {data['quarantine_uri']}")
+    return lines

@@ -1,0 +1,63 @@
+"""The compiled pipeline's caching, task by task: a task is cached only when its inputs name all it reads."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from pipelines import cli
+from pipelines.pipeline import CACHED
+
+IMAGE = "us-central1-docker.pkg.dev/proj/repo/tpu-pipeline@sha256:" + "ab" * 32
+TASKS = {
+    "resolve-inputs": "resolve",
+    "prepare-data": "prepare",
+    "train-model": "train",
+    "evaluate-model": "evaluate",
+    "batch-predict": "batch_predict",
+    "export-model": "export",
+    "release-model": "release",
+}
+
+
+@pytest.fixture(scope="module", params=[("--cpu",), ("--tpu", "v3-8")], ids=["cpu", "tpu"])
+def spec(request, tmp_path_factory):
+    output = str(tmp_path_factory.mktemp("compiled") / "pipeline.yaml")
+    assert cli.main(["compile", "--output", output, "--image", IMAGE, *request.param]) == 0
+    with open(output, encoding="utf-8") as f:
+        return yaml.safe_load(f)
+
+
+def _from_resolve(task: dict, parameter: str, output: str) -> bool:
+    source = task["inputs"]["parameters"][parameter]["taskOutputParameter"]
+    return source == {"producerTask": "resolve-inputs", "outputParameterKey": output}
+
+
+def test_each_task_is_cached_exactly_when_it_may_be(spec):
+    tasks = spec["root"]["dag"]["tasks"]
+    assert set(tasks) == set(TASKS)
+    cached = {name for name, task in tasks.items() if task.get("cachingOptions", {}).get("enableCache")}
+    assert cached == {"prepare-data", "train-model", "batch-predict", "export-model"}
+    assert cached == {name for name, stage in TASKS.items() if CACHED[stage]}
+
+
+def test_the_cached_tasks_are_keyed_by_what_they_read(spec):
+    tasks = spec["root"]["dag"]["tasks"]
+    # Prepare's key holds the data's content token and the reference model, resolved when the run starts.
+    assert _from_resolve(tasks["prepare-data"], "data_version", "data_version")
+    assert _from_resolve(tasks["prepare-data"], "reference", "reference")
+    # Train's key holds the resolved warm-start source (a version directory, immutable), never "latest".
+    assert _from_resolve(tasks["train-model"], "warm_start", "warm_start")
+    # Batch predict and export read only artifacts of this run's (possibly cached) prepare and train.
+    for name in ("batch-predict", "export-model"):
+        inputs = tasks[name]["inputs"]
+        assert set(inputs["artifacts"]) == {"dataset", "model"}
+        assert "publish_root" not in inputs.get("parameters", {})
+
+
+def test_the_tasks_that_read_latest_or_publish_run_every_time(spec):
+    tasks = spec["root"]["dag"]["tasks"]
+    for name in ("resolve-inputs", "evaluate-model", "release-model"):
+        assert "publish_root" in tasks[name]["inputs"]["parameters"]
+        assert not tasks[name].get("cachingOptions", {}).get("enableCache")
+    assert tasks["resolve-inputs"].get("dependentTasks") is None  # first: nothing runs before it

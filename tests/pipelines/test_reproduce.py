@@ -1,0 +1,167 @@
+"""`pipelines.reproduce` on hand-written records: reading a record, the settings that rerun it, the resubmission
+of a Vertex AI run, and `diff`. Reruns of real runs are in tests/e2e/test_reproduce.py."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from estimator_lib import manifest
+from estimator_lib.config import JobConfig, RunConfig, resolve_configs
+from pipelines import cli, reproduce
+
+VERSIONS = {"python": "3.11.7", "tensorflow": "2.15.1", "kfp": "2.13.0", "commit": "a" * 40, "image": None}
+JOB = JobConfig().with_overrides({"tpu.use_tpu": False, "tpu.strict": True, "training.train_steps": 20})
+
+
+def stage_configs(data: str, baseline: str | None) -> dict[str, dict]:
+    """Each stage's config as the components record it (see components/*.py)."""
+    prepare = {"data": [data], "label": "species", "task": None, "key_column": None, "eval_fraction": 0.2}
+    return {
+        "prepare": {"config": {**prepare, "num_shards": 2, "schema_uri": None}},
+        "train": {"job": JOB.to_dict()},
+        "export": {"job": JOB.to_dict()},
+        "batch_predict": {"job": JOB.to_dict(), "data": "eval"},
+        "evaluate": {
+            "job": JOB.to_dict(),
+            "blessing_config": {"min_improvement": 0.01},
+            "baseline": baseline,
+            "based_on": "none",
+        },
+        "release": {"based_on": "none", "publish_root": "gs://bucket/published"},
+    }
+
+
+def write_stages(directory: str, fingerprints: dict[str, str], image: str | None = None, **kwargs) -> dict:
+    """A manifest per stage in directory/<task>/ (as KFP lays out task directories); {stage: manifest URI}."""
+    uris = {}
+    for stage, config in stage_configs(**kwargs).items():
+        record = manifest.stage_manifest(
+            stage,
+            {"dataset": {"uri": "/d", "fingerprint": fingerprints.get("dataset", "d1")}},
+            config,
+            {"out": {"uri": "/o", "fingerprint": fingerprints.get(stage, f"{stage}-1")}},
+            {"versions": {**VERSIONS, "image": image}, "machine": {"kind": "CPU"}},
+            "2026-01-01T00:00:00+00:00",
+            "2026-01-01T00:01:00+00:00",
+        )
+        uris[stage] = manifest.write_manifest(os.path.join(directory, f"{stage}-task"), record)
+    return uris
+
+
+def write_run(output: str, run_id: str, fingerprints=None, metrics=None, status="ok", **arguments) -> str:
+    """OUTPUT/runs/<id>/summary.json of a finished local run, with its stages' manifests; its path."""
+    folder = os.path.join(output, "runs", run_id)
+    settings = RunConfig(publish_root=os.path.join(output, "published"), job=JOB, **arguments)
+    manifests = write_stages(
+        os.path.join(folder, "pipeline-root"), fingerprints or {}, data=settings.data, baseline=None
+    )
+    summary = {
+        "status": status,
+        "run": {"id": run_id},
+        "config": settings.arguments(),
+        "metrics": metrics or {"accuracy": 0.9},
+        "manifests": manifests,
+    }
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, "summary.json")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(summary, f)
+    return path
+
+
+# -- reading records -----------------------------------------------------------------------------------------
+def test_a_record_is_found_from_its_summary_its_folder_or_its_output(tmp_path):
+    path = write_run(str(tmp_path), "run-1")
+    for given in (path, os.path.dirname(path)):
+        record = reproduce.read_record(given)
+        assert record.name == "run-1" and set(record.manifests) == set(reproduce.STAGES)
+        assert record.manifests["train"]["config"]["job"] == JOB.to_dict()
+
+
+def test_a_record_that_cannot_be_used_is_named_with_what_to_give(tmp_path):
+    with pytest.raises(reproduce.RecordError, match=r"no summary.json and no stage manifest .* give a run's"):
+        reproduce.read_record(str(tmp_path))
+    failed = write_run(str(tmp_path / "a"), "run-2", status="failed")
+    with pytest.raises(reproduce.RecordError, match=r"run run-2 ended 'failed'; only a run that ended ok"):
+        reproduce.read_record(failed)
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({"status": "ok", "run": {"id": "x"}}))
+    with pytest.raises(reproduce.RecordError, match="links no stage manifests .* run the pipeline again"):
+        reproduce.read_record(str(old))
+    broken = tmp_path / "broken.json"
+    broken.write_text("{")
+    with pytest.raises(reproduce.RecordError, match="broken.json: not valid JSON"):
+        reproduce.read_record(str(broken))
+
+
+# -- the settings of a rerun ---------------------------------------------------------------------------------
+def test_the_rerun_has_the_recorded_settings_and_a_publish_root_of_its_own(tmp_path):
+    path = write_run(str(tmp_path), "run-1", data="/data/rows.csv", label="y", predict_data="eval")
+    settings = reproduce.recorded_settings(reproduce.read_record(path), "/elsewhere/published")
+    assert settings.publish_root == "/elsewhere/published"
+    assert (settings.data, settings.label, settings.predict_data) == ("/data/rows.csv", "y", "eval")
+    assert settings.job == JOB and settings.blessing.min_improvement == 0.01
+    assert settings.baseline == "none" and settings.warm_start == "none"
+
+
+def test_a_summary_edited_to_another_seed_reruns_with_that_seed(tmp_path):
+    path = write_run(str(tmp_path), "run-1")
+    with open(path, encoding="utf-8") as f:
+        summary = json.load(f)
+    summary["config"]["seed"] = 7
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(summary, f)
+    settings = reproduce.recorded_settings(reproduce.read_record(path), "/p")
+    assert settings.job.training.seed == 7 and settings.job.training.train_steps == 20
+
+
+# -- a Vertex AI run -----------------------------------------------------------------------------------------
+def test_a_vertex_run_is_written_out_for_a_resubmission(tmp_path, capsys):
+    image = "us-docker.pkg.dev/p/r/tpu-pipeline@sha256:" + "0" * 64
+    run_dir = tmp_path / "123" / "tpu-estimator-pipeline-20260101"
+    write_stages(str(run_dir), {}, image=image, data="gs://bucket/rows.csv", baseline="gs://bucket/published/v1")
+    output = tmp_path / "resubmit"
+    assert cli.main(["reproduce", str(tmp_path / "123"), "--output", str(output)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"Vertex AI run {tmp_path / '123'}: not re-run here")
+    assert f"tpu-pipeline submit --image {image} --data gs://bucket/rows.csv --label species --task auto" in out
+    assert "--baseline gs://bucket/published/v1" in out and "--publish-root gs://bucket/published" in out
+    with open(output / reproduce.RESUBMIT_CONFIG, encoding="utf-8") as f:
+        configs = resolve_configs(json.load(f), [])
+    assert configs["job"] == JOB and configs["blessing"].min_improvement == 0.01
+    assert configs["prepare"] == {"num_shards": 2}
+
+
+def test_a_resubmission_scores_the_files_the_run_scored():
+    scored = {"inputs": {"data": {"uri": ["gs://b/new.csv", "gs://b/new.csv/*"], "fingerprint": "f"}}, "config": {}}
+    assert reproduce._predict_data(scored) == "gs://b/new.csv"
+    assert reproduce._predict_data({"inputs": {}, "config": {"data": "test"}}) == "test"
+
+
+# -- diff ----------------------------------------------------------------------------------------------------
+def test_diff_names_what_differs_between_two_runs(tmp_path, capsys):
+    a = write_run(str(tmp_path / "a"), "run-a")
+    b = write_run(str(tmp_path / "b"), "run-b", fingerprints={"train": "train-2"}, metrics={"accuracy": 0.8})
+    found = reproduce.diff_records(reproduce.read_record(a), reproduce.read_record(b))
+    assert found["inputs"] == [] and found["versions"] == []
+    assert found["outputs"] == ['train: out: "train-1" -> "train-2"']
+    assert found["metrics"] == ["accuracy: 0.9 -> 0.8"]
+    assert found["config"] == []
+    assert cli.main(["diff", a, b]) == 1
+    out = capsys.readouterr().out
+    assert "outputs: 1 differ\n  train: out:" in out and "inputs: same" in out
+    assert cli.main(["diff", a, a]) == 0
+
+
+def test_diff_of_something_that_is_no_record_is_a_command_line_error(tmp_path, capsys):
+    assert cli.main(["diff", str(tmp_path), str(tmp_path)]) == 2
+    assert "tpu-pipeline diff: error: " in capsys.readouterr().err
+
+
+def test_a_rerun_never_publishes_where_the_recorded_run_publishes(tmp_path):
+    path = write_run(str(tmp_path), "run-1")
+    with pytest.raises(reproduce.RecordError, match=r"a rerun there would publish beside it; give the rerun another"):
+        reproduce.reproduce(reproduce.read_record(path), str(tmp_path))

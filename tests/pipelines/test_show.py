@@ -1,0 +1,116 @@
+"""`tpu-pipeline show [RUN]`: a past run's record, printed; a clear error naming where it looked otherwise."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from pipelines import cli, runs, show
+
+OK_RUN = {
+    "status": "ok",
+    "stage": None,
+    "error": None,
+    "run": {
+        "id": "20261122T100000Z-aaaaaa",
+        "attempts": 1,
+        "started": "2026-11-22T10:00:00+00:00",
+        "ended": "2026-11-22T10:01:30+00:00",
+    },
+    "data": {"rows": 344, "counts": {"train": 200, "valid": 60, "eval": 84}, "quarantined": 0},
+    "metrics": {"accuracy": 0.9761904761904762, "mean_loss": 0.0712},
+    "blessed": True,
+    "blessing": {"summary": "blessed: all 3 check(s) hold"},
+    "export": {"reason": "published version v1 at /out/published/versions/v1"},
+    "artifacts": {"prepare": "/out/p/dataset", "evaluate": "/out/e/blessing", "report": "/out/e/report"},
+    "tensorboard_logdir": "/out/t/model",
+}
+FAILED_RUN = {
+    "status": "failed",
+    "stage": "train",
+    "error": "ConfigError: training.train_batch_size=12 is not divisible by tpu.num_cores=8",
+    "run": {"id": "20261122T110000Z-bbbbbb", "attempts": 2, "started": "2026-11-22T11:00:00+00:00"},
+}
+
+
+def record(output: str, summary: dict, report: bool = False) -> runs.RunFolder:
+    folder = runs.RunFolder(output, summary["run"]["id"])
+    folder.create()
+    summary = {**summary, "run": {**summary["run"], "log": folder.log}}
+    if report:
+        summary["report"] = folder.report
+    runs.publish_summary(folder, summary)
+    return folder
+
+
+def test_show_prints_the_latest_runs_status_metrics_verdict_artifacts_and_report(tmp_path, capsys):
+    output = str(tmp_path)
+    folder = record(output, OK_RUN, report=True)
+    assert cli.main(["show", "--output", output]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "run 20261122T100000Z-aaaaaa: ok (started 2026-11-22T10:00:00+00:00, ended 2026-11-22T10:01:30+00:00)",
+        "  data: 344 rows (train 200, eval 84, valid 60)",
+        "  metrics (eval):",
+        "    accuracy                 0.9762",
+        "    mean_loss                0.0712",
+        "  blessed: True (blessed: all 3 check(s) hold)",
+        "  published version v1 at /out/published/versions/v1",
+        "  artifacts:",
+        "    prepare        /out/p/dataset",
+        "    evaluate       /out/e/blessing",
+        "    report         /out/e/report",
+        f"  report: {folder.report}",
+        "  TensorBoard: tensorboard --logdir /out/t/model",
+        f"  log: {folder.log}",
+        f"summary: {folder.summary_path}",
+    ]
+
+
+def test_show_names_a_run_by_id_folder_or_file_and_tells_how_a_failed_one_ended(tmp_path, capsys):
+    output = str(tmp_path)
+    failed = record(output, FAILED_RUN)
+    record(output, OK_RUN)  # the latest, now
+    for run in (FAILED_RUN["run"]["id"], failed.path, failed.summary_path):
+        assert cli.main(["show", run, "--output", output]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert lines[:2] == [
+            "run 20261122T110000Z-bbbbbb: failed (started 2026-11-22T11:00:00+00:00, 2 attempts)",
+            "  failed at train: ConfigError: training.train_batch_size=12 is not divisible by tpu.num_cores=8",
+        ]
+        assert lines[-2:] == [f"  log: {failed.log}", f"summary: {failed.summary_path}"]
+    assert cli.main(["show", "--json", FAILED_RUN["run"]["id"], "--output", output]) == 0
+    assert json.loads(capsys.readouterr().out) == failed.read_summary()
+
+
+def test_show_without_a_run_names_what_it_looked_for(tmp_path, capsys):
+    output = str(tmp_path / "nothing")
+    assert cli.main(["show", "--output", output]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"tpu-pipeline show: error: no run under {output}: {os.path.join(output, 'latest')} names no run folder "
+        f"with a summary.json; {os.path.join(output, 'runs')} holds no run; give the --output a run-local used, or "
+        "a RUN\n"
+    )
+
+
+def test_show_of_an_unknown_run_lists_the_runs_there(tmp_path, capsys):
+    output = str(tmp_path)
+    record(output, FAILED_RUN)
+    record(output, OK_RUN)
+    assert cli.main(["show", "20261122T120000Z-cccccc", "--output", output]) == 2
+    err = capsys.readouterr().err
+    path = os.path.join(output, "runs", "20261122T120000Z-cccccc", "summary.json")
+    assert err.startswith(f"tpu-pipeline show: error: no run '20261122T120000Z-cccccc': looked for {path} (a run id")
+    assert err.endswith("; runs there: 20261122T110000Z-bbbbbb, 20261122T100000Z-aaaaaa\n")
+
+
+@pytest.mark.parametrize("count, shown", [(3, 3), (7, 5)])
+def test_the_error_lists_the_newest_runs_first(tmp_path, count, shown):
+    for i in range(count):
+        runs.RunFolder(str(tmp_path), f"2026112{i}T000000Z-000000").create()
+    message = show._known(str(tmp_path))
+    listed = message.split("runs there: ")[1].split(" and ")[0].split(", ")
+    assert listed == [f"2026112{i}T000000Z-000000" for i in reversed(range(count))][:shown]
+    assert message.endswith(f" and {count - shown} older") == (count > shown)
