@@ -134,17 +134,18 @@ def describe_evaluation(
 
 
 def describe_report(report: HTML, verdict: Markdown, written: WrittenReport) -> None:
-    """The HTML report and the Markdown verdict: the verdict, the title, and each file's fingerprint."""
+    """The HTML report and the Markdown verdict: the verdict, the title, and their content fingerprints."""
     require_output(written.html_uri, "the evaluation report")
     require_output(written.markdown_uri, "the evaluation's Markdown verdict")
     blessing = written.inputs.blessing
-    for artifact, uri in ((report, written.html_uri), (verdict, written.markdown_uri)):
+    verdict_fingerprint = fingerprint_files([written.markdown_uri], posixpath.dirname(written.markdown_uri))
+    for artifact, fingerprint_ in ((report, written.fingerprint), (verdict, verdict_fingerprint)):
         artifact.metadata.update(
             {
                 "blessed": blessing.blessed,
                 "summary": blessing.summary(),
                 "title": written.inputs.title,
-                "fingerprint": fingerprint_files([uri], posixpath.dirname(uri)),
+                "fingerprint": fingerprint_,
             }
         )
 

@@ -523,6 +523,14 @@ def _number(value: Any) -> Any:
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
+def validation_summary(dataset: Any) -> dict[str, Any]:
+    """The prepare stage's data validation; its row counts read back as ints (KFP metadata numbers are floats)."""
+    checked = dict(dataset.metadata.get("validation", {}))
+    if "rows" in checked:
+        checked["rows"] = {side: int(count) for side, count in checked["rows"].items()}
+    return checked
+
+
 def data_summary(dataset: Any) -> dict[str, Any]:
     """What preparation did with the rows, from the prepared manifest: counts per split, quarantined rows (and
     where they are), columns with no value in a split, and the manifest's notes."""
@@ -592,7 +600,7 @@ def summarize(outputs: Mapping[str, Any], arguments: Mapping[str, Any]) -> dict[
         "data": data_summary(dataset),
         # TensorBoard reads the training summaries here and the evaluations' in its eval*/ subdirectories.
         "tensorboard_logdir": model.uri,
-        "validation": dict(dataset.metadata.get("validation", {})),
+        "validation": validation_summary(dataset),
         "model": {
             "uri": model.uri,
             "global_step": _number(model.metadata["global_step"]),

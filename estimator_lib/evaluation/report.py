@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import hashlib
 import html
 import io
 import json
@@ -371,6 +372,13 @@ class WrittenReport:
     html_uri: str
     markdown_uri: str
     inputs: ReportInputs
+
+    @property
+    def fingerprint(self) -> str:
+        """The HTML report's content fingerprint: everything it shows but the run's facts (paths, and fingerprints
+        a stage manifest records anyway), so the same evaluation written elsewhere has the same fingerprint."""
+        shown = render_html(dataclasses.replace(self.inputs, run={}))
+        return hashlib.sha256(shown.encode("utf-8")).hexdigest()
 
 
 def report_inputs(

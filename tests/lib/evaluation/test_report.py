@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from report_checks import assert_complete_report
@@ -89,3 +91,14 @@ def test_markdown_summary_has_the_verdict_checks_and_metrics(classification):
     assert "| baseline | passed | beats the baseline: accuracy=" in text
     assert "| metric | candidate | baseline | reference |" in text
     assert "Rows: eval 20, test 0, train 80" in text
+
+
+def test_the_fingerprint_covers_what_the_report_shows_not_where_the_run_wrote(classification, tmp_path):
+    def written(inputs, name):
+        return report_lib.write_report(inputs, str(tmp_path / f"{name}.html"), str(tmp_path / f"{name}.md"))
+
+    first = written(classification, "a")
+    moved = dataclasses.replace(classification, run={"checkpoint": "/elsewhere/model.ckpt-100"})
+    assert written(moved, "b").fingerprint == first.fingerprint
+    other = dataclasses.replace(classification, model_metrics={"accuracy": 0.91, "mean_loss": 0.31})
+    assert written(other, "c").fingerprint != first.fingerprint
