@@ -7,9 +7,8 @@ Rows (a "x" ratio is our speed over the alternative's, per round: above 1 we are
   training        `estimator.train` (no validation split, the default JobConfig otherwise) on 30 float columns
                   prepared by `prepare`, batch 256, Adam, against Keras `fit` on a tf.data pipeline over the same
                   TFRecords (shuffle, batch, parse, prefetch) and on the same rows as in-memory NumPy arrays; a
-                  (64, 32) and a (512, 256, 128) DNN. Steady state: each side trains a fresh model for a short and
-                  a long run; steps/s = the extra steps / the extra seconds, so start-up cancels out (ours is
-                  printed below the table).
+                  (64, 32) and a (512, 256, 128) DNN. Steady state: steps/s after the first `session.run` (ours,
+                  a session hook) or the first batch (Keras, a callback); our start-up is printed below the table.
   FLOP/s          the (512, 256, 128) model's training FLOP/s (6 x batch x weights per step) beside the
                   machine's fp32 matmul peak (a 2048^2 matmul in a loop, best of three).
   prediction      `predict.batch_predict` (end to end, JSON Lines written, `num_examples` given) against the
@@ -32,6 +31,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import inspect
 import json
 import os
 import resource
@@ -41,7 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -75,16 +75,16 @@ class Row:
 class Sizes:
     rounds: int
     train_rows: int
-    short_steps: int
-    long_steps: int
+    short_steps: int  # training steps of the large model
+    long_steps: int  # of the tiny one (and of the cost-growth runs)
     predict_rows: int
     prepare_rows: Sequence[int]
     prepare_rounds_large: int
     run_local_rounds: int
 
 
-FULL = Sizes(3, 200_000, 100, 700, 200_000, (100_000, 1_000_000), 1, 2)
-QUICK = Sizes(2, 50_000, 50, 250, 50_000, (100_000,), 1, 1)
+FULL = Sizes(3, 200_000, 400, 1500, 200_000, (100_000, 1_000_000), 1, 2)
+QUICK = Sizes(2, 50_000, 300, 1000, 50_000, (100_000,), 1, 1)
 
 
 # -- training ----------------------------------------------------------------------------------------------
@@ -124,17 +124,31 @@ class Training:
         training = TrainingConfig(train_batch_size=BATCH, train_steps=steps, save_checkpoints_steps=10_000)
         return JobConfig(model=ModelConfig(family="dnn", hidden_units=tuple(hidden)), training=training)
 
-    def ours(self, hidden: Sequence[int], steps: int) -> float:
+    def ours(self, hidden: Sequence[int], steps: int) -> tuple:
+        """(steady steps/s, start-up seconds) of what `estimator.train` runs without a validation split: its
+        input_fn and estimator, with a hook that times the steps after the first `session.run`."""
         from estimator_lib import estimator
+        from estimator_lib.model import inputs
 
+        job = self.job(hidden, steps)
         model_dir = tempfile.mkdtemp(prefix="ours-", dir=self.root)
         start = time.perf_counter()
-        estimator.train(
-            self.job(hidden, steps), self.prepared.schema, self.files, model_dir, num_train_examples=self.count
-        )
+        seed, buffer = job.training.seed, job.training.shuffle_buffer_size
+        if "num_examples" in inspect.signature(inputs.train_input_fn_builder).parameters:
+            input_fn = inputs.train_input_fn_builder(
+                self.files, self.prepared.schema, seed, buffer, model_dir, self.count
+            )
+        else:  # the library before the in-memory cache
+            input_fn = inputs.train_input_fn_builder(self.files, self.prepared.schema, seed, buffer, model_dir)
+        if "target_step" in inspect.signature(estimator.build_estimator).parameters:
+            est = estimator.build_estimator(job, self.prepared.schema, model_dir, target_step=steps)
+        else:
+            est = estimator.build_estimator(job, self.prepared.schema, model_dir)
+        rate = step_rate()
+        est.train(input_fn, max_steps=steps, hooks=[rate])
         seconds = time.perf_counter() - start
         shutil.rmtree(model_dir)
-        return seconds
+        return rate.rate(), seconds - steps / rate.rate()
 
     def _keras_model(self, hidden: Sequence[int]):
         import tensorflow as tf
@@ -144,29 +158,64 @@ class Training:
         model.compile(tf.keras.optimizers.Adam(1e-3), tf.keras.losses.BinaryCrossentropy(from_logits=True))
         return model
 
-    def keras_tfdata(self, hidden: Sequence[int], steps: int) -> float:
+    def keras_tfdata(self, hidden: Sequence[int], steps: int) -> tuple:
         import tensorflow as tf
 
-        start = time.perf_counter()
         dataset = tf.data.TFRecordDataset(self.files, num_parallel_reads=tf.data.AUTOTUNE).shuffle(10_000).repeat()
-        dataset = (
-            dataset.batch(BATCH, drop_remainder=True).map(self._parse, tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+        dataset = dataset.batch(BATCH, drop_remainder=True).map(self._parse, tf.data.AUTOTUNE)
+        rate = batch_rate()
+        self._keras_model(hidden).fit(
+            dataset.prefetch(tf.data.AUTOTUNE), steps_per_epoch=steps, epochs=1, verbose=0, callbacks=[rate]
         )
-        self._keras_model(hidden).fit(dataset, steps_per_epoch=steps, epochs=1, verbose=0)
-        return time.perf_counter() - start
+        return rate.rate(), 0.0
 
-    def keras_numpy(self, hidden: Sequence[int], steps: int) -> float:
+    def keras_numpy(self, hidden: Sequence[int], steps: int) -> tuple:
         n = steps * BATCH
-        start = time.perf_counter()
-        self._keras_model(hidden).fit(self.x[:n], self.y[:n], batch_size=BATCH, epochs=1, shuffle=True, verbose=0)
-        return time.perf_counter() - start
+        rate = batch_rate()
+        self._keras_model(hidden).fit(
+            self.x[:n], self.y[:n], batch_size=BATCH, epochs=1, shuffle=True, verbose=0, callbacks=[rate]
+        )
+        return rate.rate(), 0.0
 
 
-def steady(run: Callable[[int], float], short: int, long: int) -> tuple:
-    """(steps/s between a short and a long run, the short run's seconds minus its steps at that rate)."""
-    t_short, t_long = run(short), run(long)
-    rate = (long - short) / max(t_long - t_short, 1e-9)
-    return rate, t_short - short / rate
+def step_rate():
+    """A session hook: global steps per second after the first `session.run` (start-up and warm-up excluded)."""
+    import tensorflow as tf
+
+    class StepRate(tf.compat.v1.train.SessionRunHook):
+        def begin(self):
+            self.step, self.first, self.last, self.steps = tf.compat.v1.train.get_global_step(), None, None, 0
+
+        def after_run(self, run_context, run_values):
+            if self.first is None:
+                self.first = (run_context.session.run(self.step), time.perf_counter())
+            self.last = time.perf_counter()
+
+        def end(self, session):
+            self.steps = session.run(self.step) - self.first[0]
+
+        def rate(self) -> float:
+            return self.steps / (self.last - self.first[1])
+
+    return StepRate()
+
+
+def batch_rate():
+    """A Keras callback: batches per second after the first batch."""
+    import tensorflow as tf
+
+    class BatchRate(tf.keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.times: List[float] = []
+
+        def on_train_batch_end(self, batch, logs=None):
+            self.times.append(time.perf_counter())
+
+        def rate(self) -> float:
+            return (len(self.times) - 1) / (self.times[-1] - self.times[0])
+
+    return BatchRate()
 
 
 def bench_training(training: Training, sizes: Sizes, notes: List[str]) -> List[Row]:
@@ -177,7 +226,8 @@ def bench_training(training: Training, sizes: Sizes, notes: List[str]) -> List[R
         for r in range(sizes.rounds):
             order = list(runners)[r % 3 :] + list(runners)[: r % 3]  # rotate who goes first
             for key in order:
-                rate, startup = steady(lambda s: runners[key](hidden, s), sizes.short_steps, sizes.long_steps)
+                steps = sizes.long_steps if len(hidden) == 2 else sizes.short_steps
+                rate, startup = runners[key](hidden, steps)
                 rates[key].append(rate)
                 if key == "ours":
                     startups.append(startup)
