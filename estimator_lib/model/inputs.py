@@ -118,12 +118,15 @@ def _host_files(files: List[str], params: Dict) -> List[str]:
     return files[index::count]
 
 
-def _epoch_order(items: tf.data.Dataset, count: int, epoch_seed, interleave: Callable) -> tf.data.Dataset:
+def _epoch_order(
+    items: tf.data.Dataset, count: int, epoch_seed, interleave: Callable, parallel_calls: Optional[int]
+) -> tf.data.Dataset:
     """`count` items (files, or file numbers) in an order seeded by `epoch_seed`, their records interleaved
-    deterministically. The order depends only on the seed and the items' record counts, not on their contents."""
+    deterministically. The order depends only on the seed and the items' record counts, not on their contents
+    or on `parallel_calls` (files are read in parallel; positions are cheaper to interleave in one thread)."""
     dataset = items.shuffle(count, seed=epoch_seed)
     return dataset.interleave(
-        interleave, cycle_length=min(count, _INTERLEAVE_CYCLE), num_parallel_calls=_AUTOTUNE, deterministic=True
+        interleave, cycle_length=min(count, _INTERLEAVE_CYCLE), num_parallel_calls=parallel_calls, deterministic=True
     )
 
 
@@ -132,7 +135,7 @@ def _epoch_records(files: List[str], seed: int, shuffle_buffer_size: int, epoch:
     deterministically, records shuffled with a buffer seeded the same way."""
     epoch_seed = fold_seed(seed, epoch)
     files_dataset = tf.data.Dataset.from_tensor_slices(files)
-    dataset = _epoch_order(files_dataset, len(files), epoch_seed, tf.data.TFRecordDataset)
+    dataset = _epoch_order(files_dataset, len(files), epoch_seed, tf.data.TFRecordDataset, _AUTOTUNE)
     return dataset.shuffle(shuffle_buffer_size, seed=epoch_seed + 1)
 
 
@@ -143,7 +146,7 @@ def _epoch_indices(counts: Sequence[int], seed: int, shuffle_buffer_size: int, e
     starts = tf.constant([sum(counts[:i]) for i in range(len(counts))], tf.int64)
     lengths = tf.constant(list(counts), tf.int64)
     ranges = lambda i: tf.data.Dataset.range(starts[i], starts[i] + lengths[i])
-    dataset = _epoch_order(tf.data.Dataset.range(len(counts)), len(counts), epoch_seed, ranges)
+    dataset = _epoch_order(tf.data.Dataset.range(len(counts)), len(counts), epoch_seed, ranges, None)
     return dataset.shuffle(shuffle_buffer_size, seed=epoch_seed + 1)
 
 
@@ -188,9 +191,9 @@ def cached_training_batches(
     table = tf.data.TFRecordDataset(files).batch(total).map(lambda s: transform.parse_batch(s, schema))
     table = table.cache().repeat()
     positions = _endless(lambda epoch: _epoch_indices(counts, seed, shuffle_buffer_size, epoch), total, position)
-    batches = positions.batch(size, drop_remainder=True)
+    batches = positions.batch(size, drop_remainder=True).with_options(fixed_pipeline_options())
     gather = lambda index, data: tf.nest.map_structure(lambda t: tf.gather(t, index), data)
-    return tf.data.Dataset.zip((batches, table)).map(gather, num_parallel_calls=_AUTOTUNE)
+    return tf.data.Dataset.zip((batches, table)).map(gather)
 
 
 def row_bytes(schema: Schema) -> int:
