@@ -125,9 +125,8 @@ def _epoch_order(
     deterministically. The order depends only on the seed and the items' record counts, not on their contents
     or on `parallel_calls` (files are read in parallel; positions are cheaper to interleave in one thread)."""
     dataset = items.shuffle(count, seed=epoch_seed)
-    return dataset.interleave(
-        interleave, cycle_length=min(count, _INTERLEAVE_CYCLE), num_parallel_calls=parallel_calls, deterministic=True
-    )
+    parallel = {"num_parallel_calls": parallel_calls, "deterministic": True} if parallel_calls else {}
+    return dataset.interleave(interleave, cycle_length=min(count, _INTERLEAVE_CYCLE), **parallel)
 
 
 def _epoch_records(files: List[str], seed: int, shuffle_buffer_size: int, epoch: tf.Tensor) -> tf.data.Dataset:
