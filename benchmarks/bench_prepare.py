@@ -4,11 +4,12 @@
 
 Synthetic data: 30 numeric columns, 3 categorical columns, a binary label. Every run (each size, each
 implementation) is its own subprocess, so the peak resident memory reported is that run's alone. Times
-cover the preparation call only (not Python and TensorFlow start-up).
+cover the preparation call only: Python and TensorFlow are imported before the clock starts.
 
 The baseline is a straightforward single-process preparation: load the whole CSV with csv.DictReader, infer
 types, hash rows into splits, compute training statistics, encode every row with records.encode_example and
-write two shards per split with tf.io.TFRecordWriter, all in one process.
+write two shards per split with tf.io.TFRecordWriter, all in one process. `benchmarks/bench_all.py` also runs
+"pandas" (`run_pandas`): the script a user writes with pandas, `read_csv` and a `tf.train.Example` per row.
 """
 
 from __future__ import annotations
@@ -26,12 +27,13 @@ import time
 NUMERIC, CATEGORICAL = 30, 3
 
 
-def generate(path: str, rows: int, seed: int = 0) -> None:
+def generate(path: str, rows: int, seed: int = 0, categorical: int = CATEGORICAL) -> None:
+    """`rows` rows of NUMERIC normal floats, `categorical` (0 to 3) string columns and a yes/no label."""
     import numpy as np
 
     rng = np.random.RandomState(seed)
-    cats = [np.array([f"c{j}_{v}" for v in range(k)]) for j, k in enumerate((5, 20, 100))]
-    header = [f"num_{i:02d}" for i in range(NUMERIC)] + [f"cat_{j}" for j in range(CATEGORICAL)] + ["label"]
+    cats = [np.array([f"c{j}_{v}" for v in range(k)]) for j, k in enumerate((5, 20, 100))][:categorical]
+    header = [f"num_{i:02d}" for i in range(NUMERIC)] + [f"cat_{j}" for j in range(categorical)] + ["label"]
     with open(path + ".tmp", "w", encoding="utf-8") as f:
         f.write(",".join(header) + "\n")
         for start in range(0, rows, 50_000):
@@ -41,7 +43,7 @@ def generate(path: str, rows: int, seed: int = 0) -> None:
             label = np.where(nums[:, 0] + nums[:, 1] > 0, "yes", "no")
             text = [",".join(map(str, r)) for r in nums.tolist()]
             for i in range(n):
-                f.write(f"{text[i]},{picks[0][i]},{picks[1][i]},{picks[2][i]},{label[i]}\n")
+                f.write(",".join([text[i], *(p[i] for p in picks), label[i]]) + "\n")
     os.replace(path + ".tmp", path)
 
 
@@ -108,6 +110,36 @@ def run_naive(path: str, out: str) -> int:
     return len(rows)
 
 
+def run_pandas(path: str, out: str) -> int:
+    """What a user writes with pandas: read the CSV, split by a hash of the row, one `tf.train.Example` per row
+    (the numeric columns as one float vector, each other column as bytes, the label as its class index), two
+    shards per split."""
+    import pandas as pd
+    import tensorflow as tf
+
+    frame = pd.read_csv(path)
+    label = frame.pop("label")
+    classes = sorted(label.unique())
+    label_ids = label.map({c: i for i, c in enumerate(classes)}).to_numpy()
+    numbers = frame.select_dtypes("number")
+    texts = frame.drop(columns=numbers.columns).astype(str)
+    eval_rows = pd.util.hash_pandas_object(frame, index=False).to_numpy() % 5 == 0
+    os.makedirs(out, exist_ok=True)
+    writers = {s: [tf.io.TFRecordWriter(f"{out}/{s}-{i}.tfrecord") for i in range(2)] for s in (False, True)}
+    train = tf.train
+    for i, (values, words) in enumerate(zip(numbers.to_numpy().tolist(), texts.itertuples(index=False))):
+        feature = {"numeric": train.Feature(float_list=train.FloatList(value=values))}
+        for column, word in zip(texts.columns, words):
+            feature[column] = train.Feature(bytes_list=train.BytesList(value=[word.encode()]))
+        feature["label"] = train.Feature(int64_list=train.Int64List(value=[label_ids[i]]))
+        example = train.Example(features=train.Features(feature=feature))
+        writers[bool(eval_rows[i])][i % 2].write(example.SerializeToString())
+    for ws in writers.values():
+        for w in ws:
+            w.close()
+    return len(frame)
+
+
 def _is_number(text: str) -> bool:
     try:
         float(text)
@@ -116,9 +148,18 @@ def _is_number(text: str) -> bool:
         return False
 
 
+IMPLEMENTATIONS = {"prepare": run_prepare, "naive": run_naive, "pandas": run_pandas}
+
+
 def child(impl: str, path: str, out: str) -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    fn = run_prepare if impl == "prepare" else run_naive
+    import tensorflow  # noqa: F401  (imported before the clock starts: start-up is not preparation)
+
+    import estimator_lib.data.prepare  # noqa: F401
+
+    if impl == "pandas":
+        import pandas  # noqa: F401
+    fn = IMPLEMENTATIONS[impl]
     start = time.perf_counter()
     rows = fn(path, out)
     seconds = time.perf_counter() - start

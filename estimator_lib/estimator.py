@@ -22,8 +22,8 @@ from estimator_lib.data.common import TRAIN, VALID
 from estimator_lib.data.prepare import PrepareResult
 from estimator_lib.model import checkpoints, inputs, metrics
 from estimator_lib.model.hooks import ProgressHook
-from estimator_lib.model.inputs import Patterns
-from estimator_lib.model.model_fn import build_model_fn
+from estimator_lib.model.inputs import STEPS_PER_RUN, Patterns
+from estimator_lib.model.model_fn import TARGET_STEP, build_model_fn
 from estimator_lib.schema import Schema
 
 tpu_lib = tf.compat.v1.estimator.tpu
@@ -72,11 +72,13 @@ def build_estimator(
     model_dir: str,
     export_saved_model_api_version: int = 1,
     metric_fn: Optional[metrics.MetricFn] = None,
+    target_step: Optional[int] = None,
 ) -> tpu_lib.TPUEstimator:
     """The TPUEstimator for `job`. Batch sizes are global; TPUEstimator divides them by the replicas.
 
     `export_saved_model` writes a CPU (`serve`) and a TPU (`serve,tpu`) meta graph into one SavedModel.
-    `metric_fn` replaces the label head's eval metrics (see `build_model_fn`).
+    `metric_fn` replaces the label head's eval metrics (see `build_model_fn`). `target_step`, the `max_steps`
+    of a `train()` call, lets training on CPU run several steps per `session.run` (`_cpu_loop_params`).
     """
     if job.training.deterministic:
         enable_determinism(job.training.seed)
@@ -94,7 +96,18 @@ def build_estimator(
         export_to_tpu=True,
         export_to_cpu=True,
         export_saved_model_api_version=api_versions[export_saved_model_api_version],
+        params=_cpu_loop_params(job, schema, target_step),
     )
+
+
+def _cpu_loop_params(job: JobConfig, schema: Schema, target_step: Optional[int]) -> Dict[str, int]:
+    """On CPU, training runs `inputs.steps_per_run` steps per `session.run` (a loop in the graph, as
+    `iterations_per_loop` runs on a TPU), which saves the per-step round trip through the session and its hooks.
+    On a TPU, TPUEstimator's own loop does this."""
+    if job.tpu.use_tpu or target_step is None:
+        return {}
+    steps = inputs.steps_per_run(job.tpu.iterations_per_loop, job.training.train_batch_size, schema)
+    return {STEPS_PER_RUN: steps, TARGET_STEP: target_step}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -166,7 +179,12 @@ def train(
     # The model_fn's learning-rate schedule spans the budget, so the job carries it from here on.
     job = dataclasses.replace(job, training=dataclasses.replace(job.training, train_steps=job.training.budget(count)))
     input_fn = inputs.train_input_fn_builder(
-        train_files, schema, job.training.seed, job.training.shuffle_buffer_size, model_dir=model_dir
+        train_files,
+        schema,
+        job.training.seed,
+        job.training.shuffle_buffer_size,
+        model_dir=model_dir,
+        num_examples=count,
     )
     valid_fn = _validation_input_fn(valid_files, schema, num_valid_examples)
     if job.tpu.strict:  # every mode: a model that cannot predict on a TPU should not be trained for one
@@ -209,10 +227,10 @@ def _validation_input_fn(files: Optional[Patterns], schema: Schema, count: Optio
 
 
 def _train_to(job: JobConfig, schema: Schema, model_dir: str, input_fn: inputs.InputFn, step: int) -> None:
-    """Trains to global step `step`, logging step, loss, examples/s and the ETA to the budget on the way (on a
-    TPU the hook sees one session run per `iterations_per_loop` steps and reads the global step after each)."""
+    """Trains to global step `step`, logging step, loss, examples/s and the ETA to the budget on the way (a
+    session run trains `iterations_per_loop` steps, on a TPU and on CPU; the hook reads the global step after each)."""
     progress = ProgressHook(total_steps=job.training.train_steps, global_batch_size=job.training.train_batch_size)
-    build_estimator(job, schema, model_dir).train(input_fn, max_steps=step, hooks=[progress])
+    build_estimator(job, schema, model_dir, target_step=step).train(input_fn, max_steps=step, hooks=[progress])
 
 
 def _train_in_rounds(

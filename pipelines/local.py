@@ -38,14 +38,14 @@ from collections.abc import Mapping, Sequence
 from typing import IO, Any, Callable, Optional
 
 from kfp import local as kfp_local
-from kfp.local import executor_input_utils
+from kfp.local import executor_input_utils, subprocess_task_handler
 
 from components import Stages, build_stages, records
 from components.records import REUSED_MARKER
 from estimator_lib import storage
 from estimator_lib.config import JobConfig, RunConfig
 from estimator_lib.progress import duration
-from pipelines import runs
+from pipelines import runs, stage
 from pipelines.image import LOCAL_IMAGE
 from pipelines.pipeline import build_pipeline
 
@@ -402,6 +402,26 @@ def _fixed_run_directory(run_id: str):
         executor_input_utils.get_local_pipeline_resource_name = original
 
 
+@contextlib.contextmanager
+def _fast_stage_exit():
+    """Makes the KFP local runner start each stage as `python -m pipelines.stage` (KFP's executor, then an
+    immediate exit once the stage's outputs are written) instead of `python -m kfp.dsl.executor_main`.
+
+    KFP 2.13 builds the command from the compiled spec and offers no setting for it; the substitution happens
+    where the runner starts the process (`subprocess_task_handler.run_local_subprocess`), after KFP's checks.
+    """
+    original = subprocess_task_handler.run_local_subprocess
+
+    def run(full_command: list[str]) -> int:
+        return original([part.replace(stage.KFP_EXECUTOR_MODULE, stage.__name__) for part in full_command])
+
+    subprocess_task_handler.run_local_subprocess = run
+    try:
+        yield
+    finally:
+        subprocess_task_handler.run_local_subprocess = original
+
+
 def run_pipeline(arguments: Mapping[str, Any], folder: runs.RunFolder, progress: _Progress, verbose: bool) -> dict:
     """Runs the pipeline with the KFP local runner in this process; returns its outputs {name: artifact}.
 
@@ -420,7 +440,7 @@ def run_pipeline(arguments: Mapping[str, Any], folder: runs.RunFolder, progress:
             pipeline_root=folder.pipeline_root,
             raise_on_error=True,
         )
-        with warnings.catch_warnings(), _fixed_run_directory(folder.run_id):
+        with warnings.catch_warnings(), _fixed_run_directory(folder.run_id), _fast_stage_exit():
             # The subprocess runner warns that our image name lacks "python": it never uses the image.
             warnings.filterwarnings("ignore", message=".*non-Python base image.*", category=RuntimeWarning)
             task = build_pipeline(LOCAL_IMAGE)(**arguments)

@@ -33,7 +33,8 @@ class TPUSettings(JsonConfig):
       tpu_name: Cloud TPU name, or "local" on a Cloud TPU VM (Vertex AI TPU machines). Required with use_tpu.
       zone, project: for a named (non-local) TPU; None lets the resolver read them from the metadata server.
       num_cores: TPU cores (replicas) in the slice, e.g. 8 for v2-8/v3-8, 4 for v5litepod-4.
-      iterations_per_loop: training steps run on the TPU per host round trip.
+      iterations_per_loop: training steps run on the TPU per host round trip (on CPU, per `session.run`: a loop
+        in the graph; fewer when their batches would pass 64 MB, see `model.inputs.steps_per_run`).
       per_host_input: TPU input pipeline deployment; PER_HOST_V2 gives input_fn the per-replica batch.
       eval_on_tpu: run evaluation on the TPU too (needs fixed steps and padded batches, which we provide).
       strict: before running, build the graphs the TPU would run and reject what a TPU would refuse

@@ -35,6 +35,11 @@ _COUNT_BATCH = 8192
 # much CPU per record as the read itself, and these pipelines work on whole batches after the read.
 PARSE_PARALLELISM = max(2, min(os.cpu_count() or 2, 8))
 PREFETCH_BATCHES = 4
+# Training data whose parsed rows fit in this many bytes is parsed once per train() call and kept in memory.
+CACHE_BYTES = 1 << 30
+# The cap on the bytes of one element of k batches (k training steps per CPU session.run).
+STEPS_PER_RUN_BYTES = 64 << 20
+STEPS_PER_RUN = "steps_per_run"  # the params key that asks for k steps (see model_fn.train_loop)
 
 
 def fixed_pipeline_options() -> tf.data.Options:
@@ -113,18 +118,45 @@ def _host_files(files: List[str], params: Dict) -> List[str]:
     return files[index::count]
 
 
+def _epoch_order(
+    items: tf.data.Dataset, count: int, epoch_seed, interleave: Callable, parallel_calls: Optional[int]
+) -> tf.data.Dataset:
+    """`count` items (files, or file numbers) in an order seeded by `epoch_seed`, their records interleaved
+    deterministically. The order depends only on the seed and the items' record counts, not on their contents
+    or on `parallel_calls` (files are read in parallel; positions are cheaper to interleave in one thread)."""
+    dataset = items.shuffle(count, seed=epoch_seed)
+    parallel = {"num_parallel_calls": parallel_calls, "deterministic": True} if parallel_calls else {}
+    return dataset.interleave(interleave, cycle_length=min(count, _INTERLEAVE_CYCLE), **parallel)
+
+
 def _epoch_records(files: List[str], seed: int, shuffle_buffer_size: int, epoch: tf.Tensor) -> tf.data.Dataset:
     """One pass over `files` (serialized records): files in an order seeded by (seed, epoch), interleaved
     deterministically, records shuffled with a buffer seeded the same way."""
     epoch_seed = fold_seed(seed, epoch)
-    dataset = tf.data.Dataset.from_tensor_slices(files).shuffle(len(files), seed=epoch_seed)
-    dataset = dataset.interleave(
-        tf.data.TFRecordDataset,
-        cycle_length=min(len(files), _INTERLEAVE_CYCLE),
-        num_parallel_calls=_AUTOTUNE,
-        deterministic=True,
-    )
+    files_dataset = tf.data.Dataset.from_tensor_slices(files)
+    dataset = _epoch_order(files_dataset, len(files), epoch_seed, tf.data.TFRecordDataset, _AUTOTUNE)
     return dataset.shuffle(shuffle_buffer_size, seed=epoch_seed + 1)
+
+
+def _epoch_indices(counts: Sequence[int], seed: int, shuffle_buffer_size: int, epoch: tf.Tensor) -> tf.data.Dataset:
+    """`_epoch_records` of files holding `counts` records, as int64 positions in the files' concatenation: the
+    same permutation (shuffling and deterministic interleaving depend only on seeds and lengths)."""
+    epoch_seed = fold_seed(seed, epoch)
+    starts = tf.constant([sum(counts[:i]) for i in range(len(counts))], tf.int64)
+    lengths = tf.constant(list(counts), tf.int64)
+    ranges = lambda i: tf.data.Dataset.range(starts[i], starts[i] + lengths[i])
+    dataset = _epoch_order(tf.data.Dataset.range(len(counts)), len(counts), epoch_seed, ranges, None)
+    return dataset.shuffle(shuffle_buffer_size, seed=epoch_seed + 1)
+
+
+def _endless(epoch_fn: Callable[[tf.Tensor], tf.data.Dataset], per_epoch, position: int) -> tf.data.Dataset:
+    """Epoch 0, epoch 1, ... of `epoch_fn`, from element number `position` on (whole epochs stepped over)."""
+    first_epoch, offset = 0, 0
+    if position:
+        first_epoch, offset = position // per_epoch, position % per_epoch
+    epochs = tf.data.experimental.Counter(start=first_epoch)
+    stream = epochs.flat_map(epoch_fn)
+    return stream.skip(offset).apply(tf.data.experimental.assert_cardinality(tf.data.INFINITE_CARDINALITY))
 
 
 def training_records(files: List[str], seed: int, shuffle_buffer_size: int, position: int) -> tf.data.Dataset:
@@ -135,17 +167,67 @@ def training_records(files: List[str], seed: int, shuffle_buffer_size: int, posi
     costs at most one epoch's reading (whole epochs are stepped over by number); the records per epoch are
     counted only when `position` > 0.
     """
-    first_epoch, offset = 0, 0
-    if position:
-        per_epoch = _record_count(files)  # in the input_fn's graph: counted when the stream starts
-        first_epoch, offset = position // per_epoch, position % per_epoch
-    epochs = tf.data.experimental.Counter(start=first_epoch)
-    stream = epochs.flat_map(lambda epoch: _epoch_records(files, seed, shuffle_buffer_size, epoch))
-    return stream.skip(offset).apply(tf.data.experimental.assert_cardinality(tf.data.INFINITE_CARDINALITY))
+    per_epoch = _record_count(files) if position else 1  # in the input_fn's graph: counted when the stream starts
+    return _endless(lambda epoch: _epoch_records(files, seed, shuffle_buffer_size, epoch), per_epoch, position)
+
+
+def cached_training_batches(
+    files: List[str],
+    counts: Sequence[int],
+    schema: Schema,
+    seed: int,
+    shuffle_buffer_size: int,
+    position: int,
+    size: int,
+) -> tf.data.Dataset:
+    """`training_records` from `position` on, parsed, in batches of `size`, with the files read and parsed once.
+
+    The files are parsed whole into memory (one element, cached), and the stream is the same permutation drawn
+    over record positions (`_epoch_indices`), gathered from the parsed columns: the same batches as parsing
+    `training_records`, with no reading or parsing per step and a resume that skips positions, not records.
+    """
+    total = sum(counts)
+    table = tf.data.TFRecordDataset(files).batch(total).map(lambda s: transform.parse_batch(s, schema))
+    table = table.cache().repeat()
+    positions = _endless(lambda epoch: _epoch_indices(counts, seed, shuffle_buffer_size, epoch), total, position)
+    batches = positions.batch(size, drop_remainder=True).with_options(fixed_pipeline_options())
+    gather = lambda index, data: tf.nest.map_structure(lambda t: tf.gather(t, index), data)
+    return tf.data.Dataset.zip((batches, table)).map(gather)
+
+
+def row_bytes(schema: Schema) -> int:
+    """Bytes of one parsed training row: every model feature and the label are 4-byte scalars."""
+    return 4 * (len(schema.features) + 1)
+
+
+def steps_per_run(iterations_per_loop: int, batch_size: int, schema: Schema) -> int:
+    """Training steps per `session.run` on CPU: `iterations_per_loop`, as on a TPU, or its largest divisor
+    whose batches (fed as one element) stay under `STEPS_PER_RUN_BYTES`, so checkpoints still fall on
+    multiples of `iterations_per_loop`."""
+    fits = lambda k: k * batch_size * row_bytes(schema) <= STEPS_PER_RUN_BYTES
+    return max(k for k in range(1, iterations_per_loop + 1) if iterations_per_loop % k == 0 and (k == 1 or fits(k)))
+
+
+def _file_counts(files: List[str], num_examples: Optional[int], schema: Schema) -> Optional[Dict[str, int]]:
+    """Records per file when the parsed training data fits in `CACHE_BYTES` (None otherwise, or when unknown)."""
+    if num_examples is None or num_examples * row_bytes(schema) > CACHE_BYTES:
+        return None
+    return {f: int(_record_count([f]).numpy()) for f in files}
+
+
+def _split_steps(features: Dict[str, tf.Tensor], label: tf.Tensor, steps: int, batch_size: int):
+    """[steps * batch] tensors as [steps, batch]: step i's batch is rows i*batch .. (i+1)*batch - 1."""
+    split = lambda t: tf.reshape(t, [steps, batch_size])
+    return {k: split(v) for k, v in features.items()}, split(label)
 
 
 def train_input_fn_builder(
-    patterns: Patterns, schema: Schema, seed: int, shuffle_buffer_size: int, model_dir: Optional[str] = None
+    patterns: Patterns,
+    schema: Schema,
+    seed: int,
+    shuffle_buffer_size: int,
+    model_dir: Optional[str] = None,
+    num_examples: Optional[int] = None,
 ) -> InputFn:
     """Builds the training input_fn: interleaved files, seeded shuffle per epoch, endless, full static batches.
 
@@ -154,26 +236,44 @@ def train_input_fn_builder(
     killed and resumed from its checkpoint therefore trains on the same batches, step for step, as one that was
     not interrupted (bitwise equal variables on CPU, with `training.deterministic`).
 
+    When `num_examples` is given and the parsed rows fit in `CACHE_BYTES`, the files are read and parsed once
+    per call and kept in memory (`cached_training_batches`: the same batches). With `params[STEPS_PER_RUN]`
+    = k > 1 (CPU only: the model_fn then runs k steps per `session.run`), each element holds k consecutive
+    batches.
+
     Args:
       patterns: TFRecord file patterns of the training split.
       schema: the feature schema.
       seed: the stream's seed (`training_records`).
       shuffle_buffer_size: records in the shuffle buffer.
       model_dir: the estimator's model directory (to read the step a resumed run starts from).
+      num_examples: records in the files, when known (prepare's manifest).
 
     Returns:
-      input_fn(params) -> Dataset of (features, label): features {key: float32/int32 [batch]}, label [batch].
+      input_fn(params) -> Dataset of (features, label): features {key: float32/int32 [batch]}, label [batch]
+      ([k, batch] each with k steps per run).
     """
     files = resolve_files(patterns)
+    counts = _file_counts(files, num_examples, schema)
 
     def input_fn(params: Dict) -> tf.data.Dataset:
         batch_size = params["batch_size"]
+        steps = params.get(STEPS_PER_RUN, 1) if params.get("context") is None else 1
         host_files = _host_files(files, params)
         _, _, replicas = _deployment(params)
         position = start_step(model_dir) * replicas * batch_size
-        dataset = training_records(host_files, seed, shuffle_buffer_size, position)
-        dataset = dataset.batch(batch_size, drop_remainder=True)
-        dataset = dataset.map(lambda s: transform.parse_batch(s, schema), num_parallel_calls=_AUTOTUNE)
+        size = steps * batch_size
+        if counts is None:
+            dataset = training_records(host_files, seed, shuffle_buffer_size, position)
+            dataset = dataset.batch(size, drop_remainder=True)
+            dataset = dataset.map(lambda s: transform.parse_batch(s, schema), num_parallel_calls=_AUTOTUNE)
+        else:
+            host_counts = [counts[f] for f in host_files]
+            dataset = cached_training_batches(
+                host_files, host_counts, schema, seed, shuffle_buffer_size, position, size
+            )
+        if steps > 1:
+            dataset = dataset.map(lambda f, label: _split_steps(f, label, steps, batch_size))
         return dataset.prefetch(_AUTOTUNE)
 
     return input_fn

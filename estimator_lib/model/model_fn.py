@@ -13,7 +13,7 @@ Both receive batch-major tensors of rank >= 1 only, as the TPU outfeed requires.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import tensorflow as tf
 from tensorflow_estimator.python.estimator.tpu import tpu_estimator
@@ -22,12 +22,17 @@ from estimator_lib.config import ConfigError, JobConfig, OptimizerConfig
 from estimator_lib.data.example_keys import KEY_BYTES_FEATURE
 from estimator_lib.model import metrics as metrics_lib
 from estimator_lib.model.families import ModelContext, load_logits_fn
+from estimator_lib.model.inputs import STEPS_PER_RUN
 from estimator_lib.model.warm_start import warm_start_scaffold_fn
 from estimator_lib.schema import INDEX_FEATURE, PADDING_FEATURE, Schema, SchemaError
 
 ModeKeys = tf.estimator.ModeKeys
 TPUEstimatorSpec = tf.compat.v1.estimator.tpu.TPUEstimatorSpec
 ModelFn = Callable[..., TPUEstimatorSpec]
+StepFn = Callable[[Dict[str, tf.Tensor], tf.Tensor], Tuple[tf.Tensor, tf.Operation, tf.Tensor]]
+# With params[STEPS_PER_RUN] = k > 1 (`estimator.build_estimator`, CPU only), the input_fn feeds [k, B] batches
+# and a TRAIN session.run trains k steps; params[TARGET_STEP] is the step the train() call stops at.
+TARGET_STEP = "target_step"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,7 +130,8 @@ def host_call_fn_builder(summary_dir: str, max_queue: int) -> Callable[..., Any]
     return host_call_fn
 
 
-def _train_spec(loss: tf.Tensor, config: JobConfig, params: Dict, summary_dir: str, scaffold_fn) -> TPUEstimatorSpec:
+def _train_step(loss: tf.Tensor, config: JobConfig, params: Dict) -> Tuple[tf.Operation, tf.Tensor]:
+    """One optimizer step on `loss`: (train_op, the learning rate it used)."""
     opt_config = config.training.optimizer
     global_step = tf.compat.v1.train.get_or_create_global_step()
     lr = learning_rate(opt_config, config.training.train_steps, global_step)
@@ -135,12 +141,58 @@ def _train_spec(loss: tf.Tensor, config: JobConfig, params: Dict, summary_dir: s
         grads, variables = zip(*grads_and_vars)
         grads, _ = tf.clip_by_global_norm(grads, opt_config.clip_gradient_norm)
         grads_and_vars = list(zip(grads, variables))
-    train_op = optimizer.apply_gradients(grads_and_vars, global_step=global_step)
+    return optimizer.apply_gradients(grads_and_vars, global_step=global_step), lr
+
+
+def _train_spec(loss, train_op, lr, config: JobConfig, summary_dir: str, scaffold_fn, hooks) -> TPUEstimatorSpec:
+    global_step = tf.compat.v1.train.get_or_create_global_step()
     host_call = (
         host_call_fn_builder(summary_dir, config.tpu.iterations_per_loop),
         [tf.reshape(global_step, [1]), tf.reshape(loss, [1]), tf.reshape(lr, [1])],
     )
-    return TPUEstimatorSpec(ModeKeys.TRAIN, loss=loss, train_op=train_op, host_call=host_call, scaffold_fn=scaffold_fn)
+    return TPUEstimatorSpec(
+        ModeKeys.TRAIN, loss=loss, train_op=train_op, host_call=host_call, scaffold_fn=scaffold_fn, training_hooks=hooks
+    )
+
+
+def loop_checkpoint_hook(run_config, steps_per_run: int) -> tf.compat.v1.train.CheckpointSaverHook:
+    """The estimator's checkpoint hook, told that a session.run trains `steps_per_run` steps (as TPUEstimator
+    tells it on a TPU): it then saves at every `save_checkpoints_steps` multiple, not at every other one."""
+    hook = tf.compat.v1.train.CheckpointSaverHook(
+        run_config.model_dir,
+        save_steps=run_config.save_checkpoints_steps,
+        save_graph_def=run_config.checkpoint_save_graph_def,
+    )
+    hook._set_steps_per_run(steps_per_run)  # noqa: SLF001 - the setter TPUEstimator uses for its own loop
+    return hook
+
+
+def train_loop(step_fn: StepFn, features: Dict[str, tf.Tensor], labels: tf.Tensor, target_step: int):
+    """Runs up to k training steps in one `session.run` on CPU, as `iterations_per_loop` does on a TPU.
+
+    `features` and `labels` hold k batches ([k, B] each, `inputs.STEPS_PER_RUN`); step i trains on batch i.
+    The loop stops early at `target_step` (the `max_steps` of this `train()` call), so training never passes
+    it. `parallel_iterations=1`: each step reads the variables the step before it wrote.
+
+    Args:
+      step_fn: (features [B], labels [B]) -> (loss, train_op, learning rate) of one step.
+      target_step: the global step this `train()` call stops at.
+
+    Returns:
+      (loss, train_op, learning rate): the last step's loss and rate, and the op that runs the steps.
+    """
+    k = labels.shape[0]
+    global_step = tf.compat.v1.train.get_or_create_global_step()
+    steps = tf.minimum(tf.constant(k, tf.int64), tf.constant(target_step, tf.int64) - global_step.read_value())
+
+    def body(i, _, __):
+        loss, train_op, lr = step_fn({key: v[i] for key, v in features.items()}, labels[i])
+        with tf.control_dependencies([train_op]):
+            return i + 1, tf.identity(loss), tf.identity(lr)
+
+    start = (tf.constant(0, tf.int64), tf.constant(0.0), tf.constant(0.0))
+    _, loss, lr = tf.compat.v1.while_loop(lambda i, _, __: i < steps, body, start, parallel_iterations=1)
+    return loss, tf.group(loss, lr), lr
 
 
 def _export_outputs(head: Head, schema: Schema) -> Dict[str, Any]:
@@ -184,6 +236,15 @@ def build_model_fn(schema: Schema, job: JobConfig, metric_fn: Optional[metrics_l
             # leaves tpu.rewrite + TPUPartitionedCall to us; the inner call builds the plain PREDICT graph.
             cpu_params = dict(params, use_tpu=False)
             return tpu_estimator.model_fn_inference_on_tpu(model_fn, features, labels, config, cpu_params)
+        if mode == ModeKeys.TRAIN:
+            step_fn = lambda f, l: train_step(f, l, params)
+            hooks = []
+            if params.get(STEPS_PER_RUN, 1) > 1 and not params["use_tpu"]:
+                loss, train_op, lr = train_loop(step_fn, features, labels, params[TARGET_STEP])
+                hooks.append(loop_checkpoint_hook(config, params[STEPS_PER_RUN]))
+            else:
+                loss, train_op, lr = step_fn(features, labels)
+            return _train_spec(loss, train_op, lr, job, config.model_dir, scaffold_fn(), hooks)
         ctx = ModelContext(model_schema, job.model, mode, schema.label.num_logits)
         # The packed example key only travels from the input to the predictions; the model never sees it.
         key_bytes = features.get(KEY_BYTES_FEATURE) if isinstance(features, dict) else None
@@ -191,9 +252,6 @@ def build_model_fn(schema: Schema, job: JobConfig, metric_fn: Optional[metrics_l
             features = {k: v for k, v in features.items() if k != KEY_BYTES_FEATURE}
         logits = logits_fn(features, ctx)
         head = create_head(logits, labels, schema)
-        scaffold_fn = None
-        if job.training.warm_start_from:
-            scaffold_fn = warm_start_scaffold_fn(job.training.warm_start_from, model_schema)
         if mode == ModeKeys.PREDICT:
             predictions = dict(head.predictions)
             for passthrough in (PADDING_FEATURE, INDEX_FEATURE):
@@ -202,14 +260,27 @@ def build_model_fn(schema: Schema, job: JobConfig, metric_fn: Optional[metrics_l
             if key_bytes is not None:
                 predictions[KEY_BYTES_FEATURE] = tf.identity(key_bytes)
             return TPUEstimatorSpec(
-                mode, predictions=predictions, export_outputs=_export_outputs(head, schema), scaffold_fn=scaffold_fn
+                mode, predictions=predictions, export_outputs=_export_outputs(head, schema), scaffold_fn=scaffold_fn()
             )
         weights = 1.0 - features.get(PADDING_FEATURE, tf.zeros_like(head.per_example_loss))
         weighted_loss = tf.reduce_sum(head.per_example_loss * weights) / tf.maximum(tf.reduce_sum(weights), 1.0)
-        if mode == ModeKeys.TRAIN:
-            loss = weighted_loss + tf.compat.v1.losses.get_regularization_loss()
-            return _train_spec(loss, job, params, config.model_dir, scaffold_fn)
         eval_metrics = (metric_fn, [labels, logits, head.per_example_loss, weights])
-        return TPUEstimatorSpec(mode, loss=weighted_loss, eval_metrics=eval_metrics, scaffold_fn=scaffold_fn)
+        return TPUEstimatorSpec(mode, loss=weighted_loss, eval_metrics=eval_metrics, scaffold_fn=scaffold_fn())
+
+    def scaffold_fn():
+        """The warm start's scaffold_fn, or None; call it once the model's variables exist."""
+        return (
+            warm_start_scaffold_fn(job.training.warm_start_from, model_schema) if job.training.warm_start_from else None
+        )
+
+    def train_step(features, labels, params):
+        """One training step's graph: (loss, train_op, learning rate). Runs on the TPU, or the CPU."""
+        ctx = ModelContext(model_schema, job.model, ModeKeys.TRAIN, schema.label.num_logits)
+        head = create_head(logits_fn(features, ctx), labels, schema)
+        weights = 1.0 - features.get(PADDING_FEATURE, tf.zeros_like(head.per_example_loss))
+        weighted_loss = tf.reduce_sum(head.per_example_loss * weights) / tf.maximum(tf.reduce_sum(weights), 1.0)
+        loss = weighted_loss + tf.compat.v1.losses.get_regularization_loss()
+        train_op, lr = _train_step(loss, job, params)
+        return loss, train_op, lr
 
     return model_fn

@@ -7,7 +7,7 @@ import pytest
 import synthetic
 import tensorflow as tf
 
-from estimator_lib.model import inputs
+from estimator_lib.model import inputs, transform
 
 
 @pytest.fixture(scope="module")
@@ -198,3 +198,38 @@ def test_two_host_eval_and_predict_equal_a_single_host_run(data, tmp_path):
         return np.concatenate([b["probabilities"] for b in real_rows(batches, 100)])
 
     assert np.array_equal(rows(lambda params: merged(predict_builder, 4)), rows(predict_builder))
+
+
+@pytest.mark.parametrize("position", [0, 37, 230])
+def test_cached_batches_are_the_parsed_training_stream(data, position):
+    """Parsed once and gathered by position, the batches equal parsing the record stream, resumed or not."""
+    schema, pattern = data
+    files = inputs.resolve_files(pattern)
+    counts = [inputs.count_records(f) for f in files]
+    parsed = inputs.training_records(files, 3, 50, position).batch(16).map(lambda s: transform.parse_batch(s, schema))
+    cached = inputs.cached_training_batches(files, counts, schema, 3, 50, position, 16)
+    for (f1, l1), (f2, l2) in zip(parsed.take(15), cached.take(15)):  # 240 rows: past two epoch boundaries
+        assert l1.numpy().tolist() == l2.numpy().tolist()
+        for key in f1:
+            assert f1[key].numpy().tobytes() == f2[key].numpy().tobytes(), key
+
+
+def test_the_train_input_fn_caches_when_the_count_is_given_and_feeds_k_steps_per_element(data):
+    """With STEPS_PER_RUN = 4 an element holds the next 4 batches ([4, 16]), the same rows as 4 elements."""
+    schema, pattern = data
+    plain = inputs.train_input_fn_builder(pattern, schema, seed=1, shuffle_buffer_size=50)({"batch_size": 16})
+    cached = inputs.train_input_fn_builder(pattern, schema, seed=1, shuffle_buffer_size=50, num_examples=100)
+    grouped = cached({"batch_size": 16, inputs.STEPS_PER_RUN: 4})
+    features, label = grouped.element_spec
+    assert features["f_x_1"].shape.as_list() == [4, 16] and label.shape.as_list() == [4, 16]
+    singles = [f["f_colour"].numpy().tolist() for f, _ in plain.take(8)]
+    groups = [f["f_colour"].numpy().tolist() for f, _ in grouped.take(2)]
+    assert groups[0] + groups[1] == singles
+
+
+def test_steps_per_run_divides_iterations_per_loop_and_caps_the_element_size(data):
+    schema, _ = data
+    row = inputs.row_bytes(schema)
+    assert inputs.steps_per_run(100, 64, schema) == 100
+    assert inputs.steps_per_run(100, inputs.STEPS_PER_RUN_BYTES // (30 * row), schema) == 25
+    assert inputs.steps_per_run(7, inputs.STEPS_PER_RUN_BYTES // row, schema) == 1

@@ -145,6 +145,24 @@ def test_training_continued_from_a_checkpoint_equals_an_uninterrupted_run_bitwis
         assert a[name].tobytes() == b[name].tobytes(), name
 
 
+def test_several_steps_per_session_run_equal_one_step_per_run_bitwise(datasets, tmp_path):
+    """estimator.train runs iterations_per_loop (50) steps per session.run on CPU, stops at a budget that is not
+    a multiple of it (130), and saves checkpoints at the same steps as one step per run; the variables equal
+    those of one step per run (an estimator built without a target step, on the uncached input) bit for bit."""
+    schema, train, _ = datasets["multiclass"]
+    job = make_job(train_steps=130, save_checkpoints_steps=50, keep_checkpoint_max=10)
+    looped, single = str(tmp_path / "looped"), str(tmp_path / "single")
+    estimator.train(job, schema, train, looped)
+    one_step = inputs.train_input_fn_builder(train, schema, job.training.seed, job.training.shuffle_buffer_size)
+    estimator.build_estimator(job, schema, single).train(one_step, max_steps=130)
+    steps = lambda d: sorted(int(p.split("-")[-1].split(".")[0]) for p in glob.glob(f"{d}/model.ckpt-*.index"))
+    assert steps(looped) == steps(single) == [0, 50, 100, 130]
+    a, b = _variables(looped), _variables(single)
+    assert sorted(a) == sorted(b) and int(a["global_step"]) == 130
+    for name in a:
+        assert a[name].tobytes() == b[name].tobytes(), name
+
+
 def test_plugin_model_trains_and_every_batch_is_static_and_full(datasets, tmp_path):
     schema, train, evals = datasets["binary"]
     plugin_model.SEEN.clear()

@@ -1,0 +1,575 @@
+"""Every speed benchmark in one table: each row is our path beside what a user writes by hand for the same job,
+both measured in this invocation, interleaved, over several rounds.
+
+    python benchmarks/bench_all.py [--quick] [--rounds N] [--workdir DIR]
+
+Rows (a "x" ratio is our speed over the alternative's, per round: above 1 we are faster):
+  training        `estimator.train` (no validation split, the default JobConfig otherwise) on 30 float columns
+                  prepared by `prepare`, batch 256, Adam, against Keras `fit` on a tf.data pipeline over the same
+                  TFRecords (shuffle, batch, parse, prefetch) and on the same rows as in-memory NumPy arrays; a
+                  (64, 32) and a (512, 256, 128) DNN. Steady state: steps/s after the first `session.run` (ours,
+                  a session hook) or the first batch (Keras, a callback); our start-up is printed below the table.
+  FLOP/s          the (512, 256, 128) model's training FLOP/s (6 x batch x weights per step) beside the
+                  machine's fp32 matmul peak (a 2048^2 matmul in a loop, best of three).
+  prediction      `predict.batch_predict` (end to end, JSON Lines written, `num_examples` given) against the
+                  loop one writes by hand: load the SavedModel, TFRecordDataset -> batch -> prefetch -> a
+                  `tf.function` calling the `predict` signature on serialized Examples -> `.numpy()`, writing
+                  nothing. Two models (tiny, large) on two datasets (mixed: `tests/synthetic` rows with a
+                  categorical column; floats: the 30-float training data).
+  preparation     `prepare` against pandas `read_csv` + a `tf.train.Example` per row (`bench_prepare.run_pandas`),
+                  each run in its own process, TensorFlow imported before the clock starts.
+  run-local       `python -m pipelines run-local` on the embedded data (a new output folder each time) against
+                  the same compiled pipeline run by the KFP local runner with every stage executed inside one
+                  warm process (the in-process sum of its stages).
+  cost growth     training and preparation with rows (and steps) doubled or x10: time and peak memory ratios.
+
+Every process-level time is wall time on a shared machine: the load average is printed with the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import inspect
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Dict, List, Optional, Sequence
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+sys.path.insert(0, REPO)
+
+import bench_predict  # noqa: E402  (write_records, timed, machine load)
+import bench_prepare  # noqa: E402  (generate, measure: one process per preparation)
+
+BATCH = 256
+MODELS = {"tiny (64, 32)": (64, 32), "large (512, 256, 128)": (512, 256, 128)}
+
+
+@dataclasses.dataclass
+class Row:
+    """One line of the table: per round, our rate and the alternative's (higher is faster)."""
+
+    name: str
+    unit: str
+    ours: List[float]
+    alt: List[float]
+    alt_name: str
+    target: Optional[float] = None
+
+    def ratios(self) -> List[float]:
+        return [o / a for o, a in zip(self.ours, self.alt)]
+
+
+@dataclasses.dataclass(frozen=True)
+class Sizes:
+    rounds: int
+    train_rows: int
+    short_steps: int  # training steps of the large model
+    long_steps: int  # of the tiny one (and of the cost-growth runs)
+    predict_rows: int
+    prepare_rows: Sequence[int]
+    prepare_rounds_large: int
+    run_local_rounds: int
+
+
+FULL = Sizes(3, 200_000, 400, 1500, 200_000, (100_000, 1_000_000), 1, 2)
+QUICK = Sizes(2, 50_000, 300, 1000, 50_000, (100_000,), 1, 1)
+
+
+# -- training ----------------------------------------------------------------------------------------------
+class Training:
+    """Our `estimator.train` and the two Keras scripts, on the same prepared records."""
+
+    def __init__(self, root: str, rows: int):
+        import tensorflow as tf
+
+        from estimator_lib.data.prepare import PrepareConfig, prepare
+        from estimator_lib.model import inputs, transform
+
+        csv = os.path.join(root, f"floats-{rows}.csv")
+        bench_prepare.generate(csv, rows, categorical=0)
+        self.prepared = prepare(
+            PrepareConfig(data=(csv,), label="label", eval_fraction=0.01, valid_fraction=0.0), os.path.join(root, "p")
+        )
+        self.root = root
+        self.files = inputs.resolve_files(self.prepared.files("train"))
+        self.count = self.prepared.counts["train"]
+        schema = self.prepared.schema
+        self.spec = transform.parse_spec(schema)
+        self.keys = [f.key for f in schema.features]
+        whole = next(iter(tf.data.TFRecordDataset(self.files).batch(self.count).map(self._parse)))
+        self.x, self.y = whole[0].numpy(), whole[1].numpy()
+
+    def _parse(self, serialized):
+        import tensorflow as tf
+
+        parsed = tf.io.parse_example(serialized, self.spec)
+        x = tf.stack([parsed[k] for k in self.keys], axis=1)
+        return x, tf.cast(parsed["label"], tf.float32)
+
+    def job(self, hidden: Sequence[int], steps: int):
+        from estimator_lib.config import JobConfig, ModelConfig, TrainingConfig
+
+        training = TrainingConfig(train_batch_size=BATCH, train_steps=steps, save_checkpoints_steps=10_000)
+        return JobConfig(model=ModelConfig(family="dnn", hidden_units=tuple(hidden)), training=training)
+
+    def ours(self, hidden: Sequence[int], steps: int) -> tuple:
+        """(steady steps/s, start-up seconds) of what `estimator.train` runs without a validation split: its
+        input_fn and estimator, with a hook that times the steps after the first `session.run`."""
+        from estimator_lib import estimator
+        from estimator_lib.model import inputs
+
+        job = self.job(hidden, steps)
+        model_dir = tempfile.mkdtemp(prefix="ours-", dir=self.root)
+        start = time.perf_counter()
+        seed, buffer = job.training.seed, job.training.shuffle_buffer_size
+        if "num_examples" in inspect.signature(inputs.train_input_fn_builder).parameters:
+            input_fn = inputs.train_input_fn_builder(
+                self.files, self.prepared.schema, seed, buffer, model_dir, self.count
+            )
+        else:  # the library before the in-memory cache
+            input_fn = inputs.train_input_fn_builder(self.files, self.prepared.schema, seed, buffer, model_dir)
+        if "target_step" in inspect.signature(estimator.build_estimator).parameters:
+            est = estimator.build_estimator(job, self.prepared.schema, model_dir, target_step=steps)
+        else:
+            est = estimator.build_estimator(job, self.prepared.schema, model_dir)
+        rate = step_rate()
+        est.train(input_fn, max_steps=steps, hooks=[rate])
+        seconds = time.perf_counter() - start
+        shutil.rmtree(model_dir)
+        return rate.rate(), seconds - steps / rate.rate()
+
+    def _keras_model(self, hidden: Sequence[int]):
+        import tensorflow as tf
+
+        layers = [tf.keras.Input((len(self.keys),))] + [tf.keras.layers.Dense(h, "relu") for h in hidden]
+        model = tf.keras.Sequential(layers + [tf.keras.layers.Dense(1)])
+        model.compile(tf.keras.optimizers.Adam(1e-3), tf.keras.losses.BinaryCrossentropy(from_logits=True))
+        return model
+
+    def keras_tfdata(self, hidden: Sequence[int], steps: int) -> tuple:
+        import tensorflow as tf
+
+        dataset = tf.data.TFRecordDataset(self.files, num_parallel_reads=tf.data.AUTOTUNE).shuffle(10_000).repeat()
+        dataset = dataset.batch(BATCH, drop_remainder=True).map(self._parse, tf.data.AUTOTUNE)
+        rate = batch_rate()
+        self._keras_model(hidden).fit(
+            dataset.prefetch(tf.data.AUTOTUNE), steps_per_epoch=steps, epochs=1, verbose=0, callbacks=[rate]
+        )
+        return rate.rate(), 0.0
+
+    def keras_numpy(self, hidden: Sequence[int], steps: int) -> tuple:
+        n = steps * BATCH
+        rate = batch_rate()
+        self._keras_model(hidden).fit(
+            self.x[:n], self.y[:n], batch_size=BATCH, epochs=1, shuffle=True, verbose=0, callbacks=[rate]
+        )
+        return rate.rate(), 0.0
+
+
+def step_rate():
+    """A session hook: global steps per second after the first `session.run` (start-up and warm-up excluded)."""
+    import tensorflow as tf
+
+    class StepRate(tf.compat.v1.train.SessionRunHook):
+        def begin(self):
+            self.step, self.first, self.last, self.steps = tf.compat.v1.train.get_global_step(), None, None, 0
+
+        def after_run(self, run_context, run_values):
+            if self.first is None:
+                self.first = (run_context.session.run(self.step), time.perf_counter())
+            self.last = time.perf_counter()
+
+        def end(self, session):
+            self.steps = session.run(self.step) - self.first[0]
+
+        def rate(self) -> float:
+            return self.steps / (self.last - self.first[1])
+
+    return StepRate()
+
+
+def batch_rate():
+    """A Keras callback: batches per second after the first batch."""
+    import tensorflow as tf
+
+    class BatchRate(tf.keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.times: List[float] = []
+
+        def on_train_batch_end(self, batch, logs=None):
+            self.times.append(time.perf_counter())
+
+        def rate(self) -> float:
+            return (len(self.times) - 1) / (self.times[-1] - self.times[0])
+
+    return BatchRate()
+
+
+def bench_training(training: Training, sizes: Sizes, notes: List[str]) -> List[Row]:
+    rows, startups = [], []
+    for name, hidden in MODELS.items():
+        rates: Dict[str, List[float]] = {"ours": [], "tfdata": [], "numpy": []}
+        runners = {"ours": training.ours, "tfdata": training.keras_tfdata, "numpy": training.keras_numpy}
+        for r in range(sizes.rounds):
+            order = list(runners)[r % 3 :] + list(runners)[: r % 3]  # rotate who goes first
+            for key in order:
+                steps = sizes.long_steps if len(hidden) == 2 else sizes.short_steps
+                rate, startup = runners[key](hidden, steps)
+                rates[key].append(rate)
+                if key == "ours":
+                    startups.append(startup)
+        rows.append(Row(f"training {name}", "steps/s", rates["ours"], rates["tfdata"], "Keras fit, tf.data", 1.2))
+        rows.append(Row(f"training {name}", "steps/s", rates["ours"], rates["numpy"], "Keras fit, NumPy", 1.0))
+    notes.append(f"training start-up inside estimator.train (median): {statistics.median(startups):.2f} s")
+    return rows
+
+
+def matmul_peak() -> float:
+    """fp32 FLOP/s of a 2048^2 matmul chained 8 times in a tf.function, best of three."""
+    import tensorflow as tf
+
+    n, reps = 2048, 8
+    a = tf.random.normal((n, n))
+
+    @tf.function
+    def chain(x):
+        for _ in range(reps):
+            x = tf.matmul(x, a) * 1e-3
+        return x
+
+    chain(a).numpy()
+    best = min(bench_predict.timed(lambda: chain(a).numpy())[1] for _ in range(3))
+    return 2 * n**3 * reps / best
+
+
+def flops_row(training_rows: List[Row], n_inputs: int, peak: float) -> Row:
+    hidden = MODELS["large (512, 256, 128)"]
+    sizes = [n_inputs, *hidden, 1]
+    per_step = 6 * BATCH * sum(a * b for a, b in zip(sizes, sizes[1:]))
+    large = next(r for r in training_rows if "512" in r.name and "NumPy" in r.alt_name)
+    ours = [rate * per_step for rate in large.ours]
+    return Row("training FLOP/s, large", "GFLOP/s", [x / 1e9 for x in ours], [peak / 1e9] * len(ours), "matmul peak")
+
+
+# -- prediction --------------------------------------------------------------------------------------------
+class HandLoop:
+    """The prediction loop a user writes: SavedModel signature in a tf.function over a TFRecordDataset."""
+
+    def __init__(self, export_dir: str, files: List[str], batch_size: int):
+        self.export_dir, self.files, self.batch_size = export_dir, files, batch_size
+
+    def run(self) -> int:
+        import tensorflow as tf
+
+        loaded = tf.saved_model.load(self.export_dir, tags=["serve"])
+        signature = loaded.signatures["predict"]
+        predict = tf.function(lambda examples: signature(examples=examples))
+        count = 0
+        dataset = tf.data.TFRecordDataset(self.files).batch(self.batch_size).prefetch(tf.data.AUTOTUNE)
+        for batch in dataset:
+            count += len(predict(batch)["probabilities"].numpy())
+        return count
+
+
+def _trained_export(root: str, job, schema, train_pattern: str, one_row: str) -> tuple:
+    from estimator_lib import estimator, export
+
+    model_dir = os.path.join(root, "model")
+    estimator.train(job, schema, train_pattern, model_dir)
+    exported = export.export_model(job, schema, model_dir, os.path.join(root, "export"), verify_rows=one_row)
+    return model_dir, exported.export_dir
+
+
+def bench_prediction(training: Training, root: str, sizes: Sizes) -> List[Row]:
+    import synthetic
+
+    from estimator_lib import predict
+    from estimator_lib.config import JobConfig, ModelConfig, TrainingConfig
+    from estimator_lib.model import inputs
+
+    mixed_schema = synthetic.make_schema("multiclass")
+    datasets = {
+        "mixed": (
+            mixed_schema,
+            bench_predict.write_records(os.path.join(root, "mixed"), sizes.predict_rows, mixed_schema),
+        ),
+        "floats": (training.prepared.schema, training.prepared.files("train")),
+    }
+    mixed_train, _ = synthetic.write_dataset(
+        os.path.join(root, "mixed-train"), synthetic.make_rows(512, 3, "multiclass"), mixed_schema
+    )
+    cases = []
+    for data_name, (schema, pattern) in datasets.items():
+        files = inputs.resolve_files(pattern)
+        count = inputs.count_records(files)
+        one_row = files[0]
+        for model_name, hidden in MODELS.items():
+            embedding = 32 if len(hidden) > 2 else 8
+            training_config = TrainingConfig(train_batch_size=64, predict_batch_size=1024, train_steps=40)
+            job = JobConfig(
+                model=ModelConfig(family="dnn", hidden_units=hidden, embedding_dim=embedding), training=training_config
+            )
+            case_root = os.path.join(root, f"predict-{data_name}-{len(hidden)}")
+            train_pattern = mixed_train if data_name == "mixed" else pattern
+            model_dir, export_dir = _trained_export(case_root, job, schema, train_pattern, one_row)
+            out = os.path.join(case_root, "out")
+
+            def ours(job=job, schema=schema, model_dir=model_dir, pattern=pattern, out=out, count=count):
+                return predict.batch_predict(job, schema, model_dir, pattern, out, num_examples=count).count
+
+            cases.append((f"prediction {model_name}, {data_name}", count, ours, HandLoop(export_dir, files, 1024).run))
+    rows = []
+    for name, count, ours, hand in cases:
+        rates: Dict[str, List[float]] = {"ours": [], "hand": []}
+        for r in range(sizes.rounds):
+            for key, fn in (("hand", hand), ("ours", ours)) if r % 2 == 0 else (("ours", ours), ("hand", hand)):
+                n, seconds, _, _ = bench_predict.timed(fn)
+                assert n == count, (name, key, n, count)
+                rates[key].append(count / seconds)
+        rows.append(Row(name, "rows/s", rates["ours"], rates["hand"], "hand-written SavedModel loop", 1.0))
+    return rows
+
+
+# -- preparation -------------------------------------------------------------------------------------------
+def bench_preparation(root: str, sizes: Sizes, notes: List[str]) -> List[Row]:
+    rows, results = [], {}
+    for n in sizes.prepare_rows:
+        path = os.path.join(root, f"prepare-{n}.csv")
+        bench_prepare.generate(path, n)
+        rounds = sizes.rounds if n <= 100_000 else sizes.prepare_rounds_large
+        runs: Dict[str, List[dict]] = {"prepare": [], "pandas": []}
+        for r in range(rounds):
+            for impl in ("pandas", "prepare") if r % 2 == 0 else ("prepare", "pandas"):
+                runs[impl].append(bench_prepare.measure(impl, path, root))
+        results[n] = runs
+        rate = lambda impl: [x["rows"] / x["seconds"] for x in runs[impl]]
+        rows.append(Row(f"preparation {n:,} rows", "rows/s", rate("prepare"), rate("pandas"), "pandas + Example", 4.0))
+        memory = statistics.median(x["main_mb"] for x in runs["prepare"])
+        pandas_memory = statistics.median(x["main_mb"] for x in runs["pandas"])
+        notes.append(f"preparation {n:,} rows: peak RSS prepare {memory:.0f} MB, pandas script {pandas_memory:.0f} MB")
+        os.remove(path)
+    if len(results) > 1:
+        small, large = min(results), max(results)
+        secs = lambda n: statistics.median(x["seconds"] for x in results[n]["prepare"])
+        mem = lambda n: statistics.median(x["main_mb"] for x in results[n]["prepare"])
+        notes.append(
+            f"cost growth, preparation, rows x{large // small}: time x{secs(large) / secs(small):.2f}, "
+            f"peak memory x{mem(large) / mem(small):.2f}"
+        )
+    return rows
+
+
+# -- run-local ---------------------------------------------------------------------------------------------
+def run_local_once(root: str) -> float:
+    output = tempfile.mkdtemp(prefix="run-local-", dir=root)
+    start = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-m", "pipelines", "run-local", "--output", output],
+        check=True,
+        cwd=REPO,
+        capture_output=True,
+        env=_env(),
+    )
+    seconds = time.perf_counter() - start
+    shutil.rmtree(output)
+    return seconds
+
+
+def in_process_once(root: str) -> float:
+    output = tempfile.mkdtemp(prefix="in-process-", dir=root)
+    done = subprocess.run(
+        [sys.executable, __file__, "--child-in-process", output],
+        check=True,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=_env(),
+    )
+    shutil.rmtree(output)
+    return json.loads(done.stdout.strip().splitlines()[-1])["seconds"]
+
+
+def _env() -> Dict[str, str]:
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")]))
+
+
+def child_in_process(output: str) -> None:
+    """The compiled pipeline through the KFP local runner, every stage executed in this (warm) process."""
+    from kfp import local as kfp_local
+    from kfp.dsl import executor as kfp_executor
+    from kfp.local import subprocess_task_handler
+
+    import components
+    from estimator_lib import estimator  # noqa: F401  (warm: TensorFlow and the library imported)
+    from estimator_lib.config import JobConfig, RunConfig
+    from pipelines import local
+    from pipelines.image import LOCAL_IMAGE
+    from pipelines.pipeline import build_pipeline
+
+    def in_process(full_command: List[str]) -> int:
+        executor_input = json.loads(full_command[full_command.index("--executor_input") + 1])
+        function = getattr(components, full_command[full_command.index("--function_to_execute") + 1])
+        with contextlib.redirect_stdout(sys.stderr):
+            kfp_executor.Executor(executor_input=executor_input, function_to_execute=function).execute()
+        return 0
+
+    subprocess_task_handler.run_local_subprocess = in_process
+    settings = RunConfig(
+        publish_root=os.path.join(output, "published"), job=JobConfig().with_overrides(local.local_job_settings())
+    )
+    kfp_local.init(
+        runner=kfp_local.SubprocessRunner(use_venv=False),
+        pipeline_root=os.path.join(output, "root"),
+        raise_on_error=True,
+    )
+    start = time.perf_counter()
+    with contextlib.redirect_stdout(sys.stderr):
+        build_pipeline(LOCAL_IMAGE)(**settings.arguments())
+    print(json.dumps({"seconds": time.perf_counter() - start}))
+
+
+def bench_run_local(root: str, sizes: Sizes) -> List[Row]:
+    local_runs, warm = [], []
+    for r in range(sizes.run_local_rounds):
+        for which in ("local", "warm") if r % 2 == 0 else ("warm", "local"):
+            (local_runs if which == "local" else warm).append(
+                run_local_once(root) if which == "local" else in_process_once(root)
+            )
+    return [
+        Row(
+            "run-local, embedded data",
+            "runs/min",
+            [60 / s for s in local_runs],
+            [60 / s for s in warm],
+            "stages in one warm process",
+            1 / 1.5,
+        )
+    ]
+
+
+# -- cost growth -------------------------------------------------------------------------------------------
+def child_train(prepared_dir: str, steps: int) -> None:
+    from estimator_lib import estimator
+    from estimator_lib.config import JobConfig, ModelConfig, TrainingConfig
+    from estimator_lib.data.prepare import load_prepared
+
+    prepared = load_prepared(prepared_dir)
+    training = TrainingConfig(train_batch_size=BATCH, train_steps=steps, save_checkpoints_steps=10_000)
+    job = JobConfig(model=ModelConfig(family="dnn", hidden_units=(64, 32)), training=training)
+    model_dir = tempfile.mkdtemp(prefix="growth-", dir=prepared_dir)
+    start = time.perf_counter()
+    estimator.train(
+        job, prepared.schema, prepared.files("train"), model_dir, num_train_examples=prepared.counts["train"]
+    )
+    seconds = time.perf_counter() - start
+    shutil.rmtree(model_dir)
+    print(json.dumps({"seconds": seconds, "mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+
+
+def bench_growth(training: Training, root: str, sizes: Sizes, notes: List[str]) -> None:
+    from estimator_lib.data.prepare import PrepareConfig, prepare
+
+    half = sizes.train_rows // 2
+    csv = os.path.join(root, f"floats-{half}.csv")
+    bench_prepare.generate(csv, half, categorical=0)
+    small_dir = os.path.join(root, "p-half")
+    prepare(PrepareConfig(data=(csv,), label="label", eval_fraction=0.01, valid_fraction=0.0), small_dir)
+    cases = {"small": (small_dir, sizes.long_steps), "double": (os.path.join(root, "p"), 2 * sizes.long_steps)}
+    runs: Dict[str, List[dict]] = {k: [] for k in cases}
+    for r in range(sizes.rounds):
+        for key in list(cases) if r % 2 == 0 else list(cases)[::-1]:
+            directory, steps = cases[key]
+            cmd = [sys.executable, __file__, "--child-train", directory, str(steps)]
+            done = subprocess.run(cmd, check=True, capture_output=True, text=True, env=_env())
+            runs[key].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    med = lambda k, f: statistics.median(x[f] for x in runs[k])
+    notes.append(
+        f"cost growth, training, rows and steps x2 ({half:,} rows/{sizes.long_steps} steps -> double): time "
+        f"x{med('double', 'seconds') / med('small', 'seconds'):.2f} ({med('small', 'seconds'):.1f} -> "
+        f"{med('double', 'seconds'):.1f} s, start-up included), peak memory x{med('double', 'mb') / med('small', 'mb'):.2f}"
+    )
+
+
+# -- the table ---------------------------------------------------------------------------------------------
+def _fmt(value: float) -> str:
+    return f"{value:,.0f}" if value >= 100 else f"{value:.2f}" if value < 10 else f"{value:.1f}"
+
+
+def print_table(rows: List[Row], notes: List[str], sizes: Sizes, started: float) -> None:
+    print(
+        f"\n{'row':<44} {'ours (median)':>17} {'alternative':<30} {'alt (median)':>13} {'x (median [range])':>22} {'target':>7}"
+    )
+    for row in rows:
+        ratios = row.ratios()
+        ratio = f"{statistics.median(ratios):.2f} [{min(ratios):.2f}-{max(ratios):.2f}]"
+        target = f">={row.target:.2f}" if row.target else ""
+        ours = f"{_fmt(statistics.median(row.ours))} {row.unit}"
+        print(
+            f"{row.name:<44} {ours:>17} {row.alt_name:<30} {_fmt(statistics.median(row.alt)):>13} {ratio:>22} {target:>7}"
+        )
+    for note in notes:
+        print(f"- {note}")
+    load = os.getloadavg()
+    print(
+        f"- rounds {sizes.rounds}, cores {os.cpu_count()}, load average now {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}, "
+        f"wall time {(time.perf_counter() - started) / 60:.1f} min"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="smaller data, fewer rounds, no 1M-row preparation")
+    parser.add_argument("--rounds", type=int, help="interleaved rounds per row (default 3, --quick 2)")
+    parser.add_argument("--only", nargs="+", choices=["training", "prediction", "preparation", "run-local", "growth"])
+    parser.add_argument("--workdir", default=None)
+    parser.add_argument("--child-in-process", help=argparse.SUPPRESS)
+    parser.add_argument("--child-train", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child_in_process:
+        return child_in_process(args.child_in_process)
+    if args.child_train:
+        return child_train(args.child_train[0], int(args.child_train[1]))
+    import tensorflow as tf
+
+    tf.get_logger().setLevel("ERROR")
+    sizes = QUICK if args.quick else FULL
+    if args.rounds:
+        sizes = dataclasses.replace(sizes, rounds=args.rounds)
+    only = set(args.only or ["training", "prediction", "preparation", "run-local", "growth"])
+    started = time.perf_counter()
+    root = args.workdir or tempfile.mkdtemp(prefix="bench-all-")
+    os.makedirs(root, exist_ok=True)
+    rows: List[Row] = []
+    notes: List[str] = []
+    training = Training(root, sizes.train_rows)
+    if "training" in only:
+        rows += bench_training(training, sizes, notes)
+        rows.append(flops_row(rows, len(training.keys), matmul_peak()))
+    if "prediction" in only:
+        rows += bench_prediction(training, root, sizes)
+    if "preparation" in only:
+        rows += bench_preparation(root, sizes, notes)
+    if "run-local" in only:
+        rows += bench_run_local(root, sizes)
+    if "growth" in only:
+        bench_growth(training, root, sizes, notes)
+    print_table(rows, notes, sizes, started)
+    if not args.workdir:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
