@@ -1,5 +1,5 @@
 """`pipelines.reproduce` on hand-written records: reading a record, the settings that rerun it, the resubmission
-of a Vertex AI run, and `diff`. Reruns of real runs are in tests/e2e/test_reproduce.py."""
+of a Vertex AI run, and `diff`. Reruns of real runs are in tests/e2e/test_pipeline_reproduce.py."""
 
 from __future__ import annotations
 
