@@ -57,36 +57,26 @@ CPU, TPU = "CPU", "TPU"
 
 
 # -- what a stage ran with -----------------------------------------------------------------------------------
-def git_commit(directory: str) -> Optional[str]:
-    """The checked-out commit of the git work tree holding `directory`, or None outside git."""
+def _git(directory: str, *args: str) -> Optional[str]:
+    """The output of `git -C directory args...`, or None outside git (or without git)."""
     try:
-        out = subprocess.run(
-            ["git", "-C", directory, "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=10,
-        )
+        out = subprocess.run(["git", "-C", directory, *args], capture_output=True, text=True, check=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
         return None
-    commit = out.stdout.strip()
-    return commit if re.fullmatch(r"[0-9a-f]{40}", commit) else None
+    return out.stdout.strip()
+
+
+def git_commit(directory: str) -> Optional[str]:
+    """The checked-out commit of the git work tree holding `directory`, or None outside git."""
+    commit = _git(directory, "rev-parse", "HEAD")
+    return commit if commit and re.fullmatch(r"[0-9a-f]{40}", commit) else None
 
 
 def git_modified(directory: str) -> Optional[bool]:
     """Whether tracked files of the git work tree holding `directory` differ from its commit (None outside git):
     a commit names the code only when nothing is modified."""
-    try:
-        out = subprocess.run(
-            ["git", "-C", directory, "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=10,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return bool(out.stdout.strip())
+    status = _git(directory, "status", "--porcelain", "--untracked-files=no")
+    return None if status is None else bool(status)
 
 
 def _installed(names: Sequence[str]) -> Optional[str]:

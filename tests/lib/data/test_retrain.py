@@ -8,18 +8,17 @@ published model predicts on the same rows: all rows for (2), the rows whose valu
 
 from __future__ import annotations
 
-import csv
 import json
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from penguin_rows import penguin_rows, write_rows
 
 from estimator_lib import release
 from estimator_lib.config import JobConfig, PrepareConfig, ValidationConfig
 from estimator_lib.data import retrain, validation
 from estimator_lib.data.common import DataError
-from estimator_lib.data.embedded import default_dataset
 from estimator_lib.estimator import train_prepared
 from estimator_lib.export import load_serving_model
 from estimator_lib.model.inputs import resolve_files
@@ -29,19 +28,6 @@ pytestmark = pytest.mark.slow
 COLD = {"training.train_steps": 150, "training.train_batch_size": 32, "training.eval_batch_size": 32}
 NEAR_ZERO = {**COLD, "training.train_steps": 1, "training.optimizer.learning_rate": 1e-12}
 WARN = ValidationConfig(on_breach="warn")
-
-
-def _rows():
-    with open(default_dataset().path, newline="", encoding="utf-8") as f:
-        return list(csv.DictReader(f))
-
-
-def _write(path, rows):
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    return str(path)
 
 
 def snapshot_two(rows):
@@ -95,10 +81,10 @@ def eval_examples(prepared):
 def history(tmp_path_factory):
     root = tmp_path_factory.mktemp("retrain")
     publish_root = str(root / "published")
-    rows = _rows()
-    first, v1 = run(_write(root / "s1.csv", rows), root, "r1", publish_root, COLD)
-    second, v2 = run(_write(root / "s2.csv", snapshot_two(rows)), root, "r2", publish_root, NEAR_ZERO)
-    third, v3 = run(_write(root / "s3.csv", snapshot_three(rows)), root, "r3", publish_root, NEAR_ZERO)
+    rows = penguin_rows()
+    first, v1 = run(write_rows(root / "s1.csv", rows), root, "r1", publish_root, COLD)
+    second, v2 = run(write_rows(root / "s2.csv", snapshot_two(rows)), root, "r2", publish_root, NEAR_ZERO)
+    third, v3 = run(write_rows(root / "s3.csv", snapshot_three(rows)), root, "r3", publish_root, NEAR_ZERO)
     return {"root": root, "runs": [(first, v1), (second, v2), (third, v3)], "rows": rows, "publish_root": publish_root}
 
 
@@ -140,7 +126,7 @@ def test_a_new_label_class_fails_before_training_naming_it_and_the_fix(history, 
     rows = [dict(r) for r in history["rows"]]
     rows += [{**r, "species": "Emperor"} for r in rows[:5]]
     reference = release.resolve_model("latest", history["publish_root"])
-    config = PrepareConfig(data=(_write(tmp_path / "s.csv", rows),), label="species", num_workers=1)
+    config = PrepareConfig(data=(write_rows(tmp_path / "s.csv", rows),), label="species", num_workers=1)
     with pytest.raises(
         DataError, match=r"class\(es\) \['Emperor'\] that the published model does not know .*--warm-start none"
     ):

@@ -2,32 +2,18 @@
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import re
 
 import numpy as np
 import pytest
+from penguin_rows import penguin_rows, write_rows
 
 from estimator_lib.config import ConfigError, PrepareConfig, ValidationConfig
 from estimator_lib.data import retrain, validation
 from estimator_lib.data.common import DataError
-from estimator_lib.data.embedded import default_dataset
 from estimator_lib.data.prepare import prepare
-
-
-def _rows():
-    with open(default_dataset().path, newline="", encoding="utf-8") as f:
-        return list(csv.DictReader(f))
-
-
-def _write(path, rows):
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    return str(path)
 
 
 def _config(path):
@@ -38,7 +24,7 @@ def _config(path):
 def reference(tmp_path_factory):
     """A model directory holding what an export records about its data: the schema and the data profile."""
     root = tmp_path_factory.mktemp("reference")
-    prepared = prepare(_config(_write(root / "base.csv", _rows())), str(root / "prepared"))
+    prepared = prepare(_config(write_rows(root / "base.csv", penguin_rows())), str(root / "prepared"))
     model = root / "model"
     os.makedirs(model / "assets.extra")
     metadata = {"schema": prepared.schema.to_dict(), "data_profile": prepared.profile()}
@@ -48,12 +34,16 @@ def reference(tmp_path_factory):
 
 def _validate(reference, tmp_path, rows, checks=ValidationConfig()):
     return retrain.prepare_continuing(
-        _config(_write(tmp_path / "new.csv", rows)), str(tmp_path / "data"), reference, checks, str(tmp_path / "v.md")
+        _config(write_rows(tmp_path / "new.csv", rows)),
+        str(tmp_path / "data"),
+        reference,
+        checks,
+        str(tmp_path / "v.md"),
     )
 
 
 def test_the_same_data_passes_every_check(reference, tmp_path):
-    continued = _validate(reference, tmp_path, _rows())
+    continued = _validate(reference, tmp_path, penguin_rows())
     assert continued.report.status == validation.PASSED and not continued.report.breaches
     assert {f.check for f in continued.report.findings} == {
         "row ratio",
@@ -71,7 +61,7 @@ def test_the_same_data_passes_every_check(reference, tmp_path):
 
 
 def test_a_dropped_column_fails_naming_it(reference, tmp_path):
-    rows = [{k: v for k, v in r.items() if k != "sex"} for r in _rows()]
+    rows = [{k: v for k, v in r.items() if k != "sex"} for r in penguin_rows()]
     with pytest.raises(validation.DataValidationError, match=r"sex: dropped column \(validation.schema_changes=fail\)"):
         _validate(reference, tmp_path, rows)
     report = (tmp_path / "v.md").read_text()
@@ -79,7 +69,7 @@ def test_a_dropped_column_fails_naming_it(reference, tmp_path):
 
 
 def test_a_dropped_column_with_warn_is_read_as_missing(reference, tmp_path):
-    rows = [{k: v for k, v in r.items() if k != "sex"} for r in _rows()]
+    rows = [{k: v for k, v in r.items() if k != "sex"} for r in penguin_rows()]
     continued = _validate(reference, tmp_path, rows, ValidationConfig(on_breach="warn"))
     assert continued.report.status == validation.WARNED
     assert continued.prepared.manifest["absent_columns"] == ["sex"]
@@ -87,7 +77,7 @@ def test_a_dropped_column_with_warn_is_read_as_missing(reference, tmp_path):
 
 
 def test_a_new_column_is_reported_and_left_out(reference, tmp_path):
-    rows = [{**r, "colour": "grey"} for r in _rows()]
+    rows = [{**r, "colour": "grey"} for r in penguin_rows()]
     continued = _validate(reference, tmp_path, rows, ValidationConfig(schema_changes="warn"))
     assert continued.report.status == validation.PASSED
     assert [f.text() for f in continued.report.findings if f.check == "new column"] == [
@@ -97,7 +87,7 @@ def test_a_new_column_is_reported_and_left_out(reference, tmp_path):
 
 
 def test_a_retyped_column_fails_before_anything_is_written(reference, tmp_path):
-    rows = [{**r, "bill_length_mm": f"{r['bill_length_mm']} mm"} for r in _rows()]
+    rows = [{**r, "bill_length_mm": f"{r['bill_length_mm']} mm"} for r in penguin_rows()]
     with pytest.raises(
         DataError, match=r"column 'bill_length_mm' was numeric .* but only 0% of its values are numbers now \(retyped"
     ):
@@ -106,7 +96,7 @@ def test_a_retyped_column_fails_before_anything_is_written(reference, tmp_path):
 
 
 def test_a_renamed_category_fails_on_its_unseen_share(reference, tmp_path):
-    rows = [{**r, "island": "Dream Island" if r["island"] == "Dream" else r["island"]} for r in _rows()]
+    rows = [{**r, "island": "Dream Island" if r["island"] == "Dream" else r["island"]} for r in penguin_rows()]
     with pytest.raises(validation.DataValidationError) as error:
         _validate(reference, tmp_path, rows)
     message = str(error.value)
@@ -129,7 +119,7 @@ def validation_findings(tmp_path):
 def test_a_unit_change_fails_on_distance_and_mean_shift(reference, tmp_path):
     rows = [
         {**r, "body_mass_g": r["body_mass_g"] if r["body_mass_g"] == "NA" else str(float(r["body_mass_g"]) / 1000)}
-        for r in _rows()
+        for r in penguin_rows()
     ]
     with pytest.raises(validation.DataValidationError) as error:
         _validate(reference, tmp_path, rows)
@@ -139,7 +129,7 @@ def test_a_unit_change_fails_on_distance_and_mean_shift(reference, tmp_path):
 
 
 def test_the_drift_table_holds_every_measured_figure_per_feature(reference, tmp_path):
-    rows = [{**r, "island": "Dream Island" if r["island"] == "Dream" else r["island"]} for r in _rows()]
+    rows = [{**r, "island": "Dream Island" if r["island"] == "Dream" else r["island"]} for r in penguin_rows()]
     report = _validate(reference, tmp_path, rows, ValidationConfig(on_breach="warn")).report
     drift = report.drift()
     unseen = next(f for f in report.breaches if f.feature == "island" and f.check == "unseen share")
@@ -152,7 +142,9 @@ def test_the_drift_table_holds_every_measured_figure_per_feature(reference, tmp_
 
 
 def test_a_jump_in_missing_values_and_a_shrunk_table_breach(reference, tmp_path):
-    rows = [{**r, "flipper_length_mm": "NA" if i % 3 == 0 else r["flipper_length_mm"]} for i, r in enumerate(_rows())]
+    rows = [
+        {**r, "flipper_length_mm": "NA" if i % 3 == 0 else r["flipper_length_mm"]} for i, r in enumerate(penguin_rows())
+    ]
     continued = _validate(reference, tmp_path, rows[:120], ValidationConfig(on_breach="warn"))
     texts = [f.text() for f in continued.report.breaches]
     assert any(t.startswith("flipper_length_mm: missing change 0.3") for t in texts)
@@ -161,7 +153,7 @@ def test_a_jump_in_missing_values_and_a_shrunk_table_breach(reference, tmp_path)
 
 def test_without_a_reference_nothing_is_checked(tmp_path):
     continued = retrain.prepare_continuing(
-        _config(_write(tmp_path / "a.csv", _rows())),
+        _config(write_rows(tmp_path / "a.csv", penguin_rows())),
         str(tmp_path / "data"),
         None,
         ValidationConfig(),
