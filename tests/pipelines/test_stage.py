@@ -3,6 +3,7 @@ runner's switch to it. The whole pipeline through it runs in tests/e2e/."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -10,15 +11,17 @@ import sys
 
 from kfp.local import subprocess_task_handler
 
+from components import build_stages
 from pipelines import local, stage
+from pipelines.image import LOCAL_IMAGE
 from repo import ROOT
 
-COMPONENT = '''
+COMPONENT = """
 def hello(name: str) -> str:
     if name == "fail":
         raise ValueError("asked to fail")
     return "hello " + name
-'''
+"""
 
 
 def run_stage(tmp_path, name: str) -> subprocess.CompletedProcess:
@@ -57,3 +60,12 @@ def test_the_local_runner_starts_stages_through_pipelines_stage(capfd):
     assert "pipelines.stage" in capfd.readouterr().out
     assert subprocess_task_handler.run_local_subprocess(command) == 0
     assert "kfp.dsl.executor_main" in capfd.readouterr().out
+
+
+def test_kfp_starts_every_stage_through_the_module_the_runner_rewrites():
+    """The rewrite above keys on KFP's executor module: were KFP to start components another way, the local
+    runner would silently lose the fast exit."""
+    stages = build_stages(LOCAL_IMAGE)
+    for field in dataclasses.fields(stages):
+        container = getattr(stages, field.name).component_spec.implementation.container
+        assert stage.KFP_EXECUTOR_MODULE in " ".join([*container.command, *container.args]), field.name
