@@ -16,11 +16,20 @@
 #   TF_TPU_VERSION, LIBTPU_VERSION: a pair from TPU_RUNTIMES in pipelines/image.py (Cloud TPU's supported
 #                     configurations); the build fails if the installed versions do not match that table.
 #                     TF_TPU_WHEEL and LIBTPU_URL are derived from them (override them for a mirror only).
+#   BEAM_SDK_IMAGE    Apache Beam's Python SDK image of the installed Beam version and the base's Python: its worker
+#                     boot program (/opt/apache/beam/boot, the image's ENTRYPOINT) makes this image Dataflow's worker
+#                     container for `--engine beam` (docs/scale.md). BEAM_SDK_IMAGE=BASE_IMAGE builds without it
+#                     (the image then launches Dataflow jobs but cannot be their workers' container).
 #
 # Build secrets (optional; scripts/build-image.sh passes the host's): pip_ca, a CA bundle pip and the libtpu download
 # trust; pip_conf, a pip.conf with the index settings. They are mounted for the build steps only, never stored in
 # the image. Downloaded wheels are kept on a build cache mount (id tpu-pipeline-wheelhouse), outside the image.
 ARG BASE_IMAGE=python:3.10-slim-bookworm
+ARG BEAM_SDK_IMAGE=apache/beam_python3.10_sdk:2.72.0
+
+# -- Beam's worker boot program, from the SDK image of the same Beam version (a folder in every case) --------------
+FROM ${BEAM_SDK_IMAGE} AS beam-sdk
+RUN mkdir -p /opt/apache/beam
 
 # -- the package as a wheel, built in a throwaway stage (its sources and build files stay out of the image) -------
 FROM ${BASE_IMAGE} AS wheel
@@ -55,10 +64,12 @@ ENV VIRTUAL_ENV=/opt/venv \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     TF_CPP_MIN_LOG_LEVEL=1
 
-# TensorFlow, then the package's own dependencies pinned as in pyproject.toml (tests/test_dockerfile.py keeps them
-# equal). The package itself is installed below without dependencies: its tensorflow-cpu requirement would
-# otherwise pull a second TensorFlow into the TPU image. Wheels (and libtpu) are kept in a wheelhouse on a build
-# cache mount, outside the image: a rebuild installs from it offline and downloads only what it lacks.
+# A current pip first: the one bookworm's venv brings (23.0) backtracks for over 5 minutes over Beam's [gcp]
+# dependencies, where 25.3+ resolves them in seconds. Then TensorFlow, and the package's own dependencies pinned as
+# in pyproject.toml (tests/test_dockerfile.py keeps them equal). The package itself is installed below without
+# dependencies: its tensorflow-cpu requirement would otherwise pull a second TensorFlow into the TPU image. Wheels
+# (and libtpu) are kept in a wheelhouse on a build cache mount, outside the image: a rebuild installs from it
+# offline and downloads only what it lacks.
 RUN --mount=type=secret,id=pip_ca --mount=type=secret,id=pip_conf \
     --mount=type=cache,id=tpu-pipeline-wheelhouse,target=/wheelhouse \
     set -eu; export PIP_CONFIG_FILE=/run/secrets/pip_conf; \
@@ -71,10 +82,14 @@ RUN --mount=type=secret,id=pip_ca --mount=type=secret,id=pip_conf \
     set -- "tensorflow-estimator==2.15.0" "protobuf>=4.21,<5" "kfp>=2.13,<2.14" \
         "google-cloud-storage>=2.14,<4" "numpy>=1.23.5,<2" "orjson>=3.10,<4" \
         "google-cloud-aiplatform>=1.60,<2" "google-cloud-pipeline-components>=2.22,<2.23" \
-        "matplotlib>=3.8,<4"; \
+        "matplotlib>=3.8,<4" "apache-beam[gcp]>=2.72,<2.73"; \
     python3 -m venv "$VIRTUAL_ENV"; \
+    pip=pip\>=25.3,\<27; \
+    if ! pip install --no-index --find-links /wheelhouse "$pip" 2>/dev/null; then \
+      pip download --dest /wheelhouse "$pip"; pip install --no-index --find-links /wheelhouse "$pip"; \
+    fi; \
     if ! pip install --no-index --find-links /wheelhouse "$installed_as" "$@" 2>/dev/null; then \
-      pip wheel --use-pep517 --wheel-dir /wheelhouse "$tensorflow" "$@"; \
+      pip wheel --wheel-dir /wheelhouse "$tensorflow" "$@"; \
       pip install --no-index --find-links /wheelhouse "$installed_as" "$@"; \
     fi; \
     if [ "$TENSORFLOW_BUILD" = tpu ]; then \
@@ -88,9 +103,15 @@ os.replace(sys.argv[2] + ".part", sys.argv[2])' "$LIBTPU_URL" "$libtpu"; \
 # versions match (pipelines/image.py TPU_RUNTIMES), pip sees no conflict; then the unprivileged user.
 # (COPY, not a bind mount from the stage: buildah 1.28 cannot bind-mount a cached stage.)
 COPY --from=wheel /wheels /tmp/wheels
+COPY --from=beam-sdk /opt/apache/beam /opt/apache/beam
+ARG BASE_IMAGE
+ARG BEAM_SDK_IMAGE
 RUN set -eu; pip install --no-deps /tmp/wheels/*.whl; \
+    if [ -x /opt/apache/beam/boot ]; then echo "Dataflow worker boot: /opt/apache/beam/boot from $BEAM_SDK_IMAGE"; \
+    elif [ "$BEAM_SDK_IMAGE" = "$BASE_IMAGE" ]; then echo "no Beam worker boot (BEAM_SDK_IMAGE=BASE_IMAGE)"; \
+    else echo "BEAM_SDK_IMAGE=$BEAM_SDK_IMAGE has no /opt/apache/beam/boot; give Beam's Python SDK image" >&2; exit 1; fi; \
     python -c "import os, importlib.metadata as m, tensorflow as tf, components, estimator_lib.estimator, \
-estimator_lib.predict, google_cloud_pipeline_components; from pipelines.image import LIBTPU_PATH, check_runtime; \
+estimator_lib.predict, google_cloud_pipeline_components, apache_beam; from pipelines.image import LIBTPU_PATH, check_runtime; \
 found = ('${TENSORFLOW_BUILD}', tf.__version__, m.version('tensorflow-estimator'), \
 '${LIBTPU_VERSION}' if os.path.exists(LIBTPU_PATH) else None); check_runtime(*found); print('runtime', found)"; \
     conflicts=$(pip check | grep -v -e '^No broken requirements' -e ' requires tensorflow-cpu, which is not installed' || true); \
@@ -102,6 +123,10 @@ found = ('${TENSORFLOW_BUILD}', tf.__version__, m.version('tensorflow-estimator'
 # pipeline itself needs no root.
 USER pipeline
 WORKDIR /home/pipeline
+
+# Dataflow starts its workers through the image's entrypoint, Beam's boot program. Vertex AI and KFP give every
+# stage its own command, which replaces the entrypoint; to run something else by hand: docker run --entrypoint ...
+ENTRYPOINT ["/opt/apache/beam/boot"]
 
 # The image's own reference (scripts/build-image.sh passes its tag, REPO:<git commit>): each stage records it in
 # its manifest as the code it ran (estimator_lib/manifest.py). Last, so a new tag rebuilds no other layer.

@@ -8,6 +8,10 @@
 #   --variant cpu   tensorflow-cpu from the package index (base python:3.11-slim-bookworm)
 #   --base local    a Debian bookworm base made here with debootstrap (Debian's Python 3.11; no image registry
 #                   needed; cpu only: the TPU wheel is for Python 3.10). Cached under the cache directory below.
+#   --beam-sdk IMAGE|none
+#                   Beam's Python SDK image whose worker boot program makes the image Dataflow's worker container
+#                   (--engine beam): default apache/beam_pythonX.Y_sdk:<the dataflow extra's Beam> for the
+#                   variant's Python; none (the default with --base local: no registry) builds without it.
 #   --tag REF       default REPO:<git commit> (REPO: $TPU_PIPELINE_IMAGE_REPO or tpu-pipeline; tpu-pipeline-cpu
 #                   for --variant cpu), the commit tag `tpu-pipeline compile --image-repo REPO` expects.
 #   --push          push REF after the build.
@@ -21,15 +25,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-variant=tpu base="" tag="" engine="" push=false
+variant=tpu base="" tag="" engine="" push=false beam_sdk=""
 extra=()
-usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "build-image: error: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --variant) variant=${2:?--variant needs tpu or cpu}; shift 2 ;;
     --base) base=${2:?--base needs an image or local}; shift 2 ;;
     --tag) tag=${2:?--tag needs an image reference}; shift 2 ;;
+    --beam-sdk) beam_sdk=${2:?--beam-sdk needs an image or none}; shift 2 ;;
     --engine) engine=${2:?--engine needs docker or buildah}; shift 2 ;;
     --push) push=true; shift ;;
     -h|--help) usage; exit 0 ;;
@@ -43,8 +48,8 @@ mkdir -p "$cache"
 
 # -- what to build ---------------------------------------------------------------------------------------------
 case "$variant" in
-  tpu) default_base=python:3.10-slim-bookworm repo_suffix="" ;;
-  cpu) default_base=python:3.11-slim-bookworm repo_suffix=-cpu ;;
+  tpu) default_base=python:3.10-slim-bookworm repo_suffix="" python=3.10 ;;
+  cpu) default_base=python:3.11-slim-bookworm repo_suffix=-cpu python=3.11 ;;
   *) die "--variant $variant: use tpu or cpu" ;;
 esac
 base=${base:-$default_base}
@@ -139,15 +144,31 @@ local_base() {
   echo "$ref"
 }
 
+# Beam's SDK image for the worker boot program: the version the dataflow extra pins (apache-beam[gcp]>=X.Y,<...).
+if [ -z "$beam_sdk" ]; then
+  if [ "$base" = local ]; then beam_sdk=none
+  else
+    beam=$(sed -n 's/^dataflow = \["apache-beam\[gcp\]>=\([0-9]*\.[0-9]*\),.*/\1/p' pyproject.toml)
+    [ -n "$beam" ] || die "pyproject.toml has no dataflow extra of the form apache-beam[gcp]>=X.Y,<...; pass --beam-sdk"
+    beam_sdk="apache/beam_python${python}_sdk:${beam}.0"
+  fi
+fi
+
 if [ "$base" = local ]; then
   base=$(local_base)
 fi
+if [ "$beam_sdk" = none ]; then
+  beam_sdk=$base
+  echo "build-image: note: no Beam worker boot program (--beam-sdk none): the image runs every stage and launches \
+Dataflow jobs, but cannot be the Dataflow workers' container" >&2
+fi
 
 # -- build ---------------------------------------------------------------------------------------------------------
-echo "build-image: building $tag ($variant, base $base) with $engine" >&2
+echo "build-image: building $tag ($variant, base $base, Beam boot from $beam_sdk) with $engine" >&2
 start=$(date +%s)
 "${build[@]}" \
   --build-arg "BASE_IMAGE=$base" --build-arg "TENSORFLOW_BUILD=$variant" --build-arg "IMAGE_REF=$tag" \
+  --build-arg "BEAM_SDK_IMAGE=$beam_sdk" \
   --secret "id=pip_ca,src=$secrets/ca.pem" --secret "id=pip_conf,src=$secrets/pip.conf" \
   --tag "$tag" "${extra[@]}" .
 seconds=$(( $(date +%s) - start ))

@@ -78,6 +78,20 @@ def test_the_default_tpu_build_is_a_tensorflow_libtpu_pair_of_the_table():
     assert "3.10" in args["BASE_IMAGE"]  # the TPU wheel is cp310
 
 
+def test_the_image_installs_the_dataflow_extras_beam_and_boots_from_the_same_beam_sdk_image():
+    """Dataflow needs the launcher's and the workers' Beam to be one version, the boot program from Beam's SDK
+    image of that version and the image's Python (docs/scale.md)."""
+    extra = re.search(r'^dataflow = \[("apache-beam\[gcp\]>=([\d.]+),<[\d.]+")\]', _read("pyproject.toml"), re.M)
+    assert extra, "pyproject.toml has no dataflow extra apache-beam[gcp]>=X.Y,<..."
+    dockerfile = _read("Dockerfile")
+    assert extra.group(1) in dockerfile, f"the Dockerfile does not install {extra.group(1)}"
+    args = _build_args()
+    python = re.search(r"python:(3\.\d+)", args["BASE_IMAGE"]).group(1)
+    assert args["BEAM_SDK_IMAGE"] == f"apache/beam_python{python}_sdk:{extra.group(2)}.0"
+    assert "COPY --from=beam-sdk /opt/apache/beam /opt/apache/beam" in dockerfile
+    assert 'ENTRYPOINT ["/opt/apache/beam/boot"]' in dockerfile
+
+
 def test_the_image_copies_whole_package_directories():
     """New subpackages (estimator_lib/config/, ...) must reach the image without editing the Dockerfile."""
     packages = re.search(r"include = \[(.*?)\]", _read("pyproject.toml")).group(1)

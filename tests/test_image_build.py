@@ -225,6 +225,55 @@ def test_image_tensorflow_is_the_cpu_build_2_15_with_estimator(buildah, image):
     assert libtpu is False and gcpc
 
 
+def test_image_holds_the_dataflow_extras_beam_and_boots_through_its_worker_program(buildah, image, rootfs):
+    """`--engine beam` on Vertex AI: the stage launches Dataflow with the image's Beam ([gcp], the dataflow extra's
+    version), and Dataflow starts its workers through the entrypoint. This local build has no Beam SDK image to
+    copy the boot program from (--beam-sdk none), so only its place is checked here."""
+    config = json.loads(buildah("inspect", "--type", "image", image[0]))["OCIv1"]["config"]
+    assert config["Entrypoint"] == ["/opt/apache/beam/boot"]
+    assert os.path.isdir(os.path.join(rootfs, "opt/apache/beam"))
+    container = buildah.container(image[0])
+    script = (
+        "import json, importlib.metadata as m, apache_beam, apache_beam.io.gcp.gcsio, "
+        "apache_beam.runners.dataflow.dataflow_runner; print(json.dumps(apache_beam.__version__))"
+    )
+    try:
+        proc = buildah.run(container, ["python", "-c", script])
+    finally:
+        buildah("rm", container)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lower = re.search(r'dataflow = \["apache-beam\[gcp\]>=([\d.]+),', _read_pyproject()).group(1)
+    assert json.loads(proc.stdout.strip().splitlines()[-1]).startswith(lower + ".")
+
+
+def test_image_prepares_on_beam_as_in_process(buildah, image):
+    """The image's Beam (the dataflow extra's, with [gcp]) runs the Beam preparation to the in-process bytes."""
+    script = (
+        "import json, tempfile\n"
+        "from estimator_lib.config import PrepareConfig\n"
+        "from estimator_lib.config.beam import BeamConfig\n"
+        "from estimator_lib.data import beam, embedded, prepare\n"
+        "work = tempfile.mkdtemp()\n"
+        "config = PrepareConfig(data=(embedded.resolve_data('embedded:penguins'),), label='species')\n"
+        "ours = prepare.prepare(config, work + '/inprocess')\n"
+        "theirs = beam.prepare_on_beam(config, work + '/beam', BeamConfig(temp_location=work))\n"
+        "print(json.dumps([ours.manifest['fingerprint'], theirs.manifest['fingerprint']]))\n"
+    )
+    container = buildah.container(image[0])
+    try:
+        proc = buildah.run(container, ["python", "-c", script])
+    finally:
+        buildah("rm", container)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    inprocess, on_beam = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert on_beam == inprocess
+
+
+def _read_pyproject() -> str:
+    with open(os.path.join(ROOT, "pyproject.toml"), encoding="utf-8") as f:
+        return f.read()
+
+
 def test_image_compiles_the_tpu_pipeline(buildah, image):
     """The Vertex AI libraries are in the image too (google-cloud-pipeline-components' TPU custom-job wrapper)."""
     container = buildah.container(image[0])
