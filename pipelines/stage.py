@@ -15,6 +15,7 @@ pipeline spec, and what runs on Vertex AI, are unchanged.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -59,7 +60,8 @@ def _receive(conn: socket.socket) -> Optional[dict]:
 
 def _forward_signals(child: int) -> None:
     def forward(signum: int, frame: object) -> None:
-        os.kill(child, signum)
+        with contextlib.suppress(ProcessLookupError):  # it has just ended: its end is on its way
+            os.kill(child, signum)
 
     for signum in FORWARDED_SIGNALS:
         signal.signal(signum, forward)
