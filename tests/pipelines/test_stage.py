@@ -188,3 +188,13 @@ def test_the_server_refuses_to_fork_once_tensorflow_s_runtime_has_started():
         "imported (a module runs TensorFlow at import time), so forking is unsafe; the stages run in processes of "
         "their own until that module does its TensorFlow work when called"
     )
+
+
+def test_the_server_is_gone_after_a_run_that_failed(tmp_path, monkeypatch):
+    monkeypatch.delenv(stage.STAGE_SERVER_ENV, raising=False)  # the module's server, if it runs
+    with pytest.raises(RuntimeError, match="a stage failed"):
+        with open(tmp_path / "pipeline.log", "a", encoding="utf-8") as log, local.stage_server("test", log) as server:
+            assert server.poll() is None and os.environ[stage.STAGE_SERVER_ENV]
+            raise RuntimeError("a stage failed")
+    wait_gone(server.pid)
+    assert stage.STAGE_SERVER_ENV not in os.environ
