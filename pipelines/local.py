@@ -8,7 +8,9 @@ Two processes take part:
     which starts every stage as a subprocess of its own. The runner leads a session of its own, so it and its
     stages form one process group the supervisor stops as a whole: no stage outlives the command. The runner
     also stops the worker processes a killed stage leaves behind (`stop_orphans`). Its TMPDIR is the run's tmp/
-    folder (KFP writes each stage's `ephemeral_component.py` under it), deleted when the run ends.
+    folder (KFP writes each stage's `ephemeral_component.py` under it), deleted when the run ends. It also
+    starts the run's stage server (`stage_server`), in the same group: each stage process hands its stage to
+    it, and a child forked from that warm interpreter runs the stage without importing TensorFlow again.
 
 A run resumed into its folder runs in the same artifact directories (`_fixed_run_directory`): each stage finds
 its stage record there and reuses finished outputs, and training continues from its checkpoint
