@@ -164,9 +164,13 @@ def serve_one(listener: socket.socket, conn: socket.socket) -> None:
         _run_child(fds, request)
     for fd in fds:
         os.close(fd)
-    with contextlib.suppress(OSError):
+    try:
         conn.send(json.dumps({"pid": child}).encode())
-        conn.send(json.dumps(_wait(child, conn)).encode())
+    except OSError:  # the stage process has gone already
+        os.kill(child, signal.SIGKILL)
+    ended = _wait(child, conn)
+    with contextlib.suppress(OSError):
+        conn.send(json.dumps(ended).encode())
 
 
 def serve(listener: socket.socket) -> None:
