@@ -8,7 +8,9 @@ Two processes take part:
     which starts every stage as a subprocess of its own. The runner leads a session of its own, so it and its
     stages form one process group the supervisor stops as a whole: no stage outlives the command. The runner
     also stops the worker processes a killed stage leaves behind (`stop_orphans`). Its TMPDIR is the run's tmp/
-    folder (KFP writes each stage's `ephemeral_component.py` under it), deleted when the run ends.
+    folder (KFP writes each stage's `ephemeral_component.py` under it), deleted when the run ends. It also
+    starts the run's stage server (`stage_server`), in the same group: each stage process hands its stage to
+    it, and a child forked from that warm interpreter runs the stage without importing TensorFlow again.
 
 A run resumed into its folder runs in the same artifact directories (`_fixed_run_directory`): each stage finds
 its stage record there and reuses finished outputs, and training continues from its checkpoint
@@ -26,8 +28,10 @@ import io
 import json
 import os
 import re
+import secrets
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -422,6 +426,33 @@ def _fast_stage_exit():
         subprocess_task_handler.run_local_subprocess = original
 
 
+@contextlib.contextmanager
+def stage_server(run_id: str, log: IO[str]):
+    """Starts a warm stage server (`pipelines.stage_server`) for this run's stages and tells them its address;
+    kills it when the run ends.
+
+    The listening socket is open before the server has finished importing, so the first stage waits for it
+    rather than importing on its own; it has a Linux abstract name (no file to clean up, no path length limit)
+    and the server serves only this user. Should the server fail, the stages find no one listening and run in
+    processes of their own (`pipelines.stage`). Its own output (import warnings) goes to the run's log.
+    """
+    address = f"tpu-pipeline-{run_id}-{secrets.token_hex(8)}"
+    log.flush()
+    with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as listener:
+        listener.bind("\0" + address)
+        listener.listen(8)
+        fd = str(listener.fileno())
+        command = [sys.executable, "-m", stage.SERVER_MODULE, fd, str(os.getpid())]
+        server = subprocess.Popen(command, pass_fds=(listener.fileno(),), stdout=log, stderr=log)
+    os.environ[stage.STAGE_SERVER_ENV] = address
+    try:
+        yield server
+    finally:
+        del os.environ[stage.STAGE_SERVER_ENV]
+        server.kill()
+        server.wait()
+
+
 def run_pipeline(arguments: Mapping[str, Any], folder: runs.RunFolder, progress: _Progress, verbose: bool) -> dict:
     """Runs the pipeline with the KFP local runner in this process; returns its outputs {name: artifact}.
 
@@ -435,15 +466,16 @@ def run_pipeline(arguments: Mapping[str, Any], folder: runs.RunFolder, progress:
     ):
         attempt = progress.summary["run"]["attempts"]
         print(f"==== run {folder.run_id}, attempt {attempt}, started {runs.utc_now()} ====", file=log, flush=True)
-        kfp_local.init(
-            runner=kfp_local.SubprocessRunner(use_venv=False),
-            pipeline_root=folder.pipeline_root,
-            raise_on_error=True,
-        )
-        with warnings.catch_warnings(), _fixed_run_directory(folder.run_id), _fast_stage_exit():
-            # The subprocess runner warns that our image name lacks "python": it never uses the image.
-            warnings.filterwarnings("ignore", message=".*non-Python base image.*", category=RuntimeWarning)
-            task = build_pipeline(LOCAL_IMAGE)(**arguments)
+        with stage_server(folder.run_id, log):
+            kfp_local.init(
+                runner=kfp_local.SubprocessRunner(use_venv=False),
+                pipeline_root=folder.pipeline_root,
+                raise_on_error=True,
+            )
+            with warnings.catch_warnings(), _fixed_run_directory(folder.run_id), _fast_stage_exit():
+                # The subprocess runner warns that our image name lacks "python": it never uses the image.
+                warnings.filterwarnings("ignore", message=".*non-Python base image.*", category=RuntimeWarning)
+                task = build_pipeline(LOCAL_IMAGE)(**arguments)
     return dict(task.outputs)
 
 

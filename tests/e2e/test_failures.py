@@ -23,11 +23,12 @@ import pytest
 import tensorflow as tf
 
 from estimator_lib import release
-from pipelines import runs
+from pipelines import runs, stage
 
 pytestmark = pytest.mark.slow
 
 FAST = ["--set", "prepare.num_workers=1"]
+SERVER_COMMAND = f"{sys.executable} -m {stage.SERVER_MODULE} "
 
 
 def start_cli(output: str, *args: str) -> tuple[subprocess.Popen, str]:
@@ -73,6 +74,14 @@ def processes() -> dict[int, tuple[int, int, str]]:
                 continue
             out[int(entry)] = (int(fields[1]), int(fields[2]), fields[0])
     return out
+
+
+def command(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", encoding="utf-8") as f:
+            return f.read().replace("\0", " ")
+    except OSError:
+        return ""
 
 
 def descendants(pid: int) -> set[int]:
@@ -156,6 +165,7 @@ def test_sigterm_during_training_stops_every_process_within_5_s_and_records_the_
         family = descendants(proc.pid)
         groups = {processes()[p][1] for p in family if p in processes()}
         assert len(family) >= 4 and len(groups) == 2  # the CLI; the runner and the stage, in the runner's group
+        assert any(command(p).startswith(SERVER_COMMAND) for p in family)  # the stage server, in the same group
         proc.send_signal(signal.SIGTERM)
         stopped = time.monotonic()
         code = proc.wait(timeout=30)
