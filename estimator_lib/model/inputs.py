@@ -314,6 +314,7 @@ def _padded_input_fn(patterns: Patterns, schema: Schema, num_examples: Optional[
         _, hosts, replicas_per_host = _deployment(params)
         steps = eval_steps(count, batch_size * replicas_per_host * hosts)
 
+        @tf.autograph.experimental.do_not_convert  # plain TF calls: converting them only costs start-up
         def parse(batch_index, serialized):
             index = tf.cast(batch_index, tf.int32) * batch_size + tf.range(batch_size, dtype=tf.int32)
             parsed = tf.io.parse_example(serialized, spec)

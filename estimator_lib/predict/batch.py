@@ -304,7 +304,11 @@ class _RowFormatter:
         cols: List[Sequence[Any]] = [_json_keys(host[KEY_FEATURE])]
         cols += [self._render(c, *host[c.name]) for c in self._columns]
         cols += self._output_columns(outputs, host[KEY_FEATURE])
-        return (self._template * n) % tuple(itertools.chain.from_iterable(zip(*cols)))
+        # Row-major values by slice assignment: a C-level copy per column instead of a tuple per row.
+        values: List[Any] = [None] * (n * len(cols))
+        for i, column in enumerate(cols):
+            values[i :: len(cols)] = column
+        return (self._template * n) % tuple(values)
 
     def _render(self, column: _Column, values: np.ndarray, present: np.ndarray) -> List[bytes]:
         if column.render == "float":
