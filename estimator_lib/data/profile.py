@@ -185,8 +185,8 @@ def _content_texts(values: Dict[str, Sequence[Optional[str]]], header: Sequence[
     function for the others."""
     names = sorted(header)
     columns = [values[n] for n in names]
-    form = "\x1f".join(n.replace("{", "{{").replace("}", "}}") + "\x1e{}" for n in names)
-    texts = list(map(form.format, *columns))
+    form = "\x1f".join(n.replace("%", "%%") + "\x1e%s" for n in names)
+    texts = list(map(form.__mod__, zip(*columns)))
     gaps = np.zeros(len(texts), bool)
     for column in columns:
         if None in column:

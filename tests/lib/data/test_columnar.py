@@ -11,7 +11,7 @@ import pytest
 
 from estimator_lib.data import encode, prepare, profile, score
 from estimator_lib.data.plan import decide_schema, encode_plan
-from estimator_lib.data.read import clean_column, iter_chunks, resolve_inputs, spaced
+from estimator_lib.data.read import Chunk, clean_column, csv_records, iter_chunks, records, resolve_inputs, spaced
 from estimator_lib.config import PrepareConfig
 from estimator_lib.schema import CATEGORICAL, CLASSIFICATION, NUMERIC, FeatureSpec, LabelSpec, Schema, safe_key
 
@@ -24,8 +24,9 @@ def _rows(seed: int, n: int, label: str, key: bool) -> list:
     rng = random.Random(seed)
     rows = []
     for i in range(n):
-        x = [rng.choice(NUMBERS if rng.random() < 0.85 else AWKWARD) for _ in range(3)]
-        row = x + [rng.choice(WORDS), rng.choice(["1", "2", "3.0", "x", "NA"]), _label(rng, label)]
+        plain = (i // 100) % 2 == 0  # runs of rows without quotes: plain chunks, split without the csv module
+        x = [rng.choice([v for v in (NUMBERS if rng.random() < 0.85 else AWKWARD) if not plain or '"' not in v]) for _ in range(3)]
+        row = x + [rng.choice([w for w in WORDS if not plain or '"' not in w]), rng.choice(["1", "2", "3.0", "x", "NA"]), _label(rng, label)]
         if key:
             row.append(rng.choice(["", f"k{i}", f"k{i // 7}"]))
         if rng.random() < 0.03:
@@ -128,6 +129,16 @@ def test_csv_chunks_profile_exactly_as_row_by_row(tmp_path, case):
         overflowed += rows.label_overflow
     assert len(chunks) > 10
     assert overflowed > 0 or spec["label"] != "numbers"  # more label values than max_classes=3, counted alike
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["1,a\n2,b\n", "1,a\r\n\r\n2,b", "\n1, a \n\n,\n", "1,a\r2,b\n", '1,"a\n b"\n2,b\n', "1,a\x00\n", "x\n\n"],
+)
+def test_csv_records_are_the_csv_modules(text):
+    chunk = Chunk(0, "data.csv", "csv", 7, text, ("n", "w"))
+    lines, fields = csv_records(chunk)
+    assert list(zip(lines, fields)) == list(records(chunk))
 
 
 def test_a_column_is_cleaned_only_when_a_value_needs_it():
