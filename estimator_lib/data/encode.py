@@ -23,6 +23,7 @@ from estimator_lib.data.columnar import examples, key_entries, numeric_block, nu
 from estimator_lib.data.common import SPLITS, Moments, derived_key, split_index, split_indices, where
 from estimator_lib.data.read import CSV, BadRecord, Chunk, csv_columns, csv_records, csv_values, fitting, json_values
 from estimator_lib.data.read import raw_row
+from estimator_lib.data.tfrecord import frame
 from estimator_lib.data.read import records as read_records
 from estimator_lib.schema import CLASSIFICATION, NUMERIC, Schema
 
@@ -79,7 +80,8 @@ class ChunkTask:
 
 @dataclasses.dataclass
 class ChunkResult:
-    """Encoded rows per split, bad rows, and partial statistics over good rows (merged in order)."""
+    """Encoded rows per split (TFRecord-framed serialized Examples: `tfrecord.frame`), bad rows, and partial
+    statistics over good rows (merged in order)."""
 
     rows: int = 0
     examples: Tuple[List[bytes], ...] = ((), (), (), ())  # type: ignore[assignment]
@@ -111,9 +113,9 @@ def encode_chunk(task: ChunkTask) -> ChunkResult:
     """Checks and encodes one chunk (runs in a worker process; `init_worker` set the plan)."""
     plan = _PLAN
     assert plan is not None, "init_worker was not called"
-    if task.chunk.fmt == CSV:
-        return _encode_csv(task, plan)
-    return _encode_rows(task, plan)
+    out = _encode_csv(task, plan) if task.chunk.fmt == CSV else _encode_rows(task, plan)
+    out.examples = tuple(frame(e) for e in out.examples)
+    return out
 
 
 def _encode_rows(task: ChunkTask, plan: EncodePlan) -> ChunkResult:
