@@ -48,7 +48,9 @@ def _one_by_one(values: Sequence[Optional[str]]) -> Tuple[np.ndarray, np.ndarray
     return numbers, present, doubtful
 
 
-def numeric_block(prefixes: Sequence[bytes], values: Sequence[np.ndarray], present: Sequence[np.ndarray]) -> List[bytes]:
+def numeric_block(
+    prefixes: Sequence[bytes], values: Sequence[np.ndarray], present: Sequence[np.ndarray]
+) -> List[bytes]:
     """Per row, the map entries `prefix + float32 bytes` of adjacent numeric features, those present only.
 
     Args:

@@ -21,10 +21,19 @@ import numpy as np
 from estimator_lib.data import records, wire
 from estimator_lib.data.columnar import examples, key_entries, numeric_block, numeric_column, text_entries
 from estimator_lib.data.common import SPLITS, Moments, derived_key, split_index, split_indices, where
-from estimator_lib.data.read import CSV, BadRecord, Chunk, csv_columns, csv_records, csv_values, fitting, json_values
-from estimator_lib.data.read import raw_row
-from estimator_lib.data.tfrecord import frame
+from estimator_lib.data.read import (
+    CSV,
+    BadRecord,
+    Chunk,
+    csv_columns,
+    csv_records,
+    csv_values,
+    fitting,
+    json_values,
+    raw_row,
+)
 from estimator_lib.data.read import records as read_records
+from estimator_lib.data.tfrecord import frame
 from estimator_lib.schema import CLASSIFICATION, NUMERIC, Schema
 
 
@@ -300,7 +309,9 @@ def _assemble(columns: _Columns, keys: List[str], plan: EncodePlan) -> List[byte
         if group[0].kind == NUMERIC:
             pieces.append(
                 numeric_block(
-                    [f.prefix for f in group], [columns.f32[f.index] for f in group], [columns.present[f.index] for f in group]
+                    [f.prefix for f in group],
+                    [columns.f32[f.index] for f in group],
+                    [columns.present[f.index] for f in group],
                 )
             )
         else:

@@ -17,8 +17,17 @@ from typing import Any, Dict, FrozenSet, List, Optional, Sequence, Tuple
 import numpy as np
 
 from estimator_lib.data.common import content_text, hash64, split_index, split_indices
-from estimator_lib.data.read import CSV, BadRecord, Chunk, csv_columns, csv_records, csv_values, fitting, json_values
-from estimator_lib.data.read import records
+from estimator_lib.data.read import (
+    CSV,
+    BadRecord,
+    Chunk,
+    csv_columns,
+    csv_records,
+    csv_values,
+    fitting,
+    json_values,
+    records,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -197,7 +206,11 @@ def _content_texts(values: Dict[str, Sequence[Optional[str]]], header: Sequence[
 
 
 def _count_labels(
-    profile: Profile, labels: Optional[Sequence[Optional[str]]], valid: np.ndarray, splits: np.ndarray, plan: ProfilePlan
+    profile: Profile,
+    labels: Optional[Sequence[Optional[str]]],
+    valid: np.ndarray,
+    splits: np.ndarray,
+    plan: ProfilePlan,
 ) -> None:
     """`_count_label` over the rows with a key, in order."""
     if labels is None:

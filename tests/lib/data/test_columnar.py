@@ -9,10 +9,10 @@ import random
 import numpy as np
 import pytest
 
+from estimator_lib.config import PrepareConfig
 from estimator_lib.data import encode, prepare, profile, score
 from estimator_lib.data.plan import decide_schema, encode_plan
 from estimator_lib.data.read import Chunk, clean_column, csv_records, iter_chunks, records, resolve_inputs, spaced
-from estimator_lib.config import PrepareConfig
 from estimator_lib.schema import CATEGORICAL, CLASSIFICATION, NUMERIC, FeatureSpec, LabelSpec, Schema, safe_key
 
 NUMBERS = ["1.5", "-0.0", "0", "2", "1e-3", "  3.25 ", "1_000", "3.4028234e38", "-7", "12345678.9", "0.1"]
@@ -25,8 +25,15 @@ def _rows(seed: int, n: int, label: str, key: bool) -> list:
     rows = []
     for i in range(n):
         plain = (i // 100) % 2 == 0  # runs of rows without quotes: plain chunks, split without the csv module
-        x = [rng.choice([v for v in (NUMBERS if rng.random() < 0.85 else AWKWARD) if not plain or '"' not in v]) for _ in range(3)]
-        row = x + [rng.choice([w for w in WORDS if not plain or '"' not in w]), rng.choice(["1", "2", "3.0", "x", "NA"]), _label(rng, label)]
+        x = [
+            rng.choice([v for v in (NUMBERS if rng.random() < 0.85 else AWKWARD) if not plain or '"' not in v])
+            for _ in range(3)
+        ]
+        row = x + [
+            rng.choice([w for w in WORDS if not plain or '"' not in w]),
+            rng.choice(["1", "2", "3.0", "x", "NA"]),
+            _label(rng, label),
+        ]
         if key:
             row.append(rng.choice(["", f"k{i}", f"k{i // 7}"]))
         if rng.random() < 0.03:
@@ -39,7 +46,9 @@ def _rows(seed: int, n: int, label: str, key: bool) -> list:
 
 def _label(rng: random.Random, kind: str) -> str:
     if kind == "classes":
-        return rng.choice(["yes", "no", "no", " yes", "maybe", "NA"]) if rng.random() < 0.2 else rng.choice(["yes", "no"])
+        return (
+            rng.choice(["yes", "no", "no", " yes", "maybe", "NA"]) if rng.random() < 0.2 else rng.choice(["yes", "no"])
+        )
     if kind == "whole":
         return rng.choice(["0", "1", "1.0", "2", "2.5", "NA"])
     return rng.choice(NUMBERS[:5] + ["NA", "1e39", "abc", "inf"])
@@ -78,11 +87,15 @@ def _encoded_alike(tasks, plan) -> int:
 
 
 CASES = {
-    "classes, derived keys": dict(label="classes", key=False, kwargs={}),
-    "regression label": dict(label="numbers", key=False, kwargs={}),
-    "whole-number classes": dict(label="whole", key=False, kwargs={}),
-    "key column with duplicates": dict(label="classes", key=True, kwargs={"key_column": "id"}),
-    "validation and test splits": dict(label="classes", key=False, kwargs={"test_fraction": 0.2, "valid_fraction": 0.1}),
+    "classes, derived keys": {"label": "classes", "key": False, "kwargs": {}},
+    "regression label": {"label": "numbers", "key": False, "kwargs": {}},
+    "whole-number classes": {"label": "whole", "key": False, "kwargs": {}},
+    "key column with duplicates": {"label": "classes", "key": True, "kwargs": {"key_column": "id"}},
+    "validation and test splits": {
+        "label": "classes",
+        "key": False,
+        "kwargs": {"test_fraction": 0.2, "valid_fraction": 0.1},
+    },
 }
 
 

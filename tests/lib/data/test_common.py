@@ -28,7 +28,10 @@ def test_moments_of_an_array_equal_moments_of_its_values_bit_for_bit():
 def test_split_indices_equal_split_index_row_by_row():
     rng = np.random.default_rng(1)
     hashes = np.concatenate(
-        [rng.integers(0, 2**63, size=50_000, dtype=np.uint64) * np.uint64(2), np.array([0, 2**64 - 1, 2**63], np.uint64)]
+        [
+            rng.integers(0, 2**63, size=50_000, dtype=np.uint64) * np.uint64(2),
+            np.array([0, 2**64 - 1, 2**63], np.uint64),
+        ]
     )
     splits = split_indices(hashes, 0.2, 0.1, 0.05)
     assert splits.tolist() == [split_index(h, 0.2, 0.1, 0.05) for h in hashes.tolist()]
