@@ -10,6 +10,8 @@ import hashlib
 import math
 from typing import Iterable, Optional, Sequence, Tuple
 
+import numpy as np
+
 from estimator_lib.config.run import PREPARED_SPLITS
 
 SPLITS = PREPARED_SPLITS
@@ -54,6 +56,15 @@ def split_index(key_hash: int, eval_fraction: float, test_fraction: float, valid
     return 0
 
 
+def split_indices(
+    key_hashes: np.ndarray, eval_fraction: float, test_fraction: float, valid_fraction: float = 0.0
+) -> np.ndarray:
+    """`split_index` of every hash in a uint64 array at once (int8 [rows]); the same cuts, the same floats."""
+    u = key_hashes.astype(np.float64) / _TWO_64
+    cuts = (test_fraction, test_fraction + eval_fraction, test_fraction + eval_fraction + valid_fraction)
+    return np.select([u < cuts[0], u < cuts[1], u < cuts[2]], [2, 1, 3], 0).astype(np.int8)
+
+
 def derived_key(content_hash: int, occurrence: int) -> str:
     """The key of a row without a key column: its content hash and how many identical rows came before it."""
     return f"{content_hash:016x}-{occurrence}"
@@ -77,6 +88,16 @@ class Moments:
         m2 = math.fsum((v - mean) ** 2 for v in values)
         return cls(len(values), mean, m2, min(values), max(values))
 
+    @classmethod
+    def of_array(cls, values: np.ndarray) -> "Moments":
+        """`of` for a float64 array, bit for bit: `math.fsum` is exact in any order, and each squared deviation
+        is Python's `(v - mean) ** 2` (see `_squares`)."""
+        if not len(values):
+            return cls()
+        mean = math.fsum(values.tolist()) / len(values)
+        m2 = math.fsum(_squares(values - mean).tolist())
+        return cls(len(values), mean, m2, _first_equal(values, values.min()), _first_equal(values, values.max()))
+
     def merge(self, other: "Moments") -> "Moments":
         if other.count == 0:
             return self
@@ -91,3 +112,30 @@ class Moments:
     @property
     def std(self) -> float:
         return math.sqrt(self.m2 / self.count) if self.count else 0.0
+
+
+def _first_equal(values: np.ndarray, target: float) -> float:
+    """The first value equal to `target`, as Python's min and max return it (0.0 and -0.0 are equal)."""
+    return float(values[np.argmax(values == target)])
+
+
+def _squares(d: np.ndarray) -> np.ndarray:
+    """`d ** 2` element by element exactly as Python computes it (libm `pow`, which is not always `d * d`).
+
+    `d * d` is correctly rounded; `pow` errs by less than 0.55 units in the last place, so the two can differ
+    only where `d * d`'s exact value lies near the middle between two floats. Those few elements (the exact
+    rounding error, from Dekker's product, within 0.05 units of a half unit, or a power-of-two result) are
+    recomputed with Python's `**`, and so are results too small or too large for that error to be exact."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        square = d * d
+        split = d * 134217729.0  # 2**27 + 1: Dekker's split of d into two 26-bit halves
+        high = split - (split - d)
+        low = d - high
+        error = ((high * high - square) + 2.0 * high * low) + low * low
+        unit = np.spacing(np.abs(square))
+        near_half = ~(np.abs(np.abs(error) - 0.5 * unit) > 0.05 * unit)  # NaN (overflow) counts as near
+    power_of_two = np.frexp(square)[0] == 0.5
+    extreme = ~((np.abs(square) > 1e-290) & (np.abs(square) < 1e290))
+    for i in np.flatnonzero(near_half | power_of_two | extreme).tolist():
+        square[i] = float(d[i]) ** 2
+    return square

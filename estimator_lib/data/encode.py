@@ -12,13 +12,28 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import itertools
 import math
-from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Tuple
+from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
 
 from estimator_lib.data import records, wire
-from estimator_lib.data.common import SPLITS, Moments, derived_key, split_index, where
-from estimator_lib.data.read import CSV, BadRecord, Chunk, csv_values, json_values, raw_row
+from estimator_lib.data.columnar import examples, key_entries, numeric_block, numeric_column, text_entries
+from estimator_lib.data.common import SPLITS, Moments, derived_key, split_index, split_indices, where
+from estimator_lib.data.read import (
+    CSV,
+    BadRecord,
+    Chunk,
+    csv_columns,
+    csv_records,
+    csv_values,
+    fitting,
+    json_values,
+    raw_row,
+)
 from estimator_lib.data.read import records as read_records
+from estimator_lib.data.tfrecord import frame
 from estimator_lib.schema import CLASSIFICATION, NUMERIC, Schema
 
 
@@ -74,7 +89,8 @@ class ChunkTask:
 
 @dataclasses.dataclass
 class ChunkResult:
-    """Encoded rows per split, bad rows, and partial statistics over good rows (merged in order)."""
+    """Encoded rows per split (TFRecord-framed serialized Examples: `tfrecord.frame`), bad rows, and partial
+    statistics over good rows (merged in order)."""
 
     rows: int = 0
     examples: Tuple[List[bytes], ...] = ((), (), (), ())  # type: ignore[assignment]
@@ -106,17 +122,21 @@ def encode_chunk(task: ChunkTask) -> ChunkResult:
     """Checks and encodes one chunk (runs in a worker process; `init_worker` set the plan)."""
     plan = _PLAN
     assert plan is not None, "init_worker was not called"
+    out = _encode_csv(task, plan) if task.chunk.fmt == CSV else _encode_rows(task, plan)
+    out.examples = tuple(frame(e) for e in out.examples)
+    return out
+
+
+def _encode_rows(task: ChunkTask, plan: EncodePlan) -> ChunkResult:
+    """The precise path, row by row (JSON Lines)."""
     chunk = task.chunk
     out = _empty_result(plan)
     collected: List[Tuple[List[Optional[float]], ...]] = []
     checked = False
     for offset, (line, record) in enumerate(read_records(chunk)):
-        row = task.first_row + offset
         out.rows += 1
         try:
-            values = _values(record, chunk, plan)
-            split, key = _split_and_key(values, row, int(task.key_hashes[offset]), task, plan)
-            typed, serialized = _encode_row(values, key, plan)
+            split, key, typed, serialized = _row(task, plan, offset, record)
         except (BadRecord, BadValue) as e:
             out.bad.append(_bad_row(e, chunk, line, record))
             continue
@@ -127,6 +147,221 @@ def encode_chunk(task: ChunkTask) -> ChunkResult:
         _tally(out, typed, split, plan, collected)
     _finish_numeric(out, collected, plan)
     return out
+
+
+def _row(task: ChunkTask, plan: EncodePlan, offset: int, record: Any) -> Tuple[int, str, List[Any], bytes]:
+    """(split, key, typed values, serialized Example) of one record; raises BadRecord or BadValue."""
+    values = _values(record, task.chunk, plan)
+    split, key = _split_and_key(values, task.first_row + offset, int(task.key_hashes[offset]), task, plan)
+    typed, serialized = _encode_row(values, key, plan)
+    return split, key, typed, serialized
+
+
+# -- CSV: column at a time ---------------------------------------------------------------------------------
+@dataclasses.dataclass
+class _Columns:
+    """A CSV chunk's values per feature, one item per row: numbers (float64, NaN where absent) or canonical
+    texts, presence, the label (class index or number) and which rows the precise path must decide."""
+
+    numbers: Dict[int, np.ndarray]
+    f32: Dict[int, np.ndarray]
+    texts: Dict[int, List[Optional[str]]]
+    present: Dict[int, np.ndarray]
+    label: np.ndarray
+    labelled: np.ndarray
+    doubtful: np.ndarray
+
+    def set_row(self, i: int, typed: List[Any], plan: EncodePlan) -> None:
+        """Takes the precise path's typed values for row i."""
+        for f, value in zip(plan.features, typed):
+            self.present[f.index][i] = value is not None
+            if f.kind == NUMERIC:
+                self.numbers[f.index][i] = np.nan if value is None else value
+            else:
+                self.texts[f.index][i] = value
+        self.labelled[i] = typed[-1] is not None
+        self.label[i] = 0 if typed[-1] is None else typed[-1]
+
+    def typed(self, i: int, plan: EncodePlan) -> List[Any]:
+        """Row i as `_typed` gives it."""
+        out: List[Any] = []
+        for f in plan.features:
+            if not self.present[f.index][i]:
+                out.append(None)
+            else:
+                out.append(float(self.numbers[f.index][i]) if f.kind == NUMERIC else self.texts[f.index][i])
+        out.append(self.label[i].item() if self.labelled[i] else None)
+        return out
+
+
+def _encode_csv(task: ChunkTask, plan: EncodePlan) -> ChunkResult:
+    """A CSV chunk a column at a time; rows any check doubts go down the precise path (`_row`), so every
+    byte, statistic and message is the per-row path's."""
+    chunk = task.chunk
+    lines, records = csv_records(chunk)
+    out = _empty_result(plan)
+    out.rows = len(records)
+    if not records:
+        return out
+    values = csv_columns(chunk, records, _needed(plan), plan.missing)
+    columns = _columns(values, len(records), plan)
+    columns.doubtful |= ~fitting(records, chunk.columns)
+    splits = split_indices(task.key_hashes, plan.eval_fraction, plan.test_fraction, plan.valid_fraction)
+    keys = _keys(values.get(plan.key_column) if plan.key_column else None, task, columns.doubtful)
+    serialized = _assemble(columns, keys, plan)
+    good = ~columns.doubtful
+    for i in np.flatnonzero(columns.doubtful).tolist():
+        try:
+            _, keys[i], typed, serialized[i] = _row(task, plan, i, records[i])
+        except (BadRecord, BadValue) as e:
+            out.bad.append(_bad_row(e, chunk, lines[i], records[i]))
+            continue
+        columns.set_row(i, typed, plan)
+        good[i] = True
+    _finish_csv(out, columns, splits, good, plan)
+    rows = np.flatnonzero(good)
+    if len(rows):
+        first = int(rows[0])
+        _check_against_records(columns.typed(first, plan), keys[first], serialized[first], plan, chunk, lines[first])
+    for s in range(len(SPLITS)):
+        out.examples[s].extend(serialized[i] for i in rows[splits[rows] == s].tolist())
+    return out
+
+
+def _needed(plan: EncodePlan) -> List[str]:
+    return [f.name for f in plan.features] + [plan.label] + ([plan.key_column] if plan.key_column else [])
+
+
+def _columns(values: Dict[str, Sequence[Optional[str]]], rows: int, plan: EncodePlan) -> _Columns:
+    absent: Sequence[Optional[str]] = [None] * rows
+    doubtful = np.zeros(rows, bool)
+    numbers, f32, texts, present = {}, {}, {}, {}
+    for f in plan.features:
+        column = values.get(f.name, absent)
+        if f.kind == NUMERIC:
+            numbers[f.index], f32[f.index], present[f.index], bad = numeric_column(column)
+        else:
+            texts[f.index], present[f.index], bad = _text_column(f, column)
+        doubtful |= bad
+    label, labelled, bad = _label_column(values.get(plan.label, absent), plan)
+    return _Columns(numbers, f32, texts, present, label, labelled, doubtful | bad)
+
+
+def _text_column(f: FeaturePlan, column: Sequence[Optional[str]]) -> Tuple[List[Optional[str]], np.ndarray, np.ndarray]:
+    """(canonical texts, present, doubtful): an integer categorical's values as `_whole_number` writes them."""
+    texts = list(column)
+    doubtful = np.zeros(len(texts), bool)
+    if f.value_type == "int":
+        for i, text in enumerate(texts):
+            try:
+                texts[i] = None if text is None else _whole_number(f.name, text, "")
+            except BadValue:
+                texts[i], doubtful[i] = None, True
+    return texts, np.not_equal(np.array(texts, dtype=object), None), doubtful
+
+
+def _label_column(column: Sequence[Optional[str]], plan: EncodePlan) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(class indices or numbers, labelled, doubtful). Missing is fine only when the label is optional; an
+    invalid label is always left to the precise path."""
+    missing = np.equal(np.array(column, dtype=object), None)
+    if plan.task == CLASSIFICATION:
+        label = np.array([_class_of(text, plan) for text in column], dtype=np.int64)
+        invalid = (label < 0) & ~missing
+    else:
+        label, _, present, invalid = numeric_column(column)
+        label = np.where(present, label, 0.0)
+    doubtful = invalid | (missing if not plan.optional_label else False)
+    labelled = ~missing & ~invalid
+    return np.where(labelled, label, 0).astype(label.dtype), labelled, doubtful
+
+
+def _class_of(text: Optional[str], plan: EncodePlan) -> int:
+    """The class index of a label text; -1 when it is missing or not a class."""
+    if text is None:
+        return -1
+    if plan.whole_number_classes:
+        try:
+            text = _whole_number(plan.label, text, "")
+        except BadValue:
+            return -1
+    return plan.class_index.get(text, -1)
+
+
+def _keys(column: Optional[Sequence[Optional[str]]], task: ChunkTask, doubtful: np.ndarray) -> List[str]:
+    """Every row's key: the key column's value, or the derived key; a missing or duplicate key makes its row
+    doubtful (the precise path reports it)."""
+    if column is None:
+        keys = [f"{h:016x}-0" for h in task.key_hashes.tolist()]
+        for row, occurrence in task.occurrences.items():
+            i = row - task.first_row
+            keys[i] = derived_key(int(task.key_hashes[i]), occurrence)
+        return keys
+    doubtful |= np.equal(np.array(column, dtype=object), None)
+    for row in task.duplicates:
+        doubtful[row - task.first_row] = True
+    return ["" if k is None else k for k in column]
+
+
+def _assemble(columns: _Columns, keys: List[str], plan: EncodePlan) -> List[bytes]:
+    """Every row's serialized Example from the columns (rows the precise path redoes hold placeholders)."""
+    pieces: List[List[bytes]] = [key_entries(keys)]
+    for group in _groups(plan):
+        if group[0].kind == NUMERIC:
+            pieces.append(
+                numeric_block(
+                    [f.prefix for f in group],
+                    [columns.f32[f.index] for f in group],
+                    [columns.present[f.index] for f in group],
+                )
+            )
+        else:
+            pieces.append(text_entries(group[0].key, columns.texts[group[0].index]))
+    pieces.append(_label_entries(columns, plan))
+    return examples(pieces)
+
+
+def _groups(plan: EncodePlan) -> List[List[FeaturePlan]]:
+    """The features in key order, adjacent numeric features grouped (each categorical alone)."""
+    groups: List[List[FeaturePlan]] = []
+    for f in sorted(plan.features, key=lambda f: f.slot):
+        if f.kind == NUMERIC and groups and groups[-1][0].kind == NUMERIC:
+            groups[-1].append(f)
+        else:
+            groups.append([f])
+    return groups
+
+
+def _label_entries(columns: _Columns, plan: EncodePlan) -> List[bytes]:
+    if plan.task == CLASSIFICATION:
+        entries = [wire.label_entry(wire.int64_feature(i)) for i in range(len(plan.classes))] + [b""]
+        index = np.where(columns.labelled, columns.label, len(plan.classes))
+        return list(map(entries.__getitem__, index.tolist()))
+    prefix = wire.label_entry(wire.float_feature(0.0))[:-4]
+    with np.errstate(over="ignore", invalid="ignore"):
+        f32 = columns.label.astype("<f4")
+    return numeric_block([prefix], [f32], [columns.labelled])
+
+
+def _finish_csv(out: ChunkResult, columns: _Columns, splits: np.ndarray, good: np.ndarray, plan: EncodePlan) -> None:
+    """`_tally` and `_finish_numeric` over the good rows, a column at a time."""
+    train = good & (splits == 0)
+    for f in plan.features:
+        present = columns.present[f.index]
+        absent = np.bincount(splits[good & ~present], minlength=len(SPLITS)).tolist()
+        for s in range(len(SPLITS)):
+            out.missing[s][f.index] = absent[s]
+        if f.kind == NUMERIC:
+            out.numeric[f.index] = Moments.of_array(columns.numbers[f.index][train & present])
+        else:
+            out.categories[f.index].update(itertools.compress(columns.texts[f.index], (train & present).tolist()))
+    labelled = good & columns.labelled
+    out.labelled = int(np.count_nonzero(labelled))
+    if plan.task == CLASSIFICATION:
+        for s in range(len(SPLITS)):
+            counts = np.bincount(columns.label[labelled & (splits == s)], minlength=len(plan.classes)).tolist()
+            out.class_counts[s].update({c: n for c, n in enumerate(counts) if n})
+    else:
+        out.label_moments = Moments.of_array(columns.label[labelled & train])
 
 
 def _empty_result(plan: EncodePlan) -> ChunkResult:

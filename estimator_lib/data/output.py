@@ -16,8 +16,6 @@ import json
 import os
 from typing import Any, Dict, List, Sequence
 
-import tensorflow as tf
-
 MANIFEST = "manifest.json"
 SCHEMA = "schema.json"
 QUARANTINE = "quarantine.jsonl"
@@ -28,38 +26,37 @@ def shard_name(split: str, shard: int, num_shards: int) -> str:
 
 
 class ShardWriters:
-    """Round-robin TFRecord writers for each split (a host-side, local-disk step)."""
+    """Round-robin TFRecord shards for each split (a host-side, local-disk step). Records arrive framed
+    (`tfrecord.frame`), so each chunk's records for one shard are one file write."""
 
     def __init__(self, staging: str, splits: Sequence[str], num_shards: int):
         self.names = {s: [shard_name(s, i, num_shards) for i in range(num_shards)] for s in splits}
         for split in splits:
             os.makedirs(os.path.join(staging, split), exist_ok=True)
-        self._writers = {
-            s: [tf.io.TFRecordWriter(os.path.join(staging, n)) for n in names] for s, names in self.names.items()
-        }
+        self._files = {s: [open(os.path.join(staging, n), "wb") for n in names] for s, names in self.names.items()}
         self.records = {name: 0 for names in self.names.values() for name in names}
         self._written = {s: 0 for s in splits}
 
-    def write(self, split: str, serialized: List[bytes]) -> None:
-        writers, names = self._writers[split], self.names[split]
-        n = self._written[split]
-        for record in serialized:
-            shard = n % len(writers)
-            writers[shard].write(record)
-            self.records[names[shard]] += 1
-            n += 1
-        self._written[split] = n
+    def write(self, split: str, framed: List[bytes]) -> None:
+        files, names = self._files[split], self.names[split]
+        start = self._written[split]
+        for k, (f, name) in enumerate(zip(files, names)):
+            mine = framed[(k - start) % len(files) :: len(files)]  # the shard of record i is (start + i) % shards
+            f.write(b"".join(mine))
+            self.records[name] += len(mine)
+        self._written[split] = start + len(framed)
 
     def close(self) -> None:
-        for writers in self._writers.values():
-            for writer in writers:
-                writer.close()
+        for files in self._files.values():
+            for f in files:
+                f.close()
 
 
 class ConsecutiveShards:
-    """TFRecord writers whose shards hold consecutive ranges of rows, for scoring: reading the shards in name
-    order gives input order (batch prediction reads files in sorted order). Shard sizes follow the planned
-    row count, so they differ by at most one plus the bad rows set aside (a host-side, local-disk step).
+    """TFRecord shards holding consecutive ranges of rows, for scoring: reading the shards in name order gives
+    input order (batch prediction reads files in sorted order). Shard sizes follow the planned row count, so
+    they differ by at most one plus the bad rows set aside (a host-side, local-disk step). Records arrive
+    framed (`tfrecord.frame`).
 
     Same interface as `ShardWriters` with one split; a row for any other split is a bug and fails.
     """
@@ -67,24 +64,24 @@ class ConsecutiveShards:
     def __init__(self, staging: str, split: str, num_shards: int, planned_rows: int):
         self.split = split
         self.names = [scoring_shard_name(i, num_shards) for i in range(num_shards)]
-        self._writers = [tf.io.TFRecordWriter(os.path.join(staging, n)) for n in self.names]
+        self._files = [open(os.path.join(staging, n), "wb") for n in self.names]
         self._planned = max(planned_rows, 1)
         self.records = {name: 0 for name in self.names}
         self._written = 0
 
-    def write(self, split: str, serialized: List[bytes]) -> None:
+    def write(self, split: str, framed: List[bytes]) -> None:
         if split != self.split:
             raise AssertionError(f"scoring rows must all land in split {self.split!r}, got one for {split!r}")
-        shards = len(self._writers)
-        for record in serialized:
+        shards = len(self._files)
+        for record in framed:
             shard = min(self._written * shards // self._planned, shards - 1)
-            self._writers[shard].write(record)
+            self._files[shard].write(record)
             self.records[self.names[shard]] += 1
             self._written += 1
 
     def close(self) -> None:
-        for writer in self._writers:
-            writer.close()
+        for f in self._files:
+            f.close()
 
 
 def scoring_shard_name(shard: int, num_shards: int) -> str:

@@ -8,6 +8,7 @@ iterator ahead). Workers are forked: they inherit the loaded modules and only ru
 from __future__ import annotations
 
 import collections
+import gc
 import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any, Callable, Iterable, Iterator, Tuple, TypeVar
@@ -29,7 +30,7 @@ def ordered_map(
             yield task, fn(task)
         return
     pool = ProcessPoolExecutor(
-        num_workers, mp_context=multiprocessing.get_context("fork"), initializer=initializer, initargs=(plan,)
+        num_workers, mp_context=multiprocessing.get_context("fork"), initializer=_start, initargs=(initializer, plan)
     )
     try:
         pending: collections.deque = collections.deque()
@@ -43,3 +44,10 @@ def ordered_map(
             yield done, future.result()
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _start(initializer: Callable[[Any], None], plan: Any) -> None:
+    """A worker's start: the objects it inherits (TensorFlow's among them) are frozen out of the cyclic garbage
+    collector, whose full collections would otherwise walk them all again and again as chunks allocate."""
+    gc.freeze()
+    initializer(plan)

@@ -65,6 +65,12 @@ def key_entry(key: str) -> bytes:
     return entry(KEY_FEATURE, bytes_feature(key.encode("utf-8")))
 
 
+def key_entry_prefix(length: int) -> bytes:
+    """Everything of `key_entry(key)` before the key's bytes, for any key of `length` UTF-8 bytes."""
+    whole = entry(KEY_FEATURE, bytes_feature(b"\x00" * length))
+    return whole[: len(whole) - length]
+
+
 def label_entry(feature: bytes) -> bytes:
     return entry(LABEL_KEY, feature)
 
@@ -72,3 +78,8 @@ def label_entry(feature: bytes) -> bytes:
 def example(entries: List[bytes]) -> bytes:
     """The Example of map entries already in key order ("example_key" < "f_..." < "label")."""
     return _delimited(b"\x0a", b"".join(entries))
+
+
+def example_head(length: int) -> bytes:
+    """What `example` puts before entries of `length` bytes in all."""
+    return b"\x0a" + varint(length)

@@ -1,0 +1,38 @@
+"""Row hashing, splits and moments: the array forms give exactly what the per-value forms give."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from estimator_lib.data.common import Moments, split_index, split_indices
+
+
+def _awkward_values() -> np.ndarray:
+    rng = np.random.default_rng(0)
+    spread = rng.normal(size=20_000) * rng.integers(1, 2**20, size=20_000)
+    # (2**27 - k)**2 needs 54 bits: exactly halfway between two floats, where libm's pow and d * d can differ.
+    halfway = np.arange(2**27 - 2_001, 2**27, 2, dtype=np.float64)
+    return np.concatenate([spread.round(3), halfway, [0.0, -0.0, 3.4e38, -3.4e38, 1e-30, 2.0**-60]])
+
+
+def test_moments_of_an_array_equal_moments_of_its_values_bit_for_bit():
+    values = _awkward_values()
+    pairs = [np.array([v, -v]) for v in values[20_000:20_100]]  # mean exactly 0: each deviation is halfway
+    for part in (values, *pairs, values[:5], values[-6:], np.array([-0.0, 0.0, 1.0]), np.array([0.0, -0.0, -1.0])):
+        assert Moments.of_array(part) == Moments.of(part.tolist())
+    first_zero = Moments.of_array(np.array([0.0, -0.0]))
+    assert (np.copysign(1, first_zero.min), np.copysign(1, first_zero.max)) == (1.0, 1.0)  # min() keeps the first
+    assert Moments.of_array(np.zeros(0)) == Moments()
+
+
+def test_split_indices_equal_split_index_row_by_row():
+    rng = np.random.default_rng(1)
+    hashes = np.concatenate(
+        [
+            rng.integers(0, 2**63, size=50_000, dtype=np.uint64) * np.uint64(2),
+            np.array([0, 2**64 - 1, 2**63], np.uint64),
+        ]
+    )
+    splits = split_indices(hashes, 0.2, 0.1, 0.05)
+    assert splits.tolist() == [split_index(h, 0.2, 0.1, 0.05) for h in hashes.tolist()]
+    assert sorted(set(splits.tolist())) == [0, 1, 2, 3]
