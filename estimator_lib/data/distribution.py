@@ -8,6 +8,11 @@ for the training split: the row count and, per feature (original name), the miss
 
 Percentiles make two profiles comparable without sharing bin edges: `estimator_lib.data.validation` bins both
 on the reference's deciles. Computed on the host CPU by reading the split's TFRecords back once.
+
+Memory stays bounded whatever the split's size: the numeric statistics hold at most `SAMPLE_ROWS` values per
+feature. A larger split's numeric statistics come from an evenly spaced sample (every k-th record in shard
+order, k = ceil(rows / SAMPLE_ROWS), recorded as `sample_every`: every k-th present value, the first one
+included); row, missing and category counts always cover every record.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from estimator_lib.schema import NUMERIC, Schema
 PROFILE = "profile.json"
 FORMAT_VERSION = 1
 MAX_VALUES = 10_000
+SAMPLE_ROWS = 1_000_000
 _BATCH = 8192
 
 
@@ -36,31 +42,42 @@ def _spec(schema: Schema) -> Dict[str, Any]:
     }
 
 
-def profile_split(files: Sequence[str], schema: Schema) -> Dict[str, Any]:
-    """The profile of the TFRecord `files` of one prepared split."""
+def profile_split(files: Sequence[str], schema: Schema, rows: int) -> Dict[str, Any]:
+    """The profile of the TFRecord `files` of one prepared split, which hold `rows` records."""
+    every = max(1, -(-rows // SAMPLE_ROWS))
     numbers: Dict[str, List[np.ndarray]] = {f.key: [] for f in schema.numeric}
+    missing = {f.key: 0 for f in schema.numeric}
     counts: Dict[str, collections.Counter] = {f.key: collections.Counter() for f in schema.categorical}
-    rows = 0
+    seen, present_seen = 0, {f.key: 0 for f in schema.numeric}
     dataset = tf.data.TFRecordDataset(list(files)).batch(_BATCH).map(lambda s: tf.io.parse_example(s, _spec(schema)))
     for batch in dataset.as_numpy_iterator():
-        rows += len(next(iter(batch.values())))
+        seen += len(next(iter(batch.values())))
         for key, values in numbers.items():
-            values.append(batch[key])
+            present = batch[key][~np.isnan(batch[key])]
+            missing[key] += len(batch[key]) - len(present)
+            # Every `every`-th present value of the split, the first one included.
+            values.append(present[-present_seen[key] % every :: every])
+            present_seen[key] += len(present)
         for key, counter in counts.items():
             counter.update(batch[key].tolist())  # counted in C, no sort
+    if seen != rows:
+        raise AssertionError(f"profile: the split's shards hold {seen} records, not the {rows} written")
     features = {}
     for f in schema.features:
         if f.kind == NUMERIC:
             column = np.concatenate(numbers[f.key]) if numbers[f.key] else np.zeros(0, np.float32)
-            features[f.name] = _numeric(column.astype(np.float64))
+            features[f.name] = _numeric(column.astype(np.float64), missing[f.key], rows, every)
         else:
             features[f.name] = _categorical(counts[f.key], rows)
     return {"format_version": FORMAT_VERSION, "rows": rows, "features": features}
 
 
-def _numeric(column: np.ndarray) -> Dict[str, Any]:
-    present = column[~np.isnan(column)]
-    out: Dict[str, Any] = {"kind": NUMERIC, "missing": int(column.size - present.size), "present": int(present.size)}
+def _numeric(present: np.ndarray, missing: int, rows: int, every: int) -> Dict[str, Any]:
+    """Statistics of a numeric column: `present` holds every `every`-th present value, `missing` counts the
+    split's `rows` records without one."""
+    out: Dict[str, Any] = {"kind": NUMERIC, "missing": missing, "present": rows - missing}
+    if every > 1:
+        out["sample_every"] = every
     if present.size:
         out.update(
             mean=float(present.mean()),

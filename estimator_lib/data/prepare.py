@@ -272,7 +272,7 @@ def _prepare_into(
     schema = build_schema(decisions, totals, config)
     _write_schema(staging, schema)
     train_files = [os.path.join(staging, name) for name in writers.names[TRAIN]]
-    write_json(os.path.join(staging, PROFILE), profile_split(train_files, schema))
+    write_json(os.path.join(staging, PROFILE), profile_split(train_files, schema, counts[TRAIN]))
     manifest = _manifest(
         staging, inputs, scans, file_starts, profile.rows, decisions, schema, totals, shard_records, config
     )
