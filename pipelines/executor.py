@@ -4,7 +4,7 @@ checked by the component, and KFP's executor output written), an immediate exit.
 
 An ordinary interpreter exit after a stage costs about a second of this machine's time (TensorFlow's and
 Python's teardown) and does nothing the run needs: every output is already on disk. A stage that fails raises
-as before and exits the ordinary way with its traceback and a non-zero code. A stage the local runner starts
+normally and exits the ordinary way with its traceback and a non-zero code. A stage the local runner starts
 (`pipelines.stage`) runs here when no warm stage server is there to run it (`pipelines.stage_server`, which
 calls `execute` in a forked child); the compiled pipeline spec, and what runs on Vertex AI, are unchanged.
 """
