@@ -1,13 +1,13 @@
 """`python -m pipelines.stage ARGS`: the process the KFP local runner starts for one stage of a local run.
 
-It imports nothing beyond the standard library. When the run has a warm stage server (`pipelines.stage_server`,
-its address in the environment variable `STAGE_SERVER_ENV`), it hands the server its arguments, working
-directory, environment and standard input, output and error; the server forks a child that already has
-TensorFlow, KFP and the components imported and runs the stage there, writing to this process's pipe as the
-stage would. This process forwards SIGINT, SIGTERM and SIGHUP to that child and ends the way the child ended
-(its exit code, or killed by the same signal), so the local runner sees the stage exactly as it would see a process of its own. Without a
-reachable server (none started, it failed, or it went away before the child started) the stage runs in a
-process of its own (`pipelines.executor`), as it does without this module.
+It imports nothing beyond the standard library. When the run has a warm stage server (`pipelines.stage_server`, its
+address in the environment variable `STAGE_SERVER_ENV`), it hands the server its arguments, working directory,
+environment and standard input, output and error; the server forks a child that already has TensorFlow, KFP and the
+components imported and runs the stage there, writing to this process's pipe as the stage would. This process
+forwards SIGINT, SIGTERM and SIGHUP to that child and ends the way the child ended (its exit code, or killed by the
+same signal), so the local runner sees the stage exactly as it would see a process of its own. Without a reachable
+server (none started, it failed, or it went away before the child started) the stage runs in a process of its own
+(`pipelines.executor`), as it does without this module.
 
 `pipelines.local` launches the local runner's stages through this module (`_fast_stage_exit`); the compiled
 pipeline spec, and what runs on Vertex AI, are unchanged.
