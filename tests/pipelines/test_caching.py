@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
-import yaml
+from compiled import compiled_spec
 
 from pipelines.pipeline import CACHED
-from repo import ROOT
 
 IMAGE = "us-central1-docker.pkg.dev/proj/repo/tpu-pipeline@sha256:" + "ab" * 32
 TASKS = {
@@ -25,14 +21,7 @@ TASKS = {
 
 @pytest.fixture(scope="module", params=[("--cpu",), ("--tpu", "v3-8")], ids=["cpu", "tpu"])
 def spec(request, tmp_path_factory):
-    output = str(tmp_path_factory.mktemp("compiled") / "pipeline.yaml")
-    # In a process of its own, as users run it: KFP parses each component's source with `ast`, which CPython 3.11
-    # can refuse ("AST constructor recursion depth mismatch") late in a long test session that imported TensorFlow.
-    command = [sys.executable, "-m", "pipelines", "compile", "--output", output, "--image", IMAGE, *request.param]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr[-3000:]
-    with open(output, encoding="utf-8") as f:
-        return yaml.safe_load(f)
+    return compiled_spec(str(tmp_path_factory.mktemp("compiled") / "pipeline.yaml"), "--image", IMAGE, *request.param)
 
 
 def _from_resolve(task: dict, parameter: str, output: str) -> bool:

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-import yaml
+from compiled import compiled_spec
 from repo import ROOT
 
 from estimator_lib.config import ConfigError
@@ -82,10 +82,7 @@ def test_the_cli_and_a_cpu_compile_never_import_the_vertex_extra(tmp_path):
 
 # -- compile -------------------------------------------------------------------------------------------------
 def compile_yaml(tmp_path, *args: str) -> dict:
-    output = str(tmp_path / "pipeline.yaml")
-    assert cli.main(["compile", "--output", output, *args]) == 0
-    with open(output, encoding="utf-8") as f:
-        return yaml.safe_load(f)
+    return compiled_spec(str(tmp_path / "pipeline.yaml"), *args)
 
 
 def task_tpu(spec: dict, task: str) -> dict:

@@ -10,7 +10,7 @@ experimental v5e types, TensorBoard with its base output directory. Refused TPU 
 from __future__ import annotations
 
 import pytest
-import yaml
+from compiled import compiled_spec
 from google.cloud import aiplatform_v1
 from vertex_api import custom_job_request
 
@@ -25,10 +25,7 @@ Affinity = aiplatform_v1.ReservationAffinity.Type
 
 
 def compile_spec(tmp_path, *flags: str) -> dict:
-    output = str(tmp_path / "pipeline.yaml")
-    assert cli.main(["compile", "--output", output, "--image", IMAGE, *flags]) == 0
-    with open(output, encoding="utf-8") as f:
-        return yaml.safe_load(f)
+    return compiled_spec(str(tmp_path / "pipeline.yaml"), "--image", IMAGE, *flags)
 
 
 def compile_error(tmp_path, capsys, *flags: str) -> str:

@@ -7,7 +7,7 @@ import json
 
 import google.auth
 import pytest
-import yaml
+from compiled import compiled_spec
 from google.auth.credentials import AnonymousCredentials
 from vertex_api import PIPELINE_JOB_ID, FakeVertexAPI
 
@@ -32,10 +32,7 @@ TRACKING = [
 
 
 def compile_spec(tmp_path, *flags: str) -> dict:
-    output = str(tmp_path / "pipeline.yaml")
-    assert cli.main(["compile", "--output", output, "--image", IMAGE, *flags]) == 0
-    with open(output, encoding="utf-8") as f:
-        return yaml.safe_load(f)
+    return compiled_spec(str(tmp_path / "pipeline.yaml"), "--image", IMAGE, *flags)
 
 
 def constant(task: dict, name: str):
