@@ -4,13 +4,13 @@ Two processes take part:
   * the supervisor (`run_local`, in the CLI's process) takes the lock on OUTPUT, picks the run folder (a new one,
     or the last run's when it failed or was interrupted and is run again with the same arguments), starts the
     runner, stops it on SIGINT, SIGTERM or SIGHUP, and writes the run's final summary;
-  * the runner (`python -m pipelines.local RUN_FOLDER`) runs `kfp.local.SubprocessRunner(use_venv=False)`,
+  * the runner (`python -m pipelines.runner RUN_FOLDER`) runs `kfp.local.SubprocessRunner(use_venv=False)`,
     which starts every stage as a subprocess of its own. The runner leads a session of its own, so it and its
     stages form one process group the supervisor stops as a whole: no stage outlives the command. The runner
     also stops the worker processes a killed stage leaves behind (`stop_orphans`). Its TMPDIR is the run's tmp/
-    folder (KFP writes each stage's `ephemeral_component.py` under it), deleted when the run ends. It also
-    starts the run's stage server (`stage_server`), in the same group: each stage process hands its stage to
-    it, and a child forked from that warm interpreter runs the stage without importing TensorFlow again.
+    folder (KFP writes each stage's `ephemeral_component.py` under it), deleted when the run ends. It
+    starts the run's stage server (`pipelines.runner`) first, in the same group: each stage process hands its
+    stage to it, and a child forked from that warm interpreter runs the stage without importing TensorFlow again.
 
 A run resumed into its folder runs in the same artifact directories (`_fixed_run_directory`): each stage finds
 its stage record there and reuses finished outputs, and training continues from its checkpoint
@@ -21,17 +21,14 @@ the verdict, and the release stage, last, publishes only a blessed model (under 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import dataclasses
 import functools
 import io
 import json
 import os
 import re
-import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -55,7 +52,6 @@ from pipelines.pipeline import build_pipeline
 
 PUBLISH_DIR = "published"
 EXIT_OK, EXIT_FAILED = 0, 1
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 GRACE_SECONDS = 2.0  # after SIGTERM, what the stages get before SIGKILL
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 HEARTBEAT_SECONDS = 60.0  # off a terminal, at most one heartbeat line a minute per running stage
@@ -156,7 +152,7 @@ def _supervise(folder: runs.RunFolder, summary: dict[str, Any], verbose: bool, l
     attempt = summary["run"]["attempts"]
     resumed = f", attempt {attempt}: finished stages are reused" if attempt > 1 else ""
     print(f"run {folder.run_id}{resumed}\nfull log: {folder.log}", flush=True)
-    command = [sys.executable, "-m", "pipelines.local", folder.path, *(["--verbose"] if verbose else [])]
+    command = [sys.executable, "-m", "pipelines.runner", folder.path, *(["--verbose"] if verbose else [])]
     env = {**os.environ, "TMPDIR": folder.tmp}
     stopped: list[int] = []
     with subprocess.Popen(command, start_new_session=True, env=env, pass_fds=(lock,)) as runner:
@@ -165,7 +161,7 @@ def _supervise(folder: runs.RunFolder, summary: dict[str, Any], verbose: bool, l
             stopped.append(signum)
             _signal_group(runner.pid, signal.SIGTERM)
 
-        previous = {s: signal.signal(s, stop) for s in STOP_SIGNALS}
+        previous = {s: signal.signal(s, stop) for s in stage.STOP_SIGNALS}
         try:
             code = _wait(runner, stopped)
         finally:
@@ -426,33 +422,6 @@ def _fast_stage_exit():
         subprocess_task_handler.run_local_subprocess = original
 
 
-@contextlib.contextmanager
-def stage_server(run_id: str, log: IO[str]):
-    """Starts a warm stage server (`pipelines.stage_server`) for this run's stages and tells them its address;
-    kills it when the run ends.
-
-    The listening socket is open before the server has finished importing, so the first stage waits for it
-    rather than importing on its own; it has a Linux abstract name (no file to clean up, no path length limit)
-    and the server serves only this user. Should the server fail, the stages find no one listening and run in
-    processes of their own (`pipelines.stage`). Its own output (import warnings) goes to the run's log.
-    """
-    address = f"tpu-pipeline-{run_id}-{secrets.token_hex(8)}"
-    log.flush()
-    with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as listener:
-        listener.bind("\0" + address)
-        listener.listen(8)
-        fd = str(listener.fileno())
-        command = [sys.executable, "-m", stage.SERVER_MODULE, fd, str(os.getpid())]
-        server = subprocess.Popen(command, pass_fds=(listener.fileno(),), stdout=log, stderr=log)
-    os.environ[stage.STAGE_SERVER_ENV] = address
-    try:
-        yield server
-    finally:
-        del os.environ[stage.STAGE_SERVER_ENV]
-        server.kill()
-        server.wait()
-
-
 def run_pipeline(arguments: Mapping[str, Any], folder: runs.RunFolder, progress: _Progress, verbose: bool) -> dict:
     """Runs the pipeline with the KFP local runner in this process; returns its outputs {name: artifact}.
 
@@ -466,39 +435,22 @@ def run_pipeline(arguments: Mapping[str, Any], folder: runs.RunFolder, progress:
     ):
         attempt = progress.summary["run"]["attempts"]
         print(f"==== run {folder.run_id}, attempt {attempt}, started {runs.utc_now()} ====", file=log, flush=True)
-        with stage_server(folder.run_id, log):
-            kfp_local.init(
-                runner=kfp_local.SubprocessRunner(use_venv=False),
-                pipeline_root=folder.pipeline_root,
-                raise_on_error=True,
-            )
-            with warnings.catch_warnings(), _fixed_run_directory(folder.run_id), _fast_stage_exit():
-                # The subprocess runner warns that our image name lacks "python": it never uses the image.
-                warnings.filterwarnings("ignore", message=".*non-Python base image.*", category=RuntimeWarning)
-                task = build_pipeline(LOCAL_IMAGE)(**arguments)
+        kfp_local.init(
+            runner=kfp_local.SubprocessRunner(use_venv=False),
+            pipeline_root=folder.pipeline_root,
+            raise_on_error=True,
+        )
+        with warnings.catch_warnings(), _fixed_run_directory(folder.run_id), _fast_stage_exit():
+            # The subprocess runner warns that our image name lacks "python": it never uses the image.
+            warnings.filterwarnings("ignore", message=".*non-Python base image.*", category=RuntimeWarning)
+            task = build_pipeline(LOCAL_IMAGE)(**arguments)
     return dict(task.outputs)
 
 
-def _die_with_parent() -> None:
-    """Asks Linux to send this process SIGTERM when the supervisor dies (even by SIGKILL), so the stages are
-    stopped with it (see `_stop_own_group`)."""
-    with contextlib.suppress(OSError, AttributeError):
-        pr_set_pdeathsig = 1
-        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
-
-
-def _stop_own_group(signum: int, frame: Any) -> None:
-    """The runner leads its process group: a stop signal goes on to every stage, then ends the runner."""
-    signal.signal(signum, signal.SIG_DFL)
-    os.killpg(0, signum)
-
-
 def runner_main(argv: Sequence[str]) -> int:
-    """`python -m pipelines.local RUN_FOLDER [--verbose]`: runs the pipeline of the run whose summary (with its
-    arguments) the supervisor wrote, and records how it ended."""
-    _die_with_parent()
-    for s in STOP_SIGNALS:
-        signal.signal(s, _stop_own_group)
+    """`python -m pipelines.runner RUN_FOLDER [--verbose]` (which calls this once the run's stage server is
+    starting): runs the pipeline of the run whose summary (with its arguments) the supervisor wrote, and records
+    how it ended."""
     threading.Thread(target=_keep_stopping_orphans, name="stop-orphans", daemon=True).start()
     path = os.path.abspath(argv[0])
     folder = runs.RunFolder(os.path.dirname(os.path.dirname(path)), os.path.basename(path))
@@ -683,7 +635,3 @@ def summarize(outputs: Mapping[str, Any], arguments: Mapping[str, Any]) -> dict[
         "config": {**arguments, "job_config": JobConfig.from_dict(model.metadata["config"]).to_dict()},
         "manifests": {stage: records.manifest_uri(outputs[name].uri) for stage, name in STAGE_OUTPUTS.items()},
     }
-
-
-if __name__ == "__main__":
-    sys.exit(runner_main(sys.argv[1:]))

@@ -28,7 +28,8 @@ KFP_EXECUTOR_MODULE = "kfp.dsl.executor_main"
 EXECUTOR_MODULE = "pipelines.executor"
 SERVER_MODULE = "pipelines.stage_server"
 STAGE_SERVER_ENV = "TPU_PIPELINE_STAGE_SERVER"
-FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# A local run's stop signals: the supervisor and the runner stop on them, and a stage process forwards them.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 MAX_REQUEST_BYTES = 1 << 20
 STD_FDS = (0, 1, 2)
 
@@ -63,7 +64,7 @@ def _forward_signals(child: int) -> None:
         with contextlib.suppress(ProcessLookupError):  # it has just ended: its end is on its way
             os.kill(child, signum)
 
-    for signum in FORWARDED_SIGNALS:
+    for signum in STOP_SIGNALS:
         signal.signal(signum, forward)
 
 

@@ -18,7 +18,7 @@ from kfp.local import subprocess_task_handler
 from repo import ROOT
 
 from components import build_stages
-from pipelines import local, stage
+from pipelines import local, runner, stage
 from pipelines.image import LOCAL_IMAGE
 
 COMPONENT = """
@@ -66,7 +66,7 @@ def server(tmp_path_factory):
     """A warm stage server, as the local runner starts one; its address is in this process's environment (the
     stages started here inherit it)."""
     log_path = tmp_path_factory.mktemp("server") / "pipeline.log"
-    with open(log_path, "a", encoding="utf-8") as log, local.stage_server("test", log) as process:
+    with open(log_path, "a", encoding="utf-8") as log, runner.stage_server("test", log) as process:
         yield process
     assert process.poll() is not None
 
@@ -163,8 +163,8 @@ def test_a_killed_stage_process_takes_the_servers_child_with_it(tmp_path, server
 
 def test_the_server_dies_with_the_runner_that_started_it(tmp_path):
     runner = (
-        "import sys\nfrom pipelines import local\n"
-        f"with open({str(tmp_path / 'log')!r}, 'a') as log, local.stage_server('test', log) as server:\n"
+        "import sys\nfrom pipelines import runner\n"
+        f"with open({str(tmp_path / 'log')!r}, 'a') as log, runner.stage_server('test', log) as server:\n"
         "    print(server.pid, flush=True)\n    sys.stdin.read()\n"
     )
     with subprocess.Popen(
@@ -193,8 +193,25 @@ def test_the_server_refuses_to_fork_once_tensorflow_s_runtime_has_started():
 def test_the_server_is_gone_after_a_run_that_failed(tmp_path, monkeypatch):
     monkeypatch.delenv(stage.STAGE_SERVER_ENV, raising=False)  # the module's server, if it runs
     with pytest.raises(RuntimeError, match="a stage failed"):
-        with open(tmp_path / "pipeline.log", "a", encoding="utf-8") as log, local.stage_server("test", log) as server:
+        with open(tmp_path / "pipeline.log", "a", encoding="utf-8") as log, runner.stage_server("test", log) as server:
             assert server.poll() is None and os.environ[stage.STAGE_SERVER_ENV]
             raise RuntimeError("a stage failed")
     wait_gone(server.pid)
     assert stage.STAGE_SERVER_ENV not in os.environ
+
+
+def test_the_runner_starts_the_stage_server_before_its_own_imports(tmp_path):
+    folder = tmp_path / "runs" / "20261122T000000Z-abcdef"
+    folder.mkdir(parents=True)
+    script = (
+        "import sys\nfrom pipelines import runner\n"
+        "def started(run_id, log):\n"
+        "    heavy = ('kfp', 'tensorflow', 'components', 'pipelines.local')\n"
+        "    print(run_id, sorted(m for m in heavy if m in sys.modules), log.name, flush=True)\n"
+        "    raise SystemExit(3)\n"
+        "runner.start_stage_server = started\n"
+        f"runner.main([{str(folder)!r}])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 3, done.stderr
+    assert done.stdout.split() == [folder.name, "[]", str(folder / "pipeline.log")]
