@@ -37,7 +37,6 @@ def batch_predict(
     from estimator_lib.config.beam import BEAM, BeamConfig, check_engine
     from estimator_lib.config.run import SPLIT, prediction_kind
     from estimator_lib.data import prepare
-    from estimator_lib.predict import beam
 
     check_engine(engine)
     prepared = prepare.load_prepared(dataset.uri)
@@ -59,6 +58,8 @@ def batch_predict(
         return
     record.begin()
     if engine == BEAM:
+        from estimator_lib.predict import beam  # Apache Beam takes about 1 s to import: only this engine does
+
         beam_config = BeamConfig.from_dict(adapter.typed(BeamConfig, beam_options))
         result = beam.score(job, prepared, model.uri, data, predictions.uri, beam_config)
     else:

@@ -50,7 +50,7 @@ def prepare_data(
 
     from components import adapter, artifacts, records
     from estimator_lib.config.beam import BEAM, BeamConfig, check_engine
-    from estimator_lib.data import beam, retrain
+    from estimator_lib.data import retrain
 
     check_engine(engine)
 
@@ -68,6 +68,8 @@ def prepare_data(
         return
     record.begin()
     if engine == BEAM:
+        from estimator_lib.data import beam  # Apache Beam takes about 1 s to import: only this engine does
+
         passes = beam.beam_passes(BeamConfig.from_dict(adapter.typed(BeamConfig, beam_options)))
     else:
         passes = contextlib.nullcontext()  # None: this host's worker processes
