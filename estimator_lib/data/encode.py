@@ -17,9 +17,17 @@ import math
 from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
+import pyarrow as pa
 
-from estimator_lib.data import records, wire
-from estimator_lib.data.columnar import examples, key_entries, numeric_block, numeric_column, text_entries
+from estimator_lib.data import arrow_csv, records, wire
+from estimator_lib.data.columnar import (
+    checked_numbers,
+    examples,
+    key_entries,
+    numeric_block,
+    numeric_column,
+    text_entries,
+)
 from estimator_lib.data.common import SPLITS, Moments, derived_key, split_index, split_indices, where
 from estimator_lib.data.read import (
     CSV,
@@ -198,19 +206,28 @@ def _encode_csv(task: ChunkTask, plan: EncodePlan) -> ChunkResult:
     """A CSV chunk a column at a time; rows any check doubts go down the precise path (`_row`), so every
     byte, statistic and message is the per-row path's."""
     chunk = task.chunk
-    lines, records = csv_records(chunk)
+    table = arrow_csv.table(chunk, plan.missing)
+    records: Optional[List[List[str]]] = None
+    if table is None:
+        lines, records = csv_records(chunk)
+        values = csv_columns(chunk, records, _needed(plan), plan.missing)
+        columns = _columns(values, len(records), plan)
+        columns.doubtful |= ~fitting(records, chunk.columns)
+    else:
+        columns, values = _table_columns(table, plan)
+        lines = list(range(chunk.first_line, chunk.first_line + table.num_rows))
     out = _empty_result(plan)
-    out.rows = len(records)
-    if not records:
+    out.rows = len(lines)
+    if not lines:
         return out
-    values = csv_columns(chunk, records, _needed(plan), plan.missing)
-    columns = _columns(values, len(records), plan)
-    columns.doubtful |= ~fitting(records, chunk.columns)
     splits = split_indices(task.key_hashes, plan.eval_fraction, plan.test_fraction, plan.valid_fraction)
     keys = _keys(values.get(plan.key_column) if plan.key_column else None, task, columns.doubtful)
     serialized = _assemble(columns, keys, plan)
     good = ~columns.doubtful
-    for i in np.flatnonzero(columns.doubtful).tolist():
+    doubtful = np.flatnonzero(columns.doubtful).tolist()
+    if doubtful and records is None:
+        lines, records = csv_records(chunk)  # the records Arrow read, for the precise path
+    for i in doubtful:
         try:
             _, keys[i], typed, serialized[i] = _row(task, plan, i, records[i])
         except (BadRecord, BadValue) as e:
@@ -232,14 +249,40 @@ def _needed(plan: EncodePlan) -> List[str]:
     return [f.name for f in plan.features] + [plan.label] + ([plan.key_column] if plan.key_column else [])
 
 
-def _columns(values: Dict[str, Sequence[Optional[str]]], rows: int, plan: EncodePlan) -> _Columns:
+def _table_columns(table: pa.Table, plan: EncodePlan) -> Tuple[_Columns, Dict[str, Sequence[Optional[str]]]]:
+    """`_columns` of a chunk Arrow read, and the texts of its non-numeric needed columns: numbers cast in C
+    (`arrow_csv.numbers`), a column Arrow refuses converted by `float()`."""
+    names = set(table.column_names)
+    numeric = {f.name for f in plan.features if f.kind == NUMERIC}
+    values = {n: arrow_csv.texts(table.column(n)) for n in _needed(plan) if n in names and n not in numeric}
+    converted = {}
+    for name in numeric & names:
+        got = arrow_csv.numbers(table.column(name))
+        if got is None:
+            values[name] = arrow_csv.texts(table.column(name))
+        else:
+            converted[name] = checked_numbers(*got)
+    return _columns(values, table.num_rows, plan, converted), values
+
+
+def _columns(
+    values: Dict[str, Sequence[Optional[str]]],
+    rows: int,
+    plan: EncodePlan,
+    converted: Optional[Dict[str, Tuple[np.ndarray, ...]]] = None,
+) -> _Columns:
+    """The columns of a chunk from its cleaned texts; `converted` holds numeric columns already converted
+    (`columnar.checked_numbers`)."""
     absent: Sequence[Optional[str]] = [None] * rows
     doubtful = np.zeros(rows, bool)
     numbers, f32, texts, present = {}, {}, {}, {}
+    converted = converted or {}
     for f in plan.features:
         column = values.get(f.name, absent)
         if f.kind == NUMERIC:
-            numbers[f.index], f32[f.index], present[f.index], bad = numeric_column(column)
+            numbers[f.index], f32[f.index], present[f.index], bad = (
+                converted[f.name] if f.name in converted else numeric_column(column)
+            )
         else:
             texts[f.index], present[f.index], bad = _text_column(f, column)
         doubtful |= bad
