@@ -73,6 +73,8 @@ class EncodePlan:
     check_schema: Schema  # for comparing the first row of each chunk with records.encode_example
     # Scoring: rows need no label; a present, valid label is written, a missing or invalid one left out.
     optional_label: bool = False
+    # Each chunk also returns its training rows' numeric values (ChunkResult.train_numbers), for the profile.
+    train_numbers: bool = False
 
     @property
     def class_index(self) -> Dict[str, int]:
@@ -109,6 +111,8 @@ class ChunkResult:
     class_counts: List[collections.Counter] = dataclasses.field(default_factory=list)  # [split]
     label_moments: Moments = dataclasses.field(default_factory=Moments)  # training rows, regression
     labelled: int = 0  # good rows with a label (all of them unless the label is optional)
+    # With plan.train_numbers: {feature index: '<f4' [training rows]}, each written row's value, NaN if missing.
+    train_numbers: Dict[int, np.ndarray] = dataclasses.field(default_factory=dict)
 
 
 class BadValue(Exception):
@@ -395,6 +399,8 @@ def _finish_csv(out: ChunkResult, columns: _Columns, splits: np.ndarray, good: n
             out.missing[s][f.index] = absent[s]
         if f.kind == NUMERIC:
             out.numeric[f.index] = Moments.of_array(columns.numbers[f.index][train & present])
+            if plan.train_numbers:
+                out.train_numbers[f.index] = _float32(columns.numbers[f.index][train])
         else:
             out.categories[f.index].update(itertools.compress(columns.texts[f.index], (train & present).tolist()))
     labelled = good & columns.labelled
@@ -622,8 +628,16 @@ def _finish_numeric(out: ChunkResult, collected: List[List[Any]], plan: EncodePl
     for f in plan.features:
         if f.kind == NUMERIC:
             out.numeric[f.index] = Moments.of([row[f.index] for row in collected if row[f.index] is not None])
+            if plan.train_numbers:
+                column = [np.nan if row[f.index] is None else row[f.index] for row in collected]
+                out.train_numbers[f.index] = _float32(np.array(column, dtype=np.float64))
     if plan.task != CLASSIFICATION:
         out.label_moments = Moments.of([row[-1] for row in collected if row[-1] is not None])
+
+
+def _float32(numbers: np.ndarray) -> np.ndarray:
+    """The float32 values the Examples hold (written values are finite float32; NaN stays NaN)."""
+    return numbers.astype("<f4")
 
 
 def _bad_row(error: Exception, chunk: Chunk, line: int, record: Any) -> Dict[str, Any]:
