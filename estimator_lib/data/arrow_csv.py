@@ -2,7 +2,7 @@
 results; anything Arrow would read differently is left to the Python readers in `read`.
 
 Arrow reads a chunk only when its text is plain: no quotes, no NUL, no carriage return but before a newline,
-no blank line and no white space inside a line (so no field needs `clean`'s strip). Every line is then one
+no blank line (Arrow fails those when the header has more than one column) and no white space inside a line (so no field needs `clean`'s strip). Every line is then one
 record of comma-separated fields, exactly as the csv module splits it, and record i sits on line
 `first_line + i`. A record whose field count differs from the header's makes Arrow refuse the chunk
 (`table` returns None) and the Python readers name it. Missing-value tokens become nulls (Arrow's
@@ -31,25 +31,29 @@ from estimator_lib.data.read import MAX_FIELD_CHARS, Chunk, spaced
 _INNER_SPACE = re.compile(r"[^\S\r\n]")
 
 
-def plain(text: str) -> bool:
-    """True when Arrow reads `text` record for record as the csv module does, no field needing a strip."""
+def plain(text: str, width: int) -> bool:
+    """True when Arrow reads `text` record for record as the csv module does, no field needing a strip, if
+    it has no blank line. (Arrow reads a blank line as one empty field, which fails a header `width` wide
+    unless it has one column: only then are blank lines looked for here.)"""
     return (
         '"' not in text
         and "\x00" not in text
-        and text.count("\r") == text.count("\r\n")
+        and ("\r" not in text or text.count("\r") == text.count("\r\n"))
         and len(text) <= MAX_FIELD_CHARS
-        and "\n\n" not in text
-        and "\n\r\n" not in text
-        and text[:1] not in ("\n", "\r")
+        and (width > 1 or not _blank_line(text))
         and not (spaced(text) if text.isascii() else _INNER_SPACE.search(text))
     )
+
+
+def _blank_line(text: str) -> bool:
+    return "\n\n" in text or "\n\r\n" in text or text[:1] in ("\n", "\r")
 
 
 def table(chunk: Chunk, missing: FrozenSet[str]) -> Optional[pa.Table]:
     """The chunk's records as string columns named by the header (missing values null), or None when the
     chunk is not `plain` or a record's field count differs from the header's."""
     header = chunk.columns or ()
-    if not header or not plain(chunk.text):
+    if not header or not plain(chunk.text, len(header)):
         return None
     try:
         return pcsv.read_csv(
@@ -73,11 +77,22 @@ def numbers(column: pa.ChunkedArray) -> Optional[Tuple[np.ndarray, np.ndarray]]:
         values = pc.cast(column, pa.float64())
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None
-    valid = present(column)
-    out = _floats(values)
+    if column.null_count:
+        valid, out = present(column), _floats(values.fill_null(np.nan))
+    else:
+        valid, out = np.ones(len(column), bool), _floats(values)
     if not np.isfinite(out[valid]).all():
         return None
     return out, valid
+
+
+def first(column: pa.ChunkedArray) -> Optional[str]:
+    """The column's first present value (None if it has none)."""
+    for chunk in column.chunks:
+        present = chunk.drop_null()
+        if len(present):
+            return present[0].as_py()
+    return None
 
 
 def texts(column: pa.ChunkedArray) -> List[Optional[str]]:
@@ -96,6 +111,9 @@ def distinct(column: pa.ChunkedArray) -> Tuple[List[str], np.ndarray]:
 def content_texts(tbl: pa.Table, names: List[str]) -> List[bytes]:
     """`common.content_text` of every row as UTF-8 (present values by column name, in `names` order; the
     caller sorts them)."""
+    if not any(tbl.column(n).null_count for n in names):  # one join: name, value, separator, name, ...
+        pieces = [item for i, n in enumerate(names) for item in (("\x1f" if i else "") + n + "\x1e", tbl.column(n))]
+        return pc.cast(pc.binary_join_element_wise(*pieces, ""), pa.binary()).to_pylist()
     # Each present value as "name\x1evalue\x1f", missing ones as "": joined, then the last "\x1f" cut.
     # (Not null_handling="skip": Arrow 25 drops the rows whose values are all null from its result.)
     parts = [pc.binary_join_element_wise(f"{n}\x1e", tbl.column(n), "\x1f", "").fill_null("") for n in names]
@@ -109,4 +127,4 @@ def present(column: pa.ChunkedArray) -> np.ndarray:
 
 
 def _floats(values: pa.ChunkedArray) -> np.ndarray:
-    return values.fill_null(np.nan).to_numpy(zero_copy_only=False).astype(np.float64, copy=True)
+    return values.to_numpy().astype(np.float64, copy=True)

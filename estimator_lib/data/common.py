@@ -90,12 +90,12 @@ class Moments:
 
     @classmethod
     def of_array(cls, values: np.ndarray) -> "Moments":
-        """`of` for a float64 array, bit for bit: `math.fsum` is exact in any order, and each squared deviation
-        is Python's `(v - mean) ** 2` (see `_squares`)."""
+        """`of` for a float64 array, bit for bit: `exact_sum` is `math.fsum`, and each squared deviation is
+        Python's `(v - mean) ** 2` (see `_squares`)."""
         if not len(values):
             return cls()
-        mean = math.fsum(values.tolist()) / len(values)
-        m2 = math.fsum(_squares(values - mean).tolist())
+        mean = exact_sum(values) / len(values)
+        m2 = exact_sum(_squares(values - mean))
         return cls(len(values), mean, m2, _first_equal(values, values.min()), _first_equal(values, values.max()))
 
     def merge(self, other: "Moments") -> "Moments":
@@ -112,6 +112,36 @@ class Moments:
     @property
     def std(self) -> float:
         return math.sqrt(self.m2 / self.count) if self.count else 0.0
+
+
+_HALF = 26  # a 53-bit significand as two halves, each summed exactly in float64 by np.bincount
+
+
+def exact_sum(values: np.ndarray) -> float:
+    """`math.fsum` of a float64 array (the correctly rounded exact sum), vectorised.
+
+    Each finite value is an integer significand M (|M| < 2**53) times 2**(e - 53). Per exponent the high and
+    low halves of the significands (M = high * 2**26 + low) are summed by np.bincount in float64, exactly
+    while fewer than 2**26 values share an exponent; the few per-exponent sums are added as Python integers,
+    and the exact total is rounded once (integer division and int-to-float conversion round correctly).
+    Arrays this cannot sum exactly, and a zero total (whose sign fsum decides), go to `math.fsum`."""
+    if len(values) == 0 or len(values) >= 1 << _HALF or not np.isfinite(values).all():
+        return math.fsum(values.tolist())
+    fraction, exponent = np.frexp(values)
+    significand = (fraction * 2.0**53).astype(np.int64)
+    bins = exponent - exponent.min()
+    high = np.bincount(bins, weights=(significand >> _HALF).astype(np.float64))
+    low = np.bincount(bins, weights=(significand & ((1 << _HALF) - 1)).astype(np.float64))
+    total = 0
+    for k in np.flatnonzero((high != 0) | (low != 0)).tolist():
+        total += ((int(high[k]) << _HALF) + int(low[k])) << k
+    if total == 0:
+        return math.fsum(values.tolist())
+    scale = int(exponent.min()) - 53
+    try:
+        return float(total << scale) if scale >= 0 else total / (1 << -scale)
+    except OverflowError:  # beyond the float range: fsum says so in its own words
+        return math.fsum(values.tolist())
 
 
 def _first_equal(values: np.ndarray, target: float) -> float:

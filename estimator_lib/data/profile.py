@@ -182,8 +182,10 @@ def _profile_table(chunk: Chunk, table: pa.Table, plan: ProfilePlan) -> Profile:
 
 def _arrow_column_counts(column: pa.ChunkedArray) -> ColumnCounts:
     """`_column_counts` of an Arrow column: cast in C when every value is a finite number, otherwise
-    `float()` on each distinct value, counted by how often it occurs."""
-    converted = arrow_csv.numbers(column)
+    `float()` on each distinct value, counted by how often it occurs. (A column whose first value is not a
+    number skips the cast, which would fail at some cost.)"""
+    start = arrow_csv.first(column)
+    converted = arrow_csv.numbers(column) if start is not None and _number_kinds([start])[0][0] else None
     if converted is not None:
         values = converted[0][converted[1]]
         return ColumnCounts(len(values), len(values), int(np.count_nonzero(np.trunc(values) == values)))
