@@ -2,7 +2,7 @@
 results; anything Arrow would read differently is left to the Python readers in `read`.
 
 Arrow reads a chunk only when its text is plain: no quotes, no NUL, no carriage return but before a newline,
-no blank line (Arrow fails those when the header has more than one column) and no white space inside a line (so no field needs `clean`'s strip). Every line is then one
+no blank line and no white space inside a line (so no field needs `clean`'s strip). Every line is then one
 record of comma-separated fields, exactly as the csv module splits it, and record i sits on line
 `first_line + i`. A record whose field count differs from the header's makes Arrow refuse the chunk
 (`table` returns None) and the Python readers name it. Missing-value tokens become nulls (Arrow's
@@ -31,35 +31,29 @@ from estimator_lib.data.read import MAX_FIELD_CHARS, Chunk, spaced
 _INNER_SPACE = re.compile(r"[^\S\r\n]")
 
 
-def plain(text: str, width: int) -> bool:
-    """True when Arrow reads `text` record for record as the csv module does, no field needing a strip, if
-    it has no blank line. (Arrow reads a blank line as one empty field, which fails a header `width` wide
-    unless it has one column: only then are blank lines looked for here.)"""
+def plain(text: str) -> bool:
+    """True when Arrow reads the lines of `text` as the csv module reads them, no field needing a strip
+    (blank lines aside: `table` refuses a chunk that has any)."""
     return (
         '"' not in text
         and "\x00" not in text
         and ("\r" not in text or text.count("\r") == text.count("\r\n"))
         and len(text) <= MAX_FIELD_CHARS
-        and (width > 1 or not _blank_line(text))
         and not (spaced(text) if text.isascii() else _INNER_SPACE.search(text))
     )
-
-
-def _blank_line(text: str) -> bool:
-    return "\n\n" in text or "\n\r\n" in text or text[:1] in ("\n", "\r")
 
 
 def table(chunk: Chunk, missing: FrozenSet[str]) -> Optional[pa.Table]:
     """The chunk's records as string columns named by the header (missing values null), or None when the
     chunk is not `plain` or a record's field count differs from the header's."""
     header = chunk.columns or ()
-    if not header or not plain(chunk.text, len(header)):
+    if not header or not plain(chunk.text):
         return None
     try:
-        return pcsv.read_csv(
+        table = pcsv.read_csv(
             io.BytesIO(chunk.text.encode("utf-8")),
             read_options=pcsv.ReadOptions(column_names=list(header), use_threads=False, block_size=1 << 30),
-            parse_options=pcsv.ParseOptions(quote_char=False, newlines_in_values=False, ignore_empty_lines=False),
+            parse_options=pcsv.ParseOptions(quote_char=False, newlines_in_values=False, ignore_empty_lines=True),
             convert_options=pcsv.ConvertOptions(
                 column_types={name: pa.string() for name in header},
                 null_values=sorted(missing),
@@ -68,6 +62,8 @@ def table(chunk: Chunk, missing: FrozenSet[str]) -> Optional[pa.Table]:
         )
     except pa.ArrowInvalid:
         return None
+    lines = chunk.text.count("\n") + (not chunk.text.endswith("\n"))
+    return table if table.num_rows == lines else None  # fewer rows: Arrow skipped blank lines
 
 
 def numbers(column: pa.ChunkedArray) -> Optional[Tuple[np.ndarray, np.ndarray]]:
