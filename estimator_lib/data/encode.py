@@ -312,7 +312,7 @@ def _label_column(column: Sequence[Optional[str]], plan: EncodePlan) -> Tuple[np
     invalid label is always left to the precise path."""
     missing = np.equal(np.array(column, dtype=object), None)
     if plan.task == CLASSIFICATION:
-        label = np.array([_class_of(text, plan) for text in column], dtype=np.int64)
+        label = _class_indices(column, plan)
         invalid = (label < 0) & ~missing
     else:
         label, _, present, invalid = numeric_column(column)
@@ -320,6 +320,13 @@ def _label_column(column: Sequence[Optional[str]], plan: EncodePlan) -> Tuple[np
     doubtful = invalid | (missing if not plan.optional_label else False)
     labelled = ~missing & ~invalid
     return np.where(labelled, label, 0).astype(label.dtype), labelled, doubtful
+
+
+def _class_indices(column: Sequence[Optional[str]], plan: EncodePlan) -> np.ndarray:
+    """int64 [rows]: `_class_of` each label text (a dict lookup in C unless classes are whole numbers)."""
+    if plan.whole_number_classes:
+        return np.array([_class_of(text, plan) for text in column], dtype=np.int64)
+    return np.fromiter(map(plan.class_index.get, column, itertools.repeat(-1)), np.int64, len(column))
 
 
 def _class_of(text: Optional[str], plan: EncodePlan) -> int:
