@@ -206,3 +206,24 @@ def test_arrow_chunks_profile_and_encode_as_row_by_row(tmp_path):
         by_columns, by_rows = encode._encode_csv(task, plan), encode._encode_rows(task, plan)
         assert tuple(by_columns.examples) == tuple(by_rows.examples) and by_columns.bad == by_rows.bad
         assert by_columns.numeric == by_rows.numeric and by_columns.categories == by_rows.categories
+
+
+def test_scoring_encodes_the_same_bytes_with_and_without_arrow(monkeypatch, tmp_path):
+    path = _write(tmp_path, "classes", key=True)
+    config = PrepareConfig(
+        data=(path,), label="label", key_column="id", num_workers=1, bad_rows="quarantine", max_bad_fraction=0.2
+    )
+    schema = prepare.prepare(config, os.path.join(str(tmp_path), "prepared")).schema
+    found = {}
+    for arrow in (True, False):
+        with monkeypatch.context() as m:
+            if not arrow:
+                m.setattr(arrow_csv, "table", lambda chunk, missing: None)
+            out = os.path.join(str(tmp_path), f"scored-{arrow}")
+            prepare.encode_for_scoring(
+                path, schema, out, bad_rows="quarantine", max_bad_fraction=0.2, num_workers=1, chunk_bytes=4096
+            )
+            found[arrow] = _outputs(out)
+    assert found[True].keys() == found[False].keys() and "quarantine.jsonl" in found[True]
+    for name in found[True]:
+        assert found[True][name] == found[False][name], name
