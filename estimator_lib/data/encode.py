@@ -405,11 +405,13 @@ def _finish_csv(out: ChunkResult, columns: _Columns, splits: np.ndarray, good: n
         for s in range(len(SPLITS)):
             out.missing[s][f.index] = absent[s]
         if f.kind == NUMERIC:
-            out.numeric[f.index] = Moments.of_array(columns.numbers[f.index][train & present])
             if plan.train_numbers:
                 out.train_numbers[f.index] = _float32(columns.numbers[f.index][train])
         else:
             out.categories[f.index].update(itertools.compress(columns.texts[f.index], (train & present).tolist()))
+    numeric = [f.index for f in plan.features if f.kind == NUMERIC]
+    trained = [columns.numbers[i][train & columns.present[i]] for i in numeric]
+    out.numeric.update(zip(numeric, Moments.of_arrays(trained)))
     labelled = good & columns.labelled
     out.labelled = int(np.count_nonzero(labelled))
     if plan.task == CLASSIFICATION:

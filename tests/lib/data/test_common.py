@@ -8,7 +8,7 @@ import struct
 import numpy as np
 import pytest
 
-from estimator_lib.data.common import Moments, exact_sum, split_index, split_indices
+from estimator_lib.data.common import Moments, exact_sum, exact_sums, split_index, split_indices
 
 
 def _awkward_values() -> np.ndarray:
@@ -45,6 +45,15 @@ def _sums_to_check():
 @pytest.mark.parametrize("values", list(_sums_to_check()), ids=lambda v: f"{len(v)} values")
 def test_exact_sum_is_fsum_bit_for_bit(values):
     assert struct.pack("<d", exact_sum(values)) == struct.pack("<d", math.fsum(values.tolist()))
+
+
+def test_exact_sums_of_parts_and_moments_of_arrays_equal_their_one_by_one_forms():
+    parts = [p for p in _sums_to_check() if np.isfinite(np.sum(np.abs(p) / 1e10))]  # no overflow in any part
+    lengths = [len(p) for p in parts]
+    sums = exact_sums(np.concatenate(parts), lengths)
+    assert [struct.pack("<d", s) for s in sums] == [struct.pack("<d", math.fsum(p.tolist())) for p in parts]
+    arrays = [_awkward_values()[:3000], np.zeros(0), np.array([-0.0, 0.0]), _awkward_values()[-7:]]
+    assert Moments.of_arrays(arrays) == [Moments.of(a.tolist()) for a in arrays]
 
 
 def test_exact_sum_overflows_as_fsum_does():
