@@ -82,7 +82,7 @@ RUN --mount=type=secret,id=pip_ca --mount=type=secret,id=pip_conf \
     set -- "tensorflow-estimator==2.15.0" "protobuf>=4.21,<5" "kfp>=2.13,<2.14" \
         "google-cloud-storage>=2.14,<4" "numpy>=1.23.5,<2" "orjson>=3.10,<4" \
         "google-cloud-aiplatform>=1.60,<2" "google-cloud-pipeline-components>=2.22,<2.23" \
-        "matplotlib>=3.8,<4" "google-crc32c>=1.5,<2" "apache-beam[gcp]>=2.72,<2.73"; \
+        "matplotlib>=3.8,<4" "google-crc32c>=1.5,<2" "pyarrow>=14.0.1,<26" "apache-beam[gcp]>=2.72,<2.73"; \
     python3 -m venv "$VIRTUAL_ENV"; \
     pip=pip\>=25.3,\<27; \
     if ! pip install --no-index --find-links /wheelhouse "$pip" 2>/dev/null; then \

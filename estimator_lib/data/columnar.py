@@ -27,6 +27,15 @@ def numeric_column(values: Sequence[Optional[str]]) -> Tuple[np.ndarray, np.ndar
         present, doubtful = np.ones(len(numbers), bool), np.zeros(len(numbers), bool)
     except (TypeError, ValueError):
         numbers, present, doubtful = _one_by_one(values)
+    return checked_numbers(numbers, present, doubtful)
+
+
+def checked_numbers(
+    numbers: np.ndarray, present: np.ndarray, doubtful: Optional[np.ndarray] = None
+) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """`numeric_column`'s result from a column's float64 numbers (NaN where absent), present and doubtful
+    rows: a number that is not a finite float32 makes its row doubtful."""
+    doubtful = np.zeros(len(numbers), bool) if doubtful is None else doubtful
     with np.errstate(over="ignore", invalid="ignore"):
         f32 = numbers.astype("<f4")
     bad = present & ~np.isfinite(f32)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
-from typing import Iterable, Optional, Sequence, Tuple
+from typing import Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -90,13 +90,25 @@ class Moments:
 
     @classmethod
     def of_array(cls, values: np.ndarray) -> "Moments":
-        """`of` for a float64 array, bit for bit: `math.fsum` is exact in any order, and each squared deviation
-        is Python's `(v - mean) ** 2` (see `_squares`)."""
+        """`of` for a float64 array, bit for bit: `exact_sum` is `math.fsum`, and each squared deviation is
+        Python's `(v - mean) ** 2` (see `_squares`)."""
         if not len(values):
             return cls()
-        mean = math.fsum(values.tolist()) / len(values)
-        m2 = math.fsum(_squares(values - mean).tolist())
+        mean = exact_sum(values) / len(values)
+        m2 = exact_sum(_squares(values - mean))
         return cls(len(values), mean, m2, _first_equal(values, values.min()), _first_equal(values, values.max()))
+
+    @classmethod
+    def of_arrays(cls, arrays: Sequence[np.ndarray]) -> List["Moments"]:
+        """`of_array` of each float64 array, the sums of all of them computed together (`exact_sums`)."""
+        lengths = [len(a) for a in arrays]
+        values = np.concatenate(arrays) if arrays else np.zeros(0)
+        means = [total / n if n else 0.0 for total, n in zip(exact_sums(values, lengths), lengths)]
+        squares = exact_sums(_squares(values - np.repeat(means, lengths)), lengths)
+        return [
+            cls(n, mean, m2, _first_equal(a, a.min()), _first_equal(a, a.max())) if n else cls()
+            for a, n, mean, m2 in zip(arrays, lengths, means, squares)
+        ]
 
     def merge(self, other: "Moments") -> "Moments":
         if other.count == 0:
@@ -112,6 +124,54 @@ class Moments:
     @property
     def std(self) -> float:
         return math.sqrt(self.m2 / self.count) if self.count else 0.0
+
+
+_HALF = 26  # a 53-bit significand as two halves, each summed exactly in float64 by np.bincount
+
+
+def exact_sum(values: np.ndarray) -> float:
+    """`math.fsum` of a float64 array (the correctly rounded exact sum), vectorised: see `exact_sums`."""
+    return exact_sums(values, [len(values)])[0]
+
+
+def exact_sums(values: np.ndarray, lengths: Sequence[int]) -> List[float]:
+    """`math.fsum` of each consecutive part of `values` (`lengths` long each), all parts summed at once.
+
+    Each finite value is an integer significand M (|M| < 2**53) times 2**(e - 53). Per part and exponent the
+    high and low halves of the significands (M = high * 2**26 + low) are summed by np.bincount in float64,
+    exactly while fewer than 2**26 values share them; the few per-exponent sums are added as Python integers,
+    and each exact total is rounded once (integer division and int-to-float conversion round correctly).
+    Values this cannot sum exactly, and a zero total (whose sign fsum decides), go to `math.fsum`."""
+    parts = np.split(values, np.cumsum(lengths)[:-1]) if len(lengths) > 1 else [values]
+    if len(values) == 0 or max(lengths) >= 1 << _HALF or not np.isfinite(values).all():
+        return [math.fsum(part.tolist()) for part in parts]
+    fraction, exponent = np.frexp(values)
+    significand = (fraction * 2.0**53).astype(np.int64)
+    lowest = int(exponent.min())
+    width = int(exponent.max()) - lowest + 1
+    bins = np.repeat(np.arange(len(lengths)) * width, lengths) + (exponent - lowest)
+    shape = (len(lengths), width)
+    high = np.bincount(bins, (significand >> _HALF).astype(np.float64), len(lengths) * width).reshape(shape)
+    low = np.bincount(bins, (significand & ((1 << _HALF) - 1)).astype(np.float64), len(lengths) * width).reshape(shape)
+    return [_rounded(_integer_sum(high[i], low[i]), lowest - 53, part) for i, part in enumerate(parts)]
+
+
+def _integer_sum(high: np.ndarray, low: np.ndarray) -> int:
+    """The exact sum of the per-exponent half sums, in units of the lowest exponent."""
+    total = 0
+    for k in np.flatnonzero((high != 0) | (low != 0)).tolist():
+        total += ((int(high[k]) << _HALF) + int(low[k])) << k
+    return total
+
+
+def _rounded(total: int, scale: int, part: np.ndarray) -> float:
+    """total * 2**scale correctly rounded; `math.fsum(part)` for a zero total or one beyond the float range."""
+    if total == 0:
+        return math.fsum(part.tolist())
+    try:
+        return float(total << scale) if scale >= 0 else total / (1 << -scale)
+    except OverflowError:  # fsum says so in its own words
+        return math.fsum(part.tolist())
 
 
 def _first_equal(values: np.ndarray, target: float) -> float:

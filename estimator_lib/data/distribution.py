@@ -7,7 +7,9 @@ for the training split: the row count and, per feature (original name), the miss
   * categorical: the count of each value (the `MAX_VALUES` most frequent; `other` counts the rest).
 
 Percentiles make two profiles comparable without sharing bin edges: `estimator_lib.data.validation` bins both
-on the reference's deciles. Computed on the host CPU by reading the split's TFRecords back once.
+on the reference's deciles. Computed on the host CPU: `prepare` builds it from the values its workers encoded
+(`profile_values`) when the split has at most `SAMPLE_ROWS` rows and every category was counted, otherwise by
+reading the split's TFRecords back once (`profile_split`); both give the same profile.
 
 Memory stays bounded whatever the split's size: the numeric statistics hold at most `SAMPLE_ROWS` values per
 feature. A larger split's numeric statistics come from an evenly spaced sample (every k-th record in shard
@@ -18,7 +20,7 @@ included); row, missing and category counts always cover every record.
 from __future__ import annotations
 
 import collections
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -69,6 +71,47 @@ def profile_split(files: Sequence[str], schema: Schema, rows: int) -> Dict[str, 
             features[f.name] = _numeric(column.astype(np.float64), missing[f.key], rows, every)
         else:
             features[f.name] = _categorical(counts[f.key], rows)
+    return {"format_version": FORMAT_VERSION, "rows": rows, "features": features}
+
+
+def profile_values(
+    schema: Schema,
+    numbers: Optional[Dict[int, np.ndarray]],
+    categories: Dict[int, collections.Counter],
+    missing: Sequence[int],
+    rows: int,
+    num_shards: int,
+) -> Optional[Dict[str, Any]]:
+    """`profile_split` of a split of `rows` records from what was written into it, without reading it back.
+
+    Args:
+      numbers: {feature index: '<f4' [rows]} each record's value, NaN where missing, in input order (the
+        shards hold record i in shard i % num_shards); None when they were not gathered.
+      categories: {feature index: Counter} of the present values; missing: per feature, the records without one.
+
+    Returns None when the numbers were not gathered, the split needs a sample (more than `SAMPLE_ROWS` rows)
+    or a category count is incomplete (`stats` keeps only the most frequent of very many values):
+    `profile_split` then reads the split back.
+    """
+    categories = {
+        i: categories.get(i, collections.Counter()) for i, f in enumerate(schema.features) if f.kind != NUMERIC
+    }
+    complete = all(sum(c.values()) + missing[i] == rows for i, c in categories.items())
+    if numbers is None or rows > SAMPLE_ROWS or not complete:
+        return None
+    features = {}
+    for index, f in enumerate(schema.features):
+        if f.kind == NUMERIC:
+            values = numbers.get(index, np.zeros(0, np.float32))
+            if len(values) != rows:
+                raise AssertionError(f"profile: {len(values)} values of {f.name!r} gathered, not the {rows} written")
+            in_shard_order = np.concatenate([values[k::num_shards] for k in range(num_shards)])
+            present = in_shard_order[~np.isnan(in_shard_order)]
+            features[f.name] = _numeric(present.astype(np.float64), rows - len(present), rows, 1)
+        else:
+            counts = collections.Counter({v.encode("utf-8"): n for v, n in categories[index].items()})
+            counts[b""] += missing[index]  # a missing value reads back as b""
+            features[f.name] = _categorical(counts, rows)
     return {"format_version": FORMAT_VERSION, "rows": rows, "features": features}
 
 

@@ -17,9 +17,17 @@ import math
 from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
+import pyarrow as pa
 
-from estimator_lib.data import records, wire
-from estimator_lib.data.columnar import examples, key_entries, numeric_block, numeric_column, text_entries
+from estimator_lib.data import arrow_csv, records, wire
+from estimator_lib.data.columnar import (
+    checked_numbers,
+    examples,
+    key_entries,
+    numeric_block,
+    numeric_column,
+    text_entries,
+)
 from estimator_lib.data.common import SPLITS, Moments, derived_key, split_index, split_indices, where
 from estimator_lib.data.read import (
     CSV,
@@ -65,6 +73,8 @@ class EncodePlan:
     check_schema: Schema  # for comparing the first row of each chunk with records.encode_example
     # Scoring: rows need no label; a present, valid label is written, a missing or invalid one left out.
     optional_label: bool = False
+    # Each chunk also returns its training rows' numeric values (ChunkResult.train_numbers), for the profile.
+    train_numbers: bool = False
 
     @property
     def class_index(self) -> Dict[str, int]:
@@ -101,6 +111,8 @@ class ChunkResult:
     class_counts: List[collections.Counter] = dataclasses.field(default_factory=list)  # [split]
     label_moments: Moments = dataclasses.field(default_factory=Moments)  # training rows, regression
     labelled: int = 0  # good rows with a label (all of them unless the label is optional)
+    # With plan.train_numbers: {feature index: '<f4' [training rows]}, each written row's value, NaN if missing.
+    train_numbers: Dict[int, np.ndarray] = dataclasses.field(default_factory=dict)
 
 
 class BadValue(Exception):
@@ -198,19 +210,28 @@ def _encode_csv(task: ChunkTask, plan: EncodePlan) -> ChunkResult:
     """A CSV chunk a column at a time; rows any check doubts go down the precise path (`_row`), so every
     byte, statistic and message is the per-row path's."""
     chunk = task.chunk
-    lines, records = csv_records(chunk)
+    table = arrow_csv.table(chunk, plan.missing)
+    records: Optional[List[List[str]]] = None
+    if table is None:
+        lines, records = csv_records(chunk)
+        values = csv_columns(chunk, records, _needed(plan), plan.missing)
+        columns = _columns(values, len(records), plan)
+        columns.doubtful |= ~fitting(records, chunk.columns)
+    else:
+        columns, values = _table_columns(table, plan)
+        lines = list(range(chunk.first_line, chunk.first_line + table.num_rows))
     out = _empty_result(plan)
-    out.rows = len(records)
-    if not records:
+    out.rows = len(lines)
+    if not lines:
         return out
-    values = csv_columns(chunk, records, _needed(plan), plan.missing)
-    columns = _columns(values, len(records), plan)
-    columns.doubtful |= ~fitting(records, chunk.columns)
     splits = split_indices(task.key_hashes, plan.eval_fraction, plan.test_fraction, plan.valid_fraction)
     keys = _keys(values.get(plan.key_column) if plan.key_column else None, task, columns.doubtful)
     serialized = _assemble(columns, keys, plan)
     good = ~columns.doubtful
-    for i in np.flatnonzero(columns.doubtful).tolist():
+    doubtful = np.flatnonzero(columns.doubtful).tolist()
+    if doubtful and records is None:
+        lines, records = csv_records(chunk)  # the records Arrow read, for the precise path
+    for i in doubtful:
         try:
             _, keys[i], typed, serialized[i] = _row(task, plan, i, records[i])
         except (BadRecord, BadValue) as e:
@@ -232,14 +253,40 @@ def _needed(plan: EncodePlan) -> List[str]:
     return [f.name for f in plan.features] + [plan.label] + ([plan.key_column] if plan.key_column else [])
 
 
-def _columns(values: Dict[str, Sequence[Optional[str]]], rows: int, plan: EncodePlan) -> _Columns:
+def _table_columns(table: pa.Table, plan: EncodePlan) -> Tuple[_Columns, Dict[str, Sequence[Optional[str]]]]:
+    """`_columns` of a chunk Arrow read, and the texts of its non-numeric needed columns: numbers cast in C
+    (`arrow_csv.numbers`), a column Arrow refuses converted by `float()`."""
+    names = set(table.column_names)
+    numeric = {f.name for f in plan.features if f.kind == NUMERIC}
+    values = {n: arrow_csv.texts(table.column(n)) for n in _needed(plan) if n in names and n not in numeric}
+    converted = {}
+    for name in numeric & names:
+        got = arrow_csv.numbers(table.column(name))
+        if got is None:
+            values[name] = arrow_csv.texts(table.column(name))
+        else:
+            converted[name] = checked_numbers(*got)
+    return _columns(values, table.num_rows, plan, converted), values
+
+
+def _columns(
+    values: Dict[str, Sequence[Optional[str]]],
+    rows: int,
+    plan: EncodePlan,
+    converted: Optional[Dict[str, Tuple[np.ndarray, ...]]] = None,
+) -> _Columns:
+    """The columns of a chunk from its cleaned texts; `converted` holds numeric columns already converted
+    (`columnar.checked_numbers`)."""
     absent: Sequence[Optional[str]] = [None] * rows
     doubtful = np.zeros(rows, bool)
     numbers, f32, texts, present = {}, {}, {}, {}
+    converted = converted or {}
     for f in plan.features:
         column = values.get(f.name, absent)
         if f.kind == NUMERIC:
-            numbers[f.index], f32[f.index], present[f.index], bad = numeric_column(column)
+            numbers[f.index], f32[f.index], present[f.index], bad = (
+                converted[f.name] if f.name in converted else numeric_column(column)
+            )
         else:
             texts[f.index], present[f.index], bad = _text_column(f, column)
         doubtful |= bad
@@ -265,7 +312,7 @@ def _label_column(column: Sequence[Optional[str]], plan: EncodePlan) -> Tuple[np
     invalid label is always left to the precise path."""
     missing = np.equal(np.array(column, dtype=object), None)
     if plan.task == CLASSIFICATION:
-        label = np.array([_class_of(text, plan) for text in column], dtype=np.int64)
+        label = _class_indices(column, plan)
         invalid = (label < 0) & ~missing
     else:
         label, _, present, invalid = numeric_column(column)
@@ -273,6 +320,13 @@ def _label_column(column: Sequence[Optional[str]], plan: EncodePlan) -> Tuple[np
     doubtful = invalid | (missing if not plan.optional_label else False)
     labelled = ~missing & ~invalid
     return np.where(labelled, label, 0).astype(label.dtype), labelled, doubtful
+
+
+def _class_indices(column: Sequence[Optional[str]], plan: EncodePlan) -> np.ndarray:
+    """int64 [rows]: `_class_of` each label text (a dict lookup in C unless classes are whole numbers)."""
+    if plan.whole_number_classes:
+        return np.array([_class_of(text, plan) for text in column], dtype=np.int64)
+    return np.fromiter(map(plan.class_index.get, column, itertools.repeat(-1)), np.int64, len(column))
 
 
 def _class_of(text: Optional[str], plan: EncodePlan) -> int:
@@ -351,9 +405,13 @@ def _finish_csv(out: ChunkResult, columns: _Columns, splits: np.ndarray, good: n
         for s in range(len(SPLITS)):
             out.missing[s][f.index] = absent[s]
         if f.kind == NUMERIC:
-            out.numeric[f.index] = Moments.of_array(columns.numbers[f.index][train & present])
+            if plan.train_numbers:
+                out.train_numbers[f.index] = _float32(columns.numbers[f.index][train])
         else:
             out.categories[f.index].update(itertools.compress(columns.texts[f.index], (train & present).tolist()))
+    numeric = [f.index for f in plan.features if f.kind == NUMERIC]
+    trained = [columns.numbers[i][train & columns.present[i]] for i in numeric]
+    out.numeric.update(zip(numeric, Moments.of_arrays(trained)))
     labelled = good & columns.labelled
     out.labelled = int(np.count_nonzero(labelled))
     if plan.task == CLASSIFICATION:
@@ -579,8 +637,16 @@ def _finish_numeric(out: ChunkResult, collected: List[List[Any]], plan: EncodePl
     for f in plan.features:
         if f.kind == NUMERIC:
             out.numeric[f.index] = Moments.of([row[f.index] for row in collected if row[f.index] is not None])
+            if plan.train_numbers:
+                column = [np.nan if row[f.index] is None else row[f.index] for row in collected]
+                out.train_numbers[f.index] = _float32(np.array(column, dtype=np.float64))
     if plan.task != CLASSIFICATION:
         out.label_moments = Moments.of([row[-1] for row in collected if row[-1] is not None])
+
+
+def _float32(numbers: np.ndarray) -> np.ndarray:
+    """The float32 values the Examples hold (written values are finite float32; NaN stays NaN)."""
+    return numbers.astype("<f4")
 
 
 def _bad_row(error: Exception, chunk: Chunk, line: int, record: Any) -> Dict[str, Any]:

@@ -33,8 +33,8 @@ import numpy as np
 from estimator_lib import storage
 from estimator_lib.config import DEFAULT_MISSING_VALUES, PrepareConfig, require
 from estimator_lib.data import score as scoring
-from estimator_lib.data.common import SPLITS, TRAIN, VALID, DataError
-from estimator_lib.data.distribution import PROFILE, profile_split
+from estimator_lib.data.common import SPLITS, TRAIN, VALID, DataError, split_indices
+from estimator_lib.data.distribution import PROFILE, SAMPLE_ROWS, profile_split, profile_values
 from estimator_lib.data.encode import ChunkResult, ChunkTask, EncodePlan, encode_chunk
 from estimator_lib.data.encode import init_worker as init_encoder
 from estimator_lib.data.output import (
@@ -259,25 +259,51 @@ def _prepare_into(
 ) -> Tuple[Schema, Dict[str, int], Dict[str, Any]]:
     profile, chunk_rows, file_starts, scans = _profile(inputs, config, _header_check(config), passes, "prepare")
     decisions = decide_schema(profile, config, supplied, reference)
-    plan = encode_plan(decisions, config)
+    gather = _training_rows(profile, config) <= SAMPLE_ROWS  # the profile then comes from the workers' values
+    plan = dataclasses.replace(encode_plan(decisions, config), train_numbers=gather)
     facts = chunk_facts(inputs, config, profile, chunk_rows, file_starts)
     parts = passes.encode(inputs, config, plan, facts, scans)
     fractions = (1.0, config.eval_fraction, config.test_fraction, config.valid_fraction)
     splits = [s for s, f in zip(SPLITS, fractions) if f > 0]
     writers = ShardWriters(staging, splits, config.num_shards)
-    totals = _encode(parts, plan, writers, QuarantineWriter(staging), profile.rows, config, "prepare")
+    numbers: Dict[int, List[np.ndarray]] = {}
+    totals = _encode(parts, plan, writers, QuarantineWriter(staging), profile.rows, config, "prepare", numbers)
     shard_records = writers.records
     counts = dict(zip(SPLITS, totals.counts))
     _check_splits(counts, splits, config)
     schema = build_schema(decisions, totals, config)
     _write_schema(staging, schema)
-    train_files = [os.path.join(staging, name) for name in writers.names[TRAIN]]
-    write_json(os.path.join(staging, PROFILE), profile_split(train_files, schema, counts[TRAIN]))
+    write_json(os.path.join(staging, PROFILE), _training_profile(staging, schema, totals, numbers, writers, plan))
     manifest = _manifest(
         staging, inputs, scans, file_starts, profile.rows, decisions, schema, totals, shard_records, config
     )
     write_json(os.path.join(staging, MANIFEST), manifest)
     return schema, counts, manifest
+
+
+def _training_rows(profile: Profile, config: PrepareConfig) -> int:
+    """Pass 1's count of the training split's rows: at least the good rows pass 2 writes there."""
+    valid = concat(profile.valid, bool)
+    hashes = concat(profile.key_hashes, np.uint64)[valid]
+    splits = split_indices(hashes, config.eval_fraction, config.test_fraction, config.valid_fraction)
+    return int(np.count_nonzero(splits == 0))
+
+
+def _training_profile(
+    staging: str,
+    schema: Schema,
+    totals: Totals,
+    numbers: Dict[int, List[np.ndarray]],
+    writers: ShardWriters,
+    plan: EncodePlan,
+) -> Dict[str, Any]:
+    """profile.json: from the values the workers encoded when they suffice, else read back from the shards."""
+    gathered = {i: np.concatenate(parts) for i, parts in numbers.items()} if plan.train_numbers else None
+    rows = totals.counts[0]
+    found = profile_values(schema, gathered, totals.categories, totals.missing[0], rows, len(writers.names[TRAIN]))
+    if found is not None:
+        return found
+    return profile_split([os.path.join(staging, name) for name in writers.names[TRAIN]], schema, rows)
 
 
 def _score_into(
@@ -465,10 +491,12 @@ def _encode(
     total_rows: int,
     config: PrepareConfig,
     what: str,
+    train_numbers: Optional[Dict[int, List[np.ndarray]]] = None,
 ) -> Totals:
     """Pass 2's results, merged in input order: write good rows to shards (`ShardWriters` or
-    `ConsecutiveShards`; closed here), bad rows to quarantine (or fail), merge statistics; rows done, rate and
-    ETA are reported as `what`."""
+    `ConsecutiveShards`; closed here), bad rows to quarantine (or fail), merge statistics, and gather the
+    chunks' `train_numbers` into `train_numbers` (per feature, in input order); rows done, rate and ETA are
+    reported as `what`."""
     totals = Totals(len(plan.features), max(100_000, 10 * config.max_vocabulary_size))
     progress = RowProgress(f"{what} (pass 2 of 2, encoding)", total=total_rows)
     try:
@@ -478,6 +506,8 @@ def _encode(
                 if part.examples[s]:
                     writers.write(split, part.examples[s])
             totals.add(part)
+            for index, values in part.train_numbers.items():
+                train_numbers.setdefault(index, []).append(values)  # type: ignore[union-attr]
             progress.update(part.rows)
     finally:
         writers.close()

@@ -12,10 +12,13 @@ import collections
 import dataclasses
 import hashlib
 import itertools
+import math
 from typing import Any, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 import numpy as np
+import pyarrow as pa
 
+from estimator_lib.data import arrow_csv
 from estimator_lib.data.common import content_text, hash64, split_index, split_indices
 from estimator_lib.data.read import (
     CSV,
@@ -136,7 +139,11 @@ def _profile_rows(chunk: Chunk, plan: ProfilePlan) -> Profile:
 
 # -- CSV: column at a time ---------------------------------------------------------------------------------
 def _profile_csv(chunk: Chunk, plan: ProfilePlan) -> Profile:
-    """`_profile_rows` of a CSV chunk, a column at a time, with the same findings."""
+    """`_profile_rows` of a CSV chunk, a column at a time, with the same findings: read by Arrow when it can
+    (`arrow_csv`), by the csv module otherwise."""
+    table = arrow_csv.table(chunk, plan.missing)
+    if table is not None:
+        return _profile_table(chunk, table, plan)
     lines, rows = csv_records(chunk)
     header = chunk.columns or ()
     values = csv_columns(chunk, rows, header, plan.missing)
@@ -154,6 +161,67 @@ def _profile_csv(chunk: Chunk, plan: ProfilePlan) -> Profile:
     profile.valid = [valid]
     profile.lines = [np.array(lines, dtype=np.uint32)]
     return profile
+
+
+def _profile_table(chunk: Chunk, table: pa.Table, plan: ProfilePlan) -> Profile:
+    """`_profile_csv` of a chunk Arrow read: every record fits the header and sits on its own line."""
+    header = chunk.columns or ()
+    profile = Profile(rows=table.num_rows)
+    for name in header:
+        profile.columns[name] = _arrow_column_counts(table.column(name))
+        profile.first_seen[name] = (chunk.file_name, chunk.first_line)
+    hashes, valid = _table_key_hashes(table, header, plan)
+    splits = split_indices(hashes, plan.eval_fraction, plan.test_fraction, plan.valid_fraction)
+    labels = arrow_csv.texts(table.column(plan.label)) if plan.label in header else None
+    _count_labels(profile, labels, valid, splits, plan)
+    profile.key_hashes = [hashes]
+    profile.valid = [valid]
+    profile.lines = [np.arange(chunk.first_line, chunk.first_line + table.num_rows, dtype=np.uint32)]
+    return profile
+
+
+def _arrow_column_counts(column: pa.ChunkedArray) -> ColumnCounts:
+    """`_column_counts` of an Arrow column: cast in C when every value is a finite number, otherwise
+    `float()` on each distinct value, counted by how often it occurs. (A column whose first value is not a
+    number skips the cast, which would fail at some cost.)"""
+    start = arrow_csv.first(column)
+    converted = arrow_csv.numbers(column) if start is not None and _number_kinds([start])[0][0] else None
+    if converted is not None:
+        values = converted[0][converted[1]]
+        return ColumnCounts(len(values), len(values), int(np.count_nonzero(np.trunc(values) == values)))
+    texts, indices = arrow_csv.distinct(column)
+    occurs = np.bincount(indices[indices >= 0], minlength=len(texts))
+    numeric, whole = _number_kinds(texts)
+    return ColumnCounts(int(occurs.sum()), int(occurs[numeric].sum()), int(occurs[whole].sum()))
+
+
+def _number_kinds(texts: Sequence[str]) -> Tuple[np.ndarray, np.ndarray]:
+    """(numeric, whole number) per text, as `float()` reads it."""
+    numeric, whole = np.zeros(len(texts), bool), np.zeros(len(texts), bool)
+    for i, text in enumerate(texts):
+        if text[:1] not in _NUMBER_STARTS and text[:1].isascii():
+            continue
+        try:
+            number = float(text)
+        except ValueError:
+            continue
+        numeric[i], whole[i] = True, math.isfinite(number) and number.is_integer()
+    return numeric, whole
+
+
+def _table_key_hashes(table: pa.Table, header: Sequence[str], plan: ProfilePlan) -> Tuple[np.ndarray, np.ndarray]:
+    """`_csv_key_hashes` of a chunk Arrow read (every record is readable)."""
+    if plan.key_column is None:
+        texts = arrow_csv.content_texts(table, sorted(header))
+        valid = np.ones(table.num_rows, bool)
+    else:
+        keys = table.column(plan.key_column)
+        valid = arrow_csv.present(keys)
+        texts = [b"" if k is None else k for k in keys.cast(pa.binary()).to_pylist()]
+    digests = b"".join(hashlib.blake2b(t, digest_size=8).digest() for t in texts)
+    hashes = np.frombuffer(digests, dtype=">u8").astype(np.uint64)
+    hashes[~valid] = 0
+    return hashes, valid
 
 
 def _column_counts(values: Sequence[Optional[str]]) -> ColumnCounts:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-import numpy as np
+import math
+import struct
 
-from estimator_lib.data.common import Moments, split_index, split_indices
+import numpy as np
+import pytest
+
+from estimator_lib.data.common import Moments, exact_sum, exact_sums, split_index, split_indices
 
 
 def _awkward_values() -> np.ndarray:
@@ -23,6 +27,38 @@ def test_moments_of_an_array_equal_moments_of_its_values_bit_for_bit():
     first_zero = Moments.of_array(np.array([0.0, -0.0]))
     assert (np.copysign(1, first_zero.min), np.copysign(1, first_zero.max)) == (1.0, 1.0)  # min() keeps the first
     assert Moments.of_array(np.zeros(0)) == Moments()
+
+
+def _sums_to_check():
+    rng = np.random.default_rng(2)
+    yield rng.normal(size=5_000).round(5)
+    yield rng.normal(size=3_000) * 10.0 ** rng.integers(-150, 150, size=3_000)  # every exponent at once
+    cancelling = rng.normal(size=2_000) * 10.0 ** rng.integers(-30, 30, size=2_000)
+    yield np.concatenate([cancelling, -cancelling[::-1], [1e-300]])  # the exact sum is tiny
+    for n in (1, 2, 3):
+        yield np.array([1.0, 2.0**-53, 2.0**-106][:n] * 777)  # ties: round half to even
+    yield rng.integers(-(2**53), 2**53, size=2_000).astype(np.float64) * 2.0 ** rng.integers(-1074, 900, size=2_000)
+    yield np.array([5e-324, -5e-324, 2.2250738585072014e-308, 3.4e38, -3.4e38, 0.0, -0.0, 1e308, -1e308] * 50)
+    yield from (np.array(v) for v in ([-0.0], [-0.0, -0.0], [0.0, -0.0], [0.1] * 10, [2.0**-1074] * 5, []))
+
+
+@pytest.mark.parametrize("values", list(_sums_to_check()), ids=lambda v: f"{len(v)} values")
+def test_exact_sum_is_fsum_bit_for_bit(values):
+    assert struct.pack("<d", exact_sum(values)) == struct.pack("<d", math.fsum(values.tolist()))
+
+
+def test_exact_sums_of_parts_and_moments_of_arrays_equal_their_one_by_one_forms():
+    parts = [p for p in _sums_to_check() if np.isfinite(np.sum(np.abs(p) / 1e10))]  # no overflow in any part
+    lengths = [len(p) for p in parts]
+    sums = exact_sums(np.concatenate(parts), lengths)
+    assert [struct.pack("<d", s) for s in sums] == [struct.pack("<d", math.fsum(p.tolist())) for p in parts]
+    arrays = [_awkward_values()[:3000], np.zeros(0), np.array([-0.0, 0.0]), _awkward_values()[-7:]]
+    assert Moments.of_arrays(arrays) == [Moments.of(a.tolist()) for a in arrays]
+
+
+def test_exact_sum_overflows_as_fsum_does():
+    with pytest.raises(OverflowError, match="intermediate overflow in fsum"):
+        exact_sum(np.array([1e308, 1e308]))
 
 
 def test_split_indices_equal_split_index_row_by_row():
