@@ -37,8 +37,8 @@ class ModelContext:
 def _regularizer(ctx: ModelContext):
     if ctx.model.l2 <= 0:
         return None
-    # l2 * sum(w^2) as 2*l2 * l2_loss(w): the same value, and its gradient is one multiply (w * 2*l2, the same
-    # float32 values as the square's gradient), not a square, a sum and a tile of [rows, cols] per step.
+    # l2 * sum(w^2) written as 2*l2 * l2_loss(w) (l2_loss = sum(w^2) / 2): the gradient is one multiply, w * 2*l2
+    # (bit for bit what the square's gradient gives), not a square, a sum and a tile of [rows, cols] per step.
     return lambda w: (2.0 * ctx.model.l2) * tf.nn.l2_loss(w)
 
 
