@@ -167,6 +167,26 @@ def loop_checkpoint_hook(run_config, steps_per_run: int) -> tf.compat.v1.train.C
     return hook
 
 
+class LoopStopHook(tf.compat.v1.train.SessionRunHook):
+    """Stops training after the `session.run` whose loop reached `target_step`.
+
+    Estimator's StopAtStepHook counts one step per run: with k steps per run it asks for one more run, which
+    trains no step (the loop stops at the target) but still fetches an element of k batches and runs the hooks.
+    """
+
+    def __init__(self, after_loop: tf.Tensor, target_step: int):
+        with tf.control_dependencies([after_loop]):
+            self._step = tf.compat.v1.train.get_or_create_global_step().read_value()
+        self._target_step = target_step
+
+    def before_run(self, run_context):
+        return tf.compat.v1.train.SessionRunArgs(self._step)
+
+    def after_run(self, run_context, run_values):
+        if run_values.results >= self._target_step:
+            run_context.request_stop()
+
+
 def train_loop(step_fn: StepFn, features: Dict[str, tf.Tensor], labels: tf.Tensor, target_step: int):
     """Runs up to k training steps in one `session.run` on CPU, as `iterations_per_loop` does on a TPU.
 
@@ -260,7 +280,7 @@ def build_model_fn(schema: Schema, job: JobConfig, metric_fn: Optional[metrics_l
             hooks = []
             if params.get(STEPS_PER_RUN, 1) > 1 and not params["use_tpu"]:
                 loss, train_op, lr = train_loop(step_fn, features, labels, params[TARGET_STEP])
-                hooks.append(loop_checkpoint_hook(config, params[STEPS_PER_RUN]))
+                hooks += [loop_checkpoint_hook(config, params[STEPS_PER_RUN]), LoopStopHook(loss, params[TARGET_STEP])]
             else:
                 loss, train_op, lr = step_fn(features, labels)
             return _train_spec(loss, train_op, lr, job, config.model_dir, scaffold_fn(), hooks)
