@@ -7,8 +7,11 @@ Rows (a "x" ratio is our speed over the alternative's, per round: above 1 we are
   training        `estimator.train` (no validation split, the default JobConfig otherwise) on 30 float columns
                   prepared by `prepare`, batch 256, Adam, against Keras `fit` on a tf.data pipeline over the same
                   TFRecords (shuffle, batch, parse, prefetch) and on the same rows as in-memory NumPy arrays; a
-                  (64, 32) and a (512, 256, 128) DNN. Steady state: steps/s after the first `session.run` (ours,
-                  a session hook) or the first batch (Keras, a callback); our start-up is printed below the table.
+                  (64, 32) and a (512, 256, 128) DNN. Both sides train the same model: inputs standardised with
+                  the schema's statistics, L2 on every kernel (`model.l2`), Adam with the cosine decay over the
+                  steps; same process, so the same TensorFlow threads. Steady state: steps/s after the first
+                  `session.run` (ours, a session hook) or the first batch (Keras, a callback); our start-up is
+                  printed below the table.
   FLOP/s          the (512, 256, 128) model's training FLOP/s (6 x batch x weights per step) beside the
                   machine's fp32 matmul peak (a 2048^2 matmul in a loop, best of three).
   prediction      `predict.batch_predict` (end to end, JSON Lines written, `num_examples` given) against the
@@ -150,12 +153,24 @@ class Training:
         shutil.rmtree(model_dir)
         return rate.rate(), seconds - steps / rate.rate()
 
-    def _keras_model(self, hidden: Sequence[int]):
+    def _keras_model(self, hidden: Sequence[int], steps: int):
+        """The model `job` describes, written in Keras: inputs standardised with the schema's statistics, ReLU
+        layers, L2 on every kernel (`ModelConfig.l2`), Adam with the learning rate's cosine decay over the steps."""
         import tensorflow as tf
 
-        layers = [tf.keras.Input((len(self.keys),))] + [tf.keras.layers.Dense(h, "relu") for h in hidden]
-        model = tf.keras.Sequential(layers + [tf.keras.layers.Dense(1)])
-        model.compile(tf.keras.optimizers.Adam(1e-3), tf.keras.losses.BinaryCrossentropy(from_logits=True))
+        job = self.job(hidden, steps)
+        numeric = {f.key: f for f in self.prepared.schema.numeric}
+        mean = [numeric[k].mean for k in self.keys]
+        variance = [numeric[k].std ** 2 for k in self.keys]
+        l2 = tf.keras.regularizers.L2(job.model.l2)
+        dense = lambda units, activation=None: tf.keras.layers.Dense(units, activation, kernel_regularizer=l2)
+        layers = [tf.keras.Input((len(self.keys),)), tf.keras.layers.Normalization(mean=mean, variance=variance)]
+        model = tf.keras.Sequential(layers + [dense(h, "relu") for h in hidden] + [dense(1)])
+        optimizer = job.training.optimizer
+        if (optimizer.name, optimizer.schedule) != ("adam", "cosine_decay"):
+            raise ValueError(f"the Keras scripts write Adam with a cosine decay; update them for {optimizer}")
+        schedule = tf.keras.optimizers.schedules.CosineDecay(optimizer.learning_rate, steps)
+        model.compile(tf.keras.optimizers.Adam(schedule), tf.keras.losses.BinaryCrossentropy(from_logits=True))
         return model
 
     def keras_tfdata(self, hidden: Sequence[int], steps: int) -> tuple:
@@ -164,7 +179,7 @@ class Training:
         dataset = tf.data.TFRecordDataset(self.files, num_parallel_reads=tf.data.AUTOTUNE).shuffle(10_000).repeat()
         dataset = dataset.batch(BATCH, drop_remainder=True).map(self._parse, tf.data.AUTOTUNE)
         rate = batch_rate()
-        self._keras_model(hidden).fit(
+        self._keras_model(hidden, steps).fit(
             dataset.prefetch(tf.data.AUTOTUNE), steps_per_epoch=steps, epochs=1, verbose=0, callbacks=[rate]
         )
         return rate.rate(), 0.0
@@ -172,7 +187,7 @@ class Training:
     def keras_numpy(self, hidden: Sequence[int], steps: int) -> tuple:
         n = steps * BATCH
         rate = batch_rate()
-        self._keras_model(hidden).fit(
+        self._keras_model(hidden, steps).fit(
             self.x[:n], self.y[:n], batch_size=BATCH, epochs=1, shuffle=True, verbose=0, callbacks=[rate]
         )
         return rate.rate(), 0.0

@@ -13,7 +13,7 @@ Both receive batch-major tensors of rank >= 1 only, as the TPU outfeed requires.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import tensorflow as tf
 from tensorflow_estimator.python.estimator.tpu import tpu_estimator
@@ -167,6 +167,26 @@ def loop_checkpoint_hook(run_config, steps_per_run: int) -> tf.compat.v1.train.C
     return hook
 
 
+class LoopStopHook(tf.compat.v1.train.SessionRunHook):
+    """Stops training after the `session.run` whose loop reached `target_step`.
+
+    Estimator's StopAtStepHook counts one step per run: with k steps per run it asks for one more run, which
+    trains no step (the loop stops at the target) but still fetches an element of k batches and runs the hooks.
+    """
+
+    def __init__(self, after_loop: tf.Tensor, target_step: int):
+        with tf.control_dependencies([after_loop]):
+            self._step = tf.compat.v1.train.get_or_create_global_step().read_value()
+        self._target_step = target_step
+
+    def before_run(self, run_context):
+        return tf.compat.v1.train.SessionRunArgs(self._step)
+
+    def after_run(self, run_context, run_values):
+        if run_values.results >= self._target_step:
+            run_context.request_stop()
+
+
 def train_loop(step_fn: StepFn, features: Dict[str, tf.Tensor], labels: tf.Tensor, target_step: int):
     """Runs up to k training steps in one `session.run` on CPU, as `iterations_per_loop` does on a TPU.
 
@@ -185,14 +205,33 @@ def train_loop(step_fn: StepFn, features: Dict[str, tf.Tensor], labels: tf.Tenso
     global_step = tf.compat.v1.train.get_or_create_global_step()
     steps = tf.minimum(tf.constant(k, tf.int64), tf.constant(target_step, tf.int64) - global_step.read_value())
 
+    packed = _stacked_by_kind(features)
+
     def body(i, _, __):
-        loss, train_op, lr = step_fn({key: v[i] for key, v in features.items()}, labels[i])
+        loss, train_op, lr = step_fn(_step_features(packed, i, list(features)), labels[i])
         with tf.control_dependencies([train_op]):
             return i + 1, tf.identity(loss), tf.identity(lr)
 
     start = (tf.constant(0, tf.int64), tf.constant(0.0), tf.constant(0.0))
     _, loss, lr = tf.compat.v1.while_loop(lambda i, _, __: i < steps, body, start, parallel_iterations=1)
     return loss, tf.group(loss, lr), lr
+
+
+def _stacked_by_kind(features: Dict[str, tf.Tensor]) -> List[Tuple[List[str], tf.Tensor]]:
+    """The [k, B, ...] features stacked into one [k, n, B, ...] tensor per dtype and shape: the loop then carries
+    and slices a few tensors per step instead of one per feature (each costs ops in every iteration)."""
+    groups: Dict[Tuple, List[str]] = {}
+    for key, tensor in features.items():
+        groups.setdefault((tensor.dtype, tuple(tensor.shape[1:])), []).append(key)
+    return [(keys, tf.stack([features[k] for k in keys], axis=1)) for keys in groups.values()]
+
+
+def _step_features(packed: List[Tuple[List[str], tf.Tensor]], i: tf.Tensor, order: List[str]) -> Dict[str, tf.Tensor]:
+    """Step i's features {key: [B, ...]}, in the input's key order, from `_stacked_by_kind`'s tensors."""
+    columns: Dict[str, tf.Tensor] = {}
+    for keys, stacked in packed:
+        columns.update(zip(keys, tf.unstack(stacked[i], axis=0)))
+    return {key: columns[key] for key in order}
 
 
 def _export_outputs(head: Head, schema: Schema) -> Dict[str, Any]:
@@ -241,7 +280,7 @@ def build_model_fn(schema: Schema, job: JobConfig, metric_fn: Optional[metrics_l
             hooks = []
             if params.get(STEPS_PER_RUN, 1) > 1 and not params["use_tpu"]:
                 loss, train_op, lr = train_loop(step_fn, features, labels, params[TARGET_STEP])
-                hooks.append(loop_checkpoint_hook(config, params[STEPS_PER_RUN]))
+                hooks += [loop_checkpoint_hook(config, params[STEPS_PER_RUN]), LoopStopHook(loss, params[TARGET_STEP])]
             else:
                 loss, train_op, lr = step_fn(features, labels)
             return _train_spec(loss, train_op, lr, job, config.model_dir, scaffold_fn(), hooks)

@@ -37,15 +37,20 @@ class ModelContext:
 def _regularizer(ctx: ModelContext):
     if ctx.model.l2 <= 0:
         return None
-    return lambda w: ctx.model.l2 * tf.reduce_sum(tf.square(w))
+    # l2 * sum(w^2) written as 2*l2 * l2_loss(w) (l2_loss = sum(w^2) / 2): the gradient is one multiply, w * 2*l2
+    # (bit for bit what the square's gradient gives), not a square, a sum and a tile of [rows, cols] per step.
+    return lambda w: (2.0 * ctx.model.l2) * tf.nn.l2_loss(w)
 
 
 def normalized_numerics(features: Dict[str, tf.Tensor], ctx: ModelContext) -> tf.Tensor:
     """Numeric features standardised with the schema's training statistics: float32 [B, n_numeric]."""
-    columns = [(features[f.key] - f.mean) / f.std for f in ctx.schema.numeric]
-    if not columns:
+    numeric = ctx.schema.numeric
+    if not numeric:
         return None
-    return tf.stack(columns, axis=1)
+    # One subtraction and one division over [B, n] (the same float32 values as column by column, in 2 ops not 2n).
+    means = tf.constant([f.mean for f in numeric], tf.float32)
+    stds = tf.constant([f.std for f in numeric], tf.float32)
+    return (tf.stack([features[f.key] for f in numeric], axis=1) - means) / stds
 
 
 def embeddings(features: Dict[str, tf.Tensor], ctx: ModelContext, dim: int, scope: str) -> List[tf.Tensor]:
@@ -73,4 +78,4 @@ def dense(x: tf.Tensor, units: int, ctx: ModelContext, name: str) -> tf.Tensor:
             regularizer=_regularizer(ctx),
         )
         b = tf.compat.v1.get_variable("bias", shape=[units], initializer=tf.compat.v1.zeros_initializer())
-    return tf.matmul(x, w) + b
+    return tf.nn.bias_add(tf.matmul(x, w), b)  # BiasAdd (not +): on CPU it fuses with the matmul and a ReLU

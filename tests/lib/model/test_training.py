@@ -163,6 +163,25 @@ def test_several_steps_per_session_run_equal_one_step_per_run_bitwise(datasets, 
         assert a[name].tobytes() == b[name].tobytes(), name
 
 
+class CountRuns(tf.compat.v1.train.SessionRunHook):
+    def __init__(self):
+        self.runs = 0
+
+    def after_run(self, run_context, run_values):
+        self.runs += 1
+
+
+def test_training_stops_after_the_session_run_that_reaches_the_target_step(datasets, tmp_path):
+    """50 steps per session.run, max_steps 130: three runs (50, 50, 30 steps), not a fourth one of no step."""
+    schema, train, _ = datasets["binary"]
+    job = make_job(train_steps=130)
+    model_dir = str(tmp_path / "model")
+    input_fn = inputs.train_input_fn_builder(train, schema, 1, 100, model_dir, num_examples=2000)
+    counter = CountRuns()
+    estimator.build_estimator(job, schema, model_dir, target_step=130).train(input_fn, max_steps=130, hooks=[counter])
+    assert (counter.runs, inputs.start_step(model_dir)) == (3, 130)
+
+
 def test_plugin_model_trains_and_every_batch_is_static_and_full(datasets, tmp_path):
     schema, train, evals = datasets["binary"]
     plugin_model.SEEN.clear()
