@@ -82,7 +82,8 @@ CLASSIFICATION_FIELDS = ("class", "class_id", "probabilities")
 REGRESSION_FIELDS = ("value",)
 _AUTOTUNE = tf.data.AUTOTUNE
 # Prediction batches buffered between the estimator's thread and the writer: enough to ride out a slow
-# shard switch or a GC pause without stalling the model (32 x batch x outputs, a few MB at batch 1024).
+# shard switch or a GC pause without stalling the model (32 x batch x outputs, a few MB at batch 1024; on CPU
+# a queue item holds several batches, and the queue as many fewer items).
 _QUEUE_DEPTH = 32
 _FORMAT_ROWS = 256
 Batch = Dict[str, np.ndarray]
@@ -657,7 +658,8 @@ def _checkpoint_predictions(
     files = inputs.resolve_files(data)
     input_fn = inputs.predict_input_fn_builder(files, schema, num_examples)
     count = input_fn.num_examples  # type: ignore[attr-defined]
-    estimator = build_estimator(job, schema, model_dir)
+    per_run = 1 if job.tpu.use_tpu else inputs.predict_batches_per_run(job.training.predict_batch_size)
+    estimator = build_estimator(job, schema, model_dir, predict_batches_per_run=per_run)
     checkpoint = checkpoint_path or checkpoints.selected_checkpoint(model_dir)
     if checkpoint is None:
         raise FileNotFoundError(f"no checkpoint in model_dir={model_dir!r} to predict with; train first")
@@ -666,7 +668,7 @@ def _checkpoint_predictions(
     )
     # The generator keeps the estimator's graph as this thread's default graph between batches, which would
     # break the eager host pass; a producer thread also overlaps the model with formatting and writing.
-    batches = _in_background(batches, depth=_QUEUE_DEPTH)
+    batches = _in_background(batches, depth=max(2, _QUEUE_DEPTH // per_run))
     keyed = _KeyedRows(files, columns, schema, job.training.predict_batch_size)
     provenance = {
         **provenance,
@@ -739,7 +741,7 @@ class _KeyedRows:
     def join(self, outputs: Iterator[Batch]) -> Iterator[Tuple[Dict[str, Any], Batch]]:
         buffer: Optional[_RowBuffer] = None
         position = 0
-        for batch in outputs:
+        for batch in _split_batches(outputs, self._batch_size):
             packed = batch.pop(KEY_BYTES_FEATURE, None)
             n = len(next(iter(batch.values())))
             if buffer is None:
@@ -753,6 +755,15 @@ class _KeyedRows:
             position += n
         if buffer is not None:
             buffer.assert_exhausted()
+
+
+def _split_batches(outputs: Iterator[Batch], batch_size: int) -> Iterator[Batch]:
+    """Prediction batches of at most `batch_size` rows (views): on CPU the estimator returns several batches
+    per `session.run`, and the keys are judged (and the records read again) batch by batch."""
+    for output in outputs:
+        n = len(next(iter(output.values())))
+        for start in range(0, n, batch_size):
+            yield output if n <= batch_size else _slice(output, start, start + batch_size)
 
 
 def predict_from_saved_model(
