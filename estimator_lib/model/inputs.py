@@ -41,8 +41,11 @@ CACHE_BYTES = 1 << 30
 STEPS_PER_RUN_BYTES = 64 << 20
 STEPS_PER_RUN = "steps_per_run"  # the params key that asks for k steps (see model_fn.train_loop)
 # Prediction on CPU feeds up to this many rows per element (whole predict batches, parsed at once) and the
-# model predicts them batch by batch in one `session.run` (see model_fn.predict_loop).
+# model predicts them batch by batch in one `session.run` (see model_fn.predict_loop) ...
 PREDICT_ROWS_PER_RUN = 8192
+# ... for inputs of at least this many rows: the loop costs about 0.1 s more graph building and session
+# start-up, and saves about 0.85 us of CPU per row (measured on 2 vCPUs), so it pays from about 100k rows on.
+PREDICT_LOOP_MIN_ROWS = 131072
 PREDICT_BATCHES_PER_RUN = "predict_batches_per_run"  # the params key that asks for k batches per run
 
 
@@ -283,8 +286,11 @@ def train_input_fn_builder(
     return input_fn
 
 
-def predict_batches_per_run(batch_size: int) -> int:
-    """Predict batches per `session.run` on CPU: as many whole batches as fit in `PREDICT_ROWS_PER_RUN` rows."""
+def predict_batches_per_run(batch_size: int, num_examples: int) -> int:
+    """Predict batches per `session.run` on CPU: as many whole batches as fit in `PREDICT_ROWS_PER_RUN` rows,
+    for an input of at least `PREDICT_LOOP_MIN_ROWS` rows (one batch per run below)."""
+    if num_examples < PREDICT_LOOP_MIN_ROWS:
+        return 1
     return max(1, PREDICT_ROWS_PER_RUN // batch_size)
 
 

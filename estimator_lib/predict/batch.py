@@ -8,8 +8,8 @@ Checkpoint path (`batch_predict`), what runs where:
     short.
   * TPU (or CPU with use_tpu=False): the model. A string cannot pass through a TPU computation, so the key
     travels as int32 and the model copies these three into its predictions. On CPU one `session.run`
-    predicts several whole batches (`inputs.PREDICT_ROWS_PER_RUN` rows, parsed at once), still batch by
-    batch (`model_fn.predict_loop`): the outputs are bitwise those of one batch per run.
+    predicts several whole batches (`inputs.PREDICT_ROWS_PER_RUN` rows, parsed at once) when the input is
+    large, still batch by batch (`model_fn.predict_loop`): the outputs are bitwise those of one batch per run.
   * host CPU, here: the predict generator is consumed whole batch by whole batch
     (`yield_single_examples=False`) in a producer thread. Each batch is checked (real rows are exactly the
     next input positions, padding only after the last real row), padding is dropped and the keys are unpacked
@@ -661,7 +661,7 @@ def _checkpoint_predictions(
     files = inputs.resolve_files(data)
     input_fn = inputs.predict_input_fn_builder(files, schema, num_examples)
     count = input_fn.num_examples  # type: ignore[attr-defined]
-    per_run = 1 if job.tpu.use_tpu else inputs.predict_batches_per_run(job.training.predict_batch_size)
+    per_run = 1 if job.tpu.use_tpu else inputs.predict_batches_per_run(job.training.predict_batch_size, count)
     estimator = build_estimator(job, schema, model_dir, predict_batches_per_run=per_run)
     checkpoint = checkpoint_path or checkpoints.selected_checkpoint(model_dir)
     if checkpoint is None:

@@ -46,8 +46,10 @@ def test_several_predict_batches_per_session_run_on_cpu_only(tmp_path):
     assert estimator.build_estimator(JobConfig(), schema, str(tmp_path), predict_batches_per_run=8).params == batches
     assert estimator.build_estimator(JobConfig(), schema, str(tmp_path)).params == {}
     assert estimator.build_estimator(tpu, schema, str(tmp_path), predict_batches_per_run=8).params == {}
-    assert inputs.predict_batches_per_run(1024) == inputs.PREDICT_ROWS_PER_RUN // 1024
-    assert inputs.predict_batches_per_run(inputs.PREDICT_ROWS_PER_RUN + 1) == 1
+    large = inputs.PREDICT_LOOP_MIN_ROWS
+    assert inputs.predict_batches_per_run(1024, large) == inputs.PREDICT_ROWS_PER_RUN // 1024
+    assert inputs.predict_batches_per_run(inputs.PREDICT_ROWS_PER_RUN + 1, large) == 1
+    assert inputs.predict_batches_per_run(1024, large - 1) == 1  # the loop's start-up would not pay
 
 
 def test_export_api_version_must_be_1_or_2(tmp_path):

@@ -153,8 +153,8 @@ def dnn_trained(trained: Trained) -> Trained:
 
 @pytest.mark.parametrize("family", ["linear", "dnn"])
 def test_several_batches_per_session_run_write_the_bytes_of_one_batch_per_run(trained, tmp_path, monkeypatch, family):
-    """On CPU one session.run predicts several whole batches (inputs.PREDICT_ROWS_PER_RUN rows), batch by
-    batch: every output file is byte for byte the one-batch-per-run output, whatever the grouping, with
+    """On CPU one session.run predicts several whole batches (inputs.PREDICT_ROWS_PER_RUN rows; for inputs
+    of inputs.PREDICT_LOOP_MIN_ROWS rows on), batch by batch: every output file is byte for byte the one-batch-per-run output, whatever the grouping, with
     missing values, passthrough columns, keys too long to travel packed, a last partial batch and shards."""
     model = dnn_trained(trained) if family == "dnn" else trained
     n = 7 * B + 3  # a last partial batch; elements of 3 batches end with a shorter one
@@ -165,6 +165,8 @@ def test_several_batches_per_session_run_write_the_bytes_of_one_batch_per_run(tr
     examples = [records.encode_example(r, model.schema, key=k) for r, k in zip(rows, keys)]
     records.write_tfrecord(str(directory / "part-00000.tfrecord"), examples[:30])
     records.write_tfrecord(str(directory / "part-00001.tfrecord"), examples[30:])
+
+    monkeypatch.setattr(inputs, "PREDICT_LOOP_MIN_ROWS", 0)  # group the batches of this small input too
 
     def files(rows_per_run: int, passthrough: List[str]) -> Dict[str, bytes]:
         monkeypatch.setattr(inputs, "PREDICT_ROWS_PER_RUN", rows_per_run)
