@@ -13,7 +13,7 @@ Both receive batch-major tensors of rank >= 1 only, as the TPU outfeed requires.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import tensorflow as tf
 from tensorflow_estimator.python.estimator.tpu import tpu_estimator
@@ -210,16 +210,17 @@ def predict_loop(
 ) -> Dict[str, tf.Tensor]:
     """Predicts several batches in one `session.run` on CPU, one batch at a time.
 
-    `features` hold m whole batches, [m * batch_size] each (`inputs.PREDICT_BATCHES_PER_RUN`; m is known at
-    run time only). `predict_fn` (features -> predictions, as `signature` describes them) sees each
-    [batch_size] batch in turn (a `while_loop`), so every row is predicted by the same kernels on the same
-    batch as with one batch per run: bitwise the same values. (Predicting all m batches at once would not
+    `features` hold m whole batches, [m * batch_size] each (rank 1, as `transform.to_model_features` gives
+    them; `inputs.PREDICT_BATCHES_PER_RUN`; m is known at run time only). `predict_fn` (features ->
+    predictions, as `signature` describes them) sees each [batch_size] batch in turn (a `while_loop`), so
+    every row is predicted by the same kernels on the same batch as with one batch per run: bitwise the same
+    values. (Predicting all m batches at once would not
     be: TensorFlow's CPU kernels may round a row differently in a tensor of another size.)
 
     Returns:
       predict_fn's outputs for the m batches in order: [m * batch_size, ...] each.
     """
-    batches = {k: tf.reshape(v, tf.concat([[-1, batch_size], tf.shape(v)[1:]], 0)) for k, v in features.items()}
+    batches = _packed_batches(features, batch_size)
     count = tf.shape(next(iter(batches.values())))[0]
     arrays = {
         k: tf.TensorArray(dtype, size=count, element_shape=tf.TensorShape([batch_size]).concatenate(shape))
@@ -227,11 +228,26 @@ def predict_loop(
     }
 
     def body(i, arrays):
-        outputs = predict_fn({k: v[i] for k, v in batches.items()})
+        outputs = predict_fn({k: v for keys, b in batches.items() for k, v in zip(keys, tf.unstack(b[i], axis=1))})
         return i + 1, {k: arrays[k].write(i, outputs[k]) for k in arrays}
 
     _, arrays = tf.compat.v1.while_loop(lambda i, _: i < count, body, (tf.constant(0), arrays), parallel_iterations=1)
     return {k: tf.reshape(a.stack(), [-1, *signature[k][1]]) for k, a in arrays.items()}
+
+
+def _packed_batches(features: Dict[str, tf.Tensor], batch_size: int) -> Dict[Tuple[str, ...], tf.Tensor]:
+    """Rank-1 features [m * batch_size] as one [m, batch_size, n] tensor per dtype, keyed by their names: the
+    loop then takes a batch with one slice per dtype instead of one per feature (the loop's per-op cost
+    grows with the feature count). Stacking and unstacking move values without changing a bit."""
+    names: Dict[tf.DType, List[str]] = {}
+    for name in sorted(features):
+        if features[name].shape.rank != 1:
+            raise ValueError(f"predict_loop takes rank-1 features [rows]; {name!r} has shape {features[name].shape}")
+        names.setdefault(features[name].dtype, []).append(name)
+    return {
+        tuple(keys): tf.reshape(tf.stack([features[k] for k in keys], axis=1), [-1, batch_size, len(keys)])
+        for keys in names.values()
+    }
 
 
 def _export_outputs(head: Head, schema: Schema) -> Dict[str, Any]:
