@@ -22,7 +22,7 @@ from estimator_lib.data.common import TRAIN, VALID
 from estimator_lib.data.prepare import PrepareResult
 from estimator_lib.model import checkpoints, inputs, metrics
 from estimator_lib.model.hooks import ProgressHook
-from estimator_lib.model.inputs import STEPS_PER_RUN, Patterns
+from estimator_lib.model.inputs import PREDICT_BATCHES_PER_RUN, STEPS_PER_RUN, Patterns
 from estimator_lib.model.model_fn import TARGET_STEP, build_model_fn
 from estimator_lib.schema import Schema
 
@@ -73,12 +73,15 @@ def build_estimator(
     export_saved_model_api_version: int = 1,
     metric_fn: Optional[metrics.MetricFn] = None,
     target_step: Optional[int] = None,
+    predict_batches_per_run: int = 1,
 ) -> tpu_lib.TPUEstimator:
     """The TPUEstimator for `job`. Batch sizes are global; TPUEstimator divides them by the replicas.
 
     `export_saved_model` writes a CPU (`serve`) and a TPU (`serve,tpu`) meta graph into one SavedModel.
     `metric_fn` replaces the label head's eval metrics (see `build_model_fn`). `target_step`, the `max_steps`
-    of a `train()` call, lets training on CPU run several steps per `session.run` (`_cpu_loop_params`).
+    of a `train()` call, lets training on CPU run several steps per `session.run` (`_cpu_loop_params`);
+    `predict_batches_per_run` > 1 does the same for prediction on CPU (with `inputs.predict_input_fn_builder`'s
+    input only: `model_fn.predict_loop`).
     """
     if job.training.deterministic:
         enable_determinism(job.training.seed)
@@ -96,18 +99,23 @@ def build_estimator(
         export_to_tpu=True,
         export_to_cpu=True,
         export_saved_model_api_version=api_versions[export_saved_model_api_version],
-        params=_cpu_loop_params(job, schema, target_step),
+        params=_cpu_loop_params(job, schema, target_step, predict_batches_per_run),
     )
 
 
-def _cpu_loop_params(job: JobConfig, schema: Schema, target_step: Optional[int]) -> Dict[str, int]:
+def _cpu_loop_params(
+    job: JobConfig, schema: Schema, target_step: Optional[int], predict_batches_per_run: int
+) -> Dict[str, int]:
     """On CPU, training runs `inputs.steps_per_run` steps per `session.run` (a loop in the graph, as
-    `iterations_per_loop` runs on a TPU), which saves the per-step round trip through the session and its hooks.
-    On a TPU, TPUEstimator's own loop does this."""
-    if job.tpu.use_tpu or target_step is None:
+    `iterations_per_loop` runs on a TPU), which saves the per-step round trip through the session and its hooks;
+    prediction likewise runs `predict_batches_per_run` batches. On a TPU, TPUEstimator's own loop does this."""
+    if job.tpu.use_tpu:
         return {}
+    params = {PREDICT_BATCHES_PER_RUN: predict_batches_per_run} if predict_batches_per_run > 1 else {}
+    if target_step is None:
+        return params
     steps = inputs.steps_per_run(job.tpu.iterations_per_loop, job.training.train_batch_size, schema)
-    return {STEPS_PER_RUN: steps, TARGET_STEP: target_step}
+    return {**params, STEPS_PER_RUN: steps, TARGET_STEP: target_step}
 
 
 @dataclasses.dataclass(frozen=True)

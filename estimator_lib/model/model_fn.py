@@ -22,7 +22,7 @@ from estimator_lib.config import ConfigError, JobConfig, OptimizerConfig
 from estimator_lib.data.example_keys import KEY_BYTES_FEATURE
 from estimator_lib.model import metrics as metrics_lib
 from estimator_lib.model.families import ModelContext, load_logits_fn
-from estimator_lib.model.inputs import STEPS_PER_RUN
+from estimator_lib.model.inputs import PREDICT_BATCHES_PER_RUN, STEPS_PER_RUN
 from estimator_lib.model.warm_start import warm_start_scaffold_fn
 from estimator_lib.schema import INDEX_FEATURE, PADDING_FEATURE, Schema, SchemaError
 
@@ -234,6 +234,61 @@ def _step_features(packed: List[Tuple[List[str], tf.Tensor]], i: tf.Tensor, orde
     return {key: columns[key] for key in order}
 
 
+def head_signature(schema: Schema) -> Dict[str, Tuple[tf.DType, tf.TensorShape]]:
+    """{prediction key: (dtype, shape of one row)} of `create_head`'s predictions for the schema's label."""
+    with tf.Graph().as_default():  # a scratch graph: a handful of ops, not added to the model's graph
+        logits = tf.zeros([1, schema.label.num_logits])
+        return {k: (v.dtype, v.shape[1:]) for k, v in create_head(logits, None, schema).predictions.items()}
+
+
+def predict_loop(
+    predict_fn: Callable[[Dict[str, tf.Tensor]], Dict[str, tf.Tensor]],
+    features: Dict[str, tf.Tensor],
+    batch_size: int,
+    signature: Dict[str, Tuple[tf.DType, tf.TensorShape]],
+) -> Dict[str, tf.Tensor]:
+    """Predicts several batches in one `session.run` on CPU, one batch at a time.
+
+    `features` hold m whole batches, [m * batch_size] each (rank 1, as `transform.to_model_features` gives
+    them; `inputs.PREDICT_BATCHES_PER_RUN`; m is known at run time only). `predict_fn` (features ->
+    predictions, as `signature` describes them) sees each [batch_size] batch in turn (a `while_loop`), so
+    every row is predicted by the same kernels on the same batch as with one batch per run: bitwise the same
+    values. (Predicting all m batches at once would not
+    be: TensorFlow's CPU kernels may round a row differently in a tensor of another size.)
+
+    Returns:
+      predict_fn's outputs for the m batches in order: [m * batch_size, ...] each.
+    """
+    batches = _packed_batches(features, batch_size)
+    count = tf.shape(next(iter(batches.values())))[0]
+    arrays = {
+        k: tf.TensorArray(dtype, size=count, element_shape=tf.TensorShape([batch_size]).concatenate(shape))
+        for k, (dtype, shape) in signature.items()
+    }
+
+    def body(i, arrays):
+        outputs = predict_fn({k: v for keys, b in batches.items() for k, v in zip(keys, tf.unstack(b[i], axis=1))})
+        return i + 1, {k: arrays[k].write(i, outputs[k]) for k in arrays}
+
+    _, arrays = tf.compat.v1.while_loop(lambda i, _: i < count, body, (tf.constant(0), arrays), parallel_iterations=1)
+    return {k: tf.reshape(a.stack(), [-1, *signature[k][1]]) for k, a in arrays.items()}
+
+
+def _packed_batches(features: Dict[str, tf.Tensor], batch_size: int) -> Dict[Tuple[str, ...], tf.Tensor]:
+    """Rank-1 features [m * batch_size] as one [m, batch_size, n] tensor per dtype, keyed by their names: the
+    loop then takes a batch with one slice per dtype instead of one per feature (the loop's per-op cost
+    grows with the feature count). Stacking and unstacking move values without changing a bit."""
+    names: Dict[tf.DType, List[str]] = {}
+    for name in sorted(features):
+        if features[name].shape.rank != 1:
+            raise ValueError(f"predict_loop takes rank-1 features [rows]; {name!r} has shape {features[name].shape}")
+        names.setdefault(features[name].dtype, []).append(name)
+    return {
+        tuple(keys): tf.reshape(tf.stack([features[k] for k in keys], axis=1), [-1, batch_size, len(keys)])
+        for keys in names.values()
+    }
+
+
 def _export_outputs(head: Head, schema: Schema) -> Dict[str, Any]:
     export = tf.estimator.export
     outputs = {"predict": export.PredictOutput(head.predictions)}
@@ -243,6 +298,16 @@ def _export_outputs(head: Head, schema: Schema) -> Dict[str, Any]:
         outputs["classification"] = export.ClassificationOutput(scores=head.predictions["probabilities"])
     outputs[tf.saved_model.DEFAULT_SERVING_SIGNATURE_DEF_KEY] = outputs["predict"]
     return outputs
+
+
+def _predicts_in_loop(mode: str, params: Dict) -> bool:
+    """Whether this PREDICT call gets several batches per element (`inputs.PREDICT_BATCHES_PER_RUN`, CPU only)."""
+    return mode == ModeKeys.PREDICT and params.get(PREDICT_BATCHES_PER_RUN, 1) > 1 and not params["use_tpu"]
+
+
+def _model_inputs(features: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+    """The features the model reads: without the row markers, which the predictions copy whole."""
+    return {k: v for k, v in features.items() if k not in (PADDING_FEATURE, INDEX_FEATURE)}
 
 
 def _model_schema(schema: Schema, job: JobConfig) -> Schema:
@@ -276,7 +341,10 @@ def build_model_fn(schema: Schema, job: JobConfig, metric_fn: Optional[metrics_l
             cpu_params = dict(params, use_tpu=False)
             return tpu_estimator.model_fn_inference_on_tpu(model_fn, features, labels, config, cpu_params)
         if mode == ModeKeys.TRAIN:
-            step_fn = lambda f, l: train_step(f, l, params)
+
+            def step_fn(step_features, step_labels):
+                return train_step(step_features, step_labels, params)
+
             hooks = []
             if params.get(STEPS_PER_RUN, 1) > 1 and not params["use_tpu"]:
                 loss, train_op, lr = train_loop(step_fn, features, labels, params[TARGET_STEP])
@@ -289,8 +357,11 @@ def build_model_fn(schema: Schema, job: JobConfig, metric_fn: Optional[metrics_l
         key_bytes = features.get(KEY_BYTES_FEATURE) if isinstance(features, dict) else None
         if key_bytes is not None:
             features = {k: v for k, v in features.items() if k != KEY_BYTES_FEATURE}
-        logits = logits_fn(features, ctx)
-        head = create_head(logits, labels, schema)
+        if _predicts_in_loop(mode, params):
+            logits, head = None, predict_head(features, ctx, params)
+        else:
+            logits = logits_fn(features, ctx)
+            head = create_head(logits, labels, schema)
         if mode == ModeKeys.PREDICT:
             predictions = dict(head.predictions)
             for passthrough in (PADDING_FEATURE, INDEX_FEATURE):
@@ -305,6 +376,15 @@ def build_model_fn(schema: Schema, job: JobConfig, metric_fn: Optional[metrics_l
         weighted_loss = tf.reduce_sum(head.per_example_loss * weights) / tf.maximum(tf.reduce_sum(weights), 1.0)
         eval_metrics = (metric_fn, [labels, logits, head.per_example_loss, weights])
         return TPUEstimatorSpec(mode, loss=weighted_loss, eval_metrics=eval_metrics, scaffold_fn=scaffold_fn())
+
+    def predict_head(features, ctx, params) -> Head:
+        """The predictions of several batches in one `session.run` (CPU only): see `predict_loop`."""
+
+        def predict_fn(batch):
+            return create_head(logits_fn(batch, ctx), None, schema).predictions
+
+        predictions = predict_loop(predict_fn, _model_inputs(features), params["batch_size"], head_signature(schema))
+        return Head(None, predictions)
 
     def scaffold_fn():
         """The warm start's scaffold_fn, or None; call it once the model's variables exist."""

@@ -7,13 +7,16 @@ Checkpoint path (`batch_predict`), what runs where:
     int32 by `example_keys.encode`). TPUs need one static batch shape, so the last batch is padded rather than
     short.
   * TPU (or CPU with use_tpu=False): the model. A string cannot pass through a TPU computation, so the key
-    travels as int32 and the model copies these three into its predictions.
+    travels as int32 and the model copies these three into its predictions. On CPU one `session.run`
+    predicts several whole batches (`inputs.PREDICT_ROWS_PER_RUN` rows, parsed at once) when the input is
+    large, still batch by batch (`model_fn.predict_loop`): the outputs are bitwise those of one batch per run.
   * host CPU, here: the predict generator is consumed whole batch by whole batch
     (`yield_single_examples=False`) in a producer thread. Each batch is checked (real rows are exactly the
     next input positions, padding only after the last real row), padding is dropped and the keys are unpacked
     (`example_keys.decode`, vectorised). The records are read a second time, in a parallel tf.data pass, only
-    for passthrough columns or from the first key longer than `example_keys.MAX_KEY_BYTES` on. Rows are
-    formatted 256 at a time (one string format per piece, no per-row `json.dumps`).
+    for passthrough columns or from the predict batch holding the first key longer than
+    `example_keys.MAX_KEY_BYTES` on. Rows are formatted 1024 at a time (one string format per piece, no
+    per-row `json.dumps`).
 
 Raw rows (`predict_raw`): CSV / JSON Lines rows, with or without the label, are encoded through the training
 schema by `prepare.encode_for_scoring` (host CPU, prepare's readers and bad-row policies, input order kept)
@@ -82,9 +85,10 @@ CLASSIFICATION_FIELDS = ("class", "class_id", "probabilities")
 REGRESSION_FIELDS = ("value",)
 _AUTOTUNE = tf.data.AUTOTUNE
 # Prediction batches buffered between the estimator's thread and the writer: enough to ride out a slow
-# shard switch or a GC pause without stalling the model (32 x batch x outputs, a few MB at batch 1024).
+# shard switch or a GC pause without stalling the model (32 x batch x outputs, a few MB at batch 1024; on CPU
+# a queue item holds several batches, and the queue as many fewer items).
 _QUEUE_DEPTH = 32
-_FORMAT_ROWS = 256
+_FORMAT_ROWS = 1024
 Batch = Dict[str, np.ndarray]
 
 
@@ -657,7 +661,8 @@ def _checkpoint_predictions(
     files = inputs.resolve_files(data)
     input_fn = inputs.predict_input_fn_builder(files, schema, num_examples)
     count = input_fn.num_examples  # type: ignore[attr-defined]
-    estimator = build_estimator(job, schema, model_dir)
+    per_run = 1 if job.tpu.use_tpu else inputs.predict_batches_per_run(job.training.predict_batch_size, count)
+    estimator = build_estimator(job, schema, model_dir, predict_batches_per_run=per_run)
     checkpoint = checkpoint_path or checkpoints.selected_checkpoint(model_dir)
     if checkpoint is None:
         raise FileNotFoundError(f"no checkpoint in model_dir={model_dir!r} to predict with; train first")
@@ -666,7 +671,7 @@ def _checkpoint_predictions(
     )
     # The generator keeps the estimator's graph as this thread's default graph between batches, which would
     # break the eager host pass; a producer thread also overlaps the model with formatting and writing.
-    batches = _in_background(batches, depth=_QUEUE_DEPTH)
+    batches = _in_background(batches, depth=max(2, _QUEUE_DEPTH // per_run))
     keyed = _KeyedRows(files, columns, schema, job.training.predict_batch_size)
     provenance = {
         **provenance,
@@ -743,16 +748,29 @@ class _KeyedRows:
             packed = batch.pop(KEY_BYTES_FEATURE, None)
             n = len(next(iter(batch.values())))
             if buffer is None:
-                keys, complete = example_keys.decode(packed) if packed is not None else (None, False)
-                if self._columns or not complete:
+                keyed = self._rows_keyed_by_predictions(packed, n)
+                if keyed:
+                    yield {KEY_FEATURE: example_keys.decode(packed[:keyed])[0]}, _slice(batch, 0, keyed)
+                    batch, position, n = _slice(batch, keyed, None), position + keyed, n - keyed
+                if n:  # from the batch holding the first long key on (from the first row with passthrough)
                     self.report.update({"from": "records" if position == 0 else "predictions, then records"})
                     self.report["records_read_again_from_row"] = position
                     host = _host_columns(self._files, self._columns, self._schema, self._batch_size, position)
                     buffer = _RowBuffer(host.as_numpy_iterator())
-            yield (buffer.take(n) if buffer is not None else {KEY_FEATURE: keys}), batch
-            position += n
+            if n:
+                yield buffer.take(n), batch
+                position += n
         if buffer is not None:
             buffer.assert_exhausted()
+
+    def _rows_keyed_by_predictions(self, packed: Optional[np.ndarray], n: int) -> int:
+        """How many of these n rows take their keys from the predictions: all, or those of the whole predict
+        batches before the first key longer than `example_keys.MAX_KEY_BYTES`; none with passthrough columns.
+        (On CPU the n rows hold several batches, the first starting at a multiple of the batch size.)"""
+        if self._columns or packed is None:
+            return 0
+        long_keys = np.flatnonzero(packed[:, 0] > example_keys.MAX_KEY_BYTES)
+        return n if not len(long_keys) else int(long_keys[0]) // self._batch_size * self._batch_size
 
 
 def predict_from_saved_model(

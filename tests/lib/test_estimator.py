@@ -8,6 +8,8 @@ import tensorflow as tf
 
 from estimator_lib import estimator
 from estimator_lib.config import JobConfig, TPUSettings, TrainingConfig
+from estimator_lib.model import inputs
+from estimator_lib.model.inputs import PREDICT_BATCHES_PER_RUN
 
 tpu_lib = tf.compat.v1.estimator.tpu
 
@@ -36,6 +38,18 @@ def test_tpu_vm_run_config_uses_the_local_cluster_resolver(tmp_path):
     # The context's replica count and per-replica batch need a TPU to discover; only the request is checked.
     assert (est._ctx._train_batch_size, est._ctx._use_tpu, est.config.tpu_config.num_shards) == (1024, True, 8)
     assert est._export_to_tpu and est._export_to_cpu
+
+
+def test_several_predict_batches_per_session_run_on_cpu_only(tmp_path):
+    schema, batches = synthetic.make_schema(), {PREDICT_BATCHES_PER_RUN: 8}
+    tpu = JobConfig(tpu=TPUSettings(use_tpu=True, tpu_name="local", num_cores=8))
+    assert estimator.build_estimator(JobConfig(), schema, str(tmp_path), predict_batches_per_run=8).params == batches
+    assert estimator.build_estimator(JobConfig(), schema, str(tmp_path)).params == {}
+    assert estimator.build_estimator(tpu, schema, str(tmp_path), predict_batches_per_run=8).params == {}
+    large = inputs.PREDICT_LOOP_MIN_ROWS
+    assert inputs.predict_batches_per_run(1024, large) == inputs.PREDICT_ROWS_PER_RUN // 1024
+    assert inputs.predict_batches_per_run(inputs.PREDICT_ROWS_PER_RUN + 1, large) == 1
+    assert inputs.predict_batches_per_run(1024, large - 1) == 1  # the loop's start-up would not pay
 
 
 def test_export_api_version_must_be_1_or_2(tmp_path):

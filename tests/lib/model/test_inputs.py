@@ -55,6 +55,20 @@ def test_predict_rows_keep_file_order_with_their_index(data):
     assert all(b["f_x_1"].shape == (32,) for b in batches)
 
 
+def test_predict_on_cpu_feeds_several_whole_batches_per_element(data):
+    """100 rows, batch 16: 7 padded batches; 3 per element gives 48, 48 and the last 16 rows, the same rows."""
+    schema, pattern = data
+    builder = inputs.predict_input_fn_builder(pattern, schema)
+    grouped = list(builder({"batch_size": 16, inputs.PREDICT_BATCHES_PER_RUN: 3}))
+    single = list(builder({"batch_size": 16}))
+    assert [len(g["example_index"]) for g in grouped] == [48, 48, 16]
+    for key in single[0]:
+        together = lambda elements: np.concatenate([e[key].numpy() for e in elements])
+        assert np.array_equal(together(grouped), together(single)), key
+    tpu = list(builder({"batch_size": 16, inputs.PREDICT_BATCHES_PER_RUN: 3, "use_tpu": True}))
+    assert all(e["example_index"].shape == (16,) for e in tpu)  # static batches on a TPU
+
+
 def test_eval_fails_loudly_when_the_count_is_wrong(data):
     schema, pattern = data
     dataset = inputs.eval_input_fn_builder(pattern, schema, num_examples=120)({"batch_size": 16})

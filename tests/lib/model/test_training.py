@@ -19,6 +19,7 @@ from estimator_lib.config import JobConfig, TPUSettings, TrainingConfig
 from estimator_lib.data import records
 from estimator_lib.export import export_model
 from estimator_lib.model import inputs, warm_start
+from estimator_lib.model.model_fn import predict_loop
 
 ModeKeys = tf.estimator.ModeKeys
 
@@ -280,3 +281,22 @@ def test_row_map_follows_values():
     old = synthetic.make_schema("binary").feature("colour")  # red, green, blue + 1 out-of-vocabulary bucket
     new = dataclasses.replace(old, vocabulary=("green", "pink", "red"), num_oov_buckets=2)
     assert warm_start.row_map(old, new) == [1, -1, 0, 3, -1]
+
+
+def test_predict_loop_gives_each_batch_what_one_call_per_batch_gives():
+    """Three batches of 4 rows through the loop equal the same function called on each batch alone."""
+    rng = np.random.RandomState(0)
+    x = rng.normal(size=12).astype(np.float32)
+    ids = rng.randint(0, 3, size=12).astype(np.int32)
+    weights = rng.normal(size=(3, 5)).astype(np.float32)
+    fn = lambda f: {"p": tf.nn.softmax(tf.gather(weights, f["ids"]) * f["x"][:, None]), "n": f["ids"] * 2}
+    signature = {"p": (tf.float32, tf.TensorShape([5])), "n": (tf.int32, tf.TensorShape([]))}
+    with tf.Graph().as_default(), tf.compat.v1.Session() as session:
+        looped = session.run(predict_loop(fn, {"x": tf.constant(x), "ids": tf.constant(ids)}, 4, signature))
+        one_by_one = [
+            session.run(fn({"x": tf.constant(x[i : i + 4]), "ids": tf.constant(ids[i : i + 4])})) for i in (0, 4, 8)
+        ]
+        with pytest.raises(ValueError, match=r"predict_loop takes rank-1 features \[rows\]; 'x' has shape \(12, 1\)"):
+            predict_loop(fn, {"x": tf.constant(x[:, None]), "ids": tf.constant(ids)}, 4, signature)
+    assert looped["p"].shape == (12, 5) and looped["n"].tolist() == (ids * 2).tolist()
+    assert np.concatenate([b["p"] for b in one_by_one]).tobytes() == looped["p"].tobytes()

@@ -25,6 +25,7 @@ import tensorflow as tf
 from estimator_lib import estimator, storage
 from estimator_lib.config import JobConfig, ModelConfig, TPUSettings, TrainingConfig
 from estimator_lib.data import records
+from estimator_lib.model import inputs
 from estimator_lib.predict import (
     PredictionError,
     batch_predict,
@@ -138,6 +139,52 @@ def test_keys_of_any_length_and_bytes_come_back_with_their_rows(trained, tmp_pat
     probs = np.array([[g["probabilities"][c] for c in ("low", "mid", "high")] for g in got])
     np.testing.assert_allclose(probs, expected_probabilities(trained, rows), atol=2e-6)
     assert result.manifest["keys"]["records_read_again_from_row"] == (None if long_from is None else long_from // B * B)
+
+
+def dnn_trained(trained: Trained) -> Trained:
+    """A small DNN on the module's training rows (matrix products and a softmax over whole batches)."""
+    job = dataclasses.replace(trained.job, model=ModelConfig(family="dnn", hidden_units=(16, 8), embedding_dim=4))
+    model_dir = os.path.join(trained.root, "dnn-model")
+    if not os.path.exists(model_dir):
+        train_pattern = os.path.join(trained.root, "train", "part-*.tfrecord")
+        estimator.train(job, trained.schema, train_pattern, model_dir)
+    return Trained(job, trained.schema, model_dir, trained.root)
+
+
+@pytest.mark.parametrize("family", ["linear", "dnn"])
+def test_several_batches_per_session_run_write_the_bytes_of_one_batch_per_run(trained, tmp_path, monkeypatch, family):
+    """On CPU one session.run predicts several whole batches (inputs.PREDICT_ROWS_PER_RUN rows; for inputs
+    of inputs.PREDICT_LOOP_MIN_ROWS rows on), batch by batch: every output file is byte for byte the one-batch-per-run output, whatever the grouping, with
+    missing values, passthrough columns, keys too long to travel packed, a last partial batch and shards."""
+    model = dnn_trained(trained) if family == "dnn" else trained
+    n = 7 * B + 3  # a last partial batch; elements of 3 batches end with a shorter one
+    rows = synthetic.make_rows(n, seed=13, task="multiclass")  # "x-2" missing in every 17th row
+    keys = [f"row-{i}" if i != 4 * B + 2 else "long-" + "z" * 70 for i in range(n)]
+    directory = tmp_path / "data"
+    directory.mkdir()
+    examples = [records.encode_example(r, model.schema, key=k) for r, k in zip(rows, keys)]
+    records.write_tfrecord(str(directory / "part-00000.tfrecord"), examples[:30])
+    records.write_tfrecord(str(directory / "part-00001.tfrecord"), examples[30:])
+
+    monkeypatch.setattr(inputs, "PREDICT_LOOP_MIN_ROWS", 0)  # group the batches of this small input too
+
+    def files(rows_per_run: int, passthrough: List[str]) -> Dict[str, bytes]:
+        monkeypatch.setattr(inputs, "PREDICT_ROWS_PER_RUN", rows_per_run)
+        out = tmp_path / f"out-{rows_per_run}-{len(passthrough)}"
+        args = (model.job, model.schema, model.model_dir, str(directory / "*.tfrecord"), str(out))
+        batch_predict(*args, num_shards=3, passthrough=passthrough, num_examples=n)
+        return {name: (out / name).read_bytes() for name in sorted(os.listdir(out))}
+
+    default = inputs.PREDICT_ROWS_PER_RUN  # every row in one run here
+    for passthrough, read_again_from in (([], 4 * B), (["x-2", "colour"], 0)):
+        one_per_run = files(B, passthrough)
+        assert files(3 * B, passthrough) == one_per_run
+        assert files(default, passthrough) == one_per_run
+        manifest = json.loads(one_per_run["manifest.json"])
+        assert manifest["count"] == n and manifest["keys"]["records_read_again_from_row"] == read_again_from
+        lines = [json.loads(line) for s in range(3) for line in one_per_run[shard_name(s, 3)].splitlines()]
+        assert [line["key"] for line in lines] == keys
+    assert [line["x-2"] for line in lines][:18:17] == [None, None]
 
 
 def test_passthrough_columns_keep_original_names_values_and_nulls(trained, tmp_path):
