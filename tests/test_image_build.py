@@ -131,6 +131,22 @@ def image(buildah):
     return IMAGE, seconds, proc.stdout.strip().splitlines()[-1]
 
 
+def run_in_container(buildah: Buildah, image: str, argv: List[str]) -> subprocess.CompletedProcess:
+    """Runs `argv` in a fresh container of `image`, removed afterwards."""
+    container = buildah.container(image)
+    try:
+        return buildah.run(container, argv)
+    finally:
+        buildah("rm", container)
+
+
+def python_in_container(buildah: Buildah, image: str, script: str) -> Any:
+    """The JSON value the last line of `python -c script`'s output holds, run in a fresh container of `image`."""
+    proc = run_in_container(buildah, image, ["python", "-c", script])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 @pytest.fixture(scope="module")
 def rootfs(buildah, image):
     """The image's file system, mounted read-only for inspection on the host."""
@@ -151,11 +167,7 @@ def test_build_reports_time_and_size(image):
 def test_image_runs_as_uid_1000_by_default(buildah, image):
     config = json.loads(buildah("inspect", "--type", "image", image[0]))["OCIv1"]["config"]
     assert config["User"] == "pipeline"
-    container = buildah.container(image[0])
-    try:
-        proc = buildah.run(container, ["sh", "-c", "id -u; id -g; echo $HOME"])
-    finally:
-        buildah("rm", container)
+    proc = run_in_container(buildah, image[0], ["sh", "-c", "id -u; id -g; echo $HOME"])
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == [str(UID), str(UID), "/home/pipeline"]
 
@@ -209,18 +221,12 @@ def _host_only_certificates(rootfs: str) -> List[str]:
 
 
 def test_image_tensorflow_is_the_cpu_build_2_15_with_estimator(buildah, image):
-    container = buildah.container(image[0])
     script = (
         "import json, os, importlib.metadata as m, tensorflow as tf; "
         "print(json.dumps([tf.__version__, m.version('tensorflow-estimator'), m.version('kfp'), "
         "os.path.exists('/lib/libtpu.so'), m.version('google-cloud-pipeline-components')]))"
     )
-    try:
-        proc = buildah.run(container, ["python", "-c", script])
-    finally:
-        buildah("rm", container)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    tensorflow, estimator, kfp, libtpu, gcpc = json.loads(proc.stdout.strip().splitlines()[-1])
+    tensorflow, estimator, kfp, libtpu, gcpc = python_in_container(buildah, image[0], script)
     assert tensorflow.startswith("2.15.") and estimator == "2.15.0" and kfp.startswith("2.13.")
     assert libtpu is False and gcpc
 
@@ -232,18 +238,13 @@ def test_image_holds_the_dataflow_extras_beam_and_boots_through_its_worker_progr
     config = json.loads(buildah("inspect", "--type", "image", image[0]))["OCIv1"]["config"]
     assert config["Entrypoint"] == ["/opt/apache/beam/boot"]
     assert os.path.isdir(os.path.join(rootfs, "opt/apache/beam"))
-    container = buildah.container(image[0])
     script = (
         "import json, importlib.metadata as m, apache_beam, apache_beam.io.gcp.gcsio, "
         "apache_beam.runners.dataflow.dataflow_runner; print(json.dumps(apache_beam.__version__))"
     )
-    try:
-        proc = buildah.run(container, ["python", "-c", script])
-    finally:
-        buildah("rm", container)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    version = python_in_container(buildah, image[0], script)
     lower = re.search(r'dataflow = \["apache-beam\[gcp\]>=([\d.]+),', _read_pyproject()).group(1)
-    assert json.loads(proc.stdout.strip().splitlines()[-1]).startswith(lower + ".")
+    assert version.startswith(lower + ".")
 
 
 def test_image_prepares_on_beam_as_in_process(buildah, image):
@@ -259,13 +260,7 @@ def test_image_prepares_on_beam_as_in_process(buildah, image):
         "theirs = beam.prepare_on_beam(config, work + '/beam', BeamConfig(temp_location=work))\n"
         "print(json.dumps([ours.manifest['fingerprint'], theirs.manifest['fingerprint']]))\n"
     )
-    container = buildah.container(image[0])
-    try:
-        proc = buildah.run(container, ["python", "-c", script])
-    finally:
-        buildah("rm", container)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    inprocess, on_beam = json.loads(proc.stdout.strip().splitlines()[-1])
+    inprocess, on_beam = python_in_container(buildah, image[0], script)
     assert on_beam == inprocess
 
 
@@ -276,14 +271,9 @@ def _read_pyproject() -> str:
 
 def test_image_compiles_the_tpu_pipeline(buildah, image):
     """The Vertex AI libraries are in the image too (google-cloud-pipeline-components' TPU custom-job wrapper)."""
-    container = buildah.container(image[0])
     digest = "r@sha256:" + "0" * 64
-    try:
-        proc = buildah.run(
-            container, ["tpu-pipeline", "compile", "--tpu", "v3-8", "--image", digest, "--output", "/tmp/p.yaml"]
-        )
-    finally:
-        buildah("rm", container)
+    argv = ["tpu-pipeline", "compile", "--tpu", "v3-8", "--image", digest, "--output", "/tmp/p.yaml"]
+    proc = run_in_container(buildah, image[0], argv)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "train/evaluate/batch predict on TPU v3-8" in proc.stdout
 
