@@ -43,9 +43,8 @@ STEPS_PER_RUN = "steps_per_run"  # the params key that asks for k steps (see mod
 # Prediction on CPU feeds up to this many rows per element (whole predict batches, parsed at once) and the
 # model predicts them batch by batch in one `session.run` (see model_fn.predict_loop) ...
 PREDICT_ROWS_PER_RUN = 8192
-# ... for inputs of at least this many rows: the loop costs about 0.1 s more graph building and session
-# start-up, and saves about 0.7-1 us of CPU per row with a few features (measured on 2 vCPUs: it pays from
-# about 100k rows on; with 30 features it about breaks even).
+# ... for inputs of at least this many rows: the loop adds graph building and session start-up, which only
+# large inputs repay (benchmarks/RESULTS.md has the measurement).
 PREDICT_LOOP_MIN_ROWS = 131072
 PREDICT_BATCHES_PER_RUN = "predict_batches_per_run"  # the params key that asks for k batches per run
 

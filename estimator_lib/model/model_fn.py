@@ -218,8 +218,9 @@ def train_loop(step_fn: StepFn, features: Dict[str, tf.Tensor], labels: tf.Tenso
 
 
 def _stacked_by_kind(features: Dict[str, tf.Tensor]) -> List[Tuple[List[str], tf.Tensor]]:
-    """The [k, B, ...] features stacked into one [k, n, B, ...] tensor per dtype and shape: the loop then carries
-    and slices a few tensors per step instead of one per feature (each costs ops in every iteration)."""
+    """The [k, B, ...] features stacked into one [k, n, B, ...] tensor per dtype and shape: a loop (training's,
+    prediction's) then carries and slices a few tensors per step instead of one per feature (each costs ops in
+    every iteration). Stacking and unstacking move values without changing a bit."""
     groups: Dict[Tuple, List[str]] = {}
     for key, tensor in features.items():
         groups.setdefault((tensor.dtype, tuple(tensor.shape[1:])), []).append(key)
@@ -259,7 +260,11 @@ def predict_loop(
     Returns:
       predict_fn's outputs for the m batches in order: [m * batch_size, ...] each.
     """
-    batches = _packed_batches(features, batch_size)
+    for name in sorted(features):
+        if features[name].shape.rank != 1:
+            raise ValueError(f"predict_loop takes rank-1 features [rows]; {name!r} has shape {features[name].shape}")
+    batches = {k: tf.reshape(v, [-1, batch_size]) for k, v in features.items()}  # [m, batch_size] each
+    packed = _stacked_by_kind(batches)
     count = tf.shape(next(iter(batches.values())))[0]
     arrays = {
         k: tf.TensorArray(dtype, size=count, element_shape=tf.TensorShape([batch_size]).concatenate(shape))
@@ -267,26 +272,11 @@ def predict_loop(
     }
 
     def body(i, arrays):
-        outputs = predict_fn({k: v for keys, b in batches.items() for k, v in zip(keys, tf.unstack(b[i], axis=1))})
+        outputs = predict_fn(_step_features(packed, i, list(features)))
         return i + 1, {k: arrays[k].write(i, outputs[k]) for k in arrays}
 
     _, arrays = tf.compat.v1.while_loop(lambda i, _: i < count, body, (tf.constant(0), arrays), parallel_iterations=1)
     return {k: tf.reshape(a.stack(), [-1, *signature[k][1]]) for k, a in arrays.items()}
-
-
-def _packed_batches(features: Dict[str, tf.Tensor], batch_size: int) -> Dict[Tuple[str, ...], tf.Tensor]:
-    """Rank-1 features [m * batch_size] as one [m, batch_size, n] tensor per dtype, keyed by their names: the
-    loop then takes a batch with one slice per dtype instead of one per feature (the loop's per-op cost
-    grows with the feature count). Stacking and unstacking move values without changing a bit."""
-    names: Dict[tf.DType, List[str]] = {}
-    for name in sorted(features):
-        if features[name].shape.rank != 1:
-            raise ValueError(f"predict_loop takes rank-1 features [rows]; {name!r} has shape {features[name].shape}")
-        names.setdefault(features[name].dtype, []).append(name)
-    return {
-        tuple(keys): tf.reshape(tf.stack([features[k] for k in keys], axis=1), [-1, batch_size, len(keys)])
-        for keys in names.values()
-    }
 
 
 def _export_outputs(head: Head, schema: Schema) -> Dict[str, Any]:
