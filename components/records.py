@@ -71,8 +71,13 @@ def environment(tpu: Mapping[str, Any]) -> dict[str, Any]:
     modified = manifest.git_modified(PACKAGE_DIR) if commit else None
     return {
         "versions": manifest.versions(commit, modified, os.environ.get(IMAGE_ENV) or None),
-        "machine": manifest.machine(tpu, os.environ.get(TPU_TYPE_ENV) or None),
+        "machine": manifest.machine(tpu, os.environ.get(TPU_TYPE_ENV) or None, kernel_settings()),
     }
+
+
+def kernel_settings() -> dict[str, str]:
+    """The environment variables that choose TensorFlow's CPU kernels (`manifest.KERNEL_SETTINGS`) that are set."""
+    return {name: os.environ[name] for name in manifest.KERNEL_SETTINGS if name in os.environ}
 
 
 def manifest_uri(output_uri: str) -> str:

@@ -9,18 +9,21 @@ Every stage writes `stage_manifest.json` beside its outputs (in its task directo
      "versions": {"python": ..., "tensorflow": ..., "tensorflow-estimator": ..., "kfp": ...,
                   "tpu-estimator-pipelines": ..., "commit": ... | null, "modified": bool | null,
                   "image": ... | null},
-     "machine":  {"kind": "CPU" | "TPU", "type": ..., "cores": ...},
+     "machine":  {"kind": "CPU" | "TPU", "type": ..., "cores": ...,      # on CPU also: the processor's
+                  "cpu": ..., "isa": [...], "kernels": {...}},           # model, vector ISA, kernel settings
      "outputs":  {name: {"uri": ..., "fingerprint": ...}},
      "started": ISO time, "ended": ISO time}
 
 Fingerprints are content hashes (sha256): they do not depend on times, temporary paths or the order shards were
 written in, so a stage run again on the same inputs with the same config and versions writes outputs of the same
 fingerprints (on CPU, where training is bitwise repeatable). `compare_stage` says whether a stage ran again
-gave the same outputs and, when not, what differs first: its input data, its config, the versions, or only the
-output.
+gave the same outputs and, when not, what differs first: its input data, its config, the versions, the machine
+(another processor or kernel setting: TensorFlow's CPU kernels round differently on another ISA, so outputs are
+bitwise repeatable only on the same kind of machine), or only the output.
 
 TensorFlow-free (the CLI compares records without loading it); versions are read from the installed packages'
-metadata. Nothing here reads flags or the environment: the image and the TPU type come in as arguments.
+metadata, the processor from /proc/cpuinfo. Nothing here reads flags or environment variables: the image, the TPU
+type and the kernel settings come in as arguments.
 """
 
 from __future__ import annotations
@@ -49,11 +52,17 @@ VERSIONED = {
     PACKAGE: (PACKAGE,),
 }
 # What differs between a recorded stage and its rerun, in the order a cause is looked for.
-DATA, CONFIG, VERSIONS, OUTPUT = "data", "config", "versions", "output"
+DATA, CONFIG, VERSIONS, MACHINE, OUTPUT = "data", "config", "versions", "machine", "output"
 # Config keys that name where a run publishes and what its publish root held, not what the stage computes:
 # a rerun publishes into a root of its own.
 NOT_COMPARED = ("based_on", "publish_root")
 CPU, TPU = "CPU", "TPU"
+# The environment variables that choose TensorFlow's CPU kernels (oneDNN on or off, its widest ISA): a stage's
+# entry point reads them and the manifest records them, since they change the last bits of float results.
+KERNEL_SETTINGS = ("TF_ENABLE_ONEDNN_OPTS", "ONEDNN_MAX_CPU_ISA")
+# The processor features that select different CPU kernels (oneDNN and Eigen dispatch on them).
+KERNEL_ISA_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile")
+CPUINFO = "/proc/cpuinfo"
 
 
 # -- what a stage ran with -----------------------------------------------------------------------------------
@@ -97,16 +106,41 @@ def versions(commit: Optional[str], modified: Optional[bool], image: Optional[st
     return {"python": platform.python_version(), **found, **code}
 
 
-def machine(tpu: Mapping[str, Any], tpu_type: Optional[str]) -> dict[str, Any]:
-    """The kind of machine a stage ran on: a TPU (its type, e.g. "v3-8", and cores) or the host CPU.
+def machine(
+    tpu: Mapping[str, Any], tpu_type: Optional[str], kernels: Optional[Mapping[str, str]] = None
+) -> dict[str, Any]:
+    """The kind of machine a stage ran on: a TPU (its type, e.g. "v3-8", and cores) or the host CPU (its
+    architecture, cores, processor model, the vector ISA flags that pick kernels, and the kernel settings).
 
     Args:
       tpu: the stage's `TPUSettings` as a dict (`use_tpu`, `num_cores`).
       tpu_type: the accelerator type the TPU VM reports, or None where it is not known.
+      kernels: the `KERNEL_SETTINGS` environment variables that are set, {name: value}.
     """
     if tpu.get("use_tpu"):
         return {"kind": TPU, "type": tpu_type or "unknown", "cores": tpu.get("num_cores")}
-    return {"kind": CPU, "type": platform.machine(), "cores": os.cpu_count()}
+    model, isa = processor()
+    return {
+        "kind": CPU,
+        "type": platform.machine(),
+        "cores": os.cpu_count(),
+        "cpu": model,
+        "isa": isa,
+        "kernels": dict(sorted((kernels or {}).items())),
+    }
+
+
+def processor(cpuinfo: str = CPUINFO) -> tuple[Optional[str], list[str]]:
+    """(model name, the `KERNEL_ISA_FLAGS` it has) of the host's processor, read from `cpuinfo`; (None, [])
+    where that file does not exist (not Linux)."""
+    try:
+        with open(cpuinfo, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return None, []
+    fields = dict(re.findall(r"^(model name|flags|Features)\s*:\s*(.*)$", text, flags=re.MULTILINE))
+    flags = set((fields.get("flags") or fields.get("Features") or "").split())
+    return fields.get("model name"), [flag for flag in KERNEL_ISA_FLAGS if flag in flags]
 
 
 def seeds_in(config: Any, prefix: str = "", seeded: bool = False) -> dict[str, Any]:
@@ -232,6 +266,12 @@ class StageComparison:
     def line(self) -> str:
         if self.same:
             return f"{self.stage}: identical"
+        if self.differs == MACHINE:
+            return (
+                f"{self.stage}: differs (machine: another processor or kernel setting, same data, config and "
+                "versions; CPU kernels round the last bits differently across machines, so outputs are bitwise "
+                "only on the same kind of machine): " + "; ".join(self.details)
+            )
         return f"{self.stage}: differs ({self.differs}): " + "; ".join(self.details)
 
 
@@ -245,6 +285,7 @@ def compare_stage(recorded: Mapping[str, Any], rerun: Mapping[str, Any]) -> Stag
         (DATA, differences(_fingerprints(recorded["inputs"]), _fingerprints(rerun["inputs"]), "inputs")),
         (CONFIG, differences(_compared_config(recorded["config"]), _compared_config(rerun["config"]), "config")),
         (VERSIONS, differences(recorded["versions"], rerun["versions"], "versions")),
+        (MACHINE, differences(recorded.get("machine", {}), rerun.get("machine", {}), "machine")),
     )
     kind, details = next(((k, d) for k, d in causes if d), (OUTPUT, []))
     return StageComparison(stage, False, kind, (*details, *outputs))

@@ -253,12 +253,13 @@ def format_reproduction(result: Reproduction) -> str:
 
 
 # -- comparing two runs --------------------------------------------------------------------------------------
-SECTIONS = ("inputs", "config", "versions", "outputs")
+SECTIONS = ("inputs", "config", "versions", "machine", "outputs")
 
 
 def diff_records(a: Record, b: Record) -> dict[str, list[str]]:
-    """What differs between two runs' records: per stage, its inputs' fingerprints, config, versions and
-    outputs' fingerprints; then the eval metrics. {section: ["stage: key: a -> b", ...]}."""
+    """What differs between two runs' records: per stage, its inputs' fingerprints, config, versions, machine
+    (processor, ISA flags, kernel settings) and outputs' fingerprints; then the eval metrics.
+    {section: ["stage: key: a -> b", ...]}."""
     out: dict[str, list[str]] = {section: [] for section in (*SECTIONS, "metrics")}
     for stage in STAGES:
         left, right = a.manifests.get(stage), b.manifests.get(stage)
@@ -275,7 +276,7 @@ def diff_records(a: Record, b: Record) -> dict[str, list[str]]:
 
 
 def _section(stage_manifest: Mapping[str, Any], section: str) -> Any:
-    value = stage_manifest[section]
+    value = stage_manifest.get(section, {})
     if section in ("inputs", "outputs"):
         return {name: entry.get("fingerprint") for name, entry in value.items()}
     return value

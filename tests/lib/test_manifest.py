@@ -10,16 +10,16 @@ import pytest
 from estimator_lib import manifest
 
 VERSIONS = {"python": "3.11.7", "tensorflow": "2.15.1", "commit": "a" * 40, "modified": False, "image": None}
-CPU_MACHINE = {"kind": "CPU", "type": "x86_64", "cores": 2}
+CPU_MACHINE = {"kind": "CPU", "type": "x86_64", "cores": 2, "cpu": "Xeon", "isa": ["avx2", "avx512f"], "kernels": {}}
 
 
-def stage(name="train", inputs=None, config=None, outputs=None, versions=None) -> dict:
+def stage(name="train", inputs=None, config=None, outputs=None, versions=None, machine=None) -> dict:
     return manifest.stage_manifest(
         name,
         inputs if inputs is not None else {"dataset": {"uri": "/run-1/dataset", "fingerprint": "d1"}},
         config if config is not None else {"job": {"training": {"seed": 42, "train_steps": 20}}},
         outputs if outputs is not None else {"model": {"uri": "/run-1/model", "fingerprint": "m1"}},
-        {"versions": versions or VERSIONS, "machine": CPU_MACHINE},
+        {"versions": versions or VERSIONS, "machine": machine or CPU_MACHINE},
         "2026-01-01T00:00:00+00:00",
         "2026-01-01T00:01:00+00:00",
     )
@@ -57,7 +57,21 @@ def test_versions_name_python_the_deciding_packages_and_the_code():
 def test_the_machine_is_a_tpu_of_its_type_or_the_host_cpu():
     assert manifest.machine({"use_tpu": True, "num_cores": 8}, "v3-8") == {"kind": "TPU", "type": "v3-8", "cores": 8}
     assert manifest.machine({"use_tpu": True, "num_cores": 8}, None)["type"] == "unknown"
-    assert manifest.machine({}, "v3-8") == {"kind": "CPU", "type": platform.machine(), "cores": os.cpu_count()}
+    host = manifest.machine({}, "v3-8", {"TF_ENABLE_ONEDNN_OPTS": "0"})
+    assert {k: host[k] for k in ("kind", "type", "cores")} == {"kind": "CPU", "type": platform.machine(), "cores": os.cpu_count()}
+    assert (host["cpu"], host["isa"]) == manifest.processor() and host["kernels"] == {"TF_ENABLE_ONEDNN_OPTS": "0"}
+    assert manifest.machine({}, None)["kernels"] == {}
+
+
+def test_the_processor_is_its_model_and_the_isa_flags_that_pick_kernels(tmp_path):
+    cpuinfo = tmp_path / "cpuinfo"
+    core = "processor\t: {n}\nmodel name\t: AMD EPYC 9B14\nflags\t\t: fpu sse4_2 avx avx2 fma avx512f avx512_bf16 rdtscp\n\n"
+    cpuinfo.write_text(core.format(n=0) + core.format(n=1))
+    assert manifest.processor(str(cpuinfo)) == ("AMD EPYC 9B14", ["sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_bf16"])
+    arm = tmp_path / "arm"
+    arm.write_text("processor\t: 0\nFeatures\t: fp asimd\n")
+    assert manifest.processor(str(arm)) == (None, [])
+    assert manifest.processor(str(tmp_path / "absent")) == (None, [])
 
 
 def test_git_commit_and_modified_outside_a_checkout_are_none(tmp_path):
@@ -107,6 +121,8 @@ def test_same_outputs_are_identical_whatever_the_paths_and_times():
         (dict(inputs={"dataset": {"uri": "/d", "fingerprint": "d2"}}), "data", 'inputs.dataset: "d1" -> "d2"'),
         (dict(config={"job": {"training": {"seed": 7, "train_steps": 20}}}), "config", "job.training.seed: 42 -> 7"),
         (dict(versions={**VERSIONS, "tensorflow": "2.15.0"}), "versions", '"2.15.1" -> "2.15.0"'),
+        (dict(machine={**CPU_MACHINE, "isa": ["avx2"]}), "machine", 'machine.isa: ["avx2", "avx512f"] -> ["avx2"]'),
+        (dict(machine={**CPU_MACHINE, "kernels": {"TF_ENABLE_ONEDNN_OPTS": "0"}}), "machine", "machine.kernels."),
         ({}, "output", 'outputs.model: "m1" -> "m2"'),
     ],
 )
@@ -116,7 +132,18 @@ def test_a_differing_output_is_explained_by_the_first_cause_found(rerun, cause, 
     assert not found.same and found.differs == cause
     assert first_detail in found.details[0]
     assert found.details[-1] == 'outputs.model: "m1" -> "m2"'
-    assert found.line().startswith(f"train: differs ({cause}): ")
+    assert found.line().startswith(f"train: differs ({cause}")
+
+
+def test_a_run_on_another_processor_is_named_a_machine_difference_not_a_data_or_code_change():
+    """Same data, config and versions on another CPU: the report says the machine differs and why that moves
+    bits, instead of calling the stage not repeatable."""
+    epyc = {**CPU_MACHINE, "cpu": "AMD EPYC 9B14"}
+    found = manifest.compare_stage(stage(), stage(machine=epyc, outputs={"model": {"uri": "/m", "fingerprint": "m2"}}))
+    assert found.differs == "machine" and found.details[0] == 'machine.cpu: "Xeon" -> "AMD EPYC 9B14"'
+    assert found.line().startswith("train: differs (machine: another processor or kernel setting, same data, config")
+    assert "bitwise only on the same kind of machine" in found.line()
+    assert manifest.compare_stage(stage(), stage(machine=epyc)).same  # the machine alone is no difference
 
 
 def test_where_the_run_publishes_is_not_a_cause():

@@ -34,7 +34,9 @@ def stage_configs(data: str, baseline: str | None) -> dict[str, dict]:
     }
 
 
-def write_stages(directory: str, fingerprints: dict[str, str], image: str | None = None, **kwargs) -> dict:
+def write_stages(
+    directory: str, fingerprints: dict[str, str], image: str | None = None, machine: dict | None = None, **kwargs
+) -> dict:
     """A manifest per stage in directory/<task>/ (as KFP lays out task directories); {stage: manifest URI}."""
     uris = {}
     for stage, config in stage_configs(**kwargs).items():
@@ -43,7 +45,7 @@ def write_stages(directory: str, fingerprints: dict[str, str], image: str | None
             {"dataset": {"uri": "/d", "fingerprint": fingerprints.get("dataset", "d1")}},
             config,
             {"out": {"uri": "/o", "fingerprint": fingerprints.get(stage, f"{stage}-1")}},
-            {"versions": {**VERSIONS, "image": image}, "machine": {"kind": "CPU"}},
+            {"versions": {**VERSIONS, "image": image}, "machine": machine or {"kind": "CPU"}},
             "2026-01-01T00:00:00+00:00",
             "2026-01-01T00:01:00+00:00",
         )
@@ -51,12 +53,14 @@ def write_stages(directory: str, fingerprints: dict[str, str], image: str | None
     return uris
 
 
-def write_run(output: str, run_id: str, fingerprints=None, metrics=None, status="ok", **arguments) -> str:
+def write_run(
+    output: str, run_id: str, fingerprints=None, metrics=None, status="ok", machine=None, **arguments
+) -> str:
     """OUTPUT/runs/<id>/summary.json of a finished local run, with its stages' manifests; its path."""
     folder = os.path.join(output, "runs", run_id)
     settings = RunConfig(publish_root=os.path.join(output, "published"), job=JOB, **arguments)
     manifests = write_stages(
-        os.path.join(folder, "pipeline-root"), fingerprints or {}, data=settings.data, baseline=None
+        os.path.join(folder, "pipeline-root"), fingerprints or {}, machine=machine, data=settings.data, baseline=None
     )
     summary = {
         "status": status,
@@ -146,7 +150,7 @@ def test_diff_names_what_differs_between_two_runs(tmp_path, capsys):
     a = write_run(str(tmp_path / "a"), "run-a")
     b = write_run(str(tmp_path / "b"), "run-b", fingerprints={"train": "train-2"}, metrics={"accuracy": 0.8})
     found = reproduce.diff_records(reproduce.read_record(a), reproduce.read_record(b))
-    assert found["inputs"] == [] and found["versions"] == []
+    assert found["inputs"] == [] and found["versions"] == [] and found["machine"] == []
     assert found["outputs"] == ['train: out: "train-1" -> "train-2"']
     assert found["metrics"] == ["accuracy: 0.9 -> 0.8"]
     assert found["config"] == []
@@ -154,6 +158,15 @@ def test_diff_names_what_differs_between_two_runs(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "outputs: 1 differ\n  train: out:" in out and "inputs: same" in out
     assert cli.main(["diff", a, a]) == 0
+
+
+def test_diff_names_another_processor_as_a_machine_difference(tmp_path, capsys):
+    a = write_run(str(tmp_path / "a"), "run-a", machine={"kind": "CPU", "isa": ["avx2", "avx512f"]})
+    b = write_run(str(tmp_path / "b"), "run-b", machine={"kind": "CPU", "isa": ["avx2"]})
+    found = reproduce.diff_records(reproduce.read_record(a), reproduce.read_record(b))
+    assert found["machine"][0] == 'prepare: isa: ["avx2", "avx512f"] -> ["avx2"]'
+    assert cli.main(["diff", a, b]) == 1
+    assert "machine: 6 differ" in capsys.readouterr().out
 
 
 def test_diff_of_something_that_is_no_record_is_a_command_line_error(tmp_path, capsys):
