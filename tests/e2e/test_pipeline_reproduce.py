@@ -85,6 +85,7 @@ def test_a_fresh_runs_record_is_reproduced_stage_by_stage_and_exits_0(recorded, 
     assert report[-1] == "reproduced: every stage's outputs have the recorded fingerprints (6 stages)"
 
 
+@pytest.mark.determinism
 def test_two_runs_into_different_outputs_have_identical_fingerprints_for_every_stage(recorded, reproduced):
     _, _, first = recorded
     _, rerun = reproduced

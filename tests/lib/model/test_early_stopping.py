@@ -55,6 +55,7 @@ def _variables(checkpoint):
     return {name: tf.train.load_variable(checkpoint, name) for name, _ in tf.train.list_variables(checkpoint)}
 
 
+@pytest.mark.determinism
 def test_early_stopping_keeps_the_best_checkpoint_and_later_stages_use_it(data, tmp_path):
     """On labels opposite to the training rule the validation loss only rises: the first round is the best,
     and training stops `patience` rounds later. Run twice: bitwise the same."""

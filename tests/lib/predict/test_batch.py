@@ -151,6 +151,7 @@ def dnn_trained(trained: Trained) -> Trained:
     return Trained(job, trained.schema, model_dir, trained.root)
 
 
+@pytest.mark.determinism
 @pytest.mark.parametrize("family", ["linear", "dnn"])
 def test_several_batches_per_session_run_write_the_bytes_of_one_batch_per_run(trained, tmp_path, monkeypatch, family):
     """On CPU one session.run predicts several whole batches (inputs.PREDICT_ROWS_PER_RUN rows; for inputs

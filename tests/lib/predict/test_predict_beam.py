@@ -27,6 +27,7 @@ def exported(trained):  # noqa: F811 - the fixture imported from test_batch
     return export.export_dir, trained.schema, pattern, trained.root
 
 
+@pytest.mark.determinism
 @pytest.mark.parametrize("num_shards, passthrough, count", [(1, (), None), (3, ("colour", "x-2"), 59)])
 def test_beam_output_is_byte_identical_to_in_process(exported, tmp_path, num_shards, passthrough, count):
     export_dir, schema, pattern, _ = exported
