@@ -35,7 +35,8 @@ from estimator_lib.predict import (
     shard_name,
     verify_output,
 )
-from estimator_lib.predict.batch import _json_numbers, _passthrough_columns, _RowFormatter
+from estimator_lib.predict.columns import passthrough_columns
+from estimator_lib.predict.jsonl import RowFormatter, json_numbers
 from estimator_lib.schema import INDEX_FEATURE, KEY_FEATURE, PADDING_FEATURE, Schema
 
 B = 8  # predict batch size
@@ -352,7 +353,7 @@ def _wait_for_second_shard(directory, proc, timeout: float) -> str:
 def test_formatter_writes_exact_json_for_plain_and_escaped_keys(trained):
     """The batch formatter's bytes equal json.dumps per row (floats as their shortest float32 text), whatever
     the keys hold."""
-    formatter = _RowFormatter(trained.schema, _passthrough_columns(trained.schema, ["colour"]))
+    formatter = RowFormatter(trained.schema, passthrough_columns(trained.schema, ["colour"]))
     probabilities = np.array([[0.125, 0.5, 0.375], [1 / 3, 1 / 3, 1 / 3], [0.0, 1e-9, 1.0]], np.float32)
     outputs = {"probabilities": probabilities, "class_ids": np.array([1, 0, 2], np.int64)}
     colours = (np.array([b"red", b"", b'bl"ue'], object), np.array([True, False, True]))
@@ -379,7 +380,7 @@ def test_formatter_writes_exact_json_for_plain_and_escaped_keys(trained):
 
 
 def test_formatter_names_a_passthrough_column_whose_value_json_cannot_hold(trained):
-    formatter = _RowFormatter(trained.schema, _passthrough_columns(trained.schema, ["x-2"]))
+    formatter = RowFormatter(trained.schema, passthrough_columns(trained.schema, ["x-2"]))
     outputs = {"probabilities": np.full((2, 3), 1 / 3, np.float32), "class_ids": np.array([0, 1], np.int64)}
     keys = np.array([b"a", b"b"], object)
     missing_nan = (np.float32([np.nan, 0.5]), np.array([False, True]))  # missing: null, never formatted
@@ -393,7 +394,7 @@ def test_json_numbers_are_the_shortest_text_that_reads_back_bitwise():
     bits = rng.integers(0, 2**32, 20000, dtype=np.uint64).astype(np.uint32)
     values = bits.view(np.float32)
     values = np.concatenate([values[np.isfinite(values)], np.float32([0.0, -0.0, 1e-45, 3.4028235e38, 0.1, 1 / 3])])
-    texts = _json_numbers(values)
+    texts = json_numbers(values)
     assert len(texts) == len(values)
     back = np.array([json.loads(t) for t in texts], np.float64).astype(np.float32)
     np.testing.assert_array_equal(back.view(np.uint32), values.view(np.uint32))  # bitwise, -0.0 included
@@ -404,13 +405,13 @@ def test_json_numbers_are_the_shortest_text_that_reads_back_bitwise():
 
     # numpy's repr is the shortest round-tripping text (Dragon4 "unique"): never more digits than that.
     assert all(digits(t.decode()) <= digits(repr(v)) for t, v in zip(texts, values))
-    assert _json_numbers(np.float32([0.1]))[0] == b"0.1"  # not 0.100000001
-    assert _json_numbers(np.float64([0.1, 1e300])) == [b"0.1", b"1e+300"]
-    assert _json_numbers(np.int64([0, -7, 2**40])) == [b"0", b"-7", b"1099511627776"]
-    assert _json_numbers(np.float32([])) == []
+    assert json_numbers(np.float32([0.1]))[0] == b"0.1"  # not 0.100000001
+    assert json_numbers(np.float64([0.1, 1e300])) == [b"0.1", b"1e+300"]
+    assert json_numbers(np.int64([0, -7, 2**40])) == [b"0", b"-7", b"1099511627776"]
+    assert json_numbers(np.float32([])) == []
     for bad in (np.nan, np.inf, -np.inf):
         with pytest.raises(ValueError, match="non-finite values"):
-            _json_numbers(np.float32([1.0, bad]))
+            json_numbers(np.float32([1.0, bad]))
 
 
 def test_saved_model_path_rejects_a_bad_num_examples_before_loading(tmp_path):
