@@ -60,7 +60,9 @@ from estimator_lib import estimator, export, predict  # noqa: E402
 from estimator_lib.config import JobConfig, ModelConfig, TPUSettings, TrainingConfig  # noqa: E402
 from estimator_lib.data import records  # noqa: E402
 from estimator_lib.model import inputs  # noqa: E402
-from estimator_lib.predict import batch as predict_batch  # noqa: E402
+from estimator_lib.predict import jsonl as predict_jsonl  # noqa: E402
+from estimator_lib.predict import shards as predict_shards  # noqa: E402
+from estimator_lib.schema import KEY_FEATURE  # noqa: E402
 
 
 def write_records(directory: str, n: int, schema, shards: int = 4) -> str:
@@ -249,17 +251,17 @@ class Formatting:
 
     def __init__(self, schema, rows: int, batch_size: int):
         rng = np.random.default_rng(0)
-        self.formatter = predict_batch._RowFormatter(schema, ())
+        self.formatter = predict_jsonl.RowFormatter(schema, ())
         self.keys = np.array([f"row-{i}".encode() for i in range(rows)], dtype="S64")
         self.probabilities = rng.dirichlet(np.ones(schema.label.num_logits), rows).astype(np.float32)
         self.class_ids = self.probabilities.argmax(axis=1).astype(np.int32)
         self.batch_size = batch_size
 
     def run(self) -> int:
-        digest, piece = hashlib.sha256(), predict_batch._FORMAT_ROWS
+        digest, piece = hashlib.sha256(), predict_shards.FORMAT_ROWS
         for start in range(0, len(self.keys), piece):
             end = start + piece
-            host = {predict_batch.KEY_FEATURE: self.keys[start:end]}
+            host = {KEY_FEATURE: self.keys[start:end]}
             outputs = {"probabilities": self.probabilities[start:end], "class_ids": self.class_ids[start:end]}
             digest.update(self.formatter.format(host, outputs))
         return len(self.keys)

@@ -2,10 +2,10 @@
 RunInference: the local runner in tests and local runs, Dataflow at scale. Everything runs on the workers'
 CPUs: the `serve` (CPU) meta graph, loaded once per worker process.
 
-The output is byte-identical to `batch.predict_from_saved_model`'s for the same input: the same batches (rows
+The output is byte-identical to `saved_model.predict_from_saved_model`'s for the same input: the same batches (rows
 [k * batch_size, (k + 1) * batch_size) of the files in sorted order, across file ends, so the model sees the
 same matrices), the same signature, the same JSON Lines formatter, the same shard ranges and manifest, and
-the same atomic commit (`batch.publish`).
+the same atomic commit (`shards.publish`).
 
     files --> count records per file (side input: each file's first row, the shard ranges)
     files --> read a file (one worker per file) --> (batch index, (row, record)) --GroupByKey--> one batch
@@ -43,19 +43,11 @@ from estimator_lib.data.prepare import PrepareResult, encode_for_scoring
 from estimator_lib.export import export_model, load_serving_model
 from estimator_lib.model import inputs
 from estimator_lib.model.outputs import PredictionError
-from estimator_lib.predict.batch import (
-    PredictResult,
-    _Column,
-    _RowFormatter,
-    check_saved_model_arguments,
-    formatted_pieces,
-    predicted_batches,
-    publish,
-    raw_record,
-    saved_model_provenance,
-    shard_name,
-    shard_sizes,
-)
+from estimator_lib.predict.batch import raw_record
+from estimator_lib.predict.columns import Column
+from estimator_lib.predict.jsonl import RowFormatter
+from estimator_lib.predict.saved_model import check_saved_model_arguments, predicted_batches, saved_model_provenance
+from estimator_lib.predict.shards import PredictResult, formatted_pieces, publish, shard_name, shard_sizes
 from estimator_lib.predict.sources import encoded_rows_uri, prediction_source, scoring_options
 from estimator_lib.schema import Schema
 
@@ -68,7 +60,7 @@ class _Plan:
 
     export_dir: str
     schema: Schema
-    columns: Tuple[_Column, ...]
+    columns: Tuple[Column, ...]
     batch_size: int
     num_shards: int
     shard_dir: str
@@ -88,11 +80,11 @@ def predict_from_saved_model(
     beam_config: Optional[BeamConfig] = None,
     provenance: Optional[Dict[str, Any]] = None,
 ) -> PredictResult:
-    """`batch.predict_from_saved_model` on Apache Beam: the same arguments, the same output.
+    """`saved_model.predict_from_saved_model` on Apache Beam: the same arguments, the same output.
 
     Args:
       export_dir, schema, data, output_dir, batch_size, num_examples, passthrough, num_shards: as for
-        `batch.predict_from_saved_model`. A wrong `num_examples` fails and publishes nothing.
+        `saved_model.predict_from_saved_model`. A wrong `num_examples` fails and publishes nothing.
       beam_config: where the pipeline runs (None: the DirectRunner on this machine).
       provenance: entries added to the manifest (None adds none, keeping it identical to the in-process one).
     """
@@ -101,7 +93,7 @@ def predict_from_saved_model(
     columns = check_saved_model_arguments(schema, batch_size, passthrough, num_shards, num_examples)
     files = inputs.resolve_files(data)
     record = {**saved_model_provenance(export_dir, files, columns, batch_size), **(provenance or {})}
-    fields = _RowFormatter(schema, columns).fields
+    fields = RowFormatter(schema, columns).fields
 
     def write_shards(staging: str) -> List[Dict[str, Any]]:
         with work_directory(config, "predict") as work:
@@ -125,7 +117,7 @@ def score(
     (`<output_dir>-saved_model/<version>`, verified as the export stage verifies it), then scores what
     `data` names with it. Raw CSV / JSON Lines rows are encoded through the prepared schema on Beam first
     (kept in `<output_dir>-rows`). Predictions equal the checkpoint's to 1e-5 (the export's verification)
-    and are byte-identical to `batch.predict_from_saved_model` with the same export.
+    and are byte-identical to `saved_model.predict_from_saved_model` with the same export.
 
     Args:
       job: the trained model's job config, placed on the host CPU (`tpu.use_tpu=False`).
@@ -216,7 +208,7 @@ if beam is not None:
 
         An element is a ready batch (first row, serialized Examples); RunInference is told to pass one
         element per call so the signature sees exactly the rows `predict_from_saved_model` gives it, through
-        the same tf.data map (`batch.predicted_batches`). The result is (host columns, model outputs) as
+        the same tf.data map (`saved_model.predicted_batches`). The result is (host columns, model outputs) as
         numpy arrays, ready for the JSON Lines formatter.
         """
 
@@ -241,7 +233,7 @@ if beam is not None:
 
 
 class _FedPredictor:
-    """`batch.predicted_batches` over batches handed in one at a time: one tf.data pipeline per worker process
+    """`saved_model.predicted_batches` over batches handed in one at a time: one tf.data pipeline per worker process
     (building one per batch would trace the signature again for every batch), fed through a queue."""
 
     def __init__(self, model: Any, plan: _Plan):
@@ -263,7 +255,7 @@ def _pieces(element: Tuple[int, Any], layout: Dict[str, Any], plan: _Plan) -> It
     """One predicted batch as formatted JSON Lines pieces keyed by shard: (shard, (first row, rows, bytes))."""
     _, result = element
     (first_row, _), (host, outputs) = result.example, result.inference
-    formatter = _RowFormatter(plan.schema, plan.columns)
+    formatter = RowFormatter(plan.schema, plan.columns)
     row = first_row
     for shard, rows, data in formatted_pieces(host, outputs, formatter, first_row, layout["ends"]):
         yield shard, (row, rows, data)

@@ -12,7 +12,8 @@ from estimator_lib.config.run import DIRECTORY, RAW, RAW_EXTENSIONS, SPLIT, TFRE
 from estimator_lib.data import records
 from estimator_lib.data.prepare import PrepareResult
 from estimator_lib.model.inputs import resolve_files
-from estimator_lib.predict.batch import PredictResult, batch_predict, predict_raw
+from estimator_lib.predict.batch import batch_predict, predict_raw
+from estimator_lib.predict.shards import PredictResult
 
 
 @dataclasses.dataclass(frozen=True)

@@ -29,14 +29,13 @@ from estimator_lib.model import inputs
 from estimator_lib.predict import (
     PredictionError,
     batch_predict,
-    predict_from_saved_model,
+    fetched_keys,
     read_predictions,
     real_rows,
     shard_name,
     verify_output,
 )
-from estimator_lib.predict.batch import _json_numbers, _passthrough_columns, _RowFormatter
-from estimator_lib.schema import INDEX_FEATURE, KEY_FEATURE, PADDING_FEATURE, Schema
+from estimator_lib.schema import INDEX_FEATURE, PADDING_FEATURE, Schema
 
 B = 8  # predict batch size
 REPO = repo.ROOT
@@ -350,76 +349,7 @@ def _wait_for_second_shard(directory, proc, timeout: float) -> str:
     raise AssertionError("the prediction subprocess never reached its second shard")
 
 
-def test_formatter_writes_exact_json_for_plain_and_escaped_keys(trained):
-    """The batch formatter's bytes equal json.dumps per row (floats as their shortest float32 text), whatever
-    the keys hold."""
-    formatter = _RowFormatter(trained.schema, _passthrough_columns(trained.schema, ["colour"]))
-    probabilities = np.array([[0.125, 0.5, 0.375], [1 / 3, 1 / 3, 1 / 3], [0.0, 1e-9, 1.0]], np.float32)
-    outputs = {"probabilities": probabilities, "class_ids": np.array([1, 0, 2], np.int64)}
-    colours = (np.array([b"red", b"", b'bl"ue'], object), np.array([True, False, True]))
-    shortest = {0.125: "0.125", 0.5: "0.5", 0.375: "0.375", 1 / 3: "0.33333334", 0.0: "0.0", 1e-9: "1e-9", 1.0: "1.0"}
-    shortest = {np.float32(v): text for v, text in shortest.items()}
-
-    def expected(keys):
-        rows = []
-        for key, colour, p, k in zip(keys, ["red", None, 'bl"ue'], probabilities, [1, 0, 2]):
-            probs = ", ".join(f'"{c}": {shortest[v]}' for c, v in zip(("low", "mid", "high"), p))
-            rows.append(
-                f'{{"key": {json.dumps(key, ensure_ascii=False)}, "colour": {json.dumps(colour)}, '
-                f'"class": "{("low", "mid", "high")[k]}", "class_id": {k}, "probabilities": {{{probs}}}}}\n'
-            )
-        return "".join(rows).encode("utf-8")
-
-    for keys in (["row-0", "row-1", "row-2"], ['a"b', "c\\d\te\x01", "žluť\nkód"]):
-        host = {KEY_FEATURE: np.array([k.encode("utf-8") for k in keys], object), "colour": colours}
-        text = formatter.format(host, outputs)
-        assert text == expected(keys)
-        assert [json.loads(line)["key"] for line in text.decode("utf-8").splitlines()] == keys
-    with pytest.raises(UnicodeDecodeError):  # a key cut inside a UTF-8 sequence is refused, not written
-        formatter.format({KEY_FEATURE: np.array([b"a\xc5", b"\xbeb", b"c"], object), "colour": colours}, outputs)
-
-
-def test_formatter_names_a_passthrough_column_whose_value_json_cannot_hold(trained):
-    formatter = _RowFormatter(trained.schema, _passthrough_columns(trained.schema, ["x-2"]))
-    outputs = {"probabilities": np.full((2, 3), 1 / 3, np.float32), "class_ids": np.array([0, 1], np.int64)}
-    keys = np.array([b"a", b"b"], object)
-    missing_nan = (np.float32([np.nan, 0.5]), np.array([False, True]))  # missing: null, never formatted
-    assert formatter.format({KEY_FEATURE: keys, "x-2": missing_nan}, outputs).startswith(b'{"key": "a", "x-2": null')
-    with pytest.raises(PredictionError, match=r"passthrough column 'x-2': non-finite values \[inf\]"):
-        formatter.format({KEY_FEATURE: keys, "x-2": (np.float32([np.inf, 0.5]), np.array([True, True]))}, outputs)
-
-
-def test_json_numbers_are_the_shortest_text_that_reads_back_bitwise():
-    rng = np.random.default_rng(3)
-    bits = rng.integers(0, 2**32, 20000, dtype=np.uint64).astype(np.uint32)
-    values = bits.view(np.float32)
-    values = np.concatenate([values[np.isfinite(values)], np.float32([0.0, -0.0, 1e-45, 3.4028235e38, 0.1, 1 / 3])])
-    texts = _json_numbers(values)
-    assert len(texts) == len(values)
-    back = np.array([json.loads(t) for t in texts], np.float64).astype(np.float32)
-    np.testing.assert_array_equal(back.view(np.uint32), values.view(np.uint32))  # bitwise, -0.0 included
-
-    def digits(text: str) -> int:  # significant digits of a decimal text
-        mantissa = text.lower().split("e")[0].replace("-", "").replace(".", "").strip("0")
-        return max(len(mantissa), 1)
-
-    # numpy's repr is the shortest round-tripping text (Dragon4 "unique"): never more digits than that.
-    assert all(digits(t.decode()) <= digits(repr(v)) for t, v in zip(texts, values))
-    assert _json_numbers(np.float32([0.1]))[0] == b"0.1"  # not 0.100000001
-    assert _json_numbers(np.float64([0.1, 1e300])) == [b"0.1", b"1e+300"]
-    assert _json_numbers(np.int64([0, -7, 2**40])) == [b"0", b"-7", b"1099511627776"]
-    assert _json_numbers(np.float32([])) == []
-    for bad in (np.nan, np.inf, -np.inf):
-        with pytest.raises(ValueError, match="non-finite values"):
-            _json_numbers(np.float32([1.0, bad]))
-
-
-def test_saved_model_path_rejects_a_bad_num_examples_before_loading(tmp_path):
-    with pytest.raises(ValueError, match=r"num_examples=-1 must be a non-negative integer \(prepare's row count\)"):
-        predict_from_saved_model(
-            str(tmp_path / "no-export"),
-            synthetic.make_schema("multiclass"),
-            "x",
-            str(tmp_path / "o"),
-            num_examples=-1,
-        )
+def test_fetched_keys_are_the_outputs_row_markers_and_packed_keys_not_the_logits():
+    marks = [INDEX_FEATURE, PADDING_FEATURE, "example_key_bytes"]
+    assert fetched_keys(synthetic.make_schema("multiclass")) == ["class_ids", "probabilities", *marks]
+    assert fetched_keys(synthetic.make_schema("regression")) == ["predictions", *marks]

@@ -322,11 +322,6 @@ def test_unknown_prediction_extension_is_refused_with_the_accepted_ones():
     )
 
 
-def test_empty_directory_is_refused(tmp_path):
-    with pytest.raises(FileNotFoundError, match=r"holds no \.tfrecord or \.tfrecords files"):
-        sources.prediction_source(str(tmp_path), prepared=None)
-
-
 def test_component_reads_new_rows_with_the_preparations_rules(trained, tmp_path):
     assert sources.scoring_options(trained["prepared"]) == {
         "missing_values": ("", "NA", "N/A", "null", "None"),
