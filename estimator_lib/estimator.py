@@ -103,6 +103,32 @@ def build_estimator(
     )
 
 
+def build_user_estimator(
+    job: JobConfig, model_fn, hparams: Dict, model_dir: str, warm_start_from: Optional[str] = None
+) -> tpu_lib.TPUEstimator:
+    """The TPUEstimator for a user's own model_fn (`model.user.model_fn.wrap_model_fn` of it), with the user's
+    hyperparameters as `params` (TPUEstimator adds `batch_size`, `use_tpu` and, on a TPU, `context`).
+
+    The run config and the batch sizes are the job's, as for the built-in models; `warm_start_from` (a
+    checkpoint or SavedModel variables directory) initialises the variables the checkpoint shares by name.
+    """
+    if job.training.deterministic:
+        enable_determinism(job.training.seed)
+    return tpu_lib.TPUEstimator(
+        model_fn=model_fn,
+        config=build_run_config(job, model_dir),
+        use_tpu=job.tpu.use_tpu,
+        train_batch_size=job.training.train_batch_size,
+        eval_batch_size=job.training.eval_batch_size,
+        predict_batch_size=job.training.predict_batch_size,
+        eval_on_tpu=job.tpu.eval_on_tpu,
+        export_to_tpu=True,
+        export_to_cpu=True,
+        params=dict(hparams),
+        warm_start_from=warm_start_from,
+    )
+
+
 def _cpu_loop_params(
     job: JobConfig, schema: Schema, target_step: Optional[int], predict_batches_per_run: int
 ) -> Dict[str, int]:

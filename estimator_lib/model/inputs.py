@@ -68,16 +68,17 @@ def resolve_files(patterns: Patterns) -> List[str]:
     return sorted(set(files))
 
 
-def _record_count(files: Sequence[str]) -> tf.Tensor:
+def _record_count(files: Sequence[str], compression: str = "") -> tf.Tensor:
     """int64 scalar: the records in TFRecord files (one pass, a batch at a time); eager or in a graph."""
-    dataset = tf.data.TFRecordDataset(list(files)).batch(_COUNT_BATCH)
+    dataset = tf.data.TFRecordDataset(list(files), compression_type=compression).batch(_COUNT_BATCH)
     dataset = dataset.with_options(fixed_pipeline_options())
     return dataset.reduce(tf.constant(0, tf.int64), lambda n, b: n + tf.cast(tf.shape(b)[0], tf.int64))
 
 
-def count_records(patterns: Patterns) -> int:
-    """Counts the records in TFRecord files (one pass over the data, a batch at a time)."""
-    return int(_record_count(resolve_files(patterns)).numpy())
+def count_records(patterns: Patterns, compression: str = "") -> int:
+    """Counts the records in TFRecord files (one pass over the data, a batch at a time); `compression` is
+    "GZIP" for gzip-compressed files."""
+    return int(_record_count(resolve_files(patterns), compression).numpy())
 
 
 def eval_steps(num_examples: int, global_batch_size: int) -> int:
@@ -99,7 +100,7 @@ def start_step(model_dir: Optional[str]) -> int:
     return int(tf.train.load_variable(checkpoint, "global_step"))
 
 
-def _deployment(params: Dict) -> Tuple[int, int, int]:
+def deployment(params: Dict) -> Tuple[int, int, int]:
     """(invocation index, invocation count, replicas fed by this call) of this input_fn call.
 
     On a TPU, `params['context'].current_input_fn_deployment()` tells it: with PER_HOST_V2 there is one call
@@ -112,9 +113,9 @@ def _deployment(params: Dict) -> Tuple[int, int, int]:
     return index, count, replicas
 
 
-def _host_files(files: List[str], params: Dict) -> List[str]:
+def host_files(files: List[str], params: Dict) -> List[str]:
     """This call's share of the files on a multi-host TPU slice (all files on one host or on CPU)."""
-    index, count, _ = _deployment(params)
+    index, count, _ = deployment(params)
     if count == 1:
         return files
     if len(files) < count:
@@ -136,12 +137,15 @@ def _epoch_order(
     return dataset.interleave(interleave, cycle_length=min(count, _INTERLEAVE_CYCLE), **parallel)
 
 
-def _epoch_records(files: List[str], seed: int, shuffle_buffer_size: int, epoch: tf.Tensor) -> tf.data.Dataset:
+def _epoch_records(
+    files: List[str], seed: int, shuffle_buffer_size: int, epoch: tf.Tensor, compression: str = ""
+) -> tf.data.Dataset:
     """One pass over `files` (serialized records): files in an order seeded by (seed, epoch), interleaved
     deterministically, records shuffled with a buffer seeded the same way."""
     epoch_seed = fold_seed(seed, epoch)
     files_dataset = tf.data.Dataset.from_tensor_slices(files)
-    dataset = _epoch_order(files_dataset, len(files), epoch_seed, tf.data.TFRecordDataset, _AUTOTUNE)
+    read = lambda f: tf.data.TFRecordDataset(f, compression_type=compression)  # noqa: E731
+    dataset = _epoch_order(files_dataset, len(files), epoch_seed, read, _AUTOTUNE)
     return dataset.shuffle(shuffle_buffer_size, seed=epoch_seed + 1)
 
 
@@ -166,7 +170,9 @@ def _endless(epoch_fn: Callable[[tf.Tensor], tf.data.Dataset], per_epoch, positi
     return stream.skip(offset).apply(tf.data.experimental.assert_cardinality(tf.data.INFINITE_CARDINALITY))
 
 
-def training_records(files: List[str], seed: int, shuffle_buffer_size: int, position: int) -> tf.data.Dataset:
+def training_records(
+    files: List[str], seed: int, shuffle_buffer_size: int, position: int, compression: str = ""
+) -> tf.data.Dataset:
     """The endless training stream of serialized records, from record number `position` on.
 
     The stream is epoch 0, epoch 1, ... (`_epoch_records`), so it depends on nothing but (files, seed, buffer
@@ -174,8 +180,9 @@ def training_records(files: List[str], seed: int, shuffle_buffer_size: int, posi
     costs at most one epoch's reading (whole epochs are stepped over by number); the records per epoch are
     counted only when `position` > 0.
     """
-    per_epoch = _record_count(files) if position else 1  # in the input_fn's graph: counted when the stream starts
-    return _endless(lambda epoch: _epoch_records(files, seed, shuffle_buffer_size, epoch), per_epoch, position)
+    per_epoch = _record_count(files, compression) if position else 1  # in the input_fn's graph, when it starts
+    epoch_fn = lambda epoch: _epoch_records(files, seed, shuffle_buffer_size, epoch, compression)  # noqa: E731
+    return _endless(epoch_fn, per_epoch, position)
 
 
 def cached_training_batches(
@@ -266,18 +273,18 @@ def train_input_fn_builder(
     def input_fn(params: Dict) -> tf.data.Dataset:
         batch_size = params["batch_size"]
         steps = params.get(STEPS_PER_RUN, 1) if params.get("context") is None else 1
-        host_files = _host_files(files, params)
-        _, _, replicas = _deployment(params)
+        own_files = host_files(files, params)
+        _, _, replicas = deployment(params)
         position = start_step(model_dir) * replicas * batch_size
         size = steps * batch_size
         if counts is None:
-            dataset = training_records(host_files, seed, shuffle_buffer_size, position)
+            dataset = training_records(own_files, seed, shuffle_buffer_size, position)
             dataset = dataset.batch(size, drop_remainder=True)
             dataset = dataset.map(lambda s: transform.parse_batch(s, schema), num_parallel_calls=_AUTOTUNE)
         else:
-            host_counts = [counts[f] for f in host_files]
+            host_counts = [counts[f] for f in own_files]
             dataset = cached_training_batches(
-                host_files, host_counts, schema, seed, shuffle_buffer_size, position, size
+                own_files, host_counts, schema, seed, shuffle_buffer_size, position, size
             )
         if steps > 1:
             dataset = dataset.map(lambda f, label: _split_steps(f, label, steps, batch_size))
@@ -294,8 +301,15 @@ def predict_batches_per_run(batch_size: int, num_examples: int) -> int:
     return max(1, PREDICT_ROWS_PER_RUN // batch_size)
 
 
-def _padded_batches(
-    files: List[str], num_examples: int, batch_size: int, steps: int, params: Dict, group: int = 1
+def padded_batches(
+    files: List[str],
+    num_examples: int,
+    batch_size: int,
+    steps: int,
+    params: Dict,
+    group: int = 1,
+    padding_record: bytes = b"",
+    compression: str = "",
 ) -> tf.data.Dataset:
     """(batch index, serialized [batch_size]) pairs of this input_fn call's replicas, for `steps` steps.
 
@@ -313,11 +327,14 @@ def _padded_batches(
     do not hold exactly `num_examples` records.
 
     Padding is added to the record stream and everything after the read works on whole batches (per-record
-    maps cost more than the model here)."""
-    host, hosts, replicas_per_host = _deployment(params)
+    maps cost more than the model here). A padding record is `padding_record` (an empty Example by default,
+    which the prepared data's parse spec fills with defaults; a user's strict spec needs one that matches it).
+    `compression` is "GZIP" for gzip-compressed files."""
+    host, hosts, replicas_per_host = deployment(params)
     batches = steps * replicas_per_host * hosts
-    real = tf.data.TFRecordDataset(files).apply(tf.data.experimental.assert_cardinality(num_examples))
-    padding = tf.data.Dataset.from_tensors(tf.constant(b"")).repeat(batches * batch_size - num_examples)
+    real = tf.data.TFRecordDataset(files, compression_type=compression)
+    real = real.apply(tf.data.experimental.assert_cardinality(num_examples))
+    padding = tf.data.Dataset.from_tensors(tf.constant(padding_record)).repeat(batches * batch_size - num_examples)
     if group > 1:
         return real.concatenate(padding).batch(batch_size * group).enumerate()
     numbered = real.concatenate(padding).batch(batch_size, drop_remainder=True).enumerate()
@@ -334,7 +351,7 @@ def _padded_input_fn(patterns: Patterns, schema: Schema, num_examples: Optional[
 
     def input_fn(params: Dict) -> tf.data.Dataset:
         batch_size = params["batch_size"]
-        _, hosts, replicas_per_host = _deployment(params)
+        _, hosts, replicas_per_host = deployment(params)
         steps = eval_steps(count, batch_size * replicas_per_host * hosts)
         group = 1 if with_label or params.get("use_tpu") else params.get(PREDICT_BATCHES_PER_RUN, 1)
 
@@ -351,7 +368,7 @@ def _padded_input_fn(patterns: Patterns, schema: Schema, num_examples: Optional[
                 return features
             return features, transform.to_model_label(parsed, schema)
 
-        dataset = _padded_batches(files, count, batch_size, steps, params, group)
+        dataset = padded_batches(files, count, batch_size, steps, params, group)
         dataset = dataset.map(parse, num_parallel_calls=PARSE_PARALLELISM).prefetch(PREFETCH_BATCHES)
         return dataset.with_options(fixed_pipeline_options())
 

@@ -93,10 +93,10 @@ class FakeTPUContext:
 
 def test_training_files_are_split_between_hosts(data):
     files = inputs.resolve_files(data[1])
-    assert inputs._host_files(files, {"context": FakeTPUContext(0)}) == files[0::2]
-    assert inputs._host_files(files, {"context": FakeTPUContext(1)}) == files[1::2]
+    assert inputs.host_files(files, {"context": FakeTPUContext(0)}) == files[0::2]
+    assert inputs.host_files(files, {"context": FakeTPUContext(1)}) == files[1::2]
     with pytest.raises(ValueError, match=r"1 training file\(s\) cannot be split over 2 TPU hosts"):
-        inputs._host_files(files[:1], {"context": FakeTPUContext(0)})
+        inputs.host_files(files[:1], {"context": FakeTPUContext(0)})
 
 
 def test_fold_seed_differs_by_epoch_and_is_stable():

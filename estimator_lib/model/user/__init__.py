@@ -1,0 +1,24 @@
+"""A user's own TPUEstimator model: their `model_fn` (called as TPUEstimator calls it), their hyperparameters
+as `params`, and their TFRecords described by a `FeatureSpec` (`estimator_lib.config.feature_spec`).
+
+`run` trains, evaluates, predicts and exports it with the stages' guarantees; `model_fn` wraps the user's
+function (padding masked out of metrics, row markers added to predictions); `inputs` builds the TPU input_fns
+from the spec; `records` parses records and names the one that does not match the spec.
+"""
+
+from estimator_lib.model.user.model_fn import UserCodeError, load_function, wrap_model_fn
+from estimator_lib.model.user.records import RecordMismatchError
+from estimator_lib.model.user.run import UserEvalResult, UserModel, evaluate, export, predict, train
+
+__all__ = [
+    "RecordMismatchError",
+    "UserCodeError",
+    "UserEvalResult",
+    "UserModel",
+    "evaluate",
+    "export",
+    "load_function",
+    "predict",
+    "train",
+    "wrap_model_fn",
+]

@@ -1,0 +1,79 @@
+"""TPU input_fns over a user's TFRecords, built from their `FeatureSpec` (the reads run on the host CPU).
+
+- Training: the files split over TPU hosts (`params['context']`), a seeded order per epoch, endless, batches of
+  `params['batch_size']` (per shard on a TPU) with `drop_remainder=True` (static shapes), resumed where the
+  checkpoint left off (`model.inputs.training_records`: the same stream the built-in models read).
+- Evaluation and prediction: every record once, in file order, padded to whole batches with a record that
+  matches the spec; each row carries `is_padding` (float32 [B]: 1.0 on padding rows) and `example_index`
+  (int32 [B]: its position in the input), which the model_fn wrapper takes out before the user's model_fn
+  sees the features.
+
+Every tensor has a static shape: [B, *shape] per feature, the label [B, *shape].
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Optional
+
+import tensorflow as tf
+
+from estimator_lib.config.feature_spec import FeatureSpec
+from estimator_lib.model import inputs
+from estimator_lib.model.inputs import InputFn, Patterns
+from estimator_lib.model.user import records
+from estimator_lib.schema import INDEX_FEATURE, PADDING_FEATURE
+
+
+def train_input_fn_builder(
+    patterns: Patterns, spec: FeatureSpec, seed: int, shuffle_buffer_size: int, model_dir: Optional[str] = None
+) -> InputFn:
+    """input_fn(params) -> Dataset of (features {name: [B, *shape]}, label [B, *shape]) (features only when the
+    spec has no label). `input_fn.files` and `input_fn.compression` say what it reads."""
+    files = inputs.resolve_files(patterns)
+    compression = records.compression(files)
+
+    def input_fn(params: Dict) -> tf.data.Dataset:
+        batch_size = params["batch_size"]
+        own_files = inputs.host_files(files, params)
+        _, _, replicas = inputs.deployment(params)
+        position = inputs.start_step(model_dir) * replicas * batch_size
+        stream = inputs.training_records(own_files, seed, shuffle_buffer_size, position, compression)
+        dataset = stream.batch(batch_size, drop_remainder=True)
+        dataset = dataset.map(lambda s: records.parse_batch(s, spec, with_label=True), num_parallel_calls=tf.data.AUTOTUNE)
+        return dataset.prefetch(tf.data.AUTOTUNE)
+
+    input_fn.files = files  # type: ignore[attr-defined]
+    return input_fn
+
+
+def padded_input_fn_builder(
+    patterns: Patterns, spec: FeatureSpec, num_examples: Optional[int], with_label: bool
+) -> InputFn:
+    """The eval (`with_label`) or predict input_fn: every record once, padded to whole global batches.
+
+    `input_fn.num_examples` holds the real record count, `input_fn.files` the files in order."""
+    files = inputs.resolve_files(patterns)
+    compression = records.compression(files)
+    count = inputs.count_records(files, compression) if num_examples is None else num_examples
+    padding = records.padding_record(spec)
+
+    def input_fn(params: Dict) -> tf.data.Dataset:
+        batch_size = params["batch_size"]
+        _, hosts, replicas_per_host = inputs.deployment(params)
+        steps = inputs.eval_steps(count, batch_size * replicas_per_host * hosts)
+
+        def parse(batch_index, serialized):
+            index = tf.cast(batch_index, tf.int32) * batch_size + tf.range(batch_size, dtype=tf.int32)
+            parsed = records.parse_batch(serialized, spec, with_label)
+            features = parsed[0] if with_label and spec.label else parsed
+            features[PADDING_FEATURE] = tf.cast(index >= count, tf.float32)
+            features[INDEX_FEATURE] = index
+            return parsed
+
+        dataset = inputs.padded_batches(files, count, batch_size, steps, params, 1, padding, compression)
+        dataset = dataset.map(parse, num_parallel_calls=inputs.PARSE_PARALLELISM).prefetch(inputs.PREFETCH_BATCHES)
+        return dataset.with_options(inputs.fixed_pipeline_options())
+
+    input_fn.num_examples = count  # type: ignore[attr-defined]
+    input_fn.files = files  # type: ignore[attr-defined]
+    return input_fn

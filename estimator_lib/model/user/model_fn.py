@@ -1,0 +1,182 @@
+"""A user's own TPUEstimator `model_fn`, called exactly as TPUEstimator calls it, inside the stages' contracts.
+
+TPUEstimator calls `model_fn(features, labels, mode, params[, config])`: `labels` only if the function takes
+them (and a ValueError when the input gives labels to a model_fn without a `labels` argument), `mode` if it
+takes it, `config` only if its signature names it, `params` always (with `batch_size`: per shard on a TPU,
+global on CPU, absent at export; `use_tpu`; `context` on a TPU). `wrap_model_fn` keeps that call and adds
+what the stages need around it, without changing what the user's model computes:
+
+- Evaluation: the padded rows (`is_padding`, from `user.inputs`) are removed from every tensor of
+  `eval_metrics=(metric_fn, tensors)` before the user's metric_fn sees them. metric_fn runs on the host (on a
+  TPU the shards' tensors are concatenated first), so masking along the batch dimension is exact: the metrics
+  are those of the real rows, whatever the eval size.
+- Prediction: `is_padding` and `example_index` are added to the user's predictions, so the host drops the
+  padding and checks the order; the user's own prediction keys are kept as they are.
+
+The markers are taken out of `features` before the user's model_fn sees them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import Any, Callable, Dict, Optional
+
+import tensorflow as tf
+from tensorflow.python.util import function_utils
+from tensorflow_estimator.python.estimator.model_fn import EstimatorSpec
+from tensorflow_estimator.python.estimator.tpu.tpu_estimator import TPUEstimatorSpec
+
+from estimator_lib.schema import INDEX_FEATURE, PADDING_FEATURE
+
+ModeKeys = tf.estimator.ModeKeys
+MARKERS = (PADDING_FEATURE, INDEX_FEATURE)
+# Keys TPUEstimator adds to params itself (and refuses from a user).
+RESERVED_PARAMS = ("batch_size", "context")
+
+
+class UserCodeError(ValueError):
+    """A user's function cannot be loaded or does not keep TPUEstimator's contract; the message says how."""
+
+
+def load_function(reference: str, what: str, code_dir: Optional[str] = None) -> Callable:
+    """The function `reference` ("package.module:function") names, imported with `code_dir` (the user's code
+    folder) first on the import path.
+
+    Raises:
+      UserCodeError: the reference is malformed, the module cannot be imported, or has no such callable.
+    """
+    module_name, _, name = reference.partition(":")
+    if not module_name or not name:
+        raise UserCodeError(f"{what} {reference!r}: expected MODULE:FUNCTION, e.g. my_model.model:model_fn")
+    if code_dir and code_dir not in sys.path:
+        sys.path.insert(0, code_dir)
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        where = f" (looked in --code {code_dir} and the installed packages)" if code_dir else ""
+        raise UserCodeError(f"{what} {reference!r}: module {module_name!r} cannot be imported{where}: {e}") from e
+    function = getattr(module, name, None)
+    if not callable(function):
+        raise UserCodeError(f"{what} {reference!r}: {module_name} has no function {name!r}")
+    return function
+
+
+def check_model_fn(model_fn: Callable, reference: str) -> None:
+    """TPUEstimator's own check, before anything runs: the model_fn must take `params`."""
+    if "params" not in function_utils.fn_args(model_fn):
+        raise UserCodeError(
+            f"--model-fn {reference}: the function must take a `params` argument (TPUEstimator passes the "
+            "per-shard batch size as params['batch_size']): def model_fn(features, labels, mode, params)"
+        )
+
+
+def check_hparams(hparams: Dict[str, Any]) -> None:
+    reserved = sorted(set(hparams) & set(RESERVED_PARAMS))
+    if reserved:
+        raise UserCodeError(
+            f"hyperparameter(s) {reserved}: TPUEstimator sets params['batch_size'] and params['context'] itself; "
+            "set the batch sizes with --set training.train_batch_size=... and rename the others"
+        )
+
+
+def call_as_tpu_estimator(model_fn: Callable, features, labels, mode, params, config):
+    """Calls `model_fn` with the arguments its signature takes, as TPUEstimator's `_call_model_fn` does."""
+    args = function_utils.fn_args(model_fn)
+    kwargs: Dict[str, Any] = {}
+    if "labels" in args:
+        kwargs["labels"] = labels
+    elif labels is not None:
+        raise ValueError("model_fn does not take labels, but input_fn returns labels.")
+    if "mode" in args:
+        kwargs["mode"] = mode
+    if "config" in args:
+        kwargs["config"] = config
+    kwargs["params"] = params
+    return model_fn(features=features, **kwargs)
+
+
+def _masked_metric_fn(metric_fn: Callable, tensors):
+    """(metric_fn', tensors') that drop the padded rows of every tensor before `metric_fn` sees them."""
+    real = lambda padding: tf.equal(tf.reshape(padding, [-1]), 0.0)  # noqa: E731
+    if isinstance(tensors, dict):
+
+        def masked_by_name(**named):
+            keep = real(named.pop(PADDING_FEATURE))
+            return metric_fn(**{k: tf.boolean_mask(v, keep) for k, v in named.items()})
+
+        return masked_by_name, dict(tensors)
+
+    def masked(*given):
+        *values, padding = given
+        keep = real(padding)
+        return metric_fn(*[tf.boolean_mask(v, keep) for v in values])
+
+    return masked, list(tensors)
+
+
+def _check_metric_tensors(metric_fn: Callable, tensors) -> None:
+    if isinstance(tensors, (list, tuple)):
+        takes = function_utils.fn_args(metric_fn)
+        if len(takes) != len(tensors):
+            raise UserCodeError(
+                f"eval_metrics: metric_fn takes {len(takes)} argument(s) {list(takes)} but {len(tensors)} tensor(s) "
+                "were given; give one tensor per argument (or a dict keyed by the argument names)"
+            )
+
+
+def _rebuilt(spec, **changes):
+    """`spec` with `changes`, through its constructor: TPUEstimatorSpec records its host calls when it is built,
+    so a namedtuple `_replace` would keep the old ones."""
+    return type(spec)(**{**spec._asdict(), **changes})
+
+
+def _with_masked_metrics(spec, padding: tf.Tensor):
+    if isinstance(spec, EstimatorSpec) and not isinstance(spec, TPUEstimatorSpec):
+        raise UserCodeError(
+            "model_fn returned an EstimatorSpec in EVAL mode: its eval_metric_ops are built over every row, padding "
+            "included, and cannot be masked; return TPUEstimatorSpec(mode, loss=..., eval_metrics=(metric_fn, "
+            "tensors)), whose metric_fn runs on the host over the real rows"
+        )
+    if spec.eval_metrics is None:
+        return spec
+    metric_fn, tensors = spec.eval_metrics
+    _check_metric_tensors(metric_fn, tensors)
+    masked_fn, masked_tensors = _masked_metric_fn(metric_fn, tensors)
+    if isinstance(masked_tensors, dict):
+        masked_tensors[PADDING_FEATURE] = padding
+    else:
+        masked_tensors.append(padding)
+    return _rebuilt(spec, eval_metrics=(masked_fn, masked_tensors))
+
+
+def _with_markers(spec, markers: Dict[str, tf.Tensor]):
+    predictions = spec.predictions
+    if not isinstance(predictions, dict):
+        predictions = {"predictions": predictions}
+    clash = sorted(set(predictions) & set(markers))
+    if clash:
+        raise UserCodeError(f"predictions {clash}: these keys are the pipeline's row markers; rename them")
+    predictions = {**predictions, **{k: tf.identity(v) for k, v in markers.items()}}
+    return _rebuilt(spec, predictions=predictions)
+
+
+def wrap_model_fn(user_model_fn: Callable) -> Callable:
+    """The model_fn TPUEstimator gets: the user's, called as TPUEstimator would, with padded rows masked out of
+    the eval metrics and the row markers added to the predictions (see the module docstring)."""
+
+    def model_fn(features, labels, mode, params, config):
+        markers = {}
+        if isinstance(features, dict) and PADDING_FEATURE in features:
+            markers = {k: features[k] for k in MARKERS if k in features}
+            features = {k: v for k, v in features.items() if k not in MARKERS}
+        spec = call_as_tpu_estimator(user_model_fn, features, labels, mode, params, config)
+        if not isinstance(spec, (TPUEstimatorSpec, EstimatorSpec)):
+            raise UserCodeError(f"model_fn returned {type(spec).__name__}; it must return a TPUEstimatorSpec")
+        if mode == ModeKeys.EVAL and markers:
+            return _with_masked_metrics(spec, markers[PADDING_FEATURE])
+        if mode == ModeKeys.PREDICT and markers:
+            return _with_markers(spec, markers)
+        return spec
+
+    return model_fn

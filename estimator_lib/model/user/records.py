@@ -1,0 +1,221 @@
+"""A user's TFRecords, read by their `FeatureSpec`: parsing (on the host, in the input pipeline), the padding
+record, and the diagnosis that names the file, record and feature when a record does not match the spec.
+
+Parsing never imputes: a record that lacks a feature, holds the wrong number of values, or the wrong list type,
+fails the stage. TensorFlow's parse error does not say which record failed, so on failure `first_mismatch`
+reads the files in Python to find the first record that does not match, and the error names it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from typing import Dict, Iterator, List, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from estimator_lib.config.feature_spec import Feature, FeatureSpec
+
+_TF_DTYPES = {"float32": tf.float32, "int64": tf.int64, "int32": tf.int64, "bytes": tf.string}
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+class RecordMismatchError(ValueError):
+    """A record does not match the feature spec: names the file, the record's index, the feature, what the spec
+    expects and what the record holds."""
+
+
+def compression(files: Sequence[str]) -> str:
+    """"GZIP" when the files are gzip-compressed (by their first bytes), "" when not; mixed is an error."""
+    kinds = set()
+    for path in files:
+        with tf.io.gfile.GFile(path, "rb") as f:
+            kinds.add("GZIP" if f.read(2) == GZIP_MAGIC else "")
+    if len(kinds) > 1:
+        raise ValueError(f"{list(files)}: some files are gzip-compressed and some are not; give files of one kind")
+    return kinds.pop() if kinds else ""
+
+
+def _parse_feature(feature: Feature):
+    if feature.var_len:
+        return tf.io.VarLenFeature(_TF_DTYPES[feature.dtype])
+    if feature.decode:
+        return tf.io.FixedLenFeature([], tf.string)
+    return tf.io.FixedLenFeature(list(feature.shape), _TF_DTYPES[feature.dtype])
+
+
+def parse_spec(spec: FeatureSpec, features: Sequence[Feature]) -> Dict[str, object]:
+    """{name: tf.io feature} for `features` of the spec: strict fixed lengths, no defaults (never imputes)."""
+    return {f.name: _parse_feature(f) for f in features}
+
+
+def _to_tensor(feature: Feature, value) -> tf.Tensor:
+    """A parsed feature [B, ...] as the model sees it: var_len padded to its length (longer fails), images
+    decoded to float32 [B, h, w, c], int32 cast from the wire's int64."""
+    if feature.var_len:
+        length = feature.shape[0]
+        check = tf.debugging.assert_less_equal(
+            value.dense_shape[1],
+            tf.constant(length, tf.int64),
+            message=f"feature {feature.name!r}: a record holds more than its var_len length {length} values",
+        )
+        with tf.control_dependencies([check]):
+            dense = tf.sparse.to_dense(value, default_value=tf.cast(feature.default, value.dtype))
+        dense = tf.pad(dense, [[0, 0], [0, length - tf.shape(dense)[1]]], constant_values=tf.cast(feature.default, value.dtype))
+        value = tf.ensure_shape(dense, [None, length])
+    elif feature.decode:
+        height, width, channels = feature.shape
+        decode = lambda b: tf.cast(tf.io.decode_image(b, channels=channels, expand_animations=False), tf.float32)  # noqa: E731
+        images = tf.map_fn(decode, value, fn_output_signature=tf.TensorSpec([None, None, channels], tf.float32))
+        value = tf.ensure_shape(images, [None, height, width, channels])
+    return tf.cast(value, tf.int32) if feature.dtype == "int32" else value
+
+
+def parse_batch(serialized: tf.Tensor, spec: FeatureSpec, with_label: bool):
+    """string [B] -> features {name: [B, *shape]} (and the label [B, *shape] when `with_label`)."""
+    wanted = spec.inputs + ((spec.feature(spec.label),) if with_label and spec.label else ())
+    parsed = tf.io.parse_example(serialized, parse_spec(spec, wanted))
+    tensors = {f.name: _to_tensor(f, parsed[f.name]) for f in wanted}
+    if not (with_label and spec.label):
+        return tensors
+    label = tensors.pop(spec.label)
+    return tensors, label
+
+
+def _zero_value(feature: Feature) -> tf.train.Feature:
+    if feature.decode:
+        image = tf.io.encode_png(tf.zeros(feature.shape, tf.uint8)).numpy()
+        return tf.train.Feature(bytes_list=tf.train.BytesList(value=[image]))
+    if feature.var_len:
+        values: list = []
+    else:
+        values = [b""] if feature.dtype == "bytes" else [0] * feature.size
+    kind = {"float_list": tf.train.FloatList, "int64_list": tf.train.Int64List, "bytes_list": tf.train.BytesList}
+    return tf.train.Feature(**{feature.wire_list: kind[feature.wire_list](value=values)})
+
+
+def padding_record(spec: FeatureSpec) -> bytes:
+    """A serialized Example that matches the spec with zero values: what pads eval and predict data to whole
+    batches (its rows are marked `is_padding` and weighted out or dropped)."""
+    return tf.train.Example(
+        features=tf.train.Features(feature={f.name: _zero_value(f) for f in spec.features})
+    ).SerializeToString()
+
+
+# -- naming the record that does not match -------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Mismatch:
+    path: str
+    index: int
+    feature: str
+    expected: str
+    found: str
+
+    def message(self) -> str:
+        return (
+            f"{self.path}: record {self.index}: feature {self.feature!r}: expected {self.expected}, found {self.found}"
+        )
+
+
+def _read_records(path: str) -> Iterator[bytes]:
+    with tf.io.gfile.GFile(path, "rb") as raw:
+        head = raw.read(2)
+    reader_options = "GZIP" if head == GZIP_MAGIC else ""
+    for record in tf.data.TFRecordDataset([path], compression_type=reader_options).batch(1024).as_numpy_iterator():
+        yield from record
+
+
+def _expected(feature: Feature) -> str:
+    if feature.decode:
+        return "1 value in bytes_list (an encoded image)"
+    count = f"up to {feature.size}" if feature.var_len else str(feature.size)
+    return f"{count} value(s) in {feature.wire_list} ({feature.dtype}, shape {list(feature.shape)})"
+
+
+def _check(feature: Feature, example: tf.train.Example) -> Optional[str]:
+    """What the record holds for `feature` when that does not match the spec; None when it matches."""
+    if feature.name not in example.features.feature:
+        return "no such feature in the record"
+    value = example.features.feature[feature.name]
+    kind = value.WhichOneof("kind")
+    if kind is None:
+        return "an empty feature (no list set)"
+    count = len(getattr(value, kind).value)
+    if kind != feature.wire_list:
+        return f"{count} value(s) in {kind}"
+    fits = count <= feature.size if feature.var_len else count == feature.size
+    if not fits:
+        return f"{count} value(s) in {kind}"
+    if feature.decode:
+        try:
+            image = tf.io.decode_image(value.bytes_list.value[0], channels=feature.shape[2], expand_animations=False)
+        except (tf.errors.InvalidArgumentError, ValueError):
+            return "bytes that are not an encoded image (PNG, JPEG, GIF or BMP)"
+        if list(image.shape) != list(feature.shape):
+            return f"an image of shape {list(image.shape)}, not {list(feature.shape)}"
+    return None
+
+
+def first_mismatch(
+    files: Sequence[str], spec: FeatureSpec, features: Sequence[Feature], per_file: Optional[int] = None
+) -> Optional[Mismatch]:
+    """The first record of `files` (in order; the first `per_file` of each file when given) whose `features`
+    do not match the spec, or None."""
+    for path in files:
+        for index, record in enumerate(itertools.islice(_read_records(path), per_file)):
+            try:
+                example = tf.train.Example.FromString(record)
+            except Exception:  # noqa: BLE001 - protobuf's DecodeError is not exported by a stable name
+                return Mismatch(path, index, "(record)", "a serialized tf.train.Example", "bytes that do not parse")
+            for feature in features:
+                found = _check(feature, example)
+                if found is not None:
+                    return Mismatch(path, index, feature.name, _expected(feature), found)
+    return None
+
+
+def _read_features(spec: FeatureSpec, with_label: bool) -> List[Feature]:
+    features = list(spec.inputs) + ([spec.feature(spec.label)] if with_label and spec.label else [])
+    return features + ([spec.feature(spec.key)] if spec.key else [])
+
+
+def check_first_records(files: Sequence[str], spec: FeatureSpec, with_label: bool) -> None:
+    """Checks the first record of every file against the spec before a graph is built on it: a spec of the
+    wrong dtype or shape fails here, naming the feature, rather than inside the user's model."""
+    found = first_mismatch(files, spec, _read_features(spec, with_label), per_file=1)
+    if found is not None:
+        raise RecordMismatchError(found.message())
+
+
+def raise_for_records(files: Sequence[str], spec: FeatureSpec, with_label: bool, cause: Exception) -> None:
+    """After a parse failure in the input pipeline: raises RecordMismatchError naming the first record that does
+    not match; re-raises `cause` when every record matches (the failure was something else)."""
+    found = first_mismatch(files, spec, _read_features(spec, with_label))
+    if found is None:
+        raise cause
+    raise RecordMismatchError(found.message()) from None
+
+
+def read_column(files: Sequence[str], feature: Feature) -> List:
+    """One scalar feature's values of every record, in file order (the prediction rows' keys)."""
+    out: List = []
+    spec = {feature.name: tf.io.FixedLenFeature([], _TF_DTYPES[feature.dtype])}
+    for path in files:
+        dataset = tf.data.TFRecordDataset([path], compression_type=compression([path])).batch(4096)
+        for batch in dataset.map(lambda s: tf.io.parse_example(s, spec)[feature.name]).as_numpy_iterator():
+            out.extend(v.decode("utf-8", "backslashreplace") if isinstance(v, bytes) else int(v) for v in batch)
+    return out
+
+
+def as_json_value(value: np.ndarray):
+    """One row's prediction tensor as JSON: nested lists; float32 numbers as the shortest text that reads back
+    as the same float32; bytes as UTF-8 text (invalid bytes backslash-escaped)."""
+    value = np.asarray(value)
+    if value.dtype.kind in "OS":
+        flat = [v.decode("utf-8", "backslashreplace") if isinstance(v, bytes) else v for v in value.ravel()]
+    elif value.dtype == np.float32:
+        flat = [float(np.format_float_scientific(v, unique=True)) for v in value.ravel()]  # v: np.float32
+    else:
+        return value.tolist()
+    return np.array(flat, dtype=object).reshape(value.shape).tolist() if value.shape else flat[0]

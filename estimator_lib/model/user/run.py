@@ -1,0 +1,311 @@
+"""Train, evaluate, predict and export a user's own TPUEstimator model_fn on their TFRecords.
+
+The same stages and guarantees as the built-in models: seeded, resumable training with static batches; an
+evaluation over every record exactly once (padded rows masked out of the user's metric_fn); predictions in
+input order, padding dropped, published atomically as sharded JSON Lines with a manifest
+(`estimator_lib.predict.verify_output` reads them back); an export with `serve` and `serve,tpu` meta graphs,
+verified by running the CPU graph on records before it is published.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import os
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from estimator_lib import storage
+from estimator_lib.config import JobConfig
+from estimator_lib.config.feature_spec import FeatureSpec
+from estimator_lib.estimator import build_user_estimator
+from estimator_lib.export.saved_model import CPU_TAGS, TPU_CALL_OP, TPU_TAGS, ExportVerificationError, run_cpu_graph
+from estimator_lib.model import checkpoints, inputs
+from estimator_lib.model.inputs import Patterns
+from estimator_lib.model.user import records
+from estimator_lib.model.user import inputs as user_inputs
+from estimator_lib.model.user.model_fn import check_hparams, check_model_fn, load_function, wrap_model_fn
+from estimator_lib.predict import PredictionError, PredictResult, shard_name
+from estimator_lib.predict.shards import publish, shard_sizes
+from estimator_lib.schema import INDEX_FEATURE, PADDING_FEATURE
+from estimator_lib.strict import export as strict_export
+
+EXAMPLES_INPUT = "examples"
+RAW_SIGNATURE = "raw"
+VERIFY_ROWS = 16
+# The serving graph runs a batch of another size than the estimator's: a float may differ in its last bits.
+VERIFY_RTOL, VERIFY_ATOL = 1e-5, 1e-6
+
+
+@dataclasses.dataclass(frozen=True)
+class UserModel:
+    """A user's model: their model_fn ("package.module:function"), its hyperparameters (`params`), the spec of
+    their records, and the folder holding their code (put first on the import path), if any."""
+
+    model_fn: str
+    spec: FeatureSpec
+    hparams: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    code_dir: Optional[str] = None
+
+    def load(self) -> Callable:
+        """The wrapped model_fn TPUEstimator gets; checks TPUEstimator's contract first (`params`, reserved keys)."""
+        function = load_function(self.model_fn, "--model-fn", self.code_dir)
+        check_model_fn(function, self.model_fn)
+        check_hparams(dict(self.hparams))
+        return wrap_model_fn(function)
+
+
+@dataclasses.dataclass(frozen=True)
+class UserEvalResult:
+    """The user's metrics (their metric_fn's names) over the real records, padding excluded."""
+
+    metrics: Dict[str, float]
+    global_step: int
+    num_examples: int
+    steps: int
+    checkpoint: str
+
+
+@contextlib.contextmanager
+def _named_records(files: Sequence[str], spec: FeatureSpec, with_label: bool) -> Iterator[None]:
+    """Checks the files' first records against the spec; then a parse failure in the input pipeline becomes an
+    error naming the file, record and feature."""
+    records.check_first_records(files, spec, with_label)
+    try:
+        yield
+    except tf.errors.InvalidArgumentError as e:
+        records.raise_for_records(files, spec, with_label, e)
+
+
+def _estimator(job: JobConfig, user: UserModel, model_dir: str, warm_start_from: Optional[str] = None):
+    return build_user_estimator(job, user.load(), dict(user.hparams), model_dir, warm_start_from)
+
+
+def train(
+    job: JobConfig,
+    user: UserModel,
+    train_files: Patterns,
+    model_dir: str,
+    *,
+    num_train_examples: Optional[int] = None,
+    warm_start_from: Optional[str] = None,
+) -> int:
+    """Trains the user's model to the job's step budget (`training.train_steps`, or `training.max_epochs`
+    passes over the records); a rerun continues from the newest checkpoint in `model_dir`. Returns the step.
+
+    `warm_start_from`: a checkpoint (or model directory) whose variables initialise the model's by name, when
+    this model directory has no checkpoint yet.
+    """
+    files = inputs.resolve_files(train_files)
+    count = inputs.count_records(files, records.compression(files)) if num_train_examples is None else num_train_examples
+    budget = job.training.budget(count)
+    input_fn = user_inputs.train_input_fn_builder(
+        files, user.spec, job.training.seed, job.training.shuffle_buffer_size, model_dir
+    )
+    warm = warm_start_from if inputs.start_step(model_dir) == 0 else None
+    with _named_records(files, user.spec, with_label=True):
+        _estimator(job, user, model_dir, warm).train(input_fn, max_steps=budget)
+    return inputs.start_step(model_dir)
+
+
+def evaluate(
+    job: JobConfig,
+    user: UserModel,
+    eval_files: Patterns,
+    model_dir: str,
+    *,
+    num_examples: Optional[int] = None,
+    checkpoint_path: Optional[str] = None,
+) -> UserEvalResult:
+    """Runs the user's metric_fn over every record once (padded to whole batches; padding masked out).
+
+    TPUEstimator's own `loss` (a mean of the batches' losses, padded rows included) is not reported: metrics
+    are the metric_fn's, under the user's names.
+    """
+    input_fn = user_inputs.padded_input_fn_builder(eval_files, user.spec, num_examples, with_label=True)
+    count = input_fn.num_examples  # type: ignore[attr-defined]
+    if count == 0:
+        raise ValueError(f"the evaluation data {eval_files!r} holds no record; evaluate needs at least one")
+    checkpoint = checkpoint_path or checkpoints.selected_checkpoint(model_dir)
+    if checkpoint is None:
+        raise FileNotFoundError(f"no checkpoint in {model_dir!r} to evaluate; train first")
+    steps = inputs.eval_steps(count, job.training.eval_batch_size)
+    with _named_records(input_fn.files, user.spec, with_label=True):  # type: ignore[attr-defined]
+        raw = _estimator(job, user, model_dir).evaluate(input_fn, steps=steps, checkpoint_path=checkpoint)
+    step = int(raw.pop("global_step"))
+    raw.pop("loss", None)
+    return UserEvalResult({k: float(v) for k, v in raw.items()}, step, count, steps, checkpoint)
+
+
+def _rows(estimator, input_fn, checkpoint: str, count: int) -> Iterator[Dict[str, np.ndarray]]:
+    """The real rows' predictions in input order (padding dropped; the order checked by `example_index`)."""
+    expected = 0
+    for row in estimator.predict(input_fn, checkpoint_path=checkpoint, yield_single_examples=True):
+        padding, index = row.pop(PADDING_FEATURE), int(row.pop(INDEX_FEATURE))
+        if padding:
+            continue
+        if index != expected:
+            raise PredictionError(f"prediction row {expected} came back as input row {index}: the order was lost")
+        expected += 1
+        yield row
+    if expected != count:
+        raise PredictionError(f"predicted {expected} rows for {count} input records")
+
+
+def _line(index: int, key: Any, row: Dict[str, np.ndarray]) -> bytes:
+    out: Dict[str, Any] = {"index": index}
+    if key is not None:
+        out["key"] = key
+    out.update((name, records.as_json_value(value)) for name, value in row.items())
+    return json.dumps(out, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+
+
+def predict(
+    job: JobConfig,
+    user: UserModel,
+    data: Patterns,
+    model_dir: str,
+    output_dir: str,
+    *,
+    num_examples: Optional[int] = None,
+    num_shards: int = 1,
+    checkpoint_path: Optional[str] = None,
+) -> PredictResult:
+    """Predicts every record of `data` and publishes one JSON Lines row per record, in input order:
+    {"index": its position in the input, "key": the spec's key feature (when it names one), then the user's
+    predictions by their names, tensors as nested lists}. Published in one commit, with a manifest."""
+    input_fn = user_inputs.padded_input_fn_builder(data, user.spec, num_examples, with_label=False)
+    count, files = input_fn.num_examples, input_fn.files  # type: ignore[attr-defined]
+    checkpoint = checkpoint_path or checkpoints.selected_checkpoint(model_dir)
+    if checkpoint is None:
+        raise FileNotFoundError(f"no checkpoint in {model_dir!r} to predict with; train first")
+    if num_shards < 1:
+        raise ValueError(f"num_shards={num_shards} must be at least 1")
+    keys = records.read_column(files, user.spec.feature(user.spec.key)) if user.spec.key else None
+    estimator = _estimator(job, user, model_dir)
+    fields: List[str] = []
+
+    def write_shards(staging: str) -> List[Dict[str, Any]]:
+        rows = enumerate(_rows(estimator, input_fn, checkpoint, count))
+        shards = []
+        with _named_records(files, user.spec, with_label=False):
+            for shard, size in enumerate(shard_sizes(count, num_shards)):
+                name, digest, written = shard_name(shard, num_shards), hashlib.sha256(), 0
+                with open(os.path.join(staging, name), "wb") as f:
+                    for _, (index, row) in zip(range(size), rows):
+                        fields[:] = fields or list(row)
+                        line = _line(index, keys[index] if keys else None, row)
+                        f.write(line)
+                        digest.update(line)
+                        written += len(line)
+                shards.append({"file": name, "rows": size, "bytes": written, "sha256": digest.hexdigest()})
+        return shards
+
+    provenance = {"checkpoint": checkpoint, "inputs": list(files), "model_fn": user.model_fn}
+    return publish(write_shards, fields, output_dir, num_shards, provenance)
+
+
+# -- export ---------------------------------------------------------------------------------------------------
+def serving_input_receiver_fn(spec: FeatureSpec) -> Callable:
+    """Serialized `tf.Example`s in (`examples`, string [None]), parsed by the spec (without the label and key);
+    a second signature, `raw`, takes the parsed feature tensors themselves ([None, *shape] each)."""
+
+    def receiver_fn():
+        serialized = tf.compat.v1.placeholder(tf.string, [None], name=EXAMPLES_INPUT)
+        features = records.parse_batch(serialized, spec, with_label=False)
+        return tf.estimator.export.ServingInputReceiver(
+            features, {EXAMPLES_INPUT: serialized}, receiver_tensors_alternatives={RAW_SIGNATURE: dict(features)}
+        )
+
+    return receiver_fn
+
+
+def _sample(files: Sequence[str], limit: int) -> List[bytes]:
+    dataset = tf.data.TFRecordDataset(list(files), compression_type=records.compression(files)).take(limit)
+    return list(dataset.as_numpy_iterator())
+
+
+def _check_tag_sets(local_dir: str) -> List[List[str]]:
+    proto = strict_export.read_saved_model(local_dir)
+    graphs = {",".join(sorted(mg.meta_info_def.tags)): mg for mg in proto.meta_graphs}
+    for tags in (CPU_TAGS, TPU_TAGS):
+        if ",".join(sorted(tags)) not in graphs:
+            raise ExportVerificationError(f"the export has tag sets {sorted(graphs)}, not {sorted(tags)}")
+    if TPU_CALL_OP not in strict_export.graph_op_types(graphs[",".join(sorted(TPU_TAGS))]):
+        raise ExportVerificationError(f"the 'serve,tpu' meta graph holds no {TPU_CALL_OP}: it would not run on a TPU")
+    return sorted(sorted(mg.meta_info_def.tags) for mg in proto.meta_graphs)
+
+
+def _verify(local_dir: str, expected: List[Dict[str, np.ndarray]], sample: List[bytes]) -> int:
+    """Runs the fresh CPU graph on `sample` and compares every prediction with the estimator's."""
+    got = run_cpu_graph(local_dir, "serving_default", {EXAMPLES_INPUT: np.array(sample, dtype=object)})
+    for name in expected[0] if expected else []:
+        want = np.stack([row[name] for row in expected])
+        have = np.asarray(got.get(name))
+        if have.shape != want.shape:
+            raise ExportVerificationError(f"output {name!r}: the served graph gives shape {have.shape}, the estimator {want.shape}")
+        if want.dtype.kind in "fc":
+            close = np.allclose(have, want, rtol=VERIFY_RTOL, atol=VERIFY_ATOL)
+        else:
+            close = np.array_equal(have, want)
+        if not close:
+            raise ExportVerificationError(f"output {name!r}: the served graph and the estimator disagree on {len(sample)} records")
+    return len(sample)
+
+
+def export(
+    job: JobConfig,
+    user: UserModel,
+    model_dir: str,
+    export_base: str,
+    *,
+    verify_files: Optional[Patterns] = None,
+    checkpoint_path: Optional[str] = None,
+) -> Dict[str, Any]:
+    """Exports the checkpoint as one SavedModel (`serve` and `serve,tpu`), verifies it (the tag sets, the TPU
+    graph's TPUPartitionedCall, and, with `verify_files`, the CPU graph's predictions on their first records
+    against the estimator's), then publishes it atomically as `export_base/<version>`. Returns
+    {"export_dir", "tag_sets", "rows_checked"}; writes `assets.extra/export_metadata.json` (the spec, the
+    model_fn, the hyperparameters, the checkpoint) inside the export: no metadata travels elsewhere."""
+    checkpoint = checkpoint_path or checkpoints.selected_checkpoint(model_dir)
+    if checkpoint is None:
+        raise FileNotFoundError(f"no checkpoint in {model_dir!r} to export; train first")
+    estimator = _estimator(job, user, model_dir)
+    staging = storage.local_staging_dir(storage.join(export_base, "export"))
+    try:
+        local_dir = estimator.export_saved_model(
+            staging, serving_input_receiver_fn(user.spec), checkpoint_path=checkpoint
+        ).decode("utf-8")
+        tag_sets = _check_tag_sets(local_dir)
+        checked = 0
+        if verify_files is not None:
+            files = inputs.resolve_files(verify_files)
+            sample = _sample(files, VERIFY_ROWS)
+            path = os.path.join(staging, "verify.tfrecord")
+            with tf.io.TFRecordWriter(path) as writer:
+                for record in sample:
+                    writer.write(record)
+            input_fn = user_inputs.padded_input_fn_builder(path, user.spec, len(sample), with_label=False)
+            expected = list(_rows(estimator, input_fn, checkpoint, len(sample)))
+            checked = _verify(local_dir, expected, sample)
+        metadata = {
+            "model_fn": user.model_fn,
+            "hparams": dict(user.hparams),
+            "feature_spec": user.spec.to_json(),
+            "label": user.spec.label,
+            "key": user.spec.key,
+            "checkpoint": checkpoint,
+            "tag_sets": tag_sets,
+            "rows_checked": checked,
+        }
+        os.makedirs(os.path.join(local_dir, "assets.extra"), exist_ok=True)
+        storage.write_text(os.path.join(local_dir, "assets.extra", "export_metadata.json"), json.dumps(metadata, indent=2, sort_keys=True))
+        export_dir = storage.join(export_base, os.path.basename(local_dir))
+        storage.commit_directory(local_dir, export_dir)
+    finally:
+        storage.discard_staging(staging)
+    return {"export_dir": export_dir, "tag_sets": tag_sets, "rows_checked": checked}

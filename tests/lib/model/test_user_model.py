@@ -1,0 +1,144 @@
+"""A user's own TPUEstimator model_fn on their TFRecords (`estimator_lib.model.user`), with the example CNN of
+examples/image_cnn on scikit-learn's digits: trained, evaluated with the user's metric_fn on an eval set that is
+not a multiple of the batch (the metric equals NumPy's on the real rows), predicted in order with padding
+dropped, exported with both tag sets and verified, warm-started; hyperparameters arrive with their types; a
+record that does not match the spec is named."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+
+import numpy as np
+import pytest
+import repo
+import tensorflow as tf
+
+from estimator_lib.config import JobConfig, TPUSettings, TrainingConfig
+from estimator_lib.config.feature_spec import FeatureSpec
+from estimator_lib.model.user import RecordMismatchError, UserCodeError, UserModel, evaluate, export, predict, train
+from estimator_lib.predict import read_predictions, verify_output
+
+EXAMPLE = os.path.join(repo.ROOT, "examples", "image_cnn")
+HPARAMS = {"filters": 8, "units": 32, "learning_rate": 0.01}
+EVAL_ROWS = 297
+
+
+@pytest.fixture(scope="module")
+def digits(tmp_path_factory):
+    sys.path.insert(0, EXAMPLE)
+    try:
+        import make_records
+    finally:
+        sys.path.remove(EXAMPLE)
+    root = str(tmp_path_factory.mktemp("digits"))
+    make_records.main(root)
+    spec = FeatureSpec.read(os.path.join(root, "feature_spec.json"), label="label")
+    user = UserModel("digits_cnn.model:model_fn", spec, HPARAMS, code_dir=EXAMPLE)
+    job = JobConfig(
+        tpu=TPUSettings(iterations_per_loop=50),
+        training=TrainingConfig(train_batch_size=32, eval_batch_size=64, predict_batch_size=64, train_steps=150),
+    )
+    model_dir = os.path.join(root, "model")
+    train(job, user, os.path.join(root, "train.tfrecord"), model_dir)
+    return root, job, user, model_dir
+
+
+def test_the_users_metric_is_numpys_on_the_real_rows_and_predictions_keep_input_order(digits, tmp_path):
+    root, job, user, model_dir = digits
+    result = evaluate(job, user, os.path.join(root, "eval.tfrecord"), model_dir)
+    assert (result.num_examples, result.steps, result.global_step) == (EVAL_ROWS, 5, 150)  # 5 * 64 = 320 rows
+    assert sorted(result.metrics) == ["accuracy"]  # the user's names; TPUEstimator's padded `loss` is left out
+
+    out = str(tmp_path / "predictions")
+    predicted = predict(job, user, os.path.join(root, "predict.tfrecord.gz"), model_dir, out, num_shards=2)
+    rows = read_predictions(out)
+    assert predicted.count == EVAL_ROWS and verify_output(out)["count"] == EVAL_ROWS
+    assert [r["index"] for r in rows] == list(range(EVAL_ROWS))
+    assert list(rows[0]) == ["index", "class_id", "probabilities"] and len(rows[0]["probabilities"]) == 10
+    labels = [int(tf.train.Example.FromString(r).features.feature["label"].int64_list.value[0]) for r in
+              tf.data.TFRecordDataset(os.path.join(root, "eval.tfrecord")).as_numpy_iterator()]
+    class_ids = np.array([r["class_id"] for r in rows])
+    assert class_ids.tolist() == np.argmax([r["probabilities"] for r in rows], axis=1).tolist()
+    accuracy = np.float32(np.mean(class_ids == np.array(labels)))
+    assert np.float32(result.metrics["accuracy"]) == accuracy and accuracy > 0.8
+
+
+def test_export_has_both_tag_sets_is_verified_and_carries_its_metadata(digits, tmp_path):
+    root, job, user, model_dir = digits
+    result = export(job, user, model_dir, str(tmp_path / "exports"), verify_files=os.path.join(root, "eval.tfrecord"))
+    assert result["tag_sets"] == [["serve"], ["serve", "tpu"]] and result["rows_checked"] == 16
+    with open(os.path.join(result["export_dir"], "assets.extra", "export_metadata.json")) as f:
+        metadata = json.load(f)
+    assert metadata["hparams"] == HPARAMS and metadata["feature_spec"]["image"] == {"dtype": "float32", "shape": [8, 8, 1]}
+
+
+def test_a_second_run_warm_starts_from_the_first_by_variable_name(digits, tmp_path):
+    root, job, user, model_dir = digits
+    still = dataclasses.replace(user, hparams={**HPARAMS, "learning_rate": 0.0})
+    one_step = dataclasses.replace(job, training=dataclasses.replace(job.training, train_steps=1))
+    second = str(tmp_path / "second")
+    train(one_step, still, os.path.join(root, "train.tfrecord"), second, warm_start_from=model_dir)
+    first, warmed = tf.train.latest_checkpoint(model_dir), tf.train.latest_checkpoint(second)
+    for name in ("cnn/conv2d/kernel", "cnn/dense_1/bias"):
+        assert tf.train.load_variable(first, name).tobytes() == tf.train.load_variable(warmed, name).tobytes()
+
+
+def test_hyperparameters_reach_params_with_their_types(digits, tmp_path):
+    root, job, user, _ = digits
+    seen = {}
+
+    def probe(features, labels, mode, params):
+        seen.update({k: params[k] for k in ("units", "layers", "name", "batch_size")})
+        return user.load()(features, labels, mode, params, None)  # noqa: B023
+
+    module = type(sys)("probe_model")
+    module.model_fn = probe
+    sys.modules["probe_model"] = module
+    hparams = {**HPARAMS, "layers": [64, 32], "name": "cnn"}
+    probed = UserModel("probe_model:model_fn", user.spec, hparams)
+    one_step = dataclasses.replace(job, training=dataclasses.replace(job.training, train_steps=1))
+    train(one_step, probed, os.path.join(root, "train.tfrecord"), str(tmp_path / "probe"))
+    assert seen == {"units": 32, "layers": [64, 32], "name": "cnn", "batch_size": 32}
+    assert type(seen["units"]) is int
+
+
+def test_a_record_that_lacks_a_feature_is_named_by_file_record_and_feature(digits, tmp_path):
+    root, job, user, _ = digits
+    records = list(tf.data.TFRecordDataset(os.path.join(root, "eval.tfrecord")).take(40).as_numpy_iterator())
+    broken = tf.train.Example.FromString(records[37])
+    del broken.features.feature["image"]
+    records[37] = broken.SerializeToString()
+    path = str(tmp_path / "broken.tfrecord")
+    with tf.io.TFRecordWriter(path) as writer:
+        for record in records:
+            writer.write(record)
+    with pytest.raises(RecordMismatchError) as e:
+        evaluate(job, user, path, digits[3])
+    assert str(e.value) == (
+        f"{path}: record 37: feature 'image': expected 64 value(s) in float_list (float32, shape [8, 8, 1]), "
+        "found no such feature in the record"
+    )
+
+
+def test_a_spec_of_the_wrong_dtype_names_the_feature_the_expected_and_the_found(digits):
+    root, job, user, model_dir = digits
+    wrong = FeatureSpec.from_json({"image": {"dtype": "int64", "shape": [8, 8, 1]}, "label": {"dtype": "int64"}}, "label")
+    with pytest.raises(RecordMismatchError, match=r"eval.tfrecord: record 0: feature 'image': expected 64 value\(s\) in "
+                       r"int64_list \(int64, shape \[8, 8, 1\]\), found 64 value\(s\) in float_list"):
+        evaluate(job, dataclasses.replace(user, spec=wrong), os.path.join(root, "eval.tfrecord"), model_dir)
+
+
+def test_a_model_fn_without_params_or_with_reserved_hparams_is_refused_before_it_runs(digits):
+    _, _, user, _ = digits
+    module = type(sys)("no_params_model")
+    module.model_fn = lambda features, labels, mode: None
+    sys.modules["no_params_model"] = module
+    with pytest.raises(UserCodeError, match=r"--model-fn no_params_model:model_fn: the function must take a `params`"):
+        UserModel("no_params_model:model_fn", user.spec).load()
+    with pytest.raises(UserCodeError, match=r"hyperparameter\(s\) \['batch_size'\]: TPUEstimator sets"):
+        dataclasses.replace(user, hparams={"batch_size": 8}).load()
+    with pytest.raises(UserCodeError, match=r"--model-fn 'nowhere:fn': module 'nowhere' cannot be imported"):
+        UserModel("nowhere:fn", user.spec).load()
