@@ -23,6 +23,7 @@ import tensorflow as tf
 from tensorflow.python.tpu import tpu_function, tpu_optimizer
 from tensorflow.python.util import function_utils
 
+from estimator_lib.model.calling import call_as_tpu_estimator
 from estimator_lib.strict.inputs import InputInfo, SimulatedTPUContext, TPUTarget, callable_name
 
 ModeKeys = tf.estimator.ModeKeys
@@ -98,7 +99,7 @@ def call_model_fn(model_fn: Callable, mode: str, features, labels, target: TPUTa
     config = tf.compat.v1.estimator.tpu.RunConfig(model_dir=model_dir, tf_random_seed=target.seed)
     tf.compat.v1.set_random_seed(target.seed)
     with tpu_function.tpu_shard_context(target.num_replicas):
-        return model_fn(features=features, labels=labels, mode=mode, params=params, config=config)
+        return call_as_tpu_estimator(model_fn, features, labels, mode, params, config)
 
 
 def build_mode_graph(model_fn: Callable, mode: str, info: InputInfo, target: TPUTarget, model_dir: str) -> ModeGraph:
@@ -116,15 +117,39 @@ def _model_ops(g: ModeGraph) -> List[tf.Operation]:
     return [op for op in g.graph.get_operations() if op not in input_ops]
 
 
+# Ops that only route a tensor (the cond that guards an Assert: AssertGuard's Switch and Identity).
+_ROUTING_OPS = ("Switch", "RefSwitch", "Identity", "Merge")
+
+
+def _only_asserted(t: tf.Tensor, seen: Optional[set] = None) -> bool:
+    """A string tensor that only reaches Assert ops (the messages of `tf.debugging.assert_*`, possibly through
+    the cond that guards them), or nothing at all (the unused message constants those asserts also leave):
+    XLA compiles Assert to nothing and prunes what no output needs, so these strings never reach the TPU."""
+    seen = set() if seen is None else seen
+    if t.name in seen:
+        return True
+    seen.add(t.name)
+    return all(_routes_to_assert(op, seen) for op in t.consumers())
+
+
+def _routes_to_assert(op: tf.Operation, seen: set) -> bool:
+    if op.type == "Assert":
+        return True
+    if op.type not in _ROUTING_OPS:
+        return False
+    return all(_only_asserted(out, seen) for out in op.outputs if out.dtype == tf.string)
+
+
 def check_graph_strings(g: ModeGraph, fn_name: str) -> List[str]:
-    """No tensor of the model graph is a string: strings cannot exist inside a TPU computation."""
+    """No tensor of the model graph is a string: strings cannot exist inside a TPU computation (the messages of
+    asserts excepted)."""
     return [
         f"{g.mode} model_fn {fn_name}: op {op.name!r} ({op.type}) makes string tensor {t.name!r} inside the TPU "
         "computation. Fix: do string work on the host, in the input pipeline (estimator_lib.model.transform), and "
         "summaries through host_call"
         for op in _model_ops(g)
         for t in op.outputs
-        if t.dtype == tf.string
+        if t.dtype == tf.string and not _only_asserted(t)
     ]
 
 

@@ -15,7 +15,7 @@ import numpy as np
 import tensorflow as tf
 from sklearn.datasets import load_digits
 
-SPEC = {"image": {"dtype": "float32", "shape": [8, 8, 1]}, "label": {"dtype": "int64", "shape": []}}
+SPEC = {"image": {"dtype": "float32", "shape": [8, 8, 1]}, "label": {"dtype": "int32", "shape": []}}
 TRAIN_ROWS = 1500
 
 

@@ -27,6 +27,7 @@ from tensorflow.python.util import function_utils
 from tensorflow_estimator.python.estimator.model_fn import EstimatorSpec
 from tensorflow_estimator.python.estimator.tpu.tpu_estimator import TPUEstimatorSpec
 
+from estimator_lib.model.calling import call_as_tpu_estimator
 from estimator_lib.schema import INDEX_FEATURE, PADDING_FEATURE
 
 ModeKeys = tf.estimator.ModeKeys
@@ -78,22 +79,6 @@ def check_hparams(hparams: Dict[str, Any]) -> None:
             f"hyperparameter(s) {reserved}: TPUEstimator sets params['batch_size'] and params['context'] itself; "
             "set the batch sizes with --set training.train_batch_size=... and rename the others"
         )
-
-
-def call_as_tpu_estimator(model_fn: Callable, features, labels, mode, params, config):
-    """Calls `model_fn` with the arguments its signature takes, as TPUEstimator's `_call_model_fn` does."""
-    args = function_utils.fn_args(model_fn)
-    kwargs: Dict[str, Any] = {}
-    if "labels" in args:
-        kwargs["labels"] = labels
-    elif labels is not None:
-        raise ValueError("model_fn does not take labels, but input_fn returns labels.")
-    if "mode" in args:
-        kwargs["mode"] = mode
-    if "config" in args:
-        kwargs["config"] = config
-    kwargs["params"] = params
-    return model_fn(features=features, **kwargs)
 
 
 def _masked_metric_fn(metric_fn: Callable, tensors):

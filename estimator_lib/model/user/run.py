@@ -19,7 +19,7 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Seque
 import numpy as np
 import tensorflow as tf
 
-from estimator_lib import storage
+from estimator_lib import storage, strict
 from estimator_lib.config import JobConfig
 from estimator_lib.config.feature_spec import FeatureSpec
 from estimator_lib.estimator import build_user_estimator
@@ -57,6 +57,25 @@ class UserModel:
         check_model_fn(function, self.model_fn)
         check_hparams(dict(self.hparams))
         return wrap_model_fn(function)
+
+
+def _strict_check(job: JobConfig, user: UserModel, files: Sequence[str], model_dir: str) -> None:
+    """TPU-strict mode (`tpu.strict`): the user's model_fn built for the TPU target in every mode, on input_fns
+    over `files` (the train input, and the padded eval and predict inputs), with their hyperparameters."""
+    wrapped = user.load()
+    hparams = dict(user.hparams)
+
+    def model_fn(features, labels, mode, params, config):
+        return wrapped(features, labels, mode, {**hparams, **params}, config)
+
+    strict.check_model(
+        job,
+        None,
+        model_fn,
+        train_input_fn=user_inputs.train_input_fn_builder(files, user.spec, job.training.seed, 100, model_dir),
+        eval_input_fn=user_inputs.padded_input_fn_builder(files, user.spec, None, with_label=True),
+        predict_input_fn=user_inputs.padded_input_fn_builder(files, user.spec, None, with_label=False),
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,6 +127,8 @@ def train(
     )
     warm = warm_start_from if inputs.start_step(model_dir) == 0 else None
     with _named_records(files, user.spec, with_label=True):
+        if job.tpu.strict:
+            _strict_check(job, user, files, model_dir)
         _estimator(job, user, model_dir, warm).train(input_fn, max_steps=budget)
     return inputs.start_step(model_dir)
 
