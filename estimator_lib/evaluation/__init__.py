@@ -3,7 +3,7 @@ reference fitted in every run (`reference`), the publish decision (`blessing`), 
 them against the last published model (`evaluate`: one prediction pass of the candidate over the eval split)."""
 
 from estimator_lib.evaluation.blessing import Blessing, Check, decide
-from estimator_lib.evaluation.evaluate import Evaluation, evaluate_and_bless, read_truth
+from estimator_lib.evaluation.evaluate import Evaluation, evaluate_and_bless, read_eval_rows, read_truth
 from estimator_lib.evaluation.metrics import (
     Scores,
     Truth,
@@ -32,6 +32,7 @@ __all__ = [
     "evaluate_and_bless",
     "paired_standard_errors",
     "fit_reference",
+    "read_eval_rows",
     "read_truth",
     "reported_metrics",
     "roc_curve",
