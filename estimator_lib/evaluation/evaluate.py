@@ -133,7 +133,8 @@ def evaluate_and_bless(
     eval_files, count = prepared.files("eval"), prepared.counts.get("eval", 0)
     if not count:
         raise ValueError(
-            f"the eval split {eval_files!r} holds no row; evaluation needs at least one (prepare more rows)"
+            f"the eval split {eval_files!r} holds no row; evaluation needs at least one: prepare more rows or a larger "
+            "eval_fraction"
         )
     checkpoint = _checkpoint(model_dir)
     truth, design = read_eval_rows(eval_files, schema)

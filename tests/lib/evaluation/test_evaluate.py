@@ -7,11 +7,13 @@ import math
 
 import numpy as np
 import pytest
+import synthetic
 import tensorflow as tf
 
 from estimator_lib import estimator
 from estimator_lib.config import BlessingConfig, JobConfig, PrepareConfig, TrainingConfig
 from estimator_lib.data import prepare, records
+from estimator_lib.data.prepare import PrepareResult
 from estimator_lib.evaluation import evaluate_and_bless
 from estimator_lib.model import inputs
 
@@ -211,3 +213,14 @@ def test_no_metric_name_has_two_values(classes_run):
         assert value == evaluation.metrics[name], name  # the same number, not a second computation of it
     assert not any(name.startswith("streaming_") for name in evaluation.metrics)  # no TPU eval's approximations
     assert all(math.isfinite(v) for v in evaluation.metrics.values())
+
+
+def test_an_empty_eval_split_or_a_model_without_checkpoint_fails_before_any_work(tmp_path):
+    def prepared(eval_rows):
+        return PrepareResult(str(tmp_path / "p"), synthetic.make_schema("binary"), {"train": 10, "eval": eval_rows}, {})
+
+    work = str(tmp_path / "evaluation")
+    with pytest.raises(ValueError, match=r"holds no row; evaluation needs at least one: prepare more rows or a larger"):
+        evaluate_and_bless(JobConfig(), prepared(0), str(tmp_path / "model"), BlessingConfig(), None, work)
+    with pytest.raises(FileNotFoundError, match=r"no checkpoint in '.*model' to evaluate; train first"):
+        evaluate_and_bless(JobConfig(), prepared(5), str(tmp_path / "model"), BlessingConfig(), None, work)
