@@ -1,7 +1,7 @@
 """NumPy reference implementations of the metrics in estimator_lib.model.metrics, over real rows only.
 
-The AUCs follow tf.compat.v1.metrics.auc exactly (same thresholds, epsilon and summation rules), so a test
-can demand agreement to 1e-5; a leak of padded rows changes them by far more.
+The streaming AUCs follow tf.compat.v1.metrics.auc exactly (same thresholds, epsilon and summation rules), so a
+test can demand agreement to 1e-5; a leak of padded rows changes them by far more.
 """
 
 from __future__ import annotations
@@ -64,8 +64,8 @@ def binary(labels: np.ndarray, logits: np.ndarray) -> Dict[str, float]:
         "accuracy": float(np.mean((p > 0.5) == (labels == 1))),
         "precision": precision,
         "recall": recall,
-        "auc_roc": auc_roc(labels == 1, p),
-        "auc_pr": auc_pr(labels == 1, p),
+        "streaming_auc_roc": auc_roc(labels == 1, p),
+        "streaming_auc_pr": auc_pr(labels == 1, p),
         "mean_loss": float(np.mean(loss)),
     }
 
@@ -80,10 +80,12 @@ def multiclass(labels: np.ndarray, logits: np.ndarray, classes) -> Dict[str, flo
         precision, recall = _precision_recall(labels == k, predicted == k)
         out[f"precision/{name}"] = precision
         out[f"recall/{name}"] = recall
-        out[f"auc_roc/{name}"] = auc_roc(labels == k, probs[:, k])
-        out[f"auc_pr/{name}"] = auc_pr(labels == k, probs[:, k])
-    for base in ("precision", "recall", "auc_roc", "auc_pr"):
+        out[f"streaming_auc_roc/{name}"] = auc_roc(labels == k, probs[:, k])
+        out[f"streaming_auc_pr/{name}"] = auc_pr(labels == k, probs[:, k])
+    for base in ("precision", "recall"):
         out[f"macro_{base}"] = float(np.mean([out[f"{base}/{c}"] for c in classes]))
+    for base in ("auc_roc", "auc_pr"):
+        out[f"streaming_macro_{base}"] = float(np.mean([out[f"streaming_{base}/{c}"] for c in classes]))
     return out
 
 

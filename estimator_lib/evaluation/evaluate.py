@@ -1,21 +1,26 @@
-"""The evaluate stage: eval metrics from the model's own metric_fn, then the blessing.
+"""The evaluate stage: one pass of the candidate over the eval split, its metrics computed once, the blessing.
 
-The candidate is scored on the prepared eval split from its checkpoint (the best by validation loss), the
-baseline (the last published model) from its exported SavedModel, which parses the same `tf.Example`s with its
-own schema and vocabularies, and the linear reference (`evaluation.reference`) is fitted on the rows the
-candidate learned from and scored on the same eval rows; `evaluation.metrics` turns all three into metrics in one
-place, and `evaluation.blessing` decides.
+The candidate predicts the prepared eval split once, from its checkpoint (the best by validation loss), on the TPU
+or the CPU: padded to whole batches, padding dropped on the host (`predict.batch_predict`). Its metrics are
+computed from those rows' outputs, once, in NumPy (`evaluation.metrics.reported_metrics`): exact, every name with
+one definition. No TPUEstimator eval runs here: its metric_fn would report the same names a second time, with
+AUCs over 1,000 thresholds.
+
+The labels come from one host read of the eval rows, which also gives the linear reference (`evaluation.reference`,
+fitted on the rows the candidate learned from) its inputs. The baseline (the last published model) predicts the
+same rows from its exported SavedModel, which parses the `tf.Example`s with its own schema and vocabularies.
+`evaluation.metrics` turns all three into metrics in one place, and `evaluation.blessing` decides.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import tensorflow as tf
 
-from estimator_lib import estimator, storage
+from estimator_lib import storage
 from estimator_lib.config import BlessingConfig, BlessingError, JobConfig
 from estimator_lib.data.common import TRAIN, VALID
 from estimator_lib.data.prepare import PrepareResult
@@ -23,18 +28,19 @@ from estimator_lib.evaluation.blessing import Blessing, decide
 from estimator_lib.evaluation.metrics import (
     Scores,
     Truth,
+    blessing_metrics,
     compute_metrics,
     confusion_matrix,
     paired_standard_errors,
+    reported_metrics,
     roc_curve,
     scores_from_rows,
 )
-from estimator_lib.evaluation.reference import fit_reference
+from estimator_lib.evaluation.reference import Design, fit_reference, read_design
 from estimator_lib.export import read_export_metadata
-from estimator_lib.model import transform
-from estimator_lib.model.inputs import resolve_files
+from estimator_lib.model import checkpoints
 from estimator_lib.predict import batch_predict, predict_from_saved_model, read_predictions
-from estimator_lib.schema import CLASSIFICATION, KEY_FEATURE, LABEL_KEY, REGRESSION, Schema
+from estimator_lib.schema import CLASSIFICATION, REGRESSION, Schema
 
 
 # -- the evaluate stage --------------------------------------------------------------------------------------
@@ -43,8 +49,9 @@ class Evaluation:
     """What the evaluate stage reports.
 
     Attributes:
-      metrics: the estimator's eval-split metrics (`estimator.evaluate`: the model's own metric_fn, padding
-        weighted out, run where the model runs: TPU or CPU).
+      metrics: every metric of the candidate on the eval rows (`metrics.reported_metrics`, exact, padding never
+        counted), computed once from its one prediction pass; `blessing.candidate_metrics` is the part the
+        blessing compares, the same values.
       global_step, checkpoint: the evaluated checkpoint.
       blessing: the verdict, with the blessing metrics of the candidate (and the baseline).
       classes: class names (classification), the order of the confusion matrix.
@@ -67,21 +74,21 @@ class Evaluation:
     baseline: Optional[Scores] = None
 
 
-def read_truth(files: Union[str, Sequence[str]], schema: Schema) -> Truth:
-    """Reads keys and labels of prepared eval TFRecords (host CPU, one pass)."""
-    parse_spec = transform.parse_spec(schema)
-    spec = {KEY_FEATURE: parse_spec[KEY_FEATURE], LABEL_KEY: parse_spec[LABEL_KEY]}
-    keys: List[str] = []
-    labels: List[Any] = []
-    for batch in tf.data.TFRecordDataset(resolve_files(files)).batch(1024).map(lambda s: tf.io.parse_example(s, spec)):
-        keys.extend(k.decode("utf-8") for k in batch[KEY_FEATURE].numpy())
-        labels.extend(batch[LABEL_KEY].numpy().tolist())
+def read_eval_rows(files: Union[str, Sequence[str]], schema: Schema) -> Tuple[Truth, Design]:
+    """Reads prepared eval TFRecords once (host CPU): the rows' keys and labels, and the linear reference's
+    inputs for the same rows in the same order."""
+    keys, design, labels = read_design(schema, [files])
     if len(set(keys)) != len(keys):
         raise BlessingError("the eval rows' keys are not unique; predictions cannot be matched to labels")
     if schema.label.task == CLASSIFICATION:
         classes = schema.label.classes
-        return Truth(tuple(keys), np.array([classes[i] for i in labels], dtype=object), classes)
-    return Truth(tuple(keys), np.array(labels, dtype=np.float64))
+        return Truth(tuple(keys), np.array([classes[i] for i in labels], dtype=object), classes), design
+    return Truth(tuple(keys), np.asarray(labels, dtype=np.float64)), design
+
+
+def read_truth(files: Union[str, Sequence[str]], schema: Schema) -> Truth:
+    """Keys and labels of prepared eval TFRecords (host CPU, one pass)."""
+    return read_eval_rows(files, schema)[0]
 
 
 def _baseline_schema(baseline_dir: str, schema: Schema) -> Schema:
@@ -106,11 +113,11 @@ def evaluate_and_bless(
 ) -> Evaluation:
     """Evaluates a trained model on the eval split and decides whether it may be published.
 
-    Steps: (1) the estimator's metrics on the eval split, from the model's checkpoint (the best by validation
-    loss); (2) the candidate's predictions for the eval rows from the same checkpoint; (3) the linear reference,
-    fitted on the train and validation splits, and its predictions for the same rows; (4) the baseline's
-    predictions for the same rows from its SavedModel, with its own schema and vocabularies; (5) blessing
-    metrics of all of them from `compute_metrics`; (6) the verdict.
+    Steps: (1) the eval rows' labels, and the reference's inputs, from one host read; (2) the candidate's
+    predictions for the eval rows from its checkpoint (the best by validation loss): its one pass over the
+    split; (3) the linear reference, fitted on the train and validation splits, and its predictions for the same
+    rows; (4) the baseline's predictions for the same rows from its SavedModel, with its own schema and
+    vocabularies; (5) the metrics of all of them, each computed once (`reported_metrics`); (6) the verdict.
 
     Args:
       job: the `JobConfig` the model was trained with, placed for this stage.
@@ -123,53 +130,58 @@ def evaluate_and_bless(
     schema = prepared.schema
     config.check_task(schema.label.task)
     baseline_schema = _baseline_schema(baseline_dir, schema) if baseline_dir else None  # fail before any work
-    eval_files, count = prepared.files("eval"), prepared.counts["eval"]
-    result = estimator.evaluate(job, schema, eval_files, model_dir, num_examples=count)
-    truth = read_truth(eval_files, schema)
+    eval_files, count = prepared.files("eval"), prepared.counts.get("eval", 0)
+    if not count:
+        raise ValueError(
+            f"the eval split {eval_files!r} holds no row; evaluation needs at least one: prepare more rows or a larger "
+            "eval_fraction"
+        )
+    checkpoint = _checkpoint(model_dir)
+    truth, design = read_eval_rows(eval_files, schema)
     candidate = _score_checkpoint(
-        job,
-        schema,
-        model_dir,
-        result.checkpoint,
-        eval_files,
-        count,
-        storage.join(work_dir, "candidate"),
-        truth,
+        job, schema, model_dir, checkpoint, eval_files, count, storage.join(work_dir, "candidate"), truth
     )
     reference = fit_reference(schema, *_learned_rows(prepared))
-    reference_scores = reference.scores(eval_files, truth)
-    reference_metrics = compute_metrics(truth, reference_scores)
+    reference_scores = reference.predict(design)  # the rows of `truth`, in its order
     baseline, baseline_metrics = None, None
     if baseline_dir:
         baseline = _score_saved_model(
             baseline_dir, baseline_schema, eval_files, storage.join(work_dir, "baseline"), truth
         )
         baseline_metrics = compute_metrics(truth, baseline)
-    candidate_metrics = compute_metrics(truth, candidate)
-    errors = paired_standard_errors(truth, candidate, reference_scores)
+    metrics = reported_metrics(truth, candidate)
     blessing = decide(
         config,
         truth,
-        candidate_metrics,
+        blessing_metrics(metrics, truth.task),
         baseline_metrics,
         baseline_dir,
-        reference_metrics,
+        compute_metrics(truth, reference_scores),
         reference.description,
-        errors,
+        paired_standard_errors(truth, candidate, reference_scores),
     )
+    step = int(tf.train.load_variable(checkpoint, tf.compat.v1.GraphKeys.GLOBAL_STEP))
     scores = {"truth": truth, "candidate": candidate, "baseline": baseline}
     if truth.task == REGRESSION:
-        return Evaluation(result.metrics, result.global_step, result.checkpoint, blessing, **scores)
+        return Evaluation(metrics, step, checkpoint, blessing, **scores)
     return Evaluation(
-        result.metrics,
-        result.global_step,
-        result.checkpoint,
+        metrics,
+        step,
+        checkpoint,
         blessing,
         truth.classes,
         confusion_matrix(truth, candidate),
         roc_curve(truth, candidate),
         **scores,
     )
+
+
+def _checkpoint(model_dir: str) -> str:
+    """The model's checkpoint (`checkpoints.selected_checkpoint`: the best by validation loss, else the newest)."""
+    checkpoint = checkpoints.selected_checkpoint(model_dir)
+    if checkpoint is None:
+        raise FileNotFoundError(f"no checkpoint in {model_dir!r} to evaluate; train first")
+    return checkpoint
 
 
 def _learned_rows(prepared: "PrepareResult") -> Tuple[List[str], int]:
@@ -179,7 +191,7 @@ def _learned_rows(prepared: "PrepareResult") -> Tuple[List[str], int]:
 
 
 def _score_checkpoint(job, schema, model_dir, checkpoint, files, count, output_dir, truth) -> Scores:
-    """The candidate's predictions for the eval rows, from the evaluated checkpoint (TPU or CPU)."""
+    """The candidate's predictions for the eval rows, from the evaluated checkpoint (TPU or CPU): its one pass."""
     batch_predict(job, schema, model_dir, files, output_dir, num_examples=count, checkpoint_path=checkpoint)
     return scores_from_rows(read_predictions(output_dir), truth, "candidate")
 

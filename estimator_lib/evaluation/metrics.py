@@ -1,9 +1,11 @@
 """Evaluation metrics in NumPy, on the host CPU: one implementation for every model that is compared.
 
-The candidate (scored from its checkpoint) and the baseline (scored from its exported SavedModel) are turned
-into metrics here, on the same eval rows, so the comparison is fair. Classes are matched by name, not index:
-a baseline trained when the label had other classes, or listed them in another order, is still scored
-correctly (a class it never knew gets probability 0).
+The candidate (scored from its checkpoint, in the one pass the evaluate stage makes over the eval split), the
+baseline (scored from its exported SavedModel) and the linear reference are turned into metrics here, on the same
+eval rows, so the comparison is fair. Each name has one exact definition (over every distinct score, in float64);
+the host-side metric_fn of a TPU eval (`model.metrics`) reports its thresholded AUCs under names of their own.
+Classes are matched by name, not index: a baseline trained when the label had other classes, or listed them in
+another order, is still scored correctly (a class it never knew gets probability 0).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from estimator_lib.config import BlessingError
+from estimator_lib.config import TASK_METRICS, BlessingError
 from estimator_lib.schema import CLASSIFICATION, REGRESSION
 
 ROC_POINTS = 101
@@ -86,26 +88,106 @@ def auc(positive: np.ndarray, score: np.ndarray) -> float:
     return float((ranks[: len(pos)].sum() - len(pos) * (len(pos) + 1) / 2) / (len(pos) * len(neg)))
 
 
+def average_precision(positive: np.ndarray, score: np.ndarray) -> float:
+    """Exact area under the precision-recall curve as average precision: sum over every distinct score t of
+    (recall(t) - recall(previous t)) * precision(t), rows scoring >= t predicted positive (tied scores are one
+    threshold). NaN without a positive row. positive bool [N], score [N]."""
+    if not positive.any():
+        return float("nan")
+    order = np.argsort(-score, kind="stable")
+    ranked, hits = score[order], positive[order]
+    last_of_tie = np.append(ranked[1:] != ranked[:-1], True)
+    true_positives = np.cumsum(hits)[last_of_tie]
+    predicted = np.arange(1, len(ranked) + 1)[last_of_tie]
+    recall = true_positives / positive.sum()
+    return float(np.sum(np.diff(recall, prepend=0.0) * (true_positives / predicted)))
+
+
+def precision_recall(actual: np.ndarray, predicted: np.ndarray) -> Tuple[float, float]:
+    """Precision and recall of one class's decision: actual, predicted bool [N]. A class never predicted has
+    precision 0, a class absent from the rows recall 0."""
+    hits = float(np.sum(actual & predicted))
+    precision = hits / predicted.sum() if predicted.any() else 0.0
+    recall = hits / actual.sum() if actual.any() else 0.0
+    return precision, recall
+
+
+def _row_hits(truth: Truth, scores: Scores) -> np.ndarray:
+    """float [N]: 1 where the predicted class is the label (accuracy is their mean)."""
+    return (scores.predicted == truth.labels).astype(np.float64)
+
+
+def _row_log_losses(truth: Truth, scores: Scores) -> np.ndarray:
+    """float [N]: -log of the probability given to the label, clipped at 1e-15 (log_loss is their mean)."""
+    p_true = scores.probabilities[np.arange(len(truth.keys)), truth.label_index]
+    return -np.log(np.clip(p_true, _EPSILON, 1.0))
+
+
+def _mean_defined(values: Sequence[float]) -> float:
+    defined = [v for v in values if not math.isnan(v)]
+    return float(np.mean(defined)) if defined else float("nan")
+
+
+def reported_metrics(truth: Truth, scores: Scores) -> Dict[str, float]:
+    """Every metric of one model's scores on the eval rows, each by one exact definition, in float64.
+
+    Classification: `accuracy`, `log_loss` (mean -log p(label)), `auc` (ROC AUC of the second class for two
+    classes, else the mean one-vs-rest AUC over the classes present) and, by the names the evaluation always
+    reported: `mean_loss` (the training loss, cross entropy: log_loss), precision and recall of the decision
+    (`scores.predicted`) and `auc_pr` (average precision); for two classes `precision`, `recall`, `auc_pr` of
+    the second class and `auc_roc` (auc); for more, `precision/<class>`, `recall/<class>`, `auc_roc/<class>`,
+    `auc_pr/<class>` and their means `macro_precision`, `macro_recall`, `macro_auc_roc` (auc), `macro_auc_pr`.
+    Regression: `mse`, `rmse`, `mae`, `r2` in the label's units.
+    Rows are the eval rows only: padding never reaches `Truth` or `Scores`.
+    """
+    if truth.task == REGRESSION:
+        return _regression_metrics(truth, scores)
+    log_loss = float(np.mean(_row_log_losses(truth, scores)))
+    out = {"accuracy": float(np.mean(_row_hits(truth, scores))), "log_loss": log_loss, "mean_loss": log_loss}
+    per_class = _per_class_metrics(truth, scores)
+    if len(truth.classes) == 2:
+        positive = per_class[truth.classes[1]]
+        return {**out, **positive, "auc": positive["auc_roc"]}
+    for cls, values in per_class.items():
+        out.update({f"{name}/{cls}": value for name, value in values.items()})
+    for name in ("precision", "recall", "auc_pr"):
+        out[f"macro_{name}"] = _mean_defined([values[name] for values in per_class.values()])
+    out["auc"] = out["macro_auc_roc"] = _mean_defined([values["auc_roc"] for values in per_class.values()])
+    return out
+
+
+def _per_class_metrics(truth: Truth, scores: Scores) -> Dict[str, Dict[str, float]]:
+    """{class: {precision, recall, auc_roc, auc_pr}}, each class against the rest."""
+    out = {}
+    for k, cls in enumerate(truth.classes):
+        actual, probability = truth.labels == cls, scores.probabilities[:, k]
+        precision, recall = precision_recall(actual, scores.predicted == cls)
+        out[cls] = {
+            "precision": precision,
+            "recall": recall,
+            "auc_roc": auc(actual, probability),
+            "auc_pr": average_precision(actual, probability),
+        }
+    return out
+
+
+def _regression_metrics(truth: Truth, scores: Scores) -> Dict[str, float]:
+    error = scores.predicted - truth.labels
+    mse = float(np.mean(error**2))
+    total = float(np.sum((truth.labels - truth.labels.mean()) ** 2))
+    r2 = 1.0 - float(np.sum(error**2)) / total if total > 0 else float("nan")
+    return {"mse": mse, "rmse": math.sqrt(mse), "mae": float(np.mean(np.abs(error))), "r2": r2}
+
+
+def blessing_metrics(metrics: Mapping[str, float], task: str) -> Dict[str, float]:
+    """The metrics a blessing compares (`config.TASK_METRICS`: accuracy, log_loss, auc; rmse, mae, r2), taken
+    from `reported_metrics` (not computed again)."""
+    return {name: metrics[name] for name in TASK_METRICS[task]}
+
+
 def compute_metrics(truth: Truth, scores: Scores) -> Dict[str, float]:
     """Blessing metrics of one model's scores: accuracy, log_loss, auc or rmse, mae, r2."""
-    if truth.task == REGRESSION:
-        error = scores.predicted - truth.labels
-        total = float(np.sum((truth.labels - truth.labels.mean()) ** 2))
-        r2 = 1.0 - float(np.sum(error**2)) / total if total > 0 else float("nan")
-        return {"rmse": float(np.sqrt(np.mean(error**2))), "mae": float(np.mean(np.abs(error))), "r2": r2}
-    label_index = truth.label_index
-    p_true = scores.probabilities[np.arange(len(label_index)), label_index]
-    if len(truth.classes) == 2:
-        area = auc(label_index == 1, scores.probabilities[:, 1])
-    else:
-        per_class = [auc(label_index == k, scores.probabilities[:, k]) for k in range(len(truth.classes))]
-        defined = [a for a in per_class if not math.isnan(a)]
-        area = float(np.mean(defined)) if defined else float("nan")
-    return {
-        "accuracy": float(np.mean(scores.predicted == truth.labels)),
-        "log_loss": float(np.mean(-np.log(np.clip(p_true, _EPSILON, 1.0)))),
-        "auc": area,
-    }
+    return blessing_metrics(reported_metrics(truth, scores), truth.task)
 
 
 def paired_standard_errors(truth: Truth, candidate: Scores, reference: Scores) -> Dict[str, float]:
@@ -119,15 +201,10 @@ def paired_standard_errors(truth: Truth, candidate: Scores, reference: Scores) -
         variance = float(np.mean((truth.labels - truth.labels.mean()) ** 2)) or 1.0
         c, r = candidate.predicted - truth.labels, reference.predicted - truth.labels
         return {"r2": _standard_error((r**2 - c**2) / variance), "mae": _standard_error(np.abs(r) - np.abs(c))}
-    rows = np.arange(len(truth.keys))
-    index = truth.label_index
-
-    def per_row(scores: Scores):
-        p_true = np.clip(scores.probabilities[rows, index], _EPSILON, 1.0)
-        return (scores.predicted == truth.labels).astype(np.float64), -np.log(p_true)
-
-    (c_right, c_loss), (r_right, r_loss) = per_row(candidate), per_row(reference)
-    return {"accuracy": _standard_error(c_right - r_right), "log_loss": _standard_error(c_loss - r_loss)}
+    return {
+        "accuracy": _standard_error(_row_hits(truth, candidate) - _row_hits(truth, reference)),
+        "log_loss": _standard_error(_row_log_losses(truth, candidate) - _row_log_losses(truth, reference)),
+    }
 
 
 def _standard_error(differences: np.ndarray) -> float:

@@ -22,7 +22,7 @@ from matplotlib.ticker import MaxNLocator
 
 from estimator_lib import storage
 from estimator_lib.evaluation.blessing import Blessing
-from estimator_lib.evaluation.metrics import Scores, Truth
+from estimator_lib.evaluation.metrics import Scores, Truth, precision_recall
 
 if TYPE_CHECKING:  # the types only: this module stays free of TensorFlow
     from estimator_lib.data.prepare import PrepareResult
@@ -51,7 +51,8 @@ class ReportInputs:
       truth: the eval rows' labels.
       candidate: the candidate's scores for those rows.
       baseline: the baseline model's scores for the same rows, when there is one.
-      model_metrics: the model's own eval metrics (metric_fn, padding weighted out).
+      model_metrics: every metric of the candidate on the eval rows (`metrics.reported_metrics`; the blessing's
+        part of them is in `blessing.candidate_metrics`, the same values).
       reference_metrics: a reference model's metrics on the same rows, when one was fitted.
       manifest: the prepared data's manifest (counts, missing values, class counts, notes).
       drift: a drift summary {feature: {figure: value}} when the run checked one.
@@ -206,10 +207,8 @@ def per_class_metrics(truth: Truth, scores: Scores) -> List[Tuple[str, float, fl
     """(class, precision, recall, F1, support) per class; precision of a never-predicted class is 0."""
     out = []
     for c in truth.classes:
-        predicted, actual = scores.predicted == c, truth.labels == c
-        hits = float(np.sum(predicted & actual))
-        precision = hits / predicted.sum() if predicted.any() else 0.0
-        recall = hits / actual.sum() if actual.any() else 0.0
+        actual = truth.labels == c
+        precision, recall = precision_recall(actual, scores.predicted == c)
         f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
         out.append((c, precision, recall, f1, int(actual.sum())))
     return out
@@ -322,7 +321,7 @@ def render_html(inputs: ReportInputs) -> str:
     if inputs.model_metrics:  # long (every class's precision, recall, AUCs): folded, to keep the plots in view
         model_rows = sorted(inputs.model_metrics.items())
         sections.append(
-            "<details><summary>The model's own eval metrics (metric_fn, on the estimator's eval run)</summary>"
+            "<details><summary>All of the candidate's metrics (exact, on the eval rows)</summary>"
             + _table(["metric", "value"], model_rows)
             + "</details>"
         )

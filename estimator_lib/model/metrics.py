@@ -9,7 +9,10 @@ of the real rows alone. The built-in estimator "loss" averages batch losses and 
 padding; `mean_loss` here is the mean per-example loss over real rows.
 
 AUCs use `tf.compat.v1.metrics.auc` with `AUC_NUM_THRESHOLDS` evenly spaced thresholds: ROC with the
-trapezoidal rule, PR with careful interpolation.
+trapezoidal rule, PR with careful interpolation. That is an approximation, not the exact area the evaluate stage
+reports (`evaluation.metrics`, over every distinct score), so these carry names of their own: `streaming_auc_roc`,
+`streaming_auc_pr` (and `streaming_macro_auc_roc`, ...). The other values here (accuracy, precision, recall,
+mean_loss, mse, mae, rmse) have the exact definitions of the names they carry, accumulated in float32.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ import tensorflow as tf
 from estimator_lib.schema import LabelSpec
 
 AUC_NUM_THRESHOLDS = 1000
+# What a metric computed by thresholding (not exactly) is called: a name of its own, apart from the exact one.
+STREAMING_PREFIX = "streaming_"
 MetricOps = Dict[str, Tuple[tf.Tensor, tf.Tensor]]
 MetricFn = Callable[..., MetricOps]
 
@@ -28,12 +33,12 @@ _m = tf.compat.v1.metrics
 
 
 def _binary_ops(labels: tf.Tensor, probability: tf.Tensor, weights: tf.Tensor, suffix: str = "") -> MetricOps:
-    """Precision, recall and AUCs of one positive class: labels bool [B], probability float32 [B]."""
+    """Precision, recall and streaming AUCs of one positive class: labels bool [B], probability float32 [B]."""
     predicted = probability > 0.5
     return {
         f"precision{suffix}": _m.precision(labels, predicted, weights=weights),
         f"recall{suffix}": _m.recall(labels, predicted, weights=weights),
-        f"auc_roc{suffix}": _m.auc(
+        f"{STREAMING_PREFIX}auc_roc{suffix}": _m.auc(
             labels,
             probability,
             weights=weights,
@@ -41,7 +46,7 @@ def _binary_ops(labels: tf.Tensor, probability: tf.Tensor, weights: tf.Tensor, s
             curve="ROC",
             summation_method="trapezoidal",
         ),
-        f"auc_pr{suffix}": _m.auc(
+        f"{STREAMING_PREFIX}auc_pr{suffix}": _m.auc(
             labels,
             probability,
             weights=weights,
@@ -62,7 +67,7 @@ def binary_metric_fn(labels, logits, per_example_loss, weights) -> MetricOps:
 
 
 def multiclass_metric_fn_builder(num_classes: int) -> MetricFn:
-    """K-class classification: accuracy, mean loss, and per class (one-vs-rest) precision, recall, AUCs."""
+    """K-class classification: accuracy, mean loss, and per class (one-vs-rest) precision, recall, streaming AUCs."""
 
     def metric_fn(labels, logits, per_example_loss, weights) -> MetricOps:
         """labels int32 [B]; logits float32 [B, K]; per_example_loss, weights float32 [B]."""
@@ -116,15 +121,22 @@ def metric_fn_for(label: LabelSpec) -> MetricFn:
 
 
 def readable_names(results: Dict[str, float], label: LabelSpec) -> Dict[str, float]:
-    """Renames per-class keys "x/class_3" to "x/<class name>" and adds macro averages for multiclass."""
+    """Renames per-class keys "x/class_3" to "x/<class name>" and adds macro averages for multiclass
+    (`macro_precision`, `macro_recall`, `streaming_macro_auc_roc`, `streaming_macro_auc_pr`)."""
     if label.head != "multiclass":
         return dict(results)
     out: Dict[str, float] = {}
     for name, value in results.items():
         base, sep, cls = name.partition("/class_")
         out[f"{base}/{label.classes[int(cls)]}" if sep else name] = value
-    for base in ("precision", "recall", "auc_roc", "auc_pr"):
+    for base in ("precision", "recall", f"{STREAMING_PREFIX}auc_roc", f"{STREAMING_PREFIX}auc_pr"):
         per_class = [results[f"{base}/class_{k}"] for k in range(label.num_classes) if f"{base}/class_{k}" in results]
         if per_class:
-            out[f"macro_{base}"] = sum(per_class) / len(per_class)
+            out[_macro_name(base)] = sum(per_class) / len(per_class)
     return out
+
+
+def _macro_name(base: str) -> str:
+    """The macro average's name: macro_precision; streaming_macro_auc_roc (the streaming prefix stays first)."""
+    streaming = base.startswith(STREAMING_PREFIX)
+    return (STREAMING_PREFIX if streaming else "") + "macro_" + base[len(STREAMING_PREFIX) if streaming else 0 :]

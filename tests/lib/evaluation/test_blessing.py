@@ -1,4 +1,4 @@
-"""Blessing: metrics computed in one place for every model, thresholds, the trivial model, the baseline."""
+"""Blessing: thresholds, the trivial model, the linear reference, the baseline (metrics: test_metrics.py)."""
 
 from __future__ import annotations
 
@@ -17,89 +17,6 @@ CLASSES = ("a", "b", "c")
 
 def truth3() -> Truth:
     return Truth(("k0", "k1", "k2", "k3"), np.array(["a", "b", "c", "a"], dtype=object), CLASSES)
-
-
-def rows3(order=CLASSES):
-    """Prediction rows for truth3: right, right, wrong (says "a"), right; probabilities keyed by class name."""
-    probs = [
-        {"a": 0.7, "b": 0.2, "c": 0.1},
-        {"a": 0.1, "b": 0.8, "c": 0.1},
-        {"a": 0.5, "b": 0.1, "c": 0.4},
-        {"a": 0.6, "b": 0.3, "c": 0.1},
-    ]
-    out = []
-    for i, p in enumerate(probs):
-        out.append({"key": f"k{i}", "class": max(p, key=p.get), "probabilities": {c: p[c] for c in order}})
-    return list(reversed(out))  # order of rows does not matter: they are matched by key
-
-
-def test_multiclass_metrics_exact():
-    truth = truth3()
-    metrics = b.compute_metrics(truth, b.scores_from_rows(rows3(), truth, "candidate"))
-    assert metrics["accuracy"] == pytest.approx(0.75)
-    assert metrics["log_loss"] == pytest.approx(-(math.log(0.7) + math.log(0.8) + math.log(0.4) + math.log(0.6)) / 4)
-    # One-vs-rest AUCs: a: pos {0.7, 0.6} vs neg {0.1, 0.5} -> 1.0; b: pos {0.8} vs {0.2, 0.1, 0.3} -> 1.0;
-    # c: pos {0.4} vs {0.1, 0.1, 0.1} -> 1.0.
-    assert metrics["auc"] == pytest.approx(1.0)
-
-
-def test_classes_are_matched_by_name_not_position():
-    """A baseline that lists classes in another order, and knows a class the data lacks, scores the same."""
-    truth = truth3()
-    reordered = rows3(order=("c", "a", "b"))
-    for row in reordered:
-        row["probabilities"]["z"] = 0.0
-    same = b.compute_metrics(truth, b.scores_from_rows(reordered, truth, "baseline"))
-    assert same == b.compute_metrics(truth, b.scores_from_rows(rows3(), truth, "candidate"))
-
-
-def test_a_class_the_baseline_never_knew_gets_probability_zero():
-    truth = truth3()
-    rows = [{"key": f"k{i}", "class": "a", "probabilities": {"a": 0.9, "b": 0.1}} for i in range(4)]
-    scores = b.scores_from_rows(rows, truth, "baseline")
-    assert scores.probabilities[:, 2].tolist() == [0.0, 0.0, 0.0, 0.0]
-    metrics = b.compute_metrics(truth, scores)
-    assert metrics["accuracy"] == pytest.approx(0.5)
-    assert metrics["log_loss"] == pytest.approx((-2 * math.log(0.9) - math.log(0.1) - math.log(1e-15)) / 4)
-
-
-def test_binary_auc_and_ties():
-    truth = Truth(("k0", "k1", "k2", "k3"), np.array(["no", "yes", "yes", "no"], dtype=object), ("no", "yes"))
-    rows = [
-        {"key": "k0", "class": "no", "probabilities": {"no": 0.9, "yes": 0.1}},
-        {"key": "k1", "class": "yes", "probabilities": {"no": 0.1, "yes": 0.9}},
-        {"key": "k2", "class": "yes", "probabilities": {"no": 0.4, "yes": 0.6}},
-        {"key": "k3", "class": "yes", "probabilities": {"no": 0.4, "yes": 0.6}},
-    ]
-    metrics = b.compute_metrics(truth, b.scores_from_rows(rows, truth, "candidate"))
-    # positives {0.9, 0.6} vs negatives {0.1, 0.6}: pairs 1 + 1 + 1 + 0.5 (tie) = 3.5 of 4.
-    assert metrics["auc"] == pytest.approx(0.875)
-    assert metrics["accuracy"] == pytest.approx(0.75)
-
-
-def test_regression_metrics_exact():
-    truth = Truth(("k0", "k1", "k2"), np.array([1.0, 2.0, 3.0]))
-    rows = [{"key": "k0", "value": 1.5}, {"key": "k1", "value": 2.0}, {"key": "k2", "value": 2.0}]
-    metrics = b.compute_metrics(truth, b.scores_from_rows(rows, truth, "candidate"))
-    assert metrics["rmse"] == pytest.approx(math.sqrt((0.25 + 0 + 1) / 3))
-    assert metrics["mae"] == pytest.approx(0.5)
-    assert metrics["r2"] == pytest.approx(1 - 1.25 / 2.0)
-
-
-def test_predictions_must_cover_every_eval_row():
-    truth = truth3()
-    with pytest.raises(BlessingError, match="the baseline predictions miss 1 of 4 eval rows"):
-        b.scores_from_rows(rows3()[1:], truth, "baseline")
-
-
-def test_confusion_matrix_and_roc_curve():
-    truth = truth3()
-    scores = b.scores_from_rows(rows3(), truth, "candidate")
-    assert b.confusion_matrix(truth, scores) == [[2, 0, 0], [0, 1, 0], [1, 0, 0]]
-    roc = b.roc_curve(truth, scores, points=3)  # thresholds 1.0, 0.5, 0.0; micro-average over 12 decisions
-    assert roc["thresholds"] == [1.0, 0.5, 0.0]
-    assert roc["tpr"] == [0.0, pytest.approx(3 / 4), 1.0]  # 0.7, 0.8, 0.6 of true classes are >= 0.5
-    assert roc["fpr"] == [0.0, pytest.approx(1 / 8), 1.0]  # 0.5 ("a" for a "c" row) of 8 negatives
 
 
 PLAIN = BlessingConfig(confidence=0.5)  # z = 0: the plain comparison with the trivial model
@@ -233,20 +150,6 @@ def test_blessing_round_trips_through_json():
     record = json.loads(verdict.to_json())
     del record["reference"], record["reference_metrics"]  # a record written before the reference existed
     assert Blessing.from_dict(record).reference_metrics is None
-
-
-def test_paired_standard_errors_are_those_of_the_per_row_differences():
-    truth = truth3()
-    candidate = b.scores_from_rows(rows3(), truth, "candidate")  # right, right, wrong, right
-    reference = b.Scores(np.array(["a", "b", "c", "b"], dtype=object), np.full((4, 3), 1 / 3))  # r, r, r, wrong
-    errors = b.paired_standard_errors(truth, candidate, reference)
-    assert errors["accuracy"] == pytest.approx(np.std([0, 0, -1, 1], ddof=1) / 2)
-    log_ratio = [math.log(0.7 * 3), math.log(0.8 * 3), math.log(0.4 * 3), math.log(0.6 * 3)]
-    assert errors["log_loss"] == pytest.approx(np.std(log_ratio, ddof=1) / 2)
-    numbers = Truth(("k0", "k1", "k2"), np.array([1.0, 2.0, 3.0]))
-    regression = b.paired_standard_errors(numbers, b.Scores(np.array([1.0, 2.0, 4.0])), b.Scores(np.array([2.0] * 3)))
-    assert regression["r2"] == pytest.approx(np.std([1.5, 0.0, 0.0], ddof=1) / math.sqrt(3))  # variance 2/3
-    assert regression["mae"] == pytest.approx(np.std([1.0, 0.0, 0.0], ddof=1) / math.sqrt(3))
 
 
 def test_the_reference_gap_that_chance_explains_is_tolerated():

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from report_checks import assert_complete_report
 
-from estimator_lib.evaluation import Blessing, Check, Scores, Truth
+from estimator_lib.evaluation import Blessing, Check, Scores, Truth, reported_metrics
 from estimator_lib.evaluation import report as report_lib
 
 MANIFEST = {
@@ -35,12 +35,14 @@ def classification():
     probabilities /= probabilities.sum(axis=1, keepdims=True)
     predicted = np.array([classes[i] for i in probabilities.argmax(axis=1)], dtype=object)
     truth = Truth(tuple(f"k{i}" for i in range(60)), labels, classes)
+    candidate = Scores(predicted, probabilities)
+    metrics = reported_metrics(truth, candidate)  # as the evaluate stage: the blessing's accuracy is one of them
     return report_lib.ReportInputs(
         title="species on penguins",
-        blessing=blessing(True, "accuracy", float(np.mean(predicted == labels)), 0.5),
+        blessing=blessing(True, "accuracy", metrics["accuracy"], 0.5),
         truth=truth,
-        candidate=Scores(predicted, probabilities),
-        model_metrics={"accuracy": 0.9, "mean_loss": 0.31},
+        candidate=candidate,
+        model_metrics=metrics,
         reference_metrics={"accuracy": 0.85},
         manifest=MANIFEST,
         drift={"bill": {"psi": 0.02, "missing_rate_change": 0.0}},
@@ -83,6 +85,8 @@ def test_per_class_metrics_match_their_definition():
     rows = report_lib.per_class_metrics(truth, scores)
     assert rows[0] == ("a", 1.0, 0.5, pytest.approx(2 / 3), 2)
     assert rows[1] == ("b", pytest.approx(2 / 3), 1.0, pytest.approx(0.8), 2)
+    metrics = reported_metrics(truth, scores)  # the report's table and the metrics: one definition
+    assert rows[1][1:3] == (metrics["precision"], metrics["recall"])
 
 
 def test_markdown_summary_has_the_verdict_checks_and_metrics(classification):
@@ -100,5 +104,5 @@ def test_the_fingerprint_covers_what_the_report_shows_not_where_the_run_wrote(cl
     first = written(classification, "a")
     moved = dataclasses.replace(classification, run={"checkpoint": "/elsewhere/model.ckpt-100"})
     assert written(moved, "b").fingerprint == first.fingerprint
-    other = dataclasses.replace(classification, model_metrics={"accuracy": 0.91, "mean_loss": 0.31})
+    other = dataclasses.replace(classification, model_metrics={**classification.model_metrics, "mean_loss": 0.31})
     assert written(other, "c").fingerprint != first.fingerprint
