@@ -33,6 +33,7 @@ from estimator_lib.schema import INDEX_FEATURE, PADDING_FEATURE
 
 ModeKeys = tf.estimator.ModeKeys
 B = 4  # rows per batch
+LOOP_OPS = {"While", "StatelessWhile", "Enter"}  # a while_loop (control flow v2, or v1)
 
 
 def job(family="dnn", schedule="constant", **training) -> JobConfig:
@@ -310,11 +311,11 @@ def loop_and_single_batch_predictions(task: str, m: int, model_dir: str):
         tf.compat.v1.set_random_seed(1)
         single_in = feature_placeholders([B], index=True)
         single = call(fn, ModeKeys.PREDICT, single_in, None, model_dir)
-        assert "Enter" not in {op.type for op in graph.get_operations()}
+        assert not LOOP_OPS & {op.type for op in graph.get_operations()}
         loop_in = feature_placeholders([None], index=True)  # m is known at run time only
         with tf.compat.v1.variable_scope(tf.compat.v1.get_variable_scope(), reuse=True):
             looped = call(fn, ModeKeys.PREDICT, loop_in, None, model_dir, **{PREDICT_BATCHES_PER_RUN: m})
-        assert "Enter" in {op.type for op in graph.get_operations()}  # the loop path: a while_loop
+        assert LOOP_OPS & {op.type for op in graph.get_operations()}  # the loop path: a while_loop
         assert len(tf.compat.v1.global_variables()) == len(tf.compat.v1.trainable_variables())  # no second copy
         with tf.compat.v1.Session() as session:
             session.run(tf.compat.v1.global_variables_initializer())
@@ -365,7 +366,7 @@ def test_predict_loop_is_not_used_on_tpu_or_for_one_batch(tmp_path):
     assert not model_fn_lib._predicts_in_loop(ModeKeys.EVAL, {"use_tpu": False, PREDICT_BATCHES_PER_RUN: 2})
     with tf.Graph().as_default() as graph:
         call(fn, ModeKeys.PREDICT, feature_placeholders([B]), None, str(tmp_path), **{PREDICT_BATCHES_PER_RUN: 1})
-        assert not [op for op in graph.get_operations() if op.type in ("While", "Enter", "StatelessWhile")]
+        assert not LOOP_OPS & {op.type for op in graph.get_operations()}
 
 
 # -- the serve,tpu meta graph (export API v2) ----------------------------------------------------------------
