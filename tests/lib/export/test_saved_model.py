@@ -225,3 +225,23 @@ def test_integer_outputs_must_match_exactly_and_shapes_and_names_too(exported):
     renamed = dict(expected, scores=expected["probabilities"])
     with pytest.raises(ExportVerificationError, match=r"signature 'predict' has no output 'scores'; it has \["):
         verify_export(exported.result.export_dir, schema=model_schema, sample=records, expected=renamed)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug in export/saved_model.py _compare: the difference is np.max(np.abs(...)), which is NaN when either "
+    "side holds a NaN, and `NaN > atol` is False, so NaN outputs pass verification (recorded as max_abs_diff 0.0)",
+)
+def test_nan_outputs_fail_verification(exported):
+    records = sample(exported)
+    model_schema = exported.schema.select(exported.job.model.features)
+    good = expected_outputs(exported, records)
+    probabilities = good["probabilities"].copy()
+    probabilities[0] = np.nan  # the estimator's row 0 is NaN, the SavedModel's is not
+    with pytest.raises(ExportVerificationError, match="output 'probabilities' differs from the estimator"):
+        verify_export(
+            exported.result.export_dir,
+            schema=model_schema,
+            sample=records,
+            expected={"class_ids": good["class_ids"], "probabilities": probabilities},
+        )
