@@ -6,6 +6,7 @@ bitwise equality with one batch per run, and the `serve,tpu` graph of export API
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -207,6 +208,83 @@ def test_train_spec_steps_once_and_outfeeds_rank_1_host_call(tmp_path):
             session.run(tf.compat.v1.global_variables_initializer())
             _, loss, lr = session.run([spec.train_op, spec.loss, host_tensors[2]], feed_dict)
             assert session.run(step) == 1 and np.isfinite(loss) and lr.tolist() == [pytest.approx(0.1)]
+
+
+def one_step(tmp_path, warm_job, padding=None, label_values=(0, 1, 2, 1)):
+    """(loss, weighted mean of the per-example losses, regularisation, {variable: (before, after)}) of one step."""
+    schema = synthetic.make_schema("multiclass")
+    with tf.Graph().as_default():
+        tf.compat.v1.set_random_seed(2)
+        features = feature_placeholders([B], padding=padding is not None)
+        labels = tf.compat.v1.placeholder(tf.int32, [B])
+        spec = call(build_model_fn(schema, warm_job), ModeKeys.TRAIN, features, labels, str(tmp_path))
+        variables = tf.compat.v1.trainable_variables()
+        feed_dict = {**feed(features, feed_values(B, seed=4, padding=padding)), labels: list(label_values)}
+        with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            before = session.run(variables)
+            regularisation = session.run(tf.compat.v1.losses.get_regularization_loss())
+            loss = session.run(spec.loss, feed_dict)
+            session.run(spec.train_op, feed_dict)
+            after = session.run(variables)
+    return loss, regularisation, [(b, a) for b, a in zip(before, after)]
+
+
+def test_train_loss_adds_the_l2_penalty(tmp_path):
+    plain = job()
+    with_l2 = dataclasses.replace(plain, model=dataclasses.replace(plain.model, l2=0.5))
+    loss, regularisation, _ = one_step(tmp_path / "a", plain)
+    loss_l2, regularisation_l2, _ = one_step(tmp_path / "b", with_l2)
+    assert regularisation == 0.0 and regularisation_l2 > 0.0
+    assert loss_l2 == pytest.approx(loss + regularisation_l2, rel=1e-5)  # same seed, same initial variables
+
+
+def test_train_loss_ignores_padded_rows(tmp_path):
+    loss_all, _, _ = one_step(tmp_path / "a", job(), padding=[0, 0, 0, 0])
+    loss_padded, _, _ = one_step(tmp_path / "b", job(), padding=[0, 0, 1, 1])
+    other_labels, _, _ = one_step(tmp_path / "c", job(), padding=[0, 0, 1, 1], label_values=(0, 1, 0, 0))
+    assert loss_padded != pytest.approx(loss_all)
+    assert other_labels == loss_padded  # a padded row's label cannot move the training loss
+
+
+def test_gradients_are_clipped_to_the_global_norm(tmp_path):
+    clipped = job().with_overrides(
+        {
+            "training.optimizer": {
+                "name": "sgd",
+                "learning_rate": 0.1,
+                "schedule": "constant",
+                "clip_gradient_norm": 1e-3,
+            }
+        }
+    )
+    _, _, moves = one_step(tmp_path, clipped)
+    norm = np.sqrt(sum(np.sum((a.astype(np.float64) - b) ** 2) for b, a in moves))
+    assert norm == pytest.approx(0.1 * 1e-3, rel=1e-3)  # SGD moves by lr * the clipped gradient
+    _, _, free = one_step(tmp_path / "free", job())
+    assert np.sqrt(sum(np.sum((a.astype(np.float64) - b) ** 2) for b, a in free)) > 10 * norm
+
+
+def test_loop_stop_hook_ends_the_session_at_the_target(tmp_path):
+    schema = synthetic.make_schema("regression")
+    k, target = 3, 7
+    with tf.Graph().as_default():
+        features = feature_placeholders([k, B], padding=False)
+        labels = tf.compat.v1.placeholder(tf.float32, [k, B])
+        fn = build_model_fn(schema, job(family="linear"))
+        spec = call(fn, ModeKeys.TRAIN, features, labels, str(tmp_path), **{STEPS_PER_RUN: k, TARGET_STEP: target})
+        stop_hook = spec.training_hooks[1]
+        values = {name: np.stack([v] * k) for name, v in feed_values(B).items()}
+        feed_dict = {**feed(features, values), labels: np.full([k, B], 60.0, np.float32)}
+        runs = 0
+        with tf.compat.v1.train.MonitoredSession(hooks=[stop_hook]) as session:
+            while not session.should_stop():
+                session.run(spec.train_op, feed_dict)
+                runs += 1
+            step = session.run_step_fn(
+                lambda step_context: step_context.session.run(tf.compat.v1.train.get_global_step())
+            )
+    assert (runs, step) == (3, 7)  # 3 + 3 + 1 steps: no extra run that trains nothing
 
 
 def test_cpu_train_loop_runs_k_steps_per_run_and_stops_at_the_target(tmp_path):
