@@ -417,8 +417,9 @@ def test_predict_loop_equals_one_batch_per_run_bit_for_bit(task, tmp_path):
 
 ONEDNN_CHECK = """
 import sys, tempfile
-sys.path[:0] = [{tests!r}, {here!r}]
-import test_model_fn
+sys.path[:0] = [{repo!r}, {tests!r}, {here!r}]
+import estimator_lib, test_model_fn
+assert estimator_lib.__file__.startswith({repo!r}), estimator_lib.__file__
 with tempfile.TemporaryDirectory() as d:
     loop_out, one = test_model_fn.loop_and_single_batch_predictions("multiclass", 3, d)
 print(all(loop_out[k].tobytes() == v.tobytes() for k, v in one.items()))
@@ -429,7 +430,8 @@ print(all(loop_out[k].tobytes() == v.tobytes() for k, v in one.items()))
 def test_predict_loop_equality_holds_with_onednn_on_and_off(onednn):
     """The bitwise claim under both CPU kernel settings (oneDNN is read once, at TensorFlow's import)."""
     here = os.path.dirname(os.path.abspath(__file__))
-    code = ONEDNN_CHECK.format(tests=os.path.dirname(os.path.dirname(here)), here=here)
+    tests = os.path.dirname(os.path.dirname(here))
+    code = ONEDNN_CHECK.format(repo=os.path.dirname(tests), tests=tests, here=here)
     env = dict(os.environ, TF_ENABLE_ONEDNN_OPTS=onednn, TF_CPP_MIN_LOG_LEVEL="2")
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
