@@ -135,6 +135,19 @@ def test_regression_reference_keeps_its_mean_and_std():
     assert (label.mean, label.std, label.min, label.max) == (100.0, 10.0, 2.0, 4.0)
 
 
+def test_no_chunk_at_all_gives_neutral_statistics_and_says_so():
+    empty = totals()
+    assert (empty.rows, empty.counts, empty.missing) == (0, [0, 0, 0, 0], [[0, 0]] * 4)
+    schema = build_schema(decisions(), empty, CONFIG)
+    n, c = schema.features
+    assert (n.mean, n.std, n.min, n.max, c.vocabulary) == (0.0, 1.0, 0.0, 0.0, ())
+    assert notes(schema, empty) == [
+        "column 'n' has no value in the training split (mean 0, std 1 used)",
+        "label class 'no' has no good training row",
+        "label class 'yes' has no good training row",
+    ]
+
+
 # -- notes and summary ---------------------------------------------------------------------------------------
 def test_notes_name_constant_empty_columns_and_classes_without_rows():
     schema = Schema(FEATURES, LabelSpec("y", "classification", classes=("no", "yes", "maybe")))
