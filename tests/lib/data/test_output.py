@@ -1,0 +1,116 @@
+"""data/output.py: round-robin and consecutive TFRecord shards (read back by TensorFlow), the quarantine file,
+fingerprints and canonical JSON digests."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+import pytest
+import tensorflow as tf
+
+from estimator_lib.data import output
+from estimator_lib.data.tfrecord import frame
+
+
+def read_records(path: str) -> list:
+    return [r.numpy() for r in tf.data.TFRecordDataset(path)]
+
+
+def records(prefix: str, n: int, start: int = 0) -> list:
+    return [f"{prefix}{i}".encode() for i in range(start, start + n)]
+
+
+def test_shard_names():
+    assert output.shard_name("train", 3, 12) == "train/part-00003-of-00012.tfrecord"
+    assert output.scoring_shard_name(0, 2) == "part-00000-of-00002.tfrecord"
+
+
+def test_shard_writers_continue_the_round_robin_across_chunks(tmp_path):
+    writers = output.ShardWriters(str(tmp_path), ["train", "eval"], num_shards=2)
+    writers.write("train", frame(records("t", 3)))  # t0 t1 t2
+    writers.write("train", frame(records("t", 2, start=3)))  # t3 t4: t3 continues on shard 1
+    writers.write("eval", frame([b"e0"]))
+    writers.close()
+    assert writers.names["train"] == ["train/part-00000-of-00002.tfrecord", "train/part-00001-of-00002.tfrecord"]
+    assert read_records(str(tmp_path / writers.names["train"][0])) == [b"t0", b"t2", b"t4"]
+    assert read_records(str(tmp_path / writers.names["train"][1])) == [b"t1", b"t3"]
+    assert read_records(str(tmp_path / writers.names["eval"][0])) == [b"e0"]
+    assert os.path.getsize(tmp_path / writers.names["eval"][1]) == 0  # an empty shard still exists
+    assert writers.records == {
+        "train/part-00000-of-00002.tfrecord": 3,
+        "train/part-00001-of-00002.tfrecord": 2,
+        "eval/part-00000-of-00002.tfrecord": 1,
+        "eval/part-00001-of-00002.tfrecord": 0,
+    }
+
+
+def test_consecutive_shards_hold_ranges_in_input_order(tmp_path):
+    shards = output.ConsecutiveShards(str(tmp_path), "score", num_shards=2, planned_rows=5)
+    shards.write("score", frame(records("r", 2)))
+    shards.write("score", frame(records("r", 4, start=2)))  # one row more than planned: it joins the last shard
+    shards.close()
+    first, second = (read_records(str(tmp_path / name)) for name in shards.names)
+    assert first == [b"r0", b"r1", b"r2"] and second == [b"r3", b"r4", b"r5"]
+    assert shards.records == {"part-00000-of-00002.tfrecord": 3, "part-00001-of-00002.tfrecord": 3}
+
+
+def test_consecutive_shards_refuse_another_split_and_zero_planned_rows(tmp_path):
+    shards = output.ConsecutiveShards(str(tmp_path), "score", num_shards=3, planned_rows=0)
+    with pytest.raises(AssertionError, match="scoring rows must all land in split 'score', got one for 'train'"):
+        shards.write("train", frame([b"x"]))
+    shards.write("score", frame([b"a", b"b"]))  # planned 0 is taken as 1: everything lands in the last shard
+    shards.close()
+    assert list(shards.records.values()) == [1, 0, 1]
+
+
+def test_quarantine_writes_only_when_a_row_is_bad(tmp_path):
+    empty = output.QuarantineWriter(str(tmp_path / "a"))
+    empty.close()
+    assert not os.path.exists(empty.path)
+    os.makedirs(tmp_path / "b")
+    writer = output.QuarantineWriter(str(tmp_path / "b"))
+    writer.write({"line": 3, "value": "ü", "file": "in.csv"})
+    writer.write({"line": 9, "value": None, "file": "in.csv"})
+    writer.close()
+    with open(writer.path, encoding="utf-8") as f:
+        assert f.read() == (
+            '{"file": "in.csv", "line": 3, "value": "ü"}\n{"file": "in.csv", "line": 9, "value": null}\n'
+        )
+    assert writer.path == os.path.join(str(tmp_path / "b"), "quarantine.jsonl")
+
+
+def test_fingerprints_cover_every_file_with_record_counts(tmp_path):
+    (tmp_path / "train").mkdir()
+    (tmp_path / "train" / "part.tfrecord").write_bytes(b"abc")
+    (tmp_path / "schema.json").write_bytes(b"")
+    out = output.output_fingerprints(str(tmp_path), {"train/part.tfrecord": 7, "missing.tfrecord": 1})
+    assert list(out) == ["schema.json", "train/part.tfrecord"]
+    assert out["train/part.tfrecord"] == {"sha256": hashlib.sha256(b"abc").hexdigest(), "bytes": 3, "records": 7}
+    assert out["schema.json"] == {"sha256": hashlib.sha256(b"").hexdigest(), "bytes": 0}
+    assert output.output_fingerprints(str(tmp_path / "train"), {}) == {
+        "part.tfrecord": {"sha256": hashlib.sha256(b"abc").hexdigest(), "bytes": 3}
+    }
+
+
+def test_sha256_file_reads_in_blocks(tmp_path):
+    data = os.urandom((1 << 20) + 5)  # more than one block
+    (tmp_path / "big").write_bytes(data)
+    assert output.sha256_file(str(tmp_path / "big")) == hashlib.sha256(data).hexdigest()
+
+
+def test_json_digest_is_canonical():
+    a = output.json_digest({"b": [1, 2], "a": "é"})
+    assert a == output.json_digest({"a": "é", "b": [1, 2]})
+    assert a == hashlib.sha256('{"a":"é","b":[1,2]}'.encode()).hexdigest()
+    assert a != output.json_digest({"a": "é", "b": [2, 1]})
+
+
+def test_write_json_is_sorted_indented_and_newline_terminated(tmp_path):
+    path = str(tmp_path / "m.json")
+    output.write_json(path, {"z": 1, "a": {"é": True}})
+    with open(path, "rb") as f:
+        text = f.read().decode("utf-8")
+    assert text == '{\n  "a": {\n    "é": true\n  },\n  "z": 1\n}\n'
+    assert json.loads(text) == {"z": 1, "a": {"é": True}}
