@@ -144,6 +144,10 @@ def _conjugate_gradient(product: Callable[[np.ndarray], np.ndarray], b: np.ndarr
     return x
 
 
+def _norm(v: np.ndarray) -> float:
+    return float(np.sqrt(np.sum(v * v)))
+
+
 def newton_cg(
     objective: Objective, hessian_product: HessianProduct, w: np.ndarray, tolerance: float = 1e-10, steps: int = 100
 ) -> np.ndarray:
@@ -151,7 +155,7 @@ def newton_cg(
     backtracking (Armijo) line search. Stops when the gradient's norm is at most `tolerance`."""
     loss, grad = objective(w)
     for _ in range(steps):
-        norm = float(np.sqrt(np.sum(grad * grad)))
+        norm = _norm(grad)
         if norm <= tolerance:
             break
         cg_tol = min(0.5, math.sqrt(norm)) * norm
@@ -162,6 +166,10 @@ def newton_cg(
             candidate = w + step * direction
             new_loss, new_grad = objective(candidate)
             if new_loss <= loss + 1e-4 * step * slope:
+                break
+            # Near the optimum the decrease is below the loss's rounding (a few ulps of it), where the Armijo test
+            # would stop wherever the CPU's last bits fall; the gradient still resolves it.
+            if new_loss <= loss + 64 * np.finfo(np.float64).eps * abs(loss) and _norm(new_grad) < norm:
                 break
             step *= 0.5
         else:
