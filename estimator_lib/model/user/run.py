@@ -120,8 +120,10 @@ def train(
     this model directory has no checkpoint yet.
     """
     files = inputs.resolve_files(train_files)
-    count = inputs.count_records(files, records.compression(files)) if num_train_examples is None else num_train_examples
-    budget = job.training.budget(count)
+    count = num_train_examples
+    if count is None and job.training.train_steps is None:  # the budget is in epochs: count the records
+        count = inputs.count_records(files, records.compression(files))
+    budget = job.training.budget(count or 0)
     input_fn = user_inputs.train_input_fn_builder(
         files, user.spec, job.training.seed, job.training.shuffle_buffer_size, model_dir
     )
