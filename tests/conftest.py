@@ -16,6 +16,20 @@ import pytest  # noqa: E402
 EMULATOR_BUCKET = "test-bucket"
 
 
+@pytest.fixture(autouse=True)
+def _op_determinism_ends_with_its_test():
+    """TensorFlow's op determinism is process-wide and has no scope: a test whose training enables it
+    (`training.deterministic`) would leave every later test's unseeded graph failing ("Random ops require a
+    seed"). Each estimator the library builds enables it again, so switching it off after a test changes
+    nothing a test measures."""
+    yield
+    if "tensorflow" in sys.modules:
+        from tensorflow.python.framework import config
+
+        if config.is_op_determinism_enabled():
+            config.disable_op_determinism()
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

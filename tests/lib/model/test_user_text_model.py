@@ -6,6 +6,7 @@ not a multiple of the batch; predictions come back in order; the export is verif
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 
 import numpy as np
@@ -24,13 +25,8 @@ HPARAMS = {"vocab_size": 50, "hidden_size": 32, "num_heads": 4, "max_seq_length"
 
 @pytest.fixture(scope="module")
 def text(tmp_path_factory):
-    sys.path.insert(0, EXAMPLE)
-    try:
-        import make_records
-    finally:
-        sys.path.remove(EXAMPLE)
     root = str(tmp_path_factory.mktemp("text"))
-    make_records.main(root)
+    subprocess.run([sys.executable, os.path.join(EXAMPLE, "make_records.py"), root], check=True)  # as documented
     spec = FeatureSpec.read(os.path.join(root, "feature_spec.json"), label="label_ids")
     user = UserModel("token_transformer.model:model_fn", spec, HPARAMS, code_dir=EXAMPLE)
     job = JobConfig(
