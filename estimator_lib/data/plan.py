@@ -21,6 +21,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from estimator_lib.config import PrepareConfig
+from estimator_lib.data import numbers
 from estimator_lib.data.common import DataError
 from estimator_lib.data.encode import EncodePlan, FeaturePlan
 from estimator_lib.data.profile import ColumnCounts, Profile
@@ -207,11 +208,9 @@ def decide_classes(
 
 
 def _whole(text: str) -> Optional[str]:
-    try:
-        number = float(text)
-    except ValueError:
-        return None
-    return str(int(number)) if number.is_integer() else None
+    """The canonical text of a whole number ("3.0" -> "3"); None for other text."""
+    number = numbers.read(text)
+    return None if number is None else numbers.whole_text(number)
 
 
 def _check_classes(classes: Sequence[str], profile: Profile, config: "PrepareConfig") -> None:
