@@ -268,7 +268,7 @@ def encode_plan(decisions: Decisions, config: "PrepareConfig") -> EncodePlan:
 
 
 def _check_schema(decisions: Decisions, config: "PrepareConfig") -> Schema:
-    """A schema with placeholder statistics: enough for records.encode_example (statistics do not matter)."""
+    """A schema with placeholder statistics: enough for records.serialize_example (statistics do not matter)."""
     features = tuple(dataclasses.replace(f, vocabulary=(), mean=0.0, std=1.0) for f in decisions.features)
     if decisions.task == CLASSIFICATION:
         label = LabelSpec(config.label, CLASSIFICATION, classes=decisions.classes)
