@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from estimator_lib.data import arrow_csv, numbers, records, wire
 from estimator_lib.data.common import SPLITS, Moments, derived_key, split_index, split_indices, where
+from estimator_lib.data.parallel import WorkerPlan
 from estimator_lib.data.read import (
     CSV,
     BadRecord,
@@ -112,18 +113,16 @@ class BadValue(Exception):
         self.column, self.value, self.expected = column, value, expected
 
 
-_PLAN: Optional[EncodePlan] = None
+_PLAN: WorkerPlan[EncodePlan] = WorkerPlan("encode_chunk")
 
 
 def init_worker(plan: EncodePlan) -> None:
-    global _PLAN
-    _PLAN = plan
+    _PLAN.set(plan)
 
 
 def encode_chunk(task: ChunkTask) -> ChunkResult:
     """Checks and encodes one chunk (runs in a worker process; `init_worker` set the plan)."""
-    plan = _PLAN
-    assert plan is not None, "init_worker was not called"
+    plan = _PLAN.get()
     out = _encode_csv(task, plan) if task.chunk.fmt == CSV else _encode_rows(task, plan)
     out.examples = tuple(frame(e) for e in out.examples)
     return out

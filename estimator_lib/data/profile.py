@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from estimator_lib.data import arrow_csv, numbers
 from estimator_lib.data.common import content_text, hash64, split_index, split_indices
+from estimator_lib.data.parallel import WorkerPlan
 from estimator_lib.data.read import (
     CSV,
     BadRecord,
@@ -90,18 +91,16 @@ def concat(parts: List[np.ndarray], dtype: Any) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, dtype)
 
 
-_PLAN: Optional[ProfilePlan] = None
+_PLAN: WorkerPlan[ProfilePlan] = WorkerPlan("profile_chunk")
 
 
 def init_worker(plan: ProfilePlan) -> None:
-    global _PLAN
-    _PLAN = plan
+    _PLAN.set(plan)
 
 
 def profile_chunk(chunk: Chunk) -> Profile:
     """Profiles one chunk (runs in a worker process; `init_worker` set the plan)."""
-    plan = _PLAN
-    assert plan is not None, "init_worker was not called"
+    plan = _PLAN.get()
     if chunk.fmt == CSV:
         return _profile_csv(chunk, plan)
     return _profile_rows(chunk, plan)

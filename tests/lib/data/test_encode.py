@@ -144,3 +144,9 @@ def test_integer_categoricals_are_stored_as_whole_number_text(whole):
     assert encode._serialize(typed, "k", plan) == records.serialize_example(
         {"bill (mm)": 1.0, "island": "Dream", "year": "2008", "species": "Adelie"}, SCHEMA, "k"
     )
+
+
+def test_a_chunk_before_init_worker_is_refused(monkeypatch):
+    monkeypatch.setattr(encode, "_PLAN", encode.WorkerPlan("encode_chunk"))
+    with pytest.raises(RuntimeError, match=r"^encode_chunk ran in a process where init_worker\(plan\) was not called"):
+        encode.encode_chunk(_task("jsonl", _jsonl([GOOD]), 1))
