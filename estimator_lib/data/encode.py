@@ -21,17 +21,7 @@ import pyarrow as pa
 from estimator_lib.data import arrow_csv, numbers, records, wire
 from estimator_lib.data.common import SPLITS, Moments, derived_key, split_index, split_indices, where
 from estimator_lib.data.parallel import WorkerPlan
-from estimator_lib.data.read import (
-    CSV,
-    BadRecord,
-    Chunk,
-    csv_columns,
-    csv_records,
-    csv_values,
-    fitting,
-    json_values,
-    raw_row,
-)
+from estimator_lib.data.read import CSV, BadRecord, Chunk, csv_records, csv_rows, raw_row, row_values
 from estimator_lib.data.read import records as read_records
 from estimator_lib.data.tfrecord import frame
 from estimator_lib.schema import CLASSIFICATION, LABEL_KEY, NUMERIC, Schema
@@ -152,7 +142,7 @@ def _encode_rows(task: ChunkTask, plan: EncodePlan) -> ChunkResult:
 
 def _row(task: ChunkTask, plan: EncodePlan, offset: int, record: Any) -> Tuple[int, str, List[Any], bytes]:
     """(split, key, typed values, serialized Example) of one record; raises BadRecord or BadValue."""
-    values = _values(record, task.chunk, plan)
+    values = row_values(record, task.chunk, plan.missing)
     split, key = _split_and_key(values, task.first_row + offset, int(task.key_hashes[offset]), task, plan)
     typed = _typed(values, plan)  # raises BadValue for the row's first bad value
     return split, key, typed, _serialize(typed, key, plan)
@@ -202,10 +192,10 @@ def _encode_csv(task: ChunkTask, plan: EncodePlan) -> ChunkResult:
     table = arrow_csv.table(chunk, plan.missing)
     records: Optional[List[List[str]]] = None
     if table is None:
-        lines, records = csv_records(chunk)
-        values = csv_columns(chunk, records, _needed(plan), plan.missing)
+        rows = csv_rows(chunk, _needed(plan), plan.missing)
+        lines, records, values = rows.lines, rows.records, rows.values
         columns = _columns(values, len(records), plan)
-        columns.doubtful |= ~fitting(records, chunk.columns)
+        columns.doubtful |= ~rows.readable
     else:
         columns, values = _table_columns(table, plan)
         lines = list(range(chunk.first_line, chunk.first_line + table.num_rows))
@@ -418,12 +408,6 @@ def _empty_result(plan: EncodePlan) -> ChunkResult:
         categories={f.index: collections.Counter() for f in plan.features if f.kind != NUMERIC},
         class_counts=[collections.Counter() for _ in SPLITS],
     )
-
-
-def _values(record: Any, chunk: Chunk, plan: EncodePlan) -> Dict[str, Optional[str]]:
-    if chunk.fmt == CSV:
-        return dict(zip(chunk.columns, csv_values(record, chunk.columns, plan.missing)))
-    return json_values(record, plan.missing)
 
 
 def _split_and_key(

@@ -21,17 +21,7 @@ import pyarrow as pa
 from estimator_lib.data import arrow_csv, numbers
 from estimator_lib.data.common import content_text, hash64, split_index, split_indices
 from estimator_lib.data.parallel import WorkerPlan
-from estimator_lib.data.read import (
-    CSV,
-    BadRecord,
-    Chunk,
-    csv_columns,
-    csv_records,
-    csv_values,
-    fitting,
-    json_values,
-    records,
-)
+from estimator_lib.data.read import CSV, BadRecord, Chunk, csv_rows, records, row_values
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,10 +133,9 @@ def _profile_csv(chunk: Chunk, plan: ProfilePlan) -> Profile:
     table = arrow_csv.table(chunk, plan.missing)
     if table is not None:
         return _profile_table(chunk, table, plan)
-    lines, rows = csv_records(chunk)
     header = chunk.columns or ()
-    values = csv_columns(chunk, rows, header, plan.missing)
-    readable = fitting(rows, header)
+    parsed = csv_rows(chunk, header, plan.missing)
+    lines, rows, values, readable = parsed.lines, parsed.records, parsed.values, parsed.readable
     hashes, valid = _csv_key_hashes(values, header, readable, plan)
     profile = Profile(rows=len(rows))
     if readable.any():
@@ -309,9 +298,7 @@ def _count_columns(profile: Profile, rows: List[Dict[str, Optional[str]]]) -> No
 
 def _items(record, chunk: Chunk, plan: ProfilePlan) -> Optional[Sequence[Tuple[str, Optional[str]]]]:
     try:
-        if chunk.fmt == CSV:
-            return list(zip(chunk.columns, csv_values(record, chunk.columns, plan.missing)))
-        return list(json_values(record, plan.missing).items())
+        return list(row_values(record, chunk, plan.missing).items())
     except BadRecord:
         return None
 

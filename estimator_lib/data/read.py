@@ -366,6 +366,31 @@ def csv_columns(
     return cleaned
 
 
+@dataclasses.dataclass
+class CsvRows:
+    """A CSV chunk read by Python (the csv module, or str.split when the text is plain): each record's line
+    and fields, the cleaned values of the columns asked for, and bool [records]: those that fit the header."""
+
+    lines: List[int]
+    records: List[List[str]]
+    values: Dict[str, Sequence[Optional[str]]]
+    readable: Any
+
+
+def csv_rows(chunk: Chunk, names: Sequence[str], missing: FrozenSet[str]) -> CsvRows:
+    """The chunk's records and the cleaned columns `names` (`csv_records`, `csv_columns`, `fitting`): the
+    Python reader of a CSV chunk both passes fall back to when Arrow does not read it (`arrow_csv.table`)."""
+    lines, rows = csv_records(chunk)
+    return CsvRows(lines, rows, csv_columns(chunk, rows, names, missing), fitting(rows, chunk.columns or ()))
+
+
+def row_values(record: Record, chunk: Chunk, missing: FrozenSet[str]) -> Dict[str, Optional[str]]:
+    """{column: cleaned text or None} of one record of the chunk, CSV or JSON Lines; raises BadRecord."""
+    if chunk.fmt == CSV:
+        return dict(zip(chunk.columns, csv_values(record, chunk.columns, missing)))  # type: ignore[arg-type]
+    return json_values(record, missing)  # type: ignore[arg-type]
+
+
 def fitting(rows: Sequence[List[str]], header: Tuple[str, ...]) -> Any:
     """bool [rows]: the records with as many fields as the header (the others cannot be read as rows)."""
     return np.fromiter(map(len, rows), np.int64, len(rows)) == len(header)

@@ -136,3 +136,20 @@ def test_raw_rows_for_the_quarantine():
 
 def test_a_scan_starts_empty():
     assert (FileScan().sha256, FileScan().size) == ("", 0)
+
+
+def test_a_record_becomes_the_same_values_in_either_format():
+    csv_chunk = Chunk(0, "d.csv", "csv", 2, " 1 ,NA,x\n", ("a", "b", "c"))
+    json_chunk = Chunk(0, "d.jsonl", "jsonl", 2, '{"a": 1, "b": null, "c": " x "}\n', None)
+    expected = {"a": "1", "b": None, "c": "x"}
+    assert read.row_values(next(read.records(csv_chunk))[1], csv_chunk, MISSING) == expected
+    assert read.row_values(next(read.records(json_chunk))[1], json_chunk, MISSING) == expected
+    with pytest.raises(BadRecord, match=r"^has 2 field\(s\) but the header has 3 columns$"):
+        read.row_values(["1", "2"], csv_chunk, MISSING)
+
+
+def test_csv_rows_of_a_chunk():
+    chunk = Chunk(0, "d.csv", "csv", 4, "1, x \n2\n\nNA,y\n", ("n", "w"))
+    rows = read.csv_rows(chunk, ["w"], MISSING)
+    assert (rows.lines, rows.records) == ([4, 5, 7], [["1", " x "], ["2"], ["NA", "y"]])
+    assert rows.values == {"w": ["x", None, "y"]} and rows.readable.tolist() == [True, False, True]
