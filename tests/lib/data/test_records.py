@@ -9,24 +9,15 @@ import tensorflow as tf
 
 from estimator_lib.data import records
 from estimator_lib.data.common import DataError
-from estimator_lib.schema import (
-    CATEGORICAL,
-    CLASSIFICATION,
-    NUMERIC,
-    REGRESSION,
-    FeatureSpec,
-    LabelSpec,
-    Schema,
-    SchemaError,
-)
+from estimator_lib.schema import CATEGORICAL, NUMERIC, FeatureSpec, LabelSpec, Schema, SchemaError
 
 FEATURES = (
     FeatureSpec("bill (mm)", "f_bill_mm", NUMERIC, mean=40.0, std=5.0),
     FeatureSpec("island", "f_island", CATEGORICAL, value_type="string", vocabulary=("Biscoe", "Dream")),
     FeatureSpec("year", "f_year", CATEGORICAL, value_type="int", vocabulary=("2007", "2008")),
 )
-SCHEMA = Schema(FEATURES, LabelSpec("species", CLASSIFICATION, classes=("Adelie", "Gentoo")))
-REGRESSION_SCHEMA = Schema(FEATURES, LabelSpec("mass", REGRESSION))
+SCHEMA = Schema(FEATURES, LabelSpec("species", "classification", classes=("Adelie", "Gentoo")))
+REGRESSION_SCHEMA = Schema(FEATURES, LabelSpec("mass", "regression"))
 ROW = {"bill (mm)": 39.1, "island": "Dream", "year": 2008.0, "species": "Gentoo"}
 
 
