@@ -25,22 +25,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
-from estimator_lib.data.read import MAX_FIELD_CHARS, Chunk, spaced
+from estimator_lib.data import read
+from estimator_lib.data.read import Chunk, spaced
 
 # White space other than line ends, as str.strip sees it (re's \s is str.isspace for str patterns).
 _INNER_SPACE = re.compile(r"[^\S\r\n]")
 
 
 def plain(text: str) -> bool:
-    """True when Arrow reads the lines of `text` as the csv module reads them, no field needing a strip
-    (blank lines aside: `table` refuses a chunk that has any)."""
-    return (
-        '"' not in text
-        and "\x00" not in text
-        and ("\r" not in text or text.count("\r") == text.count("\r\n"))
-        and len(text) <= MAX_FIELD_CHARS
-        and not (spaced(text) if text.isascii() else _INNER_SPACE.search(text))
-    )
+    """True when Arrow reads the lines of `text` as the csv module reads them (`read.plain`), no field
+    needing a strip (blank lines aside: `table` refuses a chunk that has any)."""
+    return read.plain(text) and not (spaced(text) if text.isascii() else _INNER_SPACE.search(text))
 
 
 def table(chunk: Chunk, missing: FrozenSet[str]) -> Optional[pa.Table]:

@@ -13,36 +13,18 @@ from __future__ import annotations
 import collections
 import dataclasses
 import itertools
-import math
 from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import pyarrow as pa
 
-from estimator_lib.data import arrow_csv, records, wire
-from estimator_lib.data.columnar import (
-    checked_numbers,
-    examples,
-    key_entries,
-    numeric_block,
-    numeric_column,
-    text_entries,
-)
+from estimator_lib.data import arrow_csv, numbers, records, wire
 from estimator_lib.data.common import SPLITS, Moments, derived_key, split_index, split_indices, where
-from estimator_lib.data.read import (
-    CSV,
-    BadRecord,
-    Chunk,
-    csv_columns,
-    csv_records,
-    csv_values,
-    fitting,
-    json_values,
-    raw_row,
-)
+from estimator_lib.data.parallel import WorkerPlan
+from estimator_lib.data.read import CSV, BadRecord, Chunk, csv_records, csv_rows, raw_row, row_values
 from estimator_lib.data.read import records as read_records
 from estimator_lib.data.tfrecord import frame
-from estimator_lib.schema import CLASSIFICATION, NUMERIC, Schema
+from estimator_lib.schema import CLASSIFICATION, LABEL_KEY, NUMERIC, Schema
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,7 +52,7 @@ class EncodePlan:
     eval_fraction: float
     test_fraction: float
     valid_fraction: float
-    check_schema: Schema  # for comparing the first row of each chunk with records.encode_example
+    check_schema: Schema  # for comparing the first row of each chunk with records.serialize_example
     # Scoring: rows need no label; a present, valid label is written, a missing or invalid one left out.
     optional_label: bool = False
     # Each chunk also returns its training rows' numeric values (ChunkResult.train_numbers), for the profile.
@@ -121,19 +103,16 @@ class BadValue(Exception):
         self.column, self.value, self.expected = column, value, expected
 
 
-_PLAN: Optional[EncodePlan] = None
+_PLAN: WorkerPlan[EncodePlan] = WorkerPlan("encode_chunk")
 
 
 def init_worker(plan: EncodePlan) -> None:
-    global _PLAN
-    _PLAN = plan
-    _entry_cache.clear()
+    _PLAN.set(plan)
 
 
 def encode_chunk(task: ChunkTask) -> ChunkResult:
     """Checks and encodes one chunk (runs in a worker process; `init_worker` set the plan)."""
-    plan = _PLAN
-    assert plan is not None, "init_worker was not called"
+    plan = _PLAN.get()
     out = _encode_csv(task, plan) if task.chunk.fmt == CSV else _encode_rows(task, plan)
     out.examples = tuple(frame(e) for e in out.examples)
     return out
@@ -163,10 +142,10 @@ def _encode_rows(task: ChunkTask, plan: EncodePlan) -> ChunkResult:
 
 def _row(task: ChunkTask, plan: EncodePlan, offset: int, record: Any) -> Tuple[int, str, List[Any], bytes]:
     """(split, key, typed values, serialized Example) of one record; raises BadRecord or BadValue."""
-    values = _values(record, task.chunk, plan)
+    values = row_values(record, task.chunk, plan.missing)
     split, key = _split_and_key(values, task.first_row + offset, int(task.key_hashes[offset]), task, plan)
-    typed, serialized = _encode_row(values, key, plan)
-    return split, key, typed, serialized
+    typed = _typed(values, plan)  # raises BadValue for the row's first bad value
+    return split, key, typed, _serialize(typed, key, plan)
 
 
 # -- CSV: column at a time ---------------------------------------------------------------------------------
@@ -213,10 +192,10 @@ def _encode_csv(task: ChunkTask, plan: EncodePlan) -> ChunkResult:
     table = arrow_csv.table(chunk, plan.missing)
     records: Optional[List[List[str]]] = None
     if table is None:
-        lines, records = csv_records(chunk)
-        values = csv_columns(chunk, records, _needed(plan), plan.missing)
+        rows = csv_rows(chunk, _needed(plan), plan.missing)
+        lines, records, values = rows.lines, rows.records, rows.values
         columns = _columns(values, len(records), plan)
-        columns.doubtful |= ~fitting(records, chunk.columns)
+        columns.doubtful |= ~rows.readable
     else:
         columns, values = _table_columns(table, plan)
         lines = list(range(chunk.first_line, chunk.first_line + table.num_rows))
@@ -265,7 +244,7 @@ def _table_columns(table: pa.Table, plan: EncodePlan) -> Tuple[_Columns, Dict[st
         if got is None:
             values[name] = arrow_csv.texts(table.column(name))
         else:
-            converted[name] = checked_numbers(*got)
+            converted[name] = numbers.checked(*got)
     return _columns(values, table.num_rows, plan, converted), values
 
 
@@ -276,22 +255,22 @@ def _columns(
     converted: Optional[Dict[str, Tuple[np.ndarray, ...]]] = None,
 ) -> _Columns:
     """The columns of a chunk from its cleaned texts; `converted` holds numeric columns already converted
-    (`columnar.checked_numbers`)."""
+    (`numbers.checked`)."""
     absent: Sequence[Optional[str]] = [None] * rows
     doubtful = np.zeros(rows, bool)
-    numbers, f32, texts, present = {}, {}, {}, {}
+    floats, f32, texts, present = {}, {}, {}, {}
     converted = converted or {}
     for f in plan.features:
         column = values.get(f.name, absent)
         if f.kind == NUMERIC:
-            numbers[f.index], f32[f.index], present[f.index], bad = (
-                converted[f.name] if f.name in converted else numeric_column(column)
+            floats[f.index], f32[f.index], present[f.index], bad = (
+                converted[f.name] if f.name in converted else numbers.column(column)
             )
         else:
             texts[f.index], present[f.index], bad = _text_column(f, column)
         doubtful |= bad
     label, labelled, bad = _label_column(values.get(plan.label, absent), plan)
-    return _Columns(numbers, f32, texts, present, label, labelled, doubtful | bad)
+    return _Columns(floats, f32, texts, present, label, labelled, doubtful | bad)
 
 
 def _text_column(f: FeaturePlan, column: Sequence[Optional[str]]) -> Tuple[List[Optional[str]], np.ndarray, np.ndarray]:
@@ -315,7 +294,7 @@ def _label_column(column: Sequence[Optional[str]], plan: EncodePlan) -> Tuple[np
         label = _class_indices(column, plan)
         invalid = (label < 0) & ~missing
     else:
-        label, _, present, invalid = numeric_column(column)
+        label, _, present, invalid = numbers.column(column)
         label = np.where(present, label, 0.0)
     doubtful = invalid | (missing if not plan.optional_label else False)
     labelled = ~missing & ~invalid
@@ -358,20 +337,20 @@ def _keys(column: Optional[Sequence[Optional[str]]], task: ChunkTask, doubtful: 
 
 def _assemble(columns: _Columns, keys: List[str], plan: EncodePlan) -> List[bytes]:
     """Every row's serialized Example from the columns (rows the precise path redoes hold placeholders)."""
-    pieces: List[List[bytes]] = [key_entries(keys)]
+    pieces: List[List[bytes]] = [wire.key_entries(keys)]
     for group in _groups(plan):
         if group[0].kind == NUMERIC:
             pieces.append(
-                numeric_block(
+                wire.numeric_block(
                     [f.prefix for f in group],
                     [columns.f32[f.index] for f in group],
                     [columns.present[f.index] for f in group],
                 )
             )
         else:
-            pieces.append(text_entries(group[0].key, columns.texts[group[0].index]))
+            pieces.append(wire.text_entries(group[0].key, columns.texts[group[0].index]))
     pieces.append(_label_entries(columns, plan))
-    return examples(pieces)
+    return wire.examples(pieces)
 
 
 def _groups(plan: EncodePlan) -> List[List[FeaturePlan]]:
@@ -387,13 +366,12 @@ def _groups(plan: EncodePlan) -> List[List[FeaturePlan]]:
 
 def _label_entries(columns: _Columns, plan: EncodePlan) -> List[bytes]:
     if plan.task == CLASSIFICATION:
-        entries = [wire.label_entry(wire.int64_feature(i)) for i in range(len(plan.classes))] + [b""]
+        entries = [wire.class_entry(i) for i in range(len(plan.classes))] + [b""]
         index = np.where(columns.labelled, columns.label, len(plan.classes))
         return list(map(entries.__getitem__, index.tolist()))
-    prefix = wire.label_entry(wire.float_feature(0.0))[:-4]
     with np.errstate(over="ignore", invalid="ignore"):
         f32 = columns.label.astype("<f4")
-    return numeric_block([prefix], [f32], [columns.labelled])
+    return wire.numeric_block([_LABEL_PREFIX], [f32], [columns.labelled])
 
 
 def _finish_csv(out: ChunkResult, columns: _Columns, splits: np.ndarray, good: np.ndarray, plan: EncodePlan) -> None:
@@ -432,12 +410,6 @@ def _empty_result(plan: EncodePlan) -> ChunkResult:
     )
 
 
-def _values(record: Any, chunk: Chunk, plan: EncodePlan) -> Dict[str, Optional[str]]:
-    if chunk.fmt == CSV:
-        return dict(zip(chunk.columns, csv_values(record, chunk.columns, plan.missing)))
-    return json_values(record, plan.missing)
-
-
 def _split_and_key(
     values: Dict[str, Optional[str]], row: int, key_hash: int, task: ChunkTask, plan: EncodePlan
 ) -> Tuple[int, str]:
@@ -460,74 +432,27 @@ def _split_and_key(
     return split, key
 
 
-_CACHE_LIMIT = 10_000
-_pack = wire.float32
-_entry_cache: Dict[Tuple[str, str], bytes] = {}
-
-
-def _encode_row(values: Dict[str, Optional[str]], key: str, plan: EncodePlan) -> Tuple[List[Any], bytes]:
-    """(typed values, serialized Example). The fast path handles good rows; any problem falls back to the
-    precise path (`_typed`), which names the column and the expectation."""
-    try:
-        return _fast_row(values, key, plan)
-    except (ValueError, OverflowError, KeyError, BadValue):
-        typed = _typed(values, plan)  # raises BadValue for the row's first bad value
-        return typed, _serialize(typed, key, plan)
-
-
-def _fast_row(values: Dict[str, Optional[str]], key: str, plan: EncodePlan) -> Tuple[List[Any], bytes]:
-    entries: List[bytes] = [b""] * (len(plan.features) + 2)
-    entries[0] = wire.key_entry(key)
-    typed: List[Any] = []
-    for f in plan.features:
-        text = values.get(f.name)
-        if text is None:
-            typed.append(None)
-        elif f.kind == NUMERIC:
-            number = float(text)
-            if number - number != 0:  # NaN or infinity
-                raise ValueError(text)
-            entries[f.slot] = f.prefix + _pack(number)
-            typed.append(number)
-        elif f.value_type == "int":
-            raise KeyError(text)  # rare: the precise path canonicalises whole numbers
-        else:
-            entries[f.slot] = _category_entry(f.key, text)
-            typed.append(text)
-    label = values.get(plan.label)
-    if label is None:  # only with optional_label: the Example has no label entry
-        typed.append(None)
-    elif plan.task == CLASSIFICATION:
-        index = plan.class_index[_whole_number(plan.label, label, "") if plan.whole_number_classes else label]
-        entries[-1] = wire.label_entry(wire.int64_feature(index))
-        typed.append(index)
-    else:
-        number = _number(plan.label, label, "")
-        entries[-1] = wire.label_entry(wire.float_feature(number))
-        typed.append(number)
-    return typed, wire.example(entries)
-
-
-def _category_entry(key: str, text: str) -> bytes:
-    cached = _entry_cache.get((key, text))
-    if cached is None:
-        cached = wire.entry(key, wire.bytes_feature(text.encode("utf-8")))
-        if len(_entry_cache) < _CACHE_LIMIT:
-            _entry_cache[(key, text)] = cached
-    return cached
+_LABEL_PREFIX = wire.float_entry_prefix(LABEL_KEY)
+_NUMERIC = "the column is numeric"
+_INTEGER = "the column is an integer categorical"
 
 
 def _typed(values: Dict[str, Optional[str]], plan: EncodePlan) -> List[Any]:
-    """[feature values in schema order (float / canonical text / None)..., label (class index or float)]."""
+    """[feature values in schema order (float / canonical text / None)..., label (class index, float or None)].
+
+    Raises BadValue naming the column and the expectation for the row's first bad value."""
     typed: List[Any] = []
     for f in plan.features:
         text = values.get(f.name)
         if text is None:
             typed.append(None)
         elif f.kind == NUMERIC:
-            typed.append(_number(f.name, text, "the column is numeric"))
+            try:
+                typed.append(numbers.number(text))
+            except numbers.InvalidNumber as e:
+                raise BadValue(f.name, text, e.explained(_NUMERIC)) from None
         elif f.value_type == "int":
-            typed.append(_whole_number(f.name, text, "the column is an integer categorical"))
+            typed.append(_whole_number(f.name, text, _INTEGER))
         else:
             typed.append(text)
     typed.append(_scored_label(values.get(plan.label), plan))
@@ -548,27 +473,16 @@ def _scored_label(text: Optional[str], plan: EncodePlan) -> Any:
 
 def _number(column: str, text: str, why: str) -> float:
     try:
-        number = float(text)
-    except ValueError:
-        raise BadValue(column, text, f"{text!r} is not a number ({why})") from None
-    if not math.isfinite(number):
-        raise BadValue(
-            column,
-            text,
-            f"{text!r} is not a finite number ({why}; write a missing-value token such as NA instead)",
-        )
-    try:
-        wire.float32(number)
-    except OverflowError:
-        raise BadValue(column, text, f"{text!r} is outside the float32 range ({why}; |x| must be < 3.4e38)") from None
-    return number
+        return numbers.number(text)
+    except numbers.InvalidNumber as e:
+        raise BadValue(column, text, e.explained(why)) from None
 
 
 def _whole_number(column: str, text: str, why: str) -> str:
-    number = _number(column, text, why)
-    if not number.is_integer():
+    whole = numbers.whole_text(_number(column, text, why))
+    if whole is None:
         raise BadValue(column, text, f"{text!r} is not a whole number ({why})")
-    return str(int(number))
+    return whole
 
 
 def _label(text: str, plan: EncodePlan) -> Any:
@@ -587,35 +501,31 @@ def _label(text: str, plan: EncodePlan) -> Any:
 
 
 def _serialize(typed: List[Any], key: str, plan: EncodePlan) -> bytes:
+    """The Example of `_typed`'s values, from `wire`'s per-value pieces (cached per key, text and class)."""
     entries: List[bytes] = [b""] * (len(plan.features) + 2)
     entries[0] = wire.key_entry(key)
+    pack, text_entry = wire.pack_float32, wire.text_entry
     for f, value in zip(plan.features, typed):
-        if value is None:
-            continue
-        if f.kind == NUMERIC:
-            entries[f.slot] = f.prefix + wire.float32(value)
-        else:
-            entries[f.slot] = _category_entry(f.key, value)
+        if value is not None:
+            entries[f.slot] = f.prefix + pack(value) if f.kind == NUMERIC else text_entry(f.key, value)
     label = typed[-1]
     if label is not None:
-        feature = wire.int64_feature(label) if plan.task == CLASSIFICATION else wire.float_feature(label)
-        entries[-1] = wire.label_entry(feature)
+        entries[-1] = wire.class_entry(label) if plan.task == CLASSIFICATION else _LABEL_PREFIX + pack(label)
     return wire.example(entries)
 
 
 def _check_against_records(
     typed: List[Any], key: str, serialized: bytes, plan: EncodePlan, chunk: Chunk, line: int
 ) -> None:
-    """Guards the wire-format encoder: the chunk's first good row must parse to records.encode_example's Example.
-
-    Messages are compared, not bytes: protobuf's own deterministic order puts a key before the keys it is a
-    prefix of ("f_a_b_2" before "f_a_b"), while ours is plain key order."""
+    """Guards the plan-driven encoders (per row, and a column at a time): the chunk's first good row must be
+    the bytes `records.serialize_example` writes for its typed values through the schema."""
     row = {f.name: v for f, v in zip(plan.features, typed)}
     label = typed[-1]
     row[plan.label] = plan.classes[label] if plan.task == CLASSIFICATION and label is not None else label
-    example = records.encode_example(row, plan.check_schema, key, with_label=label is not None)
-    if type(example).FromString(serialized) != example:
-        raise AssertionError(f"{where(chunk.file_name, line)}: the fast encoder disagrees with records.encode_example")
+    if records.serialize_example(row, plan.check_schema, key, with_label=label is not None) != serialized:
+        raise AssertionError(
+            f"{where(chunk.file_name, line)}: pass 2's encoder disagrees with records.serialize_example"
+        )
 
 
 def _tally(out: ChunkResult, typed: List[Any], split: int, plan: EncodePlan, collected: List) -> None:
@@ -644,9 +554,9 @@ def _finish_numeric(out: ChunkResult, collected: List[List[Any]], plan: EncodePl
         out.label_moments = Moments.of([row[-1] for row in collected if row[-1] is not None])
 
 
-def _float32(numbers: np.ndarray) -> np.ndarray:
+def _float32(values: np.ndarray) -> np.ndarray:
     """The float32 values the Examples hold (written values are finite float32; NaN stays NaN)."""
-    return numbers.astype("<f4")
+    return values.astype("<f4")
 
 
 def _bad_row(error: Exception, chunk: Chunk, line: int, record: Any) -> Dict[str, Any]:

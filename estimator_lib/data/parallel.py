@@ -11,10 +11,28 @@ import collections
 import gc
 import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
-from typing import Any, Callable, Iterable, Iterator, Tuple, TypeVar
+from typing import Any, Callable, Generic, Iterable, Iterator, Optional, Tuple, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
+P = TypeVar("P")
+
+
+class WorkerPlan(Generic[P]):
+    """What every task of a pass reads in a worker process: set once there by the pass's `init_worker`
+    (`ordered_map`'s initializer, or a Beam DoFn's setup), so the plan is not sent with each task."""
+
+    def __init__(self, task: str) -> None:
+        self._task = task
+        self._plan: Optional[P] = None
+
+    def set(self, plan: P) -> None:
+        self._plan = plan
+
+    def get(self) -> P:
+        if self._plan is None:
+            raise RuntimeError(f"{self._task} ran in a process where init_worker(plan) was not called; call it first")
+        return self._plan
 
 
 def ordered_map(

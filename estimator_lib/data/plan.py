@@ -21,6 +21,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from estimator_lib.config import PrepareConfig
+from estimator_lib.data import numbers
 from estimator_lib.data.common import DataError
 from estimator_lib.data.encode import EncodePlan, FeaturePlan
 from estimator_lib.data.profile import ColumnCounts, Profile
@@ -207,11 +208,9 @@ def decide_classes(
 
 
 def _whole(text: str) -> Optional[str]:
-    try:
-        number = float(text)
-    except ValueError:
-        return None
-    return str(int(number)) if number.is_integer() else None
+    """The canonical text of a whole number ("3.0" -> "3"); None for other text."""
+    number = numbers.read(text)
+    return None if number is None else numbers.whole_text(number)
 
 
 def _check_classes(classes: Sequence[str], profile: Profile, config: "PrepareConfig") -> None:
@@ -269,7 +268,7 @@ def encode_plan(decisions: Decisions, config: "PrepareConfig") -> EncodePlan:
 
 
 def _check_schema(decisions: Decisions, config: "PrepareConfig") -> Schema:
-    """A schema with placeholder statistics: enough for records.encode_example (statistics do not matter)."""
+    """A schema with placeholder statistics: enough for records.serialize_example (statistics do not matter)."""
     features = tuple(dataclasses.replace(f, vocabulary=(), mean=0.0, std=1.0) for f in decisions.features)
     if decisions.task == CLASSIFICATION:
         label = LabelSpec(config.label, CLASSIFICATION, classes=decisions.classes)

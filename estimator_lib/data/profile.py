@@ -13,25 +13,15 @@ import dataclasses
 import functools
 import hashlib
 import itertools
-import math
 from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pyarrow as pa
 
-from estimator_lib.data import arrow_csv
+from estimator_lib.data import arrow_csv, numbers
 from estimator_lib.data.common import content_text, hash64, split_index, split_indices
-from estimator_lib.data.read import (
-    CSV,
-    BadRecord,
-    Chunk,
-    csv_columns,
-    csv_records,
-    csv_values,
-    fitting,
-    json_values,
-    records,
-)
+from estimator_lib.data.parallel import WorkerPlan
+from estimator_lib.data.read import CSV, BadRecord, Chunk, csv_rows, records, row_values
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,18 +81,16 @@ def concat(parts: List[np.ndarray], dtype: Any) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, dtype)
 
 
-_PLAN: Optional[ProfilePlan] = None
+_PLAN: WorkerPlan[ProfilePlan] = WorkerPlan("profile_chunk")
 
 
 def init_worker(plan: ProfilePlan) -> None:
-    global _PLAN
-    _PLAN = plan
+    _PLAN.set(plan)
 
 
 def profile_chunk(chunk: Chunk) -> Profile:
     """Profiles one chunk (runs in a worker process; `init_worker` set the plan)."""
-    plan = _PLAN
-    assert plan is not None, "init_worker was not called"
+    plan = _PLAN.get()
     if chunk.fmt == CSV:
         return _profile_csv(chunk, plan)
     return _profile_rows(chunk, plan)
@@ -145,10 +133,9 @@ def _profile_csv(chunk: Chunk, plan: ProfilePlan) -> Profile:
     table = arrow_csv.table(chunk, plan.missing)
     if table is not None:
         return _profile_table(chunk, table, plan)
-    lines, rows = csv_records(chunk)
     header = chunk.columns or ()
-    values = csv_columns(chunk, rows, header, plan.missing)
-    readable = fitting(rows, header)
+    parsed = csv_rows(chunk, header, plan.missing)
+    lines, rows, values, readable = parsed.lines, parsed.records, parsed.values, parsed.readable
     hashes, valid = _csv_key_hashes(values, header, readable, plan)
     profile = Profile(rows=len(rows))
     if readable.any():
@@ -186,10 +173,10 @@ def _arrow_column_counts(column: pa.ChunkedArray) -> ColumnCounts:
     `float()` on each distinct value, counted by how often it occurs. (A column whose first value is not a
     number skips the cast, which would fail at some cost.)"""
     start = arrow_csv.first(column)
-    converted = arrow_csv.numbers(column) if start is not None and _number_kinds([start])[0][0] else None
+    converted = arrow_csv.numbers(column) if start is not None and numbers.read(start) is not None else None
     if converted is not None:
         values = converted[0][converted[1]]
-        return ColumnCounts(len(values), len(values), int(np.count_nonzero(np.trunc(values) == values)))
+        return ColumnCounts(len(values), len(values), int(np.count_nonzero(numbers.whole(values))))
     texts, indices = arrow_csv.distinct(column)
     occurs = np.bincount(indices[indices >= 0], minlength=len(texts))
     numeric, whole = _number_kinds(texts)
@@ -197,16 +184,11 @@ def _arrow_column_counts(column: pa.ChunkedArray) -> ColumnCounts:
 
 
 def _number_kinds(texts: Sequence[str]) -> Tuple[np.ndarray, np.ndarray]:
-    """(numeric, whole number) per text, as `float()` reads it."""
-    numeric, whole = np.zeros(len(texts), bool), np.zeros(len(texts), bool)
-    for i, text in enumerate(texts):
-        if text[:1] not in _NUMBER_STARTS and text[:1].isascii():
-            continue
-        try:
-            number = float(text)
-        except ValueError:
-            continue
-        numeric[i], whole[i] = True, math.isfinite(number) and number.is_integer()
+    """(reads as a number, whole number) per text (`numbers.read`, `numbers.whole`)."""
+    read = np.array([numbers.read(t) for t in texts], dtype=object)
+    numeric = np.not_equal(read, None)
+    whole = np.zeros(len(texts), bool)
+    whole[numeric] = numbers.whole(read[numeric].astype(np.float64))
     return numeric, whole
 
 
@@ -227,17 +209,13 @@ def _table_key_hashes(table: pa.Table, header: Sequence[str], plan: ProfilePlan)
 def _column_counts(values: Sequence[Optional[str]]) -> ColumnCounts:
     """A column's present, numeric and whole-number counts (None marks missing and unreadable rows)."""
     try:
-        numbers = np.fromiter(map(float, values), np.float64, len(values))  # one C loop for a clean column
-        present = len(numbers)
+        read = np.fromiter(map(float, values), np.float64, len(values))  # one C loop for a clean column
+        present = len(read)
     except (TypeError, ValueError):
         texts = [v for v in values if v is not None]
         present = len(texts)
-        try:
-            numbers = np.array(list(map(float, texts)), dtype=np.float64)
-        except ValueError:
-            numbers = np.array(_numbers(texts), dtype=np.float64)
-    whole = np.isfinite(numbers) & (np.trunc(numbers) == numbers)
-    return ColumnCounts(present, len(numbers), int(np.count_nonzero(whole)))
+        read = np.array(numbers.read_all(texts), dtype=np.float64)
+    return ColumnCounts(present, len(read), int(np.count_nonzero(numbers.whole(read))))
 
 
 def _csv_key_hashes(
@@ -312,38 +290,15 @@ def _note_columns(profile: Profile, row: Dict[str, Optional[str]], chunk: Chunk,
 
 
 def _count_columns(profile: Profile, rows: List[Dict[str, Optional[str]]]) -> None:
-    """Column by column: `map(float, ...)` converts a clean numeric column in one C loop."""
+    """Column by column, as `_column_counts` counts a CSV chunk's columns."""
     for name, counts in profile.columns.items():
         present = [v for v in (row.get(name) for row in rows) if v is not None]
-        counts.present += len(present)
-        try:
-            numbers = list(map(float, present))
-        except ValueError:
-            numbers = _numbers(present)
-        counts.numeric += len(numbers)
-        counts.integer += sum(1 for x in numbers if x.is_integer())
-
-
-_NUMBER_STARTS = frozenset("0123456789+-.iInN")  # how a float() text can start, in ASCII
-
-
-def _numbers(texts: List[str]) -> List[float]:
-    out = []
-    for text in texts:
-        if text[:1] not in _NUMBER_STARTS and text[:1].isascii():
-            continue  # not a number: skip float()'s costly ValueError
-        try:
-            out.append(float(text))
-        except ValueError:
-            pass
-    return out
+        counts.add(_column_counts(present))
 
 
 def _items(record, chunk: Chunk, plan: ProfilePlan) -> Optional[Sequence[Tuple[str, Optional[str]]]]:
     try:
-        if chunk.fmt == CSV:
-            return list(zip(chunk.columns, csv_values(record, chunk.columns, plan.missing)))
-        return list(json_values(record, plan.missing).items())
+        return list(row_values(record, chunk, plan.missing).items())
     except BadRecord:
         return None
 

@@ -258,25 +258,25 @@ def records(chunk: Chunk) -> Iterator[Tuple[int, Record]]:
 
 def csv_records(chunk: Chunk) -> Tuple[List[int], List[List[str]]]:
     """`records` of a CSV chunk as two lists: each record's line, and its fields."""
-    if _plain(chunk.text):
+    if plain(chunk.text):
         return _plain_records(chunk)
     pairs = list(records(chunk))
     return [line for line, _ in pairs], [fields for _, fields in pairs]  # type: ignore[misc]
 
 
-def _plain(text: str) -> bool:
+def plain(text: str) -> bool:
     """True when the csv module would read every line of `text` as one record of its comma-separated
     fields: no quotes, no NUL, no carriage return but before a newline, no field beyond the size limit."""
     return (
         '"' not in text
         and "\x00" not in text
-        and text.count("\r") == text.count("\r\n")
+        and ("\r" not in text or text.count("\r") == text.count("\r\n"))
         and len(text) <= MAX_FIELD_CHARS
     )
 
 
 def _plain_records(chunk: Chunk) -> Tuple[List[int], List[List[str]]]:
-    """`csv_records` of a `_plain` chunk: str.split does the csv module's work in a fraction of its time."""
+    """`csv_records` of a `plain` chunk: str.split does the csv module's work in a fraction of its time."""
     lines = chunk.text.replace("\r\n", "\n").split("\n")
     if lines.count("") == (lines[-1] == ""):  # no blank line but the text's end
         lines = lines[:-1] if lines[-1] == "" else lines
@@ -364,6 +364,31 @@ def csv_columns(
             for i in ragged:
                 values[i] = None
     return cleaned
+
+
+@dataclasses.dataclass
+class CsvRows:
+    """A CSV chunk read by Python (the csv module, or str.split when the text is plain): each record's line
+    and fields, the cleaned values of the columns asked for, and bool [records]: those that fit the header."""
+
+    lines: List[int]
+    records: List[List[str]]
+    values: Dict[str, Sequence[Optional[str]]]
+    readable: Any
+
+
+def csv_rows(chunk: Chunk, names: Sequence[str], missing: FrozenSet[str]) -> CsvRows:
+    """The chunk's records and the cleaned columns `names` (`csv_records`, `csv_columns`, `fitting`): the
+    Python reader of a CSV chunk both passes fall back to when Arrow does not read it (`arrow_csv.table`)."""
+    lines, rows = csv_records(chunk)
+    return CsvRows(lines, rows, csv_columns(chunk, rows, names, missing), fitting(rows, chunk.columns or ()))
+
+
+def row_values(record: Record, chunk: Chunk, missing: FrozenSet[str]) -> Dict[str, Optional[str]]:
+    """{column: cleaned text or None} of one record of the chunk, CSV or JSON Lines; raises BadRecord."""
+    if chunk.fmt == CSV:
+        return dict(zip(chunk.columns, csv_values(record, chunk.columns, missing)))  # type: ignore[arg-type]
+    return json_values(record, missing)  # type: ignore[arg-type]
 
 
 def fitting(rows: Sequence[List[str]], header: Tuple[str, ...]) -> Any:

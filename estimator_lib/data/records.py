@@ -8,44 +8,55 @@ the feature is left out of the Example and parsing imputes it.
 from __future__ import annotations
 
 import contextlib
-import math
 from typing import Any, Dict, Iterable, Iterator, Mapping, Optional, Sequence
 
 import tensorflow as tf
 
+from estimator_lib.data import numbers, wire
 from estimator_lib.data.common import DataError
 from estimator_lib.schema import CLASSIFICATION, KEY_FEATURE, LABEL_KEY, NUMERIC, Schema, SchemaError
 
 
 def canonical_category(value: Any) -> str:
     """The text a categorical value is stored and looked up as (3 -> "3", 3.0 -> "3", "a" -> "a")."""
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
+    if isinstance(value, float):
+        return numbers.whole_text(value) or str(value)
     return str(value)
 
 
-def encode_example(row: Mapping[str, Any], schema: Schema, key: str, with_label: bool = True) -> tf.train.Example:
-    """Encodes one typed row. Raises SchemaError naming the column for a value the schema cannot hold."""
-    feature: Dict[str, tf.train.Feature] = {
-        KEY_FEATURE: tf.train.Feature(bytes_list=tf.train.BytesList(value=[key.encode("utf-8")]))
-    }
+def serialize_example(row: Mapping[str, Any], schema: Schema, key: str, with_label: bool = True) -> bytes:
+    """The serialized Example of one typed row (`wire`'s bytes). Raises SchemaError naming the column for a
+    value the schema cannot hold."""
+    entries: Dict[str, bytes] = {KEY_FEATURE: wire.key_entry(key)}
     for spec in schema.features:
         value = row.get(spec.name)
         if value is None:
             continue
         if spec.kind == NUMERIC:
-            if not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise SchemaError(f"column {spec.name!r}: {value!r} is not a finite number")
-            feature[spec.key] = tf.train.Feature(float_list=tf.train.FloatList(value=[float(value)]))
+            entries[spec.key] = wire.float_entry(spec.key, _number(value, f"column {spec.name!r}"))
         else:
-            text = canonical_category(value).encode("utf-8")
-            feature[spec.key] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[text]))
+            entries[spec.key] = wire.text_entry(spec.key, canonical_category(value))
     if with_label:
-        feature[LABEL_KEY] = _label_feature(row.get(schema.label.name), schema)
-    return tf.train.Example(features=tf.train.Features(feature=feature))
+        entries[LABEL_KEY] = _label_entry(row.get(schema.label.name), schema)
+    return wire.example(entries[k] for k in sorted(entries))
 
 
-def _label_feature(value: Any, schema: Schema) -> tf.train.Feature:
+def encode_example(row: Mapping[str, Any], schema: Schema, key: str, with_label: bool = True) -> tf.train.Example:
+    """`serialize_example` as a `tf.train.Example` message."""
+    return tf.train.Example.FromString(serialize_example(row, schema, key, with_label))
+
+
+def _number(value: Any, where: str) -> float:
+    """A typed value that must be a valid number (`numbers.finite`)."""
+    if not isinstance(value, (int, float)):
+        raise SchemaError(f"{where}: {value!r} is not a finite number")
+    try:
+        return numbers.finite(float(value), repr(value))
+    except numbers.InvalidNumber as e:
+        raise SchemaError(f"{where}: {e.problem}") from None
+
+
+def _label_entry(value: Any, schema: Schema) -> bytes:
     label = schema.label
     if value is None:
         raise SchemaError(f"label column {label.name!r} is missing a value")
@@ -53,10 +64,8 @@ def _label_feature(value: Any, schema: Schema) -> tf.train.Feature:
         text = canonical_category(value)
         if text not in label.classes:
             raise SchemaError(f"label column {label.name!r}: {text!r} is not one of the classes {list(label.classes)}")
-        return tf.train.Feature(int64_list=tf.train.Int64List(value=[label.classes.index(text)]))
-    if not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise SchemaError(f"label column {label.name!r}: {value!r} is not a finite number")
-    return tf.train.Feature(float_list=tf.train.FloatList(value=[float(value)]))
+        return wire.class_entry(label.classes.index(text))
+    return wire.float_entry(LABEL_KEY, _number(value, f"label column {label.name!r}"))
 
 
 def decode_example(serialized: bytes, schema: Schema) -> Dict[str, Any]:
