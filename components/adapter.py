@@ -15,6 +15,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from components.records import JOB_CONFIG_FILE
 from estimator_lib import storage, summaries
 from estimator_lib.config import (
     BlessingConfig,
@@ -31,7 +32,6 @@ from estimator_lib.data.embedded import resolve_data
 from estimator_lib.evaluation import Blessing
 from estimator_lib.release import Release
 
-JOB_CONFIG_FILE = "job_config.json"
 BLESSING_FILE = "blessing.json"
 # Set by Vertex AI in a custom job that has a TensorBoard: the directory its uploader reads.
 TENSORBOARD_LOG_DIR_ENV = "AIP_TENSORBOARD_LOG_DIR"

@@ -45,6 +45,7 @@ from components import Stages, build_stages, records
 from components.records import REUSED_MARKER
 from estimator_lib import storage
 from estimator_lib.config import JobConfig, RunConfig
+from estimator_lib.config.run import LOCAL_JOB_DEFAULTS
 from estimator_lib.progress import duration
 from pipelines import runs, stage
 from pipelines.image import LOCAL_IMAGE
@@ -67,10 +68,11 @@ _TASK_EVENT = re.compile(
 )
 
 
-def local_job_settings() -> dict[str, Any]:
-    """What every local run fixes in the job config: CPU, with the TPU-strict checks on (they catch on CPU
-    what a TPU would reject later)."""
-    return {"tpu.use_tpu": False, "tpu.strict": True}
+def local_job_defaults() -> dict[str, Any]:
+    """What a local run defaults in the job config: CPU, with the TPU-strict checks on (they catch on CPU what a
+    TPU would reject later). Defaults only: a config file or `--set tpu.strict=false` overrides them (the stages
+    run on CPU whatever `tpu.use_tpu` says: the pipeline places them there)."""
+    return dict(LOCAL_JOB_DEFAULTS)
 
 
 class ResumeError(ValueError):
@@ -556,6 +558,12 @@ def data_summary(dataset: Any) -> dict[str, Any]:
     }
 
 
+def trained_job(model_uri: str) -> JobConfig:
+    """The job config the train stage ran, as it recorded it beside the checkpoints (exact JSON; the artifact's
+    metadata went through KFP, whose numbers are floats)."""
+    return JobConfig.from_json(storage.read_text(storage.join(model_uri, records.JOB_CONFIG_FILE)))
+
+
 # Each stage's output artifact: its manifest is in that artifact's task directory (`components.records`).
 STAGE_OUTPUTS = {
     "prepare": "dataset",
@@ -632,6 +640,6 @@ def summarize(outputs: Mapping[str, Any], arguments: Mapping[str, Any]) -> dict[
             for name in ("dataset", "model", "blessing", "predictions", "exported", "publication")
         },
         # Read back through its type: metadata numbers come through KFP as floats, the config's ints stay ints.
-        "config": {**arguments, "job_config": JobConfig.from_dict(model.metadata["config"]).to_dict()},
+        "config": {**arguments, "job_config": trained_job(model.uri).to_dict()},
         "manifests": {stage: records.manifest_uri(outputs[name].uri) for stage, name in STAGE_OUTPUTS.items()},
     }

@@ -17,16 +17,27 @@ TensorFlow-free, so the CLI can check a run's arguments before anything starts.
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import json
 import posixpath
 import typing
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from estimator_lib.config.base import ConfigError, JsonConfig, parse_override, require, set_dotted
+from estimator_lib.config.base import (
+    ConfigError,
+    JsonConfig,
+    field_hint,
+    parse_typed,
+    require,
+    set_dotted,
+    split_override,
+)
 from estimator_lib.config.beam import INPROCESS, BeamConfig, check_engine
 from estimator_lib.config.blessing import BlessingConfig
 from estimator_lib.config.job import TASKS, JobConfig
 from estimator_lib.config.prepare import PrepareConfig
+from estimator_lib.config.stages import EvaluateSpec, PredictSpec, PrepareSpec, StageSpecs, TrainSpec
 from estimator_lib.config.validation import ValidationConfig
 
 EMBEDDED_DATA = "embedded:penguins"
@@ -50,6 +61,10 @@ HYPERPARAMETERS: dict[str, str] = {
     "train_batch_size": "training.train_batch_size",
     "seed": "training.seed",
 }
+# What a local run (`tpu-pipeline run-local`) defaults in the job config: CPU, with the TPU-strict checks on (they
+# catch on CPU what a TPU would reject later). Defaults, not fixed: a config file or `--set tpu.strict=false`
+# overrides them.
+LOCAL_JOB_DEFAULTS: dict[str, Any] = {"tpu.use_tpu": False, "tpu.strict": True}
 # `RunConfig` fields that hold a whole config -> the pipeline parameter carrying it as a JSON object.
 CONFIG_PARAMETERS: dict[str, str] = {
     "prepare_options": "prepare_options",
@@ -108,15 +123,11 @@ class RunConfig(JsonConfig):
 
     def __post_init__(self) -> None:
         check_engine(self.engine, "--engine")
-        require(self.task in RUN_TASKS, f"--task {self.task!r} is not one of {RUN_TASKS}")
-        require(bool(self.label), "--label is empty; name the label column of your data")
+        require(self.task in RUN_TASKS, f"--task (prepare.task) {self.task!r} is not one of {RUN_TASKS}")
+        require(bool(self.label), "--label (prepare.label) is empty; name the label column of your data")
         require(
             bool(self.publish_root),
             "the publish root is empty; give the directory or gs:// prefix for blessed models",
-        )
-        require(
-            0.0 < self.eval_fraction < 1.0,
-            f"eval_fraction={self.eval_fraction!r} must be in (0, 1), e.g. 0.2",
         )
         require(
             bool(self.predict_data),
@@ -126,6 +137,36 @@ class RunConfig(JsonConfig):
             prediction_kind(self.predict_data)
         except ConfigError as e:
             raise ConfigError(f"--predict-data: {e}") from None
+        twice = sorted(set(self.prepare_options) & set(RUN_PREPARE_FIELDS))
+        require(
+            not twice,
+            f"prepare_options set {twice}, which the run sets itself (data, label, task, key_column, "
+            "eval_fraction): give them as the run's own fields",
+        )
+        self.prepare_config()  # checks the prepare section now, before any stage starts
+
+    def prepare_config(self) -> PrepareConfig:
+        """The prepare stage's `PrepareConfig`: the prepare options with the run's data, label, task ("auto":
+        inferred), key column ("": derived from row contents) and eval fraction. The data stays as given
+        ("embedded:penguins" is located by the stage)."""
+        fields = {
+            **self.prepare_options,
+            "data": [self.data],
+            "label": self.label,
+            "task": None if self.task == AUTO_TASK else self.task,
+            "key_column": self.key_column or None,
+            "eval_fraction": self.eval_fraction,
+        }
+        return PrepareConfig.from_dict(fields, "prepare.")
+
+    def stage_specs(self) -> StageSpecs:
+        """The spec of each stage, cut from this configuration: the one place they are made."""
+        return StageSpecs(
+            prepare=PrepareSpec(self.prepare_config(), self.validation, self.engine, self.beam),
+            train=TrainSpec(self.job),
+            evaluate=EvaluateSpec(self.blessing),
+            batch_predict=PredictSpec(self.predict_data, self.engine, self.beam),
+        )
 
     def arguments(self) -> dict[str, Any]:
         """The pipeline's parameter values: the plain fields, each config as a JSON object without nulls (see
@@ -209,8 +250,16 @@ def parameter_dict(config: Any, cls: Any) -> dict[str, Any]:
     return data
 
 
+# `PrepareConfig` fields a run gives at its own level (the resolve stage reads the data too; the CLI has flags for
+# them): "prepare.<field>" sets the run's field, so each has one value.
+RUN_PREPARE_FIELDS = ("data", "label", "task", "key_column", "eval_fraction")
+SECTION_TYPES: dict[str, Any] = {"blessing": BlessingConfig, "prepare": PrepareConfig, "validation": ValidationConfig}
+JOB_SECTIONS = tuple(f.name for f in dataclasses.fields(JobConfig))
+
+
 def _split_sections(config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """{"job": {...}, "blessing": {...}, "prepare": {...}} from one config file's JSON object."""
+    """{"job": {...}, "blessing": {...}, "prepare": {...}, "validation": {...}} from one config file's JSON
+    object."""
     if not isinstance(config, Mapping):
         raise ConfigError(f"the config file must hold a JSON object, got {type(config).__name__}")
     sections: dict[str, dict[str, Any]] = {"job": {}, "blessing": {}, "prepare": {}, "validation": {}}
@@ -224,35 +273,129 @@ def _split_sections(config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return sections
 
 
-def resolve_configs(config: Mapping[str, Any] | None, overrides: Sequence[str]) -> dict[str, Any]:
+def _merge(base: dict[str, Any], given: Mapping[str, Any]) -> dict[str, Any]:
+    """`given` over `base`, section by section (a deep copy; neither is changed)."""
+    out = json.loads(json.dumps(base))
+    for key, value in given.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def typed_override(text: str) -> tuple[str, str, Any]:
+    """`--set KEY=VALUE` as (section, field key within it, value parsed by the field's declared type): the
+    section is "job" for the `JobConfig` sections (tpu, training, model), else "blessing", "prepare" or
+    "validation". An unknown section or field fails here, naming what is known and the closest name."""
+    key, raw = split_override(text)
+    head, _, rest = key.partition(".")
+    if head in SECTION_TYPES and rest:
+        section, cls, dotted = head, SECTION_TYPES[head], rest
+    elif head in JOB_SECTIONS:
+        section, cls, dotted = "job", JobConfig, key
+    else:
+        known = sorted((*JOB_SECTIONS, *SECTION_TYPES))
+        close = difflib.get_close_matches(head, known, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(f"--set {key}: unknown section {head!r}; sections: {known}{hint}")
+    return section, dotted, parse_typed(field_hint(cls, dotted, key), raw, key)
+
+
+def resolve_configs(
+    config: Mapping[str, Any] | None, overrides: Sequence[str], job_defaults: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """Resolves a config file's JSON and `--set` overrides into a JobConfig, BlessingConfig, prepare options and
     ValidationConfig.
 
     The config file is JSON: a `JobConfig` (sections "tpu", "training", "model") plus three optional sections of
-    its own, "blessing" (a `BlessingConfig`), "prepare" (extra `PrepareConfig` fields) and "validation" (a
-    `ValidationConfig`). Each override is
-    "KEY=VALUE" with a dotted key: `training.train_steps=300`, `blessing.min_improvement=0.01`,
-    `blessing.thresholds={"accuracy": 0.9}`, `prepare.num_shards=4`.
+    its own, "blessing" (a `BlessingConfig`), "prepare" (`PrepareConfig` fields) and "validation" (a
+    `ValidationConfig`). Each override is "KEY=VALUE" with a dotted key, its value parsed by the field's
+    declared type: `training.train_steps=300`, `model.hidden_units=64,32`, `blessing.min_improvement=0.01`,
+    `blessing.thresholds={"accuracy": 0.9}`, `prepare.num_shards=4`, `training.warm_start_from=null`.
+    Layers, each over the one before: `JobConfig`'s defaults, `job_defaults` (dotted keys an environment
+    defaults, e.g. run-local's `tpu.strict`), the file, the overrides.
 
     Returns:
-      {"job": JobConfig, "blessing": BlessingConfig, "prepare": dict, "validation": ValidationConfig}.
+      {"job": JobConfig, "blessing": BlessingConfig, "prepare": dict, "validation": ValidationConfig}; the
+      prepare options are checked by `RunConfig`, which adds the run's data, label, task, key column and eval
+      fraction.
     """
     sections = _split_sections(config or {})
-    job_overrides: dict[str, Any] = {}
+    job = JobConfig().with_overrides(dict(job_defaults or {})).to_dict()
+    sections["job"] = _merge(job, sections["job"])
     for text in overrides:
-        key, value = parse_override(text)
-        head, _, rest = key.partition(".")
-        if head in OWN_SECTIONS and rest:
-            set_dotted(sections[head], rest, value, create=True)
-        else:
-            job_overrides[key] = value
-    job = JobConfig.from_dict(sections["job"]).with_overrides(job_overrides)
+        section, dotted, value = typed_override(text)
+        set_dotted(sections[section], dotted, value, create=True)
     return {
-        "job": job,
-        "blessing": BlessingConfig.from_dict(sections["blessing"]),
+        "job": JobConfig.from_dict(sections["job"]),
+        "blessing": BlessingConfig.from_dict(sections["blessing"], "blessing."),
         "prepare": sections["prepare"],
-        "validation": ValidationConfig.from_dict(sections["validation"]),
+        "validation": ValidationConfig.from_dict(sections["validation"], "validation."),
     }
+
+
+def resolve_run(
+    config: Mapping[str, Any] | None,
+    overrides: Sequence[str],
+    given: Mapping[str, Any],
+    job_defaults: Mapping[str, Any] | None = None,
+) -> RunConfig:
+    """The run's one resolved, validated, frozen configuration: the only place a `RunConfig` is built from what
+    a user gave.
+
+    Args:
+      config: the config file's JSON object (None: no file).
+      overrides: the `--set KEY=VALUE` texts.
+      given: `RunConfig` fields given on the command line ({"publish_root": ..., "eval_fraction": 0.3}); None or
+        absent keeps the default. A field of `RUN_PREPARE_FIELDS` may also come from the file's or a `--set`'s
+        "prepare" section; a flag and a `--set` that disagree are refused.
+      job_defaults: dotted `JobConfig` keys the environment defaults (the file and `--set` override them).
+
+    Raises:
+      ConfigError: naming the key, the value and what is allowed.
+    """
+    configs = resolve_configs(config, overrides, job_defaults)
+    prepare = dict(configs["prepare"])
+    from_set = {}
+    for text in overrides:
+        section, dotted, value = typed_override(text)
+        if section == "prepare" and dotted in RUN_PREPARE_FIELDS:
+            from_set[dotted] = text
+    fields = {name: value for name, value in given.items() if value is not None}
+    for name in RUN_PREPARE_FIELDS:
+        if name not in prepare:
+            continue
+        value = _run_level(name, prepare.pop(name))
+        if name in from_set and name in fields and fields[name] != value:
+            raise ConfigError(
+                f"--{name.replace('_', '-')} {fields[name]} and --set {from_set[name]} disagree; give one of them"
+            )
+        if name in from_set or name not in fields:
+            fields[name] = value
+    return RunConfig(
+        **fields,
+        job=configs["job"],
+        blessing=configs["blessing"],
+        validation=configs["validation"],
+        prepare_options=prepare,
+    )
+
+
+def _run_level(name: str, value: Any) -> Any:
+    """A "prepare" section's value of a `RUN_PREPARE_FIELDS` field as the run holds it."""
+    if name == "data":
+        items = [value] if isinstance(value, str) else list(value)
+        require(
+            len(items) == 1 and isinstance(items[0], str),
+            f"prepare.data={value!r}: a run prepares one path or glob; use a glob for several files",
+        )
+        return items[0]
+    if name == "task":
+        return AUTO_TASK if value is None else value
+    if name == "key_column":
+        return value or ""
+    return value
 
 
 def prediction_kind(data: str) -> str:

@@ -248,7 +248,7 @@ def test_settings_route_overrides_to_their_sections(tmp_path):
         "--baseline",
         "none",
     )
-    settings = cli.resolve_settings(args, "/published", fixed={"tpu.strict": True})
+    settings = cli.resolve_settings(args, "/published", job_defaults={"tpu.strict": True})
     assert settings.job.model.family == "linear" and settings.job.training.train_steps == 7
     assert settings.job.tpu.strict is True
     assert settings.blessing.thresholds == {"auc": 0.9} and settings.blessing.min_improvement == 0.01

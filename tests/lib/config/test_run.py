@@ -49,10 +49,10 @@ def test_json_round_trip_is_exact():
 @pytest.mark.parametrize(
     "fields, message",
     [
-        ({"task": "ranking"}, "--task 'ranking' is not one of ('auto', 'classification', 'regression')"),
-        ({"label": ""}, "--label is empty; name the label column of your data"),
+        ({"task": "ranking"}, "--task (prepare.task) 'ranking' is not one of ('auto', 'classification', 'regression')"),
+        ({"label": ""}, "--label (prepare.label) is empty; name the label column of your data"),
         ({"publish_root": ""}, "the publish root is empty; give the directory or gs:// prefix for blessed models"),
-        ({"eval_fraction": 1.0}, "eval_fraction=1.0 must be in (0, 1), e.g. 0.2"),
+        ({"eval_fraction": 1.0}, "prepare.eval_fraction=1.0 must be in (0, 1), e.g. 0.2"),
         (
             {"predict_data": ""},
             "--predict-data is empty; use one of ('train', 'eval', 'test', 'valid') or a URI of rows",
