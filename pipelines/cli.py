@@ -57,7 +57,7 @@ def _preset_help() -> str:
 # -- arguments -----------------------------------------------------------------------------------------------
 def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
     # Without --data and --label the run keeps RunConfig's (the embedded penguins); see resolve_settings.
-    defaults = RunConfig.parameter_defaults()
+    defaults = RunConfig.field_defaults()
     group = parser.add_argument_group("pipeline parameters")
     group.add_argument("--data", help="CSV or JSON Lines file or glob, local or gs:// (default: embedded penguins)")
     group.add_argument("--label", help=f"the label column (required with --data; default: {defaults['label']})")
@@ -103,7 +103,7 @@ def _add_engine_arguments(parser: argparse.ArgumentParser, dataflow: bool) -> No
     group.add_argument(
         "--engine",
         choices=ENGINES,
-        default=RunConfig.parameter_defaults()["engine"],
+        default=RunConfig.field_defaults()["engine"],
         help="who runs preparation and batch prediction: inprocess (this machine's cores) or beam (Apache Beam: "
         + ("Dataflow" if dataflow else "the DirectRunner")
         + "); the prepared data is byte-identical either way",

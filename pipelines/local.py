@@ -110,7 +110,8 @@ def run_local(settings: RunConfig, output: str, verbose: bool = False, resume: O
     lock = runs.lock_output(output)
     try:
         runs.remove_leftovers(output)
-        folder, summary = choose_run(output, settings.arguments(), resume)
+        folder, summary = choose_run(output, settings.view(), resume)
+        summary["arguments"] = settings.arguments()  # what the pipeline is called with: each stage's spec
         runs.record_holder(lock, folder.run_id)
         return _supervise(folder, summary, verbose, lock)
     finally:
@@ -127,7 +128,8 @@ def choose_run(output: str, arguments: Mapping[str, Any], resume: Optional[bool]
     record = previous.read_summary() if previous else None
     # "running" in a folder whose lock is free (we hold it) means its processes were killed outright.
     resumable = record is not None and record.get("status") in (runs.FAILED, runs.INTERRUPTED, runs.RUNNING)
-    # A run's summary keeps its arguments ("config") until it ends ok, when job_config becomes the resolved one.
+    # A run's summary keeps its settings ("config", `RunConfig.view()`) until it ends ok, when job_config becomes the
+    # one training ran (the warm-start source resolved).
     differing = sorted(k for k, v in _canonical(arguments).items() if record and record["config"].get(k) != v)
     if resume and not resumable:
         status = f"; the last run, {previous.run_id}, ended {record.get('status')}" if previous and record else ""
@@ -462,7 +464,7 @@ def runner_main(argv: Sequence[str]) -> int:
     if not verbose:  # a verbose console streams every stage's log already
         threading.Thread(target=_beat, args=(progress,), name="heartbeat", daemon=True).start()
     try:
-        outputs = run_pipeline(summary["config"], folder, progress, verbose)
+        outputs = run_pipeline(summary["arguments"], folder, progress, verbose)
         results = summarize(outputs, summary["config"])
         summary.update(results, report=copy_report(outputs, folder), status=runs.OK, stage=None, error=None)
     except Exception as e:  # noqa: BLE001 - whatever failed is recorded

@@ -6,6 +6,7 @@ and check configs without importing it.
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import difflib
 import json
@@ -27,31 +28,6 @@ def positive_int(owner: str, name: str, value: Any) -> None:
         isinstance(value, int) and not isinstance(value, bool) and value > 0,
         f"{owner}.{name}={value!r} must be a positive integer",
     )
-
-
-def typed_fields(cls: Any, data: Mapping[str, Any]) -> Dict[str, Any]:
-    """`data` for dataclass `cls` with whole floats turned back into ints where `cls` declares ints.
-
-    JSON that went through a protobuf Struct (KFP's dict and list parameters, artifact metadata) has only floats:
-    a `{"train_steps": 300}` sent in comes back as `{"train_steps": 300.0}`. The dataclass's own type hints say
-    which fields are ints (also inside Optional, tuples and nested configs); a float that is not whole is left
-    for the config's own check to refuse.
-    """
-    hints = typing.get_type_hints(cls)
-    return {key: _typed_value(hints[key], value) if key in hints else value for key, value in data.items()}
-
-
-def _typed_value(hint: Any, value: Any) -> Any:
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if dataclasses.is_dataclass(hint) and isinstance(value, Mapping):
-        return typed_fields(hint, value)
-    if origin is typing.Union:
-        return _typed_value(next(a for a in args if a is not type(None)), value)
-    if hint is int and isinstance(value, float) and value.is_integer():
-        return int(value)
-    if origin in (tuple, list) and isinstance(value, (list, tuple)) and args:
-        return [_typed_value(args[0], v) for v in value]
-    return value
 
 
 class JsonConfig:
@@ -100,8 +76,10 @@ class JsonConfig:
             kwargs[name] = value
         return cls(**kwargs)
 
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+    def to_json(self, indent: int | None = 2) -> str:
+        """The config as JSON text, keys sorted; indent=None gives one line (a pipeline parameter)."""
+        separators = (",", ":") if indent is None else None
+        return json.dumps(self.to_dict(), indent=indent, sort_keys=True, separators=separators)
 
     @classmethod
     def from_json(cls, text: str):
@@ -200,11 +178,15 @@ def describe_type(hint: Any) -> str:
         return "a number"
     if hint is str:
         return "a text"
-    if origin in (Mapping, dict) or hint is Mapping:
+    if _is_mapping(hint):
         return "a JSON object"
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         return f"a JSON object ({hint.__name__})"
     return str(hint)
+
+
+def _is_mapping(hint: Any) -> bool:
+    return hint in (Mapping, dict) or typing.get_origin(hint) in (collections.abc.Mapping, dict)
 
 
 def _plural(hint: Any) -> str:
@@ -258,7 +240,12 @@ def check_value(hint: Any, value: Any, key: str) -> Any:
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     wrong = ConfigError(f"{key}={value!r} must be {describe_type(hint)}")
     if origin is typing.Union:
-        return None if value is None else check_value(next(a for a in args if a is not type(None)), value, key)
+        if value is None:
+            return None
+        try:
+            return check_value(next(a for a in args if a is not type(None)), value, key)
+        except ConfigError:
+            raise wrong from None
     if hint is bool:
         if not isinstance(value, bool):
             raise wrong
@@ -275,8 +262,11 @@ def check_value(hint: Any, value: Any, key: str) -> Any:
     elif origin is tuple:
         if not isinstance(value, (list, tuple)):
             raise wrong
-        return tuple(check_value(args[0], v, key) for v in value)
-    elif origin in (Mapping, dict) or hint is Mapping:
+        try:
+            return tuple(check_value(args[0], v, key) for v in value)
+        except ConfigError:
+            raise wrong from None
+    elif _is_mapping(hint):
         if not isinstance(value, Mapping):
             raise wrong
     return value

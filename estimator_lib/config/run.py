@@ -2,15 +2,21 @@
 
 TensorFlow-free, so the CLI can check a run's arguments before anything starts.
 
+Configuration flows one way: the CLI's flags, a config file and `--set` overrides are resolved once
+(`resolve_run`, the only place a `RunConfig` is built from what a user gave), every value checked there, before
+any stage starts. From the `RunConfig` come the stages' specs (`RunConfig.stage_specs()`, `stages`), each
+sent to its stage as one parameter (`RunConfig.arguments()`) and recorded by the stage; later stages,
+`reproduce` and `diff` read those records (`RunConfig.from_specs`) and never merge again.
+
 - `RunConfig`: the data a run prepares, its job, blessing and prepare configs, the baseline, the warm start,
   what it batch-predicts and the engine that prepares and batch-predicts (`BeamConfig`). Its field defaults
   and `JobConfig`'s are the only defaults a run has: the pipeline function's parameters
-  (`RunConfig.parameter_defaults()`), the CLI's flags and the components take theirs from here.
-- `HYPERPARAMETERS`: the hyperparameters the pipeline exposes as parameters of their own, each with its dotted
-  `JobConfig` key. Both directions read it: `hyperparameters(job)` (config -> parameters, for a run's
-  arguments) and `hyperparameter_overrides(values)` (parameters -> config, in the train component).
-- `resolve_configs`: a run's config file (a `JobConfig` plus optional "blessing", "prepare" and "validation"
-  sections) with `--set` overrides applied.
+  (`RunConfig.parameter_defaults()`), the CLI's flags and the components take theirs from here; a local run
+  adds `LOCAL_JOB_DEFAULTS`.
+- `HYPERPARAMETERS`, `hyperparameters(job)`: the headline hyperparameters, a view of the job config for a run's
+  summary (nothing reads them back).
+- `resolve_configs`, `resolve_run`: a run's config file (a `JobConfig` plus optional "blessing", "prepare" and
+  "validation" sections) with `--set` overrides parsed by their fields' types, and the run's flags.
 - `prediction_kind`: what a `predict_data` names.
 """
 
@@ -20,7 +26,6 @@ import dataclasses
 import difflib
 import json
 import posixpath
-import typing
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -33,7 +38,7 @@ from estimator_lib.config.base import (
     set_dotted,
     split_override,
 )
-from estimator_lib.config.beam import INPROCESS, BeamConfig, check_engine
+from estimator_lib.config.beam import BEAM, INPROCESS, BeamConfig, check_engine
 from estimator_lib.config.blessing import BlessingConfig
 from estimator_lib.config.job import TASKS, JobConfig
 from estimator_lib.config.prepare import PrepareConfig
@@ -52,7 +57,7 @@ GZIP = ".gz"
 TFRECORD_EXTENSIONS = (".tfrecord", ".tfrecords")
 SPLIT, TFRECORD, RAW, DIRECTORY = "split", "tfrecord", "raw", "directory"
 
-# Pipeline parameter -> dotted `JobConfig` key, for the hyperparameters the pipeline exposes on their own.
+# Headline hyperparameter -> dotted `JobConfig` key: the view a run's summary shows (`hyperparameters`).
 HYPERPARAMETERS: dict[str, str] = {
     "model_family": "model.family",
     "hidden_units": "model.hidden_units",
@@ -65,7 +70,14 @@ HYPERPARAMETERS: dict[str, str] = {
 # catch on CPU what a TPU would reject later). Defaults, not fixed: a config file or `--set tpu.strict=false`
 # overrides them.
 LOCAL_JOB_DEFAULTS: dict[str, Any] = {"tpu.use_tpu": False, "tpu.strict": True}
-# `RunConfig` fields that hold a whole config -> the pipeline parameter carrying it as a JSON object.
+# Stage -> the pipeline parameter carrying its spec (`stages`) as JSON text.
+STAGE_PARAMETERS: dict[str, str] = {
+    "prepare": "prepare_spec",
+    "train": "train_spec",
+    "evaluate": "evaluate_spec",
+    "batch_predict": "predict_spec",
+}
+# `RunConfig` fields that hold a whole config -> its name in the run's `view()`.
 CONFIG_PARAMETERS: dict[str, str] = {
     "prepare_options": "prepare_options",
     "job": "job_config",
@@ -169,85 +181,91 @@ class RunConfig(JsonConfig):
         )
 
     def arguments(self) -> dict[str, Any]:
-        """The pipeline's parameter values: the plain fields, each config as a JSON object without nulls (see
-        `without_nulls`), and the hyperparameters read from the job config, so the two always agree."""
+        """The pipeline's parameter values: where models are published and which ones the run starts from and
+        compares with, and each stage's spec as JSON text (`STAGE_PARAMETERS`; a stage decodes it by the spec's
+        types, so its ints arrive as ints: KFP's dict parameters would turn them into floats)."""
+        specs = self.stage_specs()
+        texts = {name: getattr(specs, stage).to_json(indent=None) for stage, name in STAGE_PARAMETERS.items()}
+        return {"publish_root": self.publish_root, "baseline": self.baseline, "warm_start": self.warm_start, **texts}
+
+    def view(self) -> dict[str, Any]:
+        """The run's settings as a person reads them (a run's summary records them): the plain fields, each
+        config as a JSON object, and the hyperparameters read from the job config (a view: nothing reads them
+        back)."""
         plain = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in CONFIG_PARAMETERS}
         return {
             **plain,
             "prepare_options": without_nulls(dict(self.prepare_options)),
-            "job_config": parameter_dict(self.job, JobConfig),
-            "blessing_config": parameter_dict(self.blessing, BlessingConfig),
-            "validation_config": parameter_dict(self.validation, ValidationConfig),
-            "beam_options": parameter_dict(self.beam, BeamConfig),
+            "job_config": without_nulls(self.job.to_dict()),
+            "blessing_config": without_nulls(self.blessing.to_dict()),
+            "validation_config": without_nulls(self.validation.to_dict()),
+            "beam_options": without_nulls(self.beam.to_dict()),
             **hyperparameters(self.job),
         }
 
     @classmethod
-    def parameter_defaults(cls) -> dict[str, Any]:
-        """The pipeline parameters' defaults, read from the config types.
+    def field_defaults(cls) -> dict[str, Any]:
+        """The defaults of the plain fields (the CLI's flags show them)."""
+        return {f.name: f.default for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}
 
-        The plain fields' defaults, `JobConfig()`'s hyperparameters, and {} for each whole config ({} rebuilds
-        as that config's defaults, so a compiled pipeline holds no copy of them). publish_root has no default:
-        a run must say where blessed models go.
-        """
-        plain = {
-            f.name: f.default
-            for f in dataclasses.fields(cls)
-            if f.name not in CONFIG_PARAMETERS and f.default is not dataclasses.MISSING
+    @classmethod
+    def parameter_defaults(cls, beam: BeamConfig | None = None) -> dict[str, Any]:
+        """The pipeline parameters' defaults: the default run's `arguments()` (with `beam`, on Apache Beam with
+        those settings), but for publish_root, which has none: a run must say where blessed models go."""
+        given = {"publish_root": "-", **({"engine": BEAM, "beam": beam} if beam else {})}
+        defaults = resolve_run(None, [], given).arguments()
+        defaults.pop("publish_root")
+        return defaults
+
+    @classmethod
+    def from_specs(cls, specs: StageSpecs, publish_root: str, baseline: str, warm_start: str) -> RunConfig:
+        """The run whose `stage_specs()` are `specs` (recorded by a run's stages): the inverse of `stage_specs`,
+        by decoding, not merging. Prepare options at their defaults are left out."""
+        prepare = specs.prepare.prepare.to_dict()
+        defaults = {f.name: f.default for f in dataclasses.fields(PrepareConfig)}
+        options = {k: v for k, v in prepare.items() if k not in RUN_PREPARE_FIELDS and v != _listed(defaults[k])}
+        run = {
+            **{name: _run_level(name, prepare[name]) for name in RUN_PREPARE_FIELDS},
+            "publish_root": publish_root,
+            "prepare_options": options,
+            "job": specs.train.job.to_dict(),
+            "blessing": specs.evaluate.blessing.to_dict(),
+            "validation": specs.prepare.validation.to_dict(),
+            "baseline": baseline,
+            "warm_start": warm_start,
+            "predict_data": specs.batch_predict.data,
+            "engine": specs.prepare.engine,
+            "beam": specs.prepare.beam.to_dict(),
         }
-        return {**plain, **{name: {} for name in CONFIG_PARAMETERS.values()}, **hyperparameters(JobConfig())}
+        return cls.from_dict(run)
+
+
+def _listed(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
 
 
 def hyperparameters(job: JobConfig) -> dict[str, Any]:
-    """The pipeline's hyperparameter parameters as `job` sets them: {"model_family": "dnn", ...}."""
+    """The headline hyperparameters as `job` sets them: {"model_family": "dnn", ...} (a view)."""
     data = job.to_dict()
     out = {}
     for name, dotted in HYPERPARAMETERS.items():
         value = data
         for part in dotted.split("."):
             value = value[part]
-        # A KFP float parameter takes a float; `--set training.optimizer.learning_rate=1` parses as an int.
-        out[name] = float(value) if _job_field_type(dotted) is float else value
+        out[name] = value
     return out
-
-
-def hyperparameter_overrides(values: Mapping[str, Any]) -> dict[str, Any]:
-    """{"train_steps": 300} -> {"training.train_steps": 300}: hyperparameter parameters as `JobConfig` keys."""
-    unknown = sorted(set(values) - set(HYPERPARAMETERS))
-    require(not unknown, f"{unknown} are not hyperparameter parameters; use some of {sorted(HYPERPARAMETERS)}")
-    return {HYPERPARAMETERS[name]: value for name, value in values.items()}
-
-
-def _job_field_type(dotted: str) -> Any:
-    """The declared type of a dotted `JobConfig` field: "training.optimizer.learning_rate" -> float."""
-    hint: Any = JobConfig
-    for part in dotted.split("."):
-        hint = typing.get_type_hints(hint)[part]
-    return hint
 
 
 def without_nulls(value: Any) -> Any:
     """`value` with null entries of dicts removed, recursively.
 
-    KFP pipeline parameters cannot hold null (protobuf Struct values built by the KFP compiler), so configs
-    travel without their null fields; a missing field takes its default when the config is rebuilt.
+    A run's `view()` shows its configs without their null fields (a missing field is its default).
     """
     if isinstance(value, Mapping):
         return {k: without_nulls(v) for k, v in value.items() if v is not None}
     if isinstance(value, (list, tuple)):
         return [without_nulls(v) for v in value]
     return value
-
-
-def parameter_dict(config: Any, cls: Any) -> dict[str, Any]:
-    """`config.to_dict()` as a pipeline parameter, checked to rebuild the same config."""
-    data = without_nulls(config.to_dict())
-    if cls.from_dict(data) != config:
-        raise ConfigError(
-            f"{cls.__name__} sets a field to null whose default is not null; KFP parameters cannot carry "
-            "null: set the field to a value instead"
-        )
-    return data
 
 
 # `PrepareConfig` fields a run gives at its own level (the resolve stage reads the data too; the CLI has flags for

@@ -10,17 +10,18 @@ import pytest
 
 from estimator_lib import manifest
 from estimator_lib.config import JobConfig, RunConfig, resolve_configs
-from pipelines import cli, reproduce
+from estimator_lib.config import run as config_run
+from pipelines import cli, local, reproduce
 
 VERSIONS = {"python": "3.11.7", "tensorflow": "2.15.1", "kfp": "2.13.0", "commit": "a" * 40, "image": None}
 JOB = JobConfig().with_overrides({"tpu.use_tpu": False, "tpu.strict": True, "training.train_steps": 20})
 
 
-def stage_configs(data: str, baseline: str | None) -> dict[str, dict]:
+def stage_configs(data: str, baseline: str | None, label: str = "species") -> dict[str, dict]:
     """Each stage's config as the components record it (see components/*.py)."""
-    prepare = {"data": [data], "label": "species", "task": None, "key_column": None, "eval_fraction": 0.2}
+    prepare = {"data": [data], "label": label, "task": None, "key_column": None, "eval_fraction": 0.2}
     return {
-        "prepare": {"config": {**prepare, "num_shards": 2, "schema_uri": None}},
+        "prepare": {"prepare": {**prepare, "num_shards": 3, "schema_uri": None}, "validation": {"on_breach": "warn"}},
         "train": {"job": JOB.to_dict()},
         "export": {"job": JOB.to_dict()},
         "batch_predict": {"job": JOB.to_dict(), "data": "eval"},
@@ -56,7 +57,11 @@ def write_run(output: str, run_id: str, fingerprints=None, metrics=None, status=
     folder = os.path.join(output, "runs", run_id)
     settings = RunConfig(publish_root=os.path.join(output, "published"), job=JOB, **arguments)
     manifests = write_stages(
-        os.path.join(folder, "pipeline-root"), fingerprints or {}, data=settings.data, baseline=None
+        os.path.join(folder, "pipeline-root"),
+        fingerprints or {},
+        data=settings.data,
+        baseline=None,
+        label=settings.label,
     )
     summary = {
         "status": status,
@@ -107,15 +112,36 @@ def test_the_rerun_has_the_recorded_settings_and_a_publish_root_of_its_own(tmp_p
     assert settings.baseline == "none" and settings.warm_start == "none"
 
 
-def test_a_summary_edited_to_another_seed_reruns_with_that_seed(tmp_path):
+def test_the_rerun_reads_the_recorded_specs_not_todays_defaults_nor_the_summarys_view(tmp_path, monkeypatch):
     path = write_run(str(tmp_path), "run-1")
     with open(path, encoding="utf-8") as f:
         summary = json.load(f)
-    summary["config"]["seed"] = 7
+    summary["config"]["seed"] = 7  # the summary's view of the settings: nothing reads it back
     with open(path, "w", encoding="utf-8") as f:
         json.dump(summary, f)
-    settings = reproduce.recorded_settings(reproduce.read_record(path), "/p")
-    assert settings.job.training.seed == 7 and settings.job.training.train_steps == 20
+    # The CLI's defaults change after the run: run-local's job defaults and a flag's default.
+    changed = {"tpu.strict": False, "training.seed": 7, "training.train_steps": 99}
+    monkeypatch.setattr(local, "local_job_defaults", lambda: changed)
+    monkeypatch.setattr(config_run, "LOCAL_JOB_DEFAULTS", changed)
+
+    def resolve_run(*args, **kwargs):
+        raise AssertionError("reproduce resolved the settings again")
+
+    monkeypatch.setattr(config_run, "resolve_run", resolve_run)
+    monkeypatch.setattr(cli, "resolve_run", resolve_run)
+    rerun = {}
+
+    def run_local(settings, output, verbose=False, resume=None):
+        rerun["settings"] = settings
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(local, "run_local", run_local)
+    assert cli.main(["reproduce", path, "--output", str(tmp_path / "rerun")]) == 1
+    settings = rerun["settings"]
+    assert settings.job == JOB and settings.job.training.seed == 42 and settings.job.tpu.strict is True
+    assert settings.eval_fraction == 0.2 and settings.prepare_options == {"num_shards": 3}
+    assert settings.validation.on_breach == "warn" and settings.blessing.min_improvement == 0.01
+    assert settings.stage_specs().train.job == JOB
 
 
 # -- a Vertex AI run -----------------------------------------------------------------------------------------
@@ -132,7 +158,7 @@ def test_a_vertex_run_is_written_out_for_a_resubmission(tmp_path, capsys):
     with open(output / reproduce.RESUBMIT_CONFIG, encoding="utf-8") as f:
         configs = resolve_configs(json.load(f), [])
     assert configs["job"] == JOB and configs["blessing"].min_improvement == 0.01
-    assert configs["prepare"] == {"num_shards": 2}
+    assert configs["prepare"] == {"num_shards": 3} and configs["validation"].on_breach == "warn"
 
 
 def test_a_resubmission_scores_the_files_the_run_scored():
