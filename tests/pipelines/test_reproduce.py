@@ -17,16 +17,16 @@ VERSIONS = {"python": "3.11.7", "tensorflow": "2.15.1", "kfp": "2.13.0", "commit
 JOB = JobConfig().with_overrides({"tpu.use_tpu": False, "tpu.strict": True, "training.train_steps": 20})
 
 
-def stage_configs(data: str, baseline: str | None, label: str = "species") -> dict[str, dict]:
+def stage_configs(data: str, baseline: str | None, label: str = "species", job: JobConfig = JOB) -> dict[str, dict]:
     """Each stage's config as the components record it (see components/*.py)."""
     prepare = {"data": [data], "label": label, "task": None, "key_column": None, "eval_fraction": 0.2}
     return {
         "prepare": {"prepare": {**prepare, "num_shards": 3, "schema_uri": None}, "validation": {"on_breach": "warn"}},
-        "train": {"job": JOB.to_dict()},
-        "export": {"job": JOB.to_dict()},
-        "batch_predict": {"job": JOB.to_dict(), "data": "eval"},
+        "train": {"job": job.to_dict()},
+        "export": {"job": job.to_dict()},
+        "batch_predict": {"job": job.to_dict(), "data": "eval"},
         "evaluate": {
-            "job": JOB.to_dict(),
+            "job": job.to_dict(),
             "blessing_config": {"min_improvement": 0.01},
             "baseline": baseline,
             "based_on": "none",
@@ -180,6 +180,25 @@ def test_diff_names_what_differs_between_two_runs(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "outputs: 1 differ\n  train: out:" in out and "inputs: same" in out
     assert cli.main(["diff", a, a]) == 0
+
+
+def test_diff_reads_the_specs_the_stages_recorded_not_todays_defaults(tmp_path, monkeypatch):
+    """Run B was recorded after run-local's default of tpu.strict changed: diff shows what each stage ran."""
+    a = write_run(str(tmp_path / "a"), "run-a")
+    monkeypatch.setattr(config_run, "LOCAL_JOB_DEFAULTS", {"tpu.use_tpu": False, "tpu.strict": False})
+    b_job = JOB.with_overrides({"tpu.strict": False})
+    b_folder = tmp_path / "b" / "runs" / "run-b"
+    manifests = write_stages(str(b_folder / "pipeline-root"), {}, data="embedded:penguins", baseline=None, job=b_job)
+    with open(a, encoding="utf-8") as f:
+        summary = json.load(f)
+    summary.update(run={"id": "run-b"}, manifests=manifests)
+    b = b_folder / "summary.json"
+    b.write_text(json.dumps(summary), encoding="utf-8")
+    found = reproduce.diff_records(reproduce.read_record(a), reproduce.read_record(str(b)))
+    assert found["config"] == [
+        f"{stage}: job.tpu.strict: true -> false" for stage in ("train", "export", "batch_predict", "evaluate")
+    ]
+    assert reproduce.recorded_settings(reproduce.read_record(a), "/p").job.tpu.strict is True
 
 
 def test_diff_of_something_that_is_no_record_is_a_command_line_error(tmp_path, capsys):
