@@ -104,7 +104,7 @@ class RunConfig(JsonConfig):
       task: "auto", "classification" or "regression".
       key_column: a column of unique row keys, or "" to derive keys from row contents.
       eval_fraction: share of rows in the eval split (`PrepareConfig`'s default).
-      prepare_options: other `PrepareConfig` fields.
+      prepare_options: the other `PrepareConfig` fields (the five above are the run's own: never here).
       job: the training config (model, training, tpu).
       blessing: when a model is blessed.
       validation: how far the data may drift from the reference model's (the warm-start source, else the
