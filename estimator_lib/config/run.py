@@ -86,7 +86,7 @@ CONFIG_PARAMETERS: dict[str, str] = {
     "beam": "beam_options",
 }
 # Sections of a run's config file that are not `JobConfig` sections.
-OWN_SECTIONS = ("blessing", "prepare", "validation")
+OWN_SECTIONS = ("beam", "blessing", "prepare", "validation")
 
 
 def _field_default(cls: Any, name: str) -> Any:
@@ -271,7 +271,12 @@ def without_nulls(value: Any) -> Any:
 # `PrepareConfig` fields a run gives at its own level (the resolve stage reads the data too; the CLI has flags for
 # them): "prepare.<field>" sets the run's field, so each has one value.
 RUN_PREPARE_FIELDS = ("data", "label", "task", "key_column", "eval_fraction")
-SECTION_TYPES: dict[str, Any] = {"blessing": BlessingConfig, "prepare": PrepareConfig, "validation": ValidationConfig}
+SECTION_TYPES: dict[str, Any] = {
+    "beam": BeamConfig,
+    "blessing": BlessingConfig,
+    "prepare": PrepareConfig,
+    "validation": ValidationConfig,
+}
 JOB_SECTIONS = tuple(f.name for f in dataclasses.fields(JobConfig))
 
 
@@ -280,7 +285,7 @@ def _split_sections(config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     object."""
     if not isinstance(config, Mapping):
         raise ConfigError(f"the config file must hold a JSON object, got {type(config).__name__}")
-    sections: dict[str, dict[str, Any]] = {"job": {}, "blessing": {}, "prepare": {}, "validation": {}}
+    sections: dict[str, dict[str, Any]] = {"job": {}, "beam": {}, "blessing": {}, "prepare": {}, "validation": {}}
     for key, value in config.items():
         if key not in OWN_SECTIONS:
             sections["job"][key] = value
@@ -335,9 +340,9 @@ def resolve_configs(
     defaults, e.g. run-local's `tpu.strict`), the file, the overrides.
 
     Returns:
-      {"job": JobConfig, "blessing": BlessingConfig, "prepare": dict, "validation": ValidationConfig}; the
-      prepare options are checked by `RunConfig`, which adds the run's data, label, task, key column and eval
-      fraction.
+      {"job": JobConfig, "blessing": BlessingConfig, "prepare": dict, "validation": ValidationConfig, "beam":
+      dict}; the prepare options are checked by `RunConfig`, which adds the run's data, label, task, key column
+      and eval fraction; the beam settings by `resolve_run`, over the engine flags' `BeamConfig`.
     """
     sections = _split_sections(config or {})
     job = JobConfig().with_overrides(dict(job_defaults or {})).to_dict()
@@ -350,6 +355,7 @@ def resolve_configs(
         "blessing": BlessingConfig.from_dict(sections["blessing"], "blessing."),
         "prepare": sections["prepare"],
         "validation": ValidationConfig.from_dict(sections["validation"], "validation."),
+        "beam": sections["beam"],
     }
 
 
@@ -391,6 +397,7 @@ def resolve_run(
             )
         if name in from_set or name not in fields:
             fields[name] = value
+    fields["beam"] = _beam(fields.get("beam"), configs["beam"], overrides)
     return RunConfig(
         **fields,
         job=configs["job"],
@@ -398,6 +405,21 @@ def resolve_run(
         validation=configs["validation"],
         prepare_options=prepare,
     )
+
+
+def _beam(flags: BeamConfig | None, section: Mapping[str, Any], overrides: Sequence[str]) -> BeamConfig:
+    """The engine flags' `BeamConfig` (None: the defaults) with the config file's and `--set`'s "beam" section
+    over it; a `--set` that disagrees with a flag's setting is refused."""
+    base = (flags or BeamConfig()).to_dict()
+    for text in overrides:
+        key, _ = split_override(text)
+        name = key.partition(".")[2]
+        if key.startswith("beam.") and flags is not None and base[name] != getattr(BeamConfig(), name):
+            require(
+                base[name] == section[name],
+                f"--set {text} disagrees with the engine flags' beam.{name}={base[name]!r}; give one of them",
+            )
+    return BeamConfig.from_dict({**base, **section}, "beam.")
 
 
 def _run_level(name: str, value: Any) -> Any:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from estimator_lib.config import BlessingConfig, JobConfig, JsonConfig, PrepareConfig, ValidationConfig
+from estimator_lib.config.beam import BeamConfig
 from estimator_lib.config.run import LOCAL_JOB_DEFAULTS
 from estimator_lib.config.stages import EvaluateSpec, PredictSpec, PrepareSpec, StageSpecs, TrainSpec
 from pipelines import cli, local
@@ -25,7 +26,15 @@ SECTIONS = (
     ("prepare.", PrepareConfig),
     ("blessing.", BlessingConfig),
     ("validation.", ValidationConfig),
+    ("beam.", BeamConfig),
 )
+DATAFLOW = [
+    "beam.runner=DataflowRunner",
+    "beam.project=my-project",
+    "beam.region=europe-west4",
+    "beam.temp_location=gs://bucket/tmp",
+    "beam.sdk_container_image=repo/img@sha256:" + "a" * 64,
+]
 
 # Fields whose valid values a type alone cannot give: [--set texts], and the value the spec then holds.
 VALID: dict[str, tuple[list[str], Any]] = {
@@ -57,6 +66,13 @@ VALID: dict[str, tuple[list[str], Any]] = {
     "blessing.reference_metric": (["blessing.reference_metric=auc"], "auc"),
     "validation.on_breach": (["validation.on_breach=warn"], "warn"),
     "validation.schema_changes": (["validation.schema_changes=warn"], "warn"),
+    "beam.runner": (DATAFLOW, "DataflowRunner"),
+    "beam.project": (["beam.project=my-project"], "my-project"),
+    "beam.region": (["beam.region=europe-west4"], "europe-west4"),
+    "beam.temp_location": (["beam.temp_location=/tmp/beam"], "/tmp/beam"),
+    "beam.machine_type": (["beam.machine_type=n2-standard-4"], "n2-standard-4"),
+    "beam.sdk_container_image": (["beam.sdk_container_image=repo/img:1"], "repo/img:1"),
+    "beam.service_account": (["beam.service_account=sa@p.iam"], "sa@p.iam"),
 }
 # Texts any value of which is valid (names, locations): no invalid value to try.
 FREE_TEXT = {
@@ -66,6 +82,12 @@ FREE_TEXT = {
     "training.warm_start_from",
     "prepare.schema_uri",
     "prepare.missing_values",
+    "beam.project",
+    "beam.region",
+    "beam.temp_location",
+    "beam.machine_type",
+    "beam.sdk_container_image",
+    "beam.service_account",
 }
 # Invalid values a type alone cannot give (choices, texts that must not be empty, collections).
 INVALID: dict[str, str] = {
@@ -88,6 +110,7 @@ INVALID: dict[str, str] = {
     "blessing.reference_metric": "f1",
     "validation.on_breach": "ignore",
     "validation.schema_changes": "ignore",
+    "beam.runner": "SparkRunner",
 }
 
 
@@ -127,6 +150,9 @@ def carried(specs: StageSpecs, key: str) -> Any:
         return lookup(specs.prepare.validation, rest)
     if head == "blessing":
         return lookup(specs.evaluate.blessing, rest)
+    if head == "beam":
+        assert specs.batch_predict.beam == specs.prepare.beam  # both stages the engine runs
+        return lookup(specs.prepare.beam, rest)
     return lookup(specs.train.job, key)  # evaluate, batch predict and export read it from the trained model
 
 
@@ -229,8 +255,8 @@ def test_an_invalid_value_exits_2_naming_the_key_before_anything_starts(key, tmp
         ),
         (
             "trainig.seed=3",
-            "--set trainig.seed: unknown section 'trainig'; sections: ['blessing', 'model', 'prepare', 'tpu', "
-            "'training', 'validation']; did you mean 'training'?",
+            "--set trainig.seed: unknown section 'trainig'; sections: ['beam', 'blessing', 'model', 'prepare', "
+            "'tpu', 'training', 'validation']; did you mean 'training'?",
         ),
         ("prepare.evalfraction=0.3", "did you mean 'eval_fraction'?"),
     ],
@@ -256,6 +282,18 @@ def test_run_local_takes_tpu_strict_from_its_defaults_and_set_turns_it_off():
     assert resolve("tpu.strict=false").job.tpu.strict is False
     args = cli.build_parser().parse_args(["submit", "--pipeline-root", "gs://b/r", "--cpu"])
     assert cli.resolve_settings(args, "gs://b/r/published").job.tpu.strict is False  # TPUSettings' own default
+
+
+def test_beam_settings_go_over_the_engine_flags_and_a_disagreement_is_refused(capsys, tmp_path, no_stage_starts):
+    args = cli.build_parser().parse_args(["run-local", "--engine", "beam", "--set", "beam.max_workers=3"])
+    settings = cli.resolve_settings(args, "/p", beam=cli.resolve_beam(args))
+    assert settings.beam == BeamConfig(max_workers=3) and settings.engine == "beam"
+    argv = ["run-local", "--output", str(tmp_path), "--engine", "beam", "--direct-num-workers", "2"]
+    assert cli.main([*argv, "--set", "beam.direct_num_workers=3"]) == 2
+    assert (
+        "--set beam.direct_num_workers=3 disagrees with the engine flags' beam.direct_num_workers=2; give one of them"
+        in capsys.readouterr().err
+    )
 
 
 def test_a_prepare_setting_is_never_overridden_by_the_runs(tmp_path, capsys, no_stage_starts):

@@ -170,6 +170,7 @@ def test_resolve_configs_routes_sections_and_overrides():
         "blessing": BlessingConfig(),
         "prepare": {},
         "validation": ValidationConfig(),
+        "beam": {},
     }
 
 
