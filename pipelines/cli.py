@@ -489,12 +489,19 @@ def _local_path(uri: str) -> str:
     return os.path.abspath(uri) + ("/" if uri.endswith("/") else "")
 
 
+def _local_data_override(text: str) -> str:
+    """`--set prepare.data=rows.csv` with the path made absolute, as --data's is (the run records it)."""
+    key, sep, value = text.partition("=")
+    return f"{key}{sep}{_local_path(value)}" if key.strip() == "prepare.data" and "," not in value else text
+
+
 def cmd_run_local(args: argparse.Namespace) -> int:
     output = checks.output_directory(args.output)
     if args.data:
         args.data = _local_path(args.data)
     if args.predict_data not in PREPARED_SPLITS:
         args.predict_data = _local_path(args.predict_data)
+    args.overrides = [_local_data_override(text) for text in args.overrides]
     settings = resolve_settings(
         args, os.path.join(output, local.PUBLISH_DIR), local.local_job_defaults(), beam=resolve_beam(args)
     )

@@ -307,3 +307,19 @@ def test_a_prepare_setting_is_never_overridden_by_the_runs(tmp_path, capsys, no_
     assert (
         "--eval-fraction 0.3 and --set prepare.eval_fraction=0.4 disagree; give one of them" in capsys.readouterr().err
     )
+
+
+def test_run_local_makes_a_data_path_given_by_set_absolute(tmp_path, monkeypatch):
+    rows = tmp_path / "rows.csv"
+    rows.write_text("x,label\n1,a\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    given = {}
+
+    def run_local(settings, output, verbose=False, resume=None):
+        given["settings"] = settings
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(local, "run_local", run_local)
+    argv = ["run-local", "--output", "out", "--set", "prepare.data=rows.csv", "--set", "prepare.label=label"]
+    assert cli.main(argv) == 1
+    assert given["settings"].data == str(rows) and given["settings"].label == "label"
