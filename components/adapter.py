@@ -1,8 +1,9 @@
 """The components' adapter: KFP parameters and artifact URIs in, the typed `estimator_lib` configs out.
 
-KFP hands a component its parameters as JSON: dict and list parameters travel as protobuf Structs, whose numbers
-are all floats, and configs travel without their null fields. This module turns them back into the frozen
-configs a library call takes, records the training config beside the checkpoints (later stages rebuild the same
+Each stage gets its spec (`estimator_lib.config.stages`, cut from the run's resolved `RunConfig`) as JSON text
+in one string parameter, and its placement (TPU or CPU) as another: KFP's dict parameters travel as protobuf
+Structs, whose numbers are all floats, while JSON text decoded by the spec's types keeps ints as ints. This
+module decodes them (`decode_spec`, `placement`) without merging anything into them, records the training config beside the checkpoints (later stages rebuild the same
 model from it), writes and reads the evaluation's verdict, writes the release's record, and refuses to go on
 when a file an earlier stage must have written is missing. It holds no ML logic; `components.artifacts`
 describes the outputs.
@@ -10,32 +11,27 @@ describes the outputs.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
-from collections.abc import Mapping
-from typing import Any
+import typing
+from typing import Any, TypeVar
 
+from components.records import JOB_CONFIG_FILE
 from estimator_lib import storage, summaries
-from estimator_lib.config import (
-    BlessingConfig,
-    JobConfig,
-    PrepareConfig,
-    TPUSettings,
-    ValidationConfig,
-    hyperparameter_overrides,
-    set_dotted,
-)
-from estimator_lib.config.base import typed_fields
-from estimator_lib.config.run import AUTO_TASK, NO_MODEL
+from estimator_lib.config import ConfigError, JobConfig, JsonConfig, PrepareConfig, TPUSettings
+from estimator_lib.config.base import check_value
+from estimator_lib.config.run import NO_MODEL
+from estimator_lib.config.stages import PrepareSpec, TrainSpec
 from estimator_lib.data.embedded import resolve_data
 from estimator_lib.evaluation import Blessing
 from estimator_lib.release import Release
 
-JOB_CONFIG_FILE = "job_config.json"
 BLESSING_FILE = "blessing.json"
 # Set by Vertex AI in a custom job that has a TensorBoard: the directory its uploader reads.
 TENSORBOARD_LOG_DIR_ENV = "AIP_TENSORBOARD_LOG_DIR"
 PUBLICATION_FILE = "publication.json"
+Spec = TypeVar("Spec", bound=JsonConfig)
 
 
 class OutputMissingError(RuntimeError):
@@ -48,40 +44,30 @@ def require_output(uri: str, what: str) -> None:
         raise OutputMissingError(f"{what} was not written: {uri} does not exist; the stage failed silently")
 
 
-def typed(cls: Any, data: Mapping[str, Any]) -> dict[str, Any]:
-    """`data` for dataclass `cls` with whole floats turned back into ints where `cls` declares ints: KFP carries
-    dict and list parameters as protobuf Structs, whose numbers are all floats (`config.typed_fields`)."""
-    return typed_fields(cls, data)
+def decode_spec(cls: type[Spec], text: str) -> Spec:
+    """The stage spec `text` holds (`RunConfig.stage_specs()`, sent as JSON text), every value checked against
+    the spec's declared types: the one way a stage reads what it is given."""
+    return cls.from_json(text)
 
 
-def placement(tpu: Mapping[str, Any]) -> dict[str, Any]:
-    """{"use_tpu": True, ...} -> {"tpu.use_tpu": True, ...}: a stage's TPU placement as config overrides."""
-    return {f"tpu.{key}": value for key, value in tpu.items()}
+def placement(text: str) -> dict[str, Any]:
+    """'{"use_tpu": true, "num_cores": 8}' -> {"tpu.use_tpu": True, "tpu.num_cores": 8}: where the pipeline
+    placed this stage, as job config overrides, each value checked against `TPUSettings`' types."""
+    given = json.loads(text)
+    hints = typing.get_type_hints(TPUSettings)
+    unknown = sorted(set(given) - set(hints))
+    if unknown:
+        raise ConfigError(f"the stage's placement names {unknown}, which are not TPUSettings fields")
+    return {f"tpu.{key}": check_value(hints[key], value, f"tpu.{key}") for key, value in given.items()}
 
 
-def training_job(
-    job_config: Mapping[str, Any],
-    hyperparameters: Mapping[str, Any],
-    tpu: Mapping[str, Any],
-    warm_start_from: str | None = None,
-) -> JobConfig:
-    """The job config for training. Later wins: the full config, the pipeline's hyperparameter parameters, the
-    warm-start source, the stage's placement.
-
-    Args:
-      job_config: a `JobConfig.to_dict()` (empty for the defaults).
-      hyperparameters: the pipeline's hyperparameter parameters ({"train_steps": 300}; see
-        `estimator_lib.config.HYPERPARAMETERS`).
-      tpu: this stage's `tpu` settings ({} keeps the config's).
-      warm_start_from: a SavedModel directory to initialise from; None keeps the config's.
-    """
-    overrides = hyperparameter_overrides(hyperparameters)
+def training_job(spec: TrainSpec, tpu: str, warm_start_from: str | None = None) -> JobConfig:
+    """The job config for training: the spec's, with the resolved warm-start source (None keeps the spec's)
+    and the stage's placement (`placement`)."""
+    overrides = placement(tpu)
     if warm_start_from is not None:
         overrides["training.warm_start_from"] = warm_start_from
-    merged = json.loads(json.dumps(job_config))  # a deep copy: the parameter is not ours to change
-    for dotted, value in {**overrides, **placement(tpu)}.items():
-        set_dotted(merged, dotted, value, create=True)
-    return JobConfig.from_dict(typed(JobConfig, merged))
+    return spec.job.with_overrides(overrides)
 
 
 def write_job_config(model_uri: str, job: JobConfig) -> None:
@@ -89,41 +75,21 @@ def write_job_config(model_uri: str, job: JobConfig) -> None:
     storage.write_text(storage.join(model_uri, JOB_CONFIG_FILE), job.to_json())
 
 
-def stage_job(model_uri: str, tpu: Mapping[str, Any]) -> JobConfig:
-    """The trained model's config placed for this stage (TPU or host CPU)."""
+def stage_job(model_uri: str, tpu: str) -> JobConfig:
+    """The trained model's config placed for this stage (TPU or host CPU; `placement`)."""
     path = storage.join(model_uri, JOB_CONFIG_FILE)
     require_output(path, "the trained model's job config")
-    return JobConfig.from_json(storage.read_text(path)).with_overrides(placement(typed(TPUSettings, tpu)))
+    return JobConfig.from_json(storage.read_text(path)).with_overrides(placement(tpu))
 
 
-def prepare_config(
-    data: str, label: str, task: str, key_column: str, eval_fraction: float, options: Mapping[str, Any]
-) -> PrepareConfig:
-    """The `PrepareConfig` of the prepare stage's parameters ("auto" task and "" key column mean inferred)."""
-    fields = {
-        **options,
-        "data": [resolve_data(data)],
-        "label": label,
-        "task": None if task == AUTO_TASK else task,
-        "key_column": key_column or None,
-        "eval_fraction": eval_fraction,
-    }
-    return PrepareConfig.from_dict(typed(PrepareConfig, fields))
-
-
-def validation_config(data: Mapping[str, Any]) -> ValidationConfig:
-    """The `ValidationConfig` of the prepare stage's `validation_config` parameter ({} for the defaults)."""
-    return ValidationConfig.from_dict(typed(ValidationConfig, data))
+def prepare_config(spec: PrepareSpec) -> PrepareConfig:
+    """The spec's `PrepareConfig` with its data located ("embedded:penguins" -> the shipped file)."""
+    return dataclasses.replace(spec.prepare, data=tuple(resolve_data(d) for d in spec.prepare.data))
 
 
 def model_or_none(resolved: str) -> str | None:
     """A resolved model parameter ("none" or a SavedModel directory) as the library takes it."""
     return None if resolved in ("", NO_MODEL) else resolved
-
-
-def blessing_config(data: Mapping[str, Any]) -> BlessingConfig:
-    """The `BlessingConfig` of the evaluate stage's `blessing_config` parameter ({} for the defaults)."""
-    return BlessingConfig.from_dict(typed(BlessingConfig, data))
 
 
 def write_blessing(blessing_uri: str, verdict: Blessing) -> None:

@@ -11,11 +11,9 @@ from kfp.dsl import Dataset, Input, Model, Output
 def batch_predict(
     dataset: Input[Dataset],
     model: Input[Model],
-    data: str,
-    tpu: dict,
+    spec: str,
+    tpu: str,
     predictions: Output[Dataset],
-    engine: str = "inprocess",
-    beam_options: dict = {},  # noqa: B006 - KFP reads the default; never mutated
 ):
     """Scores a dataset with the trained model: its checkpoint in-process, or its exported CPU SavedModel on
     Apache Beam.
@@ -23,22 +21,24 @@ def batch_predict(
     Args:
       dataset: the prepared dataset (its schema, and its splits when `data` names one).
       model: the trained model.
-      data: "eval", "train" or "test" (a prepared split); a URI or glob of CSV / JSON Lines rows (.csv,
-        .jsonl, .json, .ndjson; the label is optional), scored through the prepared schema; or prepared
-        TFRecords (.tfrecord, .tfrecords, or a directory of them).
-      tpu: where this stage runs (see train_model).
+      spec: a `PredictSpec` as JSON text (`RunConfig.stage_specs()`): the rows to score, "eval", "train" or
+        "test" (a prepared split), a URI or glob of CSV / JSON Lines rows (.csv, .jsonl, .json, .ndjson; the
+        label is optional), scored through the prepared schema, or prepared TFRecords (.tfrecord, .tfrecords, or
+        a directory of them); and the engine, "inprocess" (`predict.score`, the checkpoint) or "beam"
+        (`predict.beam.score`: the CPU SavedModel exported beside the predictions, scored by RunInference;
+        Dataflow on Vertex AI) with its `BeamConfig`.
+      tpu: where this stage runs, as JSON text (see train_model).
       predictions: output; JSON Lines shards and a manifest.
-      engine: "inprocess" (`predict.score`, the checkpoint) or "beam" (`predict.beam.score`: the CPU SavedModel
-        exported beside the predictions, scored by RunInference; Dataflow on Vertex AI).
-      beam_options: with engine="beam", a `BeamConfig` ({"runner": "DataflowRunner", "region": ...}).
     """
     from components import adapter, artifacts, records
     from estimator_lib import predict, storage
-    from estimator_lib.config.beam import BEAM, BeamConfig, check_engine
+    from estimator_lib.config.beam import BEAM
     from estimator_lib.config.run import SPLIT, prediction_kind
+    from estimator_lib.config.stages import PredictSpec
     from estimator_lib.data import prepare
 
-    check_engine(engine)
+    given = adapter.decode_spec(PredictSpec, spec)
+    data, engine = given.data, given.engine
     prepared = prepare.load_prepared(dataset.uri)
     job = adapter.stage_job(model.uri, tpu)
     inputs = {
@@ -60,8 +60,7 @@ def batch_predict(
     if engine == BEAM:
         from estimator_lib.predict import beam  # Apache Beam takes about 1 s to import: only this engine does
 
-        beam_config = BeamConfig.from_dict(adapter.typed(BeamConfig, beam_options))
-        result = beam.score(job, prepared, model.uri, data, predictions.uri, beam_config)
+        result = beam.score(job, prepared, model.uri, data, predictions.uri, given.beam)
     else:
         result = predict.score(job, prepared, model.uri, data, predictions.uri)
     artifacts.describe_predictions(predictions, result)

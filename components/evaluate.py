@@ -14,10 +14,10 @@ from components.artifact_types import ModelBlessing
 def evaluate_model(
     dataset: Input[Dataset],
     model: Input[Model],
-    blessing_config: dict,
+    spec: str,
     baseline: str,
     publish_root: str,
-    tpu: dict,
+    tpu: str,
     metrics: Output[Metrics],
     classification_metrics: Output[ClassificationMetrics],
     blessing: Output[ModelBlessing],
@@ -29,12 +29,12 @@ def evaluate_model(
     Args:
       dataset: the prepared dataset (its eval split is scored).
       model: the trained model.
-      blessing_config: a `BlessingConfig` as JSON: thresholds, beat_trivial, comparison_metric,
-        min_improvement.
+      spec: an `EvaluateSpec` as JSON text (`RunConfig.stage_specs()`): the `BlessingConfig` (thresholds,
+        beat_trivial, comparison_metric, min_improvement, ...).
       baseline: "none", "latest" (the last model published under `publish_root`), a publish root or a
         SavedModel directory to compare with.
       publish_root: where blessed models are published.
-      tpu: where this stage runs (see train_model).
+      tpu: where this stage runs, as JSON text (see train_model).
       metrics: output; eval-split metrics (Vertex AI shows them as scalars).
       classification_metrics: output; confusion matrix and ROC curve (empty for regression).
       blessing: output; blessing.json with the verdict, every check, both models' metrics; predictions of both
@@ -46,13 +46,14 @@ def evaluate_model(
     """
     from components import adapter, artifacts, records
     from estimator_lib import release, storage, summaries
+    from estimator_lib.config.stages import EvaluateSpec
     from estimator_lib.data import prepare
     from estimator_lib.evaluation import evaluate_and_bless
     from estimator_lib.evaluation import report as report_lib
 
     prepared = prepare.load_prepared(dataset.uri)
     job = adapter.stage_job(model.uri, tpu)
-    config = adapter.blessing_config(blessing_config)
+    config = adapter.decode_spec(EvaluateSpec, spec).blessing
     based_on = release.latest_version(publish_root)  # read first: a publish after this makes the release fail
     baseline_dir = release.resolve_model(baseline, publish_root)
     inputs = {

@@ -10,7 +10,7 @@ from kfp.dsl import Dataset, Input, Model, Output
 def export_model(
     dataset: Input[Dataset],
     model: Input[Model],
-    tpu: dict,
+    tpu: str,
     exported: Output[Model],
 ):
     """Exports the trained model and verifies the export.
@@ -18,7 +18,7 @@ def export_model(
     Args:
       dataset: the prepared dataset (its schema; its eval rows verify the export).
       model: the trained model.
-      tpu: where this stage runs ({"use_tpu": False}: export needs no TPU).
+      tpu: where this stage runs, as JSON text ({"use_tpu": false}: export needs no TPU).
       exported: output; the verified SavedModel (tag sets, signatures).
     """
     from components import adapter, artifacts, records

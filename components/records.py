@@ -40,6 +40,8 @@ from kfp.dsl import Artifact, ClassificationMetrics, Metrics
 from estimator_lib import manifest, storage
 
 RECORD_FILE = "stage.json"
+# The train stage's job config, beside the checkpoints: evaluate, batch predict, export and the run's summary read it.
+JOB_CONFIG_FILE = "job_config.json"
 # Set in the environment by whoever starts the stage: the image it runs in (a digest or commit tag), and on a
 # Cloud TPU VM the accelerator type ("v3-8").
 IMAGE_ENV = "TPU_PIPELINE_IMAGE"

@@ -9,13 +9,14 @@ new generation, a new publish a new version directory).
 from typing import NamedTuple
 
 
-def resolve_inputs(data: str, warm_start: str, baseline: str, publish_root: str) -> NamedTuple(
+def resolve_inputs(prepare_spec: str, warm_start: str, baseline: str, publish_root: str) -> NamedTuple(
     "Resolved", data_version=str, warm_start=str, reference=str
 ):
     """Resolves the run's data and models.
 
     Args:
-      data: the data as the prepare stage gets it (a path, gs:// URI or glob, or "embedded:penguins").
+      prepare_spec: the prepare stage's spec (a `PrepareSpec` as JSON text): its data (a path, gs:// URI or
+        glob, or "embedded:penguins") is resolved.
       warm_start: "none", "latest", a publish root or a SavedModel directory.
       baseline: the same choices, for the model the run compares with.
       publish_root: where blessed models are published ("latest" looks there).
@@ -25,10 +26,12 @@ def resolve_inputs(data: str, warm_start: str, baseline: str, publish_root: str)
       directory to initialise from, or "none"; reference: the published model whose schema and data the run
       continues and checks against (the warm-start source, else the baseline), or "none".
     """
+    from components import adapter
     from estimator_lib import release
-    from estimator_lib.data.embedded import resolve_data
+    from estimator_lib.config.stages import PrepareSpec
 
-    resolved = release.resolve_run(resolve_data(data), warm_start, baseline, publish_root)
+    [data] = adapter.prepare_config(adapter.decode_spec(PrepareSpec, prepare_spec)).data  # a run prepares one
+    resolved = release.resolve_run(data, warm_start, baseline, publish_root)
     print(
         f"data version {resolved.data_version[:12]}; warm start: {resolved.warm_start}; reference: {resolved.reference}"
     )

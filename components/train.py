@@ -12,14 +12,8 @@ from kfp.dsl import Dataset, Input, Model, Output
 
 def train_model(
     dataset: Input[Dataset],
-    job_config: dict,
-    model_family: str,
-    hidden_units: list,
-    learning_rate: float,
-    max_epochs: int,
-    train_batch_size: int,
-    seed: int,
-    tpu: dict,
+    spec: str,
+    tpu: str,
     warm_start: str,
     publish_root: str,
     model: Output[Model],
@@ -28,12 +22,9 @@ def train_model(
 
     Args:
       dataset: the prepared dataset.
-      job_config: a full `JobConfig` as JSON ({} for the defaults); the explicit parameters below win over it.
-      model_family, hidden_units, learning_rate, max_epochs, train_batch_size, seed: hyperparameters, each
-        setting the `JobConfig` field `estimator_lib.config.HYPERPARAMETERS` names (a fixed step budget,
-        `training.train_steps`, travels in job_config).
-      tpu: where this stage runs: {"use_tpu": True, "tpu_name": "local", "num_cores": 8} on a Cloud TPU VM,
-        {"use_tpu": False} on CPU.
+      spec: a `TrainSpec` as JSON text (`RunConfig.stage_specs()`): the job config.
+      tpu: where this stage runs, as JSON text: {"use_tpu": true, "tpu_name": "local", "num_cores": 8} on a
+        Cloud TPU VM, {"use_tpu": false} on CPU.
       warm_start: "none", "latest" (the last model published under `publish_root`; none yet means a cold
         start), a publish root or a SavedModel directory to initialise the weights from.
       publish_root: where blessed models are published.
@@ -41,19 +32,12 @@ def train_model(
     """
     from components import adapter, artifacts, records
     from estimator_lib import estimator, release
+    from estimator_lib.config.stages import TrainSpec
     from estimator_lib.data import prepare
 
     prepared = prepare.load_prepared(dataset.uri)
     source = release.resolve_model(warm_start, publish_root)
-    hyperparameters = {
-        "model_family": model_family,
-        "hidden_units": hidden_units,
-        "learning_rate": learning_rate,
-        "max_epochs": max_epochs,
-        "train_batch_size": train_batch_size,
-        "seed": seed,
-    }
-    job = adapter.training_job(job_config, hyperparameters, tpu, warm_start_from=source)
+    job = adapter.training_job(adapter.decode_spec(TrainSpec, spec), tpu, warm_start_from=source)
     record = records.StageRecord(
         "train",
         {"model": model},

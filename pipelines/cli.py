@@ -26,10 +26,10 @@ from google.auth.exceptions import DefaultCredentialsError
 from google.protobuf import json_format
 
 from estimator_lib import storage
-from estimator_lib.config import RUN_TASKS, ConfigError, RunConfig, resolve_configs
+from estimator_lib.config import RUN_TASKS, ConfigError, RunConfig
 from estimator_lib.config.beam import BEAM, DATAFLOW_RUNNER, ENGINES, BeamConfig
 from estimator_lib.config.registry import RegistryConfig
-from estimator_lib.config.run import PREPARED_SPLITS
+from estimator_lib.config.run import PREPARED_SPLITS, resolve_run
 from pipelines import checks, local, reproduce, runs, show, vertex
 from pipelines import tpu as tpu_presets
 from pipelines.image import check_image, default_image
@@ -57,16 +57,15 @@ def _preset_help() -> str:
 # -- arguments -----------------------------------------------------------------------------------------------
 def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
     # Without --data and --label the run keeps RunConfig's (the embedded penguins); see resolve_settings.
-    defaults = RunConfig.parameter_defaults()
+    defaults = RunConfig.field_defaults()
     group = parser.add_argument_group("pipeline parameters")
     group.add_argument("--data", help="CSV or JSON Lines file or glob, local or gs:// (default: embedded penguins)")
     group.add_argument("--label", help=f"the label column (required with --data; default: {defaults['label']})")
-    group.add_argument("--task", choices=RUN_TASKS, default=defaults["task"])
+    # Without these three the run keeps the config file's prepare section, or RunConfig's defaults.
+    group.add_argument("--task", choices=RUN_TASKS, help=f"default: {defaults['task']} (inferred from the label)")
+    group.add_argument("--key-column", help="a column of unique row keys (default: derived from row contents)")
     group.add_argument(
-        "--key-column", default=defaults["key_column"], help="a column of unique row keys (default: derived)"
-    )
-    group.add_argument(
-        "--eval-fraction", type=float, default=defaults["eval_fraction"], help="share of rows for evaluation"
+        "--eval-fraction", type=float, help=f"share of rows for evaluation (default: {defaults['eval_fraction']})"
     )
     group.add_argument("--config", help="JSON config file: JobConfig sections plus 'blessing' and 'prepare'")
     group.add_argument(
@@ -75,8 +74,9 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="override a config value, e.g. training.train_steps=300, model.family=linear, "
-        'blessing.thresholds={"accuracy":0.9}, blessing.min_improvement=0.01 (repeatable)',
+        help="override a config value, parsed by the field's type, e.g. training.train_steps=300, "
+        'model.hidden_units=64,32, model.family=linear, tpu.strict=false, blessing.thresholds={"accuracy":0.9}, '
+        "prepare.eval_fraction=0.3, training.warm_start_from=null (repeatable)",
     )
     group.add_argument(
         "--baseline",
@@ -103,7 +103,7 @@ def _add_engine_arguments(parser: argparse.ArgumentParser, dataflow: bool) -> No
     group.add_argument(
         "--engine",
         choices=ENGINES,
-        default=RunConfig.parameter_defaults()["engine"],
+        default=RunConfig.field_defaults()["engine"],
         help="who runs preparation and batch prediction: inprocess (this machine's cores) or beam (Apache Beam: "
         + ("Dataflow" if dataflow else "the DirectRunner")
         + "); the prepared data is byte-identical either way",
@@ -368,33 +368,31 @@ def read_config_file(path: str | None) -> dict[str, Any]:
 
 
 def resolve_settings(
-    args: argparse.Namespace, publish_root: str, fixed: dict[str, Any] | None = None, beam: BeamConfig | None = None
+    args: argparse.Namespace,
+    publish_root: str,
+    job_defaults: dict[str, Any] | None = None,
+    beam: BeamConfig | None = None,
 ) -> RunConfig:
-    """The `RunConfig` of the pipeline-parameter flags; `fixed` job overrides are applied last; `beam` is the
-    engine's `BeamConfig` (`resolve_beam`)."""
-    if args.data and not args.label:
+    """The run's `RunConfig` from its flags, config file and `--set` overrides (`config.resolve_run`, where every
+    check of a value happens); `job_defaults` are dotted job keys this command defaults (the file and `--set`
+    override them); `beam` is the engine's `BeamConfig` (`resolve_beam`)."""
+    label_set = any(text.partition("=")[0].strip() == "prepare.label" for text in args.overrides)
+    if args.data and not (args.label or label_set):
         raise ValueError("--label is required with --data: name the column to predict")
-    configs = resolve_configs(read_config_file(args.config), args.overrides)
-    explicit: dict[str, Any] = {
+    given = {
         "publish_root": args.publish_root or publish_root,
+        "data": args.data,
+        "label": args.label,
         "task": args.task,
         "key_column": args.key_column,
         "eval_fraction": args.eval_fraction,
-        "job": configs["job"].with_overrides(fixed or {}),
-        "blessing": configs["blessing"],
-        "validation": configs["validation"],
-        "prepare_options": configs["prepare"],
         "baseline": args.baseline,
         "warm_start": args.warm_start,
         "predict_data": args.predict_data,
         "engine": args.engine,
-        "beam": beam or BeamConfig(),
+        "beam": beam,
     }
-    if args.data:
-        explicit["data"] = args.data
-    if args.label:
-        explicit["label"] = args.label
-    settings = RunConfig(**explicit)
+    settings = resolve_run(read_config_file(args.config), args.overrides, given, job_defaults)
     if not getattr(args, "cpu", True):  # submit and schedule for a TPU: the preset's cores
         preset = tpu_presets.preset(args.tpu, experimental=args.experimental_tpu)
         checks.tpu_target(settings.job, preset.tpu_settings()["num_cores"], f"--tpu {preset.name}")
@@ -491,14 +489,21 @@ def _local_path(uri: str) -> str:
     return os.path.abspath(uri) + ("/" if uri.endswith("/") else "")
 
 
+def _local_data_override(text: str) -> str:
+    """`--set prepare.data=rows.csv` with the path made absolute, as --data's is (the run records it)."""
+    key, sep, value = text.partition("=")
+    return f"{key}{sep}{_local_path(value)}" if key.strip() == "prepare.data" and "," not in value else text
+
+
 def cmd_run_local(args: argparse.Namespace) -> int:
     output = checks.output_directory(args.output)
     if args.data:
         args.data = _local_path(args.data)
     if args.predict_data not in PREPARED_SPLITS:
         args.predict_data = _local_path(args.predict_data)
+    args.overrides = [_local_data_override(text) for text in args.overrides]
     settings = resolve_settings(
-        args, os.path.join(output, local.PUBLISH_DIR), fixed=local.local_job_settings(), beam=resolve_beam(args)
+        args, os.path.join(output, local.PUBLISH_DIR), local.local_job_defaults(), beam=resolve_beam(args)
     )
     checks.local_run(settings)
     outcome = local.run_local(settings, output, verbose=args.verbose, resume=args.resume)

@@ -45,6 +45,7 @@ from components import Stages, build_stages, records
 from components.records import REUSED_MARKER
 from estimator_lib import storage
 from estimator_lib.config import JobConfig, RunConfig
+from estimator_lib.config.run import LOCAL_JOB_DEFAULTS
 from estimator_lib.progress import duration
 from pipelines import runs, stage
 from pipelines.image import LOCAL_IMAGE
@@ -67,10 +68,11 @@ _TASK_EVENT = re.compile(
 )
 
 
-def local_job_settings() -> dict[str, Any]:
-    """What every local run fixes in the job config: CPU, with the TPU-strict checks on (they catch on CPU
-    what a TPU would reject later)."""
-    return {"tpu.use_tpu": False, "tpu.strict": True}
+def local_job_defaults() -> dict[str, Any]:
+    """What a local run defaults in the job config: CPU, with the TPU-strict checks on (they catch on CPU what a
+    TPU would reject later). Defaults only: a config file or `--set tpu.strict=false` overrides them (the stages
+    run on CPU whatever `tpu.use_tpu` says: the pipeline places them there)."""
+    return dict(LOCAL_JOB_DEFAULTS)
 
 
 class ResumeError(ValueError):
@@ -108,7 +110,8 @@ def run_local(settings: RunConfig, output: str, verbose: bool = False, resume: O
     lock = runs.lock_output(output)
     try:
         runs.remove_leftovers(output)
-        folder, summary = choose_run(output, settings.arguments(), resume)
+        folder, summary = choose_run(output, settings.view(), resume)
+        summary["arguments"] = settings.arguments()  # what the pipeline is called with: each stage's spec
         runs.record_holder(lock, folder.run_id)
         return _supervise(folder, summary, verbose, lock)
     finally:
@@ -125,7 +128,8 @@ def choose_run(output: str, arguments: Mapping[str, Any], resume: Optional[bool]
     record = previous.read_summary() if previous else None
     # "running" in a folder whose lock is free (we hold it) means its processes were killed outright.
     resumable = record is not None and record.get("status") in (runs.FAILED, runs.INTERRUPTED, runs.RUNNING)
-    # A run's summary keeps its arguments ("config") until it ends ok, when job_config becomes the resolved one.
+    # A run's summary keeps its settings ("config", `RunConfig.view()`) until it ends ok, when job_config becomes the
+    # one training ran (the warm-start source resolved).
     differing = sorted(k for k, v in _canonical(arguments).items() if record and record["config"].get(k) != v)
     if resume and not resumable:
         status = f"; the last run, {previous.run_id}, ended {record.get('status')}" if previous and record else ""
@@ -460,7 +464,7 @@ def runner_main(argv: Sequence[str]) -> int:
     if not verbose:  # a verbose console streams every stage's log already
         threading.Thread(target=_beat, args=(progress,), name="heartbeat", daemon=True).start()
     try:
-        outputs = run_pipeline(summary["config"], folder, progress, verbose)
+        outputs = run_pipeline(summary["arguments"], folder, progress, verbose)
         results = summarize(outputs, summary["config"])
         summary.update(results, report=copy_report(outputs, folder), status=runs.OK, stage=None, error=None)
     except Exception as e:  # noqa: BLE001 - whatever failed is recorded
@@ -556,6 +560,12 @@ def data_summary(dataset: Any) -> dict[str, Any]:
     }
 
 
+def trained_job(model_uri: str) -> JobConfig:
+    """The job config the train stage ran, as it recorded it beside the checkpoints (exact JSON; the artifact's
+    metadata went through KFP, whose numbers are floats)."""
+    return JobConfig.from_json(storage.read_text(storage.join(model_uri, records.JOB_CONFIG_FILE)))
+
+
 # Each stage's output artifact: its manifest is in that artifact's task directory (`components.records`).
 STAGE_OUTPUTS = {
     "prepare": "dataset",
@@ -632,6 +642,6 @@ def summarize(outputs: Mapping[str, Any], arguments: Mapping[str, Any]) -> dict[
             for name in ("dataset", "model", "blessing", "predictions", "exported", "publication")
         },
         # Read back through its type: metadata numbers come through KFP as floats, the config's ints stay ints.
-        "config": {**arguments, "job_config": JobConfig.from_dict(model.metadata["config"]).to_dict()},
+        "config": {**arguments, "job_config": trained_job(model.uri).to_dict()},
         "manifests": {stage: records.manifest_uri(outputs[name].uri) for stage, name in STAGE_OUTPUTS.items()},
     }

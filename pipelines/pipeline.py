@@ -24,7 +24,7 @@ The pipeline function only wires. What differs between environments is chosen wh
     version. Local runs have neither.
 Prepare, export and release always run on CPU (export writes the TPU meta graph without a TPU).
 
-With a `BeamConfig` (`compile --engine beam`) the `engine` and `beam_options` parameters default to it: prepare
+With a `BeamConfig` (`compile --engine beam`) the prepare and predict specs default to engine "beam" with it: prepare
 and batch predict run their work on Apache Beam (Dataflow, the component image as the workers' container), and
 batch predict's own task stays on CPU (it launches the Dataflow job and scores the exported CPU SavedModel).
 
@@ -32,6 +32,7 @@ No `from __future__ import annotations` here: KFP reads the pipeline function's 
 """
 
 import dataclasses
+import json
 from typing import Any, Callable, NamedTuple, Optional, Union
 
 import yaml
@@ -45,9 +46,8 @@ from components.experiment import join_experiment
 from components.records import TPU_TYPE_ENV
 from components.register import register_model
 from estimator_lib.config import RunConfig
-from estimator_lib.config.beam import BEAM, BeamConfig
+from estimator_lib.config.beam import BeamConfig
 from estimator_lib.config.registry import RegistryConfig
-from estimator_lib.config.run import parameter_dict
 from pipelines.tpu import CPU_SETTINGS, SPOT, STANDARD, TPUPreset, TPUTarget, as_target
 
 PIPELINE_NAME = "tpu-estimator-pipeline"
@@ -147,10 +147,7 @@ def place_stages(stages: Stages, tpu: Union[TPUPreset, TPUTarget, None], names: 
 
 def parameter_defaults(beam: Optional[BeamConfig]) -> dict[str, Any]:
     """`RunConfig`'s parameter defaults; with `beam`, the engine defaults to "beam" with those settings."""
-    defaults = RunConfig.parameter_defaults()
-    if beam is None:
-        return defaults
-    return {**defaults, "engine": BEAM, "beam_options": parameter_dict(beam, BeamConfig)}
+    return RunConfig.parameter_defaults(beam)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -210,7 +207,7 @@ def build_pipeline(
       tpu: run train, evaluate and batch predict on this Cloud TPU (Vertex AI only): a preset, or a
         `TPUTarget` with the capacity and TensorBoard settings; None runs them on CPU.
       steps: Vertex AI steps (experiment, Model Registry); none by default (local runs).
-      beam: the default of the `engine` ("beam") and `beam_options` parameters; None defaults to in-process.
+      beam: the default engine ("beam", with these settings) of the prepare and predict specs; None: in-process.
 
     Returns:
       The `@dsl.pipeline` function (compile it, or call it under `kfp.local.init`).
@@ -219,11 +216,12 @@ def build_pipeline(
     # On Beam, batch predict's task only launches the pipeline and scores on CPU: no TPU for it.
     on_tpu = TPU_STAGES if beam is None else tuple(s for s in TPU_STAGES if s != "batch_predict")
     stages = place_stages(build_stages(image), target, on_tpu)
-    accelerated = target.preset.tpu_settings() if target else dict(CPU_SETTINGS)
+    # Where a stage runs, as JSON text: KFP's dict parameters would turn num_cores into a float.
+    accelerated = json.dumps(target.preset.tpu_settings() if target else CPU_SETTINGS, sort_keys=True)
     add_vertex_steps = _vertex_steps(image, steps)
-    host = dict(CPU_SETTINGS)
+    host = json.dumps(CPU_SETTINGS, sort_keys=True)
     # KFP reads the parameters' defaults from the signature below; they come from the config types, so the
-    # pipeline, the CLI and the components share one set.
+    # pipeline, the CLI and the components share one set. Each stage's spec is one parameter (`RunConfig.arguments`).
     defaults = parameter_defaults(beam)
 
     @dsl.pipeline(
@@ -232,51 +230,25 @@ def build_pipeline(
     )
     def tpu_estimator_pipeline(
         publish_root: str,
-        data: str = defaults["data"],
-        label: str = defaults["label"],
-        task: str = defaults["task"],
-        key_column: str = defaults["key_column"],
-        eval_fraction: float = defaults["eval_fraction"],
-        prepare_options: dict = defaults["prepare_options"],
-        job_config: dict = defaults["job_config"],
-        model_family: str = defaults["model_family"],
-        hidden_units: list = defaults["hidden_units"],
-        learning_rate: float = defaults["learning_rate"],
-        max_epochs: int = defaults["max_epochs"],
-        train_batch_size: int = defaults["train_batch_size"],
-        seed: int = defaults["seed"],
-        blessing_config: dict = defaults["blessing_config"],
-        validation_config: dict = defaults["validation_config"],
+        prepare_spec: str = defaults["prepare_spec"],
+        train_spec: str = defaults["train_spec"],
+        evaluate_spec: str = defaults["evaluate_spec"],
+        predict_spec: str = defaults["predict_spec"],
         baseline: str = defaults["baseline"],
         warm_start: str = defaults["warm_start"],
-        predict_data: str = defaults["predict_data"],
-        engine: str = defaults["engine"],
-        beam_options: dict = defaults["beam_options"],
     ) -> PipelineOutputs:
-        resolve = stages.resolve(data=data, warm_start=warm_start, baseline=baseline, publish_root=publish_root)
+        resolve = stages.resolve(
+            prepare_spec=prepare_spec, warm_start=warm_start, baseline=baseline, publish_root=publish_root
+        )
         prepare = stages.prepare(
-            data=data,
-            label=label,
-            task=task,
-            key_column=key_column,
-            eval_fraction=eval_fraction,
-            options=prepare_options,
+            spec=prepare_spec,
             data_version=resolve.outputs["data_version"],
             reference=resolve.outputs["reference"],
-            validation_config=validation_config,
-            engine=engine,
-            beam_options=beam_options,
         )
         dataset = prepare.outputs["dataset"]
         train = stages.train(
             dataset=dataset,
-            job_config=job_config,
-            model_family=model_family,
-            hidden_units=hidden_units,
-            learning_rate=learning_rate,
-            max_epochs=max_epochs,
-            train_batch_size=train_batch_size,
-            seed=seed,
+            spec=train_spec,
             tpu=accelerated,
             warm_start=resolve.outputs["warm_start"],
             publish_root=publish_root,
@@ -285,7 +257,7 @@ def build_pipeline(
         evaluate = stages.evaluate(
             dataset=dataset,
             model=model,
-            blessing_config=blessing_config,
+            spec=evaluate_spec,
             baseline=baseline,
             publish_root=publish_root,
             tpu=accelerated,
@@ -293,10 +265,8 @@ def build_pipeline(
         predict = stages.batch_predict(
             dataset=dataset,
             model=model,
-            data=predict_data,
+            spec=predict_spec,
             tpu=accelerated if beam is None else host,
-            engine=engine,
-            beam_options=beam_options,
         )
         export = stages.export(dataset=dataset, model=model, tpu=host)
         release = stages.release(

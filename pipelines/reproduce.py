@@ -3,8 +3,8 @@
 A run's record is its summary.json (status, config, metrics, fingerprints) and the manifests it links, one per
 stage (`estimator_lib.manifest`: input and output fingerprints, the full config, seeds, versions, machine).
 
-`reproduce` rebuilds a recorded local run's settings from its record (the same data, configs and seed; the
-baseline and warm-start models it resolved, by path), runs the pipeline into another output directory, and
+`reproduce` reads the spec each stage of a recorded local run ran from its manifest (the same data, configs and
+seed; the baseline and warm-start models it resolved, by path; never today's defaults), runs the pipeline into another output directory, and
 compares the two runs stage by stage (`manifest.compare_runs`). The rerun publishes into a publish root of its
 own, so reproducing never touches the recorded run's published models. A Vertex AI run's record (its stages'
 manifests under the run's pipeline root, no summary.json) is not re-run here: its parameters and image are
@@ -20,8 +20,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
 from estimator_lib import manifest, storage
-from estimator_lib.config import BlessingConfig, JobConfig, RunConfig, hyperparameter_overrides
-from estimator_lib.config.run import HYPERPARAMETERS, NO_MODEL, hyperparameters
+from estimator_lib.config import RunConfig
+from estimator_lib.config.beam import INPROCESS
+from estimator_lib.config.run import NO_MODEL
+from estimator_lib.config.stages import EvaluateSpec, PredictSpec, PrepareSpec, StageSpecs, TrainSpec
 from pipelines import checks, local, runs
 
 # The stages in an order that puts every stage after those it reads from: the first that differs is the cause.
@@ -109,61 +111,37 @@ def _stage_config(record: Record, stage: str) -> dict[str, Any]:
     return record.manifests[stage]["config"]
 
 
-def recorded_job(record: Record) -> JobConfig:
-    """The train stage's resolved job config, with the summary's hyperparameter parameters applied over it (as
-    the train stage applies them): a summary edited to another seed reruns with that seed."""
-    job = JobConfig.from_dict(_stage_config(record, "train")["job"])
-    arguments = (record.summary or {}).get("config", {})
-    given = {name: arguments[name] for name in HYPERPARAMETERS if name in arguments}
-    return job.with_overrides(hyperparameter_overrides(given))
-
-
-def recorded_settings(record: Record, publish_root: str) -> RunConfig:
-    """The settings that rerun a recorded local run: its arguments, the configs its stages resolved, the
-    baseline it compared with (by path; "none" when it had none) and the warm start its job config names."""
-    arguments = record.summary["config"]
+def recorded_specs(record: Record) -> StageSpecs:
+    """The spec each stage ran, as its manifest records it (decoded by the specs' types; nothing merged)."""
+    prepare = _stage_config(record, "prepare")
     evaluate = _stage_config(record, "evaluate")
-    return RunConfig(
-        publish_root=publish_root,
-        data=arguments["data"],
-        label=arguments["label"],
-        task=arguments["task"],
-        key_column=arguments["key_column"],
-        eval_fraction=arguments["eval_fraction"],
-        prepare_options=dict(arguments["prepare_options"]),
-        job=recorded_job(record),
-        blessing=BlessingConfig.from_dict(evaluate["blessing_config"]),
-        baseline=evaluate["baseline"] or NO_MODEL,
-        warm_start=NO_MODEL,  # the job config names the resolved warm-start model, if any
-        predict_data=arguments["predict_data"],
+    predict = record.manifests.get("batch_predict", {})
+    engine = predict.get("config", {}).get("engine", INPROCESS)
+    return StageSpecs(
+        prepare=PrepareSpec.from_dict(
+            # "config": the layout of records written before the prepare stage recorded its spec
+            {"prepare": prepare.get("prepare", prepare.get("config")), "validation": prepare.get("validation", {})}
+        ),
+        train=TrainSpec.from_dict({"job": _stage_config(record, "train")["job"]}),
+        evaluate=EvaluateSpec.from_dict({"blessing": evaluate["blessing_config"]}),
+        batch_predict=PredictSpec(data=_predict_data(predict), engine=engine),
     )
 
 
+def recorded_settings(record: Record, publish_root: str) -> RunConfig:
+    """The settings that rerun a recorded run: the specs its stages ran (the job config names the resolved
+    warm-start model, if any), the baseline it compared with (by path; "none" when it had none), and
+    `publish_root`. Read from the stages' manifests only: neither today's defaults nor the summary's view of the
+    settings change them."""
+    baseline = _stage_config(record, "evaluate")["baseline"] or NO_MODEL
+    return RunConfig.from_specs(recorded_specs(record), publish_root, baseline, warm_start=NO_MODEL)
+
+
 def resubmission(record: Record) -> dict[str, Any]:
-    """What resubmits a Vertex AI run: its image and pipeline parameters, rebuilt from its stages' manifests."""
-    prepare = dict(_stage_config(record, "prepare")["config"])
-    job = recorded_job(record)
-    evaluate = _stage_config(record, "evaluate")
-    predict = record.manifests.get("batch_predict", {})
-    data = prepare.pop("data")
-    named = {key: prepare.pop(key) for key in ("label", "task", "key_column", "eval_fraction")}
-    parameters = {
-        "data": data[0] if len(data) == 1 else data,
-        "label": named["label"],
-        "task": named["task"] or "auto",
-        "key_column": named["key_column"] or "",
-        "eval_fraction": named["eval_fraction"],
-        "prepare_options": {k: v for k, v in prepare.items() if v is not None},
-        "job_config": job.to_dict(),
-        "blessing_config": evaluate["blessing_config"],
-        "baseline": evaluate["baseline"] or NO_MODEL,
-        "warm_start": NO_MODEL,
-        "predict_data": _predict_data(predict),
-        "publish_root": _stage_config(record, "release").get("publish_root", ""),
-        **hyperparameters(job),
-    }
+    """What resubmits a Vertex AI run: its image and settings, read from its stages' manifests."""
+    settings = recorded_settings(record, _stage_config(record, "release").get("publish_root", ""))
     images = sorted({m["versions"].get("image") or "" for m in record.manifests.values()} - {""})
-    return {"image": images[0] if len(images) == 1 else images, "parameters": parameters}
+    return {"image": images[0] if len(images) == 1 else images, "parameters": settings.view()}
 
 
 def _predict_data(stage_manifest: Mapping[str, Any]) -> str:
@@ -194,9 +172,14 @@ def resubmit_command(plan: Mapping[str, Any], config_path: str) -> str:
 
 
 def resubmit_config(plan: Mapping[str, Any]) -> dict[str, Any]:
-    """The --config file of a resubmission: the job config with the blessing and prepare sections."""
+    """The --config file of a resubmission: the job config with the blessing, prepare and validation sections."""
     p = plan["parameters"]
-    return {**p["job_config"], "blessing": p["blessing_config"], "prepare": p["prepare_options"]}
+    return {
+        **p["job_config"],
+        "blessing": p["blessing_config"],
+        "prepare": p["prepare_options"],
+        "validation": p["validation_config"],
+    }
 
 
 # -- reproducing ---------------------------------------------------------------------------------------------

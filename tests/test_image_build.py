@@ -26,8 +26,10 @@ from typing import Any, Dict, List, NamedTuple, Optional
 
 import pytest
 import yaml
-
 from repo import ROOT
+
+from estimator_lib.config import JobConfig
+from estimator_lib.config.stages import TrainSpec
 
 pytestmark = pytest.mark.slow
 
@@ -390,8 +392,9 @@ def stages(buildah, image, tmp_path_factory) -> StageRuns:
     host_work = str(tmp_path_factory.mktemp("image-work"))
     os.chown(host_work, UID, UID)  # the stages write as the image's user, as they would to Vertex AI's /gcs
     spec = compiled_pipeline(str(tmp_path_factory.mktemp("compiled")))
-    budget = {"training": {"train_steps": TRAIN_STEPS}}  # a fixed step budget travels in job_config
-    arguments = pipeline_arguments(spec, {"publish_root": f"{WORK}/published", "job_config": budget})
+    # A fixed step budget: the train stage's spec with training.train_steps set (the other specs: the defaults).
+    budget = TrainSpec(JobConfig().with_overrides({"training.train_steps": TRAIN_STEPS})).to_json(indent=None)
+    arguments = pipeline_arguments(spec, {"publish_root": f"{WORK}/published", "train_spec": budget})
     runs = StageRuns(host_work, {}, {})
     for task in dag_order(spec):
         executor = executor_input(spec, task, arguments, runs.outputs)

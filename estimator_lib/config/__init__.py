@@ -1,13 +1,16 @@
 """Every config type, frozen and validated when built, with one JSON round trip; free of TensorFlow.
 
-- `base`: `ConfigError`, `JsonConfig` (the JSON round trip all configs share), dotted-key overrides.
+- `base`: `ConfigError`, `JsonConfig` (the JSON round trip all configs share, every value checked against its
+  declared type), dotted-key overrides, `--set` texts parsed by the field's type.
 - `job`: where the model runs (`TPUSettings`), how it trains (`TrainingConfig`, `OptimizerConfig`,
   `EarlyStoppingConfig`), which model it is (`ModelConfig`), and `JobConfig` holding the three.
 - `prepare`: `PrepareConfig`, how raw rows become TFRecords.
 - `blessing`: `BlessingConfig`, when a trained model may be published.
 - `validation`: `ValidationConfig`, how far a run's data may drift from the published model's data.
-- `run`: `RunConfig`, what a pipeline run is given beyond those (the data, what to batch-predict), and the one
-  source of the pipeline's defaults; `HYPERPARAMETERS`, the pipeline parameters that set `JobConfig` fields.
+- `run`: `RunConfig`, what a pipeline run is given beyond those (the data, what to batch-predict), the one
+  source of the pipeline's defaults, and `resolve_run`, the one place it is resolved from what a user gave;
+  `HYPERPARAMETERS`, the headline hyperparameters a run's summary shows.
+- `stages`: one frozen spec per pipeline stage (`RunConfig.stage_specs()`), each stage's one parameter.
 """
 
 from estimator_lib.config.base import ConfigError, JsonConfig, parse_override, positive_int, require, set_dotted
@@ -43,7 +46,6 @@ from estimator_lib.config.run import (
     PREPARED_SPLITS,
     RUN_TASKS,
     RunConfig,
-    hyperparameter_overrides,
     hyperparameters,
     prediction_kind,
     resolve_configs,
@@ -82,7 +84,6 @@ __all__ = [
     "TrainingConfig",
     "ValidationConfig",
     "higher_is_better",
-    "hyperparameter_overrides",
     "hyperparameters",
     "parse_override",
     "positive_int",

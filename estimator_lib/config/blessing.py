@@ -67,27 +67,27 @@ class BlessingConfig(JsonConfig):
 
     def __post_init__(self) -> None:
         if not isinstance(self.thresholds, Mapping):
-            raise BlessingError(f"blessing thresholds must be a JSON object {{metric: value}}, got {self.thresholds!r}")
+            raise BlessingError(f"blessing.thresholds must be a JSON object {{metric: value}}, got {self.thresholds!r}")
         object.__setattr__(self, "thresholds", dict(self.thresholds))
         for name, value in self.thresholds.items():
-            higher_is_better(name)
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
-                raise BlessingError(f"blessing threshold {name}={value!r} must be a finite number")
+            _known_metric("blessing.thresholds", name)
+            if not _number(value):
+                raise BlessingError(f"blessing.thresholds: the threshold {name}={value!r} must be a finite number")
         if self.comparison_metric is not None:
-            higher_is_better(self.comparison_metric)
-        if not isinstance(self.min_improvement, (int, float)) or not math.isfinite(self.min_improvement):
-            raise BlessingError(f"min_improvement={self.min_improvement!r} must be a finite number, e.g. 0.0")
+            _known_metric("blessing.comparison_metric", self.comparison_metric)
+        if not _number(self.min_improvement):
+            raise BlessingError(f"blessing.min_improvement={self.min_improvement!r} must be a finite number, e.g. 0.0")
         if not _number(self.confidence) or not 0.5 <= self.confidence < 1:
             raise BlessingError(
-                f"confidence={self.confidence!r} must be a number in [0.5, 1), e.g. 0.95 "
+                f"blessing.confidence={self.confidence!r} must be a number in [0.5, 1), e.g. 0.95 "
                 "(0.5: a plain comparison with the trivial model)"
             )
         if self.reference_metric is not None:
-            higher_is_better(self.reference_metric)
+            _known_metric("blessing.reference_metric", self.reference_metric)
         if self.reference_margin is not None and (not _number(self.reference_margin) or self.reference_margin < 0):
             raise BlessingError(
-                f"reference_margin={self.reference_margin!r} must be a finite number >= 0, e.g. 0.02, or null to "
-                "skip the comparison with the linear reference"
+                f"blessing.reference_margin={self.reference_margin!r} must be a finite number >= 0, e.g. 0.02, or "
+                "null to skip the comparison with the linear reference"
             )
 
     def check_task(self, task: str) -> None:
@@ -104,6 +104,13 @@ class BlessingConfig(JsonConfig):
 
     def reference_metric_for(self, task: str) -> str:
         return self.reference_metric or DEFAULT_REFERENCE_METRIC[task]
+
+
+def _known_metric(key: str, metric: str) -> None:
+    try:
+        higher_is_better(metric)
+    except BlessingError as e:
+        raise BlessingError(f"{key}: {e}") from None
 
 
 def _number(value) -> bool:

@@ -24,6 +24,10 @@ BUILTIN_FAMILIES = ("linear", "dnn")
 TASKS = ("classification", "regression")
 
 
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 @dataclasses.dataclass(frozen=True)
 class TPUSettings(JsonConfig):
     """Where the model runs.
@@ -90,21 +94,36 @@ class OptimizerConfig(JsonConfig):
     clip_gradient_norm: Optional[float] = None
 
     def __post_init__(self) -> None:
-        require(self.name in OPTIMIZERS, f"optimizer.name={self.name!r} is unknown; use one of {OPTIMIZERS}")
-        require(self.schedule in SCHEDULES, f"optimizer.schedule={self.schedule!r} is unknown; use one of {SCHEDULES}")
+        require(self.name in OPTIMIZERS, f"training.optimizer.name={self.name!r} is unknown; use one of {OPTIMIZERS}")
+        require(
+            self.schedule in SCHEDULES,
+            f"training.optimizer.schedule={self.schedule!r} is unknown; use one of {SCHEDULES}",
+        )
         require(
             isinstance(self.learning_rate, (int, float)) and self.learning_rate > 0,
-            f"optimizer.learning_rate={self.learning_rate!r} must be a number > 0, e.g. 0.01",
+            f"training.optimizer.learning_rate={self.learning_rate!r} must be a number > 0, e.g. 0.01",
         )
         if self.decay_steps is not None:
-            positive_int("optimizer", "decay_steps", self.decay_steps)
+            positive_int("training.optimizer", "decay_steps", self.decay_steps)
         require(
             isinstance(self.warmup_steps, int) and self.warmup_steps >= 0,
-            f"optimizer.warmup_steps={self.warmup_steps!r} must be an integer >= 0",
+            f"training.optimizer.warmup_steps={self.warmup_steps!r} must be an integer >= 0",
+        )
+        require(
+            _number(self.decay_rate) and self.decay_rate > 0,
+            f"training.optimizer.decay_rate={self.decay_rate!r} must be a number > 0, e.g. 0.5",
+        )
+        require(
+            _number(self.end_learning_rate) and self.end_learning_rate >= 0,
+            f"training.optimizer.end_learning_rate={self.end_learning_rate!r} must be a number >= 0, e.g. 0.0",
+        )
+        require(
+            _number(self.momentum) and 0 <= self.momentum < 1,
+            f"training.optimizer.momentum={self.momentum!r} must be in [0, 1), e.g. 0.9",
         )
         require(
             self.clip_gradient_norm is None or self.clip_gradient_norm > 0,
-            f"optimizer.clip_gradient_norm={self.clip_gradient_norm!r} must be > 0 or null (no clipping)",
+            f"training.optimizer.clip_gradient_norm={self.clip_gradient_norm!r} must be > 0 or null (no clipping)",
         )
 
 
@@ -189,9 +208,11 @@ class TrainingConfig(JsonConfig):
             f"training.seed={self.seed!r} must be an integer in [0, 2**31)",
         )
         if isinstance(self.optimizer, Mapping):  # tolerate a dict when built by hand
-            object.__setattr__(self, "optimizer", OptimizerConfig.from_dict(self.optimizer))
+            object.__setattr__(self, "optimizer", OptimizerConfig.from_dict(self.optimizer, "training.optimizer."))
         if isinstance(self.early_stopping, Mapping):
-            object.__setattr__(self, "early_stopping", EarlyStoppingConfig.from_dict(self.early_stopping))
+            object.__setattr__(
+                self, "early_stopping", EarlyStoppingConfig.from_dict(self.early_stopping, "training.early_stopping.")
+            )
 
     def budget(self, num_examples: int) -> int:
         """The step budget: `train_steps`, or `max_epochs` passes over `num_examples` rows in whole batches."""

@@ -75,65 +75,66 @@ class PrepareConfig(JsonConfig):
         object.__setattr__(self, "missing_values", tuple(self.missing_values))
         require(
             bool(data) and all(isinstance(d, str) and d for d in data),
-            f"data={data!r} must list at least one path",
+            f"prepare.data={data!r} must list at least one path",
         )
         require(
             isinstance(self.label, str) and bool(self.label),
-            f"label={self.label!r} must name the label column",
+            f"prepare.label={self.label!r} must name the label column",
         )
         require(
             self.task in (None, CLASSIFICATION, REGRESSION),
-            f"task={self.task!r} must be None, 'classification' or 'regression'",
+            f"prepare.task={self.task!r} must be None, 'classification' or 'regression'",
         )
         require(
             self.key_column != self.label,
-            f"key_column={self.key_column!r} is the label; use another column or None",
+            f"prepare.key_column={self.key_column!r} is the label; use another column or None",
         )
         require(
             self.input_format in ("auto", "csv", "jsonl"),
-            f"input_format={self.input_format!r} must be 'auto', 'csv' or 'jsonl'",
+            f"prepare.input_format={self.input_format!r} must be 'auto', 'csv' or 'jsonl'",
         )
         self._check_fractions()
         for name in ("num_shards", "max_inferred_classes", "max_classes", "max_vocabulary_size"):
             _positive(name, getattr(self, name))
         require(
             self.num_workers is None or (_is_int(self.num_workers) and self.num_workers > 0),
-            f"num_workers={self.num_workers!r} must be None (all cores) or a positive integer",
+            f"prepare.num_workers={self.num_workers!r} must be None (all cores) or a positive integer",
         )
         require(
             _is_int(self.chunk_bytes) and self.chunk_bytes >= 1024,
-            f"chunk_bytes={self.chunk_bytes!r} must be an integer >= 1024",
+            f"prepare.chunk_bytes={self.chunk_bytes!r} must be an integer >= 1024",
         )
         require(
             self.bad_rows in ("fail", "quarantine"),
-            f"bad_rows={self.bad_rows!r} must be 'fail' or 'quarantine'",
+            f"prepare.bad_rows={self.bad_rows!r} must be 'fail' or 'quarantine'",
         )
         require(
             self.unknown_columns in ("fail", "ignore"),
-            f"unknown_columns={self.unknown_columns!r} must be 'fail' or 'ignore'",
+            f"prepare.unknown_columns={self.unknown_columns!r} must be 'fail' or 'ignore'",
         )
         require(
             all(isinstance(t, str) for t in self.missing_values),
-            f"missing_values={self.missing_values!r} must be texts",
+            f"prepare.missing_values={self.missing_values!r} must be texts",
         )
 
     def _check_fractions(self) -> None:
-        require(0 < self.eval_fraction < 1, f"eval_fraction={self.eval_fraction!r} must be in (0, 1), e.g. 0.2")
-        require(0 <= self.test_fraction < 1, f"test_fraction={self.test_fraction!r} must be in [0, 1)")
+        require(0 < self.eval_fraction < 1, f"prepare.eval_fraction={self.eval_fraction!r} must be in (0, 1), e.g. 0.2")
+        require(0 <= self.test_fraction < 1, f"prepare.test_fraction={self.test_fraction!r} must be in [0, 1)")
         require(
             0 <= self.valid_fraction < 1,
-            f"valid_fraction={self.valid_fraction!r} must be in [0, 1), e.g. 0.1 (0: no validation split)",
+            f"prepare.valid_fraction={self.valid_fraction!r} must be in [0, 1), e.g. 0.1 (0: no validation split)",
         )
         held_out = self.eval_fraction + self.test_fraction + self.valid_fraction
         require(
             held_out < 1,
-            f"eval_fraction + test_fraction + valid_fraction = {held_out:g} leaves no training rows; keep their "
-            "sum below 1",
+            f"prepare.eval_fraction + test_fraction + valid_fraction = {held_out:g} leaves no training rows; keep "
+            f"their sum below 1 (prepare.eval_fraction={self.eval_fraction!r}, prepare.test_fraction="
+            f"{self.test_fraction!r}, prepare.valid_fraction={self.valid_fraction!r})",
         )
-        require(0 <= self.max_bad_fraction < 1, f"max_bad_fraction={self.max_bad_fraction!r} must be in [0, 1)")
+        require(0 <= self.max_bad_fraction < 1, f"prepare.max_bad_fraction={self.max_bad_fraction!r} must be in [0, 1)")
         require(
             0 < self.min_numeric_fraction <= 1,
-            f"min_numeric_fraction={self.min_numeric_fraction!r} must be in (0, 1]",
+            f"prepare.min_numeric_fraction={self.min_numeric_fraction!r} must be in (0, 1]",
         )
 
     @property
@@ -155,4 +156,4 @@ def _is_int(value: Any) -> bool:
 
 
 def _positive(name: str, value: Any) -> None:
-    require(_is_int(value) and value > 0, f"{name}={value!r} must be a positive integer")
+    require(_is_int(value) and value > 0, f"prepare.{name}={value!r} must be a positive integer")

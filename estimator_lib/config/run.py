@@ -2,31 +2,47 @@
 
 TensorFlow-free, so the CLI can check a run's arguments before anything starts.
 
+Configuration flows one way: the CLI's flags, a config file and `--set` overrides are resolved once
+(`resolve_run`, the only place a `RunConfig` is built from what a user gave), every value checked there, before
+any stage starts. From the `RunConfig` come the stages' specs (`RunConfig.stage_specs()`, `stages`), each
+sent to its stage as one parameter (`RunConfig.arguments()`) and recorded by the stage; later stages,
+`reproduce` and `diff` read those records (`RunConfig.from_specs`) and never merge again.
+
 - `RunConfig`: the data a run prepares, its job, blessing and prepare configs, the baseline, the warm start,
   what it batch-predicts and the engine that prepares and batch-predicts (`BeamConfig`). Its field defaults
   and `JobConfig`'s are the only defaults a run has: the pipeline function's parameters
-  (`RunConfig.parameter_defaults()`), the CLI's flags and the components take theirs from here.
-- `HYPERPARAMETERS`: the hyperparameters the pipeline exposes as parameters of their own, each with its dotted
-  `JobConfig` key. Both directions read it: `hyperparameters(job)` (config -> parameters, for a run's
-  arguments) and `hyperparameter_overrides(values)` (parameters -> config, in the train component).
-- `resolve_configs`: a run's config file (a `JobConfig` plus optional "blessing", "prepare" and "validation"
-  sections) with `--set` overrides applied.
+  (`RunConfig.parameter_defaults()`), the CLI's flags and the components take theirs from here; a local run
+  adds `LOCAL_JOB_DEFAULTS`.
+- `HYPERPARAMETERS`, `hyperparameters(job)`: the headline hyperparameters, a view of the job config for a run's
+  summary (nothing reads them back).
+- `resolve_configs`, `resolve_run`: a run's config file (a `JobConfig` plus optional "blessing", "prepare" and
+  "validation" sections) with `--set` overrides parsed by their fields' types, and the run's flags.
 - `prediction_kind`: what a `predict_data` names.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import json
 import posixpath
-import typing
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from estimator_lib.config.base import ConfigError, JsonConfig, parse_override, require, set_dotted
-from estimator_lib.config.beam import INPROCESS, BeamConfig, check_engine
+from estimator_lib.config.base import (
+    ConfigError,
+    JsonConfig,
+    field_hint,
+    parse_typed,
+    require,
+    set_dotted,
+    split_override,
+)
+from estimator_lib.config.beam import BEAM, INPROCESS, BeamConfig, check_engine
 from estimator_lib.config.blessing import BlessingConfig
 from estimator_lib.config.job import TASKS, JobConfig
 from estimator_lib.config.prepare import PrepareConfig
+from estimator_lib.config.stages import EvaluateSpec, PredictSpec, PrepareSpec, StageSpecs, TrainSpec
 from estimator_lib.config.validation import ValidationConfig
 
 EMBEDDED_DATA = "embedded:penguins"
@@ -41,7 +57,7 @@ GZIP = ".gz"
 TFRECORD_EXTENSIONS = (".tfrecord", ".tfrecords")
 SPLIT, TFRECORD, RAW, DIRECTORY = "split", "tfrecord", "raw", "directory"
 
-# Pipeline parameter -> dotted `JobConfig` key, for the hyperparameters the pipeline exposes on their own.
+# Headline hyperparameter -> dotted `JobConfig` key: the view a run's summary shows (`hyperparameters`).
 HYPERPARAMETERS: dict[str, str] = {
     "model_family": "model.family",
     "hidden_units": "model.hidden_units",
@@ -50,7 +66,18 @@ HYPERPARAMETERS: dict[str, str] = {
     "train_batch_size": "training.train_batch_size",
     "seed": "training.seed",
 }
-# `RunConfig` fields that hold a whole config -> the pipeline parameter carrying it as a JSON object.
+# What a local run (`tpu-pipeline run-local`) defaults in the job config: CPU, with the TPU-strict checks on (they
+# catch on CPU what a TPU would reject later). Defaults, not fixed: a config file or `--set tpu.strict=false`
+# overrides them.
+LOCAL_JOB_DEFAULTS: dict[str, Any] = {"tpu.use_tpu": False, "tpu.strict": True}
+# Stage -> the pipeline parameter carrying its spec (`stages`) as JSON text.
+STAGE_PARAMETERS: dict[str, str] = {
+    "prepare": "prepare_spec",
+    "train": "train_spec",
+    "evaluate": "evaluate_spec",
+    "batch_predict": "predict_spec",
+}
+# `RunConfig` fields that hold a whole config -> its name in the run's `view()`.
 CONFIG_PARAMETERS: dict[str, str] = {
     "prepare_options": "prepare_options",
     "job": "job_config",
@@ -59,7 +86,7 @@ CONFIG_PARAMETERS: dict[str, str] = {
     "beam": "beam_options",
 }
 # Sections of a run's config file that are not `JobConfig` sections.
-OWN_SECTIONS = ("blessing", "prepare", "validation")
+OWN_SECTIONS = ("beam", "blessing", "prepare", "validation")
 
 
 def _field_default(cls: Any, name: str) -> Any:
@@ -77,7 +104,7 @@ class RunConfig(JsonConfig):
       task: "auto", "classification" or "regression".
       key_column: a column of unique row keys, or "" to derive keys from row contents.
       eval_fraction: share of rows in the eval split (`PrepareConfig`'s default).
-      prepare_options: other `PrepareConfig` fields.
+      prepare_options: the other `PrepareConfig` fields (the five above are the run's own: never here).
       job: the training config (model, training, tpu).
       blessing: when a model is blessed.
       validation: how far the data may drift from the reference model's (the warm-start source, else the
@@ -108,15 +135,11 @@ class RunConfig(JsonConfig):
 
     def __post_init__(self) -> None:
         check_engine(self.engine, "--engine")
-        require(self.task in RUN_TASKS, f"--task {self.task!r} is not one of {RUN_TASKS}")
-        require(bool(self.label), "--label is empty; name the label column of your data")
+        require(self.task in RUN_TASKS, f"--task (prepare.task) {self.task!r} is not one of {RUN_TASKS}")
+        require(bool(self.label), "--label (prepare.label) is empty; name the label column of your data")
         require(
             bool(self.publish_root),
             "the publish root is empty; give the directory or gs:// prefix for blessed models",
-        )
-        require(
-            0.0 < self.eval_fraction < 1.0,
-            f"eval_fraction={self.eval_fraction!r} must be in (0, 1), e.g. 0.2",
         )
         require(
             bool(self.predict_data),
@@ -126,70 +149,117 @@ class RunConfig(JsonConfig):
             prediction_kind(self.predict_data)
         except ConfigError as e:
             raise ConfigError(f"--predict-data: {e}") from None
+        twice = sorted(set(self.prepare_options) & set(RUN_PREPARE_FIELDS))
+        require(
+            not twice,
+            f"prepare_options set {twice}, which the run sets itself (data, label, task, key_column, "
+            "eval_fraction): give them as the run's own fields",
+        )
+        self.prepare_config()  # checks the prepare section now, before any stage starts
+
+    def prepare_config(self) -> PrepareConfig:
+        """The prepare stage's `PrepareConfig`: the prepare options with the run's data, label, task ("auto":
+        inferred), key column ("": derived from row contents) and eval fraction. The data stays as given
+        ("embedded:penguins" is located by the stage)."""
+        fields = {
+            **self.prepare_options,
+            "data": [self.data],
+            "label": self.label,
+            "task": None if self.task == AUTO_TASK else self.task,
+            "key_column": self.key_column or None,
+            "eval_fraction": self.eval_fraction,
+        }
+        return PrepareConfig.from_dict(fields, "prepare.")
+
+    def stage_specs(self) -> StageSpecs:
+        """The spec of each stage, cut from this configuration: the one place they are made."""
+        return StageSpecs(
+            prepare=PrepareSpec(self.prepare_config(), self.validation, self.engine, self.beam),
+            train=TrainSpec(self.job),
+            evaluate=EvaluateSpec(self.blessing),
+            batch_predict=PredictSpec(self.predict_data, self.engine, self.beam),
+        )
 
     def arguments(self) -> dict[str, Any]:
-        """The pipeline's parameter values: the plain fields, each config as a JSON object without nulls (see
-        `without_nulls`), and the hyperparameters read from the job config, so the two always agree."""
+        """The pipeline's parameter values: where models are published and which ones the run starts from and
+        compares with, and each stage's spec as JSON text (`STAGE_PARAMETERS`; a stage decodes it by the spec's
+        types, so its ints arrive as ints: KFP's dict parameters would turn them into floats)."""
+        specs = self.stage_specs()
+        texts = {name: getattr(specs, stage).to_json(indent=None) for stage, name in STAGE_PARAMETERS.items()}
+        return {"publish_root": self.publish_root, "baseline": self.baseline, "warm_start": self.warm_start, **texts}
+
+    def view(self) -> dict[str, Any]:
+        """The run's settings as a person reads them (a run's summary records them): the plain fields, each
+        config as a JSON object, and the hyperparameters read from the job config (a view: nothing reads them
+        back)."""
         plain = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in CONFIG_PARAMETERS}
         return {
             **plain,
             "prepare_options": without_nulls(dict(self.prepare_options)),
-            "job_config": parameter_dict(self.job, JobConfig),
-            "blessing_config": parameter_dict(self.blessing, BlessingConfig),
-            "validation_config": parameter_dict(self.validation, ValidationConfig),
-            "beam_options": parameter_dict(self.beam, BeamConfig),
+            "job_config": without_nulls(self.job.to_dict()),
+            "blessing_config": without_nulls(self.blessing.to_dict()),
+            "validation_config": without_nulls(self.validation.to_dict()),
+            "beam_options": without_nulls(self.beam.to_dict()),
             **hyperparameters(self.job),
         }
 
     @classmethod
-    def parameter_defaults(cls) -> dict[str, Any]:
-        """The pipeline parameters' defaults, read from the config types.
+    def field_defaults(cls) -> dict[str, Any]:
+        """The defaults of the plain fields (the CLI's flags show them)."""
+        return {f.name: f.default for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}
 
-        The plain fields' defaults, `JobConfig()`'s hyperparameters, and {} for each whole config ({} rebuilds
-        as that config's defaults, so a compiled pipeline holds no copy of them). publish_root has no default:
-        a run must say where blessed models go.
-        """
-        plain = {
-            f.name: f.default
-            for f in dataclasses.fields(cls)
-            if f.name not in CONFIG_PARAMETERS and f.default is not dataclasses.MISSING
+    @classmethod
+    def parameter_defaults(cls, beam: BeamConfig | None = None) -> dict[str, Any]:
+        """The pipeline parameters' defaults: the default run's `arguments()` (with `beam`, on Apache Beam with
+        those settings), but for publish_root, which has none: a run must say where blessed models go."""
+        given = {"publish_root": "-", **({"engine": BEAM, "beam": beam} if beam else {})}
+        defaults = resolve_run(None, [], given).arguments()
+        defaults.pop("publish_root")
+        return defaults
+
+    @classmethod
+    def from_specs(cls, specs: StageSpecs, publish_root: str, baseline: str, warm_start: str) -> RunConfig:
+        """The run whose `stage_specs()` are `specs` (recorded by a run's stages): the inverse of `stage_specs`,
+        by decoding, not merging. Prepare options at their defaults are left out."""
+        prepare = specs.prepare.prepare.to_dict()
+        defaults = {f.name: f.default for f in dataclasses.fields(PrepareConfig)}
+        options = {k: v for k, v in prepare.items() if k not in RUN_PREPARE_FIELDS and v != _listed(defaults[k])}
+        run = {
+            **{name: _run_level(name, prepare[name]) for name in RUN_PREPARE_FIELDS},
+            "publish_root": publish_root,
+            "prepare_options": options,
+            "job": specs.train.job.to_dict(),
+            "blessing": specs.evaluate.blessing.to_dict(),
+            "validation": specs.prepare.validation.to_dict(),
+            "baseline": baseline,
+            "warm_start": warm_start,
+            "predict_data": specs.batch_predict.data,
+            "engine": specs.prepare.engine,
+            "beam": specs.prepare.beam.to_dict(),
         }
-        return {**plain, **{name: {} for name in CONFIG_PARAMETERS.values()}, **hyperparameters(JobConfig())}
+        return cls.from_dict(run)
+
+
+def _listed(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
 
 
 def hyperparameters(job: JobConfig) -> dict[str, Any]:
-    """The pipeline's hyperparameter parameters as `job` sets them: {"model_family": "dnn", ...}."""
+    """The headline hyperparameters as `job` sets them: {"model_family": "dnn", ...} (a view)."""
     data = job.to_dict()
     out = {}
     for name, dotted in HYPERPARAMETERS.items():
         value = data
         for part in dotted.split("."):
             value = value[part]
-        # A KFP float parameter takes a float; `--set training.optimizer.learning_rate=1` parses as an int.
-        out[name] = float(value) if _job_field_type(dotted) is float else value
+        out[name] = value
     return out
-
-
-def hyperparameter_overrides(values: Mapping[str, Any]) -> dict[str, Any]:
-    """{"train_steps": 300} -> {"training.train_steps": 300}: hyperparameter parameters as `JobConfig` keys."""
-    unknown = sorted(set(values) - set(HYPERPARAMETERS))
-    require(not unknown, f"{unknown} are not hyperparameter parameters; use some of {sorted(HYPERPARAMETERS)}")
-    return {HYPERPARAMETERS[name]: value for name, value in values.items()}
-
-
-def _job_field_type(dotted: str) -> Any:
-    """The declared type of a dotted `JobConfig` field: "training.optimizer.learning_rate" -> float."""
-    hint: Any = JobConfig
-    for part in dotted.split("."):
-        hint = typing.get_type_hints(hint)[part]
-    return hint
 
 
 def without_nulls(value: Any) -> Any:
     """`value` with null entries of dicts removed, recursively.
 
-    KFP pipeline parameters cannot hold null (protobuf Struct values built by the KFP compiler), so configs
-    travel without their null fields; a missing field takes its default when the config is rebuilt.
+    A run's `view()` shows its configs without their null fields (a missing field is its default).
     """
     if isinstance(value, Mapping):
         return {k: without_nulls(v) for k, v in value.items() if v is not None}
@@ -198,22 +268,24 @@ def without_nulls(value: Any) -> Any:
     return value
 
 
-def parameter_dict(config: Any, cls: Any) -> dict[str, Any]:
-    """`config.to_dict()` as a pipeline parameter, checked to rebuild the same config."""
-    data = without_nulls(config.to_dict())
-    if cls.from_dict(data) != config:
-        raise ConfigError(
-            f"{cls.__name__} sets a field to null whose default is not null; KFP parameters cannot carry "
-            "null: set the field to a value instead"
-        )
-    return data
+# `PrepareConfig` fields a run gives at its own level (the resolve stage reads the data too; the CLI has flags for
+# them): "prepare.<field>" sets the run's field, so each has one value.
+RUN_PREPARE_FIELDS = ("data", "label", "task", "key_column", "eval_fraction")
+SECTION_TYPES: dict[str, Any] = {
+    "beam": BeamConfig,
+    "blessing": BlessingConfig,
+    "prepare": PrepareConfig,
+    "validation": ValidationConfig,
+}
+JOB_SECTIONS = tuple(f.name for f in dataclasses.fields(JobConfig))
 
 
 def _split_sections(config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """{"job": {...}, "blessing": {...}, "prepare": {...}} from one config file's JSON object."""
+    """{"job": {...}, "blessing": {...}, "prepare": {...}, "validation": {...}} from one config file's JSON
+    object."""
     if not isinstance(config, Mapping):
         raise ConfigError(f"the config file must hold a JSON object, got {type(config).__name__}")
-    sections: dict[str, dict[str, Any]] = {"job": {}, "blessing": {}, "prepare": {}, "validation": {}}
+    sections: dict[str, dict[str, Any]] = {"job": {}, "beam": {}, "blessing": {}, "prepare": {}, "validation": {}}
     for key, value in config.items():
         if key not in OWN_SECTIONS:
             sections["job"][key] = value
@@ -224,35 +296,146 @@ def _split_sections(config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return sections
 
 
-def resolve_configs(config: Mapping[str, Any] | None, overrides: Sequence[str]) -> dict[str, Any]:
+def _merge(base: dict[str, Any], given: Mapping[str, Any]) -> dict[str, Any]:
+    """`given` over `base`, section by section (a deep copy; neither is changed)."""
+    out = json.loads(json.dumps(base))
+    for key, value in given.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def typed_override(text: str) -> tuple[str, str, Any]:
+    """`--set KEY=VALUE` as (section, field key within it, value parsed by the field's declared type): the
+    section is "job" for the `JobConfig` sections (tpu, training, model), else "blessing", "prepare" or
+    "validation". An unknown section or field fails here, naming what is known and the closest name."""
+    key, raw = split_override(text)
+    head, _, rest = key.partition(".")
+    if head in SECTION_TYPES and rest:
+        section, cls, dotted = head, SECTION_TYPES[head], rest
+    elif head in JOB_SECTIONS:
+        section, cls, dotted = "job", JobConfig, key
+    else:
+        known = sorted((*JOB_SECTIONS, *SECTION_TYPES))
+        close = difflib.get_close_matches(head, known, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(f"--set {key}: unknown section {head!r}; sections: {known}{hint}")
+    return section, dotted, parse_typed(field_hint(cls, dotted, key), raw, key)
+
+
+def resolve_configs(
+    config: Mapping[str, Any] | None, overrides: Sequence[str], job_defaults: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """Resolves a config file's JSON and `--set` overrides into a JobConfig, BlessingConfig, prepare options and
     ValidationConfig.
 
     The config file is JSON: a `JobConfig` (sections "tpu", "training", "model") plus three optional sections of
-    its own, "blessing" (a `BlessingConfig`), "prepare" (extra `PrepareConfig` fields) and "validation" (a
-    `ValidationConfig`). Each override is
-    "KEY=VALUE" with a dotted key: `training.train_steps=300`, `blessing.min_improvement=0.01`,
-    `blessing.thresholds={"accuracy": 0.9}`, `prepare.num_shards=4`.
+    its own, "blessing" (a `BlessingConfig`), "prepare" (`PrepareConfig` fields) and "validation" (a
+    `ValidationConfig`). Each override is "KEY=VALUE" with a dotted key, its value parsed by the field's
+    declared type: `training.train_steps=300`, `model.hidden_units=64,32`, `blessing.min_improvement=0.01`,
+    `blessing.thresholds={"accuracy": 0.9}`, `prepare.num_shards=4`, `training.warm_start_from=null`.
+    Layers, each over the one before: `JobConfig`'s defaults, `job_defaults` (dotted keys an environment
+    defaults, e.g. run-local's `tpu.strict`), the file, the overrides.
 
     Returns:
-      {"job": JobConfig, "blessing": BlessingConfig, "prepare": dict, "validation": ValidationConfig}.
+      {"job": JobConfig, "blessing": BlessingConfig, "prepare": dict, "validation": ValidationConfig, "beam":
+      dict}; the prepare options are checked by `RunConfig`, which adds the run's data, label, task, key column
+      and eval fraction; the beam settings by `resolve_run`, over the engine flags' `BeamConfig`.
     """
     sections = _split_sections(config or {})
-    job_overrides: dict[str, Any] = {}
+    job = JobConfig().with_overrides(dict(job_defaults or {})).to_dict()
+    sections["job"] = _merge(job, sections["job"])
     for text in overrides:
-        key, value = parse_override(text)
-        head, _, rest = key.partition(".")
-        if head in OWN_SECTIONS and rest:
-            set_dotted(sections[head], rest, value, create=True)
-        else:
-            job_overrides[key] = value
-    job = JobConfig.from_dict(sections["job"]).with_overrides(job_overrides)
+        section, dotted, value = typed_override(text)
+        set_dotted(sections[section], dotted, value, create=True)
     return {
-        "job": job,
-        "blessing": BlessingConfig.from_dict(sections["blessing"]),
+        "job": JobConfig.from_dict(sections["job"]),
+        "blessing": BlessingConfig.from_dict(sections["blessing"], "blessing."),
         "prepare": sections["prepare"],
-        "validation": ValidationConfig.from_dict(sections["validation"]),
+        "validation": ValidationConfig.from_dict(sections["validation"], "validation."),
+        "beam": sections["beam"],
     }
+
+
+def resolve_run(
+    config: Mapping[str, Any] | None,
+    overrides: Sequence[str],
+    given: Mapping[str, Any],
+    job_defaults: Mapping[str, Any] | None = None,
+) -> RunConfig:
+    """The run's one resolved, validated, frozen configuration: the only place a `RunConfig` is built from what
+    a user gave.
+
+    Args:
+      config: the config file's JSON object (None: no file).
+      overrides: the `--set KEY=VALUE` texts.
+      given: `RunConfig` fields given on the command line ({"publish_root": ..., "eval_fraction": 0.3}); None or
+        absent keeps the default. A field of `RUN_PREPARE_FIELDS` may also come from the file's or a `--set`'s
+        "prepare" section; a flag and a `--set` that disagree are refused.
+      job_defaults: dotted `JobConfig` keys the environment defaults (the file and `--set` override them).
+
+    Raises:
+      ConfigError: naming the key, the value and what is allowed.
+    """
+    configs = resolve_configs(config, overrides, job_defaults)
+    prepare = dict(configs["prepare"])
+    from_set = {}
+    for text in overrides:
+        section, dotted, value = typed_override(text)
+        if section == "prepare" and dotted in RUN_PREPARE_FIELDS:
+            from_set[dotted] = text
+    fields = {name: value for name, value in given.items() if value is not None}
+    for name in RUN_PREPARE_FIELDS:
+        if name not in prepare:
+            continue
+        value = _run_level(name, prepare.pop(name))
+        if name in from_set and name in fields and fields[name] != value:
+            raise ConfigError(
+                f"--{name.replace('_', '-')} {fields[name]} and --set {from_set[name]} disagree; give one of them"
+            )
+        if name in from_set or name not in fields:
+            fields[name] = value
+    fields["beam"] = _beam(fields.get("beam"), configs["beam"], overrides)
+    return RunConfig(
+        **fields,
+        job=configs["job"],
+        blessing=configs["blessing"],
+        validation=configs["validation"],
+        prepare_options=prepare,
+    )
+
+
+def _beam(flags: BeamConfig | None, section: Mapping[str, Any], overrides: Sequence[str]) -> BeamConfig:
+    """The engine flags' `BeamConfig` (None: the defaults) with the config file's and `--set`'s "beam" section
+    over it; a `--set` that disagrees with a flag's setting is refused."""
+    base = (flags or BeamConfig()).to_dict()
+    for text in overrides:
+        key, _ = split_override(text)
+        name = key.partition(".")[2]
+        if key.startswith("beam.") and flags is not None and base[name] != getattr(BeamConfig(), name):
+            require(
+                base[name] == section[name],
+                f"--set {text} disagrees with the engine flags' beam.{name}={base[name]!r}; give one of them",
+            )
+    return BeamConfig.from_dict({**base, **section}, "beam.")
+
+
+def _run_level(name: str, value: Any) -> Any:
+    """A "prepare" section's value of a `RUN_PREPARE_FIELDS` field as the run holds it."""
+    if name == "data":
+        items = [value] if isinstance(value, str) else list(value)
+        require(
+            len(items) == 1 and isinstance(items[0], str),
+            f"prepare.data={value!r}: a run prepares one path or glob; use a glob for several files",
+        )
+        return items[0]
+    if name == "task":
+        return AUTO_TASK if value is None else value
+    if name == "key_column":
+        return value or ""
+    return value
 
 
 def prediction_kind(data: str) -> str:

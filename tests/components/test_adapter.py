@@ -1,70 +1,67 @@
-"""`components.adapter`: KFP parameters (numbers as floats, configs without nulls) back into typed configs; the
-files stages hand to each other, and the refusal to go on without them."""
+"""`components.adapter`: a stage's spec and placement decoded by their types (nothing merged, nothing repaired);
+the files stages hand to each other, and the refusal to go on without them."""
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
-import json
 import os
 
 import pytest
 
 from components import adapter
+from components.batch_predict import batch_predict
+from components.evaluate import evaluate_model
+from components.prepare import prepare_data
 from components.train import train_model
-from estimator_lib.config import HYPERPARAMETERS, BlessingConfig, ConfigError, JobConfig, TPUSettings
+from estimator_lib.config import ConfigError, JobConfig, RunConfig
+from estimator_lib.config.stages import PrepareSpec, TrainSpec
 from estimator_lib.data.embedded import default_dataset
 from estimator_lib.evaluation.blessing import Blessing, Check
 
-TPU = {"use_tpu": True, "tpu_name": "local", "num_cores": 8.0}
+TPU = '{"use_tpu": true, "tpu_name": "local", "num_cores": 8}'
 
 
-def test_typed_restores_ints_that_kfp_turned_into_floats():
-    data = {
-        "training": {"train_steps": 300.0, "optimizer": {"learning_rate": 1.0}},
-        "model": {"hidden_units": [64.0]},
-        "tpu": {"num_cores": 8.0, "tpu_name": "local"},
-    }
-    typed = adapter.typed(JobConfig, data)
-    assert typed["training"]["train_steps"] == 300 and isinstance(typed["training"]["train_steps"], int)
-    assert typed["model"]["hidden_units"] == [64] and isinstance(typed["model"]["hidden_units"][0], int)
-    assert typed["tpu"]["num_cores"] == 8 and isinstance(typed["tpu"]["num_cores"], int)
-    assert isinstance(typed["training"]["optimizer"]["learning_rate"], float)  # declared float: stays 1.0
-    assert adapter.typed(TPUSettings, {"num_cores": 8.5})["num_cores"] == 8.5  # not whole: left for the config
+def test_a_spec_is_decoded_by_its_types_ints_as_ints():
+    text = TrainSpec(JobConfig().with_overrides({"training.train_steps": 300})).to_json(indent=None)
+    job = adapter.decode_spec(TrainSpec, text).job
+    assert job.training.train_steps == 300 and type(job.training.train_steps) is int
+    assert job.model.hidden_units == (64, 32) and all(type(u) is int for u in job.model.hidden_units)
+    # What a protobuf Struct would have made of it is refused, not repaired.
+    with pytest.raises(ConfigError, match=r"^job.training.train_steps=300.0 must be an integer or null$"):
+        adapter.decode_spec(TrainSpec, text.replace('"train_steps":300', '"train_steps":300.0'))
+    with pytest.raises(ConfigError, match=r"^job.model.hidden_units=64 must be a list of integers"):
+        adapter.decode_spec(TrainSpec, '{"job": {"model": {"hidden_units": 64}}}')
 
 
-def test_training_job_later_wins_config_then_hyperparameters_then_warm_start_then_placement():
-    job_config = {
-        "model": {"family": "dnn", "hidden_units": [4.0]},
-        "training": {"train_steps": 5.0, "warm_start_from": "/old", "save_checkpoints_steps": 100.0},
-        "tpu": {"use_tpu": False, "num_cores": 2.0},
-    }
-    sent = json.dumps(job_config)
-    job = adapter.training_job(
-        job_config,
-        {"model_family": "linear", "max_epochs": 7.0, "hidden_units": [16.0]},
-        TPU,
-        warm_start_from="/published/versions/1",
-    )
-    assert (job.model.family, job.training.max_epochs, job.model.hidden_units) == ("linear", 7, (16,))
-    assert job.training.warm_start_from == "/published/versions/1"
+def test_placement_is_config_overrides_with_exact_types():
+    assert adapter.placement(TPU) == {"tpu.use_tpu": True, "tpu.tpu_name": "local", "tpu.num_cores": 8}
+    assert adapter.placement('{"use_tpu": false}') == {"tpu.use_tpu": False}
+    with pytest.raises(ConfigError, match=r"tpu.num_cores=8.0 must be an integer"):
+        adapter.placement('{"num_cores": 8.0}')
+    with pytest.raises(ConfigError, match=r"names \['cores'\], which are not TPUSettings fields"):
+        adapter.placement('{"cores": 8}')
+
+
+def test_training_job_is_the_specs_with_the_warm_start_source_and_the_placement():
+    spec = TrainSpec(JobConfig().with_overrides({"model.family": "linear", "training.warm_start_from": "/old"}))
+    job = adapter.training_job(spec, TPU, warm_start_from="/published/versions/1")
+    assert job.model == spec.job.model and job.training.warm_start_from == "/published/versions/1"
     assert (job.tpu.use_tpu, job.tpu.tpu_name, job.tpu.num_cores) == (True, "local", 8)
-    assert json.dumps(job_config) == sent  # the parameter is not changed
+    assert adapter.training_job(spec, '{"use_tpu": false}') == spec.job  # no source: the spec's own warm start
 
 
-def test_training_job_keeps_the_configs_warm_start_without_a_source():
-    job = adapter.training_job({"training": {"warm_start_from": "/old"}}, {}, {})
-    assert job.training.warm_start_from == "/old" and job == JobConfig().with_overrides(
-        {"training.warm_start_from": "/old"}
-    )
-
-
-def test_training_job_refuses_an_unknown_hyperparameter():
-    with pytest.raises(ConfigError, match=r"\['epochs'\] are not hyperparameter parameters; use some of"):
-        adapter.training_job({}, {"epochs": 3}, {})
-
-
-def test_the_train_component_takes_every_hyperparameter():
-    assert set(HYPERPARAMETERS) <= set(inspect.signature(train_model).parameters)
+def test_the_components_take_one_spec_parameter_each():
+    for component in (prepare_data, train_model, evaluate_model, batch_predict):
+        assert "spec" in inspect.signature(component).parameters
+    assert set(inspect.signature(train_model).parameters) == {
+        "dataset",
+        "spec",
+        "tpu",
+        "warm_start",
+        "publish_root",
+        "model",
+    }
 
 
 def test_stage_job_places_the_recorded_config(tmp_path):
@@ -74,22 +71,17 @@ def test_stage_job_places_the_recorded_config(tmp_path):
     job = adapter.stage_job(model_uri, TPU)
     assert job.training == recorded.training and job.model == recorded.model
     assert (job.tpu.use_tpu, job.tpu.tpu_name, job.tpu.num_cores, job.tpu.strict) == (True, "local", 8, True)
-    assert adapter.stage_job(model_uri, {}) == recorded
+    assert adapter.stage_job(model_uri, "{}") == recorded
 
 
-def test_prepare_config_reads_auto_and_empty_as_inferred():
-    config = adapter.prepare_config("embedded:penguins", "species", "auto", "", 0.25, {"num_shards": 4.0})
+def test_prepare_config_locates_the_data_and_changes_nothing_else():
+    run = RunConfig(publish_root="/p", eval_fraction=0.25, prepare_options={"num_shards": 4})
+    spec = run.stage_specs().prepare
+    config = adapter.prepare_config(adapter.decode_spec(PrepareSpec, spec.to_json(indent=None)))
     assert config.data == (default_dataset().path,) and config.label == "species"
     assert config.task is None and config.key_column is None
-    assert config.eval_fraction == 0.25 and config.num_shards == 4 and isinstance(config.num_shards, int)
-    explicit = adapter.prepare_config("/d/x.csv", "y", "regression", "id", 0.2, {})
-    assert (explicit.data, explicit.task, explicit.key_column) == (("/d/x.csv",), "regression", "id")
-
-
-def test_blessing_config_from_the_parameter():
-    assert adapter.blessing_config({}) == BlessingConfig()
-    config = adapter.blessing_config({"thresholds": {"accuracy": 0.9}, "min_improvement": 0.01})
-    assert config.thresholds == {"accuracy": 0.9} and config.min_improvement == 0.01
+    assert config.eval_fraction == 0.25 and config.num_shards == 4 and type(config.num_shards) is int
+    assert dataclasses.replace(config, data=spec.prepare.data) == spec.prepare
 
 
 def test_blessing_round_trip(tmp_path):
@@ -108,12 +100,7 @@ def test_blessing_round_trip(tmp_path):
 
 def test_missing_inputs_fail_the_stage(tmp_path):
     with pytest.raises(adapter.OutputMissingError, match="the trained model's job config was not written"):
-        adapter.stage_job(str(tmp_path / "model"), {"use_tpu": False})
+        adapter.stage_job(str(tmp_path / "model"), '{"use_tpu": false}')
     with pytest.raises(adapter.OutputMissingError, match="the evaluation's blessing was not written"):
         adapter.read_blessing(str(tmp_path / "blessing"))
     adapter.require_output(str(tmp_path), "the work directory")  # exists: no error
-
-
-def test_placement_is_config_overrides():
-    assert adapter.placement({"use_tpu": False}) == {"tpu.use_tpu": False}
-    assert adapter.placement({}) == {}

@@ -18,26 +18,25 @@ from test_components import CPU, FIRST_RUN, TRAIN, artifact, write_csv  # noqa: 
 from components.batch_predict import batch_predict  # noqa: E402
 from components.prepare import prepare_data  # noqa: E402
 from components.train import train_model  # noqa: E402
+from estimator_lib.config import PrepareConfig  # noqa: E402
+from estimator_lib.config.beam import BeamConfig  # noqa: E402
+from estimator_lib.config.stages import PredictSpec, PrepareSpec  # noqa: E402
 from estimator_lib.predict import read_predictions  # noqa: E402
 
-BEAM = {"runner": "DirectRunner"}
+BEAM = BeamConfig(runner="DirectRunner")
 
 
 def prepared(work, engine: str, data: str) -> Dataset:
     """`data` prepared by the prepare component with `engine`, in many chunks (so Beam has work to spread)."""
     dataset = artifact(Dataset, work, f"dataset-{engine}")
+    config = PrepareConfig(
+        data=(data,), label="label", eval_fraction=0.25, num_workers=1, num_shards=2, chunk_bytes=2048
+    )
     prepare_data(
-        data=data,
-        label="label",
-        task="auto",
-        key_column="",
-        eval_fraction=0.25,
-        options={"num_workers": 1, "num_shards": 2.0, "chunk_bytes": 2048.0},
+        spec=PrepareSpec(config, engine=engine, beam=BEAM).to_json(indent=None),
         **FIRST_RUN,
         dataset=dataset,
         validation=artifact(Markdown, work, "validation", f"dataset-{engine}"),
-        engine=engine,
-        beam_options=BEAM,
     )
     return dataset
 
@@ -58,11 +57,11 @@ def test_prepare_and_batch_predict_components_on_beam(tmp_path):
     model = train(there, tmp_path)
     for data_arg in ("eval", data):  # a prepared split, and raw CSV rows (encoded on Beam first)
         checkpoint = artifact(Dataset, tmp_path, f"checkpoint-{len(data_arg)}")
-        batch_predict(dataset=there, model=model, data=data_arg, tpu=CPU, predictions=checkpoint)
+        spec = PredictSpec(data=data_arg)
+        batch_predict(dataset=there, model=model, spec=spec.to_json(indent=None), tpu=CPU, predictions=checkpoint)
         scored = artifact(Dataset, tmp_path, f"beam-{len(data_arg)}")
-        batch_predict(
-            dataset=there, model=model, data=data_arg, tpu=CPU, predictions=scored, engine="beam", beam_options=BEAM
-        )
+        on_beam = PredictSpec(data=data_arg, engine="beam", beam=BEAM).to_json(indent=None)
+        batch_predict(dataset=there, model=model, spec=on_beam, tpu=CPU, predictions=scored)
 
         want, got = read_predictions(checkpoint.uri), read_predictions(scored.uri)
         assert [r["key"] for r in got] == [r["key"] for r in want] and len(got) == checkpoint.metadata["count"]

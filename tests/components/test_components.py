@@ -22,24 +22,36 @@ from components.release import release_model
 from components.resolve import resolve_inputs
 from components.train import train_model
 from estimator_lib import manifest, release
-from estimator_lib.config import JobConfig
+from estimator_lib.config import BlessingConfig, JobConfig, PrepareConfig, ValidationConfig
+from estimator_lib.config.stages import EvaluateSpec, PredictSpec, PrepareSpec, TrainSpec
 
-CPU = {"use_tpu": False}
-LOCAL_JOB = {"tpu": {"strict": True}, "training": {"save_checkpoints_steps": 100, "train_steps": 40}}
+CPU = '{"use_tpu": false}'  # the placement the pipeline gives a CPU stage
+JOB = JobConfig().with_overrides(
+    {
+        "tpu.strict": True,
+        "training.save_checkpoints_steps": 100,
+        "training.train_steps": 40,
+        "model.family": "linear",
+        "model.hidden_units": [8],
+        "training.optimizer.learning_rate": 0.05,
+        "training.train_batch_size": 32,
+        "training.seed": 1,
+    }
+)
 # The train stage's parameters (besides its dataset and publish root), as the pipeline passes them.
-TRAIN = {
-    "job_config": LOCAL_JOB,
-    "model_family": "linear",
-    "hidden_units": [8.0],
-    "learning_rate": 0.05,
-    "max_epochs": 100,
-    "train_batch_size": 32,
-    "seed": 1,
-    "tpu": CPU,
-    "warm_start": "none",
-}
+TRAIN = {"spec": TrainSpec(JOB).to_json(indent=None), "tpu": CPU, "warm_start": "none"}
 # What the prepare stage gets from the resolve stage on a first run (nothing published yet).
-FIRST_RUN = {"data_version": "v1", "reference": "none", "validation_config": {}}
+FIRST_RUN = {"data_version": "v1", "reference": "none"}
+
+
+def prepare_spec(data: str, validation: ValidationConfig = ValidationConfig(), **options) -> str:
+    """The prepare stage's spec parameter for `data` (label "label", a quarter of the rows in eval)."""
+    config = PrepareConfig(data=(data,), label="label", eval_fraction=0.25, **options)
+    return PrepareSpec(config, validation).to_json(indent=None)
+
+
+def evaluate_spec(**blessing) -> str:
+    return EvaluateSpec(BlessingConfig(**blessing)).to_json(indent=None)
 
 
 def write_csv(path: str, n: int = 160) -> str:
@@ -66,12 +78,7 @@ def stages(tmp_path_factory):
     data = write_csv(str(work / "data.csv"))
     dataset = artifact(Dataset, work, "dataset")
     prepare_data(
-        data=data,
-        label="label",
-        task="auto",
-        key_column="",
-        eval_fraction=0.25,
-        options={"num_workers": 1, "num_shards": 2.0},
+        spec=prepare_spec(data, num_workers=1, num_shards=2),
         **FIRST_RUN,
         dataset=dataset,
         validation=artifact(Markdown, work, "validation", "dataset"),
@@ -87,7 +94,7 @@ def stages(tmp_path_factory):
     evaluate_model(
         dataset=dataset,
         model=model,
-        blessing_config={"thresholds": {"accuracy": 0.5}},
+        spec=evaluate_spec(thresholds={"accuracy": 0.5}),
         baseline="latest",
         publish_root=str(work / "published"),
         tpu=CPU,
@@ -98,7 +105,9 @@ def stages(tmp_path_factory):
         verdict=verdict,
     )
     predictions = artifact(Dataset, work, "predictions")
-    batch_predict(dataset=dataset, model=model, data="eval", tpu=CPU, predictions=predictions)
+    batch_predict(
+        dataset=dataset, model=model, spec=PredictSpec("eval").to_json(indent=None), tpu=CPU, predictions=predictions
+    )
     exported = artifact(Model, work, "exported")
     export_model(dataset=dataset, model=model, tpu=CPU, exported=exported)
     publication = artifact(Artifact, work, "publication")
@@ -124,7 +133,7 @@ def test_prepare_describes_the_dataset(stages):
     assert meta["task"] == "classification" and meta["classes"] == ["no", "yes"] and meta["label"] == "label"
     assert os.path.exists(meta["schema_uri"])
     assert meta["fingerprint"] == release.fingerprint(stages["dataset"].uri)
-    assert len(os.listdir(os.path.join(stages["dataset"].uri, "train"))) == 2  # num_shards 2.0 arrived as 2
+    assert len(os.listdir(os.path.join(stages["dataset"].uri, "train"))) == 2  # num_shards arrived as the int 2
 
 
 def test_prepare_on_a_first_run_infers_the_schema_and_skips_validation(stages):
@@ -138,12 +147,12 @@ def test_resolve_gives_the_data_version_and_the_published_model(stages, tmp_path
     published = release.latest(str(stages["work"] / "published"))
     data = write_csv(str(tmp_path / "data.csv"), n=80)
     root = str(stages["work"] / "published")
-    first = resolve_inputs(data=data, warm_start="latest", baseline="latest", publish_root=root)
+    first = resolve_inputs(prepare_spec=prepare_spec(data), warm_start="latest", baseline="latest", publish_root=root)
     assert (first.warm_start, first.reference) == (published.uri, published.uri)
-    cold = resolve_inputs(data=data, warm_start="none", baseline="latest", publish_root=root)
+    cold = resolve_inputs(prepare_spec=prepare_spec(data), warm_start="none", baseline="latest", publish_root=root)
     assert (cold.warm_start, cold.reference, cold.data_version) == ("none", published.uri, first.data_version)
     write_csv(data, n=81)  # new content at the same path: a new version, so a cached prepare is not reused
-    changed = resolve_inputs(data=data, warm_start="none", baseline="none", publish_root=root)
+    changed = resolve_inputs(prepare_spec=prepare_spec(data), warm_start="none", baseline="none", publish_root=root)
     assert changed.data_version != first.data_version and changed.reference == "none"
 
 
@@ -151,15 +160,11 @@ def test_prepare_against_the_published_model_continues_its_schema_and_checks_the
     published = release.latest(str(stages["work"] / "published"))
     dataset, validation = artifact(Dataset, tmp_path, "dataset"), artifact(Markdown, tmp_path, "validation", "dataset")
     prepare_data(
-        data=write_csv(str(tmp_path / "data.csv"), n=160),
-        label="label",
-        task="auto",
-        key_column="",
-        eval_fraction=0.25,
-        options={"num_workers": 1},
+        spec=prepare_spec(
+            write_csv(str(tmp_path / "data.csv"), n=160), ValidationConfig(on_breach="warn"), num_workers=1
+        ),
         data_version="v2",
         reference=published.uri,
-        validation_config={"on_breach": "warn"},
         dataset=dataset,
         validation=validation,
     )
@@ -242,7 +247,7 @@ def test_evaluate_scores_the_published_baseline_with_the_same_code(stages, tmp_p
     evaluate_model(
         dataset=dataset,
         model=stages["model"],
-        blessing_config={"min_improvement": 0.01},
+        spec=evaluate_spec(min_improvement=0.01),
         baseline="latest",
         publish_root=root,
         tpu=CPU,
@@ -273,7 +278,7 @@ def read_manifest(output: Artifact) -> dict:
 def test_every_stage_writes_its_manifest_beside_its_outputs(stages):
     dataset, model, exported = stages["dataset"], stages["model"], stages["exported"]
     prepared = read_manifest(dataset)
-    assert prepared["stage"] == "prepare" and prepared["config"]["config"]["label"] == "label"
+    assert prepared["stage"] == "prepare" and prepared["config"]["prepare"]["label"] == "label"
     files = prepared["inputs"]["files"]
     assert files["uri"] == [str(stages["work"] / "data.csv")] and len(files["files"]) == 1
     with open(os.path.join(dataset.uri, "manifest.json"), encoding="utf-8") as f:
@@ -348,7 +353,7 @@ def test_release_refuses_when_latest_moved_after_the_evaluation(stages, tmp_path
 # -- stage records: a stage run again on the same inputs -----------------------------------------------------
 def test_a_stage_run_again_on_the_same_inputs_reuses_its_output(stages, tmp_path, capsys):
     data = write_csv(str(tmp_path / "data.csv"), n=80)
-    args = dict(data=data, label="label", task="auto", key_column="", eval_fraction=0.25, options={"num_workers": 1})
+    args = dict(spec=prepare_spec(data, num_workers=1))
     args.update(FIRST_RUN, validation=artifact(Markdown, tmp_path, "validation", "dataset"))
     first = artifact(Dataset, tmp_path, "dataset")
     prepare_data(**args, dataset=first)
@@ -389,7 +394,8 @@ def test_training_interrupted_after_a_checkpoint_continues_to_the_same_variables
     assert model.metadata["global_step"] == 40
     assert model.metadata["fingerprint"] == reference.metadata["fingerprint"]
     other = artifact(Model, tmp_path, "model", "train")
-    train_model(**{**params, "seed": 2}, model=other)  # other inputs: the old checkpoints are deleted first
+    reseeded = TrainSpec(JOB.with_overrides({"training.seed": 2})).to_json(indent=None)
+    train_model(**{**params, "spec": reseeded}, model=other)  # other inputs: the old checkpoints are deleted first
     assert other.metadata["fingerprint"] != reference.metadata["fingerprint"]
     assert not os.path.exists(os.path.join(other.uri, "model.ckpt-20.index"))
 

@@ -75,6 +75,18 @@ def manifests(summary: dict) -> dict:
     return {stage: manifest.read_manifest(uri) for stage, uri in summary["manifests"].items()}
 
 
+def edit_spec(work, stage: str, change):
+    """An edit of a record: `change(config)` applied to a copy of `stage`'s manifest, which the record then links.
+    Reproduce reads each stage's spec there (never the summary's view of the settings)."""
+
+    def edit(summary: dict) -> None:
+        record = manifest.read_manifest(summary["manifests"][stage])
+        change(record["config"])
+        summary["manifests"][stage] = manifest.write_manifest(str(work / f"edited-{stage}"), record)
+
+    return edit
+
+
 def test_a_fresh_runs_record_is_reproduced_stage_by_stage_and_exits_0(recorded, reproduced):
     _, _, first = recorded
     proc, rerun = reproduced
@@ -124,11 +136,12 @@ def edit_a_training_row(source: str, target: str, prepare: dict) -> int:
 def test_one_changed_data_row_is_found_in_prepare_and_changes_every_fingerprint_after_it(recorded):
     work, path, first = recorded
     changed = str(work / "changed.csv")
-    prepare = manifests(first)["prepare"]["config"]["config"]
+    prepare = manifests(first)["prepare"]["config"]["prepare"]
     line = edit_a_training_row(first["config"]["data"], changed, prepare)
     assert line > 1
 
-    proc, rerun = reproduce_edited(work, path, "changed-data", lambda s: s["config"].update(data=changed))
+    edit = edit_spec(work, "prepare", lambda config: config["prepare"].update(data=[changed]))
+    proc, rerun = reproduce_edited(work, path, "changed-data", edit)
     assert proc.returncode == 1, proc.stdout[-4000:] + proc.stderr[-4000:]
     assert "  prepare: differs (data): inputs.files: " in proc.stdout
     assert proc.stdout.splitlines()[-1] == "not reproduced: the first stage that differs is prepare (data)"
@@ -141,14 +154,15 @@ def test_one_changed_data_row_is_found_in_prepare_and_changes_every_fingerprint_
 def test_a_changed_seed_is_found_in_train(recorded):
     work, path, first = recorded
 
-    def seed_43(summary: dict) -> None:
-        summary["config"]["seed"] = 43
+    def seed_43(config: dict) -> None:
+        config["job"]["training"]["seed"] = 43
 
-    proc, rerun = reproduce_edited(work, path, "changed-seed", seed_43)
+    proc, rerun = reproduce_edited(work, path, "changed-seed", edit_spec(work, "train", seed_43))
     assert proc.returncode == 1, proc.stdout[-4000:] + proc.stderr[-4000:]
     assert "  prepare: identical" in proc.stdout
-    assert "  train: differs (config): config.job.training.seed: 42 -> 43; outputs.model: " in proc.stdout
-    assert proc.stdout.splitlines()[-1] == "not reproduced: the first stage that differs is train (config)"
+    # The record now says seed 43 beside the seed-42 model: the rerun trains with 43 and gets another model.
+    assert "  train: differs (output): outputs.model: " in proc.stdout
+    assert proc.stdout.splitlines()[-1] == "not reproduced: the first stage that differs is train (output)"
     assert rerun["fingerprints"]["dataset"] == first["fingerprints"]["dataset"]
     assert rerun["fingerprints"]["model"] != first["fingerprints"]["model"]
 

@@ -13,6 +13,7 @@ from compiled import compiled_spec
 from repo import ROOT
 
 from estimator_lib.config import ConfigError
+from estimator_lib.config.stages import PrepareSpec, TrainSpec
 from pipelines import cli, image, tpu
 
 DIGEST_IMAGE = "us-central1-docker.pkg.dev/proj/repo/tpu-pipeline@sha256:" + "ab" * 32
@@ -86,7 +87,8 @@ def compile_yaml(tmp_path, *args: str) -> dict:
 
 
 def task_tpu(spec: dict, task: str) -> dict:
-    return spec["root"]["dag"]["tasks"][task]["inputs"]["parameters"]["tpu"]["runtimeValue"]["constant"]
+    """A task's placement: JSON text in a string parameter (KFP's dict parameters turn ints into floats)."""
+    return json.loads(spec["root"]["dag"]["tasks"][task]["inputs"]["parameters"]["tpu"]["runtimeValue"]["constant"])
 
 
 @pytest.mark.parametrize(
@@ -165,22 +167,21 @@ def test_compiled_pipeline_parameters(tmp_path):
     parameters = spec["root"]["inputDefinitions"]["parameters"]
     assert "defaultValue" not in parameters["publish_root"]  # required: where blessed models go
     defaults = {name: p.get("defaultValue") for name, p in parameters.items()}
-    assert defaults["data"] == "embedded:penguins" and defaults["label"] == "species"
-    assert defaults["model_family"] == "dnn" and defaults["hidden_units"] == [64.0, 32.0]
+    assert set(parameters) == {
+        "publish_root",
+        "baseline",
+        "warm_start",
+        "prepare_spec",
+        "train_spec",
+        "evaluate_spec",
+        "predict_spec",
+    }
     assert defaults["baseline"] == "latest" and defaults["warm_start"] == "none"
-    assert {
-        "task",
-        "learning_rate",
-        "max_epochs",
-        "train_batch_size",
-        "seed",
-        "job_config",
-        "blessing_config",
-        "prepare_options",
-        "predict_data",
-        "eval_fraction",
-        "key_column",
-    } <= set(parameters)
+    assert {p["parameterType"] for name, p in parameters.items()} == {"STRING"}  # each spec is JSON text
+    prepare = PrepareSpec.from_json(defaults["prepare_spec"]).prepare
+    assert prepare.data == ("embedded:penguins",) and prepare.label == "species"
+    job = TrainSpec.from_json(defaults["train_spec"]).job
+    assert job.model.family == "dnn" and job.model.hidden_units == (64, 32)
     assert sorted(spec["root"]["dag"]["tasks"]) == sorted([*TPU_STAGES, *CPU_STAGES])
     tasks = spec["root"]["dag"]["tasks"]
     assert tasks["export-model"]["dependentTasks"] == ["prepare-data", "train-model"]  # export never publishes
@@ -248,17 +249,22 @@ def test_settings_route_overrides_to_their_sections(tmp_path):
         "--baseline",
         "none",
     )
-    settings = cli.resolve_settings(args, "/published", fixed={"tpu.strict": True})
+    settings = cli.resolve_settings(args, "/published", job_defaults={"tpu.strict": True})
     assert settings.job.model.family == "linear" and settings.job.training.train_steps == 7
     assert settings.job.tpu.strict is True
     assert settings.blessing.thresholds == {"auc": 0.9} and settings.blessing.min_improvement == 0.01
     assert settings.prepare_options == {"num_shards": 3}
+    assert (settings.data, settings.label, settings.baseline, settings.publish_root) == (
+        "x.csv",
+        "y",
+        "none",
+        "/published",
+    )
     arguments = settings.arguments()
-    assert arguments["job_config"]["training"]["train_steps"] == 7 and arguments["model_family"] == "linear"
-    assert arguments["data"] == "x.csv" and arguments["label"] == "y" and arguments["baseline"] == "none"
-    assert arguments["publish_root"] == "/published"
-    assert "warm_start_from" not in arguments["job_config"]["training"]  # no nulls in KFP parameters
-    assert arguments["blessing_config"] == {
+    assert TrainSpec.from_json(arguments["train_spec"]).job == settings.job
+    assert PrepareSpec.from_json(arguments["prepare_spec"]).prepare.num_shards == 3
+    assert arguments["baseline"] == "none" and arguments["publish_root"] == "/published"
+    assert settings.view()["blessing_config"] == {
         "thresholds": {"auc": 0.9},
         "beat_trivial": True,
         "min_improvement": 0.01,

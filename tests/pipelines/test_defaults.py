@@ -7,15 +7,15 @@ import pytest
 import yaml
 
 from components import adapter
-from estimator_lib.config import HYPERPARAMETERS, BlessingConfig, JobConfig, PrepareConfig, RunConfig, ValidationConfig
+from estimator_lib.config import BlessingConfig, JobConfig, PrepareConfig, RunConfig, ValidationConfig
 from estimator_lib.config.beam import BeamConfig
-from estimator_lib.config.run import CONFIG_PARAMETERS
+from estimator_lib.config.run import STAGE_PARAMETERS
+from estimator_lib.config.stages import EvaluateSpec, PredictSpec, PrepareSpec, TrainSpec
 from estimator_lib.data.embedded import default_dataset
 from pipelines import cli
 from pipelines.pipeline import compile_pipeline
 
 IMAGE = "us-central1-docker.pkg.dev/proj/repo/tpu-pipeline@sha256:" + "ef" * 32
-WHOLE_CONFIGS = tuple(CONFIG_PARAMETERS.values())  # each whole config is {} by default
 
 
 @pytest.fixture(scope="module")
@@ -30,42 +30,41 @@ def test_the_compiled_pipelines_defaults_are_the_config_types(spec):
     assert "defaultValue" not in parameters.pop("publish_root")  # required: where blessed models go
     compiled = {name: p["defaultValue"] for name, p in parameters.items()}
     assert compiled == RunConfig.parameter_defaults()
-    assert compiled["hidden_units"] == list(JobConfig().model.hidden_units)
+    assert TrainSpec.from_json(compiled["train_spec"]).job.model.hidden_units == JobConfig().model.hidden_units
 
 
-def test_the_train_task_gets_every_hyperparameter_from_the_pipeline_parameter_of_its_name(spec):
-    inputs = spec["root"]["dag"]["tasks"]["train-model"]["inputs"]["parameters"]
-    for name in HYPERPARAMETERS:
-        assert inputs[name] == {"componentInputParameter": name}
+def test_each_task_gets_its_stages_spec_from_the_pipeline_parameter_of_its_name(spec):
+    tasks = spec["root"]["dag"]["tasks"]
+    for task, name in (
+        ("prepare-data", "prepare_spec"),
+        ("train-model", "train_spec"),
+        ("evaluate-model", "evaluate_spec"),
+        ("batch-predict", "predict_spec"),
+    ):
+        assert tasks[task]["inputs"]["parameters"]["spec"] == {"componentInputParameter": name}
+    assert tasks["resolve-inputs"]["inputs"]["parameters"]["prepare_spec"] == {
+        "componentInputParameter": "prepare_spec"
+    }
 
 
-def test_the_parameter_defaults_rebuild_the_default_configs():
-    """Run through the components' own adapter, the pipeline's defaults give exactly the default configs."""
+def test_the_parameter_defaults_decode_to_the_default_configs():
+    """Decoded by the components' own adapter, the pipeline's defaults are exactly the default configs."""
     defaults = RunConfig.parameter_defaults()
-    hyperparameters = {name: defaults[name] for name in HYPERPARAMETERS}
-    assert adapter.training_job(defaults["job_config"], hyperparameters, {}) == JobConfig()
-    assert adapter.blessing_config(defaults["blessing_config"]) == BlessingConfig()
-    assert adapter.validation_config(defaults["validation_config"]) == ValidationConfig()
-    assert BeamConfig.from_dict(adapter.typed(BeamConfig, defaults["beam_options"])) == BeamConfig()
-    assert defaults["engine"] == "inprocess"
-    prepare = adapter.prepare_config(
-        defaults["data"],
-        defaults["label"],
-        defaults["task"],
-        defaults["key_column"],
-        defaults["eval_fraction"],
-        defaults["prepare_options"],
+    assert set(defaults) == {"baseline", "warm_start", *STAGE_PARAMETERS.values()}
+    train = adapter.decode_spec(TrainSpec, defaults["train_spec"])
+    assert adapter.training_job(train, '{"use_tpu": false}') == JobConfig()
+    assert adapter.decode_spec(EvaluateSpec, defaults["evaluate_spec"]).blessing == BlessingConfig()
+    prepare = adapter.decode_spec(PrepareSpec, defaults["prepare_spec"])
+    assert (prepare.validation, prepare.engine, prepare.beam) == (ValidationConfig(), "inprocess", BeamConfig())
+    assert adapter.prepare_config(prepare) == PrepareConfig(
+        data=(default_dataset().path,), label=default_dataset().label
     )
-    assert prepare == PrepareConfig(data=(default_dataset().path,), label=default_dataset().label)
+    assert adapter.decode_spec(PredictSpec, defaults["predict_spec"]) == PredictSpec(data="eval")
 
 
 def test_a_default_runs_arguments_are_the_parameter_defaults():
     arguments = RunConfig(publish_root="/p").arguments()
-    defaults = RunConfig.parameter_defaults()
-    assert set(arguments) == {"publish_root", *defaults}
-    assert {k: v for k, v in arguments.items() if k not in WHOLE_CONFIGS and k != "publish_root"} == {
-        k: v for k, v in defaults.items() if k not in WHOLE_CONFIGS
-    }
+    assert arguments == {"publish_root": "/p", **RunConfig.parameter_defaults()}
 
 
 def test_the_cli_without_flags_resolves_to_the_default_run():

@@ -10,22 +10,23 @@ import pytest
 
 from estimator_lib import manifest
 from estimator_lib.config import JobConfig, RunConfig, resolve_configs
-from pipelines import cli, reproduce
+from estimator_lib.config import run as config_run
+from pipelines import cli, local, reproduce
 
 VERSIONS = {"python": "3.11.7", "tensorflow": "2.15.1", "kfp": "2.13.0", "commit": "a" * 40, "image": None}
 JOB = JobConfig().with_overrides({"tpu.use_tpu": False, "tpu.strict": True, "training.train_steps": 20})
 
 
-def stage_configs(data: str, baseline: str | None) -> dict[str, dict]:
+def stage_configs(data: str, baseline: str | None, label: str = "species", job: JobConfig = JOB) -> dict[str, dict]:
     """Each stage's config as the components record it (see components/*.py)."""
-    prepare = {"data": [data], "label": "species", "task": None, "key_column": None, "eval_fraction": 0.2}
+    prepare = {"data": [data], "label": label, "task": None, "key_column": None, "eval_fraction": 0.2}
     return {
-        "prepare": {"config": {**prepare, "num_shards": 2, "schema_uri": None}},
-        "train": {"job": JOB.to_dict()},
-        "export": {"job": JOB.to_dict()},
-        "batch_predict": {"job": JOB.to_dict(), "data": "eval"},
+        "prepare": {"prepare": {**prepare, "num_shards": 3, "schema_uri": None}, "validation": {"on_breach": "warn"}},
+        "train": {"job": job.to_dict()},
+        "export": {"job": job.to_dict()},
+        "batch_predict": {"job": job.to_dict(), "data": "eval"},
         "evaluate": {
-            "job": JOB.to_dict(),
+            "job": job.to_dict(),
             "blessing_config": {"min_improvement": 0.01},
             "baseline": baseline,
             "based_on": "none",
@@ -60,7 +61,12 @@ def write_run(
     folder = os.path.join(output, "runs", run_id)
     settings = RunConfig(publish_root=os.path.join(output, "published"), job=JOB, **arguments)
     manifests = write_stages(
-        os.path.join(folder, "pipeline-root"), fingerprints or {}, machine=machine, data=settings.data, baseline=None
+        os.path.join(folder, "pipeline-root"),
+        fingerprints or {},
+        machine=machine,
+        data=settings.data,
+        baseline=None,
+        label=settings.label,
     )
     summary = {
         "status": status,
@@ -111,15 +117,36 @@ def test_the_rerun_has_the_recorded_settings_and_a_publish_root_of_its_own(tmp_p
     assert settings.baseline == "none" and settings.warm_start == "none"
 
 
-def test_a_summary_edited_to_another_seed_reruns_with_that_seed(tmp_path):
+def test_the_rerun_reads_the_recorded_specs_not_todays_defaults_nor_the_summarys_view(tmp_path, monkeypatch):
     path = write_run(str(tmp_path), "run-1")
     with open(path, encoding="utf-8") as f:
         summary = json.load(f)
-    summary["config"]["seed"] = 7
+    summary["config"]["seed"] = 7  # the summary's view of the settings: nothing reads it back
     with open(path, "w", encoding="utf-8") as f:
         json.dump(summary, f)
-    settings = reproduce.recorded_settings(reproduce.read_record(path), "/p")
-    assert settings.job.training.seed == 7 and settings.job.training.train_steps == 20
+    # The CLI's defaults change after the run: run-local's job defaults and a flag's default.
+    changed = {"tpu.strict": False, "training.seed": 7, "training.train_steps": 99}
+    monkeypatch.setattr(local, "local_job_defaults", lambda: changed)
+    monkeypatch.setattr(config_run, "LOCAL_JOB_DEFAULTS", changed)
+
+    def resolve_run(*args, **kwargs):
+        raise AssertionError("reproduce resolved the settings again")
+
+    monkeypatch.setattr(config_run, "resolve_run", resolve_run)
+    monkeypatch.setattr(cli, "resolve_run", resolve_run)
+    rerun = {}
+
+    def run_local(settings, output, verbose=False, resume=None):
+        rerun["settings"] = settings
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(local, "run_local", run_local)
+    assert cli.main(["reproduce", path, "--output", str(tmp_path / "rerun")]) == 1
+    settings = rerun["settings"]
+    assert settings.job == JOB and settings.job.training.seed == 42 and settings.job.tpu.strict is True
+    assert settings.eval_fraction == 0.2 and settings.prepare_options == {"num_shards": 3}
+    assert settings.validation.on_breach == "warn" and settings.blessing.min_improvement == 0.01
+    assert settings.stage_specs().train.job == JOB
 
 
 # -- a Vertex AI run -----------------------------------------------------------------------------------------
@@ -136,7 +163,7 @@ def test_a_vertex_run_is_written_out_for_a_resubmission(tmp_path, capsys):
     with open(output / reproduce.RESUBMIT_CONFIG, encoding="utf-8") as f:
         configs = resolve_configs(json.load(f), [])
     assert configs["job"] == JOB and configs["blessing"].min_improvement == 0.01
-    assert configs["prepare"] == {"num_shards": 2}
+    assert configs["prepare"] == {"num_shards": 3} and configs["validation"].on_breach == "warn"
 
 
 def test_a_resubmission_scores_the_files_the_run_scored():
@@ -167,6 +194,25 @@ def test_diff_names_another_processor_as_a_machine_difference(tmp_path, capsys):
     assert found["machine"][0] == 'prepare: isa: ["avx2", "avx512f"] -> ["avx2"]'
     assert cli.main(["diff", a, b]) == 1
     assert "machine: 6 differ" in capsys.readouterr().out
+
+
+def test_diff_reads_the_specs_the_stages_recorded_not_todays_defaults(tmp_path, monkeypatch):
+    """Run B was recorded after run-local's default of tpu.strict changed: diff shows what each stage ran."""
+    a = write_run(str(tmp_path / "a"), "run-a")
+    monkeypatch.setattr(config_run, "LOCAL_JOB_DEFAULTS", {"tpu.use_tpu": False, "tpu.strict": False})
+    b_job = JOB.with_overrides({"tpu.strict": False})
+    b_folder = tmp_path / "b" / "runs" / "run-b"
+    manifests = write_stages(str(b_folder / "pipeline-root"), {}, data="embedded:penguins", baseline=None, job=b_job)
+    with open(a, encoding="utf-8") as f:
+        summary = json.load(f)
+    summary.update(run={"id": "run-b"}, manifests=manifests)
+    b = b_folder / "summary.json"
+    b.write_text(json.dumps(summary), encoding="utf-8")
+    found = reproduce.diff_records(reproduce.read_record(a), reproduce.read_record(str(b)))
+    assert found["config"] == [
+        f"{stage}: job.tpu.strict: true -> false" for stage in ("train", "export", "batch_predict", "evaluate")
+    ]
+    assert reproduce.recorded_settings(reproduce.read_record(a), "/p").job.tpu.strict is True
 
 
 def test_diff_of_something_that_is_no_record_is_a_command_line_error(tmp_path, capsys):

@@ -16,6 +16,7 @@ from google.auth.credentials import AnonymousCredentials
 from vertex_api import FakeVertexAPI
 
 from estimator_lib.config import RunConfig
+from estimator_lib.config.stages import PrepareSpec, TrainSpec
 from pipelines import cli, vertex
 from pipelines.pipeline import compile_pipeline
 from pipelines.tpu import preset
@@ -60,10 +61,15 @@ def test_build_job_request(template):
     assert dict(resource.labels) == {"team": "ml", "env": "prod"}
     assert resource.runtime_config.gcs_output_directory == ROOT
     values = {k: v for k, v in resource.runtime_config.parameter_values.items()}
-    assert values["data"] == "gs://bucket/data/*.csv" and values["label"] == "churned"
+    prepare, trained = (
+        PrepareSpec.from_json(values["prepare_spec"]).prepare,
+        TrainSpec.from_json(values["train_spec"]).job,
+    )
+    assert prepare.data == ("gs://bucket/data/*.csv",) and prepare.label == "churned"
     assert values["publish_root"] == f"{ROOT}/published"
     assert values["baseline"] == "latest" and values["warm_start"] == "latest"
-    assert "train_steps" not in values and values["max_epochs"] == 100 and values["model_family"] == "dnn"
+    assert trained.training.train_steps is None and trained.training.max_epochs == 100
+    assert trained.model.family == "dnn"
     spec = dict(resource.pipeline_spec)
     assert spec["pipelineInfo"]["name"] == "tpu-estimator-pipeline"
     tasks = spec["root"]["dag"]["tasks"]
@@ -101,7 +107,7 @@ def test_submit_sends_the_job_with_its_service_account(template, monkeypatch):
     assert sent.service_account == "sa@p.iam.gserviceaccount.com"
     assert sent.network == "projects/1/global/networks/vpc"
     assert dict(sent.labels) == {"team": "ml", "env": "prod"}
-    assert sent.runtime_config.parameter_values["label"] == "churned"
+    assert PrepareSpec.from_json(sent.runtime_config.parameter_values["prepare_spec"]).prepare.label == "churned"
     assert job.resource_name == "projects/my-project/locations/us-central1/pipelineJobs/run-1"
     assert api.buckets == [ROOT]
 
@@ -154,7 +160,7 @@ def test_cli_submit_and_schedule_build_the_same_requests(monkeypatch, capsys):
     [request] = api.pipeline_jobs
     sent = request["pipeline_job"]
     assert request["parent"] == "projects/my-project/locations/europe-west4"
-    assert sent.runtime_config.parameter_values["job_config"]["training"]["train_steps"] == 500
+    assert TrainSpec.from_json(sent.runtime_config.parameter_values["train_spec"]).job.training.train_steps == 500
     assert sent.runtime_config.parameter_values["publish_root"] == f"{ROOT}/published"
     assert dict(sent.labels) == {"team": "ml"}
     spec = dict(sent.pipeline_spec)
@@ -184,9 +190,10 @@ def test_cli_dry_run_prints_the_request_and_sends_nothing(monkeypatch, capsys):
     printed = json.loads(capsys.readouterr().out)
     assert printed["runtimeConfig"]["gcsOutputDirectory"] == ROOT
     values = printed["runtimeConfig"]["parameterValues"]
-    assert values["data"] == "embedded:penguins"
-    assert values["hidden_units"] == [64, 32] and values["job_config"]["tpu"]["num_cores"] == 8
-    assert all(type(v) is int for v in [*values["hidden_units"], values["job_config"]["tpu"]["num_cores"]])
+    assert PrepareSpec.from_json(values["prepare_spec"]).prepare.data == ("embedded:penguins",)
+    job = json.loads(values["train_spec"])["job"]  # the text sent: ints written as ints
+    assert job["model"]["hidden_units"] == [64, 32] and job["tpu"]["num_cores"] == 8
+    assert all(type(v) is int for v in [*job["model"]["hidden_units"], job["tpu"]["num_cores"]])
     assert api.pipeline_jobs == [] and api.schedules == []
 
 

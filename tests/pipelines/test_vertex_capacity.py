@@ -9,6 +9,8 @@ experimental v5e types, TensorBoard with its base output directory. Refused TPU 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from compiled import compiled_spec
 from google.cloud import aiplatform_v1
@@ -89,7 +91,7 @@ def test_reservation_and_multi_host_topology(tmp_path):
             "TPU_ACCELERATOR_TYPE": "v5litepod-16",
         }
     tasks = spec["root"]["dag"]["tasks"]
-    assert tasks["train-model"]["inputs"]["parameters"]["tpu"]["runtimeValue"]["constant"] == {
+    assert json.loads(tasks["train-model"]["inputs"]["parameters"]["tpu"]["runtimeValue"]["constant"]) == {
         "use_tpu": True,
         "tpu_name": "local",
         "num_cores": 16,

@@ -12,12 +12,12 @@ from estimator_lib.config import (
     JobConfig,
     RunConfig,
     ValidationConfig,
-    hyperparameter_overrides,
     hyperparameters,
     resolve_configs,
     set_dotted,
 )
-from estimator_lib.config.run import parameter_dict, without_nulls
+from estimator_lib.config.run import STAGE_PARAMETERS, resolve_run, without_nulls
+from estimator_lib.config.stages import EvaluateSpec, PredictSpec, PrepareSpec, TrainSpec
 
 JOB = JobConfig().with_overrides(
     {
@@ -49,10 +49,10 @@ def test_json_round_trip_is_exact():
 @pytest.mark.parametrize(
     "fields, message",
     [
-        ({"task": "ranking"}, "--task 'ranking' is not one of ('auto', 'classification', 'regression')"),
-        ({"label": ""}, "--label is empty; name the label column of your data"),
+        ({"task": "ranking"}, "--task (prepare.task) 'ranking' is not one of ('auto', 'classification', 'regression')"),
+        ({"label": ""}, "--label (prepare.label) is empty; name the label column of your data"),
         ({"publish_root": ""}, "the publish root is empty; give the directory or gs:// prefix for blessed models"),
-        ({"eval_fraction": 1.0}, "eval_fraction=1.0 must be in (0, 1), e.g. 0.2"),
+        ({"eval_fraction": 1.0}, "prepare.eval_fraction=1.0 must be in (0, 1), e.g. 0.2"),
         (
             {"predict_data": ""},
             "--predict-data is empty; use one of ('train', 'eval', 'test', 'valid') or a URI of rows",
@@ -65,7 +65,7 @@ def test_invalid_runs_are_refused_with_the_fix(fields, message):
     assert str(error.value) == message
 
 
-def test_hyperparameters_are_read_from_the_job_config():
+def test_hyperparameters_are_a_view_of_the_job_config():
     assert hyperparameters(JOB) == {
         "model_family": "linear",
         "hidden_units": [16],
@@ -74,14 +74,7 @@ def test_hyperparameters_are_read_from_the_job_config():
         "train_batch_size": 32,
         "seed": 7,
     }
-    assert isinstance(hyperparameters(JOB)["learning_rate"], float)  # a KFP float parameter, though set as 1
-
-
-def test_hyperparameter_overrides_are_the_inverse():
-    overrides = hyperparameter_overrides(hyperparameters(JOB))
-    assert overrides["training.optimizer.learning_rate"] == 1.0 and overrides["model.family"] == "linear"
-    assert JobConfig().with_overrides(overrides) == JOB
-    assert set(overrides) == set(HYPERPARAMETERS.values())
+    assert isinstance(hyperparameters(JOB)["learning_rate"], float)  # a float field: set as 1, held as 1.0
 
 
 def test_every_hyperparameter_names_a_job_config_field():
@@ -90,26 +83,72 @@ def test_every_hyperparameter_names_a_job_config_field():
         set_dotted(data, dotted, "checked", create=False)  # raises on an unknown section or field
 
 
-def test_arguments_carry_the_configs_without_nulls():
-    run = RunConfig(publish_root="/p", job=JOB, blessing=BlessingConfig(min_improvement=0.01))
+def test_arguments_are_each_stages_spec_as_json_text_with_ints_kept():
+    run = RunConfig(publish_root="/p", job=JOB, blessing=BlessingConfig(min_improvement=0.01), baseline="none")
     arguments = run.arguments()
-    assert arguments["max_epochs"] == 30 and arguments["model_family"] == "linear"
-    assert "warm_start_from" not in arguments["job_config"]["training"]  # KFP parameters cannot carry null
-    assert JobConfig.from_dict(arguments["job_config"]) == JOB
-    assert arguments["blessing_config"] == {
+    assert set(arguments) == {"publish_root", "baseline", "warm_start", *STAGE_PARAMETERS.values()}
+    assert (arguments["publish_root"], arguments["baseline"], arguments["warm_start"]) == ("/p", "none", "none")
+    train = TrainSpec.from_json(arguments["train_spec"])
+    assert train.job == JOB and type(train.job.training.train_batch_size) is int
+    assert '"train_batch_size":32' in arguments["train_spec"] and "\n" not in arguments["train_spec"]
+    assert EvaluateSpec.from_json(arguments["evaluate_spec"]).blessing == BlessingConfig(min_improvement=0.01)
+    prepare = PrepareSpec.from_json(arguments["prepare_spec"])
+    assert prepare.prepare == run.prepare_config() and prepare.validation == ValidationConfig()
+    assert PredictSpec.from_json(arguments["predict_spec"]) == PredictSpec(data="eval")
+
+
+def test_the_view_shows_the_configs_without_nulls_and_the_hyperparameters():
+    view = RunConfig(publish_root="/p", job=JOB, blessing=BlessingConfig(min_improvement=0.01)).view()
+    assert view["max_epochs"] == 30 and view["model_family"] == "linear"
+    assert "warm_start_from" not in view["job_config"]["training"]
+    assert view["blessing_config"] == {
         "thresholds": {},
         "beat_trivial": True,
         "min_improvement": 0.01,
         "confidence": 0.95,
         "reference_margin": 0.02,
     }
-    assert arguments["publish_root"] == "/p" and arguments["prepare_options"] == {}
-    assert ValidationConfig.from_dict(arguments["validation_config"]) == ValidationConfig()
+    assert view["publish_root"] == "/p" and view["prepare_options"] == {} and view["data"] == "embedded:penguins"
 
 
-def test_without_nulls_and_parameter_dict():
+def test_from_specs_is_the_inverse_of_stage_specs():
+    run = RunConfig(
+        publish_root="/p",
+        data="/d/rows.csv",
+        label="y",
+        task="regression",
+        key_column="id",
+        eval_fraction=0.3,
+        prepare_options={"num_shards": 4, "missing_values": ["?"]},
+        job=JOB,
+        validation=ValidationConfig(on_breach="warn"),
+        baseline="/models/v1",
+        predict_data="test",
+    )
+    again = RunConfig.from_specs(run.stage_specs(), "/p", "/models/v1", "none")
+    assert again == run
+    assert again.stage_specs() == run.stage_specs()
+
+
+def test_without_nulls():
     assert without_nulls({"a": None, "b": {"c": None, "d": [1, {"e": None}]}}) == {"b": {"d": [1, {}]}}
-    assert JobConfig.from_dict(parameter_dict(JobConfig(), JobConfig)) == JobConfig()
+
+
+def test_resolve_run_is_the_one_resolution():
+    run = resolve_run(
+        {"training": {"train_steps": 5}, "prepare": {"eval_fraction": 0.3, "num_shards": 3}},
+        ["model.hidden_units=8", "prepare.label=island"],
+        {"publish_root": "/p", "task": None},
+        {"tpu.strict": True},
+    )
+    assert run.job.training.train_steps == 5 and run.job.model.hidden_units == (8,) and run.job.tpu.strict
+    assert (run.eval_fraction, run.label, run.task, run.prepare_options) == (0.3, "island", "auto", {"num_shards": 3})
+    with pytest.raises(ConfigError, match=r"^--label y and --set prepare.label=island disagree; give one of them$"):
+        resolve_run(None, ["prepare.label=island"], {"publish_root": "/p", "label": "y"})
+    with pytest.raises(ConfigError, match=r"prepare.data=\['a', 'b'\]: a run prepares one path or glob"):
+        resolve_run({"prepare": {"data": ["a", "b"]}}, [], {"publish_root": "/p"})
+    with pytest.raises(ConfigError, match=r"prepare_options set \['label'\], which the run sets itself"):
+        RunConfig(publish_root="/p", prepare_options={"label": "y"})
 
 
 def test_resolve_configs_routes_sections_and_overrides():
@@ -131,6 +170,7 @@ def test_resolve_configs_routes_sections_and_overrides():
         "blessing": BlessingConfig(),
         "prepare": {},
         "validation": ValidationConfig(),
+        "beam": {},
     }
 
 

@@ -1,0 +1,81 @@
+"""One frozen spec per pipeline stage: what the stage is given, cut from the run's resolved `RunConfig`.
+
+A stage receives its spec as one parameter (`to_json()`, decoded by `from_json`, which checks every value
+against its declared type: an int arrives as an int) and records it beside its outputs; later stages,
+`reproduce` and `diff` read that record instead of merging settings again. `RunConfig.stage_specs()` is the
+only place the specs are made. TensorFlow-free, like every config.
+
+- `PrepareSpec`: the prepare stage (rows -> TFRecords, validated against the reference model's data).
+- `TrainSpec`: the train stage; its job config is recorded beside the checkpoints, and evaluate, batch predict
+  and export read it there.
+- `EvaluateSpec`: the evaluate stage's blessing rules and baseline.
+- `PredictSpec`: the batch-predict stage's rows and engine.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from estimator_lib.config.base import JsonConfig
+from estimator_lib.config.beam import INPROCESS, BeamConfig, check_engine
+from estimator_lib.config.blessing import BlessingConfig
+from estimator_lib.config.job import JobConfig
+from estimator_lib.config.prepare import PrepareConfig
+from estimator_lib.config.validation import ValidationConfig
+
+
+@dataclasses.dataclass(frozen=True)
+class PrepareSpec(JsonConfig):
+    """The prepare stage's spec.
+
+    Attributes:
+      prepare: what to prepare and how; its data as the run gave it ("embedded:penguins" is located by the
+        stage).
+      validation: how far the data may drift from the reference model's.
+      engine: "inprocess" or "beam".
+      beam: where Beam runs, with engine="beam".
+    """
+
+    prepare: PrepareConfig
+    validation: ValidationConfig = dataclasses.field(default_factory=ValidationConfig)
+    engine: str = INPROCESS
+    beam: BeamConfig = dataclasses.field(default_factory=BeamConfig)
+
+    def __post_init__(self) -> None:
+        check_engine(self.engine)
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainSpec(JsonConfig):
+    """The train stage's spec: the job config (its `tpu` section is the run's; the pipeline places the stage)."""
+
+    job: JobConfig = dataclasses.field(default_factory=JobConfig)
+
+
+@dataclasses.dataclass(frozen=True)
+class EvaluateSpec(JsonConfig):
+    """The evaluate stage's spec: the blessing rules (the baseline is resolved by the resolve stage)."""
+
+    blessing: BlessingConfig = dataclasses.field(default_factory=BlessingConfig)
+
+
+@dataclasses.dataclass(frozen=True)
+class PredictSpec(JsonConfig):
+    """The batch-predict stage's spec: the rows to score (a prepared split or a URI), and the engine."""
+
+    data: str = "eval"
+    engine: str = INPROCESS
+    beam: BeamConfig = dataclasses.field(default_factory=BeamConfig)
+
+    def __post_init__(self) -> None:
+        check_engine(self.engine)
+
+
+@dataclasses.dataclass(frozen=True)
+class StageSpecs:
+    """Every stage's spec, by stage."""
+
+    prepare: PrepareSpec
+    train: TrainSpec
+    evaluate: EvaluateSpec
+    batch_predict: PredictSpec
