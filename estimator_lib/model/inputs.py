@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
 
@@ -188,11 +188,12 @@ def training_records(
 def cached_training_batches(
     files: List[str],
     counts: Sequence[int],
-    schema: Schema,
+    parse: Callable[[tf.Tensor], Any],
     seed: int,
     shuffle_buffer_size: int,
     position: int,
     size: int,
+    compression: str = "",
 ) -> tf.data.Dataset:
     """`training_records` from `position` on, parsed, in batches of `size`, with the files read and parsed once.
 
@@ -201,7 +202,7 @@ def cached_training_batches(
     `training_records`, with no reading or parsing per step and a resume that skips positions, not records.
     """
     total = sum(counts)
-    table = tf.data.TFRecordDataset(files).batch(total).map(lambda s: transform.parse_batch(s, schema))
+    table = tf.data.TFRecordDataset(files, compression_type=compression).batch(total).map(parse)
     table = table.cache().repeat()
     positions = _endless(lambda epoch: _epoch_indices(counts, seed, shuffle_buffer_size, epoch), total, position)
     batches = positions.batch(size, drop_remainder=True).with_options(fixed_pipeline_options())
@@ -283,9 +284,8 @@ def train_input_fn_builder(
             dataset = dataset.map(lambda s: transform.parse_batch(s, schema), num_parallel_calls=_AUTOTUNE)
         else:
             host_counts = [counts[f] for f in own_files]
-            dataset = cached_training_batches(
-                own_files, host_counts, schema, seed, shuffle_buffer_size, position, size
-            )
+            parse = lambda s: transform.parse_batch(s, schema)  # noqa: E731
+            dataset = cached_training_batches(own_files, host_counts, parse, seed, shuffle_buffer_size, position, size)
         if steps > 1:
             dataset = dataset.map(lambda f, label: _split_steps(f, label, steps, batch_size))
         return dataset.prefetch(_AUTOTUNE)

@@ -2,7 +2,8 @@
 
 - Training: the files split over TPU hosts (`params['context']`), a seeded order per epoch, endless, batches of
   `params['batch_size']` (per shard on a TPU) with `drop_remainder=True` (static shapes), resumed where the
-  checkpoint left off (`model.inputs.training_records`: the same stream the built-in models read).
+  checkpoint left off (`model.inputs.training_records`: the same stream the built-in models read; files that
+  fit in memory are read and parsed once per call, `inputs.cached_training_batches`).
 - Evaluation and prediction: every record once, in file order, padded to whole batches with a record that
   matches the spec; each row carries `is_padding` (float32 [B]: 1.0 on padding rows) and `example_index`
   (int32 [B]: its position in the input), which the model_fn wrapper takes out before the user's model_fn
@@ -13,7 +14,7 @@ Every tensor has a static shape: [B, *shape] per feature, the label [B, *shape].
 
 from __future__ import annotations
 
-from typing import Dict, Optional
+from typing import Dict, List, Optional
 
 import tensorflow as tf
 
@@ -31,19 +32,36 @@ def train_input_fn_builder(
     spec has no label). `input_fn.files` and `input_fn.compression` say what it reads."""
     files = inputs.resolve_files(patterns)
     compression = records.compression(files)
+    counts = _file_counts(files, compression)
+    parse = lambda s: records.parse_batch(s, spec, with_label=True)  # noqa: E731
 
     def input_fn(params: Dict) -> tf.data.Dataset:
         batch_size = params["batch_size"]
         own_files = inputs.host_files(files, params)
         _, _, replicas = inputs.deployment(params)
         position = inputs.start_step(model_dir) * replicas * batch_size
-        stream = inputs.training_records(own_files, seed, shuffle_buffer_size, position, compression)
-        dataset = stream.batch(batch_size, drop_remainder=True)
-        dataset = dataset.map(lambda s: records.parse_batch(s, spec, with_label=True), num_parallel_calls=tf.data.AUTOTUNE)
+        if counts is not None:
+            own_counts = [counts[f] for f in own_files]
+            dataset = inputs.cached_training_batches(
+                own_files, own_counts, parse, seed, shuffle_buffer_size, position, batch_size, compression
+            )
+        else:
+            stream = inputs.training_records(own_files, seed, shuffle_buffer_size, position, compression)
+            dataset = stream.batch(batch_size, drop_remainder=True).map(parse, num_parallel_calls=tf.data.AUTOTUNE)
         return dataset.prefetch(tf.data.AUTOTUNE)
 
     input_fn.files = files  # type: ignore[attr-defined]
     return input_fn
+
+
+def _file_counts(files: List[str], compression: str) -> Optional[Dict[str, int]]:
+    """Records per file when the files are small enough to hold parsed in memory (`inputs.CACHE_BYTES`, judged
+    by their stored size, which parsing at most doubles for these dtypes), else None. A cached table is read and
+    parsed once per `train()` call and batches are gathered from it: the same batches as the record stream
+    (`inputs.cached_training_batches`), without a per-record cost in every epoch."""
+    if sum(tf.io.gfile.stat(f).length for f in files) * (8 if compression else 2) > inputs.CACHE_BYTES:
+        return None
+    return {f: inputs.count_records([f], compression) for f in files}
 
 
 def padded_input_fn_builder(

@@ -221,7 +221,7 @@ def test_cached_batches_are_the_parsed_training_stream(data, position):
     files = inputs.resolve_files(pattern)
     counts = [inputs.count_records(f) for f in files]
     parsed = inputs.training_records(files, 3, 50, position).batch(16).map(lambda s: transform.parse_batch(s, schema))
-    cached = inputs.cached_training_batches(files, counts, schema, 3, 50, position, 16)
+    cached = inputs.cached_training_batches(files, counts, lambda s: transform.parse_batch(s, schema), 3, 50, position, 16)
     for (f1, l1), (f2, l2) in zip(parsed.take(15), cached.take(15)):  # 240 rows: past two epoch boundaries
         assert l1.numpy().tolist() == l2.numpy().tolist()
         for key in f1:
