@@ -283,9 +283,7 @@ def train_input_fn_builder(
             dataset = dataset.map(lambda s: transform.parse_batch(s, schema), num_parallel_calls=_AUTOTUNE)
         else:
             host_counts = [counts[f] for f in own_files]
-            dataset = cached_training_batches(
-                own_files, host_counts, schema, seed, shuffle_buffer_size, position, size
-            )
+            dataset = cached_training_batches(own_files, host_counts, schema, seed, shuffle_buffer_size, position, size)
         if steps > 1:
             dataset = dataset.map(lambda f, label: _split_steps(f, label, steps, batch_size))
         return dataset.prefetch(_AUTOTUNE)

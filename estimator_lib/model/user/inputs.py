@@ -39,7 +39,9 @@ def train_input_fn_builder(
         position = inputs.start_step(model_dir) * replicas * batch_size
         stream = inputs.training_records(own_files, seed, shuffle_buffer_size, position, compression)
         dataset = stream.batch(batch_size, drop_remainder=True)
-        dataset = dataset.map(lambda s: records.parse_batch(s, spec, with_label=True), num_parallel_calls=tf.data.AUTOTUNE)
+        dataset = dataset.map(
+            lambda s: records.parse_batch(s, spec, with_label=True), num_parallel_calls=tf.data.AUTOTUNE
+        )
         return dataset.prefetch(tf.data.AUTOTUNE)
 
     input_fn.files = files  # type: ignore[attr-defined]
