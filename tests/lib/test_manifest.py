@@ -69,7 +69,10 @@ def test_the_machine_is_a_tpu_of_its_type_or_the_host_cpu():
 
 def test_the_processor_is_its_model_and_the_isa_flags_that_pick_kernels(tmp_path):
     cpuinfo = tmp_path / "cpuinfo"
-    core = "processor\t: {n}\nmodel name\t: AMD EPYC 9B14\nflags\t\t: fpu sse4_2 avx avx2 fma avx512f avx512_bf16 rdtscp\n\n"
+    core = (
+        "processor\t: {n}\nmodel name\t: AMD EPYC 9B14\n"
+        "flags\t\t: fpu sse4_2 avx avx2 fma avx512f avx512_bf16 rdtscp\n\n"
+    )
     cpuinfo.write_text(core.format(n=0) + core.format(n=1))
     assert manifest.processor(str(cpuinfo)) == (
         "AMD EPYC 9B14",

@@ -63,7 +63,7 @@ def test_predict_on_cpu_feeds_several_whole_batches_per_element(data):
     single = list(builder({"batch_size": 16}))
     assert [len(g["example_index"]) for g in grouped] == [48, 48, 16]
     for key in single[0]:
-        together = lambda elements: np.concatenate([e[key].numpy() for e in elements])
+        together = lambda elements, key=key: np.concatenate([e[key].numpy() for e in elements])
         assert np.array_equal(together(grouped), together(single)), key
     tpu = list(builder({"batch_size": 16, inputs.PREDICT_BATCHES_PER_RUN: 3, "use_tpu": True}))
     assert all(e["example_index"].shape == (16,) for e in tpu)  # static batches on a TPU
