@@ -370,7 +370,7 @@ def bench_preparation(root: str, sizes: Sizes, notes: List[str]) -> List[Row]:
             for impl in ("pandas", "prepare") if r % 2 == 0 else ("prepare", "pandas"):
                 runs[impl].append(bench_prepare.measure(impl, path, root))
         results[n] = runs
-        rate = lambda impl: [x["rows"] / x["seconds"] for x in runs[impl]]
+        rate = lambda impl, runs=runs: [x["rows"] / x["seconds"] for x in runs[impl]]
         rows.append(Row(f"preparation {n:,} rows", "rows/s", rate("prepare"), rate("pandas"), "pandas + Example", 4.0))
         memory = statistics.median(x["main_mb"] for x in runs["prepare"])
         pandas_memory = statistics.median(x["main_mb"] for x in runs["pandas"])
@@ -514,7 +514,8 @@ def bench_growth(training: Training, root: str, sizes: Sizes, notes: List[str]) 
     notes.append(
         f"cost growth, training, rows and steps x2 ({half:,} rows/{sizes.long_steps} steps -> double): time "
         f"x{med('double', 'seconds') / med('small', 'seconds'):.2f} ({med('small', 'seconds'):.1f} -> "
-        f"{med('double', 'seconds'):.1f} s, start-up included), peak memory x{med('double', 'mb') / med('small', 'mb'):.2f}"
+        f"{med('double', 'seconds'):.1f} s, start-up included), "
+        f"peak memory x{med('double', 'mb') / med('small', 'mb'):.2f}"
     )
 
 
@@ -525,7 +526,8 @@ def _fmt(value: float) -> str:
 
 def print_table(rows: List[Row], notes: List[str], sizes: Sizes, started: float) -> None:
     print(
-        f"\n{'row':<44} {'ours (median)':>17} {'alternative':<30} {'alt (median)':>13} {'x (median [range])':>22} {'target':>7}"
+        f"\n{'row':<44} {'ours (median)':>17} {'alternative':<30} {'alt (median)':>13} "
+        f"{'x (median [range])':>22} {'target':>7}"
     )
     for row in rows:
         ratios = row.ratios()
@@ -533,13 +535,15 @@ def print_table(rows: List[Row], notes: List[str], sizes: Sizes, started: float)
         target = f">={row.target:.2f}" if row.target else ""
         ours = f"{_fmt(statistics.median(row.ours))} {row.unit}"
         print(
-            f"{row.name:<44} {ours:>17} {row.alt_name:<30} {_fmt(statistics.median(row.alt)):>13} {ratio:>22} {target:>7}"
+            f"{row.name:<44} {ours:>17} {row.alt_name:<30} {_fmt(statistics.median(row.alt)):>13} "
+            f"{ratio:>22} {target:>7}"
         )
     for note in notes:
         print(f"- {note}")
     load = os.getloadavg()
     print(
-        f"- rounds {sizes.rounds}, cores {os.cpu_count()}, load average now {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}, "
+        f"- rounds {sizes.rounds}, cores {os.cpu_count()}, "
+        f"load average now {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}, "
         f"wall time {(time.perf_counter() - started) / 60:.1f} min"
     )
 

@@ -41,8 +41,14 @@ MODELS = {
         "example": "text_classifier",
         "model_fn": "token_transformer.model:model_fn",
         "label": "label_ids",
-        "hparams": {"vocab_size": 50, "hidden_size": 64, "num_heads": 4, "max_seq_length": 32, "num_labels": 2,
-                    "learning_rate": 0.001},
+        "hparams": {
+            "vocab_size": 50,
+            "hidden_size": 64,
+            "num_heads": 4,
+            "max_seq_length": 32,
+            "num_labels": 2,
+            "learning_rate": 0.001,
+        },
         "steps": 400,
     },
 }
@@ -56,10 +62,9 @@ def _child(kind: str, model: str, data_dir: str, model_dir: str, steps: int) -> 
     """One timed call in this fresh process; prints {"seconds": ...}."""
     import tensorflow as tf
 
-    from estimator_lib.estimator import enable_determinism
-
     from estimator_lib.config import JobConfig, TPUSettings, TrainingConfig
     from estimator_lib.config.feature_spec import FeatureSpec
+    from estimator_lib.estimator import enable_determinism
     from estimator_lib.model.user import UserModel, load_function, train
 
     m = MODELS[model]
@@ -71,13 +76,21 @@ def _child(kind: str, model: str, data_dir: str, model_dir: str, steps: int) -> 
     if kind.startswith("ours"):
         job = JobConfig(
             tpu=TPUSettings(iterations_per_loop=ITERATIONS_PER_LOOP),
-            training=TrainingConfig(train_batch_size=BATCH, train_steps=steps, seed=SEED, save_checkpoints_steps=steps,
-                                    shuffle_buffer_size=SHUFFLE, deterministic=kind == "ours"),
+            training=TrainingConfig(
+                train_batch_size=BATCH,
+                train_steps=steps,
+                seed=SEED,
+                save_checkpoints_steps=steps,
+                shuffle_buffer_size=SHUFFLE,
+                deterministic=kind == "ours",
+            ),
         )
         train(job, UserModel(m["model_fn"], spec, m["hparams"], code), files, model_dir)
     else:
-        parse_spec = {f.name: tf.io.FixedLenFeature(list(f.shape), tf.float32 if f.dtype == "float32" else tf.int64)
-                      for f in spec.features}
+        parse_spec = {
+            f.name: tf.io.FixedLenFeature(list(f.shape), tf.float32 if f.dtype == "float32" else tf.int64)
+            for f in spec.features
+        }
 
         def parse(serialized):
             parsed = tf.io.parse_example(serialized, parse_spec)
@@ -92,10 +105,15 @@ def _child(kind: str, model: str, data_dir: str, model_dir: str, steps: int) -> 
         if kind == "plain+det":
             enable_determinism(SEED)
         tpu = tf.compat.v1.estimator.tpu
-        config = tpu.RunConfig(model_dir=model_dir, tf_random_seed=SEED, save_checkpoints_steps=steps,
-                               tpu_config=tpu.TPUConfig(iterations_per_loop=ITERATIONS_PER_LOOP))
-        estimator = tpu.TPUEstimator(model_fn=user_fn, config=config, use_tpu=False, train_batch_size=BATCH,
-                                     params=dict(m["hparams"]))
+        config = tpu.RunConfig(
+            model_dir=model_dir,
+            tf_random_seed=SEED,
+            save_checkpoints_steps=steps,
+            tpu_config=tpu.TPUConfig(iterations_per_loop=ITERATIONS_PER_LOOP),
+        )
+        estimator = tpu.TPUEstimator(
+            model_fn=user_fn, config=config, use_tpu=False, train_batch_size=BATCH, params=dict(m["hparams"])
+        )
         estimator.train(input_fn, max_steps=steps)
     print(json.dumps({"seconds": time.perf_counter() - started}))
 
@@ -105,7 +123,11 @@ def _run(kind: str, model: str, data_dir: str, steps: int) -> float:
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     out = subprocess.run(
         [sys.executable, __file__, "--child", kind, model, data_dir, model_dir, str(steps)],
-        capture_output=True, text=True, env=env, check=True, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+        cwd=ROOT,
     )
     return json.loads(out.stdout.strip().splitlines()[-1])["seconds"]
 
@@ -135,23 +157,29 @@ def main() -> None:
     workdir = args.workdir or tempfile.mkdtemp(prefix="bench-byom-")
     dirs = _make_data(workdir)
     started = time.time()
-    print("| model | steps x batch | plain+det (s) | ours, default (s) | ours / plain+det | plain (s) "
-          "| ours, deterministic=false (s) | ours / plain |")
+    print(
+        "| model | steps x batch | plain+det (s) | ours, default (s) | ours / plain+det | plain (s) "
+        "| ours, deterministic=false (s) | ours / plain |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for model, m in MODELS.items():
         steps = max(1, round(m["steps"] * args.steps_scale / ITERATIONS_PER_LOOP)) * ITERATIONS_PER_LOOP
         times = {kind: [] for kind in KINDS}
         for r in range(args.rounds):
-            for kind in KINDS[r % 4:] + KINDS[: r % 4]:
+            for kind in KINDS[r % 4 :] + KINDS[: r % 4]:
                 times[kind].append(_run(kind, model, dirs[model], steps))
         med = {k: statistics.median(v) for k, v in times.items()}
         cell = {k: f"{med[k]:.2f} [{min(v):.2f}-{max(v):.2f}]" for k, v in times.items()}
-        print(f"| {model} | {steps} x {BATCH} | {cell['plain+det']} | {cell['ours']} | "
-              f"**{med['ours'] / med['plain+det']:.3f}** | {cell['plain']} | {cell['ours-nodet']} | "
-              f"**{med['ours-nodet'] / med['plain']:.3f}** |")
+        print(
+            f"| {model} | {steps} x {BATCH} | {cell['plain+det']} | {cell['ours']} | "
+            f"**{med['ours'] / med['plain+det']:.3f}** | {cell['plain']} | {cell['ours-nodet']} | "
+            f"**{med['ours-nodet'] / med['plain']:.3f}** |"
+        )
     load = os.getloadavg()
-    print(f"\n{args.rounds} interleaved rounds, cores {os.cpu_count()}, {time.time() - started:.0f} s, "
-          f"load average now {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}")
+    print(
+        f"\n{args.rounds} interleaved rounds, cores {os.cpu_count()}, {time.time() - started:.0f} s, "
+        f"load average now {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}"
+    )
 
 
 if __name__ == "__main__":

@@ -16,8 +16,8 @@ split(s) the model learned from, read back from its TFRecords):
            numerics (missing -> NaN) and native categoricals.
 All three columns come from `estimator_lib.evaluation.compute_metrics` (rmse for regression, accuracy for
 classification), so they are computed by the same code. "in-run reference" is the evaluate stage's own linear
-reference (`estimator_lib.evaluation.reference`, NumPy), the one the blessing compares with. The tables and their sources are listed in `TABLES`
-and in benchmarks/RESULTS.md; `--quick` runs the small ones.
+reference (`estimator_lib.evaluation.reference`, NumPy), the one the blessing compares with. The tables and their
+sources are listed in `TABLES` and in benchmarks/RESULTS.md; `--quick` runs the small ones.
 """
 
 from __future__ import annotations

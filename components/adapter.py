@@ -3,10 +3,10 @@
 Each stage gets its spec (`estimator_lib.config.stages`, cut from the run's resolved `RunConfig`) as JSON text
 in one string parameter, and its placement (TPU or CPU) as another: KFP's dict parameters travel as protobuf
 Structs, whose numbers are all floats, while JSON text decoded by the spec's types keeps ints as ints. This
-module decodes them (`decode_spec`, `placement`) without merging anything into them, records the training config beside the checkpoints (later stages rebuild the same
-model from it), writes and reads the evaluation's verdict, writes the release's record, and refuses to go on
-when a file an earlier stage must have written is missing. It holds no ML logic; `components.artifacts`
-describes the outputs.
+module decodes them (`decode_spec`, `placement`) without merging anything into them, records the training
+config beside the checkpoints (later stages rebuild the same model from it), writes and reads the evaluation's
+verdict, writes the release's record, and refuses to go on when a file an earlier stage must have written is
+missing. It holds no ML logic; `components.artifacts` describes the outputs.
 """
 
 from __future__ import annotations

@@ -4,11 +4,11 @@ A run's record is its summary.json (status, config, metrics, fingerprints) and t
 stage (`estimator_lib.manifest`: input and output fingerprints, the full config, seeds, versions, machine).
 
 `reproduce` reads the spec each stage of a recorded local run ran from its manifest (the same data, configs and
-seed; the baseline and warm-start models it resolved, by path; never today's defaults), runs the pipeline into another output directory, and
-compares the two runs stage by stage (`manifest.compare_runs`). The rerun publishes into a publish root of its
-own, so reproducing never touches the recorded run's published models. A Vertex AI run's record (its stages'
-manifests under the run's pipeline root, no summary.json) is not re-run here: its parameters and image are
-written out for a resubmission with `tpu-pipeline submit`.
+seed; the baseline and warm-start models it resolved, by path; never today's defaults), runs the pipeline into
+another output directory, and compares the two runs stage by stage (`manifest.compare_runs`). The rerun
+publishes into a publish root of its own, so reproducing never touches the recorded run's published models. A
+Vertex AI run's record (its stages' manifests under the run's pipeline root, no summary.json) is not re-run
+here: its parameters and image are written out for a resubmission with `tpu-pipeline submit`.
 """
 
 from __future__ import annotations

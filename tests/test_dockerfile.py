@@ -12,10 +12,9 @@ import re
 from typing import Dict, List
 
 import pytest
+from repo import ROOT
 
 from pipelines import image
-
-from repo import ROOT
 
 
 def _read(name: str) -> str:

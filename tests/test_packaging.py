@@ -24,7 +24,6 @@ import pytest
 import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
-
 from repo import ROOT
 
 pytestmark = pytest.mark.slow

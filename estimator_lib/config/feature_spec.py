@@ -85,7 +85,9 @@ class Feature:
 def _feature(source: str, name: str, entry: Any) -> Feature:
     where = f"{source}: feature {name!r}"
     if not isinstance(entry, Mapping):
-        raise FeatureSpecError(f'{where}: expected an object like {{"dtype": "float32", "shape": [784]}}, got {entry!r}')
+        raise FeatureSpecError(
+            f'{where}: expected an object like {{"dtype": "float32", "shape": [784]}}, got {entry!r}'
+        )
     unknown = sorted(set(entry) - _KEYS)
     if unknown:
         raise FeatureSpecError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(_KEYS)}")
@@ -99,7 +101,9 @@ def _feature(source: str, name: str, entry: Any) -> Feature:
     if var_len is not False and (var_len is not True or len(shape) != 1):
         raise FeatureSpecError(f"{where}: var_len is for rank-1 features with their padded length as shape: [N]")
     if decode is not None and (decode not in DECODERS or dtype != "bytes" or len(shape) != 3):
-        raise FeatureSpecError(f'{where}: decode must be "image", on a bytes feature of shape [height, width, channels]')
+        raise FeatureSpecError(
+            f'{where}: decode must be "image", on a bytes feature of shape [height, width, channels]'
+        )
     if dtype == "bytes" and not decode and (shape or var_len):
         raise FeatureSpecError(f"{where}: a bytes feature is a scalar ([]) unless it is decoded (decode: image)")
     default = entry.get("default", 0)
@@ -133,7 +137,9 @@ class FeatureSpec:
     ) -> FeatureSpec:
         """The spec of a JSON object {name: {"dtype": ..., "shape": [...], ...}}; raises FeatureSpecError."""
         if not isinstance(data, Mapping):
-            raise FeatureSpecError(f"{source}: expected a JSON object {{feature: {{dtype, shape}}}}, got {type(data).__name__}")
+            raise FeatureSpecError(
+                f"{source}: expected a JSON object {{feature: {{dtype, shape}}}}, got {type(data).__name__}"
+            )
         features = tuple(_feature(source, str(name), entry) for name, entry in data.items())
         return cls(features, label or None, key or None, source)
 

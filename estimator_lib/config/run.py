@@ -440,8 +440,9 @@ def _run_level(name: str, value: Any) -> Any:
 
 def prediction_kind(data: str) -> str:
     """What `data` names, from its text alone (no I/O, so the CLI can check it before submitting):
-    SPLIT ("eval", "train", "test", "valid"), RAW (.csv, .jsonl, .json, .ndjson, each optionally .gz), TFRECORD (.tfrecord, .tfrecords) or
-    DIRECTORY (a trailing "/" or no extension: a directory of TFRecords, checked when the stage runs)."""
+    SPLIT ("eval", "train", "test", "valid"), RAW (.csv, .jsonl, .json, .ndjson, each optionally .gz),
+    TFRECORD (.tfrecord, .tfrecords) or DIRECTORY (a trailing "/" or no extension: a directory of TFRecords,
+    checked when the stage runs)."""
     if data in PREPARED_SPLITS:
         return SPLIT
     if data.endswith("/"):

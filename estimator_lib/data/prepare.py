@@ -554,8 +554,8 @@ def _split_notes(counts: Dict[str, int], config: PrepareConfig) -> List[str]:
     if config.valid_fraction == 0 or counts[VALID] > 0:
         return []
     return [
-        f"the valid split is empty ({sum(counts.values())} good rows, valid_fraction={config.valid_fraction}): training "
-        "runs its whole budget without early stopping; add rows or raise valid_fraction"
+        f"the valid split is empty ({sum(counts.values())} good rows, valid_fraction={config.valid_fraction}): "
+        "training runs its whole budget without early stopping; add rows or raise valid_fraction"
     ]
 
 

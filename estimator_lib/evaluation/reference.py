@@ -159,7 +159,7 @@ def newton_cg(
         if norm <= tolerance:
             break
         cg_tol = min(0.5, math.sqrt(norm)) * norm
-        direction = _conjugate_gradient(lambda v: hessian_product(w, v), -grad, cg_tol, 10 * w.size + 10)
+        direction = _conjugate_gradient(lambda v, w=w: hessian_product(w, v), -grad, cg_tol, 10 * w.size + 10)
         slope = float(np.sum(grad * direction))
         step = 1.0
         for _ in range(40):

@@ -323,8 +323,8 @@ def padded_batches(
     replicas in order), each host keeps the groups of batches of its own replicas (replica k is on host
     k // replicas_per_host, as TPUEstimator places them without model parallelism), and TPUEstimator
     concatenates the replicas' outputs in replica order: metrics cover every row once, predictions come back
-    in input order (and `outputs.real_rows` checks it). Every host reads the records; only its own share is parsed. Fails at run time if the files
-    do not hold exactly `num_examples` records.
+    in input order (and `outputs.real_rows` checks it). Every host reads the records; only its own share is
+    parsed. Fails at run time if the files do not hold exactly `num_examples` records.
 
     Padding is added to the record stream and everything after the read works on whole batches (per-record
     maps cost more than the model here). A padding record is `padding_record` (an empty Example by default,

@@ -42,9 +42,11 @@ JOB = JobConfig().with_overrides(
 TRAIN = {"spec": TrainSpec(JOB).to_json(indent=None), "tpu": CPU, "warm_start": "none"}
 # What the prepare stage gets from the resolve stage on a first run (nothing published yet).
 FIRST_RUN = {"data_version": "v1", "reference": "none"}
+# The prepare stage's validation checks when a test does not name them: the defaults.
+DEFAULT_VALIDATION = ValidationConfig()
 
 
-def prepare_spec(data: str, validation: ValidationConfig = ValidationConfig(), **options) -> str:
+def prepare_spec(data: str, validation: ValidationConfig = DEFAULT_VALIDATION, **options) -> str:
     """The prepare stage's spec parameter for `data` (label "label", a quarter of the rows in eval)."""
     config = PrepareConfig(data=(data,), label="label", eval_fraction=0.25, **options)
     return PrepareSpec(config, validation).to_json(indent=None)

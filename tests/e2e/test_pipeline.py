@@ -20,8 +20,8 @@ from report_checks import assert_complete_report
 
 from estimator_lib import release, storage
 from estimator_lib.config import BlessingConfig, JobConfig, PrepareConfig, RunConfig
-from estimator_lib.export.fingerprint import saved_model_fingerprint
 from estimator_lib.data.embedded import default_dataset
+from estimator_lib.export.fingerprint import saved_model_fingerprint
 
 pytestmark = pytest.mark.slow
 

@@ -58,16 +58,26 @@ def test_the_machine_is_a_tpu_of_its_type_or_the_host_cpu():
     assert manifest.machine({"use_tpu": True, "num_cores": 8}, "v3-8") == {"kind": "TPU", "type": "v3-8", "cores": 8}
     assert manifest.machine({"use_tpu": True, "num_cores": 8}, None)["type"] == "unknown"
     host = manifest.machine({}, "v3-8", {"TF_ENABLE_ONEDNN_OPTS": "0"})
-    assert {k: host[k] for k in ("kind", "type", "cores")} == {"kind": "CPU", "type": platform.machine(), "cores": os.cpu_count()}
+    assert {k: host[k] for k in ("kind", "type", "cores")} == {
+        "kind": "CPU",
+        "type": platform.machine(),
+        "cores": os.cpu_count(),
+    }
     assert (host["cpu"], host["isa"]) == manifest.processor() and host["kernels"] == {"TF_ENABLE_ONEDNN_OPTS": "0"}
     assert manifest.machine({}, None)["kernels"] == {}
 
 
 def test_the_processor_is_its_model_and_the_isa_flags_that_pick_kernels(tmp_path):
     cpuinfo = tmp_path / "cpuinfo"
-    core = "processor\t: {n}\nmodel name\t: AMD EPYC 9B14\nflags\t\t: fpu sse4_2 avx avx2 fma avx512f avx512_bf16 rdtscp\n\n"
+    core = (
+        "processor\t: {n}\nmodel name\t: AMD EPYC 9B14\n"
+        "flags\t\t: fpu sse4_2 avx avx2 fma avx512f avx512_bf16 rdtscp\n\n"
+    )
     cpuinfo.write_text(core.format(n=0) + core.format(n=1))
-    assert manifest.processor(str(cpuinfo)) == ("AMD EPYC 9B14", ["sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_bf16"])
+    assert manifest.processor(str(cpuinfo)) == (
+        "AMD EPYC 9B14",
+        ["sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_bf16"],
+    )
     arm = tmp_path / "arm"
     arm.write_text("processor\t: 0\nFeatures\t: fp asimd\n")
     assert manifest.processor(str(arm)) == (None, [])

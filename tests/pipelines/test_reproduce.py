@@ -54,9 +54,7 @@ def write_stages(
     return uris
 
 
-def write_run(
-    output: str, run_id: str, fingerprints=None, metrics=None, status="ok", machine=None, **arguments
-) -> str:
+def write_run(output: str, run_id: str, fingerprints=None, metrics=None, status="ok", machine=None, **arguments) -> str:
     """OUTPUT/runs/<id>/summary.json of a finished local run, with its stages' manifests; its path."""
     folder = os.path.join(output, "runs", run_id)
     settings = RunConfig(publish_root=os.path.join(output, "published"), job=JOB, **arguments)

@@ -157,7 +157,7 @@ def test_every_supported_preset_is_single_host_stream_executor():
     for name in tpu.SUPPORTED:
         found = tpu.preset(name)
         assert found.machine_type == "cloud-tpu" and found.hosts == 1 and not found.env and found.topology is None
-    for name, found in tpu.PRESETS.items():
+    for _name, found in tpu.PRESETS.items():
         if not found.supported:
             assert found.env == tpu.PJRT_ENV and found.accelerator_type == "TPU_V5_LITEPOD"
             assert found.num_cores == found.hosts * found.accelerator_count

@@ -27,7 +27,7 @@ class RecordMismatchError(ValueError):
 
 
 def compression(files: Sequence[str]) -> str:
-    """"GZIP" when the files are gzip-compressed (by their first bytes), "" when not; mixed is an error."""
+    """ "GZIP" when the files are gzip-compressed (by their first bytes), "" when not; mixed is an error."""
     kinds = set()
     for path in files:
         with tf.io.gfile.GFile(path, "rb") as f:
@@ -62,7 +62,9 @@ def _to_tensor(feature: Feature, value) -> tf.Tensor:
         )
         with tf.control_dependencies([check]):
             dense = tf.sparse.to_dense(value, default_value=tf.cast(feature.default, value.dtype))
-        dense = tf.pad(dense, [[0, 0], [0, length - tf.shape(dense)[1]]], constant_values=tf.cast(feature.default, value.dtype))
+        dense = tf.pad(
+            dense, [[0, 0], [0, length - tf.shape(dense)[1]]], constant_values=tf.cast(feature.default, value.dtype)
+        )
         value = tf.ensure_shape(dense, [None, length])
     elif feature.decode:
         height, width, channels = feature.shape

@@ -26,8 +26,8 @@ from estimator_lib.estimator import build_user_estimator
 from estimator_lib.export.saved_model import CPU_TAGS, TPU_CALL_OP, TPU_TAGS, ExportVerificationError, run_cpu_graph
 from estimator_lib.model import checkpoints, inputs
 from estimator_lib.model.inputs import Patterns
-from estimator_lib.model.user import records
 from estimator_lib.model.user import inputs as user_inputs
+from estimator_lib.model.user import records
 from estimator_lib.model.user.model_fn import check_hparams, check_model_fn, load_function, wrap_model_fn
 from estimator_lib.predict import PredictionError, PredictResult, shard_name
 from estimator_lib.predict.shards import publish, shard_sizes
@@ -270,13 +270,17 @@ def _verify(local_dir: str, expected: List[Dict[str, np.ndarray]], sample: List[
         want = np.stack([row[name] for row in expected])
         have = np.asarray(got.get(name))
         if have.shape != want.shape:
-            raise ExportVerificationError(f"output {name!r}: the served graph gives shape {have.shape}, the estimator {want.shape}")
+            raise ExportVerificationError(
+                f"output {name!r}: the served graph gives shape {have.shape}, the estimator {want.shape}"
+            )
         if want.dtype.kind in "fc":
             close = np.allclose(have, want, rtol=VERIFY_RTOL, atol=VERIFY_ATOL)
         else:
             close = np.array_equal(have, want)
         if not close:
-            raise ExportVerificationError(f"output {name!r}: the served graph and the estimator disagree on {len(sample)} records")
+            raise ExportVerificationError(
+                f"output {name!r}: the served graph and the estimator disagree on {len(sample)} records"
+            )
     return len(sample)
 
 
@@ -326,7 +330,10 @@ def export(
             "rows_checked": checked,
         }
         os.makedirs(os.path.join(local_dir, "assets.extra"), exist_ok=True)
-        storage.write_text(os.path.join(local_dir, "assets.extra", "export_metadata.json"), json.dumps(metadata, indent=2, sort_keys=True))
+        storage.write_text(
+            os.path.join(local_dir, "assets.extra", "export_metadata.json"),
+            json.dumps(metadata, indent=2, sort_keys=True),
+        )
         export_dir = storage.join(export_base, os.path.basename(local_dir))
         storage.commit_directory(local_dir, export_dir)
     finally:

@@ -39,6 +39,7 @@ def attention(x, mask, num_heads, name):
     batch = tf.shape(x)[0] if batch is None else batch  # static on a TPU; unknown in the serving graph
     size = hidden // num_heads
     with tf.compat.v1.variable_scope(name):
+
         def heads(t):
             return tf.transpose(tf.reshape(t, [batch, length, num_heads, size]), [0, 2, 1, 3])
 
@@ -61,7 +62,9 @@ def create_model(input_ids, input_mask, segment_ids, params):
         input_ids = tf.identity(input_ids)
     with tf.compat.v1.variable_scope("bert"):
         words = tf.compat.v1.get_variable("word_embeddings", [params["vocab_size"], hidden], initializer=_init())
-        positions = tf.compat.v1.get_variable("position_embeddings", [params["max_seq_length"], hidden], initializer=_init())
+        positions = tf.compat.v1.get_variable(
+            "position_embeddings", [params["max_seq_length"], hidden], initializer=_init()
+        )
         segments = tf.compat.v1.get_variable("token_type_embeddings", [2, hidden], initializer=_init())
         x = tf.gather(words, input_ids) + positions[None] + tf.gather(segments, segment_ids)
         x = layer_norm(x, "embeddings_norm")

@@ -153,7 +153,8 @@ def test_set_dotted_suggests_the_closest_name():
     with pytest.raises(ConfigError) as e:
         set_dotted(data, "training.train_step", 3)
     assert str(e.value) == (
-        "--set training.train_step: unknown field 'train_step'; known here: ['train_steps']; did you mean 'train_steps'?"
+        "--set training.train_step: unknown field 'train_step'; known here: ['train_steps']; "
+        "did you mean 'train_steps'?"
     )
     with pytest.raises(ConfigError) as e:
         set_dotted(data, "trainig.train_steps", 3)

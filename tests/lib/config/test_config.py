@@ -104,8 +104,8 @@ def test_unloadable_plugin_is_rejected_when_the_model_fn_is_built():
         ),
         (
             lambda: PrepareConfig(data="d.csv", label="y", eval_fraction=0.5, valid_fraction=0.5),
-            "prepare.eval_fraction + test_fraction + valid_fraction = 1 leaves no training rows; keep their sum below 1 "
-            "(prepare.eval_fraction=0.5, prepare.test_fraction=0.0, prepare.valid_fraction=0.5)",
+            "prepare.eval_fraction + test_fraction + valid_fraction = 1 leaves no training rows; "
+            "keep their sum below 1 (prepare.eval_fraction=0.5, prepare.test_fraction=0.0, prepare.valid_fraction=0.5)",
         ),
         (
             lambda: BlessingConfig(confidence=0.4),

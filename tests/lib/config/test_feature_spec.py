@@ -22,7 +22,13 @@ def test_a_spec_reads_every_kind_of_feature_and_round_trips():
     assert spec.feature("image") == Feature("image", "float32", (28, 28, 1))
     assert spec.feature("tokens") == Feature("tokens", "int32", (16,), var_len=True, default=0)
     assert (spec.feature("image").size, spec.feature("tokens").size, spec.feature("jpeg").size) == (784, 16, 1)
-    assert [f.wire_list for f in spec.features] == ["float_list", "int64_list", "bytes_list", "bytes_list", "int64_list"]
+    assert [f.wire_list for f in spec.features] == [
+        "float_list",
+        "int64_list",
+        "bytes_list",
+        "bytes_list",
+        "int64_list",
+    ]
     assert spec.feature("jpeg").tensor_dtype == "float32"
     assert [f.name for f in spec.inputs] == ["image", "tokens", "jpeg"]  # not the label, not the key
     assert FeatureSpec.from_json(spec.to_json(), "label", "id") == spec
@@ -42,13 +48,22 @@ def test_a_spec_file_is_read_and_a_bad_file_is_named(tmp_path):
 @pytest.mark.parametrize(
     "entry, message",
     [
-        ({"dtype": "float64", "shape": [3]}, r"feature 'x': dtype 'float64' is not one of \['bytes', 'float32', 'int32', 'int64'\]"),
+        (
+            {"dtype": "float64", "shape": [3]},
+            r"feature 'x': dtype 'float64' is not one of \['bytes', 'float32', 'int32', 'int64'\]",
+        ),
         ({"dtype": "float32", "shape": [0]}, r"feature 'x': shape \[0\] must be a list of positive integers"),
         ({"dtype": "float32", "shape": "3"}, r"feature 'x': shape '3' must be a list of positive integers"),
         ({"dtype": "int64", "shape": [2, 2], "var_len": True}, r"feature 'x': var_len is for rank-1 features"),
-        ({"dtype": "float32", "shape": [8, 8, 3], "decode": "image"}, r"feature 'x': decode must be \"image\", on a bytes"),
+        (
+            {"dtype": "float32", "shape": [8, 8, 3], "decode": "image"},
+            r"feature 'x': decode must be \"image\", on a bytes",
+        ),
         ({"dtype": "bytes", "shape": [4]}, r"feature 'x': a bytes feature is a scalar"),
-        ({"dtype": "int64", "shape": [4], "var_len": True, "default": "pad"}, r"feature 'x': default 'pad' must be a number"),
+        (
+            {"dtype": "int64", "shape": [4], "var_len": True, "default": "pad"},
+            r"feature 'x': default 'pad' must be a number",
+        ),
         ({"dtype": "int64", "size": 3}, r"feature 'x': unknown key\(s\) \['size'\]"),
         ([784], r"feature 'x': expected an object like"),
     ],

@@ -70,6 +70,6 @@ def test_empty_input_yields_nothing():
 def test_a_worker_error_reaches_the_caller_after_the_earlier_results(workers):
     seen = []
     with pytest.raises(ValueError, match="task 3 is bad"):
-        for task, result in ordered_map(fail_on_three, range(6), workers, remember, None):
+        for _task, result in ordered_map(fail_on_three, range(6), workers, remember, None):
             seen.append(result)
     assert seen == [0, 1, 2]

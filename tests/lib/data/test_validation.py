@@ -32,7 +32,11 @@ def reference(tmp_path_factory):
     return str(model)
 
 
-def _validate(reference, tmp_path, rows, checks=ValidationConfig()):
+# The checks `_validate` runs when a test does not name them: the defaults.
+DEFAULT_CHECKS = ValidationConfig()
+
+
+def _validate(reference, tmp_path, rows, checks=DEFAULT_CHECKS):
     return retrain.prepare_continuing(
         _config(write_rows(tmp_path / "new.csv", rows)),
         str(tmp_path / "data"),

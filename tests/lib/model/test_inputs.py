@@ -63,7 +63,7 @@ def test_predict_on_cpu_feeds_several_whole_batches_per_element(data):
     single = list(builder({"batch_size": 16}))
     assert [len(g["example_index"]) for g in grouped] == [48, 48, 16]
     for key in single[0]:
-        together = lambda elements: np.concatenate([e[key].numpy() for e in elements])
+        together = lambda elements, key=key: np.concatenate([e[key].numpy() for e in elements])
         assert np.array_equal(together(grouped), together(single)), key
     tpu = list(builder({"batch_size": 16, inputs.PREDICT_BATCHES_PER_RUN: 3, "use_tpu": True}))
     assert all(e["example_index"].shape == (16,) for e in tpu)  # static batches on a TPU
@@ -221,7 +221,9 @@ def test_cached_batches_are_the_parsed_training_stream(data, position):
     files = inputs.resolve_files(pattern)
     counts = [inputs.count_records(f) for f in files]
     parsed = inputs.training_records(files, 3, 50, position).batch(16).map(lambda s: transform.parse_batch(s, schema))
-    cached = inputs.cached_training_batches(files, counts, lambda s: transform.parse_batch(s, schema), 3, 50, position, 16)
+    cached = inputs.cached_training_batches(
+        files, counts, lambda s: transform.parse_batch(s, schema), 3, 50, position, 16
+    )
     for (f1, l1), (f2, l2) in zip(parsed.take(15), cached.take(15)):  # 240 rows: past two epoch boundaries
         assert l1.numpy().tolist() == l2.numpy().tolist()
         for key in f1:

@@ -54,8 +54,10 @@ def test_the_users_metric_is_numpys_on_the_real_rows_and_predictions_keep_input_
     assert predicted.count == EVAL_ROWS and verify_output(out)["count"] == EVAL_ROWS
     assert [r["index"] for r in rows] == list(range(EVAL_ROWS))
     assert list(rows[0]) == ["index", "class_id", "probabilities"] and len(rows[0]["probabilities"]) == 10
-    labels = [int(tf.train.Example.FromString(r).features.feature["label"].int64_list.value[0]) for r in
-              tf.data.TFRecordDataset(os.path.join(root, "eval.tfrecord")).as_numpy_iterator()]
+    labels = [
+        int(tf.train.Example.FromString(r).features.feature["label"].int64_list.value[0])
+        for r in tf.data.TFRecordDataset(os.path.join(root, "eval.tfrecord")).as_numpy_iterator()
+    ]
     class_ids = np.array([r["class_id"] for r in rows])
     assert class_ids.tolist() == np.argmax([r["probabilities"] for r in rows], axis=1).tolist()
     accuracy = np.float32(np.mean(class_ids == np.array(labels)))
@@ -68,7 +70,10 @@ def test_export_has_both_tag_sets_is_verified_and_carries_its_metadata(digits, t
     assert result["tag_sets"] == [["serve"], ["serve", "tpu"]] and result["rows_checked"] == 16
     with open(os.path.join(result["export_dir"], "assets.extra", "export_metadata.json")) as f:
         metadata = json.load(f)
-    assert metadata["hparams"] == HPARAMS and metadata["feature_spec"]["image"] == {"dtype": "float32", "shape": [8, 8, 1]}
+    assert metadata["hparams"] == HPARAMS and metadata["feature_spec"]["image"] == {
+        "dtype": "float32",
+        "shape": [8, 8, 1],
+    }
 
 
 def test_a_second_run_warm_starts_from_the_first_by_variable_name(digits, tmp_path):
@@ -121,9 +126,14 @@ def test_a_record_that_lacks_a_feature_is_named_by_file_record_and_feature(digit
 
 def test_a_spec_of_the_wrong_dtype_names_the_feature_the_expected_and_the_found(digits):
     root, job, user, model_dir = digits
-    wrong = FeatureSpec.from_json({"image": {"dtype": "int64", "shape": [8, 8, 1]}, "label": {"dtype": "int64"}}, "label")
-    with pytest.raises(RecordMismatchError, match=r"eval.tfrecord: record 0: feature 'image': expected 64 value\(s\) in "
-                       r"int64_list \(int64, shape \[8, 8, 1\]\), found 64 value\(s\) in float_list"):
+    wrong = FeatureSpec.from_json(
+        {"image": {"dtype": "int64", "shape": [8, 8, 1]}, "label": {"dtype": "int64"}}, "label"
+    )
+    with pytest.raises(
+        RecordMismatchError,
+        match=r"eval.tfrecord: record 0: feature 'image': expected 64 value\(s\) in "
+        r"int64_list \(int64, shape \[8, 8, 1\]\), found 64 value\(s\) in float_list",
+    ):
         evaluate(job, dataclasses.replace(user, spec=wrong), os.path.join(root, "eval.tfrecord"), model_dir)
 
 

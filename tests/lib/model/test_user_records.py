@@ -48,7 +48,9 @@ def test_a_batch_parses_to_static_shapes_with_sequences_padded_and_images_decode
 
 
 def test_a_sequence_longer_than_its_length_fails_and_is_never_cut():
-    with pytest.raises(tf.errors.InvalidArgumentError, match=r"feature 'tokens': a record holds more than its var_len length 4"):
+    with pytest.raises(
+        tf.errors.InvalidArgumentError, match=r"feature 'tokens': a record holds more than its var_len length 4"
+    ):
         records.parse_batch(tf.constant([example([1, 2, 3, 4, 5])]), SPEC, with_label=False)
 
 

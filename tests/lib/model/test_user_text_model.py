@@ -20,7 +20,14 @@ from estimator_lib.model.user import UserModel, evaluate, export, predict, train
 from estimator_lib.predict import read_predictions
 
 EXAMPLE = os.path.join(repo.ROOT, "examples", "text_classifier")
-HPARAMS = {"vocab_size": 50, "hidden_size": 32, "num_heads": 4, "max_seq_length": 32, "num_labels": 2, "learning_rate": 0.003}
+HPARAMS = {
+    "vocab_size": 50,
+    "hidden_size": 32,
+    "num_heads": 4,
+    "max_seq_length": 32,
+    "num_labels": 2,
+    "learning_rate": 0.003,
+}
 
 
 @pytest.fixture(scope="module")
@@ -39,8 +46,12 @@ def text(tmp_path_factory):
 
 
 def _labels(path):
-    return np.array([tf.train.Example.FromString(r).features.feature["label_ids"].int64_list.value[0]
-                     for r in tf.data.TFRecordDataset(path).as_numpy_iterator()])
+    return np.array(
+        [
+            tf.train.Example.FromString(r).features.feature["label_ids"].int64_list.value[0]
+            for r in tf.data.TFRecordDataset(path).as_numpy_iterator()
+        ]
+    )
 
 
 def test_bert_style_metrics_equal_numpys_on_the_real_rows(text, tmp_path):

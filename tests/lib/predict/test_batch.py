@@ -154,8 +154,9 @@ def dnn_trained(trained: Trained) -> Trained:
 @pytest.mark.parametrize("family", ["linear", "dnn"])
 def test_several_batches_per_session_run_write_the_bytes_of_one_batch_per_run(trained, tmp_path, monkeypatch, family):
     """On CPU one session.run predicts several whole batches (inputs.PREDICT_ROWS_PER_RUN rows; for inputs
-    of inputs.PREDICT_LOOP_MIN_ROWS rows on), batch by batch: every output file is byte for byte the one-batch-per-run output, whatever the grouping, with
-    missing values, passthrough columns, keys too long to travel packed, a last partial batch and shards."""
+    of inputs.PREDICT_LOOP_MIN_ROWS rows on), batch by batch: every output file is byte for byte the
+    one-batch-per-run output, whatever the grouping, with missing values, passthrough columns, keys too long to
+    travel packed, a last partial batch and shards."""
     model = dnn_trained(trained) if family == "dnn" else trained
     n = 7 * B + 3  # a last partial batch; elements of 3 batches end with a shorter one
     rows = synthetic.make_rows(n, seed=13, task="multiclass")  # "x-2" missing in every 17th row

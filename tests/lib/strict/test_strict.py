@@ -280,8 +280,9 @@ def test_string_ops_inside_the_model_are_rejected(binary):
     job = job_with(plugin("string_logits"))  # no gradient either: shown in predict, where CPU runs it fine
     message = rejected(job, schema, build_model_fn(schema, job), modes=("infer",))
     assert (
-        "[dtype] infer model_fn estimator_lib.model.model_fn.build_model_fn.<locals>.model_fn: op 'AsString' (AsString) "
-        "makes string tensor 'AsString:0' inside the TPU computation. Fix: do string work on the host"
+        "[dtype] infer model_fn estimator_lib.model.model_fn.build_model_fn.<locals>.model_fn: "
+        "op 'AsString' (AsString) makes string tensor 'AsString:0' inside the TPU computation. "
+        "Fix: do string work on the host"
     ) in message
     assert "[xla] infer step of model_fn" in message and "XLA cannot compile op AsString" in message
 
@@ -408,8 +409,8 @@ def test_op_xla_cannot_compile_is_rejected_with_where_it_was_created(binary):
     job = job_with(plugin("py_function_logits"))
     message = rejected(job, schema, build_model_fn(schema, job), modes=("train", "infer"))
     assert (
-        "[xla] train step of model_fn estimator_lib.model.model_fn.build_model_fn.<locals>.model_fn: XLA cannot compile op "
-        "EagerPyFunc (node 'EagerPyFunc'), created at test_strict.py:"
+        "[xla] train step of model_fn estimator_lib.model.model_fn.build_model_fn.<locals>.model_fn: "
+        "XLA cannot compile op EagerPyFunc (node 'EagerPyFunc'), created at test_strict.py:"
     ) in message
     assert "in py_function_logits; the TPU compiler would refuse it too." in message
     assert "[xla] infer step of model_fn" in message
