@@ -8,12 +8,11 @@ from the spec; `records` parses records and names the one that does not match th
 
 from estimator_lib.model.user.model_fn import UserCodeError, load_function, wrap_model_fn
 from estimator_lib.model.user.records import RecordMismatchError
-from estimator_lib.model.user.run import UserEvalResult, UserModel, evaluate, export, predict, train
+from estimator_lib.model.user.run import UserModel, evaluate, export, predict, train
 
 __all__ = [
     "RecordMismatchError",
     "UserCodeError",
-    "UserEvalResult",
     "UserModel",
     "evaluate",
     "export",

@@ -22,7 +22,7 @@ import tensorflow as tf
 from estimator_lib import storage, strict
 from estimator_lib.config import JobConfig
 from estimator_lib.config.feature_spec import FeatureSpec
-from estimator_lib.estimator import build_user_estimator
+from estimator_lib.estimator import EvalResult, build_user_estimator
 from estimator_lib.export.saved_model import CPU_TAGS, TPU_CALL_OP, TPU_TAGS, ExportVerificationError, run_cpu_graph
 from estimator_lib.model import checkpoints, inputs
 from estimator_lib.model.inputs import Patterns
@@ -78,17 +78,6 @@ def _strict_check(job: JobConfig, user: UserModel, files: Sequence[str], model_d
     )
 
 
-@dataclasses.dataclass(frozen=True)
-class UserEvalResult:
-    """The user's metrics (their metric_fn's names) over the real records, padding excluded."""
-
-    metrics: Dict[str, float]
-    global_step: int
-    num_examples: int
-    steps: int
-    checkpoint: str
-
-
 @contextlib.contextmanager
 def _named_records(files: Sequence[str], spec: FeatureSpec, with_label: bool) -> Iterator[None]:
     """Checks the files' first records against the spec; then a parse failure in the input pipeline becomes an
@@ -98,6 +87,14 @@ def _named_records(files: Sequence[str], spec: FeatureSpec, with_label: bool) ->
         yield
     except tf.errors.InvalidArgumentError as e:
         records.raise_for_records(files, spec, with_label, e)
+
+
+def _checkpoint(model_dir: str, given: Optional[str], purpose: str) -> str:
+    """`given`, or the model's checkpoint (`checkpoints.selected_checkpoint`); an error naming the fix."""
+    checkpoint = given or checkpoints.selected_checkpoint(model_dir)
+    if checkpoint is None:
+        raise FileNotFoundError(f"no checkpoint in {model_dir!r} to {purpose}; train first")
+    return checkpoint
 
 
 def _estimator(job: JobConfig, user: UserModel, model_dir: str, warm_start_from: Optional[str] = None):
@@ -143,7 +140,7 @@ def evaluate(
     *,
     num_examples: Optional[int] = None,
     checkpoint_path: Optional[str] = None,
-) -> UserEvalResult:
+) -> EvalResult:
     """Runs the user's metric_fn over every record once (padded to whole batches; padding masked out).
 
     TPUEstimator's own `loss` (a mean of the batches' losses, padded rows included) is not reported: metrics
@@ -153,15 +150,13 @@ def evaluate(
     count = input_fn.num_examples  # type: ignore[attr-defined]
     if count == 0:
         raise ValueError(f"the evaluation data {eval_files!r} holds no record; evaluate needs at least one")
-    checkpoint = checkpoint_path or checkpoints.selected_checkpoint(model_dir)
-    if checkpoint is None:
-        raise FileNotFoundError(f"no checkpoint in {model_dir!r} to evaluate; train first")
+    checkpoint = _checkpoint(model_dir, checkpoint_path, "evaluate")
     steps = inputs.eval_steps(count, job.training.eval_batch_size)
     with _named_records(input_fn.files, user.spec, with_label=True):  # type: ignore[attr-defined]
         raw = _estimator(job, user, model_dir).evaluate(input_fn, steps=steps, checkpoint_path=checkpoint)
     step = int(raw.pop("global_step"))
     raw.pop("loss", None)
-    return UserEvalResult({k: float(v) for k, v in raw.items()}, step, count, steps, checkpoint)
+    return EvalResult({k: float(v) for k, v in raw.items()}, step, count, steps, checkpoint)
 
 
 def _rows(estimator, input_fn, checkpoint: str, count: int) -> Iterator[Dict[str, np.ndarray]]:
@@ -203,9 +198,7 @@ def predict(
     predictions by their names, tensors as nested lists}. Published in one commit, with a manifest."""
     input_fn = user_inputs.padded_input_fn_builder(data, user.spec, num_examples, with_label=False)
     count, files = input_fn.num_examples, input_fn.files  # type: ignore[attr-defined]
-    checkpoint = checkpoint_path or checkpoints.selected_checkpoint(model_dir)
-    if checkpoint is None:
-        raise FileNotFoundError(f"no checkpoint in {model_dir!r} to predict with; train first")
+    checkpoint = _checkpoint(model_dir, checkpoint_path, "predict with")
     if num_shards < 1:
         raise ValueError(f"num_shards={num_shards} must be at least 1")
     keys = records.read_column(files, user.spec.feature(user.spec.key)) if user.spec.key else None
@@ -298,9 +291,7 @@ def export(
     against the estimator's), then publishes it atomically as `export_base/<version>`. Returns
     {"export_dir", "tag_sets", "rows_checked"}; writes `assets.extra/export_metadata.json` (the spec, the
     model_fn, the hyperparameters, the checkpoint) inside the export: no metadata travels elsewhere."""
-    checkpoint = checkpoint_path or checkpoints.selected_checkpoint(model_dir)
-    if checkpoint is None:
-        raise FileNotFoundError(f"no checkpoint in {model_dir!r} to export; train first")
+    checkpoint = _checkpoint(model_dir, checkpoint_path, "export")
     estimator = _estimator(job, user, model_dir)
     staging = storage.local_staging_dir(storage.join(export_base, "export"))
     try:

@@ -9,37 +9,31 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
 import pytest
-import repo
 import tensorflow as tf
+from user_examples import trained_example
 
 from estimator_lib.config import JobConfig, TPUSettings, TrainingConfig
 from estimator_lib.config.feature_spec import FeatureSpec
 from estimator_lib.model.user import RecordMismatchError, UserCodeError, UserModel, evaluate, export, predict, train
 from estimator_lib.predict import read_predictions, verify_output
 
-EXAMPLE = os.path.join(repo.ROOT, "examples", "image_cnn")
 HPARAMS = {"filters": 8, "units": 32, "learning_rate": 0.01}
 EVAL_ROWS = 297
 
 
 @pytest.fixture(scope="module")
 def digits(tmp_path_factory):
-    root = str(tmp_path_factory.mktemp("digits"))
-    subprocess.run([sys.executable, os.path.join(EXAMPLE, "make_records.py"), root], check=True)  # as documented
-    spec = FeatureSpec.read(os.path.join(root, "feature_spec.json"), label="label")
-    user = UserModel("digits_cnn.model:model_fn", spec, HPARAMS, code_dir=EXAMPLE)
     job = JobConfig(
         tpu=TPUSettings(iterations_per_loop=50),
         training=TrainingConfig(train_batch_size=32, eval_batch_size=64, predict_batch_size=64, train_steps=150),
     )
-    model_dir = os.path.join(root, "model")
-    train(job, user, os.path.join(root, "train.tfrecord"), model_dir)
-    return root, job, user, model_dir
+    root = str(tmp_path_factory.mktemp("digits"))
+    trained = trained_example("image_cnn", "digits_cnn.model:model_fn", "label", HPARAMS, job, root)
+    return trained.root, trained.job, trained.user, trained.model_dir
 
 
 def test_the_users_metric_is_numpys_on_the_real_rows_and_predictions_keep_input_order(digits, tmp_path):

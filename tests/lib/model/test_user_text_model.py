@@ -6,20 +6,16 @@ not a multiple of the batch; predictions come back in order; the export is verif
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
-import repo
 import tensorflow as tf
+from user_examples import trained_example
 
 from estimator_lib.config import JobConfig, TPUSettings, TrainingConfig
-from estimator_lib.config.feature_spec import FeatureSpec
-from estimator_lib.model.user import UserModel, evaluate, export, predict, train
+from estimator_lib.model.user import evaluate, export, predict
 from estimator_lib.predict import read_predictions
 
-EXAMPLE = os.path.join(repo.ROOT, "examples", "text_classifier")
 HPARAMS = {
     "vocab_size": 50,
     "hidden_size": 32,
@@ -32,17 +28,13 @@ HPARAMS = {
 
 @pytest.fixture(scope="module")
 def text(tmp_path_factory):
-    root = str(tmp_path_factory.mktemp("text"))
-    subprocess.run([sys.executable, os.path.join(EXAMPLE, "make_records.py"), root], check=True)  # as documented
-    spec = FeatureSpec.read(os.path.join(root, "feature_spec.json"), label="label_ids")
-    user = UserModel("token_transformer.model:model_fn", spec, HPARAMS, code_dir=EXAMPLE)
     job = JobConfig(
         tpu=TPUSettings(iterations_per_loop=100, num_cores=8, strict=True),
         training=TrainingConfig(train_batch_size=64, eval_batch_size=64, predict_batch_size=64, train_steps=300),
     )
-    model_dir = os.path.join(root, "model")
-    train(job, user, os.path.join(root, "train.tfrecord"), model_dir)
-    return root, job, user, model_dir
+    root = str(tmp_path_factory.mktemp("text"))
+    trained = trained_example("text_classifier", "token_transformer.model:model_fn", "label_ids", HPARAMS, job, root)
+    return trained.root, trained.job, trained.user, trained.model_dir
 
 
 def _labels(path):
