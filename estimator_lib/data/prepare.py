@@ -26,7 +26,7 @@ import bisect
 import dataclasses
 import json
 import os
-from typing import Any, Callable, Dict, FrozenSet, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, FrozenSet, Iterator, List, Optional, Protocol, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -103,19 +103,41 @@ class ChunkFacts:
     key_hashes: np.ndarray  # uint64 [rows of the chunk]
 
 
+class ProfilePass(Protocol):
+    """Pass 1's per-chunk work: (file index, `Profile`) per chunk, in input (chunk) order. Appends one `FileScan`
+    per input file to `scans`; `header_check` sees each CSV file's first chunk before its rows."""
+
+    def __call__(
+        self,
+        inputs: List[InputFile],
+        config: PrepareConfig,
+        plan: ProfilePlan,
+        header_check: Callable[[Chunk], None],
+        scans: List[FileScan],
+    ) -> Iterator[Tuple[int, Profile]]: ...
+
+
+class EncodePass(Protocol):
+    """Pass 2's per-chunk work: a `ChunkResult` per chunk, in input order, the same chunks as pass 1, each with
+    its `ChunkFacts` (in-process, read again and checked against pass 1's `scans`: a file that changed fails)."""
+
+    def __call__(
+        self,
+        inputs: List[InputFile],
+        config: PrepareConfig,
+        plan: EncodePlan,
+        facts: Iterator[ChunkFacts],
+        scans: List[FileScan],
+    ) -> Iterator[ChunkResult]: ...
+
+
 @dataclasses.dataclass(frozen=True)
 class Passes:
-    """Who runs the two passes' per-chunk work. Both callables yield in input (chunk) order.
+    """Who runs the two passes' per-chunk work: worker processes on this host (`IN_PROCESS`), or Apache Beam
+    (`estimator_lib.data.beam`). Both yield in input (chunk) order."""
 
-    Attributes:
-      profile: (inputs, config, plan, header_check, scans) -> (file index, `Profile`) per chunk. Appends one
-        `FileScan` per input file to `scans`; `header_check` sees each CSV file's first chunk before its rows.
-      encode: (inputs, config, plan, facts, scans) -> `ChunkResult` per chunk: the same chunks, each with its
-        `ChunkFacts` (in-process, read again and checked against pass 1's `scans`: a file that changed fails).
-    """
-
-    profile: Callable[..., Iterator[Tuple[int, Profile]]]
-    encode: Callable[..., Iterator[ChunkResult]]
+    profile: ProfilePass
+    encode: EncodePass
 
 
 def prepare(
