@@ -265,17 +265,22 @@ def test_gradients_are_clipped_to_the_global_norm(tmp_path):
     assert np.sqrt(sum(np.sum((a.astype(np.float64) - b) ** 2) for b, a in free)) > 10 * norm
 
 
-def test_loop_stop_hook_ends_the_session_at_the_target(tmp_path):
+def cpu_loop_train_spec(model_dir: str, k: int, target: int):
+    """In the current graph: a linear regression model's TRAIN spec running `k` steps per session run up to step
+    `target`, and a feed of `k` batches of B rows labelled 60."""
     schema = synthetic.make_schema("regression")
-    k, target = 3, 7
+    features = feature_placeholders([k, B], padding=False)
+    labels = tf.compat.v1.placeholder(tf.float32, [k, B])
+    fn = build_model_fn(schema, job(family="linear"))
+    spec = call(fn, ModeKeys.TRAIN, features, labels, model_dir, **{STEPS_PER_RUN: k, TARGET_STEP: target})
+    values = {name: np.stack([v] * k) for name, v in feed_values(B).items()}
+    return spec, {**feed(features, values), labels: np.full([k, B], 60.0, np.float32)}
+
+
+def test_loop_stop_hook_ends_the_session_at_the_target(tmp_path):
     with tf.Graph().as_default():
-        features = feature_placeholders([k, B], padding=False)
-        labels = tf.compat.v1.placeholder(tf.float32, [k, B])
-        fn = build_model_fn(schema, job(family="linear"))
-        spec = call(fn, ModeKeys.TRAIN, features, labels, str(tmp_path), **{STEPS_PER_RUN: k, TARGET_STEP: target})
+        spec, feed_dict = cpu_loop_train_spec(str(tmp_path), k=3, target=7)
         stop_hook = spec.training_hooks[1]
-        values = {name: np.stack([v] * k) for name, v in feed_values(B).items()}
-        feed_dict = {**feed(features, values), labels: np.full([k, B], 60.0, np.float32)}
         runs = 0
         with tf.compat.v1.train.MonitoredSession(hooks=[stop_hook]) as session:
             while not session.should_stop():
@@ -288,18 +293,11 @@ def test_loop_stop_hook_ends_the_session_at_the_target(tmp_path):
 
 
 def test_cpu_train_loop_runs_k_steps_per_run_and_stops_at_the_target(tmp_path):
-    schema = synthetic.make_schema("regression")
-    k, target = 3, 5
     with tf.Graph().as_default():
-        features = feature_placeholders([k, B], padding=False)
-        labels = tf.compat.v1.placeholder(tf.float32, [k, B])
-        fn = build_model_fn(schema, job(family="linear"))
-        spec = call(fn, ModeKeys.TRAIN, features, labels, str(tmp_path), **{STEPS_PER_RUN: k, TARGET_STEP: target})
+        spec, feed_dict = cpu_loop_train_spec(str(tmp_path), k=3, target=5)
         checkpoint_hook, stop_hook = spec.training_hooks
-        assert isinstance(stop_hook, LoopStopHook) and stop_hook._target_step == target
-        assert checkpoint_hook._timer._every_steps == 10 and checkpoint_hook._steps_per_run == k
-        values = {name: np.stack([v] * k) for name, v in feed_values(B).items()}
-        feed_dict = {**feed(features, values), labels: np.full([k, B], 60.0, np.float32)}
+        assert isinstance(stop_hook, LoopStopHook) and stop_hook._target_step == 5
+        assert checkpoint_hook._timer._every_steps == 10 and checkpoint_hook._steps_per_run == 3
         step = tf.compat.v1.train.get_global_step()
         with tf.compat.v1.Session() as session:
             session.run(tf.compat.v1.global_variables_initializer())
