@@ -83,23 +83,15 @@ def build_estimator(
     `predict_batches_per_run` > 1 does the same for prediction on CPU (with `inputs.predict_input_fn_builder`'s
     input only: `model_fn.predict_loop`).
     """
-    if job.training.deterministic:
-        enable_determinism(job.training.seed)
     api_versions = {1: ExportSavedModelApiVersion.V1, 2: ExportSavedModelApiVersion.V2}
     if export_saved_model_api_version not in api_versions:
         raise ValueError(f"export_saved_model_api_version={export_saved_model_api_version} must be 1 or 2")
-    return tpu_lib.TPUEstimator(
-        model_fn=build_model_fn(schema, job, metric_fn),
-        config=build_run_config(job, model_dir),
-        use_tpu=job.tpu.use_tpu,
-        train_batch_size=job.training.train_batch_size,
-        eval_batch_size=job.training.eval_batch_size,
-        predict_batch_size=job.training.predict_batch_size,
-        eval_on_tpu=job.tpu.eval_on_tpu,
-        export_to_tpu=True,
-        export_to_cpu=True,
+    return _tpu_estimator(
+        job,
+        model_dir,
+        build_model_fn(schema, job, metric_fn),
+        _cpu_loop_params(job, schema, target_step, predict_batches_per_run),
         export_saved_model_api_version=api_versions[export_saved_model_api_version],
-        params=_cpu_loop_params(job, schema, target_step, predict_batches_per_run),
     )
 
 
@@ -112,6 +104,13 @@ def build_user_estimator(
     The run config and the batch sizes are the job's, as for the built-in models; `warm_start_from` (a
     checkpoint or SavedModel variables directory) initialises the variables the checkpoint shares by name.
     """
+    return _tpu_estimator(job, model_dir, model_fn, dict(hparams), warm_start_from=warm_start_from)
+
+
+def _tpu_estimator(job: JobConfig, model_dir: str, model_fn, params: Dict, **options) -> tpu_lib.TPUEstimator:
+    """The one TPUEstimator construction: the job's run config, batch sizes (global) and TPU settings, exporting
+    a CPU and a TPU meta graph; `options` are the remaining TPUEstimator arguments. Enables op determinism first
+    when the job asks for it."""
     if job.training.deterministic:
         enable_determinism(job.training.seed)
     return tpu_lib.TPUEstimator(
@@ -124,8 +123,8 @@ def build_user_estimator(
         eval_on_tpu=job.tpu.eval_on_tpu,
         export_to_tpu=True,
         export_to_cpu=True,
-        params=dict(hparams),
-        warm_start_from=warm_start_from,
+        params=params,
+        **options,
     )
 
 

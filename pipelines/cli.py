@@ -55,6 +55,11 @@ def _preset_help() -> str:
 
 
 # -- arguments -----------------------------------------------------------------------------------------------
+def _add_key_value_option(group: Any, flag: str, dest: str, help: str) -> None:
+    """A repeatable `FLAG KEY=VALUE` option collected in a list (empty when not given)."""
+    group.add_argument(flag, dest=dest, action="append", default=[], metavar="KEY=VALUE", help=help)
+
+
 def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
     # Without --data and --label the run keeps RunConfig's (the embedded penguins); see resolve_settings.
     defaults = RunConfig.field_defaults()
@@ -68,13 +73,11 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "--eval-fraction", type=float, help=f"share of rows for evaluation (default: {defaults['eval_fraction']})"
     )
     group.add_argument("--config", help="JSON config file: JobConfig sections plus 'blessing' and 'prepare'")
-    group.add_argument(
+    _add_key_value_option(
+        group,
         "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config value, parsed by the field's type, e.g. training.train_steps=300, "
+        "overrides",
+        "override a config value, parsed by the field's type, e.g. training.train_steps=300, "
         'model.hidden_units=64,32, model.family=linear, tpu.strict=false, blessing.thresholds={"accuracy":0.9}, '
         "prepare.eval_fraction=0.3, training.warm_start_from=null (repeatable)",
     )
@@ -216,14 +219,7 @@ def _add_vertex_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--pipeline-root", required=True, help="gs:// prefix for the run's artifacts")
     group.add_argument("--service-account", help="service account the pipeline and its TPU jobs run as")
     group.add_argument("--network", help="VPC network to peer with: projects/NUMBER/global/networks/NAME")
-    group.add_argument(
-        "--job-label",
-        dest="job_labels",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="resource label on the job (repeatable)",
-    )
+    _add_key_value_option(group, "--job-label", "job_labels", "resource label on the job (repeatable)")
     group.add_argument(
         "--no-caching",
         dest="caching",

@@ -34,6 +34,18 @@ def run_cli(*args: str, timeout: int = 900) -> subprocess.CompletedProcess:
     return subprocess.run([TPU_PIPELINE, *args], capture_output=True, text=True, timeout=timeout, env=env, check=False)
 
 
+def run_local(output: str, *args: str) -> typing.Tuple[subprocess.CompletedProcess, dict]:
+    """`tpu-pipeline run-local --output OUTPUT ARGS...`, which must succeed: the process and its summary."""
+    proc = run_cli("run-local", "--output", output, *args)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    return proc, load_summary(output)
+
+
+def settings(*overrides: str) -> typing.List[str]:
+    """`--set` arguments, one per override."""
+    return [arg for override in overrides for arg in ("--set", override)]
+
+
 def load_summary(output: str) -> dict:
     with open(os.path.join(output, "summary.json"), encoding="utf-8") as f:
         return json.load(f)
@@ -51,9 +63,8 @@ def prediction_rows(uri: str) -> list:
 def first_run(tmp_path_factory):
     """`tpu-pipeline run-local --output DIR`: the default run, as the README gives it."""
     output = str(tmp_path_factory.mktemp("first"))
-    proc = run_cli("run-local", "--output", output)
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    return output, proc.stdout, load_summary(output)
+    proc, summary = run_local(output)
+    return output, proc.stdout, summary
 
 
 def test_default_run_prints_where_the_summary_is(first_run):
@@ -176,23 +187,8 @@ def test_warm_started_second_run_is_blessed_against_the_published_baseline(first
     root = os.path.join(first_output, "published")
     baseline = release.latest(root)
     output = str(tmp_path / "second")
-    proc = run_cli(
-        "run-local",
-        "--output",
-        output,
-        "--publish-root",
-        root,
-        "--warm-start",
-        "latest",
-        "--set",
-        "training.train_steps=50",
-        "--set",
-        "blessing.min_improvement=-0.05",
-        "--set",
-        "prepare.num_workers=1",
-    )
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    summary = load_summary(output)
+    overrides = settings("training.train_steps=50", "blessing.min_improvement=-0.05", "prepare.num_workers=1")
+    proc, summary = run_local(output, "--publish-root", root, "--warm-start", "latest", *overrides)
     assert summary["blessed"] is True, summary["blessing"]
     assert summary["blessing"]["baseline_uri"] == baseline.uri
     # The baseline is scored with the same code on the same rows: its metrics are the first run's.
@@ -212,23 +208,8 @@ def test_second_run_that_must_beat_the_baseline_is_refused_and_publishes_nothing
     versions_before = sorted(os.listdir(os.path.join(root, "versions")))
     latest_before = release.latest(root)
     output = str(tmp_path / "refused")
-    proc = run_cli(
-        "run-local",
-        "--output",
-        output,
-        "--publish-root",
-        root,
-        "--baseline",
-        baseline_uri,
-        "--set",
-        "training.train_steps=100",
-        "--set",
-        "blessing.min_improvement=0.05",
-        "--set",
-        "prepare.num_workers=1",
-    )
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    summary = load_summary(output)
+    overrides = settings("training.train_steps=100", "blessing.min_improvement=0.05", "prepare.num_workers=1")
+    proc, summary = run_local(output, "--publish-root", root, "--baseline", baseline_uri, *overrides)
     assert summary["blessed"] is False
     [reason] = summary["blessing"]["reasons"]
     assert reason.startswith("vs baseline") and "min_improvement 0.05" in reason and reason.endswith("fails")

@@ -4,20 +4,9 @@ from __future__ import annotations
 
 import io
 
+from fakes import Clock, Terminal
+
 from estimator_lib.progress import RowProgress, duration
-
-
-class Clock:
-    def __init__(self):
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-class Terminal(io.StringIO):
-    def isatty(self) -> bool:
-        return True
 
 
 def test_duration():

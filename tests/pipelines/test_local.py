@@ -12,6 +12,7 @@ import sys
 import time
 
 import pytest
+from fakes import Clock, Terminal
 
 from pipelines import local, runs
 
@@ -64,22 +65,9 @@ STEP_LINE = "    [KFP Executor 2026-11-22 00:22:54,065 INFO]: step 300/1000 (30%
 DONE = "00:25:09.330 - INFO - Task 'train-model' finished with status SUCCESS"
 
 
-class Clock:
-    def __init__(self):
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-class Terminal(io.StringIO):
-    def isatty(self) -> bool:
-        return True
-
-
 def test_off_a_terminal_the_heartbeat_is_a_line_a_minute_with_the_stages_latest_progress(tmp_path):
     folder = folder_with_summary(tmp_path, {"stage": None})
-    console, clock = io.StringIO(), Clock()
+    console, clock = io.StringIO(), Clock(100.0)
     progress = local._Progress(folder, folder.read_summary(), console, every=60.0, clock=clock)
     progress.line(STARTED)
     for seconds in range(1, 60):  # a stage shorter than a minute: no heartbeat
@@ -104,7 +92,7 @@ def test_off_a_terminal_the_heartbeat_is_a_line_a_minute_with_the_stages_latest_
 def test_on_a_terminal_the_heartbeat_is_redrawn_in_place_and_replaced_by_the_next_event(tmp_path, monkeypatch):
     monkeypatch.setenv("COLUMNS", "120")
     folder = folder_with_summary(tmp_path, {"stage": None})
-    console, clock = Terminal(), Clock()
+    console, clock = Terminal(), Clock(100.0)
     progress = local._Progress(folder, folder.read_summary(), console, clock=clock)
     progress.line(STARTED)
     for seconds in (1, 2):

@@ -181,13 +181,7 @@ def test_a_class_the_baseline_never_knew_gets_probability_zero():
 
 
 def test_binary_auc_and_ties():
-    truth = Truth(("k0", "k1", "k2", "k3"), np.array(["no", "yes", "yes", "no"], dtype=object), ("no", "yes"))
-    rows = [
-        {"key": "k0", "class": "no", "probabilities": {"no": 0.9, "yes": 0.1}},
-        {"key": "k1", "class": "yes", "probabilities": {"no": 0.1, "yes": 0.9}},
-        {"key": "k2", "class": "yes", "probabilities": {"no": 0.4, "yes": 0.6}},
-        {"key": "k3", "class": "yes", "probabilities": {"no": 0.4, "yes": 0.6}},
-    ]
+    truth, rows = binary4()
     metrics = b.compute_metrics(truth, b.scores_from_rows(rows, truth, "candidate"))
     # positives {0.9, 0.6} vs negatives {0.1, 0.6}: pairs 1 + 1 + 1 + 0.5 (tie) = 3.5 of 4.
     assert metrics["auc"] == pytest.approx(0.875)

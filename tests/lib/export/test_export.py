@@ -9,14 +9,13 @@ import dataclasses
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 import synthetic
-from tensorflow.core.protobuf import saved_model_pb2
+from saved_models import damaged_copy
 
 from estimator_lib import estimator, storage
 from estimator_lib.config import JobConfig, ModelConfig, TPUSettings, TrainingConfig
@@ -225,18 +224,6 @@ def test_export_to_gcs_and_score_from_it(exported, tmp_path, gcs_prefix):
     assert read_predictions(str(tmp_path / "gcs")) == read_predictions(str(tmp_path / "local"))
 
 
-def _copy_without(exported, tmp_path, edit) -> str:
-    copy = str(tmp_path / "copy")
-    shutil.copytree(exported.result.export_dir, copy)
-    proto = saved_model_pb2.SavedModel()
-    with open(os.path.join(copy, "saved_model.pb"), "rb") as f:
-        proto.ParseFromString(f.read())
-    edit(proto)
-    with open(os.path.join(copy, "saved_model.pb"), "wb") as f:
-        f.write(proto.SerializeToString())
-    return copy
-
-
 def test_verify_rejects_a_missing_tpu_graph_or_tpu_call(exported, tmp_path):
     def drop_tpu_graph(proto):
         del proto.meta_graphs[1]
@@ -247,9 +234,9 @@ def test_verify_rejects_a_missing_tpu_graph_or_tpu_call(exported, tmp_path):
                 node.op = "PartitionedCall"
 
     with pytest.raises(ExportVerificationError, match=r"tag sets \['serve'\] but no 'serve,tpu' meta graph"):
-        verify_export(_copy_without(exported, tmp_path / "a", drop_tpu_graph))
+        verify_export(damaged_copy(exported.result.export_dir, str(tmp_path / "a"), drop_tpu_graph))
     with pytest.raises(ExportVerificationError, match="'serve,tpu' meta graph holds no TPUPartitionedCall"):
-        verify_export(_copy_without(exported, tmp_path / "b", rename_tpu_call))
+        verify_export(damaged_copy(exported.result.export_dir, str(tmp_path / "b"), rename_tpu_call))
 
 
 def test_verify_rejects_outputs_that_differ_from_the_estimator(exported):

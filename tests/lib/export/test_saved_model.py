@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import synthetic
 import tensorflow as tf
-from tensorflow.core.protobuf import saved_model_pb2
+from saved_models import damaged_copy
 
 from estimator_lib import estimator, storage
 from estimator_lib.config import JobConfig, ModelConfig, TPUSettings, TrainingConfig
@@ -65,18 +65,6 @@ def exported(tmp_path_factory) -> Exported:
 
 def sample(exported, n=3):
     return list(read_tfrecords(resolve_files(exported.data)))[:n]
-
-
-def damaged_copy(exported, tmp_path, edit) -> str:
-    copy = str(tmp_path / "copy")
-    shutil.copytree(exported.result.export_dir, copy)
-    proto = saved_model_pb2.SavedModel()
-    with open(os.path.join(copy, "saved_model.pb"), "rb") as f:
-        proto.ParseFromString(f.read())
-    edit(proto)
-    with open(os.path.join(copy, "saved_model.pb"), "wb") as f:
-        f.write(proto.SerializeToString())
-    return copy
 
 
 # -- the export and its record -------------------------------------------------------------------------------
@@ -182,7 +170,7 @@ def test_a_tpu_call_in_the_cpu_graph_is_refused(exported, tmp_path):
         serve.graph_def.node[0].op = "TPUPartitionedCall"
 
     with pytest.raises(ExportVerificationError) as e:
-        verify_export(damaged_copy(exported, tmp_path, put_tpu_call_in_cpu_graph))
+        verify_export(damaged_copy(exported.result.export_dir, str(tmp_path), put_tpu_call_in_cpu_graph))
     assert str(e.value) == "the 'serve' (CPU) meta graph holds a TPUPartitionedCall; it cannot run on CPU"
 
 
@@ -192,7 +180,7 @@ def test_a_missing_signature_is_named(exported, tmp_path):
             del meta_graph.signature_def["raw:predict"]
             del meta_graph.signature_def["classification"]
 
-    copy = damaged_copy(exported, tmp_path, drop_signatures)
+    copy = damaged_copy(exported.result.export_dir, str(tmp_path), drop_signatures)
     with pytest.raises(ExportVerificationError) as e:
         verify_export(copy)  # without a schema the task's signature is not required
     assert str(e.value).startswith("the 'serve' meta graph lacks signature(s) ['raw:predict']; it has [")

@@ -31,7 +31,7 @@ from estimator_lib.model.model_fn import (
     head_signature,
     learning_rate,
 )
-from estimator_lib.schema import INDEX_FEATURE, PADDING_FEATURE
+from estimator_lib.schema import INDEX_FEATURE, PADDING_FEATURE, REGRESSION
 
 ModeKeys = tf.estimator.ModeKeys
 B = 4  # rows per batch
@@ -82,6 +82,14 @@ def feed(placeholders, values):
 def call(fn, mode, features, labels, model_dir, **params):
     config = tf.compat.v1.estimator.tpu.RunConfig(model_dir=model_dir, save_checkpoints_steps=10)
     return fn(features, labels, mode, {"batch_size": B, "use_tpu": False, **params}, config)
+
+
+def labelled_spec(schema, warm_job, mode, model_dir, shape=(B,), padding=True, **params):
+    """In the current graph: (features, labels, spec): feature placeholders of `shape` (with the padding marker
+    when `padding`), label placeholders (float for regression, int otherwise), `warm_job`'s model_fn's spec."""
+    features = feature_placeholders(list(shape), padding=padding)
+    labels = tf.compat.v1.placeholder(tf.float32 if schema.label.task == REGRESSION else tf.int32, list(shape))
+    return features, labels, call(build_model_fn(schema, warm_job), mode, features, labels, model_dir, **params)
 
 
 # -- heads ---------------------------------------------------------------------------------------------------
@@ -196,9 +204,7 @@ def test_unknown_model_feature_fails_at_construction():
 def test_train_spec_steps_once_and_outfeeds_rank_1_host_call(tmp_path):
     schema = synthetic.make_schema("binary")
     with tf.Graph().as_default():
-        features = feature_placeholders([B], padding=False)
-        labels = tf.compat.v1.placeholder(tf.int32, [B])
-        spec = call(build_model_fn(schema, job()), ModeKeys.TRAIN, features, labels, str(tmp_path))
+        features, labels, spec = labelled_spec(schema, job(), ModeKeys.TRAIN, str(tmp_path), padding=False)
         assert spec.mode == ModeKeys.TRAIN and spec.scaffold_fn is None and spec.eval_metrics is None
         host_fn, host_tensors = spec.host_call
         assert [t.shape.as_list() for t in host_tensors] == [[1], [1], [1]]
@@ -215,9 +221,9 @@ def one_step(tmp_path, warm_job, padding=None, label_values=(0, 1, 2, 1)):
     schema = synthetic.make_schema("multiclass")
     with tf.Graph().as_default():
         tf.compat.v1.set_random_seed(2)
-        features = feature_placeholders([B], padding=padding is not None)
-        labels = tf.compat.v1.placeholder(tf.int32, [B])
-        spec = call(build_model_fn(schema, warm_job), ModeKeys.TRAIN, features, labels, str(tmp_path))
+        features, labels, spec = labelled_spec(
+            schema, warm_job, ModeKeys.TRAIN, str(tmp_path), padding=padding is not None
+        )
         variables = tf.compat.v1.trainable_variables()
         feed_dict = {**feed(features, feed_values(B, seed=4, padding=padding)), labels: list(label_values)}
         with tf.compat.v1.Session() as session:
@@ -265,17 +271,27 @@ def test_gradients_are_clipped_to_the_global_norm(tmp_path):
     assert np.sqrt(sum(np.sum((a.astype(np.float64) - b) ** 2) for b, a in free)) > 10 * norm
 
 
-def test_loop_stop_hook_ends_the_session_at_the_target(tmp_path):
+def cpu_loop_train_spec(model_dir: str, k: int, target: int):
+    """In the current graph: a linear regression model's TRAIN spec running `k` steps per session run up to step
+    `target`, and a feed of `k` batches of B rows labelled 60."""
     schema = synthetic.make_schema("regression")
-    k, target = 3, 7
+    features, labels, spec = labelled_spec(
+        schema,
+        job(family="linear"),
+        ModeKeys.TRAIN,
+        model_dir,
+        (k, B),
+        False,
+        **{STEPS_PER_RUN: k, TARGET_STEP: target},
+    )
+    values = {name: np.stack([v] * k) for name, v in feed_values(B).items()}
+    return spec, {**feed(features, values), labels: np.full([k, B], 60.0, np.float32)}
+
+
+def test_loop_stop_hook_ends_the_session_at_the_target(tmp_path):
     with tf.Graph().as_default():
-        features = feature_placeholders([k, B], padding=False)
-        labels = tf.compat.v1.placeholder(tf.float32, [k, B])
-        fn = build_model_fn(schema, job(family="linear"))
-        spec = call(fn, ModeKeys.TRAIN, features, labels, str(tmp_path), **{STEPS_PER_RUN: k, TARGET_STEP: target})
+        spec, feed_dict = cpu_loop_train_spec(str(tmp_path), k=3, target=7)
         stop_hook = spec.training_hooks[1]
-        values = {name: np.stack([v] * k) for name, v in feed_values(B).items()}
-        feed_dict = {**feed(features, values), labels: np.full([k, B], 60.0, np.float32)}
         runs = 0
         with tf.compat.v1.train.MonitoredSession(hooks=[stop_hook]) as session:
             while not session.should_stop():
@@ -288,18 +304,11 @@ def test_loop_stop_hook_ends_the_session_at_the_target(tmp_path):
 
 
 def test_cpu_train_loop_runs_k_steps_per_run_and_stops_at_the_target(tmp_path):
-    schema = synthetic.make_schema("regression")
-    k, target = 3, 5
     with tf.Graph().as_default():
-        features = feature_placeholders([k, B], padding=False)
-        labels = tf.compat.v1.placeholder(tf.float32, [k, B])
-        fn = build_model_fn(schema, job(family="linear"))
-        spec = call(fn, ModeKeys.TRAIN, features, labels, str(tmp_path), **{STEPS_PER_RUN: k, TARGET_STEP: target})
+        spec, feed_dict = cpu_loop_train_spec(str(tmp_path), k=3, target=5)
         checkpoint_hook, stop_hook = spec.training_hooks
-        assert isinstance(stop_hook, LoopStopHook) and stop_hook._target_step == target
-        assert checkpoint_hook._timer._every_steps == 10 and checkpoint_hook._steps_per_run == k
-        values = {name: np.stack([v] * k) for name, v in feed_values(B).items()}
-        feed_dict = {**feed(features, values), labels: np.full([k, B], 60.0, np.float32)}
+        assert isinstance(stop_hook, LoopStopHook) and stop_hook._target_step == 5
+        assert checkpoint_hook._timer._every_steps == 10 and checkpoint_hook._steps_per_run == 3
         step = tf.compat.v1.train.get_global_step()
         with tf.compat.v1.Session() as session:
             session.run(tf.compat.v1.global_variables_initializer())
@@ -314,9 +323,7 @@ def test_cpu_train_loop_runs_k_steps_per_run_and_stops_at_the_target(tmp_path):
 def test_eval_loss_gives_padded_rows_zero_weight(tmp_path):
     schema = synthetic.make_schema("binary")
     with tf.Graph().as_default():
-        features = feature_placeholders([B])
-        labels = tf.compat.v1.placeholder(tf.int32, [B])
-        spec = call(build_model_fn(schema, job()), ModeKeys.EVAL, features, labels, str(tmp_path))
+        features, labels, spec = labelled_spec(schema, job(), ModeKeys.EVAL, str(tmp_path))
         metric_fn, (m_labels, logits, per_example, weights) = spec.eval_metrics
         assert m_labels is labels and [t.shape.as_list() for t in (logits, per_example, weights)] == [[B, 1], [B], [B]]
         values = feed_values(B, padding=[0, 0, 1, 1])
@@ -338,9 +345,7 @@ def test_eval_loss_gives_padded_rows_zero_weight(tmp_path):
 def test_eval_without_padding_marker_weights_every_row(tmp_path):
     schema = synthetic.make_schema("regression")
     with tf.Graph().as_default():
-        features = feature_placeholders([B], padding=False)
-        labels = tf.compat.v1.placeholder(tf.float32, [B])
-        spec = call(build_model_fn(schema, job()), ModeKeys.EVAL, features, labels, str(tmp_path))
+        features, labels, spec = labelled_spec(schema, job(), ModeKeys.EVAL, str(tmp_path), padding=False)
         weights = spec.eval_metrics[1][3]
         loss, pel, w = run(
             [spec.loss, spec.eval_metrics[1][2], weights], {**feed(features, feed_values(B)), labels: [1, 2, 3, 4]}
@@ -509,8 +514,7 @@ def test_train_spec_warm_starts_from_the_source(tmp_path):
     save_cold_model(schema, source)
     warm = job().with_overrides({"training.warm_start_from": source})
     with tf.Graph().as_default():
-        features, labels = feature_placeholders([B], padding=False), tf.compat.v1.placeholder(tf.int32, [B])
-        spec = call(build_model_fn(schema, warm), ModeKeys.TRAIN, features, labels, str(tmp_path / "model"))
+        _, _, spec = labelled_spec(schema, warm, ModeKeys.TRAIN, str(tmp_path / "model"), padding=False)
         assert spec.scaffold_fn is not None
         spec.scaffold_fn()  # init_from_checkpoint: the initialisers now read the source
         kernel = next(v for v in tf.compat.v1.global_variables() if v.op.name == "dnn/hidden_0/kernel")

@@ -160,13 +160,15 @@ def model_fn_builder(
     return model_fn
 
 
+def passed_checks(schema, mode: str):
+    """The checks the well-behaved `model_fn_builder(schema)` passes in one mode."""
+    return strict.check_model(JOB, schema, model_fn_builder(schema), modes=(mode,)).checks
+
+
 # -- the library's own models and pipelines ---------------------------------------------------------------------------
-@pytest.mark.parametrize("task", ["binary", "multiclass", "regression"])
-@pytest.mark.parametrize("family", ["linear", "dnn"])
-def test_library_models_and_default_pipeline_pass(data, task, family):
-    schema, pattern = data[task]
-    job = dataclasses.replace(JOB, model=ModelConfig(family=family, dropout=0.1, l2=0.01))
-    report = strict.check_model(
+def check_library_model(job, schema, pattern) -> strict.StrictReport:
+    """Checks the library's model for `job` in every mode, each with the library's input_fn over `pattern`."""
+    return strict.check_model(
         job,
         schema,
         build_model_fn(schema, job),
@@ -174,6 +176,14 @@ def test_library_models_and_default_pipeline_pass(data, task, family):
         eval_input_fn=inputs.eval_input_fn_builder(pattern, schema),
         predict_input_fn=inputs.predict_input_fn_builder(pattern, schema),
     )
+
+
+@pytest.mark.parametrize("task", ["binary", "multiclass", "regression"])
+@pytest.mark.parametrize("family", ["linear", "dnn"])
+def test_library_models_and_default_pipeline_pass(data, task, family):
+    schema, pattern = data[task]
+    job = dataclasses.replace(JOB, model=ModelConfig(family=family, dropout=0.1, l2=0.01))
+    report = check_library_model(job, schema, pattern)
     for mode in ("train", "eval", "infer"):
         assert f"{mode}: xla" in report.checks and f"{mode}: static-shape (input)" in report.checks
     assert {"config", "train: cross-shard", "eval: finite-input", "eval: host-fn (eval_metrics)"} <= set(report.checks)
@@ -182,14 +192,7 @@ def test_library_models_and_default_pipeline_pass(data, task, family):
 def test_multi_host_target_gets_its_share_of_the_files(binary):
     schema, pattern = binary
     job = job_with(num_cores=16)  # 2 hosts of 8 cores: each host reads 1 of the 2 shards
-    report = strict.check_model(
-        job,
-        schema,
-        build_model_fn(schema, job),
-        train_input_fn=train_input(schema, pattern),
-        eval_input_fn=inputs.eval_input_fn_builder(pattern, schema),
-        predict_input_fn=inputs.predict_input_fn_builder(pattern, schema),
-    )
+    report = check_library_model(job, schema, pattern)
     assert {"eval: finite-input", "infer: finite-input", "eval: xla", "infer: xla"} <= set(report.checks)
     assert {"train: static-shape (input)", "train: xla"} <= set(report.checks)
 
@@ -332,10 +335,7 @@ def test_scalar_host_call_tensor_is_rejected(binary):
         "TPU must keep a batch dimension (they are concatenated across replicas along axis 0). Fix: pass a rank >= 1 "
         "tensor, e.g. tf.reshape(x, [1])"
     )
-    assert (
-        "train: outfeed (host_call)"
-        in strict.check_model(JOB, schema, model_fn_builder(schema), modes=("train",)).checks
-    )
+    assert "train: outfeed (host_call)" in passed_checks(schema, "train")
 
 
 def test_eval_metrics_tensor_not_batch_major_is_rejected(binary):
@@ -347,10 +347,7 @@ def test_eval_metrics_tensor_not_batch_major_is_rejected(binary):
         "[outfeed] eval eval_metrics argument 'per_example_loss' (tensor 'Reshape:0', shape (1,)) is not batch-major: "
         "its first dimension must be the replica batch 2"
     )
-    assert (
-        "eval: outfeed (eval_metrics)"
-        in strict.check_model(JOB, schema, model_fn_builder(schema), modes=("eval",)).checks
-    )
+    assert "eval: outfeed (eval_metrics)" in passed_checks(schema, "eval")
 
 
 def test_metric_fn_closing_over_model_tensors_is_rejected(binary):
@@ -390,7 +387,7 @@ def test_training_without_cross_shard_optimizer_is_rejected(binary):
     ) in message.replace(f"{__name__}.", "test_strict.")
     assert "with a gradient not summed across TPU replicas (no CrossReplicaSum)" in message
     assert "wrap the optimizer in tf.compat.v1.tpu.CrossShardOptimizer" in message
-    assert "train: cross-shard" in strict.check_model(JOB, schema, model_fn_builder(schema), modes=("train",)).checks
+    assert "train: cross-shard" in passed_checks(schema, "train")
 
 
 def test_gradients_computed_outside_cross_shard_optimizer_are_rejected(binary):
