@@ -206,4 +206,5 @@ def test_submit_dry_run_from_the_installed_package(installed):
     proc = _run([cli, *args, "--tpu", "v3-8", "--image", IMAGE, "--set", f"training.train_steps={TRAIN_STEPS}"], cwd)
     request = json.loads(proc.stdout)
     assert request["runtimeConfig"]["gcsOutputDirectory"] == "gs://b/runs"
-    assert request["runtimeConfig"]["parameterValues"]["job_config"]["training"]["train_steps"] == TRAIN_STEPS
+    train_spec = json.loads(request["runtimeConfig"]["parameterValues"]["train_spec"])  # one JSON parameter
+    assert train_spec["job"]["training"]["train_steps"] == TRAIN_STEPS

@@ -20,12 +20,14 @@ from components import adapter
 from components.batch_predict import batch_predict as batch_predict_component
 from estimator_lib import estimator, storage
 from estimator_lib.config import ConfigError, JobConfig, ModelConfig, RunConfig, TPUSettings, TrainingConfig, run
+from estimator_lib.config.stages import PredictSpec
 from estimator_lib.data import records
 from estimator_lib.data.prepare import DataError, PrepareConfig, encode_for_scoring, prepare
 from estimator_lib.predict import batch_predict, predict_raw, read_predictions, sources
 
 FEATURES = ("x 1", "x-2", "colour")
 N_PREPARED = 120
+CPU = '{"use_tpu": false}'  # the placement the pipeline gives a CPU stage
 
 
 def write_csv(path: str, rows: Sequence[Dict[str, Any]], columns: Sequence[str]) -> str:
@@ -272,8 +274,8 @@ def test_component_scores_a_raw_csv_glob_through_the_prepared_schema(trained, tm
     batch_predict_component(
         dataset=dataset,
         model=model,
-        data=os.path.join(trained["root"], "new-*.csv"),
-        tpu={"use_tpu": False},
+        spec=PredictSpec(os.path.join(trained["root"], "new-*.csv")).to_json(indent=None),
+        tpu=CPU,
         predictions=predictions,
     )
 
@@ -288,7 +290,7 @@ def test_component_still_scores_prepared_tfrecords_by_file_and_directory(trained
     dataset, model, predictions = component_artifacts(trained, tmp_path)
     eval_dir = os.path.join(trained["prepared"].output_dir, "eval") + "/"
     batch_predict_component(
-        dataset=dataset, model=model, data=eval_dir, tpu={"use_tpu": False}, predictions=predictions
+        dataset=dataset, model=model, spec=PredictSpec(eval_dir).to_json(indent=None), tpu=CPU, predictions=predictions
     )
     assert predictions.metadata["count"] == trained["prepared"].counts["eval"]
     assert predictions.metadata["scored_rows_uri"] == ""
@@ -334,7 +336,7 @@ def test_component_reads_new_rows_with_the_preparations_rules(trained, tmp_path)
     dataset, model, predictions = component_artifacts(trained, tmp_path)
     with pytest.raises(DataError, match=r"^component-bad.csv line 3, column 'x-2': 'n/a\?' is not a number"):
         batch_predict_component(
-            dataset=dataset, model=model, data=data, tpu={"use_tpu": False}, predictions=predictions
+            dataset=dataset, model=model, spec=PredictSpec(data).to_json(indent=None), tpu=CPU, predictions=predictions
         )
     assert not os.path.exists(predictions.uri)
 
