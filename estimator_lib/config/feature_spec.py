@@ -29,10 +29,14 @@ import math
 from collections.abc import Mapping
 from typing import Any, Optional
 
+from estimator_lib.schema import INDEX_FEATURE, PADDING_FEATURE
+
 # dtype -> the tf.train.Feature list that holds it on the wire.
 WIRE_LISTS = {"float32": "float_list", "int64": "int64_list", "int32": "int64_list", "bytes": "bytes_list"}
 DECODERS = ("image",)
 _KEYS = {"dtype", "shape", "var_len", "default", "decode"}
+# The row markers the eval and predict inputs add to the features: not feature names.
+RESERVED_NAMES = (PADDING_FEATURE, INDEX_FEATURE)
 
 
 class FeatureSpecError(ValueError):
@@ -125,6 +129,12 @@ class FeatureSpec:
         names = [f.name for f in self.features]
         if not names:
             raise FeatureSpecError(f"{self.source}: no feature; give at least one")
+        reserved = sorted(set(names) & set(RESERVED_NAMES))
+        if reserved:
+            raise FeatureSpecError(
+                f"{self.source}: feature name(s) {reserved} are the pipeline's row markers; rename them in the spec "
+                "(the spec's names are the records' feature keys)"
+            )
         for role, name in (("label", self.label), ("key", self.key)):
             if name is not None and name not in names:
                 raise FeatureSpecError(f"{self.source}: the {role} {name!r} is not a feature; the features are {names}")

@@ -72,7 +72,9 @@ def _strict_check(job: JobConfig, user: UserModel, files: Sequence[str], model_d
         job,
         None,
         model_fn,
-        train_input_fn=user_inputs.train_input_fn_builder(files, user.spec, job.training.seed, 100, model_dir),
+        train_input_fn=user_inputs.train_input_fn_builder(
+            files, user.spec, job.training.seed, job.training.shuffle_buffer_size, model_dir
+        ),
         eval_input_fn=user_inputs.padded_input_fn_builder(files, user.spec, None, with_label=True),
         predict_input_fn=user_inputs.padded_input_fn_builder(files, user.spec, None, with_label=False),
     )

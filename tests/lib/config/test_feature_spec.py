@@ -80,3 +80,5 @@ def test_label_and_key_must_be_features_and_the_key_a_scalar():
         FeatureSpec.from_json(SPEC, key="image")
     with pytest.raises(FeatureSpecError, match=r"no feature; give at least one"):
         FeatureSpec.from_json({})
+    with pytest.raises(FeatureSpecError, match=r"feature name\(s\) \['is_padding'\] are the pipeline's row markers"):
+        FeatureSpec.from_json({**SPEC, "is_padding": {"dtype": "float32"}})
