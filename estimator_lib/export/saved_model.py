@@ -174,7 +174,7 @@ def _compare(expected: Dict[str, np.ndarray], got: Dict[str, np.ndarray], signat
             )
         diff = float(np.max(np.abs(have.astype(np.float64) - want.astype(np.float64)))) if want.size else 0.0
         limit = 0.0 if np.issubdtype(want.dtype, np.integer) else atol
-        if diff > limit:
+        if not diff <= limit:  # a NaN on either side makes `diff` NaN, which must fail, not pass
             raise ExportVerificationError(
                 f"signature {signature!r} output {name!r} differs from the estimator by {diff:.3g} (allowed "
                 f"{limit:g}) on the sample rows: the serving receiver and the input pipeline disagree"
@@ -376,9 +376,14 @@ class ServingModel:
 def load_serving_model(export_dir: str, signature: str = serving.PREDICT_SIGNATURE) -> ServingModel:
     """Loads the `serve` (CPU) meta graph of an export for calling its signature on the host CPU."""
     local = _local_copy(export_dir)
-    loaded = tf.saved_model.load(local, tags=list(CPU_TAGS))
-    if signature not in loaded.signatures:
-        raise ExportVerificationError(
-            f"{export_dir!r} has no signature {signature!r}; it has {sorted(loaded.signatures)}"
-        )
+    try:
+        loaded = tf.saved_model.load(local, tags=list(CPU_TAGS))
+        if signature not in loaded.signatures:
+            raise ExportVerificationError(
+                f"{export_dir!r} has no signature {signature!r}; it has {sorted(loaded.signatures)}"
+            )
+    except BaseException:
+        if local != export_dir:  # the downloaded copy of a gs:// export
+            shutil.rmtree(local, ignore_errors=True)
+        raise
     return ServingModel(loaded, loaded.signatures[signature], local, export_dir)

@@ -359,13 +359,11 @@ def build_model_fn(schema: Schema, job: JobConfig, metric_fn: Optional[metrics_l
                     predictions[passthrough] = tf.identity(features[passthrough])
             if key_bytes is not None:
                 predictions[KEY_BYTES_FEATURE] = tf.identity(key_bytes)
-            return TPUEstimatorSpec(
-                mode, predictions=predictions, export_outputs=_export_outputs(head, schema), scaffold_fn=scaffold_fn()
-            )
+            return TPUEstimatorSpec(mode, predictions=predictions, export_outputs=_export_outputs(head, schema))
         weights = 1.0 - features.get(PADDING_FEATURE, tf.zeros_like(head.per_example_loss))
         weighted_loss = tf.reduce_sum(head.per_example_loss * weights) / tf.maximum(tf.reduce_sum(weights), 1.0)
         eval_metrics = (metric_fn, [labels, logits, head.per_example_loss, weights])
-        return TPUEstimatorSpec(mode, loss=weighted_loss, eval_metrics=eval_metrics, scaffold_fn=scaffold_fn())
+        return TPUEstimatorSpec(mode, loss=weighted_loss, eval_metrics=eval_metrics)
 
     def predict_head(features, ctx, params) -> Head:
         """The predictions of several batches in one `session.run` (CPU only): see `predict_loop`."""

@@ -216,11 +216,6 @@ def test_integer_outputs_must_match_exactly_and_shapes_and_names_too(exported):
         verify_export(exported.result.export_dir, schema=model_schema, sample=records, expected=renamed)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug in export/saved_model.py _compare: the difference is np.max(np.abs(...)), which is NaN when either "
-    "side holds a NaN, and `NaN > atol` is False, so NaN outputs pass verification (recorded as max_abs_diff 0.0)",
-)
 def test_nan_outputs_fail_verification(exported):
     records = sample(exported)
     model_schema = exported.schema.select(exported.job.model.features)
@@ -236,12 +231,6 @@ def test_nan_outputs_fail_verification(exported):
         )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug in export/saved_model.py load_serving_model: for a gs:// export it downloads a temporary local copy, "
-    "then raises for a missing signature (or a failed load) without deleting that copy; each failed call leaves "
-    "a whole model in the temp directory",
-)
 def test_a_failed_cloud_load_leaves_no_local_copy(exported, tmp_path, gcs_prefix, monkeypatch):
     staging = str(tmp_path / "staging")
     shutil.copytree(exported.result.export_dir, staging)

@@ -522,13 +522,6 @@ def test_train_spec_warm_starts_from_the_source(tmp_path):
     np.testing.assert_array_equal(value, tf.train.load_variable(source, "dnn/hidden_0/kernel"))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug in model/model_fn.py: EVAL and PREDICT specs also call warm_start_scaffold_fn, which resolves and "
-    "reads training.warm_start_from, although these modes restore the model's own checkpoint; evaluation, batch "
-    "prediction and export of a warm-started model (later stages read the same job config) fail once the source "
-    "model is gone",
-)
 def test_predict_does_not_need_the_warm_start_source(tmp_path):
     schema = synthetic.make_schema("binary")
     source = str(tmp_path / "source")
