@@ -30,16 +30,16 @@ def batch_predict(
       tpu: where this stage runs, as JSON text (see train_model).
       predictions: output; JSON Lines shards and a manifest.
     """
-    from components import adapter, artifacts, records
+    from components import adapter, artifacts, records, user_model
     from estimator_lib import predict, storage
     from estimator_lib.config.beam import BEAM
     from estimator_lib.config.run import SPLIT, prediction_kind
     from estimator_lib.config.stages import PredictSpec
     from estimator_lib.data import prepare
+    from estimator_lib.model.user import stages as user_stages
 
     given = adapter.decode_spec(PredictSpec, spec)
     data, engine = given.data, given.engine
-    prepared = prepare.load_prepared(dataset.uri)
     job = adapter.stage_job(model.uri, tpu)
     inputs = {
         "dataset": records.fingerprint_of(dataset),
@@ -57,6 +57,12 @@ def batch_predict(
     if record.restore():
         return
     record.begin()
+    if job.model.model_fn:  # a user's own model_fn, in-process (the run's config refuses engine="beam")
+        result = user_stages.predict(job, user_model.load(dataset.uri), model.uri, data, predictions.uri)
+        artifacts.describe_predictions(predictions, result)
+        record.finish()
+        return
+    prepared = prepare.load_prepared(dataset.uri)
     if engine == BEAM:
         from estimator_lib.predict import beam  # Apache Beam takes about 1 s to import: only this engine does
 

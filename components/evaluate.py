@@ -44,15 +44,17 @@ def evaluate_model(
         metrics beside the baseline's and the reference's, the task's plots, the data, the run's config.
       verdict: output; the verdict and headline metrics as Markdown (Vertex AI renders it on the run page).
     """
-    from components import adapter, artifacts, records
+    from components import adapter, artifacts, records, user_model
     from estimator_lib import release, storage, summaries
     from estimator_lib.config.stages import EvaluateSpec
     from estimator_lib.data import prepare
     from estimator_lib.evaluation import evaluate_and_bless
     from estimator_lib.evaluation import report as report_lib
+    from estimator_lib.model.user import stages as user_stages
 
-    prepared = prepare.load_prepared(dataset.uri)
     job = adapter.stage_job(model.uri, tpu)
+    user = bool(job.model.model_fn)  # a user's own model_fn: its metric_fn's metrics decide
+    prepared = user_model.load(dataset.uri) if user else prepare.load_prepared(dataset.uri)
     config = adapter.decode_spec(EvaluateSpec, spec).blessing
     based_on = release.latest_version(publish_root)  # read first: a publish after this makes the release fail
     baseline_dir = release.resolve_model(baseline, publish_root)
@@ -75,11 +77,17 @@ def evaluate_model(
     if record.restore():
         return
     record.begin()
-    evaluation = evaluate_and_bless(job, prepared, model.uri, config, baseline_dir, blessing.uri)
+    if user:
+        evaluation = user_stages.evaluate(job, prepared, model.uri, config, baseline_dir)
+    else:
+        evaluation = evaluate_and_bless(job, prepared, model.uri, config, baseline_dir, blessing.uri)
     adapter.write_blessing(blessing.uri, evaluation.blessing)
     run = {**inputs, "checkpoint": evaluation.checkpoint}
-    drift = dict(dataset.metadata.get("validation", {})).get("drift")  # the prepare stage's, when it checked any
-    shown = report_lib.report_inputs(evaluation, prepared, run, drift=drift or None)
+    if user:
+        shown = report_lib.user_report_inputs(evaluation, prepared.manifest, run)
+    else:
+        drift = dict(dataset.metadata.get("validation", {})).get("drift")  # the prepare stage's, when it checked
+        shown = report_lib.report_inputs(evaluation, prepared, run, drift=drift or None)
     written = report_lib.write_report(shown, report.uri, verdict.uri)
     adapter.copy_summaries_to_tensorboard(storage.join(model.uri, summaries.EVAL_DIR), "eval")
     artifacts.describe_evaluation(evaluation, metrics, classification_metrics, blessing, based_on)

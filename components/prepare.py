@@ -1,5 +1,7 @@
 """Prepare stage: raw rows (CSV or JSON Lines, local or gs://) -> TFRecord splits, schema and manifest, prepared
-against the published model the run continues and validated against its data before anything trains.
+against the published model the run continues and validated against its data before anything trains; or, for
+a user's own model_fn, their TFRecords checked against its feature spec and split
+(`estimator_lib.model.user.prepare`).
 
 A thin adapter over `estimator_lib.data.retrain.prepare_continuing`, its passes in-process or on Apache Beam
 (engine="beam": the same output). Its cache key on Vertex AI is its parameters:
@@ -33,10 +35,11 @@ def prepare_data(
     """
     import contextlib
 
-    from components import adapter, artifacts, records
+    from components import adapter, artifacts, records, user_model
     from estimator_lib.config.beam import BEAM
     from estimator_lib.config.stages import PrepareSpec
     from estimator_lib.data import retrain
+    from estimator_lib.model.user import prepare as user_prepare
 
     given = adapter.decode_spec(PrepareSpec, spec)
     config = adapter.prepare_config(given)
@@ -48,10 +51,18 @@ def prepare_data(
         "files": records.file_versions(config.data),
         "reference": source,
     }
+    if config.feature_spec:  # a user model_fn's TFRecords
+        inputs["files"] = records.file_versions(user_model.patterns(config))
     record = records.StageRecord("prepare", {"dataset": dataset, "validation": validation}, inputs)
     if record.restore():
         return
     record.begin()
+    if config.feature_spec:
+        prepared = user_prepare.prepare_records(config, dataset.uri)
+        user_model.describe_dataset(dataset, prepared)
+        user_model.describe_validation(dataset, validation, user_prepare.validation_markdown(prepared), prepared)
+        record.finish(sources={"files": user_model.data_source(config, prepared)})
+        return
     if given.engine == BEAM:
         from estimator_lib.data import beam  # Apache Beam takes about 1 s to import: only this engine does
 

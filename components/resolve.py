@@ -26,12 +26,17 @@ def resolve_inputs(prepare_spec: str, warm_start: str, baseline: str, publish_ro
       directory to initialise from, or "none"; reference: the published model whose schema and data the run
       continues and checks against (the warm-start source, else the baseline), or "none".
     """
-    from components import adapter
-    from estimator_lib import release
+    import dataclasses
+
+    from components import adapter, user_model
+    from estimator_lib import release, storage
     from estimator_lib.config.stages import PrepareSpec
 
-    [data] = adapter.prepare_config(adapter.decode_spec(PrepareSpec, prepare_spec)).data  # a run prepares one
+    config = adapter.prepare_config(adapter.decode_spec(PrepareSpec, prepare_spec))
+    [data] = config.data  # a run prepares one
     resolved = release.resolve_run(data, warm_start, baseline, publish_root)
+    if config.feature_spec:  # a user model's records: the eval records and the spec are data too
+        resolved = dataclasses.replace(resolved, data_version=storage.content_token(user_model.patterns(config)))
     print(
         f"data version {resolved.data_version[:12]}; warm start: {resolved.warm_start}; reference: {resolved.reference}"
     )

@@ -30,14 +30,16 @@ def train_model(
       publish_root: where blessed models are published.
       model: output; the checkpoint directory, with job_config.json beside the checkpoints.
     """
-    from components import adapter, artifacts, records
+    from components import adapter, artifacts, records, user_model
     from estimator_lib import estimator, release
     from estimator_lib.config.stages import TrainSpec
     from estimator_lib.data import prepare
+    from estimator_lib.model.user import stages as user_stages
 
-    prepared = prepare.load_prepared(dataset.uri)
     source = release.resolve_model(warm_start, publish_root)
     job = adapter.training_job(adapter.decode_spec(TrainSpec, spec), tpu, warm_start_from=source)
+    user = bool(job.model.model_fn)  # a user's own model_fn, on prepared TFRecords
+    prepared = user_model.load(dataset.uri) if user else prepare.load_prepared(dataset.uri)
     record = records.StageRecord(
         "train",
         {"model": model},
@@ -48,7 +50,10 @@ def train_model(
         return
     record.begin()  # keeps the checkpoints of an interrupted attempt on the same inputs: training continues
     adapter.write_job_config(model.uri, job)
-    result = estimator.train_prepared(job, prepared, model.uri)
+    if user:
+        result = user_stages.train(job, prepared, model.uri)
+    else:
+        result = estimator.train_prepared(job, prepared, model.uri)
     adapter.copy_summaries_to_tensorboard(model.uri, "train")
     artifacts.describe_model(model, result, job, source)
     record.finish()

@@ -112,3 +112,28 @@ def local_run(settings: RunConfig) -> None:
     data(settings.data)
     predict_data(settings.predict_data)
     publish_root(settings.publish_root)
+    if settings.job.model.model_fn:
+        user_model(settings)
+
+
+def user_model(settings: RunConfig) -> None:
+    """A user model's files exist: its eval records, and the module its model_fn names inside --code (looked
+    for, not imported: the user's code runs in the stages' own processes only)."""
+    if settings.eval_data and not storage.glob(settings.eval_data):
+        raise UsageError(f"--eval-data {settings.eval_data}: no such file (nothing matches); give TFRecord files")
+    code, model_fn = settings.job.model.code, settings.job.model.model_fn or ""
+    if not code or storage.is_gcs(code):
+        return
+    if code.endswith(".whl"):
+        if not os.path.isfile(code):
+            raise UsageError(f"--code {code}: no such wheel")
+        return
+    if not os.path.isdir(code):
+        raise UsageError(f"--code {code}: not a directory; give the folder that holds your package")
+    module = model_fn.partition(":")[0].replace(".", os.sep)
+    candidates = [os.path.join(code, module + ".py"), os.path.join(code, module, "__init__.py")]
+    if not any(os.path.isfile(c) for c in candidates):
+        raise UsageError(
+            f"--model-fn {model_fn}: its module is not in --code {code} (looked for {' or '.join(candidates)}); "
+            "give MODULE:FUNCTION relative to that folder"
+        )

@@ -98,6 +98,35 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "label optional, scored through the prepared schema) or prepared TFRecords (.tfrecord, or a directory)",
     )
     group.add_argument("--publish-root", help="where blessed models are published (versions/ and LATEST)")
+    _add_user_model_arguments(parser)
+
+
+def _add_user_model_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("your own model (docs/byom.md)")
+    group.add_argument(
+        "--model-fn",
+        metavar="MODULE:FUNCTION",
+        help="your TPUEstimator model_fn(features, labels, mode, params[, config]), e.g. my_model.model:model_fn; "
+        "it trains on TFRecords (--data, --eval-data) that --feature-spec describes",
+    )
+    group.add_argument(
+        "--code", metavar="DIR", help="the folder holding your package (put on the import path; staged on Vertex AI)"
+    )
+    group.add_argument(
+        "--feature-spec",
+        metavar="FILE.json",
+        help='your records\' features: {"image": {"dtype": "float32", "shape": [784]}, "label": {"dtype": "int64", '
+        '"shape": []}}; --label names the label feature',
+    )
+    group.add_argument("--eval-data", help="TFRecords to evaluate on (default: --data split by --eval-fraction)")
+    _add_key_value_option(
+        group,
+        "--hparams",
+        "hparams",
+        "a hyperparameter of your model_fn, given to it in params; the value is JSON (units=64 is an int, "
+        "sizes=[64,32] a list, name=abc a text) (repeatable; over --hparams-file)",
+    )
+    group.add_argument("--hparams-file", metavar="FILE.json", help="your model_fn's hyperparameters as a JSON object")
 
 
 def _add_engine_arguments(parser: argparse.ArgumentParser, dataflow: bool) -> None:
@@ -349,18 +378,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # -- resolution ----------------------------------------------------------------------------------------------
-def read_config_file(path: str | None) -> dict[str, Any]:
+def read_config_file(path: str | None, flag: str = "--config") -> dict[str, Any]:
     """The JSON object in `path` (local or gs://), or {} without a path."""
     if not path:
         return {}
+    what = "JSON config file" if flag == "--config" else "JSON file"
     try:
         return json.loads(storage.read_text(path))
     except FileNotFoundError:
-        raise ConfigError(f"--config {path}: no such file; give the path of a JSON config file") from None
+        raise ConfigError(f"{flag} {path}: no such file; give the path of a {what}") from None
     except IsADirectoryError:
-        raise ConfigError(f"--config {path}: is a directory; give the path of a JSON config file") from None
+        raise ConfigError(f"{flag} {path}: is a directory; give the path of a {what}") from None
     except json.JSONDecodeError as e:
-        raise ConfigError(f"--config {path}: not valid JSON ({e})") from e
+        raise ConfigError(f"{flag} {path}: not valid JSON ({e})") from e
 
 
 def resolve_settings(
@@ -375,6 +405,7 @@ def resolve_settings(
     label_set = any(text.partition("=")[0].strip() == "prepare.label" for text in args.overrides)
     if args.data and not (args.label or label_set):
         raise ValueError("--label is required with --data: name the column to predict")
+    overrides = [*user_model_overrides(args), *args.overrides]
     given = {
         "publish_root": args.publish_root or publish_root,
         "data": args.data,
@@ -387,12 +418,52 @@ def resolve_settings(
         "predict_data": args.predict_data,
         "engine": args.engine,
         "beam": beam,
+        "feature_spec": args.feature_spec,
+        "eval_data": args.eval_data,
     }
-    settings = resolve_run(read_config_file(args.config), args.overrides, given, job_defaults)
+    settings = resolve_run(read_config_file(args.config), overrides, given, job_defaults)
     if not getattr(args, "cpu", True):  # submit and schedule for a TPU: the preset's cores
         preset = tpu_presets.preset(args.tpu, experimental=args.experimental_tpu)
         checks.tpu_target(settings.job, preset.tpu_settings()["num_cores"], f"--tpu {preset.name}")
     return settings
+
+
+def _hparam_value(text: str) -> Any:
+    """A `--hparams KEY=VALUE` value: JSON (an int stays an int, a list a list), else the text itself."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def read_hparams(args: argparse.Namespace) -> dict[str, Any]:
+    """The model_fn's hyperparameters: `--hparams-file`'s JSON object, with each `--hparams KEY=VALUE` over it."""
+    hparams: dict[str, Any] = {}
+    if args.hparams_file:
+        loaded = read_config_file(args.hparams_file, "--hparams-file")
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"--hparams-file {args.hparams_file}: must hold a JSON object {{name: value}}")
+        hparams.update(loaded)
+    for text in args.hparams:
+        key, sep, value = text.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--hparams {text}: expected KEY=VALUE, e.g. --hparams units=64")
+        hparams[key.strip()] = _hparam_value(value)
+    return hparams
+
+
+def user_model_overrides(args: argparse.Namespace) -> list[str]:
+    """The user-model flags as `--set` texts (the same path as every setting): model.model_fn, model.code and
+    model.hparams (a JSON object, so its values keep their JSON types)."""
+    out = []
+    if args.model_fn:
+        out.append(f"model.model_fn={args.model_fn}")
+    if args.code:
+        out.append(f"model.code={args.code}")
+    hparams = read_hparams(args)
+    if hparams or args.hparams_file:
+        out.append("model.hparams=" + json.dumps(hparams, sort_keys=True))
+    return out
 
 
 def resolve_image(args: argparse.Namespace) -> str:
@@ -497,6 +568,8 @@ def cmd_run_local(args: argparse.Namespace) -> int:
         args.data = _local_path(args.data)
     if args.predict_data not in PREPARED_SPLITS:
         args.predict_data = _local_path(args.predict_data)
+    for name in ("code", "feature_spec", "eval_data"):
+        setattr(args, name, _local_path(getattr(args, name)) or None)
     args.overrides = [_local_data_override(text) for text in args.overrides]
     settings = resolve_settings(
         args, os.path.join(output, local.PUBLISH_DIR), local.local_job_defaults(), beam=resolve_beam(args)

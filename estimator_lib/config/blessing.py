@@ -21,12 +21,22 @@ class BlessingError(ConfigError):
     """The blessing configuration does not fit the task, or predictions do not cover the eval rows."""
 
 
-def higher_is_better(metric: str) -> bool:
+DIRECTIONS = ("higher", "lower")
+
+
+def higher_is_better(metric: str, directions: Mapping[str, str] | None = None) -> bool:
+    """Whether a larger `metric` is better: `directions` (a user metric's, {"nll": "lower"}) first, then the
+    built-in metrics' own."""
+    if directions and metric in directions:
+        return directions[metric] == "higher"
     if metric in HIGHER_IS_BETTER:
         return True
     if metric in LOWER_IS_BETTER:
         return False
-    raise BlessingError(f"unknown blessing metric {metric!r}; use one of {sorted(HIGHER_IS_BETTER + LOWER_IS_BETTER)}")
+    raise BlessingError(
+        f"unknown blessing metric {metric!r}; use one of {sorted(HIGHER_IS_BETTER + LOWER_IS_BETTER)}, or, for "
+        f'your model_fn\'s own metric, give its direction: --set blessing.directions={{"{metric}": "higher"}}'
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,6 +65,10 @@ class BlessingConfig(JsonConfig):
         (regression).
       min_improvement: how much better than the baseline the candidate must be on the comparison metric, in the
         metric's units and direction (0.01 = one accuracy point better; -0.01 tolerates one point worse).
+      directions: the direction of a user model_fn's own metrics, {"name": "higher" | "lower"}, so that
+        thresholds and `comparison_metric` may name them (the built-in names have theirs). A user model is
+        blessed on its metric_fn's metrics by `thresholds` and, against the published model, `comparison_metric`
+        (required for a user model); the trivial-model and linear-reference checks are the built-in families'.
     """
 
     thresholds: Mapping[str, float] = dataclasses.field(default_factory=dict)
@@ -64,17 +78,24 @@ class BlessingConfig(JsonConfig):
     min_improvement: float = 0.0
     reference_metric: Optional[str] = None
     reference_margin: Optional[float] = 0.02
+    directions: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.directions, Mapping) or any(d not in DIRECTIONS for d in self.directions.values()):
+            raise BlessingError(
+                f'blessing.directions={self.directions!r} must map metric names to "higher" or "lower", e.g. '
+                '{"nll": "lower"}'
+            )
+        object.__setattr__(self, "directions", dict(self.directions))
         if not isinstance(self.thresholds, Mapping):
             raise BlessingError(f"blessing.thresholds must be a JSON object {{metric: value}}, got {self.thresholds!r}")
         object.__setattr__(self, "thresholds", dict(self.thresholds))
         for name, value in self.thresholds.items():
-            _known_metric("blessing.thresholds", name)
+            _known_metric("blessing.thresholds", name, self.directions)
             if not _number(value):
                 raise BlessingError(f"blessing.thresholds: the threshold {name}={value!r} must be a finite number")
         if self.comparison_metric is not None:
-            _known_metric("blessing.comparison_metric", self.comparison_metric)
+            _known_metric("blessing.comparison_metric", self.comparison_metric, self.directions)
         if not _number(self.min_improvement):
             raise BlessingError(f"blessing.min_improvement={self.min_improvement!r} must be a finite number, e.g. 0.0")
         if not _number(self.confidence) or not 0.5 <= self.confidence < 1:
@@ -83,11 +104,24 @@ class BlessingConfig(JsonConfig):
                 "(0.5: a plain comparison with the trivial model)"
             )
         if self.reference_metric is not None:
-            _known_metric("blessing.reference_metric", self.reference_metric)
+            _known_metric("blessing.reference_metric", self.reference_metric, {})
         if self.reference_margin is not None and (not _number(self.reference_margin) or self.reference_margin < 0):
             raise BlessingError(
                 f"blessing.reference_margin={self.reference_margin!r} must be a finite number >= 0, e.g. 0.02, or "
                 "null to skip the comparison with the linear reference"
+            )
+
+    def higher_is_better(self, metric: str) -> bool:
+        return higher_is_better(metric, self.directions)
+
+    def check_user_metrics(self) -> None:
+        """A user model is compared with the published one on a metric of its metric_fn: it must be named."""
+        if self.comparison_metric is None:
+            raise BlessingError(
+                "blessing.comparison_metric is not set: with your own model_fn, name the metric of your metric_fn "
+                "that decides whether a model is better than the published one, e.g. --set "
+                "blessing.comparison_metric=accuracy (for a metric of your own, also --set "
+                'blessing.directions={"my_metric": "higher"})'
             )
 
     def check_task(self, task: str) -> None:
@@ -106,9 +140,9 @@ class BlessingConfig(JsonConfig):
         return self.reference_metric or DEFAULT_REFERENCE_METRIC[task]
 
 
-def _known_metric(key: str, metric: str) -> None:
+def _known_metric(key: str, metric: str, directions: Mapping[str, str]) -> None:
     try:
-        higher_is_better(metric)
+        higher_is_better(metric, directions)
     except BlessingError as e:
         raise BlessingError(f"{key}: {e}") from None
 

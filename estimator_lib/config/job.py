@@ -21,6 +21,9 @@ INPUT_PIPELINE_MODES = ("PER_HOST_V1", PER_HOST_V2, "BROADCAST", "SLICED")
 OPTIMIZERS = ("sgd", "momentum", "adam", "adagrad", "rmsprop")
 SCHEDULES = ("constant", "exponential_decay", "cosine_decay", "linear_decay")
 BUILTIN_FAMILIES = ("linear", "dnn")
+FAMILY_FIELDS = ("family", "features", "hidden_units", "embedding_dim", "dropout", "l2")
+# The `params` keys TPUEstimator sets itself: no hyperparameter may take them.
+RESERVED_PARAMS = ("batch_size", "context")
 TASKS = ("classification", "regression")
 
 
@@ -237,7 +240,12 @@ class ModelConfig(JsonConfig):
       embedding_dim: width of each categorical embedding (DNN).
       dropout: DNN dropout rate in training.
       l2: L2 weight regularisation: l2 * sum(w^2) over every kernel and embedding, added to the training loss.
-      hparams: free-form JSON hyperparameters passed to a plug-in family.
+      hparams: free-form JSON hyperparameters: a plug-in family's, or a user model_fn's `params` (ints stay ints).
+      model_fn: a user's own TPUEstimator model_fn, "package.module:function" (`--model-fn`), instead of a
+        family: it reads the records a feature spec describes (`prepare.feature_spec`); the family's fields
+        above do not apply to it.
+      code: where the user's code is (`--code`): a local folder (put first on the import path), or the staged
+        wheel of one (a local or gs:// .whl, `tpu_pipeline_user_code-0+<fingerprint>`); None: installed.
     """
 
     family: str = "dnn"
@@ -247,6 +255,8 @@ class ModelConfig(JsonConfig):
     dropout: float = 0.0
     l2: float = 0.001
     hparams: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    model_fn: Optional[str] = None
+    code: Optional[str] = None
 
     def __post_init__(self) -> None:
         require(
@@ -266,6 +276,39 @@ class ModelConfig(JsonConfig):
         require(0.0 <= self.dropout < 1.0, f"model.dropout={self.dropout!r} must be in [0, 1)")
         require(self.l2 >= 0.0, f"model.l2={self.l2!r} must be >= 0")
         require(isinstance(self.hparams, Mapping), f"model.hparams must be a JSON object, got {self.hparams!r}")
+        self._check_user_model()
+
+    def _check_user_model(self) -> None:
+        require(
+            self.model_fn is None or _is_reference(self.model_fn),
+            f"model.model_fn={self.model_fn!r} must be 'package.module:function', e.g. my_model.model:model_fn",
+        )
+        require(self.code is None or bool(self.code), "model.code is empty; give your code's folder or null")
+        if self.model_fn is None:
+            require(self.code is None, f"model.code={self.code!r} is set without model.model_fn (--model-fn)")
+            return
+        reserved = sorted(set(self.hparams) & set(RESERVED_PARAMS))
+        require(
+            not reserved,
+            f"hyperparameter(s) {reserved}: TPUEstimator sets params['batch_size'] and params['context'] itself; "
+            "set the batch sizes with --set training.train_batch_size=... and rename the others",
+        )
+        changed = [name for name in FAMILY_FIELDS if getattr(self, name) != FAMILY_DEFAULTS[name]]
+        require(
+            not changed,
+            f"model.{changed[0] if changed else ''} is a built-in family's setting, and model.model_fn="
+            f"{self.model_fn!r} is your own model, which would ignore it: remove it, or give your model's own "
+            "settings with --hparams",
+        )
+
+
+# The built-in families' fields at their defaults: a user model_fn takes none of them (its settings are hparams).
+FAMILY_DEFAULTS = {f.name: f.default for f in dataclasses.fields(ModelConfig) if f.name in FAMILY_FIELDS}
+
+
+def _is_reference(text: Any) -> bool:
+    """ "package.module:function"."""
+    return isinstance(text, str) and text.count(":") == 1 and all(part.strip() for part in text.split(":"))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -42,6 +42,11 @@ class PrepareConfig(JsonConfig):
       num_workers: worker processes; None uses every core.
       chunk_bytes: input bytes per chunk of work (part of the output's identity: statistics are summed per
         chunk).
+      feature_spec: a JSON file (local or gs://) describing TFRecords of `tf.train.Example`
+        (`estimator_lib.config.feature_spec`): `data` (and `eval_data`) are then such records, for a user's own
+        model_fn (`model.model_fn`); they are checked against the spec, never imputed. None: raw rows.
+      eval_data: with a feature spec, TFRecords (paths or globs) to evaluate on; () splits `data` by
+        `eval_fraction` (by each record's content hash, so a record stays in its split from run to run).
       refit_normalization: when preparing against a reference schema (a published model a run continues),
         recompute numeric means and standard deviations (and a regression label's) from this data instead of
         keeping the reference's; a warm-started model then meets differently scaled inputs.
@@ -68,10 +73,23 @@ class PrepareConfig(JsonConfig):
     num_workers: Optional[int] = None
     chunk_bytes: int = 1 << 20
     refit_normalization: bool = False
+    feature_spec: Optional[str] = None
+    eval_data: Tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         data = (self.data,) if isinstance(self.data, str) else tuple(self.data)
         object.__setattr__(self, "data", data)
+        eval_data = (self.eval_data,) if isinstance(self.eval_data, str) else tuple(self.eval_data)
+        object.__setattr__(self, "eval_data", eval_data)
+        require(
+            self.feature_spec is None or (isinstance(self.feature_spec, str) and bool(self.feature_spec)),
+            f"prepare.feature_spec={self.feature_spec!r} must be the path of a JSON feature spec, or null",
+        )
+        require(
+            not eval_data or self.feature_spec is not None,
+            f"prepare.eval_data={list(eval_data)} is for TFRecords described by a feature spec (--feature-spec); "
+            "raw rows are split by prepare.eval_fraction",
+        )
         object.__setattr__(self, "missing_values", tuple(self.missing_values))
         require(
             bool(data) and all(isinstance(d, str) and d for d in data),
@@ -148,6 +166,9 @@ class PrepareConfig(JsonConfig):
         out["data"] = list(input_names)
         out["schema_uri"] = os.path.basename(self.schema_uri) if self.schema_uri else None
         out.pop("num_workers")
+        if self.feature_spec is None:  # raw rows: the manifest reads as it did before records were supported
+            out.pop("feature_spec")
+            out.pop("eval_data")
         return out
 
 

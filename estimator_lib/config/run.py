@@ -40,6 +40,7 @@ from estimator_lib.config.base import (
 )
 from estimator_lib.config.beam import BEAM, INPROCESS, BeamConfig, check_engine
 from estimator_lib.config.blessing import BlessingConfig
+from estimator_lib.config.feature_spec import FeatureSpec, FeatureSpecError
 from estimator_lib.config.job import TASKS, JobConfig
 from estimator_lib.config.prepare import PrepareConfig
 from estimator_lib.config.stages import EvaluateSpec, PredictSpec, PrepareSpec, StageSpecs, TrainSpec
@@ -54,7 +55,7 @@ RUN_TASKS = (AUTO_TASK, *TASKS)
 PREPARED_SPLITS = ("train", "eval", "test", "valid")
 RAW_EXTENSIONS = (".csv", ".jsonl", ".json", ".ndjson")  # each may end in .gz (gzip-compressed)
 GZIP = ".gz"
-TFRECORD_EXTENSIONS = (".tfrecord", ".tfrecords")
+TFRECORD_EXTENSIONS = (".tfrecord", ".tfrecords", ".tf_record", ".tfrec")
 SPLIT, TFRECORD, RAW, DIRECTORY = "split", "tfrecord", "raw", "directory"
 
 # Headline hyperparameter -> dotted `JobConfig` key: the view a run's summary shows (`hyperparameters`).
@@ -112,7 +113,12 @@ class RunConfig(JsonConfig):
       baseline: "none", "latest", a publish root or a SavedModel directory to compare with.
       warm_start: "none", "latest", a publish root or a SavedModel directory to initialise from.
       predict_data: "eval", "train", "test", a URI or glob of raw CSV / JSON Lines rows (scored through the
-        prepared schema; the label is optional), or prepared TFRecords (.tfrecord(s), or a directory of them).
+        prepared schema; the label is optional), or prepared TFRecords (.tfrecord(s), or a directory of them);
+        with a user model (`job.model.model_fn`), "eval", "train" or TFRecords the feature spec describes (the
+        label is optional).
+      feature_spec: with a user model_fn, the JSON file describing its TFRecords (`--feature-spec`); "" for
+        the built-in families' raw rows.
+      eval_data: with a feature spec, TFRecords to evaluate on (`--eval-data`); "": `data` is split.
       engine: "inprocess" or "beam": who runs preparation and batch prediction (docs/scale.md).
       beam: with engine="beam", where Beam runs (the DirectRunner here, or Dataflow's settings).
     """
@@ -132,6 +138,8 @@ class RunConfig(JsonConfig):
     predict_data: str = "eval"
     engine: str = INPROCESS
     beam: BeamConfig = dataclasses.field(default_factory=BeamConfig)
+    feature_spec: str = ""
+    eval_data: str = ""
 
     def __post_init__(self) -> None:
         check_engine(self.engine, "--engine")
@@ -156,6 +164,52 @@ class RunConfig(JsonConfig):
             "eval_fraction): give them as the run's own fields",
         )
         self.prepare_config()  # checks the prepare section now, before any stage starts
+        if self.job.model.model_fn or self.feature_spec:
+            self._check_user_model()
+        else:
+            require(
+                not self.blessing.directions,
+                f"blessing.directions={dict(self.blessing.directions)} names the direction of your own model_fn's "
+                "metrics, and this run trains a built-in family (no --model-fn): remove it",
+            )
+
+    def _check_user_model(self) -> None:
+        """A user model_fn reads TFRecords a feature spec describes: both are given, the spec names the label,
+        and what the run predicts and blesses fits it."""
+        model_fn = self.job.model.model_fn
+        require(
+            bool(model_fn),
+            f"--feature-spec (prepare.feature_spec) {self.feature_spec} describes TFRecords for your own model, but "
+            "no --model-fn (model.model_fn) is given: the built-in families read raw rows (CSV, JSON Lines)",
+        )
+        require(
+            bool(self.feature_spec),
+            f"--model-fn {model_fn} needs --feature-spec FILE.json (prepare.feature_spec), the JSON description of "
+            "your TFRecords' "
+            'features, e.g. {"image": {"dtype": "float32", "shape": [784]}, "label": {"dtype": "int64", "shape": []}}',
+        )
+        require(
+            self.data != EMBEDDED_DATA,
+            f"--model-fn {model_fn} trains on your TFRecords: give them with --data (a path or glob)",
+        )
+        require(
+            self.engine == INPROCESS,
+            f"--engine {self.engine}: a user model_fn's records are prepared and predicted in-process; use "
+            "--engine inprocess",
+        )
+        kind = prediction_kind(self.predict_data)
+        require(
+            kind != RAW and self.predict_data not in ("test", "valid"),
+            f"--predict-data {self.predict_data}: a user model predicts 'eval', 'train' or TFRecords its feature "
+            "spec describes",
+        )
+        self.blessing.check_user_metrics()
+        if "://" not in self.feature_spec:  # a local spec is checked now; a gs:// one by the prepare stage
+            spec = load_feature_spec(self.feature_spec, self.label, self.key_column)
+            require(
+                spec.label is not None,
+                f"--feature-spec {self.feature_spec}: give --label, the feature that is the label",
+            )
 
     def prepare_config(self) -> PrepareConfig:
         """The prepare stage's `PrepareConfig`: the prepare options with the run's data, label, task ("auto":
@@ -168,6 +222,8 @@ class RunConfig(JsonConfig):
             "task": None if self.task == AUTO_TASK else self.task,
             "key_column": self.key_column or None,
             "eval_fraction": self.eval_fraction,
+            "feature_spec": self.feature_spec or None,
+            "eval_data": [self.eval_data] if self.eval_data else [],
         }
         return PrepareConfig.from_dict(fields, "prepare.")
 
@@ -270,7 +326,7 @@ def without_nulls(value: Any) -> Any:
 
 # `PrepareConfig` fields a run gives at its own level (the resolve stage reads the data too; the CLI has flags for
 # them): "prepare.<field>" sets the run's field, so each has one value.
-RUN_PREPARE_FIELDS = ("data", "label", "task", "key_column", "eval_fraction")
+RUN_PREPARE_FIELDS = ("data", "label", "task", "key_column", "eval_fraction", "feature_spec", "eval_data")
 SECTION_TYPES: dict[str, Any] = {
     "beam": BeamConfig,
     "blessing": BlessingConfig,
@@ -433,16 +489,28 @@ def _run_level(name: str, value: Any) -> Any:
         return items[0]
     if name == "task":
         return AUTO_TASK if value is None else value
-    if name == "key_column":
+    if name in ("key_column", "feature_spec"):
         return value or ""
+    if name == "eval_data":
+        items = [value] if isinstance(value, str) else list(value or [])
+        require(len(items) <= 1, f"prepare.eval_data={value!r}: give one path or glob")
+        return items[0] if items else ""
     return value
+
+
+def load_feature_spec(path: str, label: str, key_column: str) -> FeatureSpec:
+    """The local feature spec file, with the run's label and key (a ConfigError naming the file and feature)."""
+    try:
+        return FeatureSpec.read(path, label or None, key_column or None)
+    except FeatureSpecError as e:
+        raise ConfigError(str(e)) from None
 
 
 def prediction_kind(data: str) -> str:
     """What `data` names, from its text alone (no I/O, so the CLI can check it before submitting):
     SPLIT ("eval", "train", "test", "valid"), RAW (.csv, .jsonl, .json, .ndjson, each optionally .gz),
-    TFRECORD (.tfrecord, .tfrecords) or DIRECTORY (a trailing "/" or no extension: a directory of TFRecords,
-    checked when the stage runs)."""
+    TFRECORD (.tfrecord, .tfrecords, .tf_record, .tfrec, each optionally .gz) or DIRECTORY (a trailing "/" or no
+    extension: a directory of TFRecords, checked when the stage runs)."""
     if data in PREPARED_SPLITS:
         return SPLIT
     if data.endswith("/"):
@@ -451,6 +519,8 @@ def prediction_kind(data: str) -> str:
     ext = posixpath.splitext(name)[1]
     if ext == GZIP and posixpath.splitext(name[: -len(GZIP)])[1] in RAW_EXTENSIONS:
         return RAW
+    if ext == GZIP and posixpath.splitext(name[: -len(GZIP)])[1] in TFRECORD_EXTENSIONS:
+        return TFRECORD
     if ext in RAW_EXTENSIONS:
         return RAW
     if ext in TFRECORD_EXTENSIONS:

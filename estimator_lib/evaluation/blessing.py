@@ -23,6 +23,7 @@ import statistics
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from estimator_lib.config import BlessingConfig, higher_is_better
+from estimator_lib.config.blessing import BlessingError
 from estimator_lib.evaluation.metrics import Truth, trivial_metrics
 from estimator_lib.schema import REGRESSION
 
@@ -40,8 +41,10 @@ class Check:
     message: str
 
 
-def _check(name: str, metric: str, value: float, bound: float, strict: bool, what: str) -> Check:
-    higher = higher_is_better(metric)
+def _check(
+    name: str, metric: str, value: float, bound: float, strict: bool, what: str, higher: Optional[bool] = None
+) -> Check:
+    higher = higher_is_better(metric) if higher is None else higher
     if math.isnan(value):
         passed = False
     elif higher:
@@ -142,6 +145,45 @@ def decide(
         reference=reference_description,
         reference_metrics=dict(reference) if reference is not None else None,
         reference_errors=dict(reference_errors) if reference_errors is not None else None,
+    )
+
+
+def decide_user(
+    config: BlessingConfig,
+    candidate: Mapping[str, float],
+    num_examples: int,
+    baseline: Optional[Mapping[str, float]] = None,
+    baseline_uri: Optional[str] = None,
+) -> Blessing:
+    """Applies `config` to a user model's metrics (its metric_fn's, by their names): each threshold, and, with a
+    baseline (the published model's metrics from the same metric_fn on the same records), the comparison
+    metric improved by `min_improvement`. A metric the thresholds or the comparison name that the metric_fn
+    does not report is an error naming the metrics it does report."""
+    comparison = config.comparison_metric or ""
+    named = sorted(set(config.thresholds) | ({comparison} if baseline is not None else set()))
+    for who, metrics in (("your model_fn's metric_fn", candidate), ("the published model", baseline or candidate)):
+        missing = [m for m in named if m not in metrics]
+        if missing:
+            raise BlessingError(
+                f"blessing names metric(s) {missing}, which {who} does not report; it reports {sorted(metrics)}"
+            )
+    checks: List[Check] = []
+    for metric, bound in sorted(config.thresholds.items()):
+        higher = config.higher_is_better(metric)
+        checks.append(_check("threshold", metric, candidate[metric], float(bound), False, "threshold", higher))
+    if baseline is not None:
+        higher = config.higher_is_better(comparison)
+        bound = baseline[comparison] + (1.0 if higher else -1.0) * config.min_improvement
+        what = f"vs baseline {baseline[comparison]:.4f} with min_improvement {config.min_improvement:g}"
+        checks.append(_check("baseline", comparison, candidate[comparison], bound, False, what, higher))
+    return Blessing(
+        blessed=all(c.passed for c in checks),
+        checks=tuple(checks),
+        candidate_metrics=dict(candidate),
+        comparison_metric=comparison,
+        num_examples=num_examples,
+        baseline_uri=baseline_uri,
+        baseline_metrics=dict(baseline) if baseline is not None else None,
     )
 
 

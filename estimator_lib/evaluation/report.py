@@ -48,8 +48,8 @@ class ReportInputs:
     Attributes:
       title: the report's heading (e.g. the run and the label).
       blessing: the verdict, its checks and the candidate's (and baseline's) blessing metrics.
-      truth: the eval rows' labels.
-      candidate: the candidate's scores for those rows.
+      truth: the eval rows' labels (None for a user model_fn, whose metrics are its metric_fn's: no plots).
+      candidate: the candidate's scores for those rows (None with `truth`).
       baseline: the baseline model's scores for the same rows, when there is one.
       model_metrics: every metric of the candidate on the eval rows (`metrics.reported_metrics`; the blessing's
         part of them is in `blessing.candidate_metrics`, the same values).
@@ -61,8 +61,8 @@ class ReportInputs:
 
     title: str
     blessing: Blessing
-    truth: Truth
-    candidate: Scores
+    truth: Optional[Truth]
+    candidate: Optional[Scores]
     baseline: Optional[Scores] = None
     model_metrics: Mapping[str, float] = dataclasses.field(default_factory=dict)
     reference_metrics: Optional[Mapping[str, float]] = None
@@ -314,8 +314,10 @@ def render_html(inputs: ReportInputs) -> str:
         "<h2>Verdict</h2>" + _checks_table(blessing),
         "<h2>Metrics</h2>" + _metrics_table(inputs),
     ]
-    sections.append("<h2>Performance on the eval rows</h2>" + _figures(performance_plots(truth, inputs.candidate)))
-    if truth.classes:
+    if truth is not None and inputs.candidate is not None:
+        plots = performance_plots(truth, inputs.candidate)
+        sections.append("<h2>Performance on the eval rows</h2>" + _figures(plots))
+    if truth is not None and inputs.candidate is not None and truth.classes:
         rows = per_class_metrics(truth, inputs.candidate)
         sections.append("<h3>Per class</h3>" + _table(["class", "precision", "recall", "F1", "rows"], rows))
     if inputs.model_metrics:  # long (every class's precision, recall, AUCs): folded, to keep the plots in view
@@ -401,6 +403,20 @@ def report_inputs(
         reference_metrics=evaluation.blessing.reference_metrics,
         manifest=prepared.manifest,
         drift=drift,
+        run=run,
+    )
+
+
+def user_report_inputs(evaluation: "Evaluation", manifest: Mapping[str, Any], run: Mapping[str, Any]) -> ReportInputs:
+    """What the report of a user model's evaluate stage shows: the verdict, the metric_fn's metrics beside the
+    published model's, the prepared records' manifest, and the run's facts."""
+    return ReportInputs(
+        title=f"{manifest.get('label')} (your model_fn): model at step {evaluation.global_step}",
+        blessing=evaluation.blessing,
+        truth=None,
+        candidate=None,
+        model_metrics=dict(evaluation.metrics),
+        manifest=manifest,
         run=run,
     )
 

@@ -113,6 +113,17 @@ def _local_copy(export_dir: str) -> str:
     return local
 
 
+def describe_saved_model(export_dir: str) -> Dict[str, Any]:
+    """Each meta graph's signatures, by tag set ("serve", "serve,tpu"), of an export (local or gs://)."""
+    local = _local_copy(export_dir)
+    try:
+        proto = _read_saved_model(local)
+    finally:
+        if local != export_dir:
+            shutil.rmtree(local, ignore_errors=True)
+    return {_tag_key(mg.meta_info_def.tags): _describe_signatures(mg) for mg in proto.meta_graphs}
+
+
 # -- verification ---------------------------------------------------------------------------------------------
 def _required_signatures(task: Optional[str]) -> List[str]:
     names = ["serving_default", serving.PREDICT_SIGNATURE, serving.RAW_PREDICT_SIGNATURE]

@@ -67,7 +67,8 @@ def test_data_and_predict_data_must_exist(tmp_path, output, capsys, monkeypatch)
     monkeypatch.chdir(tmp_path)
     assert refused(capsys, "run-local", "--output", output, "--predict-data", "evl") == (
         f"tpu-pipeline run-local: error: --predict-data '{tmp_path}/evl' is neither a prepared split (train, eval, "
-        "test, valid) nor a directory holding *.tfrecord or *.tfrecords files; did you mean 'eval'?"
+        "test, valid) nor a directory holding *.tfrecord or *.tfrecords or *.tf_record or *.tfrec files; did you "
+        "mean 'eval'?"
     )
     assert refused(capsys, "run-local", "--output", output, "--predict-data", "new/*.csv") == (
         f"tpu-pipeline run-local: error: --predict-data {tmp_path}/new/*.csv: no such file (nothing matches); give "

@@ -270,6 +270,7 @@ def test_settings_route_overrides_to_their_sections(tmp_path):
         "min_improvement": 0.01,
         "confidence": 0.95,
         "reference_margin": 0.02,
+        "directions": {},
     }
 
 

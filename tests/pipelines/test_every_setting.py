@@ -35,6 +35,14 @@ DATAFLOW = [
     "beam.temp_location=gs://bucket/tmp",
     "beam.sdk_container_image=repo/img@sha256:" + "a" * 64,
 ]
+# A user model run (resolution only: a gs:// feature spec is read by the prepare stage).
+USER_MODEL = [
+    "model.model_fn=digits_cnn.model:model_fn",
+    "prepare.feature_spec=gs://bucket/feature_spec.json",
+    "prepare.data=gs://bucket/train.tfrecord",
+    "prepare.label=label",
+    "blessing.comparison_metric=accuracy",
+]
 
 # Fields whose valid values a type alone cannot give: [--set texts], and the value the spec then holds.
 VALID: dict[str, tuple[list[str], Any]] = {
@@ -51,6 +59,11 @@ VALID: dict[str, tuple[list[str], Any]] = {
     "model.features": (["model.features=bill_length_mm,island"], ("bill_length_mm", "island")),
     "model.hidden_units": (["model.hidden_units=16,8"], (16, 8)),
     "model.hparams": (['model.hparams={"depth": 3}'], {"depth": 3}),
+    "model.model_fn": (USER_MODEL, "digits_cnn.model:model_fn"),
+    "model.code": ([*USER_MODEL, "model.code=/code"], "/code"),
+    "prepare.feature_spec": (USER_MODEL, "gs://bucket/feature_spec.json"),
+    "prepare.eval_data": ([*USER_MODEL, "prepare.eval_data=gs://bucket/eval.tfrecord"], ("gs://bucket/eval.tfrecord",)),
+    "blessing.directions": ([*USER_MODEL, 'blessing.directions={"nll": "lower"}'], {"nll": "lower"}),
     "prepare.data": (["prepare.data=/rows/penguins.csv"], ("/rows/penguins.csv",)),
     "prepare.label": (["prepare.label=island"], "island"),
     "prepare.task": (["prepare.task=regression"], "regression"),
@@ -98,6 +111,11 @@ INVALID: dict[str, str] = {
     "model.features": "",
     "model.hidden_units": "64,0",
     "model.hparams": "[1, 2]",
+    "model.model_fn": "digits_cnn.model",
+    "model.code": "",
+    "prepare.feature_spec": "spec.json",  # without a model_fn
+    "prepare.eval_data": "eval.tfrecord",  # without a feature spec
+    "blessing.directions": '{"nll": "up"}',
     "prepare.data": "",
     "prepare.label": "",
     "prepare.task": "ranking",

@@ -27,13 +27,13 @@ from tensorflow.python.util import function_utils
 from tensorflow_estimator.python.estimator.model_fn import EstimatorSpec
 from tensorflow_estimator.python.estimator.tpu.tpu_estimator import TPUEstimatorSpec
 
+from estimator_lib.config.job import RESERVED_PARAMS
 from estimator_lib.model.calling import call_as_tpu_estimator
 from estimator_lib.schema import INDEX_FEATURE, PADDING_FEATURE
 
 ModeKeys = tf.estimator.ModeKeys
 MARKERS = (PADDING_FEATURE, INDEX_FEATURE)
 # Keys TPUEstimator adds to params itself (and refuses from a user).
-RESERVED_PARAMS = ("batch_size", "context")
 
 
 class UserCodeError(ValueError):

@@ -177,7 +177,7 @@ def first_mismatch(
     return None
 
 
-def _read_features(spec: FeatureSpec, with_label: bool) -> List[Feature]:
+def read_features(spec: FeatureSpec, with_label: bool) -> List[Feature]:
     features = list(spec.inputs) + ([spec.feature(spec.label)] if with_label and spec.label else [])
     return features + ([spec.feature(spec.key)] if spec.key else [])
 
@@ -185,7 +185,7 @@ def _read_features(spec: FeatureSpec, with_label: bool) -> List[Feature]:
 def check_first_records(files: Sequence[str], spec: FeatureSpec, with_label: bool) -> None:
     """Checks the first record of every file against the spec before a graph is built on it: a spec of the
     wrong dtype or shape fails here, naming the feature, rather than inside the user's model."""
-    found = first_mismatch(files, spec, _read_features(spec, with_label), per_file=1)
+    found = first_mismatch(files, spec, read_features(spec, with_label), per_file=1)
     if found is not None:
         raise RecordMismatchError(found.message())
 
@@ -193,7 +193,7 @@ def check_first_records(files: Sequence[str], spec: FeatureSpec, with_label: boo
 def raise_for_records(files: Sequence[str], spec: FeatureSpec, with_label: bool, cause: Exception) -> None:
     """After a parse failure in the input pipeline: raises RecordMismatchError naming the first record that does
     not match; re-raises `cause` when every record matches (the failure was something else)."""
-    found = first_mismatch(files, spec, _read_features(spec, with_label))
+    found = first_mismatch(files, spec, read_features(spec, with_label))
     if found is None:
         raise cause
     raise RecordMismatchError(found.message()) from None

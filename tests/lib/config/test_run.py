@@ -107,6 +107,7 @@ def test_the_view_shows_the_configs_without_nulls_and_the_hyperparameters():
         "min_improvement": 0.01,
         "confidence": 0.95,
         "reference_margin": 0.02,
+        "directions": {},
     }
     assert view["publish_root"] == "/p" and view["prepare_options"] == {} and view["data"] == "embedded:penguins"
 

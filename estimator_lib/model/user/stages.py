@@ -1,0 +1,123 @@
+"""A user's model through the pipeline's stages: what each stage's component calls when the job names a
+`model_fn` (`job.model.model_fn`), on a preparation of their TFRecords (`model.user.prepare`).
+
+Each function takes the typed job (read from the artifacts) and the prepared records, makes the `model.user.run`
+call that does the stage's work, and returns the result type the built-in stage returns (`TrainResult`,
+`Evaluation`, `PredictResult`, `ExportResult`), so the components describe both kinds of model the same way.
+The user's code is imported here, in the stage's own process: from a local folder, or from the wheel a Vertex
+AI run staged (`model.user.package`), copied locally first when it is on gs://.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from typing import Any, Dict, List, Mapping, Optional
+
+import tensorflow as tf
+
+from estimator_lib import storage
+from estimator_lib.config import BlessingConfig, JobConfig
+from estimator_lib.config.run import SPLIT, TFRECORD, prediction_kind
+from estimator_lib.data.common import EVAL, TRAIN
+from estimator_lib.estimator import TrainResult
+from estimator_lib.evaluation.blessing import decide_user
+from estimator_lib.evaluation.evaluate import Evaluation
+from estimator_lib.export import ExportResult
+from estimator_lib.export.saved_model import METADATA_FILE, describe_saved_model
+from estimator_lib.model import checkpoints, inputs
+from estimator_lib.model.user import run
+from estimator_lib.model.user.prepare import PreparedRecords
+from estimator_lib.predict import PredictResult
+
+_LOCAL_CODE = os.path.join(tempfile.gettempdir(), "tpu-pipeline-user-code")
+
+
+def locate_code(code: Optional[str]) -> Optional[str]:
+    """Where the user's code is imported from: the folder or local wheel itself, or a local copy of a gs://
+    wheel (a zip on the import path: the wheel's files are its packages)."""
+    if not code or not storage.is_gcs(code):
+        return code
+    local = os.path.join(_LOCAL_CODE, os.path.basename(code))
+    if not os.path.exists(local):
+        os.makedirs(_LOCAL_CODE, exist_ok=True)
+        storage.download_file(code, local + ".part")
+        os.replace(local + ".part", local)
+    return local
+
+
+def user_model(job: JobConfig, prepared: PreparedRecords) -> run.UserModel:
+    """The job's model_fn, hyperparameters and code, on the prepared records' spec."""
+    if not job.model.model_fn:
+        raise ValueError("the job names no model_fn (model.model_fn): it trains a built-in family")
+    return run.UserModel(job.model.model_fn, prepared.spec, dict(job.model.hparams), locate_code(job.model.code))
+
+
+def train(job: JobConfig, prepared: PreparedRecords, model_dir: str) -> TrainResult:
+    """Trains on the train split to the job's budget (resuming from `model_dir`'s newest checkpoint), warm
+    started from `job.training.warm_start_from` when the model directory is new."""
+    count = prepared.counts[TRAIN]
+    step = run.train(
+        job,
+        user_model(job, prepared),
+        prepared.files(TRAIN),
+        model_dir,
+        num_train_examples=count,
+        warm_start_from=job.training.warm_start_from,
+    )
+    checkpoint = checkpoints.selected_checkpoint(model_dir)
+    return TrainResult(model_dir, step, checkpoint, step, job.training.budget(count))
+
+
+def evaluate(
+    job: JobConfig,
+    prepared: PreparedRecords,
+    model_dir: str,
+    config: BlessingConfig,
+    baseline_dir: Optional[str],
+) -> Evaluation:
+    """The user's metric_fn on every eval record (padding masked out), and the verdict: the thresholds, and the
+    comparison with the published model `baseline_dir` evaluated on the same records by the same metric_fn."""
+    user = user_model(job, prepared)
+    count = prepared.counts[EVAL]
+    result = run.evaluate(job, user, prepared.files(EVAL), model_dir, num_examples=count)
+    baseline = None
+    if baseline_dir:
+        from estimator_lib.model.user import compat
+
+        with tempfile.TemporaryDirectory(prefix="baseline-") as work_dir:  # the estimator's eval events
+            baseline = compat.evaluate_published(
+                job, user, prepared.files(EVAL), baseline_dir, work_dir, num_examples=count
+            ).metrics
+    blessing = decide_user(config, result.metrics, count, baseline, baseline_dir)
+    return Evaluation(result.metrics, result.global_step, result.checkpoint, blessing)
+
+
+def _predict_files(prepared: PreparedRecords, data: str) -> List[str]:
+    if prediction_kind(data) == SPLIT:
+        return prepared.files(data)
+    pattern = storage.join(data, "*") if data.endswith("/") or prediction_kind(data) != TFRECORD else data
+    return inputs.resolve_files(pattern)
+
+
+def predict(job: JobConfig, prepared: PreparedRecords, model_dir: str, data: str, output_dir: str) -> PredictResult:
+    """Predicts `data` ("eval", "train", or TFRecords the spec describes; the label is not read) and publishes
+    one JSON Lines row per record, in input order."""
+    files = _predict_files(prepared, data)
+    count = prepared.counts[data] if prediction_kind(data) == SPLIT else None
+    return run.predict(job, user_model(job, prepared), files, model_dir, output_dir, num_examples=count)
+
+
+def export(job: JobConfig, prepared: PreparedRecords, model_dir: str, export_base: str) -> ExportResult:
+    """Exports (`serve` and `serve,tpu`), verified on the first eval records, published as export_base/<version>."""
+    done = run.export(job, user_model(job, prepared), model_dir, export_base, verify_files=prepared.files(EVAL))
+    export_dir = done["export_dir"]
+    metadata: Dict[str, Any] = _read_json(storage.join(export_dir, METADATA_FILE))
+    metadata["global_step"] = int(tf.train.load_variable(metadata["checkpoint"], "global_step"))
+    tag_sets = tuple(tuple(tags) for tags in done["tag_sets"])
+    return ExportResult(export_dir, tag_sets, describe_saved_model(export_dir), metadata)
+
+
+def _read_json(uri: str) -> Mapping[str, Any]:
+    return dict(json.loads(storage.read_text(uri)))
