@@ -604,6 +604,7 @@ def format_failure(summary: dict[str, Any], verbose: bool) -> str:
 def format_summary(summary: dict[str, Any], path: str) -> str:
     metrics = summary["metrics"]
     shown = [k for k in ("accuracy", "auc_roc", "macro_auc_roc", "rmse", "mae", "mean_loss") if k in metrics]
+    shown = shown or sorted(metrics)  # a user model_fn's metrics: its metric_fn's own names
     run = summary["run"]
     lines = [
         f"pipeline finished: run {run['id']}" + (f" (attempt {run['attempts']})" if run["attempts"] > 1 else ""),
@@ -685,6 +686,10 @@ def _vertex_job(args: argparse.Namespace, template_dir: str, credentials: Any = 
         credentials = AnonymousCredentials()
     image = resolve_image(args) if args.engine == BEAM or not args.template else ""
     beam = resolve_beam(args, image, _dataflow_defaults(args))
+    from pipelines import staging  # builds a wheel with the user package's code: TensorFlow is imported
+
+    staged = staging.stage_user_files(args.code, args.feature_spec, args.pipeline_root, upload=not args.dry_run)
+    args.code, args.feature_spec = staged.code, staged.feature_spec
     settings = resolve_settings(args, publish_root=args.pipeline_root.rstrip("/") + "/published", beam=beam)
     template = args.template
     compiled: dict[str, Any] = {"template": template}
@@ -704,6 +709,8 @@ def _vertex_job(args: argparse.Namespace, template_dir: str, credentials: Any = 
         template = compile_pipeline(template_path, image, tpu, steps, beam)
         compiled = describe_compiled(tpu, steps)
     arguments = settings.arguments()
+    if args.code or args.feature_spec:
+        compiled["user_files"] = staged.described
     return vertex.build_job(template, target, arguments, credentials=credentials), target, compiled, arguments
 
 
