@@ -1,12 +1,14 @@
-"""Is a published user model compatible with this run's model_fn and feature spec? Checked before a warm start,
-so an incompatible one is refused with the feature or variable that changed, never half-loaded.
+"""Is a published user model compatible with this run's model_fn and feature spec? Checked before a warm start
+and before the published model is evaluated with the current model_fn, so an incompatible one is refused with
+the feature or variable that changed, never half-loaded.
 
 - The spec: the features the model_fn reads (`FeatureSpec.inputs`: all but the label and the key) must be the
   ones the published model read, each with the same dtype, shape, var_len (and padding default) and decoding,
   as recorded in the export's `assets.extra/export_metadata.json` (`run.export` writes it).
 - The variables: the user's model_fn is built (not run: no session, no training step) in a fresh graph on the
-  input_fn the estimator would use, and each variable the published checkpoint must fill (the trainable ones:
-  what TensorFlow's warm start initialises) must be in it with the same shape and dtype.
+  input_fn the estimator would use, and each variable the published checkpoint must fill (the trainable ones
+  for a warm start, which is what TensorFlow's warm start initialises; every global one for an evaluation,
+  which restores them all) must be in it with the same shape and dtype.
 
 TensorFlow refuses such a model too, but only once the estimator runs, for the first variable it meets, and
 without saying what changed or what to do. The graph is built as on CPU (`params['use_tpu']` False, no
@@ -15,9 +17,13 @@ without saying what changed or what to do. The graph is built as on CPU (`params
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
-from typing import Any, Callable, Dict, Mapping, Protocol, Tuple
+import os
+import shutil
+import tempfile
+from typing import Any, Callable, Dict, Iterator, Mapping, Protocol, Tuple
 
 import tensorflow as tf
 
@@ -203,3 +209,35 @@ def check_warm_start(job: JobConfig, user: UserModel, files: Patterns, source: s
     if storage.exists(storage.join(source, METADATA_FILE)):
         check_spec(published_metadata(source), user.spec)
     return check_variables(job, user, files, source)
+
+
+def check_restorable(job: JobConfig, user: UserModel, eval_input_fn: InputFn, checkpoint: str, where: str) -> None:
+    """Checks that `checkpoint` holds every variable the user's model_fn creates in EVAL mode on `eval_input_fn`
+    (the padded eval input), with the same shape and dtype: what evaluating that checkpoint restores.
+
+    Raises:
+      IncompatibleModelError: naming the variable that is missing or differs.
+    """
+    variables = model_variables(job, user, eval_input_fn, ModeKeys.EVAL, job.training.eval_batch_size)
+    compare_variables(variables, checkpoint, where)
+
+
+@contextlib.contextmanager
+def readable_checkpoint(export_dir: str, work_dir: str) -> Iterator[str]:
+    """The checkpoint prefix of a SavedModel's variables (`<export_dir>/variables/variables`), readable by an
+    estimator whose model directory is `work_dir`: a gs:// export with a local `work_dir` is downloaded to a
+    temporary directory first (deleted afterwards), so a host whose TensorFlow cannot read that gs:// (an
+    emulator, no credentials for TensorFlow's own file system) reads it through `storage`. A gs:// `work_dir`
+    (on a TPU) reads the export where it is."""
+    if not storage.is_gcs(export_dir) or storage.is_gcs(work_dir):
+        yield storage.join(export_dir, VARIABLES_PREFIX)
+        return
+    local = tempfile.mkdtemp(prefix="published-variables-")
+    try:
+        folder = storage.join(export_dir, "variables") + "/"
+        os.makedirs(os.path.join(local, "variables"))
+        for uri in storage.list_files(folder):
+            storage.download_file(uri, os.path.join(local, "variables", uri[len(folder) :]))
+        yield os.path.join(local, VARIABLES_PREFIX)
+    finally:
+        shutil.rmtree(local, ignore_errors=True)

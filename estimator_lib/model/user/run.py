@@ -168,6 +168,38 @@ def evaluate(
     return EvalResult({k: float(v) for k, v in raw.items()}, step, count, steps, checkpoint)
 
 
+def evaluate_published(
+    job: JobConfig,
+    user: UserModel,
+    eval_files: Patterns,
+    export_dir: str,
+    work_dir: str,
+    *,
+    num_examples: Optional[int] = None,
+) -> EvalResult:
+    """The published model's metrics by the user's metric_fn on `eval_files`: this run's model_fn evaluated with
+    the variables of the published SavedModel `export_dir` (a name-based checkpoint, global step included), so
+    a new model and the published one are measured by the same code on the same records.
+
+    `work_dir` is the estimator's model directory for this evaluation (its summaries go there). A gs:// export
+    evaluated in a local `work_dir` is read through a temporary local copy (`compat.readable_checkpoint`).
+    The result's `checkpoint` is `<export_dir>/variables/variables`.
+
+    Raises:
+      IncompatibleModelError: `export_dir` is not a user model's export, or a feature or a variable of this
+        model_fn and spec differs from the published model's (names it and both versions).
+    """
+    compat.check_spec(compat.published_metadata(export_dir), user.spec)
+    input_fn = user_inputs.padded_input_fn_builder(eval_files, user.spec, num_examples, with_label=True)
+    count = input_fn.num_examples  # type: ignore[attr-defined]
+    published = storage.join(export_dir, compat.VARIABLES_PREFIX)
+    with compat.readable_checkpoint(export_dir, work_dir) as checkpoint:
+        if count:  # evaluate names an empty evaluation set
+            compat.check_restorable(job, user, input_fn, checkpoint, published)
+        result = evaluate(job, user, eval_files, work_dir, num_examples=count, checkpoint_path=checkpoint)
+    return dataclasses.replace(result, checkpoint=published)
+
+
 def _rows(estimator, input_fn, checkpoint: str, count: int) -> Iterator[Dict[str, np.ndarray]]:
     """The real rows' predictions in input order (padding dropped; the order checked by `example_index`)."""
     expected = 0

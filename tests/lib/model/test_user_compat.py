@@ -1,6 +1,7 @@
 """model/user/compat.py and its callers: a user model (examples/image_cnn on scikit-learn's digits) warm-starts
 from its published export only when the feature spec and the variables still fit, and is refused otherwise with
-the feature or variable that changed and both versions of it, before anything trains."""
+the feature or variable that changed and both versions of it, before anything trains; the published model is
+evaluated with the current model_fn and gives the metrics of the checkpoint it was exported from."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 import tensorflow as tf
 from user_examples import trained_example
 
+from estimator_lib import storage
 from estimator_lib.config import JobConfig, TPUSettings, TrainingConfig
 from estimator_lib.config.feature_spec import FeatureSpec
 from estimator_lib.model.user import (
@@ -21,6 +23,8 @@ from estimator_lib.model.user import (
     UserModel,
     check_spec,
     check_variables,
+    evaluate,
+    evaluate_published,
     export,
     published_metadata,
     train,
@@ -112,6 +116,11 @@ def test_a_changed_feature_shape_is_refused_naming_the_feature_and_both_shapes(p
         train(published.job, reshaped, train_files, model_dir, warm_start_from=published.export_dir)
     assert str(e.value) == message
     assert tf.train.latest_checkpoint(model_dir) is None  # refused before anything trained
+    with pytest.raises(IncompatibleModelError) as e:
+        evaluate_published(
+            published.job, reshaped, published.records("eval.tfrecord"), published.export_dir, str(tmp_path / "w")
+        )
+    assert str(e.value) == message
 
 
 def test_a_wider_layer_is_refused_naming_the_variable_and_both_shapes(published, tmp_path):
@@ -127,6 +136,11 @@ def test_a_wider_layer_is_refused_naming_the_variable_and_both_shapes(published,
         )
     assert str(e.value) == message
     assert tf.train.latest_checkpoint(model_dir) is None
+    with pytest.raises(IncompatibleModelError) as e:
+        evaluate_published(
+            published.job, wider, published.records("eval.tfrecord"), published.export_dir, str(tmp_path / "w")
+        )
+    assert str(e.value) == message
 
 
 def test_a_variable_the_published_model_lacks_is_named(published):
@@ -155,6 +169,8 @@ def test_an_export_that_is_not_a_user_models_is_refused_with_the_fix(published, 
         f"{bare} has no assets.extra/export_metadata.json: it is not the export of a user's model_fn (the user "
         f"model's export writes its feature spec there); give such an export, or {NO_MODEL}"
     )
+    with pytest.raises(IncompatibleModelError, match="has no assets.extra/export_metadata.json"):
+        evaluate_published(published.job, published.user, published.records("eval.tfrecord"), bare, str(tmp_path / "w"))
     # Its variables fit, so it can still be warm-started from: there is no spec to compare.
     train_files = published.records("train.tfrecord")
     assert (
@@ -233,3 +249,25 @@ def test_check_spec_ignores_what_the_model_fn_does_not_read():
     # Another label dtype and no key field at all: the model_fn gets the same features.
     metadata = {**METADATA, "feature_spec": {**PUBLISHED_SPEC, "id": {"dtype": "int64", "shape": []}}}
     assert check_spec(metadata, spec({"id": None, "label": {"dtype": "int32", "shape": []}}, key=None)) is None
+
+
+# -- evaluating the published model --------------------------------------------------------------------------
+def test_the_published_model_evaluated_with_the_current_model_fn_gives_its_checkpoints_metrics(published, tmp_path):
+    eval_files = published.records("eval.tfrecord")
+    original = evaluate(published.job, published.user, eval_files, published.model_dir)
+    result = evaluate_published(published.job, published.user, eval_files, published.export_dir, str(tmp_path / "w"))
+
+    assert original.checkpoint == os.path.join(published.model_dir, "model.ckpt-20")
+    assert result.metrics == original.metrics and sorted(result.metrics) == ["accuracy"]
+    assert (result.global_step, result.num_examples, result.steps) == (20, 297, 5)
+    assert result.checkpoint == published.variables
+
+
+def test_a_published_model_on_gcs_is_evaluated_through_a_local_copy(published, tmp_path, gcs_prefix):
+    exported = export(published.job, published.user, published.model_dir, f"{gcs_prefix}/exports")["export_dir"]
+    eval_files = published.records("eval.tfrecord")
+    result = evaluate_published(published.job, published.user, eval_files, exported, str(tmp_path / "w"))
+
+    assert result.metrics == evaluate(published.job, published.user, eval_files, published.model_dir).metrics
+    assert result.global_step == 20 and result.checkpoint == f"{exported}/variables/variables"
+    assert storage.exists(f"{exported}/variables/variables.index")
