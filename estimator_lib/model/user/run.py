@@ -26,8 +26,8 @@ from estimator_lib.estimator import EvalResult, build_user_estimator
 from estimator_lib.export.saved_model import CPU_TAGS, TPU_CALL_OP, TPU_TAGS, ExportVerificationError, run_cpu_graph
 from estimator_lib.model import checkpoints, inputs
 from estimator_lib.model.inputs import Patterns
+from estimator_lib.model.user import compat, records
 from estimator_lib.model.user import inputs as user_inputs
-from estimator_lib.model.user import records
 from estimator_lib.model.user.model_fn import check_hparams, check_model_fn, load_function, wrap_model_fn
 from estimator_lib.predict import PredictionError, PredictResult, shard_name
 from estimator_lib.predict.shards import publish, shard_sizes
@@ -115,8 +115,13 @@ def train(
     """Trains the user's model to the job's step budget (`training.train_steps`, or `training.max_epochs`
     passes over the records); a rerun continues from the newest checkpoint in `model_dir`. Returns the step.
 
-    `warm_start_from`: a checkpoint (or model directory) whose variables initialise the model's by name, when
-    this model directory has no checkpoint yet.
+    `warm_start_from`: a SavedModel directory (the last published model), a model directory or a checkpoint
+    prefix whose trainable variables initialise the model's by name, when this model directory has no
+    checkpoint yet. Before training starts, the source is checked (`compat.check_warm_start`): a published
+    model's features against the spec, every trainable variable's name, shape and dtype against the source's.
+
+    Raises:
+      IncompatibleModelError: the warm-start source does not fit this model_fn and spec (names what changed).
     """
     files = inputs.resolve_files(train_files)
     count = num_train_examples
@@ -128,6 +133,8 @@ def train(
     )
     warm = warm_start_from if inputs.start_step(model_dir) == 0 else None
     with _named_records(files, user.spec, with_label=True):
+        if warm is not None:  # the checkpoint checked is the one loaded
+            warm = compat.check_warm_start(job, user, files, warm)
         if job.tpu.strict:
             _strict_check(job, user, files, model_dir)
         _estimator(job, user, model_dir, warm).train(input_fn, max_steps=budget)
@@ -159,6 +166,38 @@ def evaluate(
     step = int(raw.pop("global_step"))
     raw.pop("loss", None)
     return EvalResult({k: float(v) for k, v in raw.items()}, step, count, steps, checkpoint)
+
+
+def evaluate_published(
+    job: JobConfig,
+    user: UserModel,
+    eval_files: Patterns,
+    export_dir: str,
+    work_dir: str,
+    *,
+    num_examples: Optional[int] = None,
+) -> EvalResult:
+    """The published model's metrics by the user's metric_fn on `eval_files`: this run's model_fn evaluated with
+    the variables of the published SavedModel `export_dir` (a name-based checkpoint, global step included), so
+    a new model and the published one are measured by the same code on the same records.
+
+    `work_dir` is the estimator's model directory for this evaluation (its summaries go there). A gs:// export
+    evaluated in a local `work_dir` is read through a temporary local copy (`compat.readable_checkpoint`).
+    The result's `checkpoint` is `<export_dir>/variables/variables`.
+
+    Raises:
+      IncompatibleModelError: `export_dir` is not a user model's export, or a feature or a variable of this
+        model_fn and spec differs from the published model's (names it and both versions).
+    """
+    compat.check_spec(compat.published_metadata(export_dir), user.spec)
+    input_fn = user_inputs.padded_input_fn_builder(eval_files, user.spec, num_examples, with_label=True)
+    count = input_fn.num_examples  # type: ignore[attr-defined]
+    published = storage.join(export_dir, compat.VARIABLES_PREFIX)
+    with compat.readable_checkpoint(export_dir, work_dir) as checkpoint:
+        if count:  # evaluate names an empty evaluation set
+            compat.check_restorable(job, user, input_fn, checkpoint, published)
+        result = evaluate(job, user, eval_files, work_dir, num_examples=count, checkpoint_path=checkpoint)
+    return dataclasses.replace(result, checkpoint=published)
 
 
 def _rows(estimator, input_fn, checkpoint: str, count: int) -> Iterator[Dict[str, np.ndarray]]:
