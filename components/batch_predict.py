@@ -50,6 +50,7 @@ def batch_predict(
         # the engines' predictions agree to 1e-5, not byte for byte (beam scores the exported SavedModel)
         "engine": engine,
     }
+    inputs.update(user_model.code_record(job))  # the model_fn's code runs here too
     sources = {"dataset": dataset, "model": model}
     if prediction_kind(data) != SPLIT:
         sources["data"] = records.files_source([data, storage.join(data, "*")])

@@ -66,6 +66,7 @@ def evaluate_model(
         "baseline": baseline_dir,
         "based_on": based_on,
     }
+    inputs.update(user_model.code_record(job))  # the model_fn's code runs here too
     outputs = {
         "metrics": metrics,
         "classification_metrics": classification_metrics,

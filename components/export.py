@@ -28,6 +28,7 @@ def export_model(
 
     job = adapter.stage_job(model.uri, tpu)
     inputs = {"dataset": records.fingerprint_of(dataset), "model": records.fingerprint_of(model), "job": job.to_dict()}
+    inputs.update(user_model.code_record(job))  # the model_fn's code builds the exported graph
     record = records.StageRecord("export", {"exported": exported}, inputs, {"dataset": dataset, "model": model})
     if record.restore():
         return

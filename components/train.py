@@ -43,7 +43,7 @@ def train_model(
     record = records.StageRecord(
         "train",
         {"model": model},
-        {"dataset": records.fingerprint_of(dataset), "job": job.to_dict()},
+        {"dataset": records.fingerprint_of(dataset), "job": job.to_dict(), **user_model.code_record(job)},
         {"dataset": dataset},
     )
     if record.restore():

@@ -9,13 +9,14 @@ work is `estimator_lib.model.user.stages`; this module holds no ML logic.
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any
 
 from kfp.dsl import Dataset, Markdown
 
 from components.adapter import require_output
 from estimator_lib import storage
-from estimator_lib.config import PrepareConfig
+from estimator_lib.config import JobConfig, PrepareConfig
 from estimator_lib.model.user.prepare import FEATURE_SPEC, MANIFEST, PreparedRecords, load_records
 from estimator_lib.release import fingerprint
 
@@ -31,6 +32,24 @@ def load(dataset_uri: str) -> PreparedRecords:
 def patterns(config: PrepareConfig) -> list[str]:
     """What a records preparation reads: its data, its eval data, and the feature spec file."""
     return [*config.data, *config.eval_data, *([config.feature_spec] if config.feature_spec else [])]
+
+
+def code_identity(code: str | None) -> dict[str, Any]:
+    """What names the user's code in a stage's record: a local folder by its content fingerprint (so a stage
+    reruns when the code changes), a staged wheel by its URI (its version is its fingerprint)."""
+    if not code:
+        return {"code": "installed"}
+    if os.path.isdir(code):
+        from estimator_lib.model.user import package
+
+        return {"code": code, "fingerprint": package.fingerprint(code)[0]}
+    return {"code": code}
+
+
+def code_record(job: JobConfig) -> dict[str, Any]:
+    """{"user_code": its identity} for a stage that runs a user's model_fn (so it reruns when the code changes,
+    even when training gives the same variables); {} for a built-in model."""
+    return {"user_code": code_identity(job.model.code)} if job.model.model_fn else {}
 
 
 def describe_dataset(dataset: Dataset, prepared: PreparedRecords) -> None:

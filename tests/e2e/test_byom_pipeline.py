@@ -129,3 +129,62 @@ def test_the_text_transformer_runs_end_to_end_with_its_own_metric_names(tmp_path
     rows = prediction_rows(summary)
     assert [r["index"] for r in rows] == list(range(len(predict_records)))
     assert all(len(r["probabilities"]) == 2 for r in rows)
+
+
+def write_records(path: str, examples: list) -> str:
+    with tf.io.TFRecordWriter(path) as writer:
+        for features in examples:
+            writer.write(tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString())
+    return path
+
+
+def floats(values) -> tf.train.Feature:
+    return tf.train.Feature(float_list=tf.train.FloatList(value=values))
+
+
+def ints(values) -> tf.train.Feature:
+    return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
+
+
+def failed_run(output: str, *args: str) -> str:
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    proc = subprocess.run(
+        [TPU_PIPELINE, "run-local", "--output", output, *args], capture_output=True, text=True, env=env, timeout=900
+    )
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    with open(os.path.join(output, "summary.json"), encoding="utf-8") as f:
+        summary = json.load(f)
+    assert summary["status"] == "failed" and summary["stage"] == "prepare"
+    return summary["error"]
+
+
+def test_records_that_do_not_match_the_spec_fail_the_prepare_stage_naming_file_record_and_feature(tmp_path):
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"image": {"dtype": "float32", "shape": [4]}, "label": {"dtype": "int64", "shape": []}}))
+    good = [{"image": floats([1.0, 2.0, 3.0, 4.0]), "label": ints([i % 2])} for i in range(40)]
+    lacking = good[:7] + [{"label": ints([1])}] + good[8:]
+    data = write_records(str(tmp_path / "lacking.tfrecord"), lacking)
+    args = [
+        "--model-fn",
+        "digits_cnn.model:model_fn",
+        "--code",
+        os.path.join(EXAMPLES, "image_cnn"),
+        "--label",
+        "label",
+    ]
+    args += ["--set", "blessing.comparison_metric=accuracy", "--feature-spec", str(spec)]
+    error = failed_run(str(tmp_path / "a"), *args, "--data", data)
+    assert (
+        f"{data}: record 7: feature 'image': expected 4 value(s) in float_list (float32, shape [4]), found no such "
+        "feature in the record" in error
+    )
+
+    wrong = tmp_path / "wrong.json"
+    wrong.write_text(json.dumps({"image": {"dtype": "int64", "shape": [4]}, "label": {"dtype": "int64", "shape": []}}))
+    data = write_records(str(tmp_path / "good.tfrecord"), good)
+    args[args.index(str(spec))] = str(wrong)
+    error = failed_run(str(tmp_path / "b"), *args, "--data", data)
+    assert (
+        f"{data}: record 0: feature 'image': expected 4 value(s) in int64_list (int64, shape [4]), found 4 value(s) "
+        "in float_list" in error
+    )

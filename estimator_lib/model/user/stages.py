@@ -84,10 +84,8 @@ def evaluate(
     result = run.evaluate(job, user, prepared.files(EVAL), model_dir, num_examples=count)
     baseline = None
     if baseline_dir:
-        from estimator_lib.model.user import compat
-
         with tempfile.TemporaryDirectory(prefix="baseline-") as work_dir:  # the estimator's eval events
-            baseline = compat.evaluate_published(
+            baseline = run.evaluate_published(
                 job, user, prepared.files(EVAL), baseline_dir, work_dir, num_examples=count
             ).metrics
     blessing = decide_user(config, result.metrics, count, baseline, baseline_dir)
