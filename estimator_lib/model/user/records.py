@@ -79,6 +79,8 @@ def parse_batch(serialized: tf.Tensor, spec: FeatureSpec, with_label: bool):
     wanted = spec.inputs + ((spec.feature(spec.label),) if with_label and spec.label else ())
     parsed = tf.io.parse_example(serialized, parse_spec(spec, wanted))
     tensors = {f.name: _to_tensor(f, parsed[f.name]) for f in wanted}
+    for tensor in tensors.values():  # a var-len or decoded feature keeps the batch's static size (a TPU needs it)
+        tensor.set_shape(tf.TensorShape([serialized.shape[0]]).concatenate(tensor.shape[1:]))
     if not (with_label and spec.label):
         return tensors
     label = tensors.pop(spec.label)

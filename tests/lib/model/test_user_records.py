@@ -47,6 +47,19 @@ def test_a_batch_parses_to_static_shapes_with_sequences_padded_and_images_decode
     assert features["x"].numpy().tolist() == [[0.5, -1.0], [0.5, -1.0]] and label.numpy().tolist() == [1, 1]
 
 
+def test_a_static_batch_keeps_its_size_in_every_feature_as_a_tpu_needs():
+    seen = {}
+
+    @tf.function(input_signature=[tf.TensorSpec([2], tf.string)])
+    def parse(serialized):
+        features, label = records.parse_batch(serialized, SPEC, with_label=True)
+        seen.update({name: tensor.shape.as_list() for name, tensor in features.items()}, label=label.shape.as_list())
+        return label
+
+    parse.get_concrete_function()
+    assert seen == {"tokens": [2, 4], "pixels": [2, 2, 3, 1], "x": [2, 2], "label": [2]}
+
+
 def test_a_sequence_longer_than_its_length_fails_and_is_never_cut():
     with pytest.raises(
         tf.errors.InvalidArgumentError, match=r"feature 'tokens': a record holds more than its var_len length 4"
