@@ -29,7 +29,8 @@ TPU_INPUT_DTYPES = (tf.float32, tf.bfloat16, tf.float16, tf.int32, tf.uint8, tf.
 _DTYPE_FIX = {
     tf.string: "convert it on the host in the input pipeline (a vocabulary lookup or hash to int32 ids, as "
     "estimator_lib.model.transform.categorical_ids does) so only numbers reach the TPU",
-    tf.int64: "cast it to int32 in the input pipeline (tf.cast(x, tf.int32), as estimator_lib.model.transform does)",
+    tf.int64: "cast it to int32 in the input pipeline (tf.cast(x, tf.int32), as estimator_lib.model.transform does); "
+    'for your own records, give the feature "dtype": "int32" in the feature spec (read from the same int64 list)',
     tf.float64: "cast it to float32 in the input pipeline",
 }
 
