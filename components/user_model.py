@@ -17,6 +17,7 @@ from kfp.dsl import Dataset, Markdown
 from components.adapter import require_output
 from estimator_lib import storage
 from estimator_lib.config import JobConfig, PrepareConfig
+from estimator_lib.model.user import package
 from estimator_lib.model.user.prepare import FEATURE_SPEC, MANIFEST, PreparedRecords, load_records
 from estimator_lib.release import fingerprint
 
@@ -40,8 +41,6 @@ def code_identity(code: str | None) -> dict[str, Any]:
     if not code:
         return {"code": "installed"}
     if os.path.isdir(code):
-        from estimator_lib.model.user import package
-
         return {"code": code, "fingerprint": package.fingerprint(code)[0]}
     return {"code": code}
 

@@ -37,6 +37,10 @@ ALLOWED_LOCAL_IMPORTS: Dict[Tuple[str, str], str] = {
     ("estimator_lib.storage", "_named_errors"): LAZY_GCS,
     ("pipelines.vertex", "build_job"): LAZY_VERTEX,
     ("pipelines.pipeline", "_on_tpu"): LAZY_VERTEX,
+    ("pipelines.cli", "_vertex_job"): (
+        "only a submit or schedule stages a user's code (estimator_lib.model.user loads TensorFlow); every other "
+        "command stays TensorFlow-free (test_the_command_line_never_imports_tensorflow)"
+    ),
     ("pipelines.runner", "main"): (
         "the runner starts the run's stage server first, so that the server's imports overlap its own "
         "(tests/pipelines/test_stage.py::test_the_runner_starts_the_stage_server_before_its_own_imports)"
