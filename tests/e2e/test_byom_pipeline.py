@@ -130,6 +130,13 @@ def test_the_text_transformer_runs_end_to_end_with_its_own_metric_names(tmp_path
     assert [r["index"] for r in rows] == list(range(len(predict_records)))
     assert all(len(r["probabilities"]) == 2 for r in rows)
 
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")  # the run reproduces, stage by stage, from its record alone
+    again = [TPU_PIPELINE, "reproduce", os.path.join(output, "summary.json"), "--output", str(tmp_path / "again")]
+    proc = subprocess.run(again, capture_output=True, text=True, env=env, timeout=900)
+    assert proc.returncode == 0 and "reproduced: every stage's outputs have the recorded fingerprints" in proc.stdout, (
+        proc.stdout[-3000:] + proc.stderr[-3000:]
+    )
+
 
 def write_records(path: str, examples: list) -> str:
     with tf.io.TFRecordWriter(path) as writer:
