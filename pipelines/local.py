@@ -59,6 +59,7 @@ PUBLISH_DIR = "published"
 EXIT_OK, EXIT_FAILED = 0, 1
 GRACE_SECONDS = 2.0  # after SIGTERM, what the stages get before SIGKILL
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+ATTEMPT_MARKER = "==== run "  # the log line that starts an attempt of the run
 HEARTBEAT_SECONDS = 60.0  # off a terminal, at most one heartbeat line a minute per running stage
 # A stage's progress lines (estimator_lib.progress, through the KFP executor's log format): training's
 # "step 300/1000 (30%), loss ..., ETA 40s", and "<work>: 1,000/2,000 rows (50%), ... rows/s, ETA ..." of
@@ -458,7 +459,8 @@ def run_pipeline(arguments: Mapping[str, Any], folder: runs.RunFolder, progress:
         contextlib.redirect_stderr(stream),
     ):
         attempt = progress.summary["run"]["attempts"]
-        print(f"==== run {folder.run_id}, attempt {attempt}, started {runs.utc_now()} ====", file=log, flush=True)
+        started = f"{ATTEMPT_MARKER}{folder.run_id}, attempt {attempt}, started {runs.utc_now()} ===="
+        print(started, file=log, flush=True)
         kfp_local.init(
             runner=kfp_local.SubprocessRunner(use_venv=False),
             pipeline_root=folder.pipeline_root,
@@ -508,10 +510,18 @@ def first_line(text: str) -> str:
     return next((line.strip() for line in text.splitlines() if line.strip()), "")
 
 
-def _last_traceback(log_path: str) -> list[str]:
-    """The last Python traceback in the log, dedented by the runner's indent: [] when there is none."""
+def _this_attempt(log_path: str) -> list[str]:
+    """The log's lines since the last attempt of the run started (all of them if it has no attempt marker)."""
     with open(log_path, encoding="utf-8", errors="replace") as f:
         lines = [line.rstrip("\n") for line in f]
+    starts = [i for i, line in enumerate(lines) if line.startswith(ATTEMPT_MARKER)]
+    return lines[starts[-1] :] if starts else lines
+
+
+def _last_traceback(log_path: str) -> list[str]:
+    """The last Python traceback of this attempt in the log, dedented by the runner's indent: [] when there is
+    none (an earlier attempt's traceback is not this attempt's error)."""
+    lines = _this_attempt(log_path)
     starts = [i for i, line in enumerate(lines) if line.strip() == "Traceback (most recent call last):"]
     if not starts:
         return []

@@ -149,6 +149,20 @@ def test_a_stage_killed_from_outside_or_without_a_log_is_named_by_its_signal():
     )
 
 
+def test_an_earlier_attempts_traceback_is_not_this_attempts_error(tmp_path):
+    path = tmp_path / "pipeline.log"
+    path.write_text(
+        "==== run r, attempt 1, started 2026-11-25T00:00:00+00:00 ====\n"
+        "    Traceback (most recent call last):\n      old\n    ValueError: attempt 1's error\n"
+        "==== run r, attempt 2, started 2026-11-25T00:01:00+00:00 ====\n"
+        "00:01:09.330 - ERROR - Task 'train-model' finished with status FAILURE\n"
+    )
+    assert local.failure_message(str(path), "train") == (
+        "the train stage stopped without an error message (killed by the system, e.g. out of memory?)"
+    )
+    assert local.failure_excerpt(str(path)) == ""
+
+
 ABORTING_FAMILY = """import os
 
 
