@@ -207,6 +207,10 @@ def train(
       num_train_examples: rows in the train split (prepare's manifest); counted from the files when None.
       valid_files, num_valid_examples: the validation split and its row count (counted when None); None, or a
         count of 0, trains without early stopping.
+
+    Raises:
+      DataError: the files' records were not prepared with `schema` (`inputs.check_records`, which reads the
+        first record of each file before anything trains): a feature of another type, or one they lack.
     """
     count = inputs.count_records(train_files) if num_train_examples is None else num_train_examples
     # The model_fn's learning-rate schedule spans the budget, so the job carries it from here on.
@@ -320,6 +324,9 @@ def evaluate(
     exactly once.
 
     Runs `eval_steps(N, eval_batch_size)` steps over batches padded to full size; metrics ignore padding.
+
+    Raises:
+      DataError: the files' records were not prepared with `schema` (`inputs.check_records`).
     """
     input_fn = inputs.eval_input_fn_builder(eval_files, schema, num_examples)
     count = input_fn.num_examples  # type: ignore[attr-defined]

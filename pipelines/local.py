@@ -11,6 +11,9 @@ Two processes take part:
     folder (KFP writes each stage's `ephemeral_component.py` under it), deleted when the run ends. It
     starts the run's stage server (`pipelines.runner`) first, in the same group: each stage process hands its
     stage to it, and a child forked from that warm interpreter runs the stage without importing TensorFlow again.
+    Neither the runner nor the server runs a stage's code (nor a user's, which a stage imports): a stage whose
+    process a signal kills (a crash in native code, SIGSEGV or SIGABRT; SIGKILL when memory runs out) fails the
+    run with that stage, the signal's name and the stage's last log lines (`killed_message`).
 
 A run resumed into its folder runs in the same artifact directories (`_fixed_run_directory`): each stage finds
 its stage record there and reuses finished outputs, and training continues from its checkpoint
@@ -20,6 +23,7 @@ the verdict, and the release stage, last, publishes only a blessed model (under 
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import functools
@@ -55,6 +59,7 @@ PUBLISH_DIR = "published"
 EXIT_OK, EXIT_FAILED = 0, 1
 GRACE_SECONDS = 2.0  # after SIGTERM, what the stages get before SIGKILL
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+ATTEMPT_MARKER = "==== run "  # the log line that starts an attempt of the run
 HEARTBEAT_SECONDS = 60.0  # off a terminal, at most one heartbeat line a minute per running stage
 # A stage's progress lines (estimator_lib.progress, through the KFP executor's log format): training's
 # "step 300/1000 (30%), loss ..., ETA 40s", and "<work>: 1,000/2,000 rows (50%), ... rows/s, ETA ..." of
@@ -295,6 +300,8 @@ class _Progress:
         self.failed: Optional[str] = None
         self.reused: list[str] = []
         self.latest = ""  # the running stage's last progress line
+        self.tail = StageTail()  # the running (or failed) stage's last log lines
+        self.killed_by: Optional[signal.Signals] = None  # the signal that ended the last stage's process
         self._running = False
         self._started = self._beat = 0.0
         self._every, self._clock = every, clock
@@ -314,10 +321,12 @@ class _Progress:
             self.latest = reported["text"]
         event = _TASK_EVENT.match(line)
         if not event:
+            if self._running:
+                self.tail.add(line)
             return
         if event["started"]:
             self.stage, self._started, self._beat = stage_of(event["started"]), self._clock(), self._clock()
-            self._running, self.latest = True, ""
+            self._running, self.latest, self.tail, self.killed_by = True, "", StageTail(), None
             self.summary["stage"] = self.stage
             self.folder.write_summary(self.summary)
             self._print(f"{self.stage}: running")
@@ -332,6 +341,11 @@ class _Progress:
             if self._redrawn:  # the CLI reports the failure next, on a line of its own
                 self.console.write("\r\x1b[K")
                 self._redrawn = False
+
+    def exited(self, code: int) -> None:
+        """Records how the running stage's process ended (its exit status, as the local runner got it)."""
+        with self._lock:
+            self.killed_by = signal_of(code)
 
     def heartbeat(self) -> None:
         """Shows that the running stage is alive (call it every second or so)."""
@@ -406,10 +420,15 @@ def _fixed_run_directory(run_id: str):
         executor_input_utils.get_local_pipeline_resource_name = original
 
 
+def _ignore_exit(code: int) -> None:
+    pass
+
+
 @contextlib.contextmanager
-def _fast_stage_exit():
+def _fast_stage_exit(exited: Callable[[int], None] = _ignore_exit):
     """Makes the KFP local runner start each stage as `python -m pipelines.stage` (KFP's executor, then an
-    immediate exit once the stage's outputs are written) instead of `python -m kfp.dsl.executor_main`.
+    immediate exit once the stage's outputs are written) instead of `python -m kfp.dsl.executor_main`, and
+    calls `exited` with each stage process's exit status (KFP keeps only success or failure).
 
     KFP 2.13 builds the command from the compiled spec and offers no setting for it; the substitution happens
     where the runner starts the process (`subprocess_task_handler.run_local_subprocess`), after KFP's checks.
@@ -417,7 +436,9 @@ def _fast_stage_exit():
     original = subprocess_task_handler.run_local_subprocess
 
     def run(full_command: list[str]) -> int:
-        return original([part.replace(stage.KFP_EXECUTOR_MODULE, stage.__name__) for part in full_command])
+        code = original([part.replace(stage.KFP_EXECUTOR_MODULE, stage.__name__) for part in full_command])
+        exited(code)
+        return code
 
     subprocess_task_handler.run_local_subprocess = run
     try:
@@ -438,13 +459,14 @@ def run_pipeline(arguments: Mapping[str, Any], folder: runs.RunFolder, progress:
         contextlib.redirect_stderr(stream),
     ):
         attempt = progress.summary["run"]["attempts"]
-        print(f"==== run {folder.run_id}, attempt {attempt}, started {runs.utc_now()} ====", file=log, flush=True)
+        started = f"{ATTEMPT_MARKER}{folder.run_id}, attempt {attempt}, started {runs.utc_now()} ===="
+        print(started, file=log, flush=True)
         kfp_local.init(
             runner=kfp_local.SubprocessRunner(use_venv=False),
             pipeline_root=folder.pipeline_root,
             raise_on_error=True,
         )
-        with warnings.catch_warnings(), _fixed_run_directory(folder.run_id), _fast_stage_exit():
+        with warnings.catch_warnings(), _fixed_run_directory(folder.run_id), _fast_stage_exit(progress.exited):
             # The subprocess runner warns that our image name lacks "python": it never uses the image.
             warnings.filterwarnings("ignore", message=".*non-Python base image.*", category=RuntimeWarning)
             task = build_pipeline(LOCAL_IMAGE)(**arguments)
@@ -469,7 +491,9 @@ def runner_main(argv: Sequence[str]) -> int:
         summary.update(results, report=copy_report(outputs, folder), status=runs.OK, stage=None, error=None)
     except Exception as e:  # noqa: BLE001 - whatever failed is recorded
         stage = progress.failed or progress.stage or "runner"
-        if isinstance(e, RuntimeError) and progress.failed:  # a stage failed: its traceback is in the log
+        if isinstance(e, RuntimeError) and progress.failed and progress.killed_by is not None:  # a crash
+            error = killed_message(progress.killed_by, progress.tail.excerpt())
+        elif isinstance(e, RuntimeError) and progress.failed:  # a stage failed: its traceback is in the log
             error = failure_message(folder.log, stage)
         else:
             with open(folder.log, "a", encoding="utf-8") as log:
@@ -486,10 +510,18 @@ def first_line(text: str) -> str:
     return next((line.strip() for line in text.splitlines() if line.strip()), "")
 
 
-def _last_traceback(log_path: str) -> list[str]:
-    """The last Python traceback in the log, dedented by the runner's indent: [] when there is none."""
+def _this_attempt(log_path: str) -> list[str]:
+    """The log's lines since the last attempt of the run started (all of them if it has no attempt marker)."""
     with open(log_path, encoding="utf-8", errors="replace") as f:
         lines = [line.rstrip("\n") for line in f]
+    starts = [i for i, line in enumerate(lines) if line.startswith(ATTEMPT_MARKER)]
+    return lines[starts[-1] :] if starts else lines
+
+
+def _last_traceback(log_path: str) -> list[str]:
+    """The last Python traceback of this attempt in the log, dedented by the runner's indent: [] when there is
+    none (an earlier attempt's traceback is not this attempt's error)."""
+    lines = _this_attempt(log_path)
     starts = [i for i, line in enumerate(lines) if line.strip() == "Traceback (most recent call last):"]
     if not starts:
         return []
@@ -517,6 +549,68 @@ def failure_message(log_path: str, stage: str) -> str:
         return f"the {stage} stage stopped without an error message (killed by the system, e.g. out of memory?)"
     name, sep, message = error.partition(": ")
     return f"{name.rsplit('.', 1)[-1]}{sep}{message}".strip()
+
+
+# Signals a process gets when it crashes in native code (its own C/C++, a Python extension's, TensorFlow's).
+CRASH_SIGNALS = (signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGILL, signal.SIGFPE)
+SHELL_SIGNAL_BASE = 128  # a shell reports a child killed by signal N as exit status 128 + N
+FAULT_MARKER = "Fatal Python error: "  # the first line of the stack faulthandler prints on a crash
+
+
+def signal_of(code: int) -> Optional[signal.Signals]:
+    """The signal that killed a stage's process, from the exit status the local runner got: -N for a process
+    killed by signal N, 128 + N when the shell of KFP's command (`sh -ec '... python3 -m ...'`) reports it so;
+    None for an ordinary exit."""
+    number = -code if code < 0 else code - SHELL_SIGNAL_BASE
+    try:
+        return signal.Signals(number) if number > 0 else None
+    except ValueError:
+        return None
+
+
+class StageTail:
+    """The last lines a stage logged (dedented by the local runner's indent), and, when its process crashed,
+    the start of the Python stack faulthandler printed: the crashed thread's innermost `frames` frames."""
+
+    def __init__(self, keep: int = 8, frames: int = 6):
+        self.before: collections.deque[str] = collections.deque(maxlen=keep)
+        self.crash: list[str] = []
+        self._frames, self._reading = frames, False
+
+    def add(self, line: str) -> None:
+        text = (line[4:] if line.startswith("    ") else line).rstrip()
+        if self.crash:
+            self._add_frame(text)
+        elif text.startswith(FAULT_MARKER):
+            self.crash, self._reading = [text], True
+        elif text:
+            self.before.append(text)
+
+    def _add_frame(self, text: str) -> None:
+        """faulthandler prints the marker, a blank line, the crashed thread's header and its frames (innermost
+        first), a blank line, then the other threads: only the crashed thread's header and frames are kept."""
+        if self._reading and text and len(self.crash) < self._frames + 2:
+            self.crash.append(text)
+        elif self._reading and not text and len(self.crash) > 1:
+            self._reading = False
+
+    def excerpt(self) -> list[str]:
+        return [*self.before, *self.crash]
+
+
+def killed_message(signum: signal.Signals, tail: Sequence[str]) -> str:
+    """A stage whose process a signal killed: the signal by name, what it usually means, and the stage's last
+    log lines (with faulthandler's stack of the crash, when it printed one)."""
+    if signum in CRASH_SIGNALS:
+        cause = "it crashed in native code (the model's code or a library it calls: TensorFlow, NumPy, an extension)"
+    elif signum == signal.SIGKILL:
+        cause = "it was killed from outside, often by the system when memory runs out"
+    else:
+        cause = "it was stopped from outside"
+    first = f"the stage's process was killed by {signum.name} ({signal.strsignal(signum)}): {cause}"
+    if not tail:
+        return f"{first}; it logged nothing"
+    return "\n".join([f"{first}; the last lines of its log:", *(f"    {line}" for line in tail)])
 
 
 # -- the summary ---------------------------------------------------------------------------------------------

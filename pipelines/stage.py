@@ -7,7 +7,8 @@ components imported and runs the stage there, writing to this process's pipe as 
 forwards SIGINT, SIGTERM and SIGHUP to that child and ends the way the child ended (its exit code, or killed by the
 same signal), so the local runner sees the stage exactly as it would see a process of its own. Without a reachable
 server (none started, it failed, or it went away before the child started) the stage runs in a process of its own
-(`pipelines.executor`), as it does without this module.
+(`pipelines.executor`), as it does without this module. Either way a crash of the stage's code prints its Python
+stack (faulthandler) after every line the stage printed (unbuffered), and ends the stage by the crash's signal.
 
 `pipelines.local` launches the local runner's stages through this module (`_fast_stage_exit`); the compiled
 pipeline spec, and what runs on Vertex AI, are unchanged.
@@ -18,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import resource
 import signal
 import socket
 import sys
@@ -72,6 +74,8 @@ def end_like(status: dict) -> int:
     """The exit code of a child that ended with `status` ({"code": N} or {"signal": N}); a child killed by a
     signal ends this process by the same signal."""
     if "signal" in status:
+        # The child dumped core, if the system keeps cores; this process's core would only add a useless one.
+        resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
         signal.signal(status["signal"], signal.SIG_DFL)
         os.kill(os.getpid(), status["signal"])
     return int(status.get("code", 1))
@@ -102,8 +106,8 @@ def through_server(address: str, argv: Sequence[str]) -> Optional[int]:
 def main() -> None:
     address = os.environ.get(STAGE_SERVER_ENV)
     code = through_server(address, sys.argv[1:]) if address else None
-    if code is None:
-        os.execv(sys.executable, [sys.executable, "-m", EXECUTOR_MODULE, *sys.argv[1:]])
+    if code is None:  # faulthandler and unbuffered output, as in a server's child (`stage_server.show_crashes`)
+        os.execv(sys.executable, [sys.executable, "-X", "faulthandler", "-u", "-m", EXECUTOR_MODULE, *sys.argv[1:]])
     os._exit(code)
 
 

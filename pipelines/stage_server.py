@@ -6,7 +6,10 @@ components and the library modules their bodies import once, at start, and then,
 connects, forks a child that adopts that process's standard input, output and error, working directory,
 environment and arguments and runs KFP's executor (`pipelines.executor.execute`). A stage thus skips the
 2-3 s of imports a fresh interpreter pays, and everything else is as in a process of its own: the same
-arguments, output, logs and exit code.
+arguments, output, logs and exit code. The stage's code (and a user's, which it imports) runs only in that
+child: a crash in it (a segfault, an abort) kills the child, whose end the stage process takes on; the server
+serves the next stage. The child prints the Python stack of such a crash (faulthandler) and flushes its
+stdout line by line, so the stage's log shows where it crashed.
 
 Forking is safe because the server runs nothing before it forks: no TensorFlow session or eager context
 (whose thread pools a child would not inherit), no storage client. The threads an import leaves (OpenBLAS'
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import faulthandler
 import json
 import logging
 import os
@@ -87,6 +91,15 @@ def _peer_uid(conn: socket.socket) -> int:
     return uid
 
 
+def show_crashes() -> None:
+    """Makes a crash of the stage's own code visible in its log: faulthandler prints the Python stack to its
+    stderr when a signal (SIGSEGV, SIGABRT, SIGBUS, SIGILL, SIGFPE) kills it, and its stdout is line-buffered,
+    so no line it printed before the crash is lost (a fresh interpreter's `-X faulthandler -u`; see
+    `pipelines.stage`)."""
+    faulthandler.enable(file=sys.stderr)
+    sys.stdout.reconfigure(line_buffering=True)
+
+
 def _adopt(fds: Sequence[int], request: dict) -> None:
     """Makes this (forked) process the stage process that sent `request` with its standard `fds`."""
     for target, fd in zip(stage.STD_FDS, fds):
@@ -98,6 +111,7 @@ def _adopt(fds: Sequence[int], request: dict) -> None:
     tempfile.tempdir = None  # found again from the stage's TMPDIR
     random.seed()  # as a fresh interpreter seeds it
     sys.argv = [stage.__file__, *request["argv"]]
+    show_crashes()
     signal.signal(signal.SIGINT, signal.default_int_handler)
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, signal.SIG_DFL)
