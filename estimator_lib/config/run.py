@@ -173,6 +173,22 @@ class RunConfig(JsonConfig):
                 "metrics, and this run trains a built-in family (no --model-fn): remove it",
             )
 
+    def _ignored_by_user_model(self) -> list[str]:
+        """The settings a run of a user's model_fn would not read, set to other than their defaults."""
+        defaults = JobConfig().training
+        out = [f"prepare.{name}" for name in sorted(self.prepare_options) if name not in USER_PREPARE_OPTIONS]
+        if self.job.training.optimizer != defaults.optimizer:
+            out.append("training.optimizer")
+        if self.job.training.early_stopping != defaults.early_stopping:
+            out.append("training.early_stopping")
+        if self.validation != ValidationConfig():
+            out.append("validation")
+        blessing = BlessingConfig()
+        for name in ("beat_trivial", "confidence", "reference_metric", "reference_margin"):
+            if getattr(self.blessing, name) != getattr(blessing, name):
+                out.append(f"blessing.{name}")
+        return out
+
     def _check_user_model(self) -> None:
         """A user model_fn reads TFRecords a feature spec describes: both are given, the spec names the label,
         and what the run predicts and blesses fits it."""
@@ -204,6 +220,13 @@ class RunConfig(JsonConfig):
             "spec describes",
         )
         self.blessing.check_user_metrics()
+        ignored = self._ignored_by_user_model()
+        require(
+            not ignored,
+            f"{ignored[0] if ignored else ''} is set, and with --model-fn {model_fn} nothing reads it (your model_fn "
+            "has its own optimizer; your records are checked against the feature spec, not profiled as rows): remove "
+            "it (your model's settings go in --hparams)",
+        )
         if "://" not in self.feature_spec:  # a local spec is checked now; a gs:// one by the prepare stage
             spec = load_feature_spec(self.feature_spec, self.label, self.key_column)
             require(
@@ -296,13 +319,22 @@ class RunConfig(JsonConfig):
         return cls.from_dict(run)
 
 
+# What a user model's run reads of the prepare options (the run's own fields aside): the rest is about raw rows.
+USER_PREPARE_OPTIONS = ("num_shards", "num_workers")
+
+
 def _listed(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
 
 
 def hyperparameters(job: JobConfig) -> dict[str, Any]:
-    """The headline hyperparameters as `job` sets them: {"model_family": "dnn", ...} (a view)."""
+    """The headline hyperparameters as `job` sets them: {"model_family": "dnn", ...} (a view); for a user model,
+    its model_fn and hyperparameters instead of the built-in family's."""
     data = job.to_dict()
+    if job.model.model_fn:
+        names = ("max_epochs", "train_batch_size", "seed")
+        own = {name: data["training"][name] for name in names}
+        return {"model_fn": job.model.model_fn, "hparams": dict(job.model.hparams), **own}
     out = {}
     for name, dotted in HYPERPARAMETERS.items():
         value = data
