@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 import synthetic
 
-from estimator_lib.config import BlessingConfig, BlessingError, ConfigError
-from estimator_lib.evaluation import Blessing, Truth, decide
+from estimator_lib.config import BlessingConfig, BlessingError, ConfigError, JobConfig
+from estimator_lib.data.prepare import PrepareResult
+from estimator_lib.evaluation import Blessing, Truth, decide, evaluate_and_bless
 from estimator_lib.evaluation.leakage import FeatureScore, one_feature_scores
 from estimator_lib.evaluation.reference import Design, read_design
 from estimator_lib.schema import CATEGORICAL, NUMERIC, FeatureSpec, LabelSpec, Schema
@@ -283,3 +284,13 @@ def test_an_allowed_name_must_be_a_feature_of_the_data_and_a_user_model_allows_n
     user = BlessingConfig(comparison_metric="accuracy", allow_leakage=("leak",))
     with pytest.raises(BlessingError, match=r"blessing.allow_leakage=\['leak'\] names features of a built-in family"):
         user.check_user_metrics()
+
+
+def test_the_evaluate_stage_refuses_an_allowed_name_the_data_lacks_before_any_work(tmp_path):
+    prepared = PrepareResult(str(tmp_path / "p"), synthetic.make_schema("binary"), {"train": 10, "eval": 5}, {})
+    config = BlessingConfig(allow_leakage=("colour", "color"))
+    with pytest.raises(
+        BlessingError, match=r"names \['color'\], which are not features of the data; its features are "
+    ):
+        evaluate_and_bless(JobConfig(), prepared, str(tmp_path / "no-model"), config, None, str(tmp_path / "e"))
+    assert not (tmp_path / "e").exists()
