@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Sequence, Tuple
 
 from estimator_lib.config.base import ConfigError, JsonConfig
 from estimator_lib.schema import CLASSIFICATION, REGRESSION
@@ -68,7 +68,17 @@ class BlessingConfig(JsonConfig):
       directions: the direction of a user model_fn's own metrics, {"name": "higher" | "lower"}, so that
         thresholds and `comparison_metric` may name them (the built-in names have theirs). A user model is
         blessed on its metric_fn's metrics by `thresholds` and, against the published model, `comparison_metric`
-        (required for a user model); the trivial-model and linear-reference checks are the built-in families'.
+        (required for a user model); the trivial-model, linear-reference and leakage checks are the built-in
+        families'.
+      leakage_threshold: a feature leaks when a rule on it alone (one value -> one class or mean label, learned on
+        the rows the candidate learned from; `evaluation.leakage`) removes at least this share of the trivial
+        model's errors on the eval rows: of its misclassified rows, or of its squared error (that share is r2).
+        A copy of the label removes all of them (1.0); a feature unrelated to the label about none. A leak blocks
+        the blessing, naming the feature, unless `allow_leakage` lists it. None skips the check (and its read of
+        the training rows). The built-in families' tabular runs only, whose features are known.
+      allow_leakage: original names of features that may predict the label alone (a value truly known when the
+        model predicts): a leak of theirs is recorded and passes. A name the data's schema does not have is an
+        error at the evaluate stage, before any work.
     """
 
     thresholds: Mapping[str, float] = dataclasses.field(default_factory=dict)
@@ -79,6 +89,8 @@ class BlessingConfig(JsonConfig):
     reference_metric: Optional[str] = None
     reference_margin: Optional[float] = 0.02
     directions: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    leakage_threshold: Optional[float] = 0.99
+    allow_leakage: Tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.directions, Mapping) or any(d not in DIRECTIONS for d in self.directions.values()):
@@ -110,12 +122,35 @@ class BlessingConfig(JsonConfig):
                 f"blessing.reference_margin={self.reference_margin!r} must be a finite number >= 0, e.g. 0.02, or "
                 "null to skip the comparison with the linear reference"
             )
+        self._check_leakage_settings()
+
+    def _check_leakage_settings(self) -> None:
+        threshold = self.leakage_threshold
+        if threshold is not None and (not _number(threshold) or not 0 < threshold <= 1):
+            raise BlessingError(
+                f"blessing.leakage_threshold={threshold!r} must be a number in (0, 1], e.g. 0.99 (the share of the "
+                "trivial model's errors one feature alone may remove before it counts as a leak), or null to skip "
+                "the leakage check"
+            )
+        names = (self.allow_leakage,) if isinstance(self.allow_leakage, str) else tuple(self.allow_leakage)
+        object.__setattr__(self, "allow_leakage", names)
+        if not all(isinstance(n, str) and n for n in names) or len(set(names)) != len(names):
+            raise BlessingError(
+                f"blessing.allow_leakage={list(names)!r} must list distinct, non-empty feature names (original "
+                'column names), e.g. ["refund_issued"]'
+            )
 
     def higher_is_better(self, metric: str) -> bool:
         return higher_is_better(metric, self.directions)
 
     def check_user_metrics(self) -> None:
-        """A user model is compared with the published one on a metric of its metric_fn: it must be named."""
+        """A user model is compared with the published one on a metric of its metric_fn: it must be named. The
+        leakage check, which reads the built-in families' features, does not apply: allowing a leak is refused."""
+        if self.allow_leakage:
+            raise BlessingError(
+                f"blessing.allow_leakage={list(self.allow_leakage)} names features of a built-in family's table, and "
+                "this run trains your own model_fn, blessed on its metric_fn's metrics (no leakage check): remove it"
+            )
         if self.comparison_metric is None:
             raise BlessingError(
                 "blessing.comparison_metric is not set: with your own model_fn, name the metric of your metric_fn "
@@ -132,6 +167,15 @@ class BlessingConfig(JsonConfig):
         wrong = sorted(m for m in named if m not in allowed)
         if wrong:
             raise BlessingError(f"blessing metric(s) {wrong} do not apply to a {task} label; use {list(allowed)}")
+
+    def check_allowed_leakage(self, features: Sequence[str]) -> None:
+        """Raises when `allow_leakage` names a feature the data does not have (`features`: its original names)."""
+        unknown = [n for n in self.allow_leakage if n not in features]
+        if unknown:
+            raise BlessingError(
+                f"blessing.allow_leakage names {unknown}, which are not features of the data; its features are "
+                f"{list(features)}: list original column names (the label is not a feature)"
+            )
 
     def comparison_for(self, task: str) -> str:
         return self.comparison_metric or DEFAULT_COMPARISON[task]

@@ -1,6 +1,10 @@
 """Blessing: is a newly trained model good enough to publish?
 
 A candidate is blessed when every check passes:
+  * no feature the model reads predicts the label (near) perfectly on its own (`evaluation.leakage`): a rule on
+    that one feature, learned on the rows the candidate learned from, removes less than `leakage_threshold` of
+    the trivial model's errors on the eval rows, unless `allow_leakage` lists the feature (a leak: the label's
+    copy, or a value known only after it, would make every other check pass);
   * it beats the trivial model (always the most frequent class; always the mean label) by more than chance
     allows on the eval rows (`confidence`), unless turned off;
   * each user threshold holds (`{"accuracy": 0.9}` is a floor, `{"rmse": 3.5}` a ceiling: the direction is the
@@ -19,11 +23,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 import statistics
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from estimator_lib.config import BlessingConfig, higher_is_better
 from estimator_lib.config.blessing import BlessingError
+from estimator_lib.evaluation.leakage import FeatureScore
 from estimator_lib.evaluation.metrics import Truth, trivial_metrics
 from estimator_lib.schema import REGRESSION
 
@@ -58,7 +64,12 @@ def _check(
 
 @dataclasses.dataclass(frozen=True)
 class Blessing:
-    """The verdict and its evidence (what the export stage reads to decide whether to publish)."""
+    """The verdict and its evidence (what the export stage reads to decide whether to publish).
+
+    `leakage` holds each scored feature's one-feature rule on the eval rows, {feature: {metric: value, "skill":
+    share of the trivial model's errors it removes}} (`evaluation.leakage`); None when not checked (a user model,
+    or `leakage_threshold` null).
+    """
 
     blessed: bool
     checks: Tuple[Check, ...]
@@ -70,6 +81,7 @@ class Blessing:
     reference: Optional[str] = None
     reference_metrics: Optional[Mapping[str, float]] = None
     reference_errors: Optional[Mapping[str, float]] = None
+    leakage: Optional[Mapping[str, Mapping[str, float]]] = None
 
     @property
     def reasons(self) -> Tuple[str, ...]:
@@ -107,8 +119,10 @@ def decide(
     reference: Optional[Mapping[str, float]] = None,
     reference_description: Optional[str] = None,
     reference_errors: Optional[Mapping[str, float]] = None,
+    leakage: Optional[Sequence[FeatureScore]] = None,
 ) -> Blessing:
-    """Applies `config` to the candidate's blessing metrics, beside the linear reference's and the baseline's.
+    """Applies `config` to the candidate's blessing metrics, beside the linear reference's and the baseline's,
+    and to each feature's one-feature rule.
 
     Args:
       config: when to bless.
@@ -119,9 +133,11 @@ def decide(
       baseline_uri, reference_description: what the baseline and the reference are, for the record.
       reference_errors: standard errors of the per-row difference between candidate and reference
         (`metrics.paired_standard_errors`); a metric without one gets no chance allowance.
+      leakage: each feature's one-feature rule on the eval rows (`leakage.one_feature_scores`); None: not
+        checked.
     """
     config.check_task(truth.task)
-    checks: List[Check] = []
+    checks: List[Check] = _leakage_checks(config, leakage or ())
     if config.beat_trivial:
         checks.append(_trivial_check(truth, candidate, config.confidence))
     for metric, bound in sorted(config.thresholds.items()):
@@ -145,6 +161,7 @@ def decide(
         reference=reference_description,
         reference_metrics=dict(reference) if reference is not None else None,
         reference_errors=dict(reference_errors) if reference_errors is not None else None,
+        leakage={s.feature: s.to_dict() for s in leakage} if leakage is not None else None,
     )
 
 
@@ -185,6 +202,44 @@ def decide_user(
         baseline_uri=baseline_uri,
         baseline_metrics=dict(baseline) if baseline is not None else None,
     )
+
+
+def _leakage_checks(config: BlessingConfig, scores: Sequence[FeatureScore]) -> List[Check]:
+    """One check per feature whose rule alone removes at least `leakage_threshold` of the trivial model's errors,
+    the most predictive first: failed, or passed when `allow_leakage` lists the feature. The bound is in the
+    metric's units: the trivial model's value plus that share of what it leaves."""
+    threshold = config.leakage_threshold
+    if threshold is None:
+        return []
+    checks = []
+    for score in sorted(scores, key=lambda s: -s.skill):
+        if not score.skill >= threshold:
+            continue
+        bound = score.trivial + threshold * (1.0 - score.trivial)
+        allowed = score.feature in config.allow_leakage
+        found = (
+            f"leakage: feature {score.feature!r} alone predicts the label: a rule on it, learned on the rows the "
+            f"model learned from, scores {score.metric}={score.value:.4f} >= {bound:.4f} on the eval rows, removing "
+            f"{score.skill:.4f} of the trivial model's errors ({score.metric} {score.trivial:.4f}; "
+            f"blessing.leakage_threshold={threshold:g})"
+        )
+        if allowed:
+            message = f"{found}; allowed by blessing.allow_leakage"
+        else:
+            message = (
+                f"{found}: a copy of the label, or a value known only after it? Drop the column, or leave it out of "
+                f"model.features; if its value is known when the model predicts, allow it: "
+                f"{_allow_setting([*config.allow_leakage, score.feature])}"
+            )
+        checks.append(Check("leakage", score.metric, score.value, bound, allowed, message))
+    return checks
+
+
+def _allow_setting(names: Sequence[str]) -> str:
+    """The `--set` that allows `names`: comma-separated when each is a plain word, else a quoted JSON list."""
+    if all(re.fullmatch(r"[\w.-]+", n) for n in names):
+        return f"--set blessing.allow_leakage={','.join(names)}"
+    return f"--set 'blessing.allow_leakage={json.dumps(list(names), ensure_ascii=False)}'"
 
 
 def _reference_check(

@@ -9,12 +9,15 @@ AUCs over 1,000 thresholds.
 The labels come from one host read of the eval rows, which also gives the linear reference (`evaluation.reference`,
 fitted on the rows the candidate learned from) its inputs. The baseline (the last published model) predicts the
 same rows from its exported SavedModel, which parses the `tf.Example`s with its own schema and vocabularies.
-`evaluation.metrics` turns all three into metrics in one place, and `evaluation.blessing` decides.
+`evaluation.metrics` turns all three into metrics in one place, and `evaluation.blessing` decides. The leakage
+check's one-feature rules (`evaluation.leakage`) learn from a second host read of the rows the candidate learned
+from and are scored on the same eval rows.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -25,6 +28,7 @@ from estimator_lib.config import BlessingConfig, BlessingError, JobConfig
 from estimator_lib.data.common import TRAIN, VALID
 from estimator_lib.data.prepare import PrepareResult
 from estimator_lib.evaluation.blessing import Blessing, decide
+from estimator_lib.evaluation.leakage import FeatureScore, one_feature_scores
 from estimator_lib.evaluation.metrics import (
     Scores,
     Truth,
@@ -36,7 +40,7 @@ from estimator_lib.evaluation.metrics import (
     roc_curve,
     scores_from_rows,
 )
-from estimator_lib.evaluation.reference import Design, fit_reference, read_design
+from estimator_lib.evaluation.reference import DEFAULT_MAX_ROWS, Design, fit_reference, read_design
 from estimator_lib.export import read_export_metadata
 from estimator_lib.model import checkpoints
 from estimator_lib.predict import batch_predict, predict_from_saved_model, read_predictions
@@ -116,8 +120,9 @@ def evaluate_and_bless(
     Steps: (1) the eval rows' labels, and the reference's inputs, from one host read; (2) the candidate's
     predictions for the eval rows from its checkpoint (the best by validation loss): its one pass over the
     split; (3) the linear reference, fitted on the train and validation splits, and its predictions for the same
-    rows; (4) the baseline's predictions for the same rows from its SavedModel, with its own schema and
-    vocabularies; (5) the metrics of all of them, each computed once (`reported_metrics`); (6) the verdict.
+    rows; (4) each feature's one-feature rule (the leakage check), learned on the same rows and scored on the eval
+    rows; (5) the baseline's predictions for the same rows from its SavedModel, with its own schema and
+    vocabularies; (6) the metrics of all of them, each computed once (`reported_metrics`); (7) the verdict.
 
     Args:
       job: the `JobConfig` the model was trained with, placed for this stage.
@@ -129,6 +134,7 @@ def evaluate_and_bless(
     """
     schema = prepared.schema
     config.check_task(schema.label.task)
+    config.check_allowed_leakage([f.name for f in schema.features])
     baseline_schema = _baseline_schema(baseline_dir, schema) if baseline_dir else None  # fail before any work
     eval_files, count = prepared.files("eval"), prepared.counts.get("eval", 0)
     if not count:
@@ -143,6 +149,7 @@ def evaluate_and_bless(
     )
     reference = fit_reference(schema, *_learned_rows(prepared))
     reference_scores = reference.predict(design)  # the rows of `truth`, in its order
+    leakage = _one_feature_scores(job, prepared, config, truth, design)
     baseline, baseline_metrics = None, None
     if baseline_dir:
         baseline = _score_saved_model(
@@ -159,6 +166,7 @@ def evaluate_and_bless(
         compute_metrics(truth, reference_scores),
         reference.description,
         paired_standard_errors(truth, candidate, reference_scores),
+        leakage,
     )
     step = int(tf.train.load_variable(checkpoint, tf.compat.v1.GraphKeys.GLOBAL_STEP))
     scores = {"truth": truth, "candidate": candidate, "baseline": baseline}
@@ -188,6 +196,21 @@ def _learned_rows(prepared: "PrepareResult") -> Tuple[List[str], int]:
     """The file patterns and row count of the splits the candidate learned from: train, and valid if any."""
     splits = [s for s in (TRAIN, VALID) if prepared.counts.get(s)]
     return [prepared.files(s) for s in splits], sum(prepared.counts[s] for s in splits)
+
+
+def _one_feature_scores(
+    job: "JobConfig", prepared: "PrepareResult", config: BlessingConfig, truth: Truth, design: Design
+) -> Optional[Tuple[FeatureScore, ...]]:
+    """Each feature the model reads, alone: its rule learned on the rows the candidate learned from (every k-th
+    row beyond `DEFAULT_MAX_ROWS`, as the reference's), scored on the eval rows (`design`, in `truth`'s order).
+    Host CPU. None when `leakage_threshold` is None: no check, no read."""
+    if config.leakage_threshold is None:
+        return None
+    schema = prepared.schema
+    files, count = _learned_rows(prepared)
+    _, learned, labels = read_design(schema, files, max(1, math.ceil(count / DEFAULT_MAX_ROWS)))
+    features = [f.name for f in schema.select(job.model.features).features]
+    return one_feature_scores(schema, learned, labels, truth, design, features)
 
 
 def _score_checkpoint(job, schema, model_dir, checkpoint, files, count, output_dir, truth) -> Scores:

@@ -271,6 +271,8 @@ def test_settings_route_overrides_to_their_sections(tmp_path):
         "confidence": 0.95,
         "reference_margin": 0.02,
         "directions": {},
+        "leakage_threshold": 0.99,
+        "allow_leakage": [],
     }
 
 

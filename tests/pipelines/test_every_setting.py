@@ -77,6 +77,7 @@ VALID: dict[str, tuple[list[str], Any]] = {
     "blessing.confidence": (["blessing.confidence=0.9"], 0.9),
     "blessing.comparison_metric": (["blessing.comparison_metric=log_loss"], "log_loss"),
     "blessing.reference_metric": (["blessing.reference_metric=auc"], "auc"),
+    "blessing.allow_leakage": (["blessing.allow_leakage=island,sex"], ("island", "sex")),
     "validation.on_breach": (["validation.on_breach=warn"], "warn"),
     "validation.schema_changes": (["validation.schema_changes=warn"], "warn"),
     "beam.runner": (DATAFLOW, "DataflowRunner"),
@@ -126,6 +127,7 @@ INVALID: dict[str, str] = {
     "blessing.thresholds": '{"f1": 0.9}',
     "blessing.comparison_metric": "f1",
     "blessing.reference_metric": "f1",
+    "blessing.allow_leakage": "island,",  # an empty name
     "validation.on_breach": "ignore",
     "validation.schema_changes": "ignore",
     "beam.runner": "SparkRunner",

@@ -108,6 +108,8 @@ def test_the_view_shows_the_configs_without_nulls_and_the_hyperparameters():
         "confidence": 0.95,
         "reference_margin": 0.02,
         "directions": {},
+        "leakage_threshold": 0.99,
+        "allow_leakage": [],
     }
     assert view["publish_root"] == "/p" and view["prepare_options"] == {} and view["data"] == "embedded:penguins"
 
