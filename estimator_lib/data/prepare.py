@@ -53,7 +53,7 @@ from estimator_lib.data.profile import Profile, ProfilePlan, concat, profile_chu
 from estimator_lib.data.profile import init_worker as init_profiler
 from estimator_lib.data.read import CSV, Chunk, FileScan, InputFile, iter_chunks, resolve_inputs
 from estimator_lib.data.score import ScoringData
-from estimator_lib.data.stats import Totals, build_schema, notes, summary
+from estimator_lib.data.stats import Totals, build_schema, cap_note, notes, summary, vocabulary_caps
 from estimator_lib.progress import RowProgress
 from estimator_lib.schema import Schema, read_schema
 
@@ -595,6 +595,7 @@ def _manifest(
 ) -> Dict[str, Any]:
     described = _described_inputs(inputs, scans, file_starts, total_rows)
     outputs = output_fingerprints(staging, shard_records)
+    caps = vocabulary_caps(decisions, schema, totals, config)
     manifest: Dict[str, Any] = {
         "format_version": FORMAT_VERSION,
         "config": config.recorded([i.name for i in inputs]),
@@ -612,7 +613,10 @@ def _manifest(
         },
         "counts": dict(zip(SPLITS, totals.counts)),
         "files": {s: [n for n in outputs if n.startswith(s + "/")] for s in SPLITS},
-        "notes": _split_notes(dict(zip(SPLITS, totals.counts)), config) + notes(schema, totals),
+        "notes": _split_notes(dict(zip(SPLITS, totals.counts)), config)
+        + notes(schema, totals)
+        + [cap_note(cap) for cap in caps],
+        "vocabulary_caps": caps,
         "outputs": outputs,
     }
     manifest.update(summary(schema, totals))

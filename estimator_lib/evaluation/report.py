@@ -266,10 +266,29 @@ def _data_section(manifest: Mapping[str, Any]) -> str:
         per_split = manifest.get(key) or {}
         if per_split:
             parts.append(f"<h3>{heading}</h3>" + _split_table(per_split, first))
+    caps = manifest.get("vocabulary_caps") or []
+    if caps:
+        parts.append("<h3>Vocabularies capped (prepare.max_vocabulary_size)</h3>" + _caps_table(caps))
     notes = manifest.get("notes") or []
     if notes:
         parts.append("<h3>Notes</h3><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
     return "".join(parts) or "<p>No data summary was given.</p>"
+
+
+def _caps_table(caps: Sequence[Mapping[str, Any]]) -> str:
+    """The prepared manifest's `vocabulary_caps`: per column, what the cap kept and the training rows left out."""
+    header = ["column", "distinct values", "kept", "training rows left out", "share left out"]
+    rows = [
+        [
+            c["column"],
+            c["distinct"] if c["distinct_exact"] else f"at least {c['distinct']}",
+            c["kept"],
+            f"{c['rows_outside']} of {c['rows']}",
+            f"{c['share_outside']:.1%}",
+        ]
+        for c in caps
+    ]
+    return _table(header, rows)
 
 
 def _split_table(per_split: Mapping[str, Mapping[str, Any]], first: str) -> str:
