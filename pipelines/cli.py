@@ -623,14 +623,15 @@ def format_summary(summary: dict[str, Any], path: str) -> str:
 
 
 def format_data(data: dict[str, Any]) -> list[str]:
-    """The data lines: rows per split, and what a user should look at (quarantined rows, empty columns)."""
+    """The data lines: rows per split, and what a user should look at (quarantined rows, empty columns, and the
+    prepared manifest's notes as warnings: a capped vocabulary, a constant column, a class without rows)."""
     counts = ", ".join(f"{split} {data['counts'][split]}" for split in PREPARED_SPLITS if data["counts"].get(split))
     lines = [f"  data: {data['rows']} rows ({counts})"]
     if data["quarantined"]:
         lines.append(f"  quarantined: {data['quarantined']} bad rows set aside in {data['quarantine_uri']}")
     for split, columns in data["columns_all_missing"].items():
         lines.append(f"  no value in any {split} row: {', '.join(columns)}")
-    return lines
+    return lines + [f"  warning: {note}" for note in data.get("notes", [])]
 
 
 def cmd_show(args: argparse.Namespace) -> int:

@@ -1,9 +1,9 @@
 """`tpu-pipeline show [RUN]`: a past local run, as its record (OUTPUT/runs/<id>/summary.json) has it.
 
 The run is OUTPUT's latest (`OUTPUT/latest`) by default, or RUN: a run id under OUTPUT/runs/, a run folder, or
-a summary.json. What is printed comes from the record alone (status, the failed stage and its error, data,
-metrics, verdict, artifacts, the report, the TensorBoard command, the log), so it works for runs of any age,
-failed and interrupted ones included, and loads no TensorFlow.
+a summary.json. What is printed comes from the record alone (status, the failed stage and its error, data and
+preparation's warnings, metrics, verdict, artifacts, the report, the TensorBoard command, the log), so it works
+for runs of any age, failed and interrupted ones included, and loads no TensorFlow.
 """
 
 from __future__ import annotations
@@ -111,4 +111,4 @@ def _data_lines(data: dict[str, Any]) -> list[str]:
     lines = [f"  data: {data['rows']} rows ({counts})"]
     if data.get("quarantined"):
         lines.append(f"  quarantined: {data['quarantined']} bad rows set aside in {data['quarantine_uri']}")
-    return lines
+    return lines + [f"  warning: {note}" for note in data.get("notes", [])]

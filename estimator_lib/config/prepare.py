@@ -37,7 +37,10 @@ class PrepareConfig(JsonConfig):
       max_inferred_classes: a whole-number label with at most this many distinct values is inferred as
         classification.
       max_classes: most distinct label values classification accepts.
-      max_vocabulary_size: most values kept in a categorical vocabulary (most frequent first).
+      max_vocabulary_size: most values kept in a categorical column's vocabulary (its training values, most
+        frequent first); the others map to the out-of-vocabulary id. A column it cuts is a warning: the prepared
+        manifest's `vocabulary_caps` and `notes` give the distinct values, those kept and the training rows left
+        out (docs/prepare.md, Vocabularies). A vocabulary a supplied schema gives is never cut.
       unknown_columns: with a schema, columns it does not list: "fail" or "ignore" (listed in the manifest).
       num_workers: worker processes; None uses every core.
       chunk_bytes: input bytes per chunk of work (part of the output's identity: statistics are summed per

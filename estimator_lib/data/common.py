@@ -1,4 +1,5 @@
-"""Pieces shared by the preparation modules: the error type, split names, row hashing, running moments.
+"""Pieces shared by the preparation modules: the error type, split names, row hashing, running moments, and the
+escaping of a user's names in Markdown (every Markdown report of the project uses `markdown_text`).
 
 Nothing here touches TensorFlow or storage, so worker processes can use it cheaply.
 """
@@ -8,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
-from typing import Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -17,6 +18,23 @@ from estimator_lib.config.run import PREPARED_SPLITS
 SPLITS = PREPARED_SPLITS
 TRAIN, EVAL, TEST, VALID = SPLITS
 _TWO_64 = float(2**64)
+
+
+# What a user wrote (a column, label, class or file name) may hold markup; a Markdown renderer must show it as
+# text. "<", ">" and "&" become character references: CommonMark, GFM and Python-Markdown decode them to text,
+# and a renderer that passes raw HTML through (Vertex AI's may) never sees a tag. The other characters that
+# start Markdown syntax anywhere in a line get CommonMark's backslash escape (any ASCII punctuation may be
+# escaped); "|" escaped is GFM's way to keep a pipe inside its table cell. A line break would end a table row
+# or a heading, so it becomes a space.
+_MARKDOWN = str.maketrans(
+    {"&": "&amp;", "<": "&lt;", ">": "&gt;", "\n": " ", "\r": " ", **{c: "\\" + c for c in "\\`*_[]#|"}}
+)
+
+
+def markdown_text(value: Any) -> str:
+    """`value` as text that Markdown shows literally: in a table cell (keeping the row's cells), a heading, or a
+    paragraph. E.g. `markdown_text("<b>|x_1")` is "&lt;b&gt;\\|x\\_1"."""
+    return str(value).translate(_MARKDOWN)
 
 
 class DataError(ValueError):

@@ -562,11 +562,10 @@ def _float32(values: np.ndarray) -> np.ndarray:
 def _bad_row(error: Exception, chunk: Chunk, line: int, record: Any) -> Dict[str, Any]:
     column = getattr(error, "column", None)
     value = getattr(error, "value", None)
-    if isinstance(error, BadRecord) and column is None:
-        reason = f"{where(chunk.file_name, line)}: the record {error.reason}"
+    if isinstance(error, BadRecord):
+        reason = error.placed(chunk.file_name, line)
     else:
-        detail = error.expected if isinstance(error, BadValue) else error.reason  # type: ignore[attr-defined]
-        reason = f"{where(chunk.file_name, line, column)}: {detail}"
+        reason = f"{where(chunk.file_name, line, column)}: {error.expected}"  # type: ignore[attr-defined]
     return {
         "file": chunk.file_name,
         "line": line,

@@ -64,6 +64,7 @@ def decide_schema(
     """Columns, types, task and classes for the input profiled in pass 1 (continuing `reference` if given)."""
     if profile.rows == 0:
         raise DataError(f"the input has no rows (inputs: {list(config.data)}); check the files are not empty")
+    require_readable(profile)
     _require_column(profile, config.label, "label column")
     if config.key_column is not None:
         _require_column(profile, config.key_column, "key column")
@@ -80,9 +81,26 @@ def decide_schema(
     return Decisions(features, task, classes, whole, ignored, supplied)
 
 
+def require_readable(profile: Profile) -> None:
+    """Raises DataError naming the first record when no JSON Lines record could be read as a row (every one
+    invalid JSON, not an object, or holding a nested value): the input then has no columns to name."""
+    if not profile.columns and profile.unreadable is not None:
+        raise DataError(f"no record of the input can be read as a row; the first: {profile.unreadable}")
+
+
+def unread_rows(profile: Profile) -> str:
+    """What a message about the input's columns adds when some records could not be read (their columns are
+    not counted): the first of them."""
+    if profile.unreadable is None:
+        return ""
+    return f"; records that cannot be read add no column, the first: {profile.unreadable}"
+
+
 def _require_column(profile: Profile, name: str, role: str) -> None:
     if name not in profile.columns:
-        raise DataError(f"{role} {name!r} is not in the input; the columns are {list(profile.columns)}")
+        raise DataError(
+            f"{role} {name!r} is not in the input; the columns are {list(profile.columns)}{unread_rows(profile)}"
+        )
 
 
 def is_numeric(counts: ColumnCounts, config: "PrepareConfig") -> bool:

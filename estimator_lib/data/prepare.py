@@ -51,9 +51,9 @@ from estimator_lib.data.parallel import ordered_map
 from estimator_lib.data.plan import Decisions, decide_schema, encode_plan, find_duplicates, row_place
 from estimator_lib.data.profile import Profile, ProfilePlan, concat, profile_chunk
 from estimator_lib.data.profile import init_worker as init_profiler
-from estimator_lib.data.read import CSV, Chunk, FileScan, InputFile, iter_chunks, resolve_inputs
+from estimator_lib.data.read import CSV, Chunk, FileScan, InputFile, iter_chunks, resolve_inputs, with_help
 from estimator_lib.data.score import ScoringData
-from estimator_lib.data.stats import Totals, build_schema, notes, summary
+from estimator_lib.data.stats import Totals, build_schema, cap_note, notes, summary, vocabulary_caps
 from estimator_lib.progress import RowProgress
 from estimator_lib.schema import Schema, read_schema
 
@@ -544,7 +544,11 @@ def _handle_bad(
     if not part.bad:
         return
     if config.bad_rows == "fail":
-        raise DataError(f"{part.bad[0]['reason']} (fix the row, or set bad_rows='quarantine' to set bad rows aside)")
+        first = part.bad[0]
+        raise DataError(
+            f"{with_help(first['reason'], first['value'])} (fix the row, or set bad_rows='quarantine' to set bad rows "
+            "aside)"
+        )
     for bad in part.bad:
         quarantine.write(bad)
     bad = bad_so_far + len(part.bad)
@@ -558,7 +562,8 @@ def _handle_bad(
 def _first_reason(quarantine: QuarantineWriter) -> str:
     quarantine.close()
     with open(quarantine.path, encoding="utf-8") as f:
-        return json.loads(f.readline())["reason"]
+        first = json.loads(f.readline())
+    return with_help(first["reason"], first["value"])
 
 
 def _check_splits(counts: Dict[str, int], splits: List[str], config: PrepareConfig) -> None:
@@ -595,6 +600,7 @@ def _manifest(
 ) -> Dict[str, Any]:
     described = _described_inputs(inputs, scans, file_starts, total_rows)
     outputs = output_fingerprints(staging, shard_records)
+    caps = vocabulary_caps(decisions, schema, totals, config)
     manifest: Dict[str, Any] = {
         "format_version": FORMAT_VERSION,
         "config": config.recorded([i.name for i in inputs]),
@@ -612,7 +618,10 @@ def _manifest(
         },
         "counts": dict(zip(SPLITS, totals.counts)),
         "files": {s: [n for n in outputs if n.startswith(s + "/")] for s in SPLITS},
-        "notes": _split_notes(dict(zip(SPLITS, totals.counts)), config) + notes(schema, totals),
+        "notes": _split_notes(dict(zip(SPLITS, totals.counts)), config)
+        + notes(schema, totals)
+        + [cap_note(cap) for cap in caps],
+        "vocabulary_caps": caps,
         "outputs": outputs,
     }
     manifest.update(summary(schema, totals))

@@ -21,7 +21,7 @@ import pyarrow as pa
 from estimator_lib.data import arrow_csv, numbers
 from estimator_lib.data.common import content_text, hash64, split_index, split_indices
 from estimator_lib.data.parallel import WorkerPlan
-from estimator_lib.data.read import CSV, BadRecord, Chunk, csv_rows, records, row_values
+from estimator_lib.data.read import CSV, BadRecord, Chunk, csv_rows, records, row_values, with_help
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,6 +62,9 @@ class Profile:
     label_all: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     label_train: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     label_overflow: bool = False
+    # The first JSON Lines record that could not be read as a row, placed and explained: its columns are
+    # unknown, so an input of nothing else has no columns, and that record's reason is what to tell.
+    unreadable: Optional[str] = None
 
     def merge(self, other: "Profile", max_label_values: int) -> None:
         self.rows += other.rows
@@ -74,6 +77,7 @@ class Profile:
         self.label_all.update(other.label_all)
         self.label_train.update(other.label_train)
         self.label_overflow |= other.label_overflow or len(self.label_all) > max_label_values
+        self.unreadable = self.unreadable or other.unreadable
 
 
 def concat(parts: List[np.ndarray], dtype: Any) -> np.ndarray:
@@ -103,7 +107,7 @@ def _profile_rows(chunk: Chunk, plan: ProfilePlan) -> Profile:
     good: List[Dict[str, Optional[str]]] = []
     for line, record in records(chunk):
         lines.append(line)
-        items = _items(record, chunk, plan)
+        items = _items(record, chunk, plan, line, profile)
         row = dict(items) if items is not None else None
         key_hash = _key_hash(items, row, plan) if items is not None else None
         hashes.append(key_hash or 0)
@@ -296,10 +300,16 @@ def _count_columns(profile: Profile, rows: List[Dict[str, Optional[str]]]) -> No
         counts.add(_column_counts(present))
 
 
-def _items(record, chunk: Chunk, plan: ProfilePlan) -> Optional[Sequence[Tuple[str, Optional[str]]]]:
+def _items(
+    record, chunk: Chunk, plan: ProfilePlan, line: int, profile: Profile
+) -> Optional[Sequence[Tuple[str, Optional[str]]]]:
+    """The record's (column, value) pairs; None for a record that cannot be read (the first is noted in
+    `profile.unreadable`; pass 2 reports each)."""
     try:
         return list(row_values(record, chunk, plan.missing).items())
-    except BadRecord:
+    except BadRecord as e:
+        if profile.unreadable is None:
+            profile.unreadable = with_help(e.placed(chunk.file_name, line), e.value)
         return None
 
 

@@ -315,6 +315,27 @@ class BadRecord(Exception):
         super().__init__(reason)
         self.reason, self.column, self.value = reason, column, value
 
+    def placed(self, file_name: str, line: int) -> str:
+        """The reason with its place: "rows.jsonl line 3, column 'x': ...", or "rows.jsonl line 3: the record
+        ..." when no one column is at fault."""
+        if self.column is None:
+            return f"{where(file_name, line)}: the record {self.reason}"
+        return f"{where(file_name, line, self.column)}: {self.reason}"
+
+
+# What a failure over a nested JSON value adds to the row's reason: the pipeline's way for such data.
+NESTED_HELP = (
+    "a list or an object is not a column value. Vectors and sequences go through your own model_fn instead: write "
+    "them as TFRecords of tf.train.Example described by a feature spec, and give --model-fn and --feature-spec "
+    "(see docs/byom.md)"
+)
+
+
+def with_help(reason: str, value: Any) -> str:
+    """A bad row's reason for a failure message: for a nested JSON value (a list or an object in a column), with
+    `NESTED_HELP`."""
+    return f"{reason}; {NESTED_HELP}" if isinstance(value, (list, dict)) else reason
+
 
 def clean(value: str, missing: FrozenSet[str]) -> Optional[str]:
     text = value.strip()

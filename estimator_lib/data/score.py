@@ -16,7 +16,7 @@ from estimator_lib.config import ConfigError, PrepareConfig
 from estimator_lib.data.common import DataError
 from estimator_lib.data.encode import EncodePlan
 from estimator_lib.data.output import json_digest, output_fingerprints
-from estimator_lib.data.plan import Decisions, decide_classes
+from estimator_lib.data.plan import Decisions, decide_classes, require_readable, unread_rows
 from estimator_lib.data.plan import encode_plan as prepare_encode_plan
 from estimator_lib.data.profile import Profile
 from estimator_lib.data.read import Chunk
@@ -105,10 +105,12 @@ def check_columns(profile: Profile, schema: Schema, config: "PrepareConfig") -> 
     """Checks the input's columns after pass 1 (JSON Lines: the union over rows); returns the extra ones."""
     if profile.rows == 0:
         raise DataError(f"the input has no rows (inputs: {list(config.data)}); check the files are not empty")
+    require_readable(profile)
     absent = [c for c in _required(schema, config.key_column) if c not in profile.columns]
     if absent:
         raise DataError(
             f"{_absent_message(absent, config.key_column)}: no row has them; the input has {list(profile.columns)}"
+            + unread_rows(profile)
         )
     known = set(_names(schema)) | {schema.label.name, config.key_column}
     return [c for c in profile.columns if c not in known]

@@ -1,7 +1,9 @@
 """After pass 2: merge the chunks' partial statistics (in input order) and build the final schema.
 
 Everything here comes from the training split's good rows only: numeric mean/std/min/max and missing counts,
-categorical vocabularies (most frequent first, ties by text, capped), regression label statistics.
+categorical vocabularies (most frequent first, ties by text, capped at `max_vocabulary_size`), regression label
+statistics. A vocabulary the cap cut is recorded (`vocabulary_caps`, `cap_note`): the column, its distinct values,
+the values kept and the training rows whose value is left out (they share the out-of-vocabulary id).
 
 Continuing a reference schema (`Decisions.reference`), vocabularies are append-only: the reference's values
 keep their ids and values it lacks follow them (most frequent first, up to `max_vocabulary_size` in all); the
@@ -13,7 +15,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from estimator_lib.config import PrepareConfig
 from estimator_lib.data.common import SPLITS, DataError, Moments
@@ -37,6 +39,9 @@ class Totals:
     class_counts: List[collections.Counter] = dataclasses.field(default_factory=list)
     label_moments: Moments = dataclasses.field(default_factory=Moments)
     labelled: int = 0
+    # Per categorical feature, the most distinct values its counter held before `_bounded` halved it: a floor
+    # of the column's distinct values (absent while the counter holds every value seen, an exact count).
+    distinct_floor: Dict[int, int] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.missing = [[0] * self.num_features for _ in SPLITS]
@@ -53,9 +58,10 @@ class Totals:
         for index, moments in part.numeric.items():
             self.numeric[index] = self.numeric.get(index, Moments()).merge(moments)
         for index, counter in part.categories.items():
-            self.categories[index] = _bounded(
-                self.categories.get(index, collections.Counter()) + counter, self.max_categories
-            )
+            merged = self.categories.get(index, collections.Counter()) + counter
+            if len(merged) > self.max_categories:
+                self.distinct_floor[index] = max(self.distinct_floor.get(index, 0), len(merged))
+            self.categories[index] = _bounded(merged, self.max_categories)
         self.label_moments = self.label_moments.merge(part.label_moments)
 
 
@@ -86,11 +92,16 @@ def _feature(f: FeatureSpec, index: int, decisions: Decisions, totals: Totals, c
     ranked = tuple(v for v, _ in _ranked(totals.categories.get(index, collections.Counter())))
     if decisions.reference is not None:
         vocabulary = append_only(f.vocabulary, ranked, config.max_vocabulary_size)
-    elif decisions.supplied is not None and f.vocabulary:
+    elif _given_vocabulary(f, decisions):
         vocabulary = f.vocabulary
     else:
         vocabulary = ranked[: config.max_vocabulary_size]
     return dataclasses.replace(f, vocabulary=vocabulary, missing_count=missing)
+
+
+def _given_vocabulary(f: FeatureSpec, decisions: Decisions) -> bool:
+    """Whether a supplied schema gives `f`'s vocabulary: kept as it is, never cut by `max_vocabulary_size`."""
+    return decisions.reference is None and decisions.supplied is not None and bool(f.vocabulary)
 
 
 def _numeric(f: FeatureSpec, m: Moments, missing: int) -> FeatureSpec:
@@ -138,6 +149,56 @@ def notes(schema: Schema, totals: Totals) -> List[str]:
         if totals.class_counts[0][c] == 0:
             out.append(f"label class {name!r} has no good training row")
     return out
+
+
+def vocabulary_caps(
+    decisions: Decisions, schema: Schema, totals: Totals, config: "PrepareConfig"
+) -> List[Dict[str, Any]]:
+    """The categorical columns whose vocabulary `max_vocabulary_size` cut, each as {column, distinct (values in
+    the training split; a floor when `distinct_exact` is false), kept (the vocabulary's size), max_vocabulary_size,
+    rows (training rows), rows_outside (training rows whose value is not kept: they share the out-of-vocabulary
+    id, as a missing value does), share_outside (rows_outside / rows)}.
+
+    Beyond `Totals.max_categories` distinct values the rarest half of a counter is dropped as it is merged
+    (`_bounded`): `distinct` is then a floor and `rows_outside` an estimate (a kept value's rows counted before it
+    was dropped once are lost), and `distinct_exact` is false."""
+    out = []
+    for index, (decided, f) in enumerate(zip(decisions.features, schema.features)):
+        if f.kind == NUMERIC or _given_vocabulary(decided, decisions):
+            continue
+        counter = totals.categories.get(index, collections.Counter())
+        kept = set(f.vocabulary)
+        if all(value in kept for value in counter) and index not in totals.distinct_floor:
+            continue
+        rows = totals.counts[0]
+        outside = rows - totals.missing[0][index] - sum(n for value, n in counter.items() if value in kept)
+        floor: Optional[int] = totals.distinct_floor.get(index)
+        out.append(
+            {
+                "column": f.name,
+                "distinct": max(len(counter), floor or 0),
+                "distinct_exact": floor is None,
+                "kept": len(f.vocabulary),
+                "max_vocabulary_size": config.max_vocabulary_size,
+                "rows": rows,
+                "rows_outside": outside,
+                "share_outside": round(outside / max(rows, 1), 6),
+            }
+        )
+    return out
+
+
+def cap_note(cap: Dict[str, Any]) -> str:
+    """A `vocabulary_caps` entry as the warning the manifest's notes, the console and the report show."""
+    exact = cap["distinct_exact"]
+    distinct, about = (f"{cap['distinct']}", "") if exact else (f"at least {cap['distinct']}", "about ")
+    return (
+        f"column {cap['column']!r}: vocabulary capped: {distinct} distinct values in the training split, the "
+        f"{cap['kept']} most frequent kept (prepare.max_vocabulary_size={cap['max_vocabulary_size']}); {about}"
+        f"{cap['rows_outside']} of {cap['rows']} training rows ({cap['share_outside']:.1%}) hold a value left out, "
+        "which the model sees as out-of-vocabulary, like a missing value. Raise prepare.max_vocabulary_size to "
+        "keep more (docs/prepare.md)"
+    )
 
 
 def summary(schema: Schema, totals: Totals) -> Dict[str, Any]:

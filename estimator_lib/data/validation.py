@@ -26,7 +26,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from estimator_lib.config.validation import FAIL, ValidationConfig
-from estimator_lib.data.common import DataError
+from estimator_lib.data.common import DataError, markdown_text
 from estimator_lib.schema import NUMERIC
 
 PASSED, WARNED, FAILED, SKIPPED = "passed", "warned", "failed", "skipped"
@@ -118,12 +118,14 @@ class ValidationReport:
         return table
 
     def markdown(self) -> str:
-        """The report as Markdown (a Vertex AI Markdown artifact shows it as it is)."""
-        lines = ["# Data validation", "", f"**{self.status}** ({self.summary()})", ""]
+        """The report as Markdown (a Vertex AI Markdown artifact shows it as it is). Feature names and the
+        reference's path are `markdown_text`: they show as written, never as markup."""
+        lines = ["# Data validation", "", f"**{self.status}** ({markdown_text(self.summary())})", ""]
         if self.status == SKIPPED:
             return "\n".join(lines + ["Nothing was checked.", ""])
         lines += [
-            f"Reference: `{self.reference}`, {self.rows[0]} training rows; this run: {self.rows[1]} training rows. "
+            f"Reference: {markdown_text(self.reference)}, {self.rows[0]} training rows; this run: {self.rows[1]} "
+            "training rows. "
             f"On a breach: `validation.on_breach={self.on_breach}`.",
             "",
             "| feature | check | figure | threshold | setting | |",
@@ -133,7 +135,7 @@ class ValidationReport:
             value = "" if f.value is None else f"{f.value:.4g}"
             threshold = "" if f.threshold is None else f"{f.threshold:g}"
             mark = "**breach**" if f.breach else "ok"
-            lines.append(f"| {_cell(f.feature)} | {f.check} | {value} | {threshold} | `{f.setting}` | {mark} |")
+            lines.append(f"| {markdown_text(f.feature)} | {f.check} | {value} | {threshold} | `{f.setting}` | {mark} |")
         return "\n".join(lines + ["", _ADVICE, ""])
 
 
@@ -142,10 +144,6 @@ _ADVICE = (
     "run with `--set validation.on_breach=warn` (or raise the threshold named in the table) to train on it, or "
     "start cold with `--warm-start none --baseline none`."
 )
-
-
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|")
 
 
 def skipped(reference: str = "") -> ValidationReport:

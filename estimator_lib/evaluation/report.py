@@ -21,6 +21,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from estimator_lib import storage
+from estimator_lib.data.common import markdown_text
 from estimator_lib.evaluation.blessing import Blessing
 from estimator_lib.evaluation.metrics import Scores, Truth, precision_recall
 
@@ -85,6 +86,18 @@ def _png(fig: Figure) -> str:
     return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
+def _plot_text(name: Any) -> str:
+    """A class name as matplotlib text: a "$" would start mathtext (a name like "$\\frac$" fails the drawing),
+    so it is escaped and the name shows as written."""
+    return str(name).replace("$", "\\$")
+
+
+def _legend(ax: Any, lines: List[Any], names: List[str], loc: str) -> None:
+    """A legend of the given lines and class names, given explicitly: matplotlib leaves out a line whose label
+    starts with "_" (a class "_other" would vanish from the legend)."""
+    ax.legend(lines, [_plot_text(n) for n in names], loc=loc)
+
+
 def _confusion_plot(truth: Truth, scores: Scores) -> str:
     classes = list(truth.classes)
     index = {c: i for i, c in enumerate(classes)}
@@ -95,8 +108,9 @@ def _confusion_plot(truth: Truth, scores: Scores) -> str:
     ax.imshow(matrix, cmap="Blues")
     for (i, j), n in np.ndenumerate(matrix):
         ax.text(j, i, str(n), ha="center", va="center", color="white" if n > matrix.max() / 2 else "black")
-    ax.set_xticks(range(len(classes)), classes, rotation=45, ha="right")
-    ax.set_yticks(range(len(classes)), classes)
+    labels = [_plot_text(c) for c in classes]
+    ax.set_xticks(range(len(classes)), labels, rotation=45, ha="right")
+    ax.set_yticks(range(len(classes)), labels)
     ax.set(xlabel="predicted", ylabel="true", title="Confusion matrix (eval rows)")
     return _png(fig)
 
@@ -113,28 +127,32 @@ LINE_STYLES = ("-", "--", "-.", ":")  # curves that coincide stay visible
 
 def _roc_plot(truth: Truth, scores: Scores) -> str:
     fig, ax = _figure()
+    lines, names = [], []
     for i, (name, is_class, probability) in enumerate(_one_vs_rest(truth, scores)):
         order = np.argsort(-probability, kind="stable")
         hits = is_class[order]
         tpr = np.concatenate([[0.0], np.cumsum(hits) / max(hits.sum(), 1)])
         fpr = np.concatenate([[0.0], np.cumsum(~hits) / max((~hits).sum(), 1)])
-        ax.plot(fpr, tpr, label=name, linestyle=LINE_STYLES[i % 4], alpha=0.85)
+        lines += ax.plot(fpr, tpr, linestyle=LINE_STYLES[i % 4], alpha=0.85)
+        names.append(name)
     ax.plot([0, 1], [0, 1], color="#999", linestyle=":")
     ax.set(xlabel="false positive rate", ylabel="true positive rate", title="ROC (one vs rest)")
-    ax.legend(loc="lower right")
+    _legend(ax, lines, names, "lower right")
     return _png(fig)
 
 
 def _pr_plot(truth: Truth, scores: Scores) -> str:
     fig, ax = _figure()
+    lines, names = [], []
     for i, (name, is_class, probability) in enumerate(_one_vs_rest(truth, scores)):
         order = np.argsort(-probability, kind="stable")
         hits = np.cumsum(is_class[order])
         precision = hits / np.arange(1, len(hits) + 1)
         recall = hits / max(is_class.sum(), 1)
-        ax.plot(recall, precision, label=name, linestyle=LINE_STYLES[i % 4], alpha=0.85)
+        lines += ax.plot(recall, precision, linestyle=LINE_STYLES[i % 4], alpha=0.85)
+        names.append(name)
     ax.set(xlabel="recall", ylabel="precision", title="Precision-recall (one vs rest)", ylim=(0, 1.02))
-    ax.legend(loc="lower left")
+    _legend(ax, lines, names, "lower left")
     return _png(fig)
 
 
@@ -248,10 +266,29 @@ def _data_section(manifest: Mapping[str, Any]) -> str:
         per_split = manifest.get(key) or {}
         if per_split:
             parts.append(f"<h3>{heading}</h3>" + _split_table(per_split, first))
+    caps = manifest.get("vocabulary_caps") or []
+    if caps:
+        parts.append("<h3>Vocabularies capped (prepare.max_vocabulary_size)</h3>" + _caps_table(caps))
     notes = manifest.get("notes") or []
     if notes:
         parts.append("<h3>Notes</h3><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
     return "".join(parts) or "<p>No data summary was given.</p>"
+
+
+def _caps_table(caps: Sequence[Mapping[str, Any]]) -> str:
+    """The prepared manifest's `vocabulary_caps`: per column, what the cap kept and the training rows left out."""
+    header = ["column", "distinct values", "kept", "training rows left out", "share left out"]
+    rows = [
+        [
+            c["column"],
+            c["distinct"] if c["distinct_exact"] else f"at least {c['distinct']}",
+            c["kept"],
+            f"{c['rows_outside']} of {c['rows']}",
+            f"{c['share_outside']:.1%}",
+        ]
+        for c in caps
+    ]
+    return _table(header, rows)
 
 
 def _split_table(per_split: Mapping[str, Mapping[str, Any]], first: str) -> str:
@@ -340,16 +377,17 @@ def render_html(inputs: ReportInputs) -> str:
 
 
 def render_markdown(inputs: ReportInputs) -> str:
-    """The verdict and headline metrics as Markdown (what Vertex AI's run page renders)."""
-    blessing = inputs.blessing
+    """The verdict and headline metrics as Markdown (what Vertex AI's run page renders). Every name and message
+    is `markdown_text`: a label, class or column name shows as written, never as markup."""
+    blessing, md = inputs.blessing, markdown_text
     lines = [
-        f"# {inputs.title}",
+        f"# {md(inputs.title)}",
         "",
-        f"**{'Blessed' if blessing.blessed else 'Not blessed'}**: {blessing.summary()}",
+        f"**{'Blessed' if blessing.blessed else 'Not blessed'}**: {md(blessing.summary())}",
         "",
     ]
     lines += ["| check | result | reason |", "|---|---|---|"]
-    lines += [f"| {c.name} | {'passed' if c.passed else 'FAILED'} | {c.message} |" for c in blessing.checks]
+    lines += [f"| {md(c.name)} | {'passed' if c.passed else 'FAILED'} | {md(c.message)} |" for c in blessing.checks]
     columns = [("candidate", blessing.candidate_metrics)]
     if blessing.baseline_metrics:
         columns.append(("baseline", blessing.baseline_metrics))
@@ -359,10 +397,10 @@ def render_markdown(inputs: ReportInputs) -> str:
     lines += ["", "| metric | " + " | ".join(label for label, _ in columns) + " |", "|---" * (len(columns) + 1) + "|"]
     for name in names:
         values = [f"{m[name]:.4f}" if name in m else "" for _, m in columns]
-        lines.append(f"| {name} | " + " | ".join(values) + " |")
+        lines.append(f"| {md(name)} | " + " | ".join(values) + " |")
     counts = inputs.manifest.get("counts") or {}
     if counts:
-        lines += ["", "Rows: " + ", ".join(f"{split} {n}" for split, n in sorted(counts.items()))]
+        lines += ["", "Rows: " + ", ".join(f"{md(split)} {n}" for split, n in sorted(counts.items()))]
     return "\n".join(lines) + "\n"
 
 

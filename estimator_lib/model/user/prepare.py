@@ -28,7 +28,7 @@ from estimator_lib import manifest as manifest_lib
 from estimator_lib import storage
 from estimator_lib.config import PrepareConfig
 from estimator_lib.config.feature_spec import FeatureSpec, FeatureSpecError
-from estimator_lib.data.common import EVAL, TRAIN
+from estimator_lib.data.common import EVAL, TRAIN, markdown_text
 from estimator_lib.model import inputs
 from estimator_lib.model.user import records
 
@@ -281,19 +281,15 @@ def validation_markdown(prepared: PreparedRecords) -> str:
     roles = {spec.label: "label", spec.key: "key"}
     for feature in spec.features:
         shape = list(feature.shape) + (["var_len"] if feature.var_len else [])
-        lines.append(f"| {_md(feature.name)} | {roles.get(feature.name, 'input')} | {feature.dtype} | {shape} |")
+        lines.append(
+            f"| {markdown_text(feature.name)} | {roles.get(feature.name, 'input')} | {feature.dtype} | {shape} |"
+        )
     classes = manifest["class_counts"]
     if classes:
         names = sorted({c for per in classes.values() for c in per})
         splits = sorted(classes)
         lines += ["", "| label value | " + " | ".join(splits) + " |", "|---" * (len(splits) + 1) + "|"]
-        lines += [f"| {_md(c)} | " + " | ".join(str(classes[s].get(c, 0)) for s in splits) + " |" for c in names]
+        lines += [
+            f"| {markdown_text(c)} | " + " | ".join(str(classes[s].get(c, 0)) for s in splits) + " |" for c in names
+        ]
     return "\n".join(lines) + "\n"
-
-
-def _md(text: str) -> str:
-    """A user's name in a Markdown table cell: its markup characters escaped."""
-    out = str(text)
-    for char in "\\|*_`<>[]#":
-        out = out.replace(char, "\\" + char)
-    return out
