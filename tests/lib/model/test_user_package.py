@@ -28,7 +28,7 @@ def test_the_same_code_gives_the_same_wheel_and_a_change_gives_another_version(t
     assert first.version == again.version == f"0+{first.fingerprint[:12]}" and first.name == DISTRIBUTION
     with open(first.wheel, "rb") as a, open(again.wheel, "rb") as b:
         assert a.read() == b.read()
-    assert first.files == ("digits_cnn/__init__.py", "digits_cnn/model.py", "make_records.py")
+    assert first.files == ("digits_cnn/__init__.py", "digits_cnn/model.py", "hparams.json", "make_records.py")
     with zipfile.ZipFile(first.wheel) as wheel:
         names = wheel.namelist()
     assert f"{DISTRIBUTION}-{first.version}.dist-info/RECORD" in names and "digits_cnn/model.py" in names
