@@ -320,7 +320,8 @@ def test_unknown_prediction_extension_is_refused_with_the_accepted_ones():
     assert str(error.value) == (
         "--predict-data: predict_data='gs://b/rows.parquet': cannot tell what '.parquet' files hold; use a "
         "prepared split ('train', 'eval', 'test', 'valid'), CSV / JSON Lines rows (.csv, .jsonl, .json, .ndjson), or "
-        "prepared TFRecords (.tfrecord, .tfrecords, .tf_record, .tfrec, or a directory of them); rename the files to match their format"
+        "prepared TFRecords (.tfrecord, .tfrecords, .tf_record, .tfrec, or a directory of them); rename the files to "
+        "match their format"
     )
 
 
