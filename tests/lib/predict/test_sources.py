@@ -46,8 +46,8 @@ def test_empty_directory_is_refused_with_the_accepted_inputs(tmp_path):
     with pytest.raises(FileNotFoundError) as error:
         prediction_source(str(tmp_path), prepared=None)
     assert str(error.value) == (
-        f"predict_data={str(tmp_path)!r} names no file type and holds no .tfrecord or .tfrecords or .tf_record or .tfrec "
-        "files; give CSV / "
+        f"predict_data={str(tmp_path)!r} names no file type and holds no .tfrecord or .tfrecords or .tf_record or "
+        ".tfrec files; give CSV / "
         "JSON Lines files (.csv, .jsonl, .json, .ndjson), TFRecord files, or a directory of TFRecords"
     )
 
