@@ -27,7 +27,7 @@ import datetime
 import hashlib
 import json
 import os
-from typing import Any, Dict, Iterable, Mapping, Optional
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from estimator_lib import storage, strict
 from estimator_lib.config import JobConfig
@@ -143,7 +143,7 @@ def publish_model(
         is published then.
     """
     pointer = storage.join(root, POINTER)
-    current, token = storage.read_versioned(pointer)
+    current, token = _read_versioned_pointer(root)  # a damaged pointer is replaced (see `latest_version`)
     _check_based_on(pointer, current, based_on)
     if not _is_saved_model(export_dir):
         raise FileNotFoundError(f"{export_dir!r} is not a SavedModel directory (no saved_model.pb); export first")
@@ -173,7 +173,7 @@ def publish_model(
 
 
 def _version_of(pointer_text: Optional[str]) -> str:
-    return json.loads(pointer_text)["version"] if pointer_text else NO_MODEL
+    return pointer_identity(None if pointer_text is None else pointer_text.encode("utf-8"))
 
 
 def _check_based_on(pointer: str, current: Optional[str], based_on: Optional[str]) -> None:
@@ -185,22 +185,170 @@ def _check_based_on(pointer: str, current: Optional[str], based_on: Optional[str
     )
 
 
+# -- reading and checking LATEST -----------------------------------------------------------------------------
+class LatestPointerError(ValueError):
+    """ROOT/LATEST is damaged: missing while versions are published, empty, not JSON, partial, pointing outside
+    its publish root, or at a version whose folder is missing or whose files do not match its fingerprint.
+
+    The message names the file, what is wrong and the repair (`repair_command`).
+
+    Attributes:
+      pointer: the LATEST file (path or gs:// URI).
+      problem: what is wrong with it, as the message says it.
+    """
+
+    def __init__(self, root: str, problem: str, fix: str = ""):
+        self.pointer = storage.join(root, POINTER)
+        self.problem = problem
+        fix = fix or f"rebuild it from {storage.join(root, VERSIONS)} with `{repair_command(root)}`"
+        super().__init__(f"{self.pointer} {problem}; {fix}")
+
+
+class MissingVersionError(LatestPointerError, FileNotFoundError):
+    """LATEST names a version whose folder is missing or was not completely published."""
+
+
+class _Damaged(ValueError):
+    """What is wrong with a pointer or a version's record (a phrase that follows the file's name)."""
+
+
+class _Missing(_Damaged):
+    """The version named is missing or incomplete."""
+
+
+def repair_command(root: str) -> str:
+    return f"tpu-pipeline release --repair --publish-root {root}"
+
+
+REQUIRED = ("version", "uri", "fingerprint", "published_at")  # what publish_model writes; "root" is the reader's
+
+
+def _record_json(data: bytes) -> Dict[str, Any]:
+    """The JSON object of a pointer or publish.json; `_Damaged` when empty, not JSON or partial."""
+    if not data.strip():
+        raise _Damaged("is empty")
+    try:
+        record = json.loads(data)
+    except ValueError:  # JSONDecodeError, UnicodeDecodeError
+        raise _Damaged(f"is not JSON (it starts with {data[:40]!r})") from None
+    if not isinstance(record, dict):
+        raise _Damaged(f"is not a JSON object (it starts with {data[:40]!r})")
+    bad = [name for name in REQUIRED if not isinstance(record.get(name), str) or not record[name]]
+    bad += ["metadata"] if not isinstance(record.get("metadata", {}), dict) else []
+    if bad:
+        raise _Damaged(f"is partial: missing or malformed {', '.join(bad)}")
+    return record
+
+
+def _normal(uri: str) -> str:
+    return uri.rstrip("/") if storage.is_gcs(uri) else os.path.abspath(uri)
+
+
+def _verified(root: str, record: Mapping[str, Any]) -> PublishedModel:
+    """The version `record` names, checked: a folder of ROOT/versions/, completely published, its files hashing
+    to the recorded fingerprint (every file is read once: the cost of one download of the model)."""
+    version, uri = record["version"], record["uri"]
+    if version in (".", "..") or "/" in version or "\\" in version:
+        raise _Damaged(f"names version {version!r}, which is not a folder name under {storage.join(root, VERSIONS)}")
+    expected = storage.join(root, VERSIONS, version)
+    if _normal(uri) != _normal(expected):
+        where = "another folder" if _normal(uri).startswith(_normal(root) + "/") else "outside its publish root"
+        raise _Damaged(f"names version {version!r} but points {where}: {uri} (expected {expected})")
+    if not storage.is_committed(expected):
+        raise _Missing(
+            f"names version {version!r}, but {expected} is missing or incomplete (no {storage.COMMIT_MARKER})"
+        )
+    try:
+        actual = fingerprint(expected)
+    except FileNotFoundError:
+        actual = "no files"
+    if actual != record["fingerprint"]:
+        raise _Damaged(
+            f"names version {version!r} with fingerprint {record['fingerprint'][:12]}, but its files at {expected} "
+            f"hash to {actual[:12]}: they changed after publishing"
+        )
+    fields = {name: record[name] for name in ("version", "fingerprint", "published_at")}
+    return PublishedModel(root, uri=expected, metadata=dict(record.get("metadata", {})), **fields)
+
+
+def _published_versions(root: str) -> List[str]:
+    """Names of the folders under ROOT/versions/ (complete or not), newest first (names start with the time)."""
+    base = storage.join(root, VERSIONS)
+    return sorted({_relative(path, base).split("/")[0] for path in storage.list_files(base)}, reverse=True)
+
+
+def _read_pointer(root: str) -> Optional[bytes]:
+    try:
+        return storage.read_bytes(storage.join(root, POINTER))
+    except FileNotFoundError:
+        return None
+
+
+def _pointed(root: str, data: Optional[bytes]) -> Optional[PublishedModel]:
+    """The checked version that pointer bytes `data` name (None: no pointer and nothing published)."""
+    if data is None:
+        if any(storage.is_committed(storage.join(root, VERSIONS, v)) for v in _published_versions(root)):
+            raise LatestPointerError(root, f"is missing, but {storage.join(root, VERSIONS)} holds published versions")
+        return None
+    _check_utf8(root, data)
+    try:
+        return _verified(root, _record_json(data))
+    except _Missing as e:
+        raise MissingVersionError(root, str(e)) from None
+    except _Damaged as e:
+        raise LatestPointerError(root, str(e)) from None
+
+
+def _check_utf8(root: str, data: bytes) -> None:
+    """`storage.read_versioned` (the compare-and-swap read) reads text: a pointer that is not UTF-8 must be
+    deleted before it can be replaced."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        fix = f"delete it (nothing else reads it), then run `{repair_command(root)}`"
+        raise LatestPointerError(root, f"is not UTF-8 text (it starts with {data[:40]!r})", fix) from None
+
+
+def _read_versioned_pointer(root: str) -> Tuple[Optional[str], str]:
+    """`storage.read_versioned` of ROOT/LATEST, a pointer that is not UTF-8 named as damaged."""
+    pointer = storage.join(root, POINTER)
+    try:
+        return storage.read_versioned(pointer)
+    except UnicodeDecodeError:
+        _check_utf8(root, storage.read_bytes(pointer))
+        raise
+
+
 def latest(root: str) -> Optional[PublishedModel]:
-    """The version ROOT/LATEST points at, or None when nothing was published under `root` yet.
+    """The version ROOT/LATEST points at, checked, or None when nothing was published under `root` yet.
+
+    Every read checks the pointer: complete JSON naming a folder of ROOT/versions/ that was completely published
+    and whose files still hash to the recorded fingerprint (reading the whole model once; a SavedModel of a few
+    MB takes well under a second, locally or from Cloud Storage).
 
     Raises:
-      FileNotFoundError: the pointer names a version that is missing or was not completely published.
+      LatestPointerError: the pointer is missing while versions are published, empty, not JSON, partial, points
+        outside ROOT/versions/ or at files that do not match its fingerprint; the message names the file and
+        the repair.
+      MissingVersionError (a LatestPointerError and a FileNotFoundError): the version it names is missing or was
+        not completely published.
     """
-    pointer = storage.join(root, POINTER)
-    if not storage.exists(pointer):
-        return None
-    model = PublishedModel.from_dict(json.loads(storage.read_text(pointer)))
-    if not storage.is_committed(model.uri):
-        raise FileNotFoundError(
-            f"{pointer} names version {model.version!r} but {model.uri} is missing or incomplete; "
-            "re-publish a model or point LATEST at a complete version"
-        )
-    return model
+    return _pointed(root, _read_pointer(root))
+
+
+def pointer_identity(data: Optional[bytes]) -> str:
+    """What a verdict is decided against: the version a pointer's bytes name, "none" without a pointer, and
+    "damaged-" + the first 12 hex digits of their sha256 when they name no version. Never checks the version:
+    a run that does not compare with LATEST (baseline "none") is not blocked by a damaged one."""
+    if data is None:
+        return NO_MODEL
+    try:
+        version = json.loads(data).get("version")
+    except (ValueError, AttributeError):
+        version = None
+    if isinstance(version, str) and version:
+        return version
+    return f"damaged-{hashlib.sha256(data).hexdigest()[:12]}"
 
 
 def resolve_model(spec: str, publish_root: str) -> Optional[str]:
@@ -263,10 +411,104 @@ def resolve_run(data: str, warm_start: str, baseline: str, publish_root: str) ->
 
 
 def latest_version(root: str) -> str:
-    """The version ROOT/LATEST names now, or "none" when nothing is published there: what a verdict is decided
-    against, passed back to `publish_model(based_on=...)` when the verdict is acted on."""
-    model = latest(root)
-    return model.version if model else NO_MODEL
+    """The version ROOT/LATEST names now ("none": no pointer), what a verdict is decided against, passed back to
+    `publish_model(based_on=...)` when the verdict is acted on (see `pointer_identity`).
+
+    The pointer is read, not checked: a damaged one gives "damaged-<hash>", so a run with baseline "none" still
+    runs, and its publish replaces the damaged pointer only if it is still the same bytes.
+    """
+    return pointer_identity(_read_pointer(root))
+
+
+# -- repairing LATEST ----------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Repair:
+    """What `repair_latest` did.
+
+    Attributes:
+      pointer: the LATEST file.
+      damage: what was wrong with it ("" when it was intact or nothing is published).
+      restored: the version LATEST now names (None when nothing was written).
+      skipped: (version, why) of newer versions that are not intact, newest first.
+    """
+
+    pointer: str
+    damage: str
+    restored: Optional[PublishedModel]
+    skipped: Tuple[Tuple[str, str], ...] = ()
+
+    def lines(self) -> List[str]:
+        """For people: one line per skipped version, then what was done."""
+        out = [f"skipped version {version}: {why}" for version, why in self.skipped]
+        if not self.damage:
+            state = f"names version {self.restored.version}" if self.restored else "is absent: nothing is published"
+            return out + [f"{self.pointer} {state} and is intact; nothing to repair"]
+        model = self.restored
+        return out + [
+            f"{self.pointer} {self.damage}",
+            f"pointed {self.pointer} at version {model.version} (fingerprint {model.fingerprint[:12]} verified), "
+            "the newest intact version",
+        ]
+
+
+class NoIntactVersionError(RuntimeError):
+    """`repair_latest` found no intact version to point LATEST at."""
+
+
+def _intact_version(root: str, version: str) -> PublishedModel:
+    """The version from its own record (publish.json), checked like a pointer; `_Damaged` when it is not intact.
+    Its record names where it was published; the pointer names where it is now."""
+    record_path = storage.join(root, VERSIONS, version, RECORD)
+    try:
+        record = _record_json(storage.read_bytes(record_path))
+    except FileNotFoundError:
+        raise _Damaged(f"{record_path} is missing") from None
+    except _Damaged as e:
+        raise _Damaged(f"{record_path} {e}") from None
+    if record["version"] != version:
+        raise _Damaged(f"{record_path} names version {record['version']!r}")
+    return _verified(root, {**record, "uri": storage.join(root, VERSIONS, version)})
+
+
+def repair_latest(root: str) -> Repair:
+    """Points a damaged ROOT/LATEST at the newest intact version under ROOT/versions/; an intact one is kept.
+
+    Newest is by version name (they start with the UTC publishing time); a version is intact when it was
+    completely published and its files hash to the fingerprint in its own publish.json. Each candidate costs
+    one read of its files. The pointer is written by compare-and-swap, as a publish writes it.
+
+    Raises:
+      NoIntactVersionError: no version is intact (the message lists why each was skipped).
+      PublishConflictError: LATEST changed during the repair (another run published or repaired); nothing was
+        written.
+      LatestPointerError: the pointer is not UTF-8 text (delete it first).
+    """
+    pointer = storage.join(root, POINTER)
+    text, token = _read_versioned_pointer(root)
+    try:
+        return Repair(pointer, "", _pointed(root, None if text is None else text.encode("utf-8")))
+    except LatestPointerError as e:
+        damage = e.problem
+    skipped = []
+    for version in _published_versions(root):
+        try:
+            model = _intact_version(root, version)
+        except _Damaged as e:
+            skipped.append((version, str(e)))
+            continue
+        try:
+            storage.replace_if_unchanged(pointer, json.dumps(model.to_dict(), indent=2, sort_keys=True), token)
+        except storage.ConcurrentUpdateError:
+            raise PublishConflictError(
+                f"{pointer} changed while it was being repaired; nothing was written: run `{repair_command(root)}` "
+                "again"
+            ) from None
+        return Repair(pointer, damage, model, tuple(skipped))
+    reasons = "".join(f"; {version}: {why}" for version, why in skipped) or f"; {storage.join(root, VERSIONS)} is empty"
+    raise NoIntactVersionError(
+        f"{pointer} {damage}, and no version under {storage.join(root, VERSIONS)} is intact{reasons}. Publish a "
+        "model with `--baseline none` (its publish replaces the damaged pointer)"
+    )
 
 
 # -- the export and release stages ---------------------------------------------------------------------------
