@@ -456,18 +456,21 @@ class NoIntactVersionError(RuntimeError):
 
 
 def _intact_version(root: str, version: str) -> PublishedModel:
-    """The version from its own record (publish.json), checked like a pointer; `_Damaged` when it is not intact.
-    Its record names where it was published; the pointer names where it is now."""
-    record_path = storage.join(root, VERSIONS, version, RECORD)
+    """The version from its own record (publish.json), checked like a pointer; `_Damaged` (naming the file) when
+    it is not intact. Its record names where it was published; the pointer names where it is now."""
+    uri = storage.join(root, VERSIONS, version)
+    if not storage.is_committed(uri):
+        raise _Damaged(f"{uri} is incomplete (no {storage.COMMIT_MARKER}): its publish did not finish")
+    record_path = storage.join(uri, RECORD)
     try:
         record = _record_json(storage.read_bytes(record_path))
+        if record["version"] != version:
+            raise _Damaged(f"names version {record['version']!r}")
+        return _verified(root, {**record, "uri": uri})
     except FileNotFoundError:
         raise _Damaged(f"{record_path} is missing") from None
     except _Damaged as e:
         raise _Damaged(f"{record_path} {e}") from None
-    if record["version"] != version:
-        raise _Damaged(f"{record_path} names version {record['version']!r}")
-    return _verified(root, {**record, "uri": storage.join(root, VERSIONS, version)})
 
 
 def repair_latest(root: str) -> Repair:
