@@ -337,6 +337,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_record_commands(commands)
 
+    release_ = commands.add_parser(
+        "release",
+        help="maintain a publish root: --repair rebuilds a damaged LATEST pointer",
+        description="--repair points a damaged PUBLISH_ROOT/LATEST (missing while versions are published, empty, "
+        "not JSON, partial, outside its root, or naming a version that is missing or whose files changed) at the "
+        "newest intact version under PUBLISH_ROOT/versions/, checking each version's fingerprint; an intact "
+        "LATEST is kept. Exit 0 when LATEST is intact afterwards, 1 when no version is intact.",
+    )
+    release_.add_argument("--repair", action="store_true", required=True, help="rebuild LATEST (the only action)")
+    release_.add_argument("--publish-root", required=True, help="the publish root (a directory or gs:// prefix)")
+
     compile_ = commands.add_parser(
         "compile",
         help="compile the pipeline YAML for Vertex AI",
@@ -790,8 +801,17 @@ def cmd_diff(args: argparse.Namespace) -> int:
     return 1 if any(found.values()) else 0
 
 
+def cmd_release(args: argparse.Namespace) -> int:
+    from estimator_lib import release  # it loads TensorFlow (its export stage); no other command may
+
+    repair = release.repair_latest(args.publish_root)  # no intact version: NoIntactVersionError, exit 1
+    print("\n".join(repair.lines()))
+    return 0
+
+
 COMMANDS = {
     "run-local": cmd_run_local,
+    "release": cmd_release,
     "show": cmd_show,
     "reproduce": cmd_reproduce,
     "diff": cmd_diff,
