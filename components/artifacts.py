@@ -3,6 +3,11 @@
 Every `describe_*` first checks that the output really exists (`adapter.require_output`), so a component never
 reports success for an output that is not there; then it records what a later stage, the Vertex AI console or
 a run's summary reads: counts, URIs, the verdict, content fingerprints.
+
+An artifact's metadata is passed, inside the executor input, on the command line of every stage that reads the
+artifact (by the KFP local runner and on Vertex AI alike), and Linux takes at most 128 KiB in one argument. So
+what grows with the data's columns (signatures, schemas, per-feature figures) is kept in files inside the
+artifact, and the metadata names the file and gives a bounded summary.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from estimator_lib.data.validation import ValidationReport
 from estimator_lib.estimator import TrainResult
 from estimator_lib.evaluation import Evaluation
 from estimator_lib.evaluation.report import WrittenReport
-from estimator_lib.export import ExportResult
+from estimator_lib.export import METADATA_FILE, ExportResult
 from estimator_lib.export.fingerprint import saved_model_fingerprint
 from estimator_lib.predict import PredictResult
 from estimator_lib.release import Release, fingerprint, fingerprint_files
@@ -170,15 +175,24 @@ def describe_predictions(predictions: Dataset, result: PredictResult) -> None:
 
 
 def describe_export(exported: Model, export: ExportResult) -> None:
-    """Exported Model: SavedModel directory, tag sets, signatures, the checkpoint it holds; the fingerprint covers
-    its graphs and variables (`saved_model_fingerprint`: not its folder's time-stamped name, not the paths in
-    assets.extra), `files_fingerprint` every file, as a published copy's LATEST records it."""
+    """Exported Model: SavedModel directory, tag sets, the names of each tag set's signatures, the checkpoint it
+    holds; the fingerprint covers its graphs and variables (`saved_model_fingerprint`: not its folder's
+    time-stamped name, not the paths in assets.extra), `files_fingerprint` every file, as a published copy's
+    LATEST records it.
+
+    The signatures' inputs (one per feature) stay in the SavedModel's export_metadata.json (`signatures_uri`):
+    an artifact's metadata travels on the command line of every stage that reads the artifact, and a wide
+    model's inputs do not fit there (4,000 features took 1.1 MB; one argument may take 128 KiB)."""
     require_output(storage.join(export.export_dir, "saved_model.pb"), "the exported SavedModel")
+    signatures_uri = storage.join(export.export_dir, METADATA_FILE)
+    require_output(signatures_uri, "the export's metadata")
     exported.metadata.update(
         {
             "export_dir": export.export_dir,
             "tag_sets": [list(tags) for tags in export.tag_sets],
-            "signatures": _jsonable(export.signatures),
+            "signatures": {tags: sorted(named) for tags, named in export.signatures.items()},
+            "signatures_uri": signatures_uri,
+            "features": len(export.metadata["serving"]["raw_inputs"]),
             "checkpoint": export.metadata["checkpoint"],
             "global_step": int(export.metadata["global_step"]),
             "fingerprint": saved_model_fingerprint(export.export_dir),
@@ -223,7 +237,3 @@ def describe_registration(registered: Model, registration: Registration) -> None
         storage.write_text(storage.join(registered.uri, REGISTRATION_FILE), json.dumps(record, indent=2))
     registered.metadata.update({**record, "version_name": registration.version_name})
     log.info("register: %s", registration.reason)
-
-
-def _jsonable(value: Any) -> Any:
-    return json.loads(json.dumps(value, default=str))
