@@ -1,4 +1,4 @@
-"""End to end: a 4,000-column table publishes, and a run of it that failed at release resumes and publishes.
+"""End to end: a wide table publishes, and a run of it that failed at release resumes and publishes.
 
 Each stage starts with its parameters and its input artifacts' metadata in one command-line argument, KFP's
 `--executor_input` (the local runner and Vertex AI alike), and Linux takes at most 128 KiB in one argument. The
@@ -29,7 +29,10 @@ from pipelines.local import stage_of
 
 pytestmark = pytest.mark.slow
 
-COLUMNS, ROWS = 4000, 300
+# 4,000 columns is the acceptance case (about 11 minutes here: TensorFlow's export of a 4,000-input graph); the
+# suite runs 800 (past the ~460 where nothing could publish) to stay in its time budget:
+# WIDE_TABLE_COLUMNS=4000 runs the full case.
+COLUMNS, ROWS = int(os.environ.get("WIDE_TABLE_COLUMNS", "800")), 300
 # The largest executor input a stage may start with, whatever the width: 4 bytes a column would be more.
 MAX_EXECUTOR_INPUT = 16 * 1024
 FAST = ["--set", "training.train_steps=20", "--set", "model.family=linear", "--set", "prepare.num_workers=1"]
@@ -38,7 +41,7 @@ KFP_LOG_LINE = "]: Got executor_input:"
 
 
 def wide_csv(path: str) -> str:
-    """ROWS rows of COLUMNS numeric features f0..f3999 and a 3-class label c0/c1/c2. Every column carries a little
+    """ROWS rows of COLUMNS numeric features f0, f1, ... and a 3-class label c0/c1/c2. Every column carries a little
     of the class (a per-class mean of 0.5 standard deviations, as pixels of an image do), so 20 linear steps
     separate the classes and the model is blessed."""
     rng = np.random.default_rng(0)
