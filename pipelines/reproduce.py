@@ -14,11 +14,14 @@ here: its parameters and image are written out for a resubmission with `tpu-pipe
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
+import posixpath
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
+from components import records
 from estimator_lib import manifest, storage
 from estimator_lib.config import RunConfig
 from estimator_lib.config.beam import INPROCESS
@@ -182,18 +185,196 @@ def resubmit_config(plan: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+# -- verifying a record against its own files ----------------------------------------------------------------
+# What the summary says and which stage's record says it first: {summary key: (stage, output artifact)}.
+SUMMARY_FINGERPRINTS = {
+    "dataset": "prepare",
+    "model": "train",
+    "exported": "export",
+    "predictions": "batch_predict",
+    "blessing": "evaluate",
+    "publication": "release",
+}
+# Outputs whose fingerprint no file determines: the HTML report's leaves out the run's facts it shows
+# (`WrittenReport.fingerprint`), so only its stage could compute it again.
+NOT_RECOMPUTED = ("report",)
+
+
+def _short_hash(value: Any) -> str:
+    return f"{value[:12]}..." if isinstance(value, str) and len(value) > 15 else repr(value)
+
+
+def _outputs_metadata(stage: str, output_uri: str) -> dict[str, Any]:
+    """Each output's metadata as the stage recorded it in its stage.json (beside its outputs), {name: metadata}.
+
+    Raises:
+      FileNotFoundError: naming the stage.json.
+    """
+    path = storage.join(records.task_dir(output_uri), records.RECORD_FILE)
+    return json.loads(storage.read_text(path)).get("outputs", {})
+
+
+def _recompute(name: str, uri: str, metadata: Mapping[str, Any], exported: str) -> str:
+    """An output's fingerprint computed again from its files, with the function its stage described it with
+    (`components.artifacts.describe_*`); an artifact that lives in metadata only by that metadata
+    (`components.records`). `exported`: the export stage's recorded fingerprint (a publication names it)."""
+    # TensorFlow loads here, not when the command line starts (see tests/test_imports.py).
+    from components.adapter import BLESSING_FILE, PUBLICATION_FILE
+    from estimator_lib.export.fingerprint import saved_model_fingerprint
+    from estimator_lib.release import fingerprint, fingerprint_files
+
+    if name == "dataset":
+        return fingerprint(uri)
+    if name == "model":
+        checkpoint = metadata["checkpoint"]
+        return fingerprint_files([checkpoint + ".index", *storage.glob(checkpoint + ".data-*")], uri)
+    if name == "exported":
+        return saved_model_fingerprint(metadata["export_dir"])
+    if name == "predictions":
+        return fingerprint_files(metadata["shards"], uri)
+    if name == "blessing":
+        return fingerprint_files([storage.join(uri, BLESSING_FILE)], uri)
+    if name == "verdict":
+        return fingerprint_files([uri], posixpath.dirname(uri))
+    if name == "publication":
+        published = json.loads(storage.read_text(storage.join(uri, PUBLICATION_FILE)))
+        decided = {"published": exported, "reason": ""} if published["published"] else None
+        return manifest.json_fingerprint(decided or {"published": None, "reason": published["reason"]})
+    return manifest.json_fingerprint(dict(metadata))
+
+
+def _changed_shards(uri: str, metadata: Mapping[str, Any]) -> list[str]:
+    """The prediction shards whose sha256 differs from the one the predictions' manifest.json records."""
+    recorded = {s["file"]: s["sha256"] for s in metadata.get("manifest", {}).get("shards", [])}
+    lines = []
+    for shard in metadata.get("shards", []):
+        name = posixpath.basename(shard)
+        found = hashlib.sha256(storage.read_bytes(shard)).hexdigest()
+        if name in recorded and recorded[name] != found:
+            lines.append(
+                f"{name}: its bytes no longer match the recorded sha256 "
+                f"(recorded {_short_hash(recorded[name])}, found {_short_hash(found)})"
+            )
+    return lines
+
+
+def _verify_output(stage: str, name: str, entry: Mapping[str, Any], metadata: Mapping[str, Any], exported: str):
+    """What differs between one output's files and its recorded fingerprint: [] when nothing does."""
+    try:
+        found = _recompute(name, entry["uri"], metadata, exported)
+        shards = (
+            _changed_shards(entry["uri"], metadata) if name == "predictions" and found != entry["fingerprint"] else []
+        )
+    except FileNotFoundError as e:
+        return [f"{stage}: {name}: a file of it is missing ({e})"]
+    if found == entry["fingerprint"]:
+        return []
+    if shards:
+        return [f"{stage}: {line}" for line in shards]
+    return [
+        f"{stage}: {name} ({entry['uri']}): its files no longer match the recorded fingerprint "
+        f"(recorded {_short_hash(entry['fingerprint'])}, found {_short_hash(found)})"
+    ]
+
+
+def _verify_stage(record: Record, stage: str) -> list[str]:
+    """Every output of a stage computed again from its files and compared with its manifest's fingerprint."""
+    outputs = record.manifests[stage]["outputs"]
+    exported = record.manifests.get("export", {}).get("outputs", {}).get("exported", {}).get("fingerprint", "")
+    try:
+        metadata = _outputs_metadata(stage, next(iter(outputs.values()))["uri"]) if outputs else {}
+    except FileNotFoundError as e:
+        return [f"{stage}: its stage record is missing ({e}); its outputs cannot be checked"]
+    found = []
+    for name, entry in sorted(outputs.items()):
+        if name in NOT_RECOMPUTED:
+            continue
+        if name not in metadata:
+            found.append(f"{stage}: {name}: its stage record ({records.RECORD_FILE}) does not describe it")
+            continue
+        found += _verify_output(stage, name, entry, metadata[name], exported)
+    return found
+
+
+_ABSENT = object()
+
+
+def _leaves(value: Any, prefix: str) -> dict[str, Any]:
+    """{dotted key: value} of every leaf of a nested JSON value."""
+    if not isinstance(value, Mapping):
+        return {prefix: value}
+    return {k: v for key, item in value.items() for k, v in _leaves(item, f"{prefix}.{key}").items()}
+
+
+def _shown(value: Any) -> str:
+    return "(absent)" if value is _ABSENT else json.dumps(value, sort_keys=True, default=str)
+
+
+def _disagreements(field: str, summary_value: Any, stage: str, recorded: Any) -> list[str]:
+    """One line per dotted key where the summary's `field` differs from what `stage` recorded."""
+    ours, theirs = _leaves(summary_value, field), _leaves(recorded, field)
+    return [
+        f"{runs.SUMMARY_FILE}: {key} {_shown(ours.get(key, _ABSENT))} differs from the {stage} stage's record "
+        f"{_shown(theirs.get(key, _ABSENT))}"
+        for key in sorted(set(ours) | set(theirs))
+        if ours.get(key, _ABSENT) != theirs.get(key, _ABSENT)
+    ]
+
+
+def _verify_summary(record: Record) -> list[str]:
+    """The summary against its stages' records: the output fingerprints, the eval metrics (the evaluate stage's
+    Metrics artifact), the candidate's metrics (its blessing) and the job config (the train stage's spec)."""
+    summary, found = record.summary, []
+    for name, stage in SUMMARY_FINGERPRINTS.items():
+        recorded = record.manifests.get(stage, {}).get("outputs", {}).get(name, {}).get("fingerprint")
+        found += _disagreements(f"fingerprints.{name}", summary.get("fingerprints", {}).get(name), stage, recorded)
+    if "evaluate" in record.manifests:
+        outputs = record.manifests["evaluate"]["outputs"]
+        try:
+            evaluated = _outputs_metadata("evaluate", outputs["metrics"]["uri"])
+        except (FileNotFoundError, KeyError):
+            evaluated = {}  # _verify_stage names what is missing
+        if evaluated:
+            metrics = {k: v for k, v in evaluated["metrics"].items() if k != "blessed"}
+            found += _disagreements("metrics", summary.get("metrics"), "evaluate", metrics)
+            candidate = evaluated["blessing"]["candidate_metrics"]
+            found += _disagreements(
+                "blessing.candidate_metrics",
+                summary.get("blessing", {}).get("candidate_metrics"),
+                "evaluate",
+                candidate,
+            )
+    if "train" in record.manifests:
+        job = record.manifests["train"]["config"].get("job")
+        found += _disagreements("config.job_config", summary.get("config", {}).get("job_config"), "train", job)
+    return found
+
+
+def verify_record(record: Record) -> list[str]:
+    """What in a local run's record no longer matches its own files, one line each naming the stage, the file or
+    field, what was recorded and what is there: every stage's outputs computed again from their files (as the
+    stage computed them) against its manifest, then the summary against the stages' records. [] when all match."""
+    found = []
+    for stage in STAGES:
+        if stage in record.manifests:
+            found += _verify_stage(record, stage)
+    return found + _verify_summary(record)
+
+
 # -- reproducing ---------------------------------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class Reproduction:
-    """A recorded run and its rerun, compared stage by stage."""
+    """A recorded run checked against its own files (`verify_record`), then its rerun, compared stage by stage."""
 
     record: Record
     outcome: local.Outcome
     stages: list[manifest.StageComparison]
+    unverified: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def identical(self) -> bool:
-        return self.outcome.exit_code == local.EXIT_OK and bool(self.stages) and all(s.same for s in self.stages)
+        rerun_same = self.outcome.exit_code == local.EXIT_OK and bool(self.stages) and all(s.same for s in self.stages)
+        return rerun_same and not self.unverified
 
     @property
     def first_difference(self) -> Optional[manifest.StageComparison]:
@@ -201,8 +382,11 @@ class Reproduction:
 
 
 def reproduce(record: Record, output: str, verbose: bool = False) -> Reproduction:
-    """Runs a recorded local run again into OUTPUT (a new run; its own publish root) and compares each stage's
-    output fingerprints with the record's."""
+    """Checks a recorded local run's files against its record (`verify_record`), then runs it again into OUTPUT
+    (a new run; its own publish root) and compares each stage's output fingerprints with the record's.
+
+    The rerun happens even when the files disagree with the record: it says whether the record itself (the
+    stages' manifests) is reproducible, which tells a changed file from a changed record."""
     output = os.path.abspath(output)
     publish_root = os.path.join(output, local.PUBLISH_DIR)
     if publish_root == record.summary["config"].get("publish_root"):
@@ -212,26 +396,46 @@ def reproduce(record: Record, output: str, verbose: bool = False) -> Reproductio
         )
     settings = recorded_settings(record, publish_root)
     checks.local_run(settings)
+    unverified = verify_record(record)
     outcome = local.run_local(settings, output, verbose=verbose, resume=False)
     if outcome.exit_code != local.EXIT_OK:
-        return Reproduction(record, outcome, [])
+        return Reproduction(record, outcome, [], unverified)
     rerun = _linked_manifests(outcome.folder.summary_path, outcome.summary)
-    return Reproduction(record, outcome, manifest.compare_runs(record.manifests, rerun, STAGES))
+    return Reproduction(record, outcome, manifest.compare_runs(record.manifests, rerun, STAGES), unverified)
+
+
+def _verification_lines(result: Reproduction) -> list[str]:
+    if not result.unverified:
+        return [f"recorded run {result.record.name}: its files match its record (every stage's outputs, the summary)"]
+    count = len(result.unverified)
+    return [
+        f"recorded run {result.record.name}: {count} difference{'s' if count > 1 else ''} between its files and "
+        "its record:",
+        *(f"  {line}" for line in result.unverified),
+    ]
 
 
 def format_reproduction(result: Reproduction) -> str:
-    """The report: one line per stage, then the verdict naming the first stage that differs and what differs."""
+    """The report: what in the record no longer matches its files, one line per stage of the rerun, then the
+    verdict naming the first stage that differs and what differs (or that the record does not match its files)."""
     rerun = result.outcome.summary["run"]["id"]
-    lines = [f"recorded run {result.record.name} against its rerun {rerun} ({result.outcome.folder.path}):"]
+    lines = _verification_lines(result)
+    lines.append(f"recorded run {result.record.name} against its rerun {rerun} ({result.outcome.folder.path}):")
     if not result.stages:
         error = f"{result.outcome.summary.get('stage')}: {result.outcome.summary.get('error')}"
         return "\n".join([*lines, f"  the rerun did not finish ({error}); see {result.outcome.summary['run']['log']}"])
     lines += [f"  {s.line()}" for s in result.stages]
     first = result.first_difference
-    if first is None:
-        lines.append(f"reproduced: every stage's outputs have the recorded fingerprints ({len(result.stages)} stages)")
-    else:
+    if first is not None:
         lines.append(f"not reproduced: the first stage that differs is {first.stage} ({first.differs})")
+    elif result.unverified:
+        lines.append(
+            f"not reproduced: the recorded run's files or summary were changed after it ran ({result.unverified[0]}"
+            + (f"; and {len(result.unverified) - 1} more above)" if len(result.unverified) > 1 else ")")
+            + "; its stages' records are reproduced by the rerun"
+        )
+    else:
+        lines.append(f"reproduced: every stage's outputs have the recorded fingerprints ({len(result.stages)} stages)")
     return "\n".join(lines)
 
 

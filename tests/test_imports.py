@@ -45,6 +45,11 @@ ALLOWED_LOCAL_IMPORTS: Dict[Tuple[str, str], str] = {
         "estimator_lib.release loads TensorFlow (its export stage); every other command stays TensorFlow-free "
         "(test_the_command_line_never_imports_tensorflow)"
     ),
+    ("pipelines.reproduce", "_recompute"): (
+        "computing a stage's output fingerprints again (estimator_lib.release, the SavedModel's) loads TensorFlow; "
+        "only reproduce does it, every other command stays TensorFlow-free "
+        "(test_the_command_line_never_imports_tensorflow)"
+    ),
     ("pipelines.runner", "main"): (
         "the runner starts the run's stage server first, so that the server's imports overlap its own "
         "(tests/pipelines/test_stage.py::test_the_runner_starts_the_stage_server_before_its_own_imports)"
