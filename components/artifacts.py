@@ -39,6 +39,16 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("components")
 REGISTRATION_FILE = "registration.json"
+VALIDATION_FILE = "validation.json"  # inside the prepared Dataset: every validation figure and breach
+MAX_BREACHES, MAX_SUMMARY = 10, 2000  # what of them the Dataset's metadata keeps
+
+
+def read_drift(dataset: Dataset) -> dict[str, Any]:
+    """The prepare stage's drift table, {feature: {figure: value}} ({} when it checked none)."""
+    details = dict(dataset.metadata.get("validation", {})).get("details_uri")
+    if not details or not storage.exists(details):
+        return {}
+    return dict(json.loads(storage.read_text(details)).get("drift") or {})
 
 
 def describe_dataset(dataset: Dataset, result: PrepareResult) -> None:
@@ -69,14 +79,27 @@ def data_source(patterns: list[str], result: PrepareResult) -> dict[str, Any]:
 
 
 def describe_validation(dataset: Dataset, report_artifact: Markdown, report: ValidationReport) -> None:
-    """The data validation: its verdict and breaches on the Dataset (a run's summary reads them there), the
-    Markdown report as an artifact of its own (the Vertex AI console shows it)."""
+    """The data validation: its verdict on the Dataset (a run's summary reads it there), bounded whatever the
+    number of columns (metadata travels on the next stages' command lines); every figure and breach in
+    validation.json inside the Dataset (written before the Dataset is fingerprinted); the Markdown report as an
+    artifact of its own (the Vertex AI console shows it)."""
     require_output(report_artifact.uri, "the data validation report")
-    outcome = {**report.to_dict(), "report_uri": report_artifact.uri}
-    outcome.pop("findings")  # the Markdown report lists every finding; the metadata keeps breaches and figures
-    outcome["drift"] = report.drift()  # the evaluation report's drift table
+    full = {**report.to_dict(), "drift": report.drift()}  # drift: the evaluation report's table
+    details_uri = storage.join(dataset.uri, VALIDATION_FILE)
+    storage.write_text(details_uri, json.dumps(full, indent=2, sort_keys=True))
+    outcome = {k: v for k, v in full.items() if k not in ("findings", "drift", "breaches")}
+    summary = outcome["summary"]
+    if len(summary) > MAX_SUMMARY:
+        summary = summary[:MAX_SUMMARY] + f"... (every breach in {details_uri})"
+    outcome.update(
+        summary=summary,
+        breaches=full["breaches"][:MAX_BREACHES],
+        breach_count=len(full["breaches"]),
+        report_uri=report_artifact.uri,
+        details_uri=details_uri,
+    )
     dataset.metadata["validation"] = outcome
-    report_artifact.metadata.update({"status": report.status, "summary": report.summary()})
+    report_artifact.metadata.update({"status": report.status, "summary": summary})
     log.info("data validation: %s", report.summary())
 
 

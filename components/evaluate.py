@@ -87,7 +87,7 @@ def evaluate_model(
     if user:
         shown = report_lib.user_report_inputs(evaluation, prepared.manifest, run)
     else:
-        drift = dict(dataset.metadata.get("validation", {})).get("drift")  # the prepare stage's, when it checked
+        drift = artifacts.read_drift(dataset)  # the prepare stage's, when it checked any
         shown = report_lib.report_inputs(evaluation, prepared, run, drift=drift or None)
     written = report_lib.write_report(shown, report.uri, verdict.uri)
     adapter.copy_summaries_to_tensorboard(storage.join(model.uri, summaries.EVAL_DIR), "eval")

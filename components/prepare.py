@@ -71,6 +71,6 @@ def prepare_data(
         passes = contextlib.nullcontext()  # None: this host's worker processes
     with passes as chosen:
         continued = retrain.prepare_continuing(config, dataset.uri, source, given.validation, validation.uri, chosen)
+    artifacts.describe_validation(dataset, validation, continued.report)  # first: it writes into the Dataset
     artifacts.describe_dataset(dataset, continued.prepared)
-    artifacts.describe_validation(dataset, validation, continued.report)
     record.finish(sources={"files": artifacts.data_source(config.data, continued.prepared)})

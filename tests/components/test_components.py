@@ -173,6 +173,11 @@ def test_prepare_against_the_published_model_continues_its_schema_and_checks_the
     outcome = dataset.metadata["validation"]
     assert outcome["status"] in ("passed", "warned") and outcome["reference"] == published.uri
     assert validation.metadata["status"] == outcome["status"]
+    with open(outcome["details_uri"], encoding="utf-8") as f:  # every figure, in a file inside the Dataset
+        details = json.load(f)
+    assert outcome["details_uri"] == os.path.join(dataset.uri, "validation.json") and details["findings"]
+    assert set(details["drift"]) and outcome["breach_count"] == len(details["breaches"]) and "drift" not in outcome
+    assert dataset.metadata["fingerprint"] == release.fingerprint(dataset.uri)  # validation.json included
     with open(os.path.join(dataset.uri, "manifest.json"), encoding="utf-8") as f:
         assert json.load(f)["schema_source"] == "reference"
 
@@ -243,9 +248,10 @@ def test_evaluate_scores_the_published_baseline_with_the_same_code(stages, tmp_p
     )
     report, markdown = artifact(HTML, tmp_path, "r", "evaluate"), artifact(Markdown, tmp_path, "v", "evaluate")
     # As prepare describes data it validated against a published model's: the report shows its drift table.
-    checked = {"status": "passed", "drift": {"island": {"distance (PSI)": 0.0123, "unseen share": 0.0456}}}
+    details = tmp_path / "validation.json"  # as prepare writes it inside the Dataset
+    details.write_text(json.dumps({"drift": {"island": {"distance (PSI)": 0.0123, "unseen share": 0.0456}}}))
     dataset = Dataset(name="dataset", uri=stages["dataset"].uri, metadata={**stages["dataset"].metadata})
-    dataset.metadata["validation"] = checked
+    dataset.metadata["validation"] = {"status": "passed", "details_uri": str(details)}
     evaluate_model(
         dataset=dataset,
         model=stages["model"],
