@@ -12,7 +12,7 @@ real small tmpfs where this machine can mount one, else on the fake file layer o
     the pipeline has published each fail the run; the next attempt resumes past them and ends ok. Only the fake
     layer can refuse so narrowly (root ignores permission bits; a real disk refuses every file alike).
 
-Slow (whole runs, two per stage and kind: about 8 minutes on 2 cores): `pytest -m "not slow"` skips them.
+Slow (whole runs, two per stage and kind: 4 to 5 minutes on 2 cores): `pytest -m "not slow"` skips them.
 """
 
 from __future__ import annotations
