@@ -12,6 +12,9 @@ Publishing is atomic:
     for the same destination deletes those whose owner is gone (killed mid-run), on the same host;
   * gs://: objects are uploaded, then a commit marker object is written last. Readers treat a gs:// output
     without its marker as absent (`is_committed`), and a rerun deletes such leftovers first.
+
+A local write the disk refuses (full, read-only) raises an OSError that names the file being written (not its
+temporary), and deletes that temporary; what a killed writer left, `remove_temporaries_under` deletes.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import glob as glob_lib
 import hashlib
 import json
 import os
+import re
 import shutil
 import socket
 import tempfile
@@ -32,6 +36,12 @@ import uuid
 from typing import IO, Callable, Dict, Iterator, List, Optional, Tuple, TypeVar
 
 COMMIT_MARKER = "_COMMITTED"
+# Files a writer renames into place once written, left behind when it was killed or its disk refused them:
+# `write_bytes`' "<name>.tmp-<32 hex>"; TensorFlow's atomic writes (tf.io.gfile, the checkpoint state file,
+# graph.pbtxt) "<name>.tmp<32 hex>" and its tensor bundles' "<prefix>.data-...tempstate<digits>".
+_TEMPORARY = re.compile(r"\.tmp-?[0-9a-f]{32}$|\.tempstate\d+$")
+# TensorFlow writes a sharded checkpoint into "<prefix>_temp/" and moves it out: "model.ckpt-20_temp".
+_TEMPORARY_DIRECTORY = re.compile(r"\.ckpt-\d+_temp$")
 T = TypeVar("T")
 _client_instance = None
 
@@ -207,12 +217,57 @@ def write_bytes(uri: str, data: bytes) -> None:
             _blob(uri).upload_from_string(data, retry=_retry())
         return
     os.makedirs(os.path.dirname(os.path.abspath(uri)), exist_ok=True)
-    tmp = f"{uri}.tmp-{uuid.uuid4().hex}"
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, uri)
+    tmp = temporary_path(uri)
+    try:
+        with _naming(uri, tmp):
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, uri)
+    except BaseException:
+        with contextlib.suppress(OSError):  # absent; or the disk refuses this too (`remove_temporaries_under`)
+            os.remove(tmp)
+        raise
+
+
+def temporary_path(path: str) -> str:
+    """A fresh name beside `path` for a file that becomes `path` by a rename (`remove_temporaries_under` knows
+    the pattern)."""
+    return f"{path}.tmp-{uuid.uuid4().hex}"
+
+
+@contextlib.contextmanager
+def _naming(path: str, temporary: Optional[str] = None) -> Iterator[None]:
+    """Write errors name `path`, the file being written: also those that name no file (a write or fsync into an
+    open file: a full disk, an I/O error) or only the `temporary` file that becomes `path`."""
+    try:
+        yield
+    except OSError as e:
+        if e.errno is None or e.filename not in (None, temporary):
+            raise
+        raise OSError(e.errno, e.strerror, path) from None
+
+
+def remove_temporaries_under(root: str) -> List[str]:
+    """Deletes the temporary files and directories that writers (`write_bytes`, TensorFlow's checkpoints and
+    atomic writes) left anywhere under the local directory `root` when they were killed or their disk refused
+    them, and returns them; staging directories are `remove_abandoned_staging_under`'s. Temporaries record no
+    owner: call it only while no process writes under `root` (a local run holding the lock on its output)."""
+    removed = []
+    for parent, directories, files in os.walk(root):
+        for name in files + directories:  # a symbolic link to a directory is listed as a directory
+            path = os.path.join(parent, name)
+            if _TEMPORARY.search(name) and (name in files or os.path.islink(path)):
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(path)
+                removed.append(path)
+            elif _TEMPORARY_DIRECTORY.search(name) and name in directories and not os.path.islink(path):
+                shutil.rmtree(path)
+                removed.append(path)
+        kept = [d for d in directories if os.path.isdir(os.path.join(parent, d))]  # not what was just deleted
+        directories[:] = [d for d in kept if not d.startswith(".staging-")]
+    return removed
 
 
 def write_text(uri: str, text: str) -> None:
@@ -388,17 +443,22 @@ def local_staging_dir(destination: str, local_root: Optional[str] = None) -> str
     _remove_abandoned_staging(parent, name)
     staging = os.path.join(parent, f".staging-{name}-{uuid.uuid4().hex[:12]}")
     owner = _owner_record()
-    if owner is not None:
-        with open(staging + _OWNER_SUFFIX, "x", encoding="utf-8") as f:
-            json.dump(owner, f)
-    os.makedirs(staging)
+    if owner is not None:  # whole or absent (a half-written record would never be judged gone)
+        write_text(staging + _OWNER_SUFFIX, json.dumps(owner))
+    try:
+        os.makedirs(staging)
+    except BaseException:
+        discard_staging(staging)
+        raise
     return staging
 
 
 def discard_staging(staging: str) -> None:
-    """Deletes a staging directory and its owner record (no error when either is absent)."""
+    """Deletes a staging directory and its owner record as far as the disk lets (no error when either is absent,
+    nor when a read-only disk keeps them: once their owner is gone, `remove_abandoned_staging_under` does), so
+    that the error a cleanup follows is the one raised."""
     shutil.rmtree(staging, ignore_errors=True)
-    with contextlib.suppress(FileNotFoundError):
+    with contextlib.suppress(OSError):
         os.remove(staging + _OWNER_SUFFIX)
 
 
@@ -430,7 +490,7 @@ def commit_directory(staging: str, destination: str) -> None:
     moved aside first and deleted after). gs://: leftovers are deleted, files uploaded, marker written last.
     """
     marker = os.path.join(staging, COMMIT_MARKER)
-    with open(marker, "w", encoding="utf-8") as f:
+    with _naming(marker), open(marker, "w", encoding="utf-8") as f:
         f.write("complete\n")
     if is_gcs(destination):
         delete_tree(destination)

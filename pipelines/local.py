@@ -3,22 +3,35 @@
 Two processes take part:
   * the supervisor (`run_local`, in the CLI's process) takes the lock on OUTPUT, picks the run folder (a new one,
     or the last run's when it failed or was interrupted and is run again with the same arguments), starts the
-    runner, stops it on SIGINT, SIGTERM or SIGHUP, and writes the run's final summary;
-  * the runner (`python -m pipelines.runner RUN_FOLDER`) runs `kfp.local.SubprocessRunner(use_venv=False)`,
-    which starts every stage as a subprocess of its own. The runner leads a session of its own, so it and its
-    stages form one process group the supervisor stops as a whole: no stage outlives the command. The runner
-    also stops the worker processes a killed stage leaves behind (`stop_orphans`). Its TMPDIR is the run's tmp/
-    folder (KFP writes each stage's `ephemeral_component.py` under it), deleted when the run ends. It
-    starts the run's stage server (`pipelines.runner`) first, in the same group: each stage process hands its
-    stage to it, and a child forked from that warm interpreter runs the stage without importing TensorFlow again.
-    Neither the runner nor the server runs a stage's code (nor a user's, which a stage imports): a stage whose
-    process a signal kills (a crash in native code, SIGSEGV or SIGABRT; SIGKILL when memory runs out) fails the
-    run with that stage, the signal's name and the stage's last log lines (`killed_message`).
+    runner, stops it on SIGINT, SIGTERM or SIGHUP, and writes the run's final summary, which the runner hands it
+    through a pipe;
+  * the runner (`python -m pipelines.runner RUN_FOLDER --ending-fd FD`) runs the KFP local runner,
+    `kfp.local.SubprocessRunner(use_venv=False)`, which starts every stage as a subprocess of its own. The runner
+    leads a session of its own, so it and its stages form one process group the supervisor stops as a whole: no
+    stage outlives the command. The runner also stops the worker processes a killed stage leaves behind
+    (`stop_orphans`). Its TMPDIR is the run's tmp/ folder (KFP writes each stage's `ephemeral_component.py` under
+    it), deleted when the run ends. It starts the run's stage server (`pipelines.runner`) first, in the same
+    group: each stage process hands its stage to it, and a child forked from that warm interpreter runs the stage
+    without importing TensorFlow again. Neither the runner nor the server runs a stage's code (nor a user's,
+    which a stage imports): a stage whose process a signal kills (a crash in native code, SIGSEGV or SIGABRT;
+    SIGKILL when memory runs out) fails the run with that stage, the signal's name and the stage's last log lines
+    (`killed_message`).
 
 A run resumed into its folder runs in the same artifact directories (`_fixed_run_directory`): each stage finds
 its stage record there and reuses finished outputs, and training continues from its checkpoint
 (`components.records`). The local runner cannot run `dsl.If`, so gating lives in the components: evaluate writes
 the verdict, and the release stage, last, publishes only a blessed model (under OUTPUT/published by default).
+
+A disk that refuses a write (full, read-only) at any point ends the run as failed, exit 1:
+  * in a stage, the stage fails, and its error is one line: "train: cannot write <path>: No space left on device"
+    (`refused_message`, from Python's or TensorFlow's wording);
+  * in the runner's log or summary, no further stage starts (`_Progress.refusal`), and the log's refused lines
+    are kept in memory (`_LogFile`); the supervisor appends them once the summary is written;
+  * the supervisor writes the final summary; on a full disk it frees the run's reserve for it
+    (`runs.RunFolder.reserve_space`), and when even that is refused the error says so, and where the last good
+    record is (`RecordError`). A run that cannot start says so before anything runs.
+The next run's start deletes what the failed one left: tmp/, the reserve, staging directories and temporary files
+(`runs.remove_leftovers`).
 """
 
 from __future__ import annotations
@@ -26,6 +39,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import errno
 import functools
 import io
 import json
@@ -39,7 +53,7 @@ import threading
 import time
 import traceback
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import IO, Any, Callable, Optional
 
 from kfp import local as kfp_local
@@ -53,7 +67,7 @@ from estimator_lib.config.run import LOCAL_JOB_DEFAULTS
 from estimator_lib.progress import duration
 from pipelines import runs, stage
 from pipelines.image import LOCAL_IMAGE
-from pipelines.pipeline import build_pipeline
+from pipelines.pipeline import PIPELINE_NAME, build_pipeline
 
 PUBLISH_DIR = "published"
 EXIT_OK, EXIT_FAILED = 0, 1
@@ -84,6 +98,12 @@ class ResumeError(ValueError):
     """--resume names no run that can be resumed with these arguments."""
 
 
+class RecordError(RuntimeError):
+    """The disk refused a run's record (full, read-only, not writable): the run could not start, or it ended and
+    its summary could not be written. The message names the path and the cause, and where the last good record
+    is; the CLI prints it and exits 1."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Outcome:
     """How a run ended: its folder, its summary (as written to summary.json) and the exit code."""
@@ -107,17 +127,20 @@ def run_local(settings: RunConfig, output: str, verbose: bool = False, resume: O
     Raises:
       runs.OutputInUseError: another run holds OUTPUT.
       ResumeError: resume=True and there is no such run.
+      RecordError: the disk refused the run's start, or its summary at the end.
     """
     output = os.path.abspath(output)
     if resume and not os.path.isdir(output):  # refused before anything is written
         raise ResumeError(f"--resume: {output} holds no failed or interrupted run to resume")
-    os.makedirs(output, exist_ok=True)
-    lock = runs.lock_output(output)
     try:
-        runs.remove_leftovers(output)
+        os.makedirs(output, exist_ok=True)
+        lock = runs.lock_output(output)
+    except OSError as e:
+        raise RecordError(f"cannot start a run in {output}: {cannot_write(e)}") from None
+    try:
         folder, summary = choose_run(output, settings.view(), resume)
         summary["arguments"] = settings.arguments()  # what the pipeline is called with: each stage's spec
-        runs.record_holder(lock, folder.run_id)
+        _start(folder, summary, lock)
         return _supervise(folder, summary, verbose, lock)
     finally:
         os.close(lock)
@@ -154,17 +177,59 @@ def choose_run(output: str, arguments: Mapping[str, Any], resume: Optional[bool]
     return folder, {"status": runs.RUNNING, "stage": None, "error": None, "run": run, "config": dict(arguments)}
 
 
+def _start(folder: runs.RunFolder, summary: dict[str, Any], lock: int) -> None:
+    """Clears what earlier runs left and records this run before it runs: the lock's holder, its folder, the
+    reserve for its last records, its summary (status running).
+
+    Raises:
+      RecordError: the disk refused one of them; nothing ran, and a new run's folder is deleted again.
+    """
+    new = not os.path.exists(folder.path)
+    try:
+        runs.remove_leftovers(folder.output)
+        with _naming(os.path.join(folder.output, runs.LOCK_FILE)):  # a write into an open file names none
+            runs.record_holder(lock, folder.run_id)
+        folder.create()
+        folder.reserve_space()
+        runs.publish_summary(folder, summary)
+    except OSError as e:
+        if new:
+            shutil.rmtree(folder.path, ignore_errors=True)
+        else:
+            _clean_up(folder)
+        raise RecordError(f"cannot start run {folder.run_id}: {cannot_write(e)}; nothing was run") from None
+
+
+@contextlib.contextmanager
+def _naming(path: str) -> Iterator[None]:
+    """An OSError that names no file names `path`."""
+    try:
+        yield
+    except OSError as e:
+        if e.filename is not None:
+            raise
+        raise OSError(e.errno, e.strerror, path) from None
+
+
 def _supervise(folder: runs.RunFolder, summary: dict[str, Any], verbose: bool, lock: int) -> Outcome:
-    """Starts the runner in a session of its own, stops its process group on a signal, records how it ended."""
-    folder.create()
-    runs.publish_summary(folder, summary)
+    """Starts the runner in a session of its own, stops its process group on a signal, records how it ended.
+
+    The runner hands over its final summary through a pipe (`--ending-fd`), not the disk: the supervisor writes
+    it, and says so when the disk refuses (`_finish`)."""
     attempt = summary["run"]["attempts"]
     resumed = f", attempt {attempt}: finished stages are reused" if attempt > 1 else ""
     print(f"run {folder.run_id}{resumed}\nfull log: {folder.log}", flush=True)
-    command = [sys.executable, "-m", "pipelines.runner", folder.path, *(["--verbose"] if verbose else [])]
+    ending_fd, runner_fd = os.pipe()
+    ending = _read_in_background(ending_fd)
+    command = [sys.executable, "-m", "pipelines.runner", folder.path, ENDING_FD_FLAG, str(runner_fd)]
+    command += ["--verbose"] if verbose else []
     env = {**os.environ, "TMPDIR": folder.tmp}
     stopped: list[int] = []
-    with subprocess.Popen(command, start_new_session=True, env=env, pass_fds=(lock,)) as runner:
+    try:
+        runner = subprocess.Popen(command, start_new_session=True, env=env, pass_fds=(lock, runner_fd))
+    finally:
+        os.close(runner_fd)  # the runner's copy is the only one: its end is the pipe's end
+    with runner:
 
         def stop(signum: int, frame: Any) -> None:
             stopped.append(signum)
@@ -179,7 +244,34 @@ def _supervise(folder: runs.RunFolder, summary: dict[str, Any], verbose: bool, l
         if stopped or code < 0:  # stages of a runner that was killed are orphans in its group: stop them too
             _signal_group(runner.pid, signal.SIGKILL)
             _wait_group_gone(runner.pid)
-    return _finish(folder, code, stopped[0] if stopped else None)
+    return _finish(folder, code, stopped[0] if stopped else None, _decode_ending(ending()))
+
+
+def _read_in_background(fd: int) -> Callable[[], bytes]:
+    """Reads the pipe `fd` to its end on a thread of its own (a writer never blocks on a full pipe); the
+    function returned waits for the end (at most `GRACE_SECONDS` once the writer is gone) and gives the bytes."""
+    chunks: list[bytes] = []
+
+    def read() -> None:
+        with open(fd, "rb") as pipe:
+            chunks.append(pipe.read())
+
+    thread = threading.Thread(target=read, name="runner-ending", daemon=True)
+    thread.start()
+
+    def result() -> bytes:
+        thread.join(GRACE_SECONDS)
+        return b"".join(chunks)
+
+    return result
+
+
+def _decode_ending(data: bytes) -> dict[str, Any]:
+    """The runner's ending ({"summary": ..., "log": ...}); {} when it sent none (it was killed, or crashed)."""
+    try:
+        return json.loads(data) if data else {}
+    except ValueError:
+        return {}
 
 
 def _wait(runner: subprocess.Popen, stopped: Sequence[int]) -> int:
@@ -249,8 +341,14 @@ def _wait_group_gone(pgid: int, timeout: float = 3.0) -> None:
         time.sleep(0.05)
 
 
-def _finish(folder: runs.RunFolder, code: int, signum: Optional[int]) -> Outcome:
-    summary = folder.read_summary()  # as the runner last wrote it
+def _finish(folder: runs.RunFolder, code: int, signum: Optional[int], ending: Mapping[str, Any]) -> Outcome:
+    """Records how the run ended: the runner's summary (as it last wrote it, if it sent none), then the log's
+    lines the disk refused while the run ran; deletes tmp/ and the reserve.
+
+    Raises:
+      RecordError: the summary could not be written; the message says where the last good record is.
+    """
+    summary = ending.get("summary") or folder.read_summary()
     if signum is not None:
         summary.update(status=runs.INTERRUPTED, error=f"interrupted by {signal.Signals(signum).name}")
         exit_code = 128 + signum
@@ -260,9 +358,46 @@ def _finish(folder: runs.RunFolder, code: int, signum: Optional[int]) -> Outcome
     else:
         exit_code = EXIT_OK if summary["status"] == runs.OK else EXIT_FAILED
     summary["run"]["ended"] = runs.utc_now()
-    runs.publish_summary(folder, summary)
-    folder.remove_tmp()
+    try:
+        runs.publish_summary(folder, summary)
+    except OSError as e:
+        raise RecordError(unrecorded_message(folder, summary, e)) from None
+    finally:
+        with contextlib.suppress(OSError):
+            append_unwritten(folder.log, ending.get("log"))
+        _clean_up(folder)
     return Outcome(folder, summary, exit_code)
+
+
+def _clean_up(folder: runs.RunFolder) -> None:
+    """Deletes the run's tmp/ and its reserve, as far as the disk lets (the next run's start deletes the rest)."""
+    folder.remove_tmp()
+    with contextlib.suppress(OSError):
+        folder.release_space()
+
+
+def unrecorded_message(folder: runs.RunFolder, summary: Mapping[str, Any], error: OSError) -> str:
+    """A run whose summary the disk refused: how it ended, why its summary is missing and where its last good
+    record is (the summary as last written: status running at the stage that was running), and the log."""
+    if summary["status"] == runs.OK:
+        ended = f"run {folder.run_id} finished ok"
+    elif summary["status"] == runs.INTERRUPTED:
+        ended = f"{summary['error']} during {summary['stage'] or 'start-up'}"
+    else:
+        ended = f"{summary['stage']}: {summary['error']}"
+    try:
+        record = folder.read_summary()
+        last = f"its last good record is {folder.summary_path} (status {record['status']}, stage {record['stage']})"
+    except (OSError, ValueError):
+        last = f"no record of run {folder.run_id} was written"
+    return "\n".join(
+        [
+            ended,
+            f"the run's summary could not be written ({cannot_write(error)}); {last}",
+            f"full log: {folder.log}",
+            "free space on that disk (or make it writable) and run the same command again: it resumes the run",
+        ]
+    )
 
 
 # -- the runner ----------------------------------------------------------------------------------------------
@@ -275,6 +410,12 @@ def _task_stages() -> dict[str, str]:
 
 def stage_of(task: str) -> str:
     return _task_stages().get(task, task)
+
+
+def task_directory(folder: runs.RunFolder, stage: str) -> str:
+    """Where `stage` writes its outputs in the run (`_fixed_run_directory`): <pipeline root>/<pipeline>-<run>/<task>."""
+    task = next((t for t, s in _task_stages().items() if s == stage), stage)
+    return os.path.join(folder.pipeline_root, f"{PIPELINE_NAME}-{folder.run_id}", task)
 
 
 class _Progress:
@@ -302,6 +443,8 @@ class _Progress:
         self.latest = ""  # the running stage's last progress line
         self.tail = StageTail()  # the running (or failed) stage's last log lines
         self.killed_by: Optional[signal.Signals] = None  # the signal that ended the last stage's process
+        self.unrecorded: Optional[tuple[str, str]] = None  # (stage, why) a record of the run was refused
+        self.refused = False  # a stage was not started: a record of the run had been refused
         self._running = False
         self._started = self._beat = 0.0
         self._every, self._clock = every, clock
@@ -328,7 +471,10 @@ class _Progress:
             self.stage, self._started, self._beat = stage_of(event["started"]), self._clock(), self._clock()
             self._running, self.latest, self.tail, self.killed_by = True, "", StageTail(), None
             self.summary["stage"] = self.stage
-            self.folder.write_summary(self.summary)
+            try:
+                self.folder.write_summary(self.summary)
+            except OSError as e:
+                self.unrecordable(self.stage, cannot_write(e))
             self._print(f"{self.stage}: running")
         elif event["status"] == "SUCCESS":
             self._running = False
@@ -341,6 +487,20 @@ class _Progress:
             if self._redrawn:  # the CLI reports the failure next, on a line of its own
                 self.console.write("\r\x1b[K")
                 self._redrawn = False
+
+    def unrecordable(self, stage: Optional[str], why: str) -> None:
+        """Notes that the disk refused a record of the run (its log, its summary) while `stage` ran: the first
+        refusal is kept, and no stage starts after it (`refusal`)."""
+        if self.unrecorded is None:
+            self.unrecorded = (stage or "runner", why)
+
+    def refusal(self) -> Optional[str]:
+        """Why the next stage must not start (a record of the run was refused), or None; a refusal is noted
+        (`refused`)."""
+        if self.unrecorded is None:
+            return None
+        self.refused = True
+        return self.unrecorded[1]
 
     def exited(self, code: int) -> None:
         """Records how the running stage's process ended (its exit status, as the local runner got it)."""
@@ -404,6 +564,86 @@ class _ConsoleFilter(io.TextIOBase):
         self._console.flush()
 
 
+class _LogFile(io.TextIOBase):
+    """The run's log as the runner appends to it, unbuffered. When the disk refuses a write (full, read-only),
+    the runner goes on without its log: the first refusal is reported to `on_refusal` (which ends the run after
+    the running stage), and what is written from then on is kept here (its last `keep` lines), for the failed
+    stage's error (`failure_message`) and for the supervisor to append once the summary is written
+    (`append_unwritten`)."""
+
+    def __init__(self, path: str, on_refusal: Callable[[str], None], keep: int = 2000):
+        self.path, self._on_refusal = path, on_refusal
+        self.error: Optional[str] = None
+        self._kept: collections.deque[str] = collections.deque(maxlen=keep)  # refused whole lines
+        self._partial, self._refused_lines = "", 0  # the refused text after the last newline; lines refused
+        self._fd: Optional[int] = None
+        try:
+            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError as e:
+            self._refused(e)
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        data = text.encode("utf-8", "replace")
+        while data and self.error is None:
+            try:
+                data = data[os.write(self._fd, data) :]
+            except OSError as e:
+                self._refused(e)
+        if data:  # the rest of a write the disk cut short continues the log's last line
+            *lines, self._partial = (self._partial + data.decode("utf-8", "replace")).split("\n")
+            self._kept.extend(lines)
+            self._refused_lines += len(lines)
+        return len(text)
+
+    def _refused(self, error: OSError) -> None:
+        self.error = cannot_write(OSError(error.errno, error.strerror, self.path))
+        self._on_refusal(self.error)
+
+    def unwritten(self) -> str:
+        """The text the disk refused, as it continues the log (its last `keep` lines; a line break stands for
+        those left out)."""
+        dropped = self._refused_lines > len(self._kept)
+        return ("\n" if dropped else "") + "".join(f"{line}\n" for line in self._kept) + self._partial
+
+    def ending(self) -> Optional[dict[str, Any]]:
+        """What the supervisor appends to the log (`append_unwritten`): None when every line was written."""
+        if self.error is None:
+            return None
+        lines = self._refused_lines + bool(self._partial)
+        lost = self._refused_lines - len(self._kept)
+        return {"error": self.error, "text": self.unwritten(), "lines": lines, "lost": lost}
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        super().close()
+
+
+def append_unwritten(log_path: str, cut: Optional[Mapping[str, Any]]) -> None:
+    """Appends to the log the text the disk refused while the run ran (`_LogFile.ending`), after a line that
+    says so; nothing when none was refused."""
+    if not cut:
+        return
+    with open(log_path, "a+b") as log:
+        ends_a_line = _ends_a_line(log)
+        rest = f"the first {cut['lost']} are lost, the others follow" if cut["lost"] else "they follow"
+        note = f"==== the disk refused {cut['lines']} lines of this log when they were logged ({cut['error']}); {rest}"
+        text = ("" if ends_a_line else "\n") + f"{note} ====\n{cut['text']}"
+        log.write((text if text.endswith("\n") else text + "\n").encode("utf-8"))
+
+
+def _ends_a_line(log: IO[bytes]) -> bool:
+    size = log.seek(0, os.SEEK_END)
+    if size == 0:
+        return True
+    log.seek(size - 1)
+    return log.read(1) == b"\n"
+
+
 @contextlib.contextmanager
 def _fixed_run_directory(run_id: str):
     """Makes the KFP local runner put the run's artifacts in <pipeline root>/<pipeline>-<run id>/ instead of a
@@ -424,11 +664,18 @@ def _ignore_exit(code: int) -> None:
     pass
 
 
+def _never_refuse() -> Optional[str]:
+    return None
+
+
 @contextlib.contextmanager
-def _fast_stage_exit(exited: Callable[[int], None] = _ignore_exit):
+def _fast_stage_exit(
+    exited: Callable[[int], None] = _ignore_exit, refusal: Callable[[], Optional[str]] = _never_refuse
+):
     """Makes the KFP local runner start each stage as `python -m pipelines.stage` (KFP's executor, then an
     immediate exit once the stage's outputs are written) instead of `python -m kfp.dsl.executor_main`, and
-    calls `exited` with each stage process's exit status (KFP keeps only success or failure).
+    calls `exited` with each stage process's exit status (KFP keeps only success or failure). A stage is not
+    started, and fails, when `refusal` gives a reason.
 
     KFP 2.13 builds the command from the compiled spec and offers no setting for it; the substitution happens
     where the runner starts the process (`subprocess_task_handler.run_local_subprocess`), after KFP's checks.
@@ -436,7 +683,12 @@ def _fast_stage_exit(exited: Callable[[int], None] = _ignore_exit):
     original = subprocess_task_handler.run_local_subprocess
 
     def run(full_command: list[str]) -> int:
-        code = original([part.replace(stage.KFP_EXECUTOR_MODULE, stage.__name__) for part in full_command])
+        reason = refusal()
+        if reason is not None:
+            print(f"not started: {reason}", flush=True)
+            code = EXIT_FAILED
+        else:
+            code = original([part.replace(stage.KFP_EXECUTOR_MODULE, stage.__name__) for part in full_command])
         exited(code)
         return code
 
@@ -447,14 +699,17 @@ def _fast_stage_exit(exited: Callable[[int], None] = _ignore_exit):
         subprocess_task_handler.run_local_subprocess = original
 
 
-def run_pipeline(arguments: Mapping[str, Any], folder: runs.RunFolder, progress: _Progress, verbose: bool) -> dict:
-    """Runs the pipeline with the KFP local runner in this process; returns its outputs {name: artifact}.
+def run_pipeline(
+    arguments: Mapping[str, Any], folder: runs.RunFolder, progress: _Progress, verbose: bool, log: IO[str]
+) -> dict:
+    """Runs the pipeline with the KFP local runner in this process, its output into `log` (the run's log);
+    returns its outputs {name: artifact}.
 
     Raises:
-      RuntimeError: a stage failed (the local runner's error; the stage's own is in the log).
+      RuntimeError: a stage failed (the local runner's error; the stage's own is in the log), or was not started
+        (`progress.refusal`).
     """
     with (
-        open(folder.log, "a", encoding="utf-8") as log,
         contextlib.redirect_stdout(_ConsoleFilter(log, sys.stdout, verbose, progress)) as stream,
         contextlib.redirect_stderr(stream),
     ):
@@ -466,43 +721,70 @@ def run_pipeline(arguments: Mapping[str, Any], folder: runs.RunFolder, progress:
             pipeline_root=folder.pipeline_root,
             raise_on_error=True,
         )
-        with warnings.catch_warnings(), _fixed_run_directory(folder.run_id), _fast_stage_exit(progress.exited):
+        with (
+            warnings.catch_warnings(),
+            _fixed_run_directory(folder.run_id),
+            _fast_stage_exit(progress.exited, progress.refusal),
+        ):
             # The subprocess runner warns that our image name lacks "python": it never uses the image.
             warnings.filterwarnings("ignore", message=".*non-Python base image.*", category=RuntimeWarning)
             task = build_pipeline(LOCAL_IMAGE)(**arguments)
     return dict(task.outputs)
 
 
+ENDING_FD_FLAG = "--ending-fd"
+
+
 def runner_main(argv: Sequence[str]) -> int:
-    """`python -m pipelines.runner RUN_FOLDER [--verbose]` (which calls this once the run's stage server is
-    starting): runs the pipeline of the run whose summary (with its arguments) the supervisor wrote, and records
-    how it ended."""
+    """`python -m pipelines.runner RUN_FOLDER --ending-fd FD [--verbose]` (which calls this once the run's stage
+    server is starting): runs the pipeline of the run whose summary (with its arguments) the supervisor wrote,
+    and hands how it ended to the supervisor through the pipe FD (its summary, and the log's lines the disk
+    refused), which writes it (`_finish`)."""
     threading.Thread(target=_keep_stopping_orphans, name="stop-orphans", daemon=True).start()
     path = os.path.abspath(argv[0])
     folder = runs.RunFolder(os.path.dirname(os.path.dirname(path)), os.path.basename(path))
+    ending_fd = int(argv[list(argv).index(ENDING_FD_FLAG) + 1])
     summary = folder.read_summary()
     progress = _Progress(folder, summary, sys.stdout)
     verbose = "--verbose" in argv
     if not verbose:  # a verbose console streams every stage's log already
         threading.Thread(target=_beat, args=(progress,), name="heartbeat", daemon=True).start()
-    try:
-        outputs = run_pipeline(summary["arguments"], folder, progress, verbose)
-        results = summarize(outputs, summary["config"])
-        summary.update(results, report=copy_report(outputs, folder), status=runs.OK, stage=None, error=None)
-    except Exception as e:  # noqa: BLE001 - whatever failed is recorded
-        stage = progress.failed or progress.stage or "runner"
-        if isinstance(e, RuntimeError) and progress.failed and progress.killed_by is not None:  # a crash
-            error = killed_message(progress.killed_by, progress.tail.excerpt())
-        elif isinstance(e, RuntimeError) and progress.failed:  # a stage failed: its traceback is in the log
-            error = failure_message(folder.log, stage)
-        else:
-            with open(folder.log, "a", encoding="utf-8") as log:
-                traceback.print_exc(file=log)
-            error = first_line(f"{type(e).__name__}: {e}")
-        summary.update(status=runs.FAILED, stage=stage, error=error)
-    summary["run"]["reused"] = progress.reused
-    folder.write_summary(summary)
+    with _LogFile(folder.log, lambda why: progress.unrecordable(progress.stage, why)) as log:
+        try:
+            outputs = run_pipeline(summary["arguments"], folder, progress, verbose, log)
+            results = summarize(outputs, summary["config"])
+            summary.update(results, report=copy_report(outputs, folder), status=runs.OK, stage=None, error=None)
+        except Exception as e:  # noqa: BLE001 - whatever failed is recorded
+            stage, error = _failure(e, progress, log)
+            summary.update(status=runs.FAILED, stage=stage, error=error)
+        if progress.unrecorded and summary["status"] == runs.OK:  # every stage ran, but the log is cut
+            stage, error = progress.unrecorded
+            summary.update(status=runs.FAILED, stage=stage, error=error)
+        summary["run"]["reused"] = progress.reused
+        _send(ending_fd, {"summary": summary, "log": log.ending()})
     return EXIT_OK if summary["status"] == runs.OK else EXIT_FAILED
+
+
+def _failure(e: Exception, progress: _Progress, log: _LogFile) -> tuple[str, str]:
+    """(stage, error) of a run that raised `e`: a stage's own failure first, else a record the disk refused."""
+    stage = progress.failed or progress.stage or "runner"
+    ran = isinstance(e, RuntimeError) and progress.failed and not progress.refused
+    if ran and progress.killed_by is not None:  # a crash
+        return stage, killed_message(progress.killed_by, progress.tail.excerpt())
+    if ran:  # a stage failed: its traceback is in the log (or, for the lines the disk refused, in `log`)
+        return stage, failure_message(log.path, stage, log.unwritten(), task_directory(progress.folder, stage))
+    if progress.unrecorded:
+        return progress.unrecorded
+    traceback.print_exc(file=log)
+    if isinstance(e, OSError) and e.errno in REFUSED:  # copying the report into the run folder
+        return stage, _refusal(e.strerror, e.filename2 or e.filename)
+    return stage, first_line(f"{type(e).__name__}: {e}")
+
+
+def _send(fd: int, ending: Mapping[str, Any]) -> None:
+    """Writes the runner's ending into the supervisor's pipe; nothing if the supervisor has gone."""
+    with contextlib.suppress(BrokenPipeError), open(fd, "wb") as pipe:
+        pipe.write(json.dumps(ending).encode("utf-8"))
 
 
 # -- failures ------------------------------------------------------------------------------------------------
@@ -510,18 +792,23 @@ def first_line(text: str) -> str:
     return next((line.strip() for line in text.splitlines() if line.strip()), "")
 
 
-def _this_attempt(log_path: str) -> list[str]:
-    """The log's lines since the last attempt of the run started (all of them if it has no attempt marker)."""
-    with open(log_path, encoding="utf-8", errors="replace") as f:
-        lines = [line.rstrip("\n") for line in f]
+def _this_attempt(log_path: str, unwritten: str = "") -> list[str]:
+    """The log's lines since the last attempt of the run started (all of them if it has no attempt marker); the
+    `unwritten` text (what the disk refused) continues the log."""
+    try:
+        with open(log_path, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    except FileNotFoundError:
+        text = ""
+    lines = (text + unwritten).splitlines()
     starts = [i for i, line in enumerate(lines) if line.startswith(ATTEMPT_MARKER)]
     return lines[starts[-1] :] if starts else lines
 
 
-def _last_traceback(log_path: str) -> list[str]:
-    """The last Python traceback of this attempt in the log, dedented by the runner's indent: [] when there is
-    none (an earlier attempt's traceback is not this attempt's error)."""
-    lines = _this_attempt(log_path)
+def _last_traceback(log_path: str, unwritten: str = "") -> list[str]:
+    """The last Python traceback of this attempt in the log (and its `unwritten` lines), dedented by the runner's
+    indent: [] when there is none (an earlier attempt's traceback is not this attempt's error)."""
+    lines = _this_attempt(log_path, unwritten)
     starts = [i for i, line in enumerate(lines) if line.strip() == "Traceback (most recent call last):"]
     if not starts:
         return []
@@ -539,16 +826,54 @@ def failure_excerpt(log_path: str) -> str:
     return "\n".join(_last_traceback(log_path))
 
 
-def failure_message(log_path: str, stage: str) -> str:
+def failure_message(log_path: str, stage: str, unwritten: str = "", outputs: str = "") -> str:
     """The first line of the failed stage's error ("DataError: data.csv line 7, column 'x': ..."), the module
-    path of the exception's class left out."""
-    block = _last_traceback(log_path)
+    path of the exception's class left out; a write the disk refused as `refused_message` words it (naming the
+    stage's `outputs` directory when the error names no file). The `unwritten` text (what the disk refused)
+    continues the log."""
+    block = _last_traceback(log_path, unwritten)
     # After the frames (indented lines) comes the exception: "package.module.Error: message".
-    error = next((line for line in block[1:] if not line.startswith(" ")), "")
-    if not error:
+    at = next((i for i, line in enumerate(block) if i and not line.startswith(" ")), None)
+    if at is None:
         return f"the {stage} stage stopped without an error message (killed by the system, e.g. out of memory?)"
-    name, sep, message = error.partition(": ")
-    return f"{name.rsplit('.', 1)[-1]}{sep}{message}".strip()
+    name, sep, message = block[at].partition(": ")
+    # TensorFlow gives the file error on a later line of its message ("Graph execution error:" first).
+    refused = (refused_message(line.strip(), outputs) for line in [message, *block[at + 1 :]])
+    return next((r for r in refused if r), None) or f"{name.rsplit('.', 1)[-1]}{sep}{message}".strip()
+
+
+# What a disk answers when it refuses a write: full, over quota, read-only; not ours; failing.
+REFUSED = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO)
+_WRITE_ONLY = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)  # causes no read has
+_CAUSES = "|".join(re.escape(os.strerror(code)) for code in REFUSED)
+# Python's OSError: "[Errno 28] No space left on device: '/out/x'" (a rename: "... '/out/x.tmp' -> '/out/x'"; a
+# write into an open file names none).
+_PYTHON_REFUSAL = re.compile(rf"^\[Errno \d+\] (?P<cause>{_CAUSES})(?:: '(?P<path>.+?)'(?: -> '(?P<to>.+)')?)?$")
+# TensorFlow's file errors (ResourceExhaustedError, FailedPreconditionError, ...): "<path>; No space left on device".
+_TENSORFLOW_REFUSAL = re.compile(rf"^(?P<path>\S+); (?P<cause>{_CAUSES})$")
+
+
+def cannot_write(error: OSError) -> str:
+    """An error the disk gave a write, as "cannot write <path>: <cause>" (of a rename, the new name)."""
+    path = error.filename2 or error.filename
+    return f"cannot write {path}: {error.strerror}" if path else f"cannot write: {error.strerror or error}"
+
+
+def refused_message(message: str, outputs: str = "") -> Optional[str]:
+    """An exception's message that is a disk's refusal (Python's or TensorFlow's wording) in ours: "cannot write
+    <path>: No space left on device" for a full or read-only disk, "<path>: Permission denied" for a refusal a
+    read can meet too; an error that names no file names where the stage writes, `outputs`. None for any other
+    message."""
+    found = _PYTHON_REFUSAL.match(message) or _TENSORFLOW_REFUSAL.match(message)
+    return _refusal(found["cause"], found.groupdict().get("to") or found["path"], outputs) if found else None
+
+
+def _refusal(cause: str, path: Optional[str], outputs: str = "") -> str:
+    verb = "cannot write " if cause in (os.strerror(code) for code in _WRITE_ONLY) else ""
+    if path:
+        return f"{verb}{path}: {cause}"
+    where = f"; the stage writes under {outputs}" if outputs else ""
+    return f"{verb or 'cannot access '}a file: {cause} (the error names none{where})"
 
 
 # Signals a process gets when it crashes in native code (its own C/C++, a Python extension's, TensorFlow's).

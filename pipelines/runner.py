@@ -1,4 +1,5 @@
-"""`python -m pipelines.runner RUN_FOLDER [--verbose]`: the process of a local run's runner (`pipelines.local`).
+"""`python -m pipelines.runner RUN_FOLDER --ending-fd FD [--verbose]`: the process of a local run's runner
+(`pipelines.local`).
 
 It starts the run's stage server (`pipelines.stage_server`) before it imports KFP, TensorFlow or the library,
 then runs `pipelines.local.runner_main`. The server's imports (TensorFlow, KFP, the components: what a run's
@@ -79,7 +80,11 @@ def main(argv: Sequence[str]) -> int:
         signal.signal(s, _stop_own_group)
     path = os.path.abspath(argv[0])
     folder = runs.RunFolder(os.path.dirname(os.path.dirname(path)), os.path.basename(path))
-    with open(folder.log, "a", encoding="utf-8") as log:
+    try:
+        log = open(folder.log, "a", encoding="utf-8")
+    except OSError:  # the disk refuses the log: the server's warnings are lost, and the runner reports why
+        log = open(os.devnull, "w", encoding="utf-8")
+    with log:
         server = start_stage_server(folder.run_id, log)
     try:
         from pipelines import local  # once the server is starting: see the module docstring

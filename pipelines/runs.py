@@ -10,11 +10,15 @@
                               ok also the results (metrics, predictions, export, ...)
         report.html           the evaluation report (standalone HTML), copied here when the run ends ok
         tmp/                  TMPDIR of the run's processes while it runs; deleted when it ends
+        space.reserve         1 MiB held while the run runs, so that a full disk still takes the summary that
+                              says so: freed when that summary meets a full disk (`publish_summary`), else deleted
+                              at the end
       latest -> runs/<run id> the last run (a symbolic link, replaced in one step)
       summary.json            a copy of the last run's summary (replaced in one step)
       published/              the default publish root, shared by every run into OUTPUT
 
-Summaries are written atomically (`storage.write_text`). Nothing here starts or stops processes.
+Summaries are written atomically (`storage.write_text`). A run's start deletes what earlier runs could not
+(`remove_leftovers`). Nothing here starts or stops processes.
 """
 
 from __future__ import annotations
@@ -41,6 +45,9 @@ LOG_FILE = "pipeline.log"
 REPORT_FILE = "report.html"
 PIPELINE_ROOT_DIR = "pipeline-root"
 TMP_DIR = "tmp"
+RESERVE_FILE = "space.reserve"
+RESERVE_BYTES = 1 << 20  # a summary and the log's last lines take a few pages: a margin of 100 times
+_FULL = (errno.ENOSPC, errno.EDQUOT)
 RUNNING, OK, FAILED, INTERRUPTED = "running", "ok", "failed", "interrupted"
 
 
@@ -83,6 +90,10 @@ class RunFolder:
     def tmp(self) -> str:
         return os.path.join(self.path, TMP_DIR)
 
+    @property
+    def reserve(self) -> str:
+        return os.path.join(self.path, RESERVE_FILE)
+
     @classmethod
     def new(cls, output: str) -> "RunFolder":
         now = datetime.datetime.now(datetime.timezone.utc)
@@ -97,10 +108,52 @@ class RunFolder:
             return json.load(f)
 
     def write_summary(self, summary: Mapping[str, Any]) -> None:
+        """Writes the run's summary in one step.
+
+        Raises:
+          OSError: it could not be written (it names the file); the previous summary is still there, whole.
+        """
         storage.write_text(self.summary_path, json.dumps(summary, indent=2, sort_keys=True) + "\n")
+
+    def reserve_space(self) -> None:
+        """Takes `RESERVE_BYTES` of the disk for the run's last records (see the module docstring).
+
+        Raises:
+          OSError: the disk has not that much free (or takes no writes).
+        """
+        try:
+            fd = os.open(self.reserve, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                _allocate(fd, RESERVE_BYTES)
+            finally:
+                os.close(fd)
+        except OSError as e:
+            with contextlib.suppress(OSError):
+                os.remove(self.reserve)
+            raise OSError(e.errno, e.strerror, self.reserve) from None
+
+    def release_space(self) -> bool:
+        """Deletes the run's reserve; True if there was one."""
+        try:
+            os.remove(self.reserve)
+        except FileNotFoundError:
+            return False
+        return True
 
     def remove_tmp(self) -> None:
         shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def _allocate(fd: int, size: int) -> None:
+    """Gives the open file `size` bytes of its disk: fallocate, or zeros where the file system has no fallocate."""
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError as e:
+        if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+            raise
+        zeros = memoryview(bytes(size))
+        while zeros:
+            zeros = zeros[os.write(fd, zeros) :]
 
 
 # -- the lock ------------------------------------------------------------------------------------------------
@@ -151,20 +204,47 @@ def last_run(output: str) -> Optional[RunFolder]:
 
 
 def publish_summary(folder: RunFolder, summary: Mapping[str, Any]) -> None:
-    """Writes the run's summary, then OUTPUT/summary.json and points OUTPUT/latest at the run, each in one step."""
+    """Writes the run's summary, then OUTPUT/summary.json and points OUTPUT/latest at the run, each in one step.
+    On a full disk it frees the run's reserve (`RunFolder.reserve_space`) and tries again.
+
+    Raises:
+      OSError: the disk refused (the error names the file); what was written before is whole.
+    """
+    try:
+        _publish(folder, summary)
+    except OSError as e:
+        if e.errno not in _FULL or not folder.release_space():
+            raise
+        _publish(folder, summary)
+
+
+def _publish(folder: RunFolder, summary: Mapping[str, Any]) -> None:
     folder.write_summary(summary)
     storage.write_text(os.path.join(folder.output, SUMMARY_FILE), json.dumps(summary, indent=2, sort_keys=True) + "\n")
     link = os.path.join(folder.output, LATEST_LINK)
-    temporary = f"{link}.tmp-{uuid.uuid4().hex[:8]}"
+    temporary = storage.temporary_path(link)
     os.symlink(os.path.join(RUNS_DIR, folder.run_id), temporary)
-    os.replace(temporary, link)
+    try:
+        os.replace(temporary, link)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(temporary)
+        raise
 
 
 def remove_leftovers(output: str) -> None:
-    """What runs killed outright (no cleanup ran) left in OUTPUT: their tmp/ folders and staging directories.
-    Call it holding the lock: no other run is writing there."""
+    """What earlier runs left in OUTPUT when they were killed outright (no cleanup ran) or their disk refused
+    the cleanup (full, read-only): their tmp/ folders and reserves, staging directories and temporary files.
+    Call it holding the lock: no other run is writing there.
+
+    Raises:
+      OSError: something could not be deleted (the disk is still read-only).
+    """
     runs = os.path.join(output, RUNS_DIR)
     with contextlib.suppress(FileNotFoundError):
         for run_id in os.listdir(runs):
-            RunFolder(output, run_id).remove_tmp()
+            folder = RunFolder(output, run_id)
+            folder.remove_tmp()
+            folder.release_space()
     storage.remove_abandoned_staging_under(output)
+    storage.remove_temporaries_under(output)
