@@ -35,7 +35,10 @@ def train_input_fn_builder(
     counts = _file_counts(files, compression)
     parse = lambda s: records.parse_batch(s, spec, with_label=True)  # noqa: E731
 
-    def input_fn(params: Dict) -> tf.data.Dataset:
+    # AutoGraph would rewrite every function given to tf.data below (the parse, the per-epoch order, the gather)
+    # from its source, about 0.5 s per train() call; none branches or loops on a tensor, so the graph is the same.
+    @tf.autograph.experimental.do_not_convert
+    def build(params: Dict) -> tf.data.Dataset:
         batch_size = params["batch_size"]
         own_files = inputs.host_files(files, params)
         _, _, replicas = inputs.deployment(params)
@@ -49,6 +52,9 @@ def train_input_fn_builder(
             stream = inputs.training_records(own_files, seed, shuffle_buffer_size, position, compression)
             dataset = stream.batch(batch_size, drop_remainder=True).map(parse, num_parallel_calls=tf.data.AUTOTUNE)
         return dataset.prefetch(tf.data.AUTOTUNE)
+
+    def input_fn(params: Dict) -> tf.data.Dataset:  # TPUEstimator reads `params` from this signature
+        return build(params)
 
     input_fn.files = files  # type: ignore[attr-defined]
     return input_fn
