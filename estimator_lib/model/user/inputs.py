@@ -86,6 +86,7 @@ def padded_input_fn_builder(
         _, hosts, replicas_per_host = inputs.deployment(params)
         steps = inputs.eval_steps(count, batch_size * replicas_per_host * hosts)
 
+        @tf.autograph.experimental.do_not_convert  # plain TF calls: converting them only costs start-up
         def parse(batch_index, serialized):
             index = tf.cast(batch_index, tf.int32) * batch_size + tf.range(batch_size, dtype=tf.int32)
             parsed = records.parse_batch(serialized, spec, with_label)
