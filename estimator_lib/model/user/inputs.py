@@ -60,6 +60,7 @@ def train_input_fn_builder(
     return input_fn
 
 
+@tf.autograph.experimental.do_not_convert  # the counts' tf.data functions are plain TF calls
 def _file_counts(files: List[str], compression: str) -> Optional[Dict[str, int]]:
     """Records per file when the files are small enough to hold parsed in memory (`inputs.CACHE_BYTES`, judged
     by their stored size, which parsing at most doubles for these dtypes), else None. A cached table is read and
