@@ -1,20 +1,29 @@
-"""A user's own model_fn trained through the library (`estimator_lib.model.user.train`, what the train stage
-runs) against the same model_fn in a plain TPUEstimator, as its author would write it, on the same records.
+"""A user's own model_fn trained through the pipeline's train stage (`estimator_lib.model.user.stages.train` on
+a preparation of the records, what the stage's component calls) against the same model_fn in a plain
+TPUEstimator, as its author would write it, on the same records.
 
-    python benchmarks/bench_byom.py [--rounds N] [--steps-scale F] [--workdir DIR]
+    python benchmarks/bench_byom.py [--rounds N] [--steps-scale F] [--strict] [--workdir DIR]
+
+The records are prepared once, before any timing (`model.user.prepare.prepare_records` with the pipeline's
+defaults: the train split is a byte copy of train.tfrecord in two shards); the stage's call starts from the
+published preparation (`prepare.load_records`, inside the clock) as the component does.
 
 The plain run is the strongest version of the hand-written job: a `TPUEstimator(use_tpu=False)` with the same
 RunConfig (seed, iterations_per_loop, checkpoint cadence, batch size, hyperparameters) and the user's own
 input_fn (TFRecordDataset, seeded shuffle, repeat, batch with drop_remainder, parse after batching, parallel
 map, prefetch). Each call runs in a fresh process and is timed inside it, from before the estimator is built to
-the return of `train` (the whole call a user waits for; imports excluded, the same for both). The two are
+the return of `train` (the whole call a user waits for; imports excluded, the same for both). The kinds are
 interleaved (the order rotates by round); the table gives the median of the rounds with [min-max] and the
-ratio ours / plain of the medians (time: lower is better; the target is at most 1.05).
+ratio ours / plain of the medians (time: lower is better; the target is at most 1.05). The steady state is
+read from the run's own `global_step/sec` events (one per step, both kinds): the steps after the first
+`iterations_per_loop` divided by their wall time.
 
 Two pairs, like for like: the library's default is bitwise-repeatable training (`training.deterministic`:
 seeds and TensorFlow's op determinism, whose deterministic kernels cost time), so it is compared with the plain
 TPUEstimator given the same determinism (`plain+det`); `training.deterministic=false` is compared with the
-plain TPUEstimator as most users write it.
+plain TPUEstimator as most users write it. `--strict` adds the stage as a local run configures it
+(`tpu.strict=true`, run-local's default: the model_fn built and compiled for the TPU in every mode before
+training, a check the plain estimator has no counterpart for), reported against plain+det.
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -56,16 +66,68 @@ BATCH, ITERATIONS_PER_LOOP, SEED, SHUFFLE = 64, 100, 42, 10000
 
 
 KINDS = ("plain", "plain+det", "ours", "ours-nodet")
+STRICT = "ours+strict"
+PREPARED = "prepared"
+
+
+def _prepare(model: str, data_dir: str) -> None:
+    """Publishes the preparation of `data_dir`'s records the stage reads (once, before any timing)."""
+    from estimator_lib.config import PrepareConfig
+    from estimator_lib.model.user.prepare import prepare_records
+
+    config = PrepareConfig(
+        data=(os.path.join(data_dir, "train.tfrecord"),),
+        eval_data=(os.path.join(data_dir, "eval.tfrecord"),),
+        feature_spec=os.path.join(data_dir, "feature_spec.json"),
+        label=MODELS[model]["label"],
+    )
+    prepare_records(config, os.path.join(data_dir, PREPARED))
+
+
+def _stage_job(kind: str, model: str, steps: int):
+    from estimator_lib.config import JobConfig, ModelConfig, TPUSettings, TrainingConfig
+
+    m = MODELS[model]
+    return JobConfig(
+        tpu=TPUSettings(iterations_per_loop=ITERATIONS_PER_LOOP, strict=kind == STRICT),
+        training=TrainingConfig(
+            train_batch_size=BATCH,
+            train_steps=steps,
+            seed=SEED,
+            save_checkpoints_steps=steps,
+            shuffle_buffer_size=SHUFFLE,
+            deterministic=kind != "ours-nodet",
+        ),
+        model=ModelConfig(
+            model_fn=m["model_fn"], code=os.path.join(ROOT, "examples", m["example"]), hparams=m["hparams"]
+        ),
+    )
+
+
+def _steady_steps_per_second(model_dir: str) -> float:
+    """Steps per second after the first loop (the first half of a shorter run), from the run's `global_step/sec`
+    events (one per step)."""
+    import glob
+
+    import tensorflow as tf
+
+    times = {}
+    for path in glob.glob(os.path.join(model_dir, "events.out.tfevents.*")):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            if any(v.tag == "global_step/sec" for v in event.summary.value):
+                times[event.step] = event.wall_time
+    last = max(times)
+    first = min(s for s in times if s >= min(ITERATIONS_PER_LOOP, last // 2))
+    return (last - first) / (times[last] - times[first])
 
 
 def _child(kind: str, model: str, data_dir: str, model_dir: str, steps: int) -> None:
-    """One timed call in this fresh process; prints {"seconds": ...}."""
+    """One timed call in this fresh process; prints {"seconds": ..., "steps_per_second": ...}."""
     import tensorflow as tf
 
-    from estimator_lib.config import JobConfig, TPUSettings, TrainingConfig
     from estimator_lib.config.feature_spec import FeatureSpec
     from estimator_lib.estimator import enable_determinism
-    from estimator_lib.model.user import UserModel, load_function, train
+    from estimator_lib.model.user import load_function, prepare, stages
 
     m = MODELS[model]
     code = os.path.join(ROOT, "examples", m["example"])
@@ -74,18 +136,8 @@ def _child(kind: str, model: str, data_dir: str, model_dir: str, steps: int) -> 
     user_fn = load_function(m["model_fn"], "model_fn", code)
     started = time.perf_counter()
     if kind.startswith("ours"):
-        job = JobConfig(
-            tpu=TPUSettings(iterations_per_loop=ITERATIONS_PER_LOOP),
-            training=TrainingConfig(
-                train_batch_size=BATCH,
-                train_steps=steps,
-                seed=SEED,
-                save_checkpoints_steps=steps,
-                shuffle_buffer_size=SHUFFLE,
-                deterministic=kind == "ours",
-            ),
-        )
-        train(job, UserModel(m["model_fn"], spec, m["hparams"], code), files, model_dir)
+        job = _stage_job(kind, model, steps)
+        stages.train(job, prepare.load_records(os.path.join(data_dir, PREPARED)), model_dir)
     else:
         parse_spec = {
             f.name: tf.io.FixedLenFeature(list(f.shape), tf.float32 if f.dtype == "float32" else tf.int64)
@@ -115,10 +167,11 @@ def _child(kind: str, model: str, data_dir: str, model_dir: str, steps: int) -> 
             model_fn=user_fn, config=config, use_tpu=False, train_batch_size=BATCH, params=dict(m["hparams"])
         )
         estimator.train(input_fn, max_steps=steps)
-    print(json.dumps({"seconds": time.perf_counter() - started}))
+    seconds = time.perf_counter() - started
+    print(json.dumps({"seconds": seconds, "steps_per_second": _steady_steps_per_second(model_dir)}))
 
 
-def _run(kind: str, model: str, data_dir: str, steps: int) -> float:
+def _run(kind: str, model: str, data_dir: str, steps: int) -> dict:
     model_dir = tempfile.mkdtemp(prefix=f"bench-byom-{kind}-")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     out = subprocess.run(
@@ -126,10 +179,12 @@ def _run(kind: str, model: str, data_dir: str, steps: int) -> float:
         capture_output=True,
         text=True,
         env=env,
-        check=True,
         cwd=ROOT,
     )
-    return json.loads(out.stdout.strip().splitlines()[-1])["seconds"]
+    if out.returncode:
+        raise RuntimeError(f"{kind} {model} failed:\n{out.stderr[-3000:]}")
+    shutil.rmtree(model_dir, ignore_errors=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def _make_data(workdir: str) -> dict:
@@ -139,42 +194,87 @@ def _make_data(workdir: str) -> dict:
         if not os.path.exists(os.path.join(directory, "feature_spec.json")):
             script = os.path.join(ROOT, "examples", m["example"], "make_records.py")
             subprocess.run([sys.executable, script, directory], check=True, capture_output=True)
+        if not os.path.exists(os.path.join(directory, PREPARED)):
+            command = [sys.executable, __file__, "--prepare", model, directory]
+            subprocess.run(command, check=True, capture_output=True, cwd=ROOT)
         dirs[model] = directory
     return dirs
+
+
+def _cell(values: list, digits: int = 2) -> str:
+    return f"{statistics.median(values):.{digits}f} [{min(values):.{digits}f}-{max(values):.{digits}f}]"
+
+
+def _rounds(model: str, data_dir: str, steps: int, kinds: tuple, rounds: int) -> dict:
+    """{kind: [child results]}, the kinds interleaved, the order rotating by round."""
+    results = {kind: [] for kind in kinds}
+    for r in range(rounds):
+        shift = r % len(kinds)
+        for kind in kinds[shift:] + kinds[:shift]:
+            results[kind].append(_run(kind, model, data_dir, steps))
+    return results
+
+
+def _tables(results: dict, steps: dict, strict: bool) -> None:
+    """The whole-call table (seconds, ratios of medians) and the steady-state table (steps/s after the first loop;
+    the ratio is of time per step, ours / plain)."""
+    extra = (" | ours, tpu.strict=true (s) | strict / plain+det", "|---:|---:") if strict else ("", "")
+    print(
+        "| model | steps x batch | plain+det (s) | ours, default (s) | ours / plain+det | plain (s) "
+        f"| ours, deterministic=false (s) | ours / plain{extra[0]} |"
+    )
+    print(f"|---|---:|---:|---:|---:|---:|---:|---:{extra[1]}|")
+    for model, by_kind in results.items():
+        t = {k: [r["seconds"] for r in v] for k, v in by_kind.items()}
+        med = {k: statistics.median(v) for k, v in t.items()}
+        row = (
+            f"| {model} | {steps[model]} x {BATCH} | {_cell(t['plain+det'])} | {_cell(t['ours'])} | "
+            f"**{med['ours'] / med['plain+det']:.3f}** | {_cell(t['plain'])} | {_cell(t['ours-nodet'])} | "
+            f"**{med['ours-nodet'] / med['plain']:.3f}** |"
+        )
+        if strict:
+            row += f" {_cell(t[STRICT])} | {med[STRICT] / med['plain+det']:.3f} |"
+        print(row)
+    print(
+        "\n| model | plain+det (steps/s) | ours, default (steps/s) | time per step, ours / plain+det "
+        "| plain (steps/s) | ours, deterministic=false (steps/s) | time per step, ours / plain |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for model, by_kind in results.items():
+        rate = {k: [r["steps_per_second"] for r in v] for k, v in by_kind.items()}
+        med = {k: statistics.median(v) for k, v in rate.items()}
+        print(
+            f"| {model} | {_cell(rate['plain+det'], 0)} | {_cell(rate['ours'], 0)} | "
+            f"{med['plain+det'] / med['ours']:.3f} | {_cell(rate['plain'], 0)} | {_cell(rate['ours-nodet'], 0)} | "
+            f"{med['plain'] / med['ours-nodet']:.3f} |"
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps-scale", type=float, default=1.0, help="multiplies each model's training steps")
+    parser.add_argument("--strict", action="store_true", help="also time the stage with tpu.strict=true")
     parser.add_argument("--workdir", default=None)
     parser.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
+    parser.add_argument("--prepare", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         kind, model, data_dir, model_dir, steps = args.child
         _child(kind, model, data_dir, model_dir, int(steps))
         return
+    if args.prepare:
+        _prepare(*args.prepare)
+        return
     workdir = args.workdir or tempfile.mkdtemp(prefix="bench-byom-")
     dirs = _make_data(workdir)
     started = time.time()
-    print(
-        "| model | steps x batch | plain+det (s) | ours, default (s) | ours / plain+det | plain (s) "
-        "| ours, deterministic=false (s) | ours / plain |"
-    )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    kinds = KINDS + ((STRICT,) if args.strict else ())
+    steps, results = {}, {}
     for model, m in MODELS.items():
-        steps = max(1, round(m["steps"] * args.steps_scale / ITERATIONS_PER_LOOP)) * ITERATIONS_PER_LOOP
-        times = {kind: [] for kind in KINDS}
-        for r in range(args.rounds):
-            for kind in KINDS[r % 4 :] + KINDS[: r % 4]:
-                times[kind].append(_run(kind, model, dirs[model], steps))
-        med = {k: statistics.median(v) for k, v in times.items()}
-        cell = {k: f"{med[k]:.2f} [{min(v):.2f}-{max(v):.2f}]" for k, v in times.items()}
-        print(
-            f"| {model} | {steps} x {BATCH} | {cell['plain+det']} | {cell['ours']} | "
-            f"**{med['ours'] / med['plain+det']:.3f}** | {cell['plain']} | {cell['ours-nodet']} | "
-            f"**{med['ours-nodet'] / med['plain']:.3f}** |"
-        )
+        steps[model] = max(1, round(m["steps"] * args.steps_scale / ITERATIONS_PER_LOOP)) * ITERATIONS_PER_LOOP
+        results[model] = _rounds(model, dirs[model], steps[model], kinds, args.rounds)
+    _tables(results, steps, args.strict)
     load = os.getloadavg()
     print(
         f"\n{args.rounds} interleaved rounds, cores {os.cpu_count()}, {time.time() - started:.0f} s, "

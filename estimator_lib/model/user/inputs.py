@@ -35,7 +35,10 @@ def train_input_fn_builder(
     counts = _file_counts(files, compression)
     parse = lambda s: records.parse_batch(s, spec, with_label=True)  # noqa: E731
 
-    def input_fn(params: Dict) -> tf.data.Dataset:
+    # AutoGraph would rewrite every function given to tf.data below (the parse, the per-epoch order, the gather)
+    # from its source, about 0.5 s per train() call; none branches or loops on a tensor, so the graph is the same.
+    @tf.autograph.experimental.do_not_convert
+    def build(params: Dict) -> tf.data.Dataset:
         batch_size = params["batch_size"]
         own_files = inputs.host_files(files, params)
         _, _, replicas = inputs.deployment(params)
@@ -50,10 +53,14 @@ def train_input_fn_builder(
             dataset = stream.batch(batch_size, drop_remainder=True).map(parse, num_parallel_calls=tf.data.AUTOTUNE)
         return dataset.prefetch(tf.data.AUTOTUNE)
 
+    def input_fn(params: Dict) -> tf.data.Dataset:  # TPUEstimator reads `params` from this signature
+        return build(params)
+
     input_fn.files = files  # type: ignore[attr-defined]
     return input_fn
 
 
+@tf.autograph.experimental.do_not_convert  # the counts' tf.data functions are plain TF calls
 def _file_counts(files: List[str], compression: str) -> Optional[Dict[str, int]]:
     """Records per file when the files are small enough to hold parsed in memory (`inputs.CACHE_BYTES`, judged
     by their stored size, which parsing at most doubles for these dtypes), else None. A cached table is read and
@@ -80,6 +87,7 @@ def padded_input_fn_builder(
         _, hosts, replicas_per_host = inputs.deployment(params)
         steps = inputs.eval_steps(count, batch_size * replicas_per_host * hosts)
 
+        @tf.autograph.experimental.do_not_convert  # plain TF calls: converting them only costs start-up
         def parse(batch_index, serialized):
             index = tf.cast(batch_index, tf.int32) * batch_size + tf.range(batch_size, dtype=tf.int32)
             parsed = records.parse_batch(serialized, spec, with_label)

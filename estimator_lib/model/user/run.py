@@ -25,7 +25,7 @@ from estimator_lib.config.feature_spec import FeatureSpec
 from estimator_lib.estimator import EvalResult, build_user_estimator
 from estimator_lib.export.saved_model import CPU_TAGS, TPU_CALL_OP, TPU_TAGS, ExportVerificationError, run_cpu_graph
 from estimator_lib.model import checkpoints, inputs
-from estimator_lib.model.inputs import Patterns
+from estimator_lib.model.inputs import InputFn, Patterns
 from estimator_lib.model.user import compat, records
 from estimator_lib.model.user import inputs as user_inputs
 from estimator_lib.model.user.model_fn import check_hparams, check_model_fn, load_function, wrap_model_fn
@@ -59,24 +59,26 @@ class UserModel:
         return wrap_model_fn(function)
 
 
-def _strict_check(job: JobConfig, user: UserModel, files: Sequence[str], model_dir: str) -> None:
-    """TPU-strict mode (`tpu.strict`): the user's model_fn built for the TPU target in every mode, on input_fns
-    over `files` (the train input, and the padded eval and predict inputs), with their hyperparameters."""
+def _strict_check(job: JobConfig, user: UserModel, train_input_fn: InputFn, count: Optional[int]) -> None:
+    """TPU-strict mode (`tpu.strict`): the user's model_fn built for the TPU target in every mode, on the train
+    input_fn and padded eval and predict input_fns over its files (`count` records, counted when None), with
+    their hyperparameters."""
     wrapped = user.load()
     hparams = dict(user.hparams)
+    files = train_input_fn.files  # type: ignore[attr-defined]
 
     def model_fn(features, labels, mode, params, config):
         return wrapped(features, labels, mode, {**hparams, **params}, config)
 
+    eval_input_fn = user_inputs.padded_input_fn_builder(files, user.spec, count, with_label=True)
+    count = eval_input_fn.num_examples  # type: ignore[attr-defined]
     strict.check_model(
         job,
         None,
         model_fn,
-        train_input_fn=user_inputs.train_input_fn_builder(
-            files, user.spec, job.training.seed, job.training.shuffle_buffer_size, model_dir
-        ),
-        eval_input_fn=user_inputs.padded_input_fn_builder(files, user.spec, None, with_label=True),
-        predict_input_fn=user_inputs.padded_input_fn_builder(files, user.spec, None, with_label=False),
+        train_input_fn=train_input_fn,
+        eval_input_fn=eval_input_fn,
+        predict_input_fn=user_inputs.padded_input_fn_builder(files, user.spec, count, with_label=False),
     )
 
 
@@ -136,7 +138,7 @@ def train(
         if warm is not None:  # the checkpoint checked is the one loaded
             warm = compat.check_warm_start(job, user, files, warm)
         if job.tpu.strict:
-            _strict_check(job, user, files, model_dir)
+            _strict_check(job, user, input_fn, count)
         _estimator(job, user, model_dir, warm).train(input_fn, max_steps=budget)
     return inputs.start_step(model_dir)
 
