@@ -113,6 +113,7 @@ def export(job: JobConfig, prepared: PreparedRecords, model_dir: str, export_bas
     export_dir = done["export_dir"]
     metadata: Dict[str, Any] = _read_json(storage.join(export_dir, METADATA_FILE))
     metadata["global_step"] = int(tf.train.load_variable(metadata["checkpoint"], "global_step"))
+    metadata["serving"] = {"raw_inputs": [feature.name for feature in prepared.spec.inputs]}  # the raw signature's
     tag_sets = tuple(tuple(tags) for tags in done["tag_sets"])
     return ExportResult(export_dir, tag_sets, describe_saved_model(export_dir), metadata)
 
