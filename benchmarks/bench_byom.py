@@ -2,7 +2,7 @@
 a preparation of the records, what the stage's component calls) against the same model_fn in a plain
 TPUEstimator, as its author would write it, on the same records.
 
-    python benchmarks/bench_byom.py [--rounds N] [--steps-scale F] [--strict] [--workdir DIR]
+    python benchmarks/bench_byom.py [--rounds N] [--steps-scale F] [--strict] [--only EXAMPLE ...] [--workdir DIR]
 
 The records are prepared once, before any timing (`model.user.prepare.prepare_records` with the pipeline's
 defaults: the train split is a byte copy of train.tfrecord in two shards); the stage's call starts from the
@@ -255,6 +255,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps-scale", type=float, default=1.0, help="multiplies each model's training steps")
     parser.add_argument("--strict", action="store_true", help="also time the stage with tpu.strict=true")
+    examples = [m["example"] for m in MODELS.values()]
+    parser.add_argument("--only", nargs="+", choices=examples, default=examples, help="the models to time")
     parser.add_argument("--workdir", default=None)
     parser.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     parser.add_argument("--prepare", nargs=2, help=argparse.SUPPRESS)
@@ -271,7 +273,7 @@ def main() -> None:
     started = time.time()
     kinds = KINDS + ((STRICT,) if args.strict else ())
     steps, results = {}, {}
-    for model, m in MODELS.items():
+    for model, m in ((k, v) for k, v in MODELS.items() if v["example"] in args.only):
         steps[model] = max(1, round(m["steps"] * args.steps_scale / ITERATIONS_PER_LOOP)) * ITERATIONS_PER_LOOP
         results[model] = _rounds(model, dirs[model], steps[model], kinds, args.rounds)
     _tables(results, steps, args.strict)
