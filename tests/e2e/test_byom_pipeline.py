@@ -32,12 +32,13 @@ def make_records(example: str, root: str) -> str:
     return root
 
 
-def run_local(output: str, *args: str) -> dict:
+def run_local(output: str, *args: str, exit_code: int = 0) -> dict:
+    """`tpu-pipeline run-local`, which must exit with `exit_code`: the run's summary."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     proc = subprocess.run(
         [TPU_PIPELINE, "run-local", "--output", output, *args], capture_output=True, text=True, env=env, timeout=900
     )
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    assert proc.returncode == exit_code, proc.stdout[-4000:] + proc.stderr[-4000:]
     with open(os.path.join(output, "summary.json"), encoding="utf-8") as f:
         return json.load(f)
 
@@ -154,13 +155,7 @@ def ints(values) -> tf.train.Feature:
 
 
 def failed_run(output: str, *args: str) -> str:
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    proc = subprocess.run(
-        [TPU_PIPELINE, "run-local", "--output", output, *args], capture_output=True, text=True, env=env, timeout=900
-    )
-    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
-    with open(os.path.join(output, "summary.json"), encoding="utf-8") as f:
-        summary = json.load(f)
+    summary = run_local(output, *args, exit_code=1)
     assert summary["status"] == "failed" and summary["stage"] == "prepare"
     return summary["error"]
 
