@@ -567,31 +567,42 @@ def render_markdown(inputs: ReportInputs) -> str:
 
 
 def _markdown_findings(inputs: ReportInputs) -> List[str]:
-    """The comparison metric's interval and the paired comparison, the worst judged slice, the top 3 features."""
-    md, lines = markdown_text, []
-    intervals = inputs.intervals or {}
-    metric = inputs.blessing.comparison_metric
+    """The comparison metric's interval and the paired comparison, the worst judged slice, the top 3 features,
+    as a list (nothing when the evaluation computed none of them)."""
+    lines = _interval_lines(inputs.intervals or {}, inputs.blessing.comparison_metric)
+    lines += _worst_slice_line(inputs.slices) + _top_features_line(inputs.importance)
+    return ["", *[f"- {line}" for line in lines]] if lines else []
+
+
+def _interval_lines(intervals: Mapping[str, Any], metric: str) -> List[str]:
+    lines = []
     span = (intervals.get("metrics") or {}).get(metric)
     if span:
         runs = f"bootstrap, {intervals['replicates']} replicates, seed {intervals['seed']}"
-        lines.append(f"{md(metric)}: {interval_text(span, intervals['confidence'])} ({runs})")
+        lines.append(f"{markdown_text(metric)}: {interval_text(span, intervals['confidence'])} ({runs})")
     comparison = comparison_text(intervals) if intervals else None
     if comparison:
-        lines.append(f"Against the baseline (paired, same rows): {md(comparison)}")
-    judged = [row for row in (inputs.slices or {}).get("slices", []) if row["judged"]]
-    if judged:
-        worst = judged[0]
-        value = worst["metrics"].get(inputs.slices["metric"])
-        shown = f"{value:.4f}" if isinstance(value, (int, float)) else "n/a"
-        lines.append(
-            f"Worst judged slice: {md(worst['name'])} ({worst['rows']} rows): {md(inputs.slices['metric'])} {shown}, "
-            f"{slice_result(worst)}"
-        )
-    top = ((inputs.importance or {}).get("permutation") or [])[:3]
-    if top:
-        features = ", ".join(f"{md(p['feature'])} {p['importance']:.4f} ± {p['std']:.4f}" for p in top)
-        lines.append(f"Top features (permutation importance, {md(inputs.importance['metric'])}): {features}")
-    return ["", *[f"- {line}" for line in lines]] if lines else []
+        lines.append(f"Against the baseline (paired, same rows): {markdown_text(comparison)}")
+    return lines
+
+
+def _worst_slice_line(slices: Optional[Mapping[str, Any]]) -> List[str]:
+    judged = [row for row in (slices or {}).get("slices", []) if row["judged"]]
+    if not judged:
+        return []
+    worst, metric = judged[0], slices["metric"]
+    value = worst["metrics"].get(metric)
+    shown = f"{value:.4f}" if isinstance(value, (int, float)) else "n/a"
+    where = f"{markdown_text(worst['name'])} ({worst['rows']} rows)"
+    return [f"Worst judged slice: {where}: {markdown_text(metric)} {shown}, {slice_result(worst)}"]
+
+
+def _top_features_line(importance: Optional[Mapping[str, Any]]) -> List[str]:
+    top = ((importance or {}).get("permutation") or [])[:3]
+    if not top:
+        return []
+    features = ", ".join(f"{markdown_text(p['feature'])} {p['importance']:.4f} ± {p['std']:.4f}" for p in top)
+    return [f"Top features (permutation importance, {markdown_text(importance['metric'])}): {features}"]
 
 
 @dataclasses.dataclass(frozen=True)

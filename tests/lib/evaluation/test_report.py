@@ -211,3 +211,6 @@ def test_both_report_inputs_carry_the_evaluations_findings(findings):
     ):
         parts = (shown.slices, shown.intervals, shown.importance)
         assert parts == (findings.slices, findings.intervals, findings.importance)
+        document = report_lib.render_html(shown)
+        assert '<section id="slices">' in document and '<section id="importance">' in document
+        assert "0.8750 [0.82, 0.93] 95%" in document
