@@ -27,7 +27,8 @@ from report_checks import penguin_findings
 
 from estimator_lib.evaluation import report as report_lib
 
-# Headless, offline, and no background connections: this machine's network is closed, and a report fetches nothing.
+# Headless, offline, no background connections (the network may be closed; a report fetches nothing), and shared
+# memory in /tmp (a container's /dev/shm is often too small).
 FLAGS = (
     "--headless",
     "--no-sandbox",
@@ -37,6 +38,7 @@ FLAGS = (
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
+    "--disable-dev-shm-usage",
     "--hide-scrollbars",
     "--remote-debugging-pipe",
 )
