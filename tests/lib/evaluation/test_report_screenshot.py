@@ -45,6 +45,7 @@ FLAGS = (
 TIMEOUT = 60.0
 WIDTH, HEIGHT = 1280, 900
 BAR_BLUE = np.array([0x4C, 0x72, 0xB0]) / 255.0  # the importance bars' colour (report._bar_plot)
+FAILED_ROW = np.array([0xFC, 0xE8, 0xE6]) / 255.0  # a failed slice's row background (report._STYLE)
 
 
 def _above_nine(fd: int) -> int:
@@ -173,45 +174,42 @@ def _region(pixels: np.ndarray, box: Dict[str, float]) -> np.ndarray:
     return pixels[top : top + int(box["height"]), left : left + int(box["width"]), :3]
 
 
-def test_chromium_shows_the_slice_table_and_the_importance_chart(chromium, tmp_path):
-    page = tmp_path / "report.html"
-    page.write_text(report_lib.render_html(penguin_findings()), encoding="utf-8")
-    session = chromium.open_page(page.as_uri())
-    layout = chromium.evaluate(session, LAYOUT)
-    size = layout["page"]
-    shot = chromium.call(
-        "Page.captureScreenshot",
-        session,
-        format="png",
-        captureBeyondViewport=True,
-        clip={"x": 0, "y": 0, "width": size["width"], "height": size["height"], "scale": 1},
-    )
-    screenshot = tmp_path / "report.png"
-    screenshot.write_bytes(base64.b64decode(shot["data"]))
-    print(f"report screenshot: {screenshot}")
-    pixels = imread(str(screenshot))
-    assert pixels.shape[:2] == (size["height"], size["width"])
+def _full_page_screenshot(chromium: DevTools, session: str, size: Dict[str, int], path: Any) -> np.ndarray:
+    """Writes a PNG of the whole page (one pixel per CSS pixel) to `path`; returns its pixels [H, W, channels]."""
+    clip = {"x": 0, "y": 0, "width": size["width"], "height": size["height"], "scale": 1}
+    shot = chromium.call("Page.captureScreenshot", session, format="png", captureBeyondViewport=True, clip=clip)
+    path.write_bytes(base64.b64decode(shot["data"]))
+    print(f"report screenshot: {path}")
+    return imread(str(path))
 
-    table, chart = layout["table"], layout["chart"]
+
+def _assert_laid_out(layout: Dict[str, Any]) -> None:
+    """The slice table and the chart are displayed, on top at their centre, inside the page, at their size."""
+    table, chart, size = layout["table"], layout["chart"], layout["page"]
     assert table["shown"] and table["on_top"] and table["width"] > 300 and table["height"] > 100, table
-    assert [row[0] for row in layout["rows"]] == [
-        "slice",
-        "all eval rows",
-        "island=Torgersen",
-        "island=Dream",
-        "island=Biscoe",
-    ]
+    slices = [row[0] for row in layout["rows"]]
+    assert slices == ["slice", "all eval rows", "island=Torgersen", "island=Dream", "island=Biscoe"]
     assert layout["rows"][2][-1] == "too few rows, not judged" and layout["rows"][3][-1] == "FAILED"
     assert chart["shown"] and chart["on_top"] and layout["natural_width"] == 450, (chart, layout["natural_width"])
     assert chart["width"] == 450 and chart["height"] >= 200
-    for box in (table, chart):  # inside the page, below the heading
+    for box in (table, chart):
         assert 0 < box["x"] and box["x"] + box["width"] <= size["width"] and box["y"] + box["height"] <= size["height"]
 
-    drawn = _region(pixels, chart)
+
+def test_chromium_shows_the_slice_table_and_the_importance_chart(chromium, tmp_path):
+    page, screenshot = tmp_path / "report.html", tmp_path / "report.png"
+    page.write_text(report_lib.render_html(penguin_findings()), encoding="utf-8")
+    session = chromium.open_page(page.as_uri())
+    layout = chromium.evaluate(session, LAYOUT)
+    _assert_laid_out(layout)
+    pixels = _full_page_screenshot(chromium, session, layout["page"], screenshot)
+    assert pixels.shape[:2] == (layout["page"]["height"], layout["page"]["width"])
+
+    drawn = _region(pixels, layout["chart"])
     assert drawn.std() > 0.1, f"the chart's region of {screenshot} is blank"
     bars = np.all(np.abs(drawn - BAR_BLUE) < 0.02, axis=-1).sum()
     assert bars > 1000, f"{bars} pixels of the bars' blue in the chart's region of {screenshot}"
-    text = _region(pixels, table)
+    text = _region(pixels, layout["table"])
     assert (text.max(axis=-1) < 0.3).sum() > 200, f"no dark text in the slice table's region of {screenshot}"
-    failed_row = np.all(np.abs(text - np.array([0xFC, 0xE8, 0xE6]) / 255.0) < 0.01, axis=-1).sum()
-    assert failed_row > 1000  # the failed slice's row is marked (its background)
+    failed_row = np.all(np.abs(text - FAILED_ROW) < 0.01, axis=-1).sum()
+    assert failed_row > 1000, f"the failed slice's row is not marked in {screenshot}"
