@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import tensorflow as tf
@@ -76,6 +76,9 @@ class Evaluation:
     truth: Optional[Truth] = None
     candidate: Optional[Scores] = None
     baseline: Optional[Scores] = None
+    slices: Optional[Mapping[str, Any]] = None
+    intervals: Optional[Mapping[str, Any]] = None
+    importance: Optional[Mapping[str, Any]] = None
 
 
 def read_eval_rows(files: Union[str, Sequence[str]], schema: Schema) -> Tuple[Truth, Design]:
