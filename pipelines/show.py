@@ -17,7 +17,17 @@ from pipelines import runs
 
 SHOWN_RUNS = 5  # how many run ids an error lists
 # The record's artifacts in DAG order (summary.json keeps its keys sorted); others follow by name.
-ARTIFACT_ORDER = ("prepare", "train", "evaluate", "report", "verdict", "batch_predict", "export", "release")
+ARTIFACT_ORDER = (
+    "prepare",
+    "train",
+    "evaluate",
+    "report",
+    "verdict",
+    "batch_predict",
+    "export",
+    "serving_check",
+    "release",
+)
 
 
 class RunNotFoundError(FileNotFoundError):

@@ -48,6 +48,7 @@ PROJECT_PACKAGES = ("estimator_lib", "components", "pipelines")
 BUILT_IN_SIGNATURES = (serving.PREDICT_SIGNATURE, serving.RAW_PREDICT_SIGNATURE)
 EXAMPLES_TENSOR = f"{serving.EXAMPLES_INPUT}:0"
 CHILD_TIMEOUT_SECONDS = 600
+RECORD_FILE = "serving_check.json"  # the check's record, in the stage's output directory
 
 
 class ServingCheckError(RuntimeError):
@@ -125,9 +126,7 @@ def compare_output(
 
 def _mismatch(signature, output, have, want, row, source, numeric) -> str:
     served, predicted = _text(have), _text(want)
-    difference = (
-        f"; difference {_text(np.abs(have.astype(np.float64) - want.astype(np.float64)))}" if numeric else ""
-    )
+    difference = f"; difference {_text(np.abs(have.astype(np.float64) - want.astype(np.float64)))}" if numeric else ""
     limit = f" (allowed rtol {RTOL:g} + atol {ATOL:g})" if numeric and want.dtype.kind == "f" else ""
     return (
         f"serving check: {_where(row, source)}: signature {signature!r} output {output!r} served {served}, "
@@ -335,7 +334,13 @@ def check_serving(export_dir: str, predictions_dir: str, rows: int = SAMPLE_ROWS
         if local != export_dir:
             shutil.rmtree(local, ignore_errors=True)
     worst = _compare_all(served, expected, predicted, sources)
-    return {**record, "rows_checked": len(predicted), "signatures": sorted(calls), "skipped": skipped, "max_abs_diff": worst}
+    return {
+        **record,
+        "rows_checked": len(predicted),
+        "signatures": sorted(calls),
+        "skipped": skipped,
+        "max_abs_diff": worst,
+    }
 
 
 def _compared(manifest: Mapping[str, Any], count: int) -> str:
@@ -345,3 +350,10 @@ def _compared(manifest: Mapping[str, Any], count: int) -> str:
     if raw:
         return f"the first {count} predicted rows of {raw['inputs']}, as prepare encoded them"
     return f"the first {count} predicted records of {list(manifest.get('inputs', []))[:3]}"
+
+
+def write_record(directory: str, record: Mapping[str, Any]) -> str:
+    """Writes the check's record (`check_serving`'s result) as `directory`/serving_check.json; returns its URI."""
+    uri = storage.join(directory, RECORD_FILE)
+    storage.write_text(uri, json.dumps(record, indent=2, sort_keys=True))
+    return uri

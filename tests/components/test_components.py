@@ -417,6 +417,7 @@ def test_components_are_lightweight_on_the_given_image():
         stages.evaluate,
         stages.batch_predict,
         stages.export,
+        stages.serving_check,
         stages.release,
     ):
         container = component.component_spec.implementation.container

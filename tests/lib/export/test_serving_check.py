@@ -143,6 +143,5 @@ def test_the_child_runs_without_the_project_on_its_path(tmp_path):
         check=True,
     )
     assert done.stdout == (
-        "refused: No module named 'estimator_lib' (the serving check runs without project code) "
-        f"{tmp_path} None 1\n"
+        f"refused: No module named 'estimator_lib' (the serving check runs without project code) {tmp_path} None 1\n"
     )
