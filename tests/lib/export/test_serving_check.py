@@ -6,21 +6,24 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 
 import numpy as np
 import pytest
 import synthetic
 import tensorflow as tf
+from saved_models import tampered
+from user_examples import trained_example
 
 from estimator_lib import estimator
 from estimator_lib.config import JobConfig, ModelConfig, TPUSettings, TrainingConfig
 from estimator_lib.export import saved_model, serving_check, serving_child
 from estimator_lib.export.serving_check import ServingCheckError, check_serving, compare_output
+from estimator_lib.model import user
 from estimator_lib.predict import batch_predict
 
 ROWS = 12  # predicted rows: more than one predict batch of 8
+HPARAMS = {"filters": 4, "units": 8, "learning_rate": 0.01}
 
 
 @pytest.fixture(scope="module")
@@ -41,21 +44,6 @@ def served(tmp_path_factory):
     predictions = os.path.join(root, "predictions")
     batch_predict(job, schema, model_dir, data, predictions, num_shards=2)
     return export.export_dir, predictions
-
-
-def tampered(export_dir: str, directory: str, variable: str, delta: float) -> str:
-    """A copy of the export with `delta` added to the first element of `variable`, the other variables kept."""
-    copy = os.path.join(directory, "tampered")
-    shutil.copytree(export_dir, copy)
-    prefix = os.path.join(copy, "variables", "variables")
-    values = {name: tf.train.load_variable(prefix, name) for name, _ in tf.train.list_variables(prefix)}
-    values[variable] = values[variable].copy()
-    values[variable].reshape(-1)[0] += delta
-    with tf.Graph().as_default(), tf.compat.v1.Session() as session:
-        saved = {name: tf.compat.v1.Variable(value, name=f"v{i}") for i, (name, value) in enumerate(values.items())}
-        session.run(tf.compat.v1.global_variables_initializer())
-        tf.compat.v1.train.Saver(var_list=saved).save(session, prefix, write_meta_graph=False, write_state=False)
-    return copy
 
 
 def test_the_served_export_agrees_with_batch_prediction_on_both_signatures(served):
@@ -145,3 +133,37 @@ def test_the_child_runs_without_the_project_on_its_path(tmp_path):
     assert done.stdout == (
         f"refused: No module named 'estimator_lib' (the serving check runs without project code) {tmp_path} None 1\n"
     )
+
+
+@pytest.fixture(scope="module")
+def digits(tmp_path_factory):
+    """examples/image_cnn trained 4 steps, its eval records predicted and the model exported."""
+    job = JobConfig(
+        tpu=TPUSettings(iterations_per_loop=4),
+        training=TrainingConfig(train_batch_size=32, eval_batch_size=64, predict_batch_size=64, train_steps=4),
+    )
+    root = str(tmp_path_factory.mktemp("digits"))
+    trained = trained_example("image_cnn", "digits_cnn.model:model_fn", "label", HPARAMS, job, root)
+    predictions = os.path.join(root, "predictions")
+    user.predict(job, trained.user, trained.records("eval.tfrecord"), trained.model_dir, predictions)
+    export = user.export(job, trained.user, trained.model_dir, os.path.join(root, "export"))
+    return export["export_dir"], predictions
+
+
+def test_a_users_export_is_served_on_its_own_signatures(digits, tmp_path):
+    export_dir, predictions = digits
+    record = check_serving(export_dir, predictions)
+    assert record["rows_checked"] == 64 and record["signatures"] == ["raw:serving_default", "serving_default"]
+    assert record["skipped"] == {}
+    for outputs in record["max_abs_diff"].values():
+        assert sorted(outputs) == ["class_id", "probabilities"] and max(outputs.values()) <= 1e-5
+    [bias] = [
+        n
+        for n, _ in tf.train.list_variables(os.path.join(export_dir, "variables", "variables"))
+        if n.endswith("dense_1/bias")
+    ]
+    with pytest.raises(
+        ServingCheckError,
+        match=r"^serving check: row record 0 of \S+eval\.tfrecord: signature 'raw:serving_default' output 'probabilities' served \[",
+    ):
+        check_serving(tampered(export_dir, str(tmp_path), bias, 0.5), predictions)
