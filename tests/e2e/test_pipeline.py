@@ -145,14 +145,17 @@ def test_default_run_artifacts_predictions_and_export(first_run):
 
 
 def test_default_run_serves_its_export_as_it_predicted(first_run):
-    """The serving check: the export, served in a fresh process, gives the first 64 eval rows' predictions."""
-    _, _, summary = first_run
+    """The serving check: the export, served in a fresh process, gives the eval rows' predictions (the first 64;
+    the split has fewer)."""
+    _, stdout, summary = first_run
     serving = summary["serving"]
-    assert serving["rows_checked"] == 64 and serving["signatures"] == ["predict", "raw:predict"]
+    rows = summary["dataset"]["counts"]["eval"]
+    assert serving["rows_checked"] == rows < 64 and serving["signatures"] == ["predict", "raw:predict"]
     assert (serving["rtol"], serving["atol"], serving["skipped"]) == (1e-5, 1e-6, {})
     for outputs in serving["max_abs_diff"].values():
         assert sorted(outputs) == ["class_ids", "probabilities"] and max(outputs.values()) <= 1e-6
-    assert serving["compared"].startswith("the first 64 predicted records of [")
+    assert serving["compared"].startswith(f"the first {rows} predicted records of [")
+    assert re.search(r"\] serving_check: done \(\d+\.\d s\)", stdout)
     with open(serving["record_uri"], encoding="utf-8") as f:
         assert json.load(f)["max_abs_diff"] == serving["max_abs_diff"]
 

@@ -164,6 +164,7 @@ def test_a_users_export_is_served_on_its_own_signatures(digits, tmp_path):
     ]
     with pytest.raises(
         ServingCheckError,
-        match=r"^serving check: row record 0 of \S+eval\.tfrecord: signature 'raw:serving_default' output 'probabilities' served \[",
+        match=r"^serving check: row record 0 of \S+eval\.tfrecord: signature 'raw:serving_default' output "
+        r"'probabilities' served \[",
     ):
         check_serving(tampered(export_dir, str(tmp_path), bias, 0.5), predictions)
