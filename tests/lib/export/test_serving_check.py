@@ -4,8 +4,10 @@ signature and output; the comparison's messages; the child's isolation."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shutil
 import subprocess
 
 import numpy as np
@@ -168,3 +170,18 @@ def test_a_users_export_is_served_on_its_own_signatures(digits, tmp_path):
         r"'probabilities' served \[",
     ):
         check_serving(tampered(export_dir, str(tmp_path), bias, 0.5), predictions)
+
+
+def test_predictions_whose_inputs_are_gone_are_recorded_as_not_compared(served, tmp_path):
+    export_dir, predictions = served
+    copy = str(tmp_path / "predictions")
+    shutil.copytree(predictions, copy)
+    manifest = os.path.join(copy, "manifest.json")
+    with open(manifest, encoding="utf-8") as f:
+        recorded = json.load(f)
+    recorded["inputs"] = [str(tmp_path / "scoring-tmp" / "part-0.tfrecord")]
+    with open(manifest, "w", encoding="utf-8") as f:
+        json.dump(recorded, f)
+    record = check_serving(export_dir, copy)
+    assert (record["rows_checked"], record["signatures"], record["max_abs_diff"]) == (0, [], {})
+    assert record["compared"] == f"nothing: the predicted records ['{tmp_path}/scoring-tmp/part-0.tfrecord'] are gone"
