@@ -19,6 +19,7 @@ prediction rows' fields.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -73,11 +74,17 @@ def first_rows(predictions_dir: str, limit: int) -> Tuple[Dict[str, Any], List[D
 
 
 def input_records(files: Sequence[str], limit: int) -> Iterator[Tuple[str, int, bytes]]:
-    """(file, record index in the file, serialized record) of the first `limit` records of `files`, in order."""
+    """(file, record index in the file, serialized record) of the first `limit` records of `files`, in order.
+
+    Raises:
+      FileNotFoundError: a file it needs is gone (naming it).
+    """
     left = limit
     for path in files:
         if left == 0:
             return
+        if not storage.exists(path):
+            raise FileNotFoundError(errno.ENOENT, "the predicted records are gone", path)
         compression = user_records.compression([path])
         for index, record in enumerate(tf.data.TFRecordDataset(path, compression).take(left).as_numpy_iterator()):
             yield path, index, record
@@ -124,7 +131,15 @@ def compare_output(
     return float(np.max(np.abs(have.astype(np.float64) - want.astype(np.float64)))) if numeric and n else 0.0
 
 
-def _mismatch(signature, output, have, want, row, source, numeric) -> str:
+def _mismatch(
+    signature: str,
+    output: str,
+    have: np.ndarray,
+    want: np.ndarray,
+    row: Mapping[str, Any],
+    source: Tuple[str, int, bytes],
+    numeric: bool,
+) -> str:
     served, predicted = _text(have), _text(want)
     difference = f"; difference {_text(np.abs(have.astype(np.float64) - want.astype(np.float64)))}" if numeric else ""
     limit = f" (allowed rtol {RTOL:g} + atol {ATOL:g})" if numeric and want.dtype.kind == "f" else ""
@@ -284,7 +299,9 @@ def _check_order(rows: Sequence[Mapping[str, Any]], sources: Sequence[Tuple[str,
                 )
 
 
-def _plan(metadata, export_dir, rows, examples) -> Tuple[Dict, Dict, Dict[str, str]]:
+def _plan(
+    metadata: Mapping[str, Any], export_dir: str, rows: Sequence[Mapping[str, Any]], examples: List[bytes]
+) -> Tuple[Dict[str, Any], Dict[str, Any], Dict[str, str]]:
     """(calls, expected outputs, skipped signatures) for a built-in or a user's export."""
     if "model_fn" in metadata:  # a user's model (`model.user.run.export`)
         signatures = saved_model.describe_saved_model(export_dir)[",".join(saved_model.CPU_TAGS)]
@@ -322,11 +339,13 @@ def check_serving(export_dir: str, predictions_dir: str, rows: int = SAMPLE_ROWS
     files = list(manifest.get("inputs", []))
     record = {"rtol": RTOL, "atol": ATOL, "tags": list(saved_model.CPU_TAGS), "input_files": len(files)}
     record["compared"] = _compared(manifest, len(predicted))
-    gone = [f for f in files if not storage.exists(f)]
-    if gone or not predicted:  # e.g. raw rows encoded into a temporary directory, deleted after scoring
-        record["compared"] = f"nothing: the predicted records {gone[:3]} are gone" if gone else "nothing: no rows"
+    try:
+        sources = list(input_records(files, len(predicted)))
+    except FileNotFoundError as e:  # e.g. raw rows encoded into a temporary directory, deleted after scoring
+        record["compared"] = f"nothing: the predicted records {e.filename} are gone"
+        sources = predicted = []
+    if not predicted:
         return {**record, "rows_checked": 0, "signatures": [], "skipped": {}, "max_abs_diff": {}}
-    sources = list(input_records(files, len(predicted)))
     _check_order(predicted, sources)
     calls, expected, skipped = _plan(metadata, export_dir, predicted, [s[2] for s in sources])
     local = saved_model.local_copy(export_dir)

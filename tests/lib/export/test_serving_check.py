@@ -184,4 +184,4 @@ def test_predictions_whose_inputs_are_gone_are_recorded_as_not_compared(served, 
         json.dump(recorded, f)
     record = check_serving(export_dir, copy)
     assert (record["rows_checked"], record["signatures"], record["max_abs_diff"]) == (0, [], {})
-    assert record["compared"] == f"nothing: the predicted records ['{tmp_path}/scoring-tmp/part-0.tfrecord'] are gone"
+    assert record["compared"] == f"nothing: the predicted records {tmp_path}/scoring-tmp/part-0.tfrecord are gone"
