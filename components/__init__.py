@@ -1,9 +1,9 @@
 """KFP v2 components: one thin adapter per pipeline stage over one `estimator_lib` call.
 
 Each stage is a plain function in its own module (`resolve`, `prepare`, `train`, `evaluate`, `batch_predict`,
-`export`, `release`; unit-testable in-process). Its body loads its inputs, turns parameters into typed configs
-(`adapter`), makes the one library call that does the stage's work, and checks and describes its outputs
-(`artifacts`). A stage run again on the same inputs reuses its finished outputs (`records`).
+`export`, `serving_check`, `release`; unit-testable in-process). Its body loads its inputs, turns parameters into
+typed configs (`adapter`), makes the one library call that does the stage's work, and checks and describes its
+outputs (`artifacts`). A stage run again on the same inputs reuses its finished outputs (`records`).
 
 `build_stages(image)` turns the functions into lightweight components on the project image, so the same
 component runs in `kfp.local.SubprocessRunner(use_venv=False)` (the calling environment has the project
@@ -26,12 +26,14 @@ from components.export import export_model
 from components.prepare import prepare_data
 from components.release import release_model
 from components.resolve import resolve_inputs
+from components.serving_check import check_serving
 from components.train import train_model
 
 __all__ = [
     "Stages",
     "batch_predict",
     "build_stages",
+    "check_serving",
     "evaluate_model",
     "export_model",
     "prepare_data",
@@ -51,6 +53,7 @@ class Stages:
     evaluate: Any
     batch_predict: Any
     export: Any
+    serving_check: Any
     release: Any
 
 
@@ -59,7 +62,7 @@ def _component(func: Callable, image: str):
 
 
 def build_stages(image: str) -> Stages:
-    """The seven stages as lightweight components on `image`."""
+    """The eight stages as lightweight components on `image`."""
     return Stages(
         resolve=_component(resolve_inputs, image),
         prepare=_component(prepare_data, image),
@@ -67,5 +70,6 @@ def build_stages(image: str) -> Stages:
         evaluate=_component(evaluate_model, image),
         batch_predict=_component(batch_predict, image),
         export=_component(export_model, image),
+        serving_check=_component(check_serving, image),
         release=_component(release_model, image),
     )

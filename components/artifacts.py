@@ -16,7 +16,7 @@ import dataclasses
 import json
 import logging
 import posixpath
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 from kfp.dsl import HTML, Artifact, ClassificationMetrics, Dataset, Markdown, Metrics, Model
 
@@ -30,6 +30,7 @@ from estimator_lib.evaluation import Evaluation
 from estimator_lib.evaluation.report import WrittenReport
 from estimator_lib.export import METADATA_FILE, ExportResult
 from estimator_lib.export.fingerprint import saved_model_fingerprint
+from estimator_lib.export.serving_check import RECORD_FILE as SERVING_CHECK_FILE
 from estimator_lib.predict import PredictResult
 from estimator_lib.release import Release, fingerprint, fingerprint_files
 
@@ -222,6 +223,32 @@ def describe_export(exported: Model, export: ExportResult) -> None:
             "files_fingerprint": fingerprint(export.export_dir),
         }
     )
+
+
+def describe_serving_check(checked: Artifact, result: Mapping[str, Any]) -> None:
+    """The serving check's record (serving_check.json, `serving_check.write_record`): rows checked, signatures
+    called, the largest difference per output, the tolerance and what was compared. Bounded: a built-in model
+    has two signatures of two outputs at most, a user's as many as their export has (the whole record is the
+    file)."""
+    path = storage.join(checked.uri, SERVING_CHECK_FILE)
+    require_output(path, "the serving check's record")
+    checked.metadata.update(
+        {
+            "rows_checked": int(result["rows_checked"]),
+            "signatures": list(result["signatures"]),
+            "skipped": dict(result["skipped"]),
+            "max_abs_diff": {s: dict(outputs) for s, outputs in result["max_abs_diff"].items()},
+            "rtol": float(result["rtol"]),
+            "atol": float(result["atol"]),
+            "compared": result["compared"],
+            "record_uri": path,
+            # What was checked and found, not where the files were: a reproduction elsewhere fingerprints equal.
+            "fingerprint": manifest.json_fingerprint(
+                {k: result[k] for k in ("rows_checked", "signatures", "skipped", "max_abs_diff", "rtol", "atol")}
+            ),
+        }
+    )
+    log.info("serving check: %s rows agree on %s", result["rows_checked"], ", ".join(result["signatures"]) or "-")
 
 
 def describe_release(publication: Artifact, release: Release, based_on: str, exported_fingerprint: str) -> None:

@@ -985,6 +985,13 @@ def trained_job(model_uri: str) -> JobConfig:
     return JobConfig.from_json(storage.read_text(storage.join(model_uri, records.JOB_CONFIG_FILE)))
 
 
+def serving_summary(checked: Any) -> dict[str, Any]:
+    """The serving check: rows checked, signatures called (and left out, why), the largest difference per output,
+    the tolerance, what was compared and where its record is."""
+    keys = ("signatures", "skipped", "max_abs_diff", "rtol", "atol", "compared", "record_uri")
+    return {"rows_checked": _number(checked.metadata["rows_checked"]), **{k: checked.metadata[k] for k in keys}}
+
+
 # Each stage's output artifact: its manifest is in that artifact's task directory (`components.records`).
 STAGE_OUTPUTS = {
     "prepare": "dataset",
@@ -992,6 +999,7 @@ STAGE_OUTPUTS = {
     "evaluate": "blessing",
     "batch_predict": "predictions",
     "export": "exported",
+    "serving_check": "serving_check",
     "release": "publication",
 }
 
@@ -1023,6 +1031,7 @@ def summarize(outputs: Mapping[str, Any], arguments: Mapping[str, Any]) -> dict[
             "verdict": outputs["verdict"].uri,  # the verdict and headline metrics in Markdown
             "batch_predict": predictions.uri,
             "export": exported.uri,
+            "serving_check": outputs["serving_check"].uri,  # serving_check.json
             "release": publication.uri,
         },
         "dataset": {
@@ -1056,6 +1065,7 @@ def summarize(outputs: Mapping[str, Any], arguments: Mapping[str, Any]) -> dict[
             "published_version": publication.metadata["published_version"],
             "reason": publication.metadata["publish_reason"],
         },
+        "serving": serving_summary(outputs["serving_check"]),
         "fingerprints": {
             name: outputs[name].metadata["fingerprint"]
             for name in ("dataset", "model", "blessing", "predictions", "exported", "publication")

@@ -1,17 +1,18 @@
 r"""`build_pipeline`: the one function that builds the DAG, and `compile_pipeline` for Vertex AI.
 
-resolve -> prepare -> train -> evaluate (metrics, blessing) ----------------\
-                            |-> batch predict (the eval split by default) ---> release (publishes a blessed model)
-                            \-> export (SavedModel, verified) ---------------/
+resolve -> prepare -> train -> evaluate (metrics, blessing) ----------------------------\
+                            |-> batch predict (the eval split by default) --\             \
+                            \-> export (SavedModel, verified) ---------------> serving check -> release
 
-Publishing is the last step: the release stage runs after batch prediction and export, so a run that fails
-anywhere publishes nothing and LATEST does not move.
+Publishing is the last step: the release stage runs after batch prediction, export and the serving check (the
+export served in a fresh process agrees with the batch predictions), so a run that fails anywhere publishes
+nothing and LATEST does not move.
 
 Caching is set per task (`CACHED`), right by construction: a task may be cached only when its inputs name
 everything it reads. The resolve stage, first, turns what changes between runs into parameters (the data's
 content token, the resolved warm-start source and reference model); prepare and train take those, so they are
 reused exactly when their data and starting model are. Evaluate reads LATEST when it runs, release publishes,
-and resolve resolves: those run every time. Batch predict and export read only artifacts.
+and resolve resolves: those run every time. Batch predict, export and the serving check read only artifacts.
 
 The pipeline function only wires. What differs between environments is chosen when the DAG is built:
   * the image every component runs on (pinned when compiling for Vertex AI);
@@ -22,7 +23,7 @@ The pipeline function only wires. What differs between environments is chosen wh
     machines come from (Spot, a reservation), the slice topology and a Vertex AI TensorBoard;
   * Vertex AI steps (`VertexSteps`): the run joins an Experiment; a blessed model gets a Model Registry
     version. Local runs have neither.
-Prepare, export and release always run on CPU (export writes the TPU meta graph without a TPU).
+Prepare, export, the serving check and release always run on CPU (export writes the TPU meta graph without a TPU).
 
 With a `BeamConfig` (`compile --engine beam`) the prepare and predict specs default to engine "beam" with it: prepare
 and batch predict run their work on Apache Beam (Dataflow, the component image as the workers' container), and
@@ -67,6 +68,7 @@ CACHED = {
     "evaluate": False,
     "batch_predict": True,
     "export": True,
+    "serving_check": True,
     "release": False,
 }
 
@@ -82,6 +84,7 @@ class PipelineOutputs(NamedTuple):
     validation: Markdown
     predictions: Dataset
     exported: Model
+    serving_check: Artifact
     publication: Artifact
 
 
@@ -269,14 +272,16 @@ def build_pipeline(
             tpu=accelerated if beam is None else host,
         )
         export = stages.export(dataset=dataset, model=model, tpu=host)
+        check = stages.serving_check(exported=export.outputs["exported"], predictions=predict.outputs["predictions"])
         release = stages.release(
             exported=export.outputs["exported"],
             blessing=evaluate.outputs["blessing"],
             publish_root=publish_root,
         )
-        release.after(predict)  # nothing is published unless batch prediction succeeded too
+        # nothing is published unless batch prediction succeeded and the served export agrees with it
+        release.after(predict, check)
         tasks = {"resolve": resolve, "prepare": prepare, "train": train, "evaluate": evaluate}
-        tasks.update(batch_predict=predict, export=export, release=release)
+        tasks.update(batch_predict=predict, export=export, serving_check=check, release=release)
         for name, task_ in tasks.items():
             task_.set_caching_options(CACHED[name])
         add_vertex_steps(
@@ -296,6 +301,7 @@ def build_pipeline(
             validation=prepare.outputs["validation"],
             predictions=predict.outputs["predictions"],
             exported=export.outputs["exported"],
+            serving_check=check.outputs["checked"],
             publication=release.outputs["publication"],
         )
 

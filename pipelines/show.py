@@ -17,7 +17,17 @@ from pipelines import runs
 
 SHOWN_RUNS = 5  # how many run ids an error lists
 # The record's artifacts in DAG order (summary.json keeps its keys sorted); others follow by name.
-ARTIFACT_ORDER = ("prepare", "train", "evaluate", "report", "verdict", "batch_predict", "export", "release")
+ARTIFACT_ORDER = (
+    "prepare",
+    "train",
+    "evaluate",
+    "report",
+    "verdict",
+    "batch_predict",
+    "export",
+    "serving_check",
+    "release",
+)
 
 
 class RunNotFoundError(FileNotFoundError):
@@ -80,6 +90,8 @@ def format_run(summary: dict[str, Any], path: str) -> str:
         lines += [f"    {name:<24} {value:.4f}" for name, value in sorted(metrics.items())]
     if "blessed" in summary:
         lines.append(f"  blessed: {summary['blessed']} ({summary['blessing']['summary']})")
+    if "serving" in summary:
+        lines.append(f"  {serving_line(summary['serving'])}")
     if "export" in summary:
         lines.append(f"  {summary['export']['reason']}")
     artifacts = summary.get("artifacts") or {}
@@ -95,6 +107,17 @@ def format_run(summary: dict[str, Any], path: str) -> str:
         lines.append(f"  TensorBoard: tensorboard --logdir {summary['tensorboard_logdir']}")
     lines += [f"  log: {run.get('log', '?')}", f"summary: {path}"]
     return "\n".join(lines)
+
+
+def serving_line(serving: dict[str, Any]) -> str:
+    """The serving check in one line: rows and signatures, the largest difference and the tolerance."""
+    if not serving["rows_checked"]:
+        return f"serving check: {serving['compared']}"
+    worst = max((d for outputs in serving["max_abs_diff"].values() for d in outputs.values()), default=0.0)
+    return (
+        f"serving check: {serving['rows_checked']} rows agree on {', '.join(serving['signatures'])} "
+        f"(largest difference {worst:.3g}; rtol {serving['rtol']:g} + atol {serving['atol']:g})"
+    )
 
 
 def _headline(summary: dict[str, Any]) -> str:

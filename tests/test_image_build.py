@@ -418,6 +418,7 @@ def test_stages_run_in_dag_order(stages):
         "batch-predict",
         "evaluate-model",
         "export-model",
+        "check-serving",
         "release-model",
     ]
     print("\n" + ", ".join(f"{task} {seconds:.1f}s" for task, seconds in stages.seconds.items()))

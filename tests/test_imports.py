@@ -31,6 +31,7 @@ ALLOWED_LOCAL_IMPORTS: Dict[Tuple[str, str], str] = {
     ("components.register", "register_model"): COMPONENT_BODY,
     ("components.experiment", "join_experiment"): COMPONENT_BODY,
     ("components.release", "release_model"): COMPONENT_BODY,
+    ("components.serving_check", "check_serving"): COMPONENT_BODY,
     ("estimator_lib.storage", "_client"): LAZY_GCS,
     ("estimator_lib.storage", "_retry"): LAZY_GCS,
     ("estimator_lib.storage", "replace_if_unchanged"): LAZY_GCS,

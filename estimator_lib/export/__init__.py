@@ -1,6 +1,7 @@
 """Export: one SavedModel with a CPU (`serve`) and a TPU (`serve,tpu`) meta graph, verified after writing.
 
-`saved_model` exports, verifies and loads; `serving` builds the serving input receivers.
+`saved_model` exports, verifies and loads; `serving` builds the serving input receivers; `serving_check` serves an
+export in a fresh process (`serving_child`, standalone: no project code) and compares it with batch predictions.
 """
 
 from estimator_lib.export.saved_model import (

@@ -98,7 +98,7 @@ def _describe_signatures(meta_graph: meta_graph_pb2.MetaGraphDef) -> Dict[str, A
     }
 
 
-def _local_copy(export_dir: str) -> str:
+def local_copy(export_dir: str) -> str:
     """`export_dir` itself when local; a downloaded temporary copy of a gs:// export (caller deletes it)."""
     if not storage.is_gcs(export_dir):
         return export_dir
@@ -115,7 +115,7 @@ def _local_copy(export_dir: str) -> str:
 
 def describe_saved_model(export_dir: str) -> Dict[str, Any]:
     """Each meta graph's signatures, by tag set ("serve", "serve,tpu"), of an export (local or gs://)."""
-    local = _local_copy(export_dir)
+    local = local_copy(export_dir)
     try:
         proto = _read_saved_model(local)
     finally:
@@ -221,7 +221,7 @@ def verify_export(
     Returns:
       {"tag_sets", "signatures", "tpu_partitioned_call", "rows_checked", "max_abs_diff" per signature}.
     """
-    local = _local_copy(export_dir)
+    local = local_copy(export_dir)
     try:
         task = schema.label.task if schema is not None else None
         report = _check_structure(_read_saved_model(local), task)
@@ -386,7 +386,7 @@ class ServingModel:
 
 def load_serving_model(export_dir: str, signature: str = serving.PREDICT_SIGNATURE) -> ServingModel:
     """Loads the `serve` (CPU) meta graph of an export for calling its signature on the host CPU."""
-    local = _local_copy(export_dir)
+    local = local_copy(export_dir)
     try:
         loaded = tf.saved_model.load(local, tags=list(CPU_TAGS))
         if signature not in loaded.signatures:

@@ -14,6 +14,7 @@ from components import adapter, artifacts
 from estimator_lib import release
 from estimator_lib.config import JobConfig
 from estimator_lib.estimator import TrainResult
+from estimator_lib.export import serving_check
 from estimator_lib.export.saved_model import ExportResult
 from estimator_lib.predict import PredictResult
 
@@ -109,6 +110,38 @@ def test_a_missing_publication_record_fails_the_release_stage(tmp_path):
     with pytest.raises(adapter.OutputMissingError, match="the publication record was not written"):
         artifacts.describe_release(publication, release.Release(None, "not published: not blessed"), "none", "f" * 64)
     assert publication.metadata == {}
+
+
+SERVING_RESULT = {
+    "rows_checked": 3,
+    "signatures": ["predict", "raw:predict"],
+    "skipped": {},
+    "max_abs_diff": {"predict": {"probabilities": 1e-7}, "raw:predict": {"probabilities": 0.0}},
+    "rtol": 1e-5,
+    "atol": 1e-6,
+    "tags": ["serve"],
+    "input_files": 1,
+}
+
+
+def test_a_missing_serving_check_record_fails_the_stage(tmp_path):
+    checked = artifact(Artifact, tmp_path, "checked")
+    with pytest.raises(adapter.OutputMissingError, match="the serving check's record was not written"):
+        artifacts.describe_serving_check(checked, {**SERVING_RESULT, "compared": "x"})
+    assert checked.metadata == {}
+
+
+def test_the_serving_check_fingerprint_covers_what_was_found_not_where_the_rows_were(tmp_path):
+    described = []
+    for run in ("one", "two"):
+        checked = artifact(Artifact, tmp_path / run, "checked")
+        result = {**SERVING_RESULT, "compared": f"the first 3 predicted records of ['{tmp_path / run}/eval.tfrecord']"}
+        serving_check.write_record(checked.uri, result)
+        artifacts.describe_serving_check(checked, result)
+        described.append(checked.metadata)
+    assert described[0]["fingerprint"] == described[1]["fingerprint"]
+    assert described[0]["record_uri"] == str(tmp_path / "one" / "checked" / "serving_check.json")
+    assert described[0]["max_abs_diff"] == SERVING_RESULT["max_abs_diff"] and described[0]["rows_checked"] == 3
 
 
 def published(tmp_path, run: str, version: str, export_fingerprint: str) -> Artifact:

@@ -9,8 +9,10 @@ import json
 import os
 
 import pytest
+import tensorflow as tf
 from kfp.dsl import HTML, Artifact, ClassificationMetrics, Dataset, Markdown, Metrics, Model
 from report_checks import assert_complete_report
+from saved_models import tampered
 
 from components import adapter, build_stages, records
 from components.artifact_types import ModelBlessing
@@ -20,10 +22,12 @@ from components.export import export_model
 from components.prepare import prepare_data
 from components.release import release_model
 from components.resolve import resolve_inputs
+from components.serving_check import check_serving
 from components.train import train_model
 from estimator_lib import manifest, release
 from estimator_lib.config import BlessingConfig, JobConfig, PrepareConfig, ValidationConfig
 from estimator_lib.config.stages import EvaluateSpec, PredictSpec, PrepareSpec, TrainSpec
+from estimator_lib.export.serving_check import ServingCheckError
 
 CPU = '{"use_tpu": false}'  # the placement the pipeline gives a CPU stage
 JOB = JobConfig().with_overrides(
@@ -238,6 +242,28 @@ def test_batch_predict_export_and_release(stages):
     assert latest.metadata["source"]["global_step"] == 40
 
 
+def test_the_serving_check_records_what_it_compared_and_refuses_a_tampered_export(stages, tmp_path):
+    checked = artifact(Artifact, tmp_path, "checked", "serving")
+    check_serving(exported=stages["exported"], predictions=stages["predictions"], checked=checked)
+    meta = checked.metadata
+    count = stages["dataset"].metadata["counts"]["eval"]
+    assert meta["rows_checked"] == min(64, count) and meta["signatures"] == ["predict", "raw:predict"]
+    assert sorted(meta["max_abs_diff"]["raw:predict"]) == ["class_ids", "probabilities"]
+    assert (meta["rtol"], meta["atol"]) == (1e-5, 1e-6) and os.path.exists(meta["record_uri"])
+    assert read_manifest(checked)["inputs"]["exported"]["fingerprint"] == stages["exported"].metadata["fingerprint"]
+
+    export_dir = stages["exported"].metadata["export_dir"]
+    variables = os.path.join(export_dir, "variables", "variables")
+    [bias] = [name for name, _ in tf.train.list_variables(variables) if name.endswith("/bias")]
+    copy = tampered(export_dir, str(tmp_path), bias, 0.5)
+    bad = Model(name="exported", uri=stages["exported"].uri, metadata={**stages["exported"].metadata})
+    bad.metadata.update(export_dir=copy, fingerprint="tampered")
+    refused = artifact(Artifact, tmp_path, "checked", "refused")
+    with pytest.raises(ServingCheckError, match=r"signature 'predict' output 'probabilities' served \["):
+        check_serving(exported=bad, predictions=stages["predictions"], checked=refused)
+    assert not os.path.exists(os.path.join(refused.uri, "serving_check.json"))
+
+
 def test_evaluate_scores_the_published_baseline_with_the_same_code(stages, tmp_path):
     """The candidate against its own published export: same weights, same rows, same metric code."""
     root = str(stages["work"] / "published")
@@ -417,6 +443,7 @@ def test_components_are_lightweight_on_the_given_image():
         stages.evaluate,
         stages.batch_predict,
         stages.export,
+        stages.serving_check,
         stages.release,
     ):
         container = component.component_spec.implementation.container

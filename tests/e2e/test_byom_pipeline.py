@@ -103,6 +103,9 @@ def test_the_image_cnn_runs_end_to_end_then_warm_starts_from_its_published_model
     numpy_accuracy = float(np.mean(np.array([r["class_id"] for r in rows]) == eval_labels))
     assert first["metrics"]["accuracy"] == pytest.approx(numpy_accuracy, abs=1e-6)
     assert first["blessing"]["reasons"] == [] and first["metrics"]["accuracy"] >= 0.8
+    serving = first["serving"]  # the export served on the user's own signatures, as it predicted
+    assert serving["rows_checked"] == 64 and serving["signatures"] == ["raw:serving_default", "serving_default"]
+    assert all(sorted(diffs) == ["class_id", "probabilities"] for diffs in serving["max_abs_diff"].values())
     job = first["config"]["job_config"]["model"]
     assert job["hparams"] == {"filters": 8, "units": 24, "learning_rate": 0.01} and type(job["hparams"]["units"]) is int
 

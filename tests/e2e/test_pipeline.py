@@ -94,7 +94,7 @@ def test_default_run_has_its_own_folder_log_and_summary(first_run):
         for line in stdout.splitlines()
         if re.match(r"\[\d\d:\d\d:\d\d\] ", line) and " still running " not in line  # not the heartbeats
     ]
-    stages = ("resolve", "prepare", "train", "evaluate", "batch_predict", "export", "release")
+    stages = ("resolve", "prepare", "train", "evaluate", "batch_predict", "export", "serving_check", "release")
     assert sorted(events) == sorted(f"{stage}: {event}" for stage in stages for event in ("running", "done"))
     assert events[:4] == ["resolve: running", "resolve: done", "prepare: running", "prepare: done"]
     assert events[-2:] == ["release: running", "release: done"]
@@ -125,7 +125,7 @@ def test_default_run_metrics_are_sane_and_blessed(first_run):
 
 def test_default_run_artifacts_predictions_and_export(first_run):
     _, _, summary = first_run
-    stages = {"prepare", "train", "evaluate", "batch_predict", "export", "release"}
+    stages = {"prepare", "train", "evaluate", "batch_predict", "export", "serving_check", "release"}
     assert set(summary["artifacts"]) == stages | {"report", "verdict"}
     assert all(os.path.exists(uri) for uri in summary["artifacts"].values())
     counts = summary["dataset"]["counts"]
@@ -142,6 +142,22 @@ def test_default_run_artifacts_predictions_and_export(first_run):
     assert {"serving_default", "predict", "classification"} <= set(export["signatures"]["serve,tpu"])
     model = summary["model"]  # the best checkpoint by validation loss, within the epoch budget
     assert 0 < model["global_step"] <= model["trained_steps"] <= model["budget"]
+
+
+def test_default_run_serves_its_export_as_it_predicted(first_run):
+    """The serving check: the export, served in a fresh process, gives the eval rows' predictions (the first 64;
+    the split has fewer)."""
+    _, stdout, summary = first_run
+    serving = summary["serving"]
+    rows = summary["dataset"]["counts"]["eval"]
+    assert serving["rows_checked"] == rows < 64 and serving["signatures"] == ["predict", "raw:predict"]
+    assert (serving["rtol"], serving["atol"], serving["skipped"]) == (1e-5, 1e-6, {})
+    for outputs in serving["max_abs_diff"].values():
+        assert sorted(outputs) == ["class_ids", "probabilities"] and max(outputs.values()) <= 1e-6
+    assert serving["compared"].startswith(f"the first {rows} predicted records of [")
+    assert re.search(r"\] serving_check: done \(\d+\.\d s\)", stdout)
+    with open(serving["record_uri"], encoding="utf-8") as f:
+        assert json.load(f)["max_abs_diff"] == serving["max_abs_diff"]
 
 
 def test_default_run_copies_its_report_into_the_run_folder_and_prints_where(first_run):

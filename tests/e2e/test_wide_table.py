@@ -38,7 +38,7 @@ MAX_EXECUTOR_INPUT = 16 * 1024
 FAST = ["--set", "training.train_steps=20", "--set", "model.family=linear", "--set", "prepare.num_workers=1"]
 # 20 steps do not reach the linear reference fitted to convergence: that check is not what this test is about.
 FAST += ["--set", "blessing.reference_margin=null"]
-STAGES = ("resolve", "prepare", "train", "evaluate", "batch_predict", "export", "release")
+STAGES = ("resolve", "prepare", "train", "evaluate", "batch_predict", "export", "serving_check", "release")
 KFP_LOG_LINE = "]: Got executor_input:"
 
 

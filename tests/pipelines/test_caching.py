@@ -15,6 +15,7 @@ TASKS = {
     "evaluate-model": "evaluate",
     "batch-predict": "batch_predict",
     "export-model": "export",
+    "check-serving": "serving_check",
     "release-model": "release",
 }
 
@@ -33,7 +34,7 @@ def test_each_task_is_cached_exactly_when_it_may_be(spec):
     tasks = spec["root"]["dag"]["tasks"]
     assert set(tasks) == set(TASKS)
     cached = {name for name, task in tasks.items() if task.get("cachingOptions", {}).get("enableCache")}
-    assert cached == {"prepare-data", "train-model", "batch-predict", "export-model"}
+    assert cached == {"prepare-data", "train-model", "batch-predict", "export-model", "check-serving"}
     assert cached == {name for name, stage in TASKS.items() if CACHED[stage]}
 
 
@@ -49,6 +50,9 @@ def test_the_cached_tasks_are_keyed_by_what_they_read(spec):
         inputs = tasks[name]["inputs"]
         assert set(inputs["artifacts"]) == {"dataset", "model"}
         assert "publish_root" not in inputs.get("parameters", {})
+    # The serving check reads only the export and the predictions.
+    assert set(tasks["check-serving"]["inputs"]["artifacts"]) == {"exported", "predictions"}
+    assert "parameters" not in tasks["check-serving"]["inputs"]
 
 
 def test_the_tasks_that_read_latest_or_publish_run_every_time(spec):

@@ -27,6 +27,7 @@ CPU_STAGES = {
     "resolve-inputs": "resolve_inputs",
     "prepare-data": "prepare_data",
     "export-model": "export_model",
+    "check-serving": "check_serving",
     "release-model": "release_model",
 }
 GCPC_LAUNCHER = "gcr.io/ml-pipeline/google-cloud-pipeline-components:"
@@ -185,8 +186,16 @@ def test_compiled_pipeline_parameters(tmp_path):
     assert sorted(spec["root"]["dag"]["tasks"]) == sorted([*TPU_STAGES, *CPU_STAGES])
     tasks = spec["root"]["dag"]["tasks"]
     assert tasks["export-model"]["dependentTasks"] == ["prepare-data", "train-model"]  # export never publishes
-    # Publishing is last: the release waits for batch prediction too, so a failed run publishes nothing.
-    assert tasks["release-model"]["dependentTasks"] == ["batch-predict", "evaluate-model", "export-model"]
+    # The serving check compares the served export with the batch predictions.
+    assert tasks["check-serving"]["dependentTasks"] == ["batch-predict", "export-model"]
+    # Publishing is last: the release waits for batch prediction and the serving check too, so a failed run
+    # publishes nothing.
+    assert tasks["release-model"]["dependentTasks"] == [
+        "batch-predict",
+        "check-serving",
+        "evaluate-model",
+        "export-model",
+    ]
     assert tasks["release-model"]["inputs"]["parameters"]["publish_root"] == {"componentInputParameter": "publish_root"}
 
 

@@ -152,12 +152,8 @@ def test_every_attempt_of_a_run_uses_the_same_artifact_directory():
 
 
 def test_task_names_map_to_stages():
-    assert [local.stage_of(t) for t in ("prepare-data", "train-model", "batch-predict", "release-model")] == [
-        "prepare",
-        "train",
-        "batch_predict",
-        "release",
-    ]
+    tasks = ("prepare-data", "train-model", "batch-predict", "check-serving", "release-model")
+    assert [local.stage_of(t) for t in tasks] == ["prepare", "train", "batch_predict", "serving_check", "release"]
 
 
 ARGUMENTS = {"data": "embedded:penguins", "train_steps": 50, "publish_root": "/p"}

@@ -114,3 +114,23 @@ def test_the_error_lists_the_newest_runs_first(tmp_path, count, shown):
     listed = message.split("runs there: ")[1].split(" and ")[0].split(", ")
     assert listed == [f"2026112{i}T000000Z-000000" for i in reversed(range(count))][:shown]
     assert message.endswith(f" and {count - shown} older") == (count > shown)
+
+
+def test_show_prints_the_serving_check_in_one_line(tmp_path, capsys):
+    serving = {
+        "rows_checked": 58,
+        "signatures": ["predict", "raw:predict"],
+        "max_abs_diff": {"predict": {"probabilities": 2.5e-7, "class_ids": 0.0}, "raw:predict": {}},
+        "rtol": 1e-5,
+        "atol": 1e-6,
+        "compared": "the first 58 predicted records of ['/out/eval-0.tfrecord']",
+    }
+    folder = record(str(tmp_path), {**OK_RUN, "serving": serving})
+    assert cli.main(["show", folder.path]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[lines.index("  blessed: True (blessed: all 3 check(s) hold)") + 1] == (
+        "  serving check: 58 rows agree on predict, raw:predict (largest difference 2.5e-07; rtol 1e-05 + atol 1e-06)"
+    )
+    assert show.serving_line({**serving, "rows_checked": 0, "compared": "nothing: no rows"}) == (
+        "serving check: nothing: no rows"
+    )

@@ -74,7 +74,7 @@ def test_build_job_request(template):
     assert spec["pipelineInfo"]["name"] == "tpu-estimator-pipeline"
     tasks = spec["root"]["dag"]["tasks"]
     cached = {name for name, task in tasks.items() if task["cachingOptions"].get("enableCache")}
-    assert cached == {"prepare-data", "train-model", "batch-predict", "export-model"}  # the compiled settings
+    assert cached == {"prepare-data", "train-model", "batch-predict", "export-model", "check-serving"}  # compiled
     pools = spec["components"]["comp-train-model"]["inputDefinitions"]["parameters"]["worker_pool_specs"]
     assert pools["defaultValue"][0]["machine_spec"]["accelerator_type"] == "TPU_V3"
     assert job.project == "my-project" and job.location == "us-central1"

@@ -238,7 +238,7 @@ def test_a_failed_cloud_load_leaves_no_local_copy(exported, tmp_path, gcs_prefix
     storage.commit_directory(staging, remote)
     temp = tmp_path / "temp"
     temp.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(temp))  # where _local_copy's mkdtemp puts the copy
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))  # where local_copy's mkdtemp puts the copy
     with pytest.raises(ExportVerificationError, match="has no signature 'nope'"):
         saved_model.load_serving_model(remote, signature="nope")
     assert os.listdir(temp) == []

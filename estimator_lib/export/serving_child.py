@@ -1,0 +1,104 @@
+"""The serving check's child process: an exported SavedModel loaded and called as a model server would.
+
+`estimator_lib.export.serving_check` runs this file as `python -I serving_child.py REQUEST_DIR` in a fresh
+process, from a temporary working directory and without PYTHONPATH: the CPU `serve` meta graph loaded into a new
+session (as TensorFlow Serving loads it), only the serving signatures the request names called, on the host CPU.
+The file is standalone on purpose: it imports the standard library, NumPy and TensorFlow, and refuses every
+import of the packages the request names (the project's own, which an installed image holds in its
+site-packages), so an export that needed the project's code to serve fails here.
+
+REQUEST_DIR holds request.json:
+  {"export_dir": str, "tags": [str], "blocked": [package names],
+   "signatures": [{"name": str, "inputs": "<file>.npz", "outputs": "<file>.npz"}]}
+Arrays travel in .npz files written by `write_arrays` and read by `read_arrays`: numbers as they are, strings
+(serialized Examples, categorical features, string outputs) as their bytes and lengths, exactly, without pickle.
+The child writes each signature's outputs into its "outputs" file and exits 0; any failure exits non-zero with
+the traceback on stderr.
+"""
+
+import json
+import os
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+REQUEST_FILE = "request.json"
+INDEX_KEY = "__index__"  # the .npz entry naming each array: {name: {"kind": "number" | "strings", ...}}
+
+
+class RefuseImports:
+    """A `sys.meta_path` finder that refuses the named top-level packages (and their submodules)."""
+
+    def __init__(self, packages):
+        self.packages = frozenset(packages)
+
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in self.packages:
+            raise ModuleNotFoundError(f"No module named {name!r} (the serving check runs without project code)")
+        return None
+
+
+def write_arrays(path, arrays):
+    """Writes {name: array} to `path` (.npz): numeric arrays as they are, arrays of bytes or str as the
+    concatenated UTF-8 bytes and each value's length (exact, NUL bytes included), with an index."""
+    entries, index = {}, {}
+    for i, (name, value) in enumerate(sorted(arrays.items())):
+        value = np.asarray(value)
+        if value.dtype.kind in "OSU":
+            items = [v if isinstance(v, bytes) else str(v).encode("utf-8") for v in value.reshape(-1).tolist()]
+            entries[f"b{i}"] = np.frombuffer(b"".join(items), dtype=np.uint8)
+            entries[f"n{i}"] = np.array([len(v) for v in items], dtype=np.int64)
+            index[name] = {"kind": "strings", "entry": i, "shape": list(value.shape)}
+        else:
+            entries[f"a{i}"] = value
+            index[name] = {"kind": "number", "entry": i}
+    entries[INDEX_KEY] = np.frombuffer(json.dumps(index).encode("utf-8"), dtype=np.uint8)
+    np.savez(path, **entries)
+
+
+def read_arrays(path):
+    """The {name: array} `write_arrays` wrote; strings come back as an object array of bytes."""
+    with np.load(path, allow_pickle=False) as data:
+        index = json.loads(data[INDEX_KEY].tobytes().decode("utf-8"))
+        arrays = {}
+        for name, entry in index.items():
+            i = entry["entry"]
+            if entry["kind"] == "number":
+                arrays[name] = data[f"a{i}"]
+                continue
+            blob, lengths = data[f"b{i}"].tobytes(), data[f"n{i}"].tolist()
+            ends = np.cumsum([0] + lengths).tolist()
+            items = [blob[ends[j] : ends[j + 1]] for j in range(len(lengths))]
+            arrays[name] = np.array(items, dtype=object).reshape(entry["shape"])
+    return arrays
+
+
+def _call(session, meta_graph, name, feeds):
+    """Runs the signature `name` of the loaded meta graph on `feeds` {input name: array}."""
+    if name not in meta_graph.signature_def:
+        raise KeyError(f"the meta graph has no signature {name!r}; it has {sorted(meta_graph.signature_def)}")
+    signature = meta_graph.signature_def[name]
+    unknown = sorted(set(feeds) - set(signature.inputs))
+    if unknown:
+        raise KeyError(f"signature {name!r} has no input(s) {unknown}; it takes {sorted(signature.inputs)}")
+    feed_dict = {signature.inputs[key].name: value for key, value in feeds.items()}
+    fetches = {key: info.name for key, info in signature.outputs.items()}
+    return session.run(fetches, feed_dict)
+
+
+def serve(request_dir):
+    """Loads the export the request names and writes each requested signature's outputs."""
+    with open(os.path.join(request_dir, REQUEST_FILE), encoding="utf-8") as f:
+        request = json.load(f)
+    sys.meta_path.insert(0, RefuseImports(request["blocked"]))
+    with tf.Graph().as_default() as graph, tf.compat.v1.Session(graph=graph) as session:
+        meta_graph = tf.compat.v1.saved_model.loader.load(session, request["tags"], request["export_dir"])
+        for call in request["signatures"]:
+            feeds = read_arrays(os.path.join(request_dir, call["inputs"]))
+            outputs = _call(session, meta_graph, call["name"], feeds)
+            write_arrays(os.path.join(request_dir, call["outputs"]), outputs)
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1])
