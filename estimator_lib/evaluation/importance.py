@@ -258,7 +258,10 @@ def _attribute(
     if target is None:
         return None
     keys = sorted(paths)
-    gradients = tf.gradients(target, [paths[k] for k in keys])
+    try:
+        gradients = tf.gradients(target, [paths[k] for k in keys])
+    except LookupError:  # an op on the path has no gradient function: the model is not differentiable there
+        return None
     found = [(k, g) for k, g in zip(keys, gradients) if g is not None]
     if not found:
         return None
