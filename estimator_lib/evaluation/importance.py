@@ -156,14 +156,26 @@ def summarize(
 
 
 # -- built-in families -----------------------------------------------------------------------------------------------
-def sample_truth(rows: Sequence[Example], schema: Schema, keys: Sequence[str]) -> Truth:
-    """The labels of prepared rows (class index or value in the `label` entry), under `keys`."""
+def sample_truth(rows: Sequence[Example], schema: Schema) -> Truth:
+    """The labels of prepared rows (class index or value in their `label` entry), keyed by position."""
     entries = [row.features.feature[LABEL_KEY] for row in rows]
+    keys = tuple(str(r) for r in range(len(rows)))
     if schema.label.task == CLASSIFICATION:
         classes = schema.label.classes
         labels = np.array([classes[e.int64_list.value[0]] for e in entries], dtype=object)
-        return Truth(tuple(keys), labels, classes)
-    return Truth(tuple(keys), np.array([e.float_list.value[0] for e in entries], dtype=np.float64))
+        return Truth(keys, labels, classes)
+    return Truth(keys, np.array([e.float_list.value[0] for e in entries], dtype=np.float64))
+
+
+def score_copies(predicted: Sequence[Dict[str, Any]], truth: Truth, copies: int, metric: str) -> List[float]:
+    """`metric` (`metrics.compute_metrics`) of each copy's rows of `predicted` (prediction rows, copy after copy,
+    keyed `copy_key`) against the sample's labels `truth`."""
+    n, out = len(truth.keys), []
+    for c in range(copies):
+        keyed = dataclasses.replace(truth, keys=tuple(copy_key(c, r) for r in range(n)))
+        scores = scores_from_rows(predicted[c * n : (c + 1) * n], keyed, "importance")
+        out.append(compute_metrics(keyed, scores)[metric])
+    return out
 
 
 def builtin_importance(
@@ -171,7 +183,7 @@ def builtin_importance(
     schema: Schema,
     model_dir: str,
     checkpoint: str,
-    eval_files: Sequence[str],
+    eval_files: inputs.Patterns,
     count: int,
     config: BlessingConfig,
 ) -> Optional[Dict[str, Any]]:
@@ -182,22 +194,15 @@ def builtin_importance(
     features = schema.select(job.model.features).features
     repeats, seed = config.importance_repeats, job.training.seed
     n = sample_size(config.importance_rows, count, len(features), repeats)
-    files = inputs.resolve_files(eval_files)
-    sample = sample_records(files, count, n, seed)
+    sample = sample_records(inputs.resolve_files(eval_files), count, n, seed)
     copies = permuted_copies(sample, [f.key for f in features], repeats, seed)
-    names = {f.key: f.name for f in features}
     metric = config.comparison_for(schema.label.task)
     with tempfile.TemporaryDirectory(prefix="importance-") as work:
-        path = os.path.join(work, "copies.tfrecord")
+        path, output = os.path.join(work, "copies.tfrecord"), os.path.join(work, "predictions")
         total = write_copies(path, copies, KEY_FEATURE)
-        output = os.path.join(work, "predictions")
         batch_predict(job, schema, model_dir, path, output, num_examples=total, checkpoint_path=checkpoint)
-        predicted = read_predictions(output)
-    scored = []
-    for c in range(len(copies)):
-        truth = sample_truth(sample, schema, [copy_key(c, r) for r in range(n)])
-        scores = scores_from_rows(predicted[c * n : (c + 1) * n], truth, "importance")
-        scored.append(compute_metrics(truth, scores)[metric])
+        scored = score_copies(read_predictions(output), sample_truth(sample, schema), len(copies), metric)
+    names = {f.key: f.name for f in features}
     values = {(names[copy.feature], copy.repeat): v for copy, v in zip(copies[1:], scored[1:])}
     out = summarize(metric, config.higher_is_better(metric), n, repeats, values, scored[0])
     out["attributions"] = builtin_attributions(job, schema, checkpoint, sample[:IG_ROWS])
@@ -274,7 +279,10 @@ def _attribute(
     return output, {k: float(np.mean(np.abs(v))) for k, v in figures.items()}
 
 
-def _attributions(output: str, figures: Dict[str, float], names: Dict[str, str], baseline: str, rows: int, left_out):
+def _attributions(
+    output: str, figures: Dict[str, float], names: Dict[str, str], baseline: str, rows: int, left_out: List[str]
+) -> Dict[str, Any]:
+    """The attributions record: each attributed feature's mean |attribution|, largest first."""
     features = [{"feature": names[k], "attribution": v} for k, v in figures.items()]
     features.sort(key=lambda entry: (-entry["attribution"], entry["feature"]))
     return {
@@ -288,7 +296,9 @@ def _attributions(output: str, figures: Dict[str, float], names: Dict[str, str],
     }
 
 
-def builtin_attributions(job: JobConfig, schema: Schema, checkpoint: str, rows: Sequence[Example]):
+def builtin_attributions(
+    job: JobConfig, schema: Schema, checkpoint: str, rows: Sequence[Example]
+) -> Optional[Dict[str, Any]]:
     """Integrated gradients of a built-in family's numeric inputs on `rows` (host CPU, one graph, one run);
     None when the model reads no numeric feature or no gradient reaches one."""
     model_schema = schema.select(job.model.features)
@@ -319,7 +329,7 @@ def builtin_attributions(job: JobConfig, schema: Schema, checkpoint: str, rows: 
 def user_importance(
     job: JobConfig,
     user: user_run.UserModel,
-    eval_files: Sequence[str],
+    eval_files: inputs.Patterns,
     checkpoint: str,
     count: int,
     config: BlessingConfig,
@@ -354,7 +364,7 @@ def user_importance(
     return out
 
 
-def user_attributions(user: user_run.UserModel, checkpoint: str, rows: Sequence[Example]):
+def user_attributions(user: user_run.UserModel, checkpoint: str, rows: Sequence[Example]) -> Optional[Dict[str, Any]]:
     """Integrated gradients of a user model's float32 features (fixed length, not decoded) on `rows`, from
     the sampled rows' mean; None when it has none, or its predictions hold no attributable output or no gradient
     reaches them."""
