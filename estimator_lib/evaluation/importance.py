@@ -379,8 +379,9 @@ def user_attributions(user: user_run.UserModel, checkpoint: str, rows: Sequence[
         serialized = tf.constant([row.SerializeToString() for row in rows])
         real = user_records.parse_batch(serialized, spec, with_label=False)
         means = {f.name: tf.zeros_like(real[f.name]) + tf.reduce_mean(real[f.name], axis=0) for f in floats}
+        run_config = tf.compat.v1.estimator.tpu.RunConfig()  # TPUEstimator always passes one
         found = _attribute(
-            lambda features: model_fn(features, None, ModeKeys.PREDICT, params, None).predictions,
+            lambda features: model_fn(features, None, ModeKeys.PREDICT, params, run_config).predictions,
             real,
             means,
             checkpoint,
