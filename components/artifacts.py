@@ -42,7 +42,7 @@ REGISTRATION_FILE = "registration.json"
 VALIDATION_FILE = "validation.json"  # inside the prepared Dataset: every validation figure and breach
 MAX_BREACHES, MAX_SUMMARY = 10, 2000  # what of them the Dataset's metadata keeps
 IMPORTANCE_FILE = "importance.json"  # inside the Blessing: every feature's importance and attribution
-MAX_IMPORTANCE = 10  # features of each ranking the Blessing's metadata keeps
+MAX_IMPORTANCE, MAX_NAME = 10, 100  # features of each ranking the Blessing's metadata keeps; characters of a name
 
 
 def read_drift(dataset: Dataset) -> dict[str, Any]:
@@ -180,11 +180,21 @@ def describe_importance(evaluation: Evaluation, blessing: Artifact) -> dict[str,
         "rows": importance["rows"],
         "repeats": importance["repeats"],
         "features": len(importance["permutation"]),
-        "permutation": list(importance["permutation"][:MAX_IMPORTANCE]),
+        "permutation": _top(importance["permutation"]),
         "attribution_output": attributions.get("output", ""),
-        "attributions": list(attributions.get("features", [])[:MAX_IMPORTANCE]),
+        "attributions": _top(attributions.get("features", [])),
+        "note": importance.get("note", ""),
         "uri": uri,
     }
+
+
+def _top(ranking: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The first MAX_IMPORTANCE entries of a ranking, each name cut to MAX_NAME characters."""
+    out = []
+    for entry in ranking[:MAX_IMPORTANCE]:
+        name = entry["feature"]
+        out.append({**entry, "feature": name if len(name) <= MAX_NAME else name[: MAX_NAME - 1] + "…"})
+    return out
 
 
 def describe_report(report: HTML, verdict: Markdown, written: WrittenReport) -> None:

@@ -2,7 +2,9 @@
 model is differentiable in its inputs.
 
 Permutation importance: a seeded sample of the eval rows (`BlessingConfig.importance_rows`, shrunk so that
-rows x (1 + features x repeats) stays within `MAX_PREDICTED_ROWS`), and, for each feature the model reads and
+rows x (1 + features x repeats) stays within `MAX_PREDICTED_ROWS`, and that times the features within
+`MAX_PREDICTED_VALUES`: a wide table's copies cost features^2; when fewer than `MIN_ROWS` rows fit, the
+permutation is skipped and the record says why), and, for each feature the model reads and
 each of `importance_repeats` seeded permutations, the same rows with that feature's values moved across rows.
 A prepared row holds one entry per feature (absent when the value is missing), so the whole entry moves: a
 missing value travels with its permutation. A feature's importance is how much the blessing's comparison metric
@@ -49,6 +51,8 @@ from estimator_lib.predict import batch_predict, read_predictions
 from estimator_lib.schema import CLASSIFICATION, KEY_FEATURE, LABEL_KEY, Schema
 
 MAX_PREDICTED_ROWS = 100_000
+MAX_PREDICTED_VALUES = 5_000_000
+MIN_ROWS = 10
 IG_STEPS = 32
 IG_ROWS = 64
 _READ_BATCH = 4096
@@ -59,8 +63,21 @@ Example = tf.train.Example
 # -- the sample and its permuted copies ------------------------------------------------------------------------------
 def sample_size(rows: int, count: int, features: int, repeats: int) -> int:
     """Rows to sample: `rows` (the setting), at most the eval rows `count`, and few enough that the original
-    and every permuted copy together stay within MAX_PREDICTED_ROWS."""
-    return max(1, min(rows, count, MAX_PREDICTED_ROWS // (1 + features * repeats)))
+    and every permuted copy together stay within MAX_PREDICTED_ROWS rows and MAX_PREDICTED_VALUES feature values."""
+    copies = 1 + features * repeats
+    return min(rows, count, MAX_PREDICTED_ROWS // copies, MAX_PREDICTED_VALUES // (copies * max(features, 1)))
+
+
+def too_wide(rows: int, count: int, features: int, repeats: int) -> Optional[str]:
+    """Why permutation importance is skipped when fewer than MIN_ROWS rows (or every eval row) fit in the budget
+    (`sample_size` gave `rows`); None when it runs."""
+    if rows >= min(MIN_ROWS, count):
+        return None
+    return (
+        f"{features} features x {repeats} repeats: fewer than {MIN_ROWS} rows fit in {MAX_PREDICTED_VALUES:,} "
+        "predicted feature values, so permutation importance was skipped; list fewer features (model.features) "
+        "or set blessing.importance_repeats=1"
+    )
 
 
 def sample_records(files: Sequence[str], count: int, rows: int, seed: int) -> List[Example]:
@@ -155,6 +172,12 @@ def summarize(
     }
 
 
+def skipped(metric: str, config: BlessingConfig, note: str, attributions: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+    """The importance record of a table too wide for permutation importance: no ranking, `note` saying why."""
+    out = summarize(metric, config.higher_is_better(metric), 0, config.importance_repeats, {}, 0.0)
+    return {**out, "attributions": attributions, "note": note}
+
+
 # -- built-in families -----------------------------------------------------------------------------------------------
 def sample_truth(rows: Sequence[Example], schema: Schema) -> Truth:
     """The labels of prepared rows (class index or value in their `label` entry), keyed by position."""
@@ -194,9 +217,13 @@ def builtin_importance(
     features = schema.select(job.model.features).features
     repeats, seed = config.importance_repeats, job.training.seed
     n = sample_size(config.importance_rows, count, len(features), repeats)
+    metric = config.comparison_for(schema.label.task)
+    note = too_wide(n, count, len(features), repeats)
+    if note:
+        sample = sample_records(inputs.resolve_files(eval_files), count, min(IG_ROWS, count), seed)
+        return skipped(metric, config, note, builtin_attributions(job, schema, checkpoint, sample))
     sample = sample_records(inputs.resolve_files(eval_files), count, n, seed)
     copies = permuted_copies(sample, [f.key for f in features], repeats, seed)
-    metric = config.comparison_for(schema.label.task)
     with tempfile.TemporaryDirectory(prefix="importance-") as work:
         path, output = os.path.join(work, "copies.tfrecord"), os.path.join(work, "predictions")
         total = write_copies(path, copies, KEY_FEATURE)
@@ -342,6 +369,10 @@ def user_importance(
     features = [f.name for f in user.spec.inputs]
     repeats, seed, metric = config.importance_repeats, job.training.seed, config.comparison_metric
     n = sample_size(config.importance_rows, count, len(features), repeats)
+    note = too_wide(n, count, len(features), repeats)
+    if note:
+        sample = sample_records(inputs.resolve_files(eval_files), count, min(IG_ROWS, count), seed)
+        return skipped(metric, config, note, user_attributions(user, checkpoint, sample))
     sample = sample_records(inputs.resolve_files(eval_files), count, n, seed)
     copies = permuted_copies(sample, features, repeats, seed)
     scored = []

@@ -134,6 +134,7 @@ def test_the_publication_fingerprint_names_the_export_not_the_versions_time_stam
 def test_importance_goes_whole_into_a_file_and_its_top_ten_into_the_blessings_metadata_and_the_summary(tmp_path):
     blessing = artifact(Artifact, tmp_path, "blessing")
     ranking = [{"feature": f"x{i}", "importance": 1.0 - i / 20, "std": 0.01} for i in range(12)]
+    ranking[9]["feature"] = "long " * 30  # 150 characters: 99 of them and an ellipsis in the metadata
     attributions = {"method": "integrated_gradients", "output": "prediction", "steps": 32, "features": ranking[:3]}
     importance = {
         "metric": "rmse",
@@ -153,9 +154,10 @@ def test_importance_goes_whole_into_a_file_and_its_top_ten_into_the_blessings_me
         "rows": 500,
         "repeats": 2,
         "features": 12,
-        "permutation": ranking[:10],
+        "permutation": [*ranking[:9], {**ranking[9], "feature": ("long " * 30)[:99] + "…"}],
         "attribution_output": "prediction",
         "attributions": ranking[:3],
+        "note": "",
         "uri": uri,
     }
     through_kfp = {**described, "rows": 500.0, "repeats": 2.0, "features": 12.0}  # metadata numbers come back floats

@@ -47,7 +47,14 @@ def test_the_sample_shrinks_so_every_copy_together_stays_bounded():
     assert importance.sample_size(1000, 70, features=6, repeats=2) == 70
     assert importance.sample_size(1000, 5000, features=6, repeats=2) == 1000
     assert importance.sample_size(100_000, 10**6, features=10, repeats=3) == 100_000 // 31
-    assert importance.sample_size(1000, 10**6, features=100_000, repeats=2) == 1
+    assert importance.sample_size(1000, 10**6, features=100, repeats=2) == 5_000_000 // (201 * 100)
+    assert importance.too_wide(248, 10**6, features=100, repeats=2) is None
+    assert importance.too_wide(5, 5, features=3, repeats=2) is None  # every eval row
+    wide = importance.sample_size(1000, 10**6, features=800, repeats=2)
+    assert wide == 3 and importance.too_wide(wide, 10**6, features=800, repeats=2) == (
+        "800 features x 2 repeats: fewer than 10 rows fit in 5,000,000 predicted feature values, so permutation "
+        "importance was skipped; list fewer features (model.features) or set blessing.importance_repeats=1"
+    )
 
 
 def test_a_copy_moves_one_feature_whole_across_rows_missing_values_included():
