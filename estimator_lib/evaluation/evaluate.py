@@ -81,6 +81,8 @@ class Evaluation:
     truth: Optional[Truth] = None
     candidate: Optional[Scores] = None
     baseline: Optional[Scores] = None
+    slices: Optional[Mapping[str, Any]] = None
+    intervals: Optional[Mapping[str, Any]] = None
     importance: Optional[Mapping[str, Any]] = None
 
 

@@ -1,6 +1,10 @@
 """The evaluation report: one standalone HTML file (plots embedded as PNG, nothing fetched) and a short Markdown
 summary, for a reviewer deciding whether a model should have been published.
 
+Beside the verdict and the task's plots it shows what the evaluate stage adds when it computed them: the metrics
+per slice of the eval rows (worst first), bootstrap confidence intervals of the headline metrics and the paired
+comparison with the baseline, and the features' permutation importance (and integrated-gradient attributions).
+
 Runs on the host CPU after evaluation, from what the evaluate stage already holds: the verdict and its checks,
 the eval rows' labels, the candidate's (and baseline's) scores, and the prepared data's manifest. Plots are
 drawn with matplotlib on figures of their own (no pyplot, no display).
@@ -14,7 +18,7 @@ import hashlib
 import html
 import io
 import json
-from typing import TYPE_CHECKING, Any, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -38,7 +42,8 @@ text-align:left}th{background:#f5f5f7}td.n{text-align:right;font-variant-numeric
 .badge.ok{background:#137333}.badge.fail{background:#b3261e}figure{display:inline-block;margin:.5rem}
 img{max-width:32rem}pre{background:#f5f5f7;padding:.6rem;font-size:.8rem;white-space:pre-wrap;word-break:break-all}
 summary{cursor:pointer;font-weight:600;margin:.8rem 0}.facts td{overflow-wrap:anywhere}
-.facts td:first-child{white-space:nowrap}
+.facts td:first-child{white-space:nowrap}.wide{overflow-x:auto}tr.fail td{background:#fce8e6}
+tr.unjudged td{color:#5f6368}
 """
 
 
@@ -58,6 +63,11 @@ class ReportInputs:
       manifest: the prepared data's manifest (counts, missing values, class counts, notes).
       drift: a drift summary {feature: {figure: value}} when the run checked one.
       run: facts about the run: fingerprints, config, versions (shown as JSON).
+      slices: the metrics per slice of the eval rows (`Evaluation.slices`), when the run asked for slices.
+      intervals: bootstrap confidence intervals of the headline metrics and the paired comparison with the
+        baseline (`Evaluation.intervals`).
+      importance: permutation importance per feature and integrated-gradient attributions
+        (`Evaluation.importance`).
     """
 
     title: str
@@ -70,6 +80,9 @@ class ReportInputs:
     manifest: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     drift: Optional[Mapping[str, Mapping[str, Any]]] = None
     run: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    slices: Optional[Mapping[str, Any]] = None
+    intervals: Optional[Mapping[str, Any]] = None
+    importance: Optional[Mapping[str, Any]] = None
 
 
 # -- plots ------------------------------------------------------------------------------------------------------------
@@ -206,18 +219,71 @@ def _regression_plots(truth: Truth, scores: Scores) -> List[Tuple[str, str]]:
     return [("Predicted vs actual", scatter), ("Residuals vs predicted", residuals), ("Residual histogram", histogram)]
 
 
+MAX_PLOTTED_FEATURES = 30  # a bar per feature stays readable; the table lists every feature
+
+
+def _bar_plot(
+    names: Sequence[str], values: Sequence[float], errors: Optional[Sequence[float]], title: str, xlabel: str
+) -> str:
+    """Horizontal bars, the first name on top (one row of bars per feature, the figure as tall as they need)."""
+    if len(names) > MAX_PLOTTED_FEATURES:
+        title = f"{title}, top {MAX_PLOTTED_FEATURES} of {len(names)}"
+    names, values = list(names)[:MAX_PLOTTED_FEATURES], list(values)[:MAX_PLOTTED_FEATURES]
+    fig = Figure(figsize=(5.0, max(2.5, 0.3 * len(names) + 1.2)), dpi=90)
+    ax = fig.subplots()
+    positions = np.arange(len(names))
+    xerr = None if errors is None else list(errors)[: len(names)]
+    ax.barh(positions, values, xerr=xerr, color="#4c72b0", ecolor="#333", capsize=2)
+    ax.set_yticks(positions, [_plot_text(n) for n in names])
+    ax.invert_yaxis()
+    ax.axvline(0.0, color="#999", linewidth=0.8)
+    ax.set(xlabel=_plot_text(xlabel), title=_plot_text(title))
+    return _png(fig)
+
+
+def importance_plots(importance: Mapping[str, Any]) -> List[Tuple[str, str]]:
+    """(caption, base64 PNG): the permutation importance (its standard deviation over repeats as error bars),
+    and the integrated-gradient attributions when there are some (largest magnitude first)."""
+    permutation = importance.get("permutation") or []
+    worse = "drop" if importance.get("higher_is_better", True) else "rise"
+    plots = []
+    if permutation:
+        title = f"Permutation importance ({importance.get('repeats')} repeats)"
+        xlabel = f"{worse} in {importance.get('metric')} when the feature is shuffled"
+        names, values = [p["feature"] for p in permutation], [p["importance"] for p in permutation]
+        plots.append(
+            ("Permutation importance", _bar_plot(names, values, [p["std"] for p in permutation], title, xlabel))
+        )
+    attributions = importance.get("attributions")
+    if attributions and attributions.get("features"):
+        ranked = sorted(attributions["features"], key=lambda a: -abs(a["attribution"]))
+        title = f"Integrated gradients ({attributions.get('steps')} steps)"
+        xlabel = f"mean attribution to {attributions.get('output')}"
+        names, values = [a["feature"] for a in ranked], [a["attribution"] for a in ranked]
+        plots.append(("Integrated gradients", _bar_plot(names, values, None, title, xlabel)))
+    return plots
+
+
 # -- tables -----------------------------------------------------------------------------------------------------------
+class _Figure(str):
+    """A number already written out (e.g. with its interval): right-aligned like a number, escaped like text."""
+
+
 def _cell(value: Any) -> str:
     """A table cell: numbers right-aligned (floats to 4 places), text left-aligned and escaped."""
+    if isinstance(value, _Figure):
+        return f'<td class="n">{html.escape(value)}</td>'
     if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
         return f"<td>{html.escape(str(value))}</td>"
     text = f"{value:.4f}" if isinstance(value, (float, np.floating)) else str(value)
     return f'<td class="n">{text}</td>'
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+def _table(header: Sequence[str], rows: Sequence[Sequence[Any]], row_classes: Optional[Sequence[str]] = None) -> str:
+    """An HTML table; `row_classes` (one per row, "" for none) marks rows (a failed slice)."""
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(_cell(v) for v in row) + "</tr>" for row in rows)
+    marks = [f' class="{c}"' if c else "" for c in row_classes] if row_classes else [""] * len(rows)
+    body = "".join(f"<tr{mark}>" + "".join(_cell(v) for v in row) + "</tr>" for mark, row in zip(marks, rows))
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
@@ -232,15 +298,98 @@ def per_class_metrics(truth: Truth, scores: Scores) -> List[Tuple[str, float, fl
     return out
 
 
+def interval_text(interval: Mapping[str, float], confidence: float, places: int = 2) -> str:
+    """A value with its confidence interval, e.g. "0.9710 [0.93, 1.00] 95%"."""
+    low, high = f"{interval['low']:.{places}f}", f"{interval['high']:.{places}f}"
+    return f"{interval['value']:.4f} [{low}, {high}] {confidence * 100:g}%"
+
+
+def comparison_text(intervals: Mapping[str, Any]) -> Optional[str]:
+    """The paired comparison with the baseline on the same rows, e.g. "accuracy: candidate - baseline = +0.0120
+    [-0.0100, 0.0300] 95%: no different" (None without a baseline)."""
+    paired = intervals.get("baseline")
+    if not paired:
+        return None
+    confidence = intervals["confidence"]
+    span = f"[{paired['low']:+.4f}, {paired['high']:+.4f}] {confidence * 100:g}%"
+    return f"{paired['metric']}: candidate - baseline = {paired['difference']:+.4f} {span}: {paired['verdict']}"
+
+
 def _metrics_table(inputs: ReportInputs) -> str:
-    columns = [("candidate", inputs.blessing.candidate_metrics)]
+    """Each blessing metric beside the baseline's and the reference's; the candidate's with its confidence
+    interval where the run computed one."""
+    intervals = inputs.intervals or {}
+    spans = intervals.get("metrics") or {}
+    candidate: Dict[str, Any] = dict(inputs.blessing.candidate_metrics)
+    candidate.update({name: _Figure(interval_text(span, intervals["confidence"])) for name, span in spans.items()})
+    columns = [("candidate", candidate)]
     if inputs.blessing.baseline_metrics:
         columns.append(("baseline (last published)", inputs.blessing.baseline_metrics))
     if inputs.reference_metrics:
         columns.append(("reference", inputs.reference_metrics))
     names = sorted({name for _, metrics in columns for name in metrics})
     rows = [[name] + [metrics.get(name, "") for _, metrics in columns] for name in names]
-    return _table(["metric"] + [label for label, _ in columns], rows)
+    return _table(["metric"] + [label for label, _ in columns], rows) + _intervals_note(intervals)
+
+
+def _intervals_note(intervals: Mapping[str, Any]) -> str:
+    if not intervals:
+        return ""
+    note = (
+        f"<p>Intervals: {intervals['confidence'] * 100:g}% bootstrap over the eval rows "
+        f"({intervals['replicates']} replicates, seed {intervals['seed']}).</p>"
+    )
+    comparison = comparison_text(intervals)
+    if comparison:
+        note += f"<p>Against the baseline, paired on the same rows: {html.escape(comparison)}</p>"
+    return note
+
+
+def slice_result(row: Mapping[str, Any]) -> str:
+    """A slice's verdict as the report words it."""
+    if not row["judged"]:
+        return "too few rows, not judged"
+    return {True: "passed", False: "FAILED", None: "no threshold"}[row["passed"]]
+
+
+def _slices_section(slices: Mapping[str, Any], total_rows: int) -> str:
+    """The slice table, in the order given (worst first by the slice metric), the whole eval split on top."""
+    metric, rows = slices["metric"], slices["slices"]
+    others = sorted({m for row in rows for m in row["metrics"]} - {metric})
+    header = ["slice", "rows", metric] + others + ["result"]
+    overall = slices.get("overall") or {}
+    table = [["all eval rows", total_rows] + [overall.get(m, "") for m in [metric] + others] + [""]]
+    marks = [""]
+    for row in rows:
+        values = [row["metrics"].get(m, "") for m in [metric] + others]
+        table.append([row["name"], row["rows"]] + values + [slice_result(row)])
+        marks.append("fail" if row["passed"] is False else "" if row["judged"] else "unjudged")
+    note = (
+        f"<p>Worst first by {html.escape(str(metric))}. A slice of fewer than {slices['min_rows']} rows is shown "
+        "but too few rows to judge.</p>"
+    )
+    return (
+        note
+        + '<div class="wide">'
+        + _table(header, table, marks).replace("<table>", '<table id="slice-table">', 1)
+        + "</div>"
+    )
+
+
+def _importance_section(importance: Mapping[str, Any]) -> str:
+    """The importance charts and the same numbers as a table (one row per feature)."""
+    attributions = {a["feature"]: a["attribution"] for a in (importance.get("attributions") or {}).get("features", [])}
+    header = ["feature", "permutation importance", "std"] + (["integrated gradients"] if attributions else [])
+    rows = [
+        [p["feature"], p["importance"], p["std"]] + ([attributions.get(p["feature"], "")] if attributions else [])
+        for p in importance.get("permutation") or []
+    ]
+    note = (
+        f"<p>Permutation importance: how much {html.escape(str(importance.get('metric')))} gets worse on "
+        f"{importance.get('rows')} eval rows when one feature's values are shuffled (mean and standard deviation over "
+        f"{importance.get('repeats')} repeats).</p>"
+    )
+    return note + _figures(importance_plots(importance)) + _table(header, rows)
 
 
 def _checks_table(blessing: Blessing) -> str:
@@ -364,6 +513,18 @@ def render_html(inputs: ReportInputs) -> str:
             + _table(["metric", "value"], model_rows)
             + "</details>"
         )
+    if inputs.slices:
+        sections.append(
+            '<section id="slices"><h2>Slices</h2>'
+            + _slices_section(inputs.slices, blessing.num_examples)
+            + "</section>"
+        )
+    if inputs.importance:
+        sections.append(
+            '<section id="importance"><h2>Feature importance</h2>'
+            + _importance_section(inputs.importance)
+            + "</section>"
+        )
     sections.append("<h2>Data</h2>" + _data_section(inputs.manifest))
     if inputs.drift:
         sections.append("<h2>Drift against the last published model's data</h2>" + _drift_section(inputs.drift))
@@ -398,10 +559,50 @@ def render_markdown(inputs: ReportInputs) -> str:
     for name in names:
         values = [f"{m[name]:.4f}" if name in m else "" for _, m in columns]
         lines.append(f"| {md(name)} | " + " | ".join(values) + " |")
+    lines += _markdown_findings(inputs)
     counts = inputs.manifest.get("counts") or {}
     if counts:
         lines += ["", "Rows: " + ", ".join(f"{md(split)} {n}" for split, n in sorted(counts.items()))]
     return "\n".join(lines) + "\n"
+
+
+def _markdown_findings(inputs: ReportInputs) -> List[str]:
+    """The comparison metric's interval and the paired comparison, the worst judged slice, the top 3 features,
+    as a list (nothing when the evaluation computed none of them)."""
+    lines = _interval_lines(inputs.intervals or {}, inputs.blessing.comparison_metric)
+    lines += _worst_slice_line(inputs.slices) + _top_features_line(inputs.importance)
+    return ["", *[f"- {line}" for line in lines]] if lines else []
+
+
+def _interval_lines(intervals: Mapping[str, Any], metric: str) -> List[str]:
+    lines = []
+    span = (intervals.get("metrics") or {}).get(metric)
+    if span:
+        runs = f"bootstrap, {intervals['replicates']} replicates, seed {intervals['seed']}"
+        lines.append(f"{markdown_text(metric)}: {interval_text(span, intervals['confidence'])} ({runs})")
+    comparison = comparison_text(intervals) if intervals else None
+    if comparison:
+        lines.append(f"Against the baseline (paired, same rows): {markdown_text(comparison)}")
+    return lines
+
+
+def _worst_slice_line(slices: Optional[Mapping[str, Any]]) -> List[str]:
+    judged = [row for row in (slices or {}).get("slices", []) if row["judged"]]
+    if not judged:
+        return []
+    worst, metric = judged[0], slices["metric"]
+    value = worst["metrics"].get(metric)
+    shown = f"{value:.4f}" if isinstance(value, (int, float)) else "n/a"
+    where = f"{markdown_text(worst['name'])} ({worst['rows']} rows)"
+    return [f"Worst judged slice: {where}: {markdown_text(metric)} {shown}, {slice_result(worst)}"]
+
+
+def _top_features_line(importance: Optional[Mapping[str, Any]]) -> List[str]:
+    top = ((importance or {}).get("permutation") or [])[:3]
+    if not top:
+        return []
+    features = ", ".join(f"{markdown_text(p['feature'])} {p['importance']:.4f} ± {p['std']:.4f}" for p in top)
+    return [f"Top features (permutation importance, {markdown_text(importance['metric'])}): {features}"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -442,6 +643,9 @@ def report_inputs(
         manifest=prepared.manifest,
         drift=drift,
         run=run,
+        slices=evaluation.slices,
+        intervals=evaluation.intervals,
+        importance=evaluation.importance,
     )
 
 
@@ -456,6 +660,9 @@ def user_report_inputs(evaluation: "Evaluation", manifest: Mapping[str, Any], ru
         model_metrics=dict(evaluation.metrics),
         manifest=manifest,
         run=run,
+        slices=evaluation.slices,
+        intervals=evaluation.intervals,
+        importance=evaluation.importance,
     )
 
 
