@@ -42,6 +42,8 @@ log = logging.getLogger("components")
 REGISTRATION_FILE = "registration.json"
 VALIDATION_FILE = "validation.json"  # inside the prepared Dataset: every validation figure and breach
 MAX_BREACHES, MAX_SUMMARY = 10, 2000  # what of them the Dataset's metadata keeps
+IMPORTANCE_FILE = "importance.json"  # inside the Blessing: every feature's importance and attribution
+MAX_IMPORTANCE, MAX_NAME = 10, 100  # features of each ranking the Blessing's metadata keeps; characters of a name
 
 
 def read_drift(dataset: Dataset) -> dict[str, Any]:
@@ -157,9 +159,43 @@ def describe_evaluation(
             "global_step": int(evaluation.global_step),
             "based_on": based_on,
             "fingerprint": fingerprint_files([path], blessing.uri),
+            "importance": describe_importance(evaluation, blessing),
         }
     )
     log.info("evaluation: %s", evaluation.blessing.summary())
+
+
+def describe_importance(evaluation: Evaluation, blessing: Artifact) -> dict[str, Any]:
+    """Writes the evaluation's feature importance whole to importance.json in the Blessing; returns the bounded
+    part its metadata keeps: the figures' setting, the MAX_IMPORTANCE most important features of each ranking and
+    the file's URI ({} when importance was off)."""
+    importance = evaluation.importance
+    if not importance:
+        return {}
+    uri = storage.join(blessing.uri, IMPORTANCE_FILE)
+    storage.write_text(uri, json.dumps(importance, indent=2, sort_keys=True))
+    attributions = importance.get("attributions") or {}
+    return {
+        "metric": importance["metric"],
+        "higher_is_better": importance["higher_is_better"],
+        "rows": importance["rows"],
+        "repeats": importance["repeats"],
+        "features": len(importance["permutation"]),
+        "permutation": _top(importance["permutation"]),
+        "attribution_output": attributions.get("output", ""),
+        "attributions": _top(attributions.get("features", [])),
+        "note": importance.get("note", ""),
+        "uri": uri,
+    }
+
+
+def _top(ranking: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The first MAX_IMPORTANCE entries of a ranking, each name cut to MAX_NAME characters."""
+    out = []
+    for entry in ranking[:MAX_IMPORTANCE]:
+        name = entry["feature"]
+        out.append({**entry, "feature": name if len(name) <= MAX_NAME else name[: MAX_NAME - 1] + "…"})
+    return out
 
 
 def describe_report(report: HTML, verdict: Markdown, written: WrittenReport) -> None:

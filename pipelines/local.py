@@ -1004,6 +1004,16 @@ STAGE_OUTPUTS = {
 }
 
 
+def importance_summary(blessing: Any) -> dict[str, Any] | None:
+    """The evaluation's most important features, as the Blessing's metadata keeps them (the full ranking is in
+    its importance.json, `uri`); None when feature importance was off."""
+    importance = dict(blessing.metadata.get("importance") or {})
+    if not importance:
+        return None
+    counts = {k: int(_number(importance[k])) for k in ("rows", "repeats", "features")}
+    return {**importance, **counts}
+
+
 def summarize(outputs: Mapping[str, Any], arguments: Mapping[str, Any]) -> dict[str, Any]:
     """The run's results: eval metrics, verdict, artifact URIs, data, predictions, export and publication,
     fingerprints, config, and where each stage's manifest is."""
@@ -1022,6 +1032,7 @@ def summarize(outputs: Mapping[str, Any], arguments: Mapping[str, Any]) -> dict[
             "baseline_uri": blessing.metadata["baseline_uri"],
             "based_on": blessing.metadata["based_on"],
         },
+        "importance": importance_summary(blessing),
         "artifacts": {
             "prepare": dataset.uri,
             "train": model.uri,

@@ -79,6 +79,11 @@ class BlessingConfig(JsonConfig):
       allow_leakage: original names of features that may predict the label alone (a value truly known when the
         model predicts): a leak of theirs is recorded and passes. A name the data's schema does not have is an
         error at the evaluate stage, before any work.
+      importance_rows: how many eval rows (a seeded sample) feature importance is measured on
+        (`evaluation.importance`): each feature's values are permuted across these rows `importance_repeats` times
+        and the comparison metric's loss is its importance; the sample also shrinks so that features x repeats
+        x rows stays within 100,000 predicted rows. None turns feature importance off.
+      importance_repeats: permutations per feature (their mean is the importance, their spread its std).
     """
 
     thresholds: Mapping[str, float] = dataclasses.field(default_factory=dict)
@@ -91,6 +96,8 @@ class BlessingConfig(JsonConfig):
     directions: Mapping[str, str] = dataclasses.field(default_factory=dict)
     leakage_threshold: Optional[float] = 0.99
     allow_leakage: Tuple[str, ...] = ()
+    importance_rows: Optional[int] = 1000
+    importance_repeats: int = 2
 
     def __post_init__(self) -> None:
         if not isinstance(self.directions, Mapping) or any(d not in DIRECTIONS for d in self.directions.values()):
@@ -123,6 +130,7 @@ class BlessingConfig(JsonConfig):
                 "null to skip the comparison with the linear reference"
             )
         self._check_leakage_settings()
+        self._check_importance_settings()
 
     def _check_leakage_settings(self) -> None:
         threshold = self.leakage_threshold
@@ -138,6 +146,19 @@ class BlessingConfig(JsonConfig):
             raise BlessingError(
                 f"blessing.allow_leakage={list(names)!r} must list distinct, non-empty feature names (original "
                 'column names), e.g. ["refund_issued"]'
+            )
+
+    def _check_importance_settings(self) -> None:
+        rows, repeats = self.importance_rows, self.importance_repeats
+        if rows is not None and (not _whole(rows) or rows < 10):
+            raise BlessingError(
+                f"blessing.importance_rows={rows!r} must be a whole number >= 10, e.g. 1000 (the eval rows feature "
+                "importance is measured on), or null to skip feature importance"
+            )
+        if not _whole(repeats) or not 1 <= repeats <= 20:
+            raise BlessingError(
+                f"blessing.importance_repeats={repeats!r} must be a whole number from 1 to 20, e.g. 2 (permutations "
+                "of each feature; their mean is its importance)"
             )
 
     def higher_is_better(self, metric: str) -> bool:
@@ -189,6 +210,10 @@ def _known_metric(key: str, metric: str, directions: Mapping[str, str]) -> None:
         higher_is_better(metric, directions)
     except BlessingError as e:
         raise BlessingError(f"{key}: {e}") from None
+
+
+def _whole(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _number(value) -> bool:

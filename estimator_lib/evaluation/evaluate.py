@@ -28,6 +28,7 @@ from estimator_lib.config import BlessingConfig, BlessingError, JobConfig
 from estimator_lib.data.common import TRAIN, VALID
 from estimator_lib.data.prepare import PrepareResult
 from estimator_lib.evaluation.blessing import Blessing, decide
+from estimator_lib.evaluation.importance import builtin_importance
 from estimator_lib.evaluation.leakage import FeatureScore, one_feature_scores
 from estimator_lib.evaluation.metrics import (
     Scores,
@@ -64,6 +65,10 @@ class Evaluation:
       truth: the eval rows' keys and labels.
       candidate: the candidate's scores for those rows (what the report plots).
       baseline: the baseline's scores for the same rows, when there is a baseline.
+      importance: feature importance on a sample of the eval rows (`evaluation.importance`): {"metric",
+        "higher_is_better", "rows", "repeats", "permutation": [{"feature", "importance", "std"}] most important
+        first, "attributions": None or {"method": "integrated_gradients", "output", "steps", "features":
+        [{"feature", "attribution"}], ...}}; None when `blessing.importance_rows` is None.
     """
 
     metrics: Dict[str, float]
@@ -171,8 +176,9 @@ def evaluate_and_bless(
         paired_standard_errors(truth, candidate, reference_scores),
         leakage,
     )
+    importance = builtin_importance(job, schema, model_dir, checkpoint, eval_files, count, config)
     step = int(tf.train.load_variable(checkpoint, tf.compat.v1.GraphKeys.GLOBAL_STEP))
-    scores = {"truth": truth, "candidate": candidate, "baseline": baseline}
+    scores = {"truth": truth, "candidate": candidate, "baseline": baseline, "importance": importance}
     if truth.task == REGRESSION:
         return Evaluation(metrics, step, checkpoint, blessing, **scores)
     return Evaluation(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from types import SimpleNamespace
 
 import pytest
 from kfp.dsl import Artifact, Dataset, Model
@@ -17,6 +18,7 @@ from estimator_lib.estimator import TrainResult
 from estimator_lib.export import serving_check
 from estimator_lib.export.saved_model import ExportResult
 from estimator_lib.predict import PredictResult
+from pipelines import local
 
 
 def artifact(cls, directory, name):
@@ -160,3 +162,39 @@ def test_the_publication_fingerprint_names_the_export_not_the_versions_time_stam
     other = published(tmp_path, "three", "20260202T000000Z-bbbb", "d" * 64).metadata
     assert first["published_version"] != second["published_version"]
     assert first["fingerprint"] == second["fingerprint"] != other["fingerprint"]
+
+
+def test_importance_goes_whole_into_a_file_and_its_top_ten_into_the_blessings_metadata_and_the_summary(tmp_path):
+    blessing = artifact(Artifact, tmp_path, "blessing")
+    ranking = [{"feature": f"x{i}", "importance": 1.0 - i / 20, "std": 0.01} for i in range(12)]
+    ranking[9]["feature"] = "long " * 30  # 150 characters: 99 of them and an ellipsis in the metadata
+    attributions = {"method": "integrated_gradients", "output": "prediction", "steps": 32, "features": ranking[:3]}
+    importance = {
+        "metric": "rmse",
+        "higher_is_better": False,
+        "rows": 500,
+        "repeats": 2,
+        "permutation": ranking,
+        "attributions": attributions,
+    }
+    described = artifacts.describe_importance(SimpleNamespace(importance=importance), blessing)
+    uri = os.path.join(blessing.uri, "importance.json")
+    with open(uri, encoding="utf-8") as f:
+        assert json.load(f) == importance
+    assert described == {
+        "metric": "rmse",
+        "higher_is_better": False,
+        "rows": 500,
+        "repeats": 2,
+        "features": 12,
+        "permutation": [*ranking[:9], {**ranking[9], "feature": ("long " * 30)[:99] + "…"}],
+        "attribution_output": "prediction",
+        "attributions": ranking[:3],
+        "note": "",
+        "uri": uri,
+    }
+    through_kfp = {**described, "rows": 500.0, "repeats": 2.0, "features": 12.0}  # metadata numbers come back floats
+    summary = local.importance_summary(SimpleNamespace(metadata={"importance": through_kfp}))
+    assert summary == described and type(summary["rows"]) is int
+    assert artifacts.describe_importance(SimpleNamespace(importance=None), blessing) == {}
+    assert local.importance_summary(SimpleNamespace(metadata={"importance": {}})) is None

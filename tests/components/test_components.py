@@ -210,6 +210,10 @@ def test_evaluate_logs_metrics_confusion_matrix_roc_and_blessing(stages):
     verdict = adapter.read_blessing(stages["blessing"].uri)
     assert verdict.blessed and [c.name for c in verdict.checks] == ["trivial", "threshold", "reference"]
     assert stages["blessing"].metadata["baseline_uri"] == ""  # "latest" with nothing published: no baseline
+    importance = stages["blessing"].metadata["importance"]  # the top 10; every feature in importance.json
+    with open(importance["uri"], encoding="utf-8") as f:
+        ranked = json.load(f)["permutation"]
+    assert importance["metric"] == "accuracy" and importance["permutation"] == ranked[:10] and ranked
 
 
 def test_evaluate_writes_the_html_report_and_the_markdown_verdict(stages):

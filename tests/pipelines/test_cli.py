@@ -282,6 +282,8 @@ def test_settings_route_overrides_to_their_sections(tmp_path):
         "directions": {},
         "leakage_threshold": 0.99,
         "allow_leakage": [],
+        "importance_rows": 1000,
+        "importance_repeats": 2,
     }
 
 

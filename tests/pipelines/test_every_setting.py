@@ -78,6 +78,7 @@ VALID: dict[str, tuple[list[str], Any]] = {
     "blessing.comparison_metric": (["blessing.comparison_metric=log_loss"], "log_loss"),
     "blessing.reference_metric": (["blessing.reference_metric=auc"], "auc"),
     "blessing.allow_leakage": (["blessing.allow_leakage=island,sex"], ("island", "sex")),
+    "blessing.importance_rows": (["blessing.importance_rows=null"], None),  # feature importance off
     "validation.on_breach": (["validation.on_breach=warn"], "warn"),
     "validation.schema_changes": (["validation.schema_changes=warn"], "warn"),
     "beam.runner": (DATAFLOW, "DataflowRunner"),
@@ -128,6 +129,8 @@ INVALID: dict[str, str] = {
     "blessing.comparison_metric": "f1",
     "blessing.reference_metric": "f1",
     "blessing.allow_leakage": "island,",  # an empty name
+    "blessing.importance_rows": "5",  # too few rows to rank features
+    "blessing.importance_repeats": "21",
     "validation.on_breach": "ignore",
     "validation.schema_changes": "ignore",
     "beam.runner": "SparkRunner",

@@ -24,6 +24,7 @@ from estimator_lib.data.common import EVAL, TRAIN
 from estimator_lib.estimator import TrainResult
 from estimator_lib.evaluation.blessing import decide_user
 from estimator_lib.evaluation.evaluate import Evaluation
+from estimator_lib.evaluation.importance import user_importance
 from estimator_lib.export import ExportResult
 from estimator_lib.export.saved_model import METADATA_FILE, describe_saved_model
 from estimator_lib.model import checkpoints, inputs
@@ -78,7 +79,8 @@ def evaluate(
     baseline_dir: Optional[str],
 ) -> Evaluation:
     """The user's metric_fn on every eval record (padding masked out), and the verdict: the thresholds, and the
-    comparison with the published model `baseline_dir` evaluated on the same records by the same metric_fn."""
+    comparison with the published model `baseline_dir` evaluated on the same records by the same metric_fn; then
+    feature importance by the same metric_fn on a sample of them (`evaluation.importance.user_importance`)."""
     user = user_model(job, prepared)
     count = prepared.counts[EVAL]
     result = run.evaluate(job, user, prepared.files(EVAL), model_dir, num_examples=count)
@@ -89,7 +91,8 @@ def evaluate(
                 job, user, prepared.files(EVAL), baseline_dir, work_dir, num_examples=count
             ).metrics
     blessing = decide_user(config, result.metrics, count, baseline, baseline_dir)
-    return Evaluation(result.metrics, result.global_step, result.checkpoint, blessing)
+    importance = user_importance(job, user, prepared.files(EVAL), result.checkpoint, count, config)
+    return Evaluation(result.metrics, result.global_step, result.checkpoint, blessing, importance=importance)
 
 
 def _predict_files(prepared: PreparedRecords, data: str) -> List[str]:

@@ -116,6 +116,15 @@ def test_unloadable_plugin_is_rejected_when_the_model_fn_is_built():
             "reference_margin=-0.01 must be a finite number >= 0, e.g. 0.02, or null to skip the comparison",
         ),
         (lambda: BlessingConfig(reference_metric="f1"), "unknown blessing metric 'f1'"),
+        (
+            lambda: BlessingConfig(importance_rows=5),
+            "blessing.importance_rows=5 must be a whole number >= 10, e.g. 1000 (the eval rows feature importance is "
+            "measured on), or null to skip feature importance",
+        ),
+        (
+            lambda: BlessingConfig(importance_repeats=0),
+            "blessing.importance_repeats=0 must be a whole number from 1 to 20, e.g. 2 (permutations of each feature",
+        ),
     ],
 )
 def test_bad_values_name_the_field(build, message):

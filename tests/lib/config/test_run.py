@@ -110,6 +110,8 @@ def test_the_view_shows_the_configs_without_nulls_and_the_hyperparameters():
         "directions": {},
         "leakage_threshold": 0.99,
         "allow_leakage": [],
+        "importance_rows": 1000,
+        "importance_repeats": 2,
     }
     assert view["publish_root"] == "/p" and view["prepare_options"] == {} and view["data"] == "embedded:penguins"
 

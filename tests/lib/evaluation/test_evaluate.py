@@ -130,13 +130,27 @@ def classes_run(tmp_path_factory):
 def test_the_candidate_passes_over_the_eval_split_once(classes_run):
     _, prepared, _, evaluation, counted = classes_run
     assert prepared.counts["eval"] % PREDICT_BATCH != 0  # a padded last batch
-    assert counted.estimator_calls == ["predict"]  # no TPUEstimator eval: its metric_fn would be a second pass
+    # No TPUEstimator eval (its metric_fn would be a second pass): the eval split's prediction, then one over the
+    # feature importance's sample and its permuted copies, a file of their own.
+    assert counted.estimator_calls == ["predict", "predict"]
     eval_files = set(inputs.resolve_files(prepared.files("eval")))
     eval_reads = [files for files in counted.reads if eval_files & set(files)]
-    # The model's one pass (the predict input), and one host read for the labels and the linear reference's
-    # inputs. Before: an estimator eval, a prediction, and two host reads (labels; the reference's inputs).
-    assert len(eval_reads) == 2, counted.reads
+    # The model's one pass (the predict input), one host read for the labels and the linear reference's inputs,
+    # and the importance's sample. Before: an estimator eval, a prediction, and two host reads (labels; the
+    # reference's inputs).
+    assert len(eval_reads) == 3, counted.reads
     assert evaluation.global_step > 0 and evaluation.checkpoint.endswith(f"model.ckpt-{evaluation.global_step}")
+
+
+def test_the_evaluation_ranks_the_features_the_label_is_made_of_first(classes_run):
+    _, prepared, _, evaluation, _ = classes_run
+    importance = evaluation.importance
+    assert (importance["metric"], importance["higher_is_better"]) == ("accuracy", True)
+    assert (importance["rows"], importance["repeats"]) == (prepared.counts["eval"], 2)
+    assert sorted(e["feature"] for e in importance["permutation"][:2]) == ["a", "b"]  # the label is a - b + noise
+    attributions = importance["attributions"]
+    assert attributions["output"] == "probability of the predicted class"
+    assert sorted(e["feature"] for e in attributions["features"][:2]) == ["a", "b"]
 
 
 def independent_rows(job, prepared, model_dir, checkpoint):

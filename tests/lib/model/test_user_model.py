@@ -16,8 +16,9 @@ import pytest
 import tensorflow as tf
 from user_examples import trained_example
 
-from estimator_lib.config import JobConfig, TPUSettings, TrainingConfig
+from estimator_lib.config import BlessingConfig, BlessingError, JobConfig, TPUSettings, TrainingConfig
 from estimator_lib.config.feature_spec import FeatureSpec
+from estimator_lib.evaluation.importance import user_importance
 from estimator_lib.model.user import RecordMismatchError, UserCodeError, UserModel, evaluate, export, predict, train
 from estimator_lib.predict import read_predictions, verify_output
 
@@ -142,3 +143,29 @@ def test_a_model_fn_without_params_or_with_reserved_hparams_is_refused_before_it
         dataclasses.replace(user, hparams={"batch_size": 8}).load()
     with pytest.raises(UserCodeError, match=r"--model-fn 'nowhere:fn': module 'nowhere' cannot be imported"):
         UserModel("nowhere:fn", user.spec).load()
+
+
+def test_importance_of_a_users_model_by_its_metric_fn_and_its_gradients(digits):
+    root, job, user, model_dir = digits
+    eval_files = os.path.join(root, "eval.tfrecord")
+    checkpoint = tf.train.latest_checkpoint(model_dir)
+    config = BlessingConfig(comparison_metric="accuracy")
+    out = user_importance(job, user, eval_files, checkpoint, EVAL_ROWS, config)
+    assert (out["metric"], out["higher_is_better"], out["rows"], out["repeats"]) == ("accuracy", True, EVAL_ROWS, 2)
+    ((image,),) = [out["permutation"]]
+    accuracy = evaluate(job, user, eval_files, model_dir).metrics["accuracy"]
+    # Every row in the sample: the unpermuted copy is the eval split; with the images shuffled, about chance is left.
+    assert image["feature"] == "image" and accuracy - 0.2 < image["importance"] < accuracy
+    attributions = out["attributions"]
+    assert (attributions["output"], attributions["rows"], attributions["not_attributed"]) == (
+        "probability of the predicted class",
+        64,
+        [],
+    )
+    assert [e["feature"] for e in attributions["features"]] == ["image"] and attributions["features"][0][
+        "attribution"
+    ] > 0
+    with pytest.raises(
+        BlessingError, match=r"blessing.comparison_metric='auc' is not a metric of your metric_fn \(it "
+    ):
+        user_importance(job, user, eval_files, checkpoint, EVAL_ROWS, BlessingConfig(comparison_metric="auc"))
