@@ -98,6 +98,15 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "label optional, scored through the prepared schema) or prepared TFRecords (.tfrecord, or a directory)",
     )
     group.add_argument("--publish-root", help="where blessed models are published (versions/ and LATEST)")
+    group.add_argument(
+        "--slice",
+        dest="slices",
+        action="append",
+        default=[],
+        metavar="FEATURE[,FEATURE]",
+        help="report the eval metrics per value of a feature (numbers: per quantile bucket), or of a cross "
+        "(island,sex); judged by --set 'blessing.slice_thresholds={\"accuracy\": 0.85}' (repeatable)",
+    )
     _add_user_model_arguments(parser)
 
 
@@ -416,7 +425,7 @@ def resolve_settings(
     label_set = any(text.partition("=")[0].strip() == "prepare.label" for text in args.overrides)
     if args.data and not (args.label or label_set):
         raise ValueError("--label is required with --data: name the column to predict")
-    overrides = [*user_model_overrides(args), *args.overrides]
+    overrides = [*user_model_overrides(args), *slice_overrides(args), *args.overrides]
     given = {
         "publish_root": args.publish_root or publish_root,
         "data": args.data,
@@ -475,6 +484,11 @@ def user_model_overrides(args: argparse.Namespace) -> list[str]:
     if hparams or args.hparams_file:
         out.append("model.hparams=" + json.dumps(hparams, sort_keys=True))
     return out
+
+
+def slice_overrides(args: argparse.Namespace) -> list[str]:
+    """`--slice` flags as one `--set blessing.slices=[...]` (a JSON list: a cross holds a comma)."""
+    return ["blessing.slices=" + json.dumps(args.slices, ensure_ascii=False)] if args.slices else []
 
 
 def resolve_image(args: argparse.Namespace) -> str:

@@ -273,7 +273,21 @@ def test_settings_route_overrides_to_their_sections(tmp_path):
         "directions": {},
         "leakage_threshold": 0.99,
         "allow_leakage": [],
+        "slices": [],
+        "slice_buckets": 4,
+        "min_slice_rows": 20,
+        "slice_thresholds": {},
+        "slice_max_gap": {},
     }
+
+
+def test_slice_flags_are_one_json_list_of_blessing_slices_and_a_cross_keeps_its_comma():
+    args = parse("--slice", "island", "--slice", "island,sex", "--set", 'blessing.slice_thresholds={"accuracy": 0.85}')
+    assert cli.slice_overrides(args) == ['blessing.slices=["island", "island,sex"]']
+    blessing = cli.resolve_settings(args, "/p").blessing
+    assert blessing.slices == ("island", "island,sex") and blessing.slice_thresholds == {"accuracy": 0.85}
+    with pytest.raises(ConfigError, match=r"blessing.slices: 'island,' must be a feature's name or a comma-joined"):
+        cli.resolve_settings(parse("--slice", "island,"), "/p")
 
 
 def test_settings_errors_name_the_fix(capsys):

@@ -78,6 +78,12 @@ VALID: dict[str, tuple[list[str], Any]] = {
     "blessing.comparison_metric": (["blessing.comparison_metric=log_loss"], "log_loss"),
     "blessing.reference_metric": (["blessing.reference_metric=auc"], "auc"),
     "blessing.allow_leakage": (["blessing.allow_leakage=island,sex"], ("island", "sex")),
+    "blessing.slices": (['blessing.slices=["island", "island,sex"]'], ("island", "island,sex")),
+    "blessing.slice_thresholds": (
+        ["blessing.slices=island", 'blessing.slice_thresholds={"accuracy": 0.8}'],
+        {"accuracy": 0.8},
+    ),
+    "blessing.slice_max_gap": (["blessing.slices=island", 'blessing.slice_max_gap={"accuracy": 0.1}'], {"accuracy": 0.1}),
     "validation.on_breach": (["validation.on_breach=warn"], "warn"),
     "validation.schema_changes": (["validation.schema_changes=warn"], "warn"),
     "beam.runner": (DATAFLOW, "DataflowRunner"),
@@ -128,6 +134,9 @@ INVALID: dict[str, str] = {
     "blessing.comparison_metric": "f1",
     "blessing.reference_metric": "f1",
     "blessing.allow_leakage": "island,",  # an empty name
+    "blessing.slices": '["island,"]',  # an empty name in a cross
+    "blessing.slice_thresholds": '{"accuracy": 0.8}',  # without a slice
+    "blessing.slice_max_gap": '{"accuracy": -0.1}',
     "validation.on_breach": "ignore",
     "validation.schema_changes": "ignore",
     "beam.runner": "SparkRunner",
