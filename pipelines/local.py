@@ -1014,6 +1014,8 @@ def summarize(outputs: Mapping[str, Any], arguments: Mapping[str, Any]) -> dict[
             "baseline_uri": blessing.metadata["baseline_uri"],
             "based_on": blessing.metadata["based_on"],
         },
+        # The worst slices and where the full table is (slices.json in the evaluate artifact); None: no --slice.
+        "slices": dict(blessing.metadata.get("slices") or {}) or None,
         "artifacts": {
             "prepare": dataset.uri,
             "train": model.uri,

@@ -83,6 +83,7 @@ class PipelineOutputs(NamedTuple):
     predictions: Dataset
     exported: Model
     publication: Artifact
+    slice_metrics: Metrics
 
 
 def _on_tpu(component: Any, target: TPUTarget) -> Any:
@@ -297,6 +298,7 @@ def build_pipeline(
             predictions=predict.outputs["predictions"],
             exported=export.outputs["exported"],
             publication=release.outputs["publication"],
+            slice_metrics=evaluate.outputs["slice_metrics"],
         )
 
     return tpu_estimator_pipeline

@@ -182,8 +182,9 @@ def decide_user(
 ) -> Blessing:
     """Applies `config` to a user model's metrics (its metric_fn's, by their names): each threshold, and, with a
     baseline (the published model's metrics from the same metric_fn on the same records), the comparison
-    metric improved by `min_improvement`; and to each slice (`slices`, the metric_fn's metrics per slice). A metric the thresholds or the comparison name that the metric_fn
-    does not report is an error naming the metrics it does report."""
+    metric improved by `min_improvement`; and to each slice (`slices`, the metric_fn's metrics per slice). A
+    metric the thresholds or the comparison name that the metric_fn does not report is an error naming the
+    metrics it does report."""
     comparison = config.comparison_metric or ""
     named = sorted(
         set(config.thresholds)

@@ -149,6 +149,7 @@ def test_the_evaluate_stage_outputs_an_html_report_a_markdown_verdict_and_the_bl
         "blessing": "system.Artifact",
         "report": "system.HTML",
         "verdict": "system.Markdown",
+        "slice_metrics": "system.Metrics",
     }
     pipeline_outputs = spec["root"]["dag"]["outputs"]["artifacts"]
     for name in ("report", "verdict", "blessing"):

@@ -83,7 +83,10 @@ VALID: dict[str, tuple[list[str], Any]] = {
         ["blessing.slices=island", 'blessing.slice_thresholds={"accuracy": 0.8}'],
         {"accuracy": 0.8},
     ),
-    "blessing.slice_max_gap": (["blessing.slices=island", 'blessing.slice_max_gap={"accuracy": 0.1}'], {"accuracy": 0.1}),
+    "blessing.slice_max_gap": (
+        ["blessing.slices=island", 'blessing.slice_max_gap={"accuracy": 0.1}'],
+        {"accuracy": 0.1},
+    ),
     "validation.on_breach": (["validation.on_breach=warn"], "warn"),
     "validation.schema_changes": (["validation.schema_changes=warn"], "warn"),
     "beam.runner": (DATAFLOW, "DataflowRunner"),
