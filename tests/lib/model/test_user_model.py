@@ -16,9 +16,23 @@ import pytest
 import tensorflow as tf
 from user_examples import trained_example
 
-from estimator_lib.config import JobConfig, TPUSettings, TrainingConfig
+from estimator_lib.config import BlessingConfig, BlessingError, JobConfig, TPUSettings, TrainingConfig
 from estimator_lib.config.feature_spec import FeatureSpec
-from estimator_lib.model.user import RecordMismatchError, UserCodeError, UserModel, evaluate, export, predict, train
+from estimator_lib.evaluation import slices
+from estimator_lib.evaluation.blessing import decide_user
+from estimator_lib.evaluation.slices import slice_table
+from estimator_lib.model.user import (
+    RecordMismatchError,
+    UserCodeError,
+    UserModel,
+    evaluate,
+    export,
+    predict,
+    records,
+    train,
+)
+from estimator_lib.model.user.run import split_slice_metrics
+from estimator_lib.model.user.stages import slice_sets
 from estimator_lib.predict import read_predictions, verify_output
 
 HPARAMS = {"filters": 8, "units": 32, "learning_rate": 0.01}
@@ -142,3 +156,42 @@ def test_a_model_fn_without_params_or_with_reserved_hparams_is_refused_before_it
         dataclasses.replace(user, hparams={"batch_size": 8}).load()
     with pytest.raises(UserCodeError, match=r"--model-fn 'nowhere:fn': module 'nowhere' cannot be imported"):
         UserModel("nowhere:fn", user.spec).load()
+
+
+def test_the_metric_fn_runs_per_slice_in_the_same_pass_and_is_numpys_on_each_slices_rows(digits, tmp_path):
+    """Sliced by the label (a scalar feature of the spec): per-class accuracy, from the same eval pass."""
+    root, job, user, model_dir = digits
+    files = [os.path.join(root, "eval.tfrecord")]
+    config = BlessingConfig(
+        slices=("label",), comparison_metric="accuracy", slice_thresholds={"accuracy": 0.9}, min_slice_rows=1
+    )
+    sets = slice_sets(user.spec, files, config)
+    assert sets[0].names == tuple(f"label={c}" for c in range(10))
+    result = evaluate(job, user, files, model_dir, slices=sets)
+    overall, entries = split_slice_metrics(result.metrics, sets)
+    assert sorted(overall) == ["accuracy"] and result.steps == 5  # one pass, the overall metric as without slices
+    predict(job, user, files, model_dir, str(tmp_path / "p"))
+    predicted = np.array([r["class_id"] for r in read_predictions(str(tmp_path / "p"))])
+    labels = np.array(records.read_column(files, user.spec.feature("label")))
+    for c, entry in enumerate(entries):
+        rows = labels == c
+        assert (entry["name"], entry["rows"]) == (f"label={c}", int(rows.sum()))
+        assert np.float32(entry["metrics"]["accuracy"]) == np.float32(np.mean(predicted[rows] == c))
+    table = slice_table(config, "accuracy", overall, entries)
+    blessing = decide_user(config, overall, EVAL_ROWS, slices=table)
+    failing = [e for e in table["slices"] if e["metrics"]["accuracy"] < 0.9]
+    assert blessing.reasons == tuple(
+        f"slice {e['name']} ({e['rows']} rows): accuracy={e['metrics']['accuracy']:.4f} >= 0.9000 fails"
+        for e in failing
+    )
+
+
+def test_slices_beyond_the_bound_or_of_a_feature_that_is_not_scalar_are_refused(digits, monkeypatch):
+    root, _, user, _ = digits
+    files = [os.path.join(root, "eval.tfrecord")]
+    monkeypatch.setattr(slices, "MAX_USER_SLICES", 5)  # the digits' one scalar feature, the label, has 10 values
+    with pytest.raises(BlessingError, match=r"into 10 slices \{'label': 10\}, more than 5: slice by features of"):
+        slice_sets(user.spec, files, BlessingConfig(slices=("label",)))
+    config = BlessingConfig(slices=("image",))
+    with pytest.raises(BlessingError, match=r"names \['image'\], which are not scalar features of the feature spec"):
+        config.check_slice_features(user.spec.scalars, "scalar features of the feature spec")
