@@ -12,6 +12,7 @@ differ from the record; diff: the runs differ); 2 a bad command line
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import os
 import signal
@@ -29,7 +30,8 @@ from estimator_lib import storage
 from estimator_lib.config import RUN_TASKS, ConfigError, RunConfig
 from estimator_lib.config.beam import BEAM, DATAFLOW_RUNNER, ENGINES, BeamConfig
 from estimator_lib.config.registry import RegistryConfig
-from estimator_lib.config.run import PREPARED_SPLITS, resolve_run
+from estimator_lib.config.run import EMBEDDED_DATA, PREPARED_SPLITS, resolve_run
+from estimator_lib.data.embedded import default_dataset
 from pipelines import checks, local, reproduce, runs, show, vertex
 from pipelines import tpu as tpu_presets
 from pipelines.image import check_image, default_image
@@ -491,6 +493,22 @@ def slice_overrides(args: argparse.Namespace) -> list[str]:
     return ["blessing.slices=" + json.dumps(args.slices, ensure_ascii=False)] if args.slices else []
 
 
+def check_slice_columns(settings: RunConfig) -> None:
+    """A built-in family's `--slice` features are columns of its local CSV data (the first file's header, the
+    label and key apart), checked before any stage starts; other data is checked by the evaluate stage, before
+    its work (a user model's local feature spec when the run is resolved)."""
+    if not settings.blessing.slices or settings.job.model.model_fn:
+        return
+    path = default_dataset().path if settings.data == EMBEDDED_DATA else settings.data
+    files = [] if storage.is_gcs(path) else sorted(storage.glob(path))
+    if not files or not files[0].lower().endswith(".csv"):
+        return
+    with open(files[0], newline="", encoding="utf-8-sig") as f:
+        header = next(csv.reader(f), [])
+    features = [c for c in header if c not in (settings.label, settings.key_column)]
+    settings.blessing.check_slice_features(features, f"columns of {files[0]} (the label and key apart)")
+
+
 def resolve_image(args: argparse.Namespace) -> str:
     if args.image:
         return check_image(args.image)
@@ -600,6 +618,7 @@ def cmd_run_local(args: argparse.Namespace) -> int:
         args, os.path.join(output, local.PUBLISH_DIR), local.local_job_defaults(), beam=resolve_beam(args)
     )
     checks.local_run(settings)
+    check_slice_columns(settings)
     outcome = local.run_local(settings, output, verbose=args.verbose, resume=args.resume)
     summary = outcome.summary
     if summary["status"] == runs.OK:

@@ -14,7 +14,7 @@ from repo import ROOT
 
 from estimator_lib.config import ConfigError
 from estimator_lib.config.stages import PrepareSpec, TrainSpec
-from pipelines import cli, image, tpu
+from pipelines import cli, image, local, tpu
 
 DIGEST_IMAGE = "us-central1-docker.pkg.dev/proj/repo/tpu-pipeline@sha256:" + "ab" * 32
 COMMIT_IMAGE = "us-central1-docker.pkg.dev/proj/repo/tpu-pipeline:" + "0123456789abcdef0123456789abcdef01234567"
@@ -298,3 +298,13 @@ def test_settings_errors_name_the_fix(capsys):
         cli.resolve_settings(parse("--set", "training.train_step=3"), "/p")
     with pytest.raises(ConfigError, match="eval_fraction=1.5 must be in"):
         cli.resolve_settings(parse("--eval-fraction", "1.5"), "/p")
+
+
+def test_a_slice_of_a_column_the_local_csv_lacks_exits_2_before_anything_starts(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(local, "run_local", lambda *a, **k: pytest.fail("a stage started"))
+    output = tmp_path / "out"
+    assert cli.main(["run-local", "--output", str(output), "--slice", "island,sexx"]) == 2
+    err = capsys.readouterr().err
+    assert "blessing.slices ['island,sexx'] names ['sexx'], which are not columns of " in err
+    assert "'island', 'bill_length_mm', 'bill_depth_mm', 'flipper_length_mm', 'body_mass_g', 'sex', 'year']" in err
+    assert not output.exists()
