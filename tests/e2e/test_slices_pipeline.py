@@ -8,6 +8,7 @@ Slow (a whole pipeline run): `pytest -m "not slow"` skips it.
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import random
@@ -15,6 +16,7 @@ import subprocess
 import sys
 
 import pytest
+import tensorflow as tf
 from penguin_rows import penguin_rows, write_rows
 
 pytestmark = pytest.mark.slow
@@ -50,7 +52,8 @@ def test_a_degraded_slice_blocks_the_blessing_and_the_verdict_names_it(tmp_path)
     assert reason.endswith(" >= 0.8500 fails")
     slices = summary["slices"]
     assert slices["metric"] == "accuracy" and slices["failed"] == [f"island={SHUFFLED}"]
-    assert slices["count"] == 3 and slices["worst"][0]["name"] == f"island={SHUFFLED}"
+    assert (slices["count"], slices["min_rows"]) == (3, 20) and type(slices["count"]) is int
+    assert slices["worst"][0]["name"] == f"island={SHUFFLED}"
     with open(slices["uri"], encoding="utf-8") as f:
         table = json.load(f)
     by_name = {e["name"]: e for e in table["slices"]}
@@ -58,3 +61,6 @@ def test_a_degraded_slice_blocks_the_blessing_and_the_verdict_names_it(tmp_path)
     assert sum(e["rows"] for e in table["slices"]) == summary["dataset"]["counts"]["eval"]
     assert by_name["island=Dream"]["metrics"]["accuracy"] < 0.85 <= by_name["island=Biscoe"]["metrics"]["accuracy"]
     assert all(e["judged"] == (e["rows"] >= 20) for e in table["slices"])
+    events = glob.glob(os.path.join(summary["tensorboard_logdir"], "eval", "events.out.tfevents.*"))
+    tags = {v.tag for path in events for e in tf.compat.v1.train.summary_iterator(path) for v in e.summary.value}
+    assert {f"slices/island={SHUFFLED}/accuracy", f"slices/island={SHUFFLED}/rows"} <= tags
