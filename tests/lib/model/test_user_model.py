@@ -195,3 +195,19 @@ def test_slices_beyond_the_bound_or_of_a_feature_that_is_not_scalar_are_refused(
     config = BlessingConfig(slices=("image",))
     with pytest.raises(BlessingError, match=r"names \['image'\], which are not scalar features of the feature spec"):
         config.check_slice_features(user.spec.scalars, "scalar features of the feature spec")
+
+
+def test_a_float_feature_is_sliced_by_quantile_buckets_and_a_text_one_by_value(tmp_path):
+    spec = FeatureSpec.from_json({"w": {"dtype": "float32", "shape": []}, "s": {"dtype": "bytes", "shape": []}})
+    path = str(tmp_path / "r.tfrecord")
+    with tf.io.TFRecordWriter(path) as writer:
+        for weight, shape in ((0.5, b"round"), (1.0, b"square"), (2.0, b"round"), (4.0, b"round")):
+            feature = {
+                "w": tf.train.Feature(float_list=tf.train.FloatList(value=[weight])),
+                "s": tf.train.Feature(bytes_list=tf.train.BytesList(value=[shape])),
+            }
+            writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+    (by_weight, crossed) = slice_sets(spec, [path], BlessingConfig(slices=("w", "s,w"), slice_buckets=2))
+    assert by_weight.names == ("w=[0.5, 1.5)", "w=[1.5, 4]") and by_weight.ids.tolist() == [0, 0, 1, 1]
+    assert crossed.names == ("s=round,w=[0.5, 1.5)", "s=round,w=[1.5, 4]", "s=square,w=[0.5, 1.5)")
+    assert crossed.rows() == [1, 2, 1]
