@@ -185,17 +185,18 @@ def slice_table(
 ) -> Dict[str, Any]:
     """The `Evaluation.slices` table: {"metric", "min_rows", "overall", "slices": [{"name", "features", "rows",
     "metrics", "judged", "passed"}]}, judged slices first, each part worst first by `metric` (a slice without it
-    last). A slice of fewer than `min_slice_rows` rows is not judged (passed None); a judged one passed when each
-    of its checks holds (`findings`)."""
+    last). A slice of fewer than `min_slice_rows` rows is not judged; a judged one passed when each of its checks
+    holds (`findings`); passed is None for a slice no check applies to (not judged, or no slice bound set)."""
     table: Dict[str, Any] = {
         "metric": metric,
         "min_rows": config.min_slice_rows,
         "overall": _finite(overall),
         "slices": [{**s, "judged": s["rows"] >= config.min_slice_rows, "passed": None} for s in slices],
     }
-    failed = {f.slice for f in findings(config, table) if not f.passed}
+    found = findings(config, table)
+    checked, failed = {f.slice for f in found}, {f.slice for f in found if not f.passed}
     for entry in table["slices"]:
-        entry["passed"] = entry["name"] not in failed if entry["judged"] else None
+        entry["passed"] = entry["name"] not in failed if entry["name"] in checked else None
     sign = 1.0 if config.higher_is_better(metric) else -1.0
 
     def order(entry):

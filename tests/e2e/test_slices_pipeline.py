@@ -61,6 +61,9 @@ def test_a_degraded_slice_blocks_the_blessing_and_the_verdict_names_it(tmp_path)
     assert sum(e["rows"] for e in table["slices"]) == summary["dataset"]["counts"]["eval"]
     assert by_name["island=Dream"]["metrics"]["accuracy"] < 0.85 <= by_name["island=Biscoe"]["metrics"]["accuracy"]
     assert all(e["judged"] == (e["rows"] >= 20) for e in table["slices"])
+    with open(summary["artifacts"]["report"], encoding="utf-8") as f:
+        report = f.read().split('<table id="slice-table">')[1].split("</table>")[0]
+    assert f"<td>island={SHUFFLED}</td>" in report and "FAILED" in report
     events = glob.glob(os.path.join(summary["tensorboard_logdir"], "eval", "events.out.tfevents.*"))
     tags = {v.tag for path in events for e in tf.compat.v1.train.summary_iterator(path) for v in e.summary.value}
     assert {f"slices/island={SHUFFLED}/accuracy", f"slices/island={SHUFFLED}/rows"} <= tags

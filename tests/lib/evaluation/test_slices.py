@@ -108,6 +108,14 @@ def test_the_table_is_worst_first_and_a_small_slice_is_shown_but_not_judged():
     assert [(e["name"], e["passed"]) for e in judged["slices"]] == [("island=B", False), ("island=A", True)]
 
 
+def test_a_judged_slice_without_a_bound_has_no_verdict():
+    _, _, _, shown = table(min_slice_rows=4)
+    assert [(e["name"], e["judged"], e["passed"]) for e in shown["slices"]] == [
+        ("island=B", True, None),
+        ("island=A", True, None),
+    ]
+
+
 def test_a_failing_slice_blocks_the_blessing_naming_the_slice():
     config, truth, overall, shown = table(min_slice_rows=4, slice_thresholds={"accuracy": 0.5}, beat_trivial=False)
     blessing = decide(config, truth, overall, slices=shown)
