@@ -10,8 +10,9 @@ import pytest
 import synthetic
 import tensorflow as tf
 
-from estimator_lib.config import BlessingConfig, BlessingError
-from estimator_lib.evaluation import Scores, Truth, compute_metrics, decide
+from estimator_lib.config import BlessingConfig, BlessingError, JobConfig
+from estimator_lib.data.prepare import PrepareResult
+from estimator_lib.evaluation import Scores, Truth, compute_metrics, decide, evaluate_and_bless
 from estimator_lib.evaluation import slices as s
 from estimator_lib.evaluation.blessing import decide_user
 
@@ -195,3 +196,12 @@ def test_slice_scalars_reach_tensorboard(tmp_path):
     assert tags["slices/island=B/accuracy"] == (7, pytest.approx(0.25))
     assert tags["slices/island=A/rows"][1] == 8
     assert s.flat_metrics(shown)["island=B/rows"] == 4.0
+
+
+def test_the_evaluate_stage_refuses_a_slice_of_a_feature_the_data_lacks_before_any_work(tmp_path):
+    prepared = PrepareResult(str(tmp_path / "p"), synthetic.make_schema("binary"), {"train": 10, "eval": 5}, {})
+    config = BlessingConfig(slices=("colour,size",))
+    message = r"names \['size'\], which are not features of the data; they are \['x 1', 'x-2', 'colour'\]"
+    with pytest.raises(BlessingError, match=message):
+        evaluate_and_bless(JobConfig(), prepared, str(tmp_path / "no-model"), config, None, str(tmp_path / "e"))
+    assert not (tmp_path / "e").exists()
