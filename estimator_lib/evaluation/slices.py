@@ -27,7 +27,7 @@ from estimator_lib.config import BlessingConfig
 from estimator_lib.config.blessing import BlessingError
 from estimator_lib.evaluation.metrics import Scores, Truth, compute_metrics
 from estimator_lib.model.inputs import Patterns, resolve_files
-from estimator_lib.schema import KEY_FEATURE, NUMERIC, Schema
+from estimator_lib.schema import KEY_FEATURE, NUMERIC, FeatureSpec, Schema
 
 MISSING = "missing"
 MAX_SLICES = 256  # per run: the table, the Metrics artifact and TensorBoard hold one entry per slice and metric
@@ -71,9 +71,8 @@ def read_original_values(
     parse: Dict[str, Any] = {KEY_FEATURE: tf.io.FixedLenFeature([], tf.string, default_value="")}
     for f in specs:
         numeric = f.kind == NUMERIC
-        parse[f.key] = tf.io.FixedLenFeature(
-            [], tf.float32 if numeric else tf.string, default_value=math.nan if numeric else ""
-        )
+        kind, missing = (tf.float32, math.nan) if numeric else (tf.string, "")
+        parse[f.key] = tf.io.FixedLenFeature([], kind, default_value=missing)
     paths = [p for pattern in files for p in resolve_files(pattern)]
     keys: List[str] = []
     columns: Dict[str, List[np.ndarray]] = {f.name: [] for f in specs}
@@ -82,14 +81,15 @@ def read_original_values(
         keys.extend(k.decode("utf-8") for k in parsed[KEY_FEATURE].numpy())
         for f in specs:
             columns[f.name].append(parsed[f.key].numpy())
-    out = {}
-    for f in specs:
-        values = np.concatenate(columns[f.name]) if keys else np.zeros(0)
-        if f.kind == NUMERIC:
-            out[f.name] = values.astype(np.float64)
-        else:
-            out[f.name] = np.array([v.decode("utf-8") or None for v in values], dtype=object)
-    return keys, out
+    return keys, {f.name: _original(f, columns[f.name]) for f in specs}
+
+
+def _original(feature: FeatureSpec, batches: List[np.ndarray]) -> np.ndarray:
+    """One feature's parsed batches as one column: float64 (NaN missing) or object text (None missing)."""
+    values = np.concatenate(batches) if batches else np.zeros(0)
+    if feature.kind == NUMERIC:
+        return values.astype(np.float64)
+    return np.array([v.decode("utf-8") or None for v in values], dtype=object)
 
 
 def value_labels(values: np.ndarray, buckets: int) -> np.ndarray:
@@ -103,18 +103,29 @@ def value_labels(values: np.ndarray, buckets: int) -> np.ndarray:
     if not present.any():
         return labels
     edges = np.unique(np.quantile(values[present], np.linspace(0.0, 1.0, buckets + 1)))
-    if len(edges) == 1:
-        names = np.array([f"[{edges[0]:.6g}, {edges[0]:.6g}]"], dtype=object)
-    else:
-        names = np.array(
-            [
-                f"[{lo:.6g}, {hi:.6g}{']' if i == len(edges) - 2 else ')'}"
-                for i, (lo, hi) in enumerate(zip(edges, edges[1:]))
-            ],
-            dtype=object,
-        )
-    labels[present] = names[np.searchsorted(edges[1:-1], values[present], side="right")]
+    labels[present] = _bucket_names(edges)[np.searchsorted(edges[1:-1], values[present], side="right")]
     return labels
+
+
+def _bucket_names(edges: np.ndarray) -> np.ndarray:
+    """object [max(1, E - 1)]: "[lo, hi)" per pair of sorted distinct edges, the last closed; "[v, v]" for one."""
+    if len(edges) == 1:
+        return np.array([f"[{edges[0]:.6g}, {edges[0]:.6g}]"], dtype=object)
+    last = len(edges) - 2
+    pairs = enumerate(zip(edges, edges[1:]))
+    return np.array([f"[{lo:.6g}, {hi:.6g}{']' if i == last else ')'}" for i, (lo, hi) in pairs], dtype=object)
+
+
+def _cross(labels: Mapping[str, np.ndarray], features: Sequence[str]) -> Tuple[List[str], np.ndarray]:
+    """(names of the value combinations that occur, sorted by value, feature by feature; each row's index into
+    them): one feature at a time, so the ids stay below rows x values."""
+    names, ids = [""], np.zeros(len(labels[features[0]]), np.int64)
+    for feature in features:
+        values, inverse = np.unique(labels[feature].astype(str), return_inverse=True)
+        codes, ids = np.unique(ids * len(values) + inverse.reshape(-1), return_inverse=True)
+        joined = [(names[c // len(values)], f"{feature}={values[c % len(values)]}") for c in codes]
+        names = [f"{head},{part}" if head else part for head, part in joined]
+    return names, ids.reshape(-1)
 
 
 def assign_slices(
@@ -128,9 +139,8 @@ def assign_slices(
     out = []
     for spec in specs:
         features = tuple(spec.split(","))
-        rows = [",".join(f"{f}={labels[f][i]}" for f in features) for i in range(len(labels[features[0]]))]
-        names, ids = np.unique(np.array(rows, dtype=object), return_inverse=True) if rows else ((), np.zeros(0))
-        out.append(SliceSet(spec, features, tuple(str(n) for n in names), np.asarray(ids, np.int64).reshape(-1)))
+        names, ids = _cross(labels, features)
+        out.append(SliceSet(spec, features, tuple(names), ids.astype(np.int64)))
     total = sum(len(s.names) for s in out)
     if total > limit:
         sizes = {s.spec: len(s.names) for s in out}
