@@ -26,7 +26,7 @@ from estimator_lib.config import JobConfig
 from estimator_lib.data.prepare import PrepareResult
 from estimator_lib.data.validation import ValidationReport
 from estimator_lib.estimator import TrainResult
-from estimator_lib.evaluation import Evaluation
+from estimator_lib.evaluation import Evaluation, slices
 from estimator_lib.evaluation.report import WrittenReport
 from estimator_lib.export import METADATA_FILE, ExportResult
 from estimator_lib.export.fingerprint import saved_model_fingerprint
@@ -196,6 +196,22 @@ def _top(ranking: list[dict[str, Any]]) -> list[dict[str, Any]]:
         name = entry["feature"]
         out.append({**entry, "feature": name if len(name) <= MAX_NAME else name[: MAX_NAME - 1] + "…"})
     return out
+
+
+def describe_slices(evaluation: Evaluation, slice_metrics: Metrics, blessing: Artifact) -> None:
+    """The sliced metrics: the full table as slices.json inside the Blessing, its bounded part (the worst slices,
+    the counts, the file's URI) in the Blessing's metadata, one scalar per slice and metric in `slice_metrics`.
+    Nothing when no slice was configured (metadata `slices` is then {})."""
+    table = evaluation.slices
+    if table is None:
+        blessing.metadata["slices"] = {}
+        return
+    uri = storage.join(blessing.uri, slices.SLICES_FILE)
+    storage.write_text(uri, json.dumps(table, indent=2, sort_keys=True))
+    require_output(uri, "the sliced metrics")
+    for name, value in slices.flat_metrics(table).items():
+        slice_metrics.log_metric(name, value)
+    blessing.metadata["slices"] = slices.shown(table, uri)
 
 
 def describe_report(report: HTML, verdict: Markdown, written: WrittenReport) -> None:

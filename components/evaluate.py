@@ -23,6 +23,7 @@ def evaluate_model(
     blessing: Output[ModelBlessing],
     report: Output[HTML],
     verdict: Output[Markdown],
+    slice_metrics: Output[Metrics],
 ):
     """Evaluates the trained model and decides whether it may be published.
 
@@ -43,6 +44,8 @@ def evaluate_model(
       report: output; the standalone HTML report (plots embedded, nothing fetched): the verdict and every check,
         metrics beside the baseline's and the reference's, the task's plots, the data, the run's config.
       verdict: output; the verdict and headline metrics as Markdown (Vertex AI renders it on the run page).
+      slice_metrics: output; each slice's metrics and rows ("island=Dream/accuracy", "island=Dream/rows"), empty
+        when `blessing.slices` names none; the full table is slices.json inside `blessing`.
     """
     from components import adapter, artifacts, records, user_model
     from estimator_lib import release, storage, summaries
@@ -73,6 +76,7 @@ def evaluate_model(
         "blessing": blessing,
         "report": report,
         "verdict": verdict,
+        "slice_metrics": slice_metrics,
     }
     record = records.StageRecord("evaluate", outputs, inputs, {"dataset": dataset, "model": model})
     if record.restore():
@@ -92,5 +96,6 @@ def evaluate_model(
     written = report_lib.write_report(shown, report.uri, verdict.uri)
     adapter.copy_summaries_to_tensorboard(storage.join(model.uri, summaries.EVAL_DIR), "eval")
     artifacts.describe_evaluation(evaluation, metrics, classification_metrics, blessing, based_on)
+    artifacts.describe_slices(evaluation, slice_metrics, blessing)
     artifacts.describe_report(report, verdict, written)
     record.finish()

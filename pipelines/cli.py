@@ -12,6 +12,7 @@ differ from the record; diff: the runs differ); 2 a bad command line
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import os
 import signal
@@ -29,7 +30,8 @@ from estimator_lib import storage
 from estimator_lib.config import RUN_TASKS, ConfigError, RunConfig
 from estimator_lib.config.beam import BEAM, DATAFLOW_RUNNER, ENGINES, BeamConfig
 from estimator_lib.config.registry import RegistryConfig
-from estimator_lib.config.run import PREPARED_SPLITS, resolve_run
+from estimator_lib.config.run import EMBEDDED_DATA, PREPARED_SPLITS, resolve_run
+from estimator_lib.data.embedded import default_dataset
 from pipelines import checks, local, reproduce, runs, show, vertex
 from pipelines import tpu as tpu_presets
 from pipelines.image import check_image, default_image
@@ -98,6 +100,15 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "label optional, scored through the prepared schema) or prepared TFRecords (.tfrecord, or a directory)",
     )
     group.add_argument("--publish-root", help="where blessed models are published (versions/ and LATEST)")
+    group.add_argument(
+        "--slice",
+        dest="slices",
+        action="append",
+        default=[],
+        metavar="FEATURE[,FEATURE]",
+        help="report the eval metrics per value of a feature (numbers: per quantile bucket), or of a cross "
+        "(island,sex); judged by --set 'blessing.slice_thresholds={\"accuracy\": 0.85}' (repeatable)",
+    )
     _add_user_model_arguments(parser)
 
 
@@ -416,7 +427,7 @@ def resolve_settings(
     label_set = any(text.partition("=")[0].strip() == "prepare.label" for text in args.overrides)
     if args.data and not (args.label or label_set):
         raise ValueError("--label is required with --data: name the column to predict")
-    overrides = [*user_model_overrides(args), *args.overrides]
+    overrides = [*user_model_overrides(args), *slice_overrides(args), *args.overrides]
     given = {
         "publish_root": args.publish_root or publish_root,
         "data": args.data,
@@ -475,6 +486,27 @@ def user_model_overrides(args: argparse.Namespace) -> list[str]:
     if hparams or args.hparams_file:
         out.append("model.hparams=" + json.dumps(hparams, sort_keys=True))
     return out
+
+
+def slice_overrides(args: argparse.Namespace) -> list[str]:
+    """`--slice` flags as one `--set blessing.slices=[...]` (a JSON list: a cross holds a comma)."""
+    return ["blessing.slices=" + json.dumps(args.slices, ensure_ascii=False)] if args.slices else []
+
+
+def check_slice_columns(settings: RunConfig) -> None:
+    """A built-in family's `--slice` features are columns of its local CSV data (the first file's header, the
+    label and key apart), checked before any stage starts; other data is checked by the evaluate stage, before
+    its work (a user model's local feature spec when the run is resolved)."""
+    if not settings.blessing.slices or settings.job.model.model_fn:
+        return
+    path = default_dataset().path if settings.data == EMBEDDED_DATA else settings.data
+    files = [] if storage.is_gcs(path) else sorted(storage.glob(path))
+    if not files or not files[0].lower().endswith(".csv"):
+        return
+    with open(files[0], newline="", encoding="utf-8-sig") as f:
+        header = next(csv.reader(f), [])
+    features = [c for c in header if c not in (settings.label, settings.key_column)]
+    settings.blessing.check_slice_features(features, f"columns of {files[0]} (the label and key apart)")
 
 
 def resolve_image(args: argparse.Namespace) -> str:
@@ -586,6 +618,7 @@ def cmd_run_local(args: argparse.Namespace) -> int:
         args, os.path.join(output, local.PUBLISH_DIR), local.local_job_defaults(), beam=resolve_beam(args)
     )
     checks.local_run(settings)
+    check_slice_columns(settings)
     outcome = local.run_local(settings, output, verbose=args.verbose, resume=args.resume)
     summary = outcome.summary
     if summary["status"] == runs.OK:

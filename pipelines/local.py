@@ -1014,6 +1014,17 @@ def importance_summary(blessing: Any) -> dict[str, Any] | None:
     return {**importance, **counts}
 
 
+def slices_summary(blessing: Any) -> dict[str, Any] | None:
+    """The worst slices, the counts and where the full table is (slices.json in the evaluate artifact), with row
+    counts as ints (KFP metadata numbers are floats); None when the run named no slice."""
+    shown = dict(blessing.metadata.get("slices") or {})
+    if not shown:
+        return None
+    worst = [{**entry, "rows": _number(entry["rows"])} for entry in shown["worst"]]
+    counts = {name: _number(shown[name]) for name in ("count", "judged", "min_rows")}
+    return {**shown, **counts, "worst": worst}
+
+
 def summarize(outputs: Mapping[str, Any], arguments: Mapping[str, Any]) -> dict[str, Any]:
     """The run's results: eval metrics, verdict, artifact URIs, data, predictions, export and publication,
     fingerprints, config, and where each stage's manifest is."""
@@ -1033,6 +1044,7 @@ def summarize(outputs: Mapping[str, Any], arguments: Mapping[str, Any]) -> dict[
             "based_on": blessing.metadata["based_on"],
         },
         "importance": importance_summary(blessing),
+        "slices": slices_summary(blessing),
         "artifacts": {
             "prepare": dataset.uri,
             "train": model.uri,

@@ -86,6 +86,7 @@ class PipelineOutputs(NamedTuple):
     exported: Model
     serving_check: Artifact
     publication: Artifact
+    slice_metrics: Metrics
 
 
 def _on_tpu(component: Any, target: TPUTarget) -> Any:
@@ -303,6 +304,7 @@ def build_pipeline(
             exported=export.outputs["exported"],
             serving_check=check.outputs["checked"],
             publication=release.outputs["publication"],
+            slice_metrics=evaluate.outputs["slice_metrics"],
         )
 
     return tpu_estimator_pipeline

@@ -84,6 +84,17 @@ class BlessingConfig(JsonConfig):
         and the comparison metric's loss is its importance; the sample also shrinks so that features x repeats
         x rows stays within 100,000 predicted rows. None turns feature importance off.
       importance_repeats: permutations per feature (their mean is the importance, their spread its std).
+      slices: the slices the eval rows are cut into, each a feature's original name ("island": one slice per
+        value) or a comma-joined cross ("island,sex": one per pair of values); each slice's rows and metrics are
+        reported (`evaluation.slices`). A categorical's slices are its values, a numeric's `slice_buckets`
+        quantile buckets of the eval rows; a missing value is a slice of its own ("missing"). For a user model,
+        any scalar feature of the feature spec. A name the data does not have is an error before any work.
+      slice_buckets: quantile buckets per numeric slice feature (fewer when values repeat).
+      min_slice_rows: a slice with fewer eval rows is reported, marked, and not judged (too few rows to tell).
+      slice_thresholds: {metric: worst acceptable value} every judged slice must meet, in the metric's own
+        direction (as `thresholds`).
+      slice_max_gap: {metric: gap}: no judged slice may be worse than the metric over all eval rows by more than
+        gap, in the metric's units and direction.
     """
 
     thresholds: Mapping[str, float] = dataclasses.field(default_factory=dict)
@@ -98,6 +109,11 @@ class BlessingConfig(JsonConfig):
     allow_leakage: Tuple[str, ...] = ()
     importance_rows: Optional[int] = 1000
     importance_repeats: int = 2
+    slices: Tuple[str, ...] = ()
+    slice_buckets: int = 4
+    min_slice_rows: int = 20
+    slice_thresholds: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    slice_max_gap: Mapping[str, float] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not isinstance(self.directions, Mapping) or any(d not in DIRECTIONS for d in self.directions.values()):
@@ -131,6 +147,52 @@ class BlessingConfig(JsonConfig):
             )
         self._check_leakage_settings()
         self._check_importance_settings()
+        self._check_slice_settings()
+
+    def _check_slice_settings(self) -> None:
+        given = (self.slices,) if isinstance(self.slices, str) else tuple(self.slices)
+        for spec in given:
+            names = [n.strip() for n in spec.split(",")] if isinstance(spec, str) else [""]
+            if not all(names) or len(set(names)) != len(names):
+                raise BlessingError(
+                    f"blessing.slices: {spec!r} must be a feature's name or a comma-joined cross of distinct "
+                    'features, e.g. --slice island or --slice island,sex (blessing.slices=["island", "island,sex"])'
+                )
+        specs = tuple(",".join(n.strip() for n in spec.split(",")) for spec in given)
+        object.__setattr__(self, "slices", specs)
+        if len(set(specs)) != len(specs):
+            raise BlessingError(f"blessing.slices={list(specs)!r} names a slice twice; list each once")
+        for name, value, low in (("slice_buckets", self.slice_buckets, 2), ("min_slice_rows", self.min_slice_rows, 1)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+                raise BlessingError(f"blessing.{name}={value!r} must be an integer >= {low}, e.g. {low * 2}")
+        for name in ("slice_thresholds", "slice_max_gap"):
+            bounds = getattr(self, name)
+            if not isinstance(bounds, Mapping):
+                raise BlessingError(f"blessing.{name} must be a JSON object {{metric: value}}, got {bounds!r}")
+            object.__setattr__(self, name, dict(bounds))
+            for metric, value in bounds.items():
+                _known_metric(f"blessing.{name}", metric, self.directions)
+                if not _number(value) or (name == "slice_max_gap" and value < 0):
+                    least = " >= 0" if name == "slice_max_gap" else ""
+                    raise BlessingError(f"blessing.{name}: {metric}={value!r} must be a finite number{least}")
+            if bounds and not specs:
+                raise BlessingError(
+                    f"blessing.{name}={bounds!r} judges slices, and blessing.slices names none: add --slice FEATURE"
+                )
+
+    @property
+    def slice_features(self) -> Tuple[str, ...]:
+        """Every feature the slices name, in order of first mention."""
+        return tuple(dict.fromkeys(n for spec in self.slices for n in spec.split(",")))
+
+    def check_slice_features(self, features: Sequence[str], what: str = "features of the data") -> None:
+        """Raises when a slice names a feature not in `features` (original names, or a user spec's scalars)."""
+        unknown = [n for n in self.slice_features if n not in features]
+        if unknown:
+            raise BlessingError(
+                f"blessing.slices {list(self.slices)} names {unknown}, which are not {what}; they are "
+                f"{list(features)}: give --slice one of them"
+            )
 
     def _check_leakage_settings(self) -> None:
         threshold = self.leakage_threshold
@@ -184,7 +246,7 @@ class BlessingConfig(JsonConfig):
         """Raises when a metric named here does not exist for `task`."""
         allowed = TASK_METRICS[task]
         chosen = [m for m in (self.comparison_metric, self.reference_metric) if m]
-        named = list(self.thresholds) + chosen
+        named = list(self.thresholds) + chosen + list(self.slice_thresholds) + list(self.slice_max_gap)
         wrong = sorted(m for m in named if m not in allowed)
         if wrong:
             raise BlessingError(f"blessing metric(s) {wrong} do not apply to a {task} label; use {list(allowed)}")

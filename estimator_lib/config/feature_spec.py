@@ -36,7 +36,8 @@ WIRE_LISTS = {"float32": "float_list", "int64": "int64_list", "int32": "int64_li
 DECODERS = ("image",)
 _KEYS = {"dtype", "shape", "var_len", "default", "decode"}
 # The row markers the eval and predict inputs add to the features: not feature names.
-RESERVED_NAMES = (PADDING_FEATURE, INDEX_FEATURE)
+SLICE_FEATURE = "slice_ids"  # a sliced evaluation's row marker (`model.user.model_fn`)
+RESERVED_NAMES = (PADDING_FEATURE, INDEX_FEATURE, SLICE_FEATURE)
 
 
 class FeatureSpecError(ValueError):
@@ -170,6 +171,12 @@ class FeatureSpec:
 
     def feature(self, name: str) -> Feature:
         return next(f for f in self.features if f.name == name)
+
+    @property
+    def scalars(self) -> tuple[str, ...]:
+        """The names of the features holding one plain value per record (shape [], not decoded): what an
+        evaluation may be sliced by (`blessing.slices`)."""
+        return tuple(f.name for f in self.features if f.shape == () and not f.var_len and not f.decode)
 
     @property
     def inputs(self) -> tuple[Feature, ...]:

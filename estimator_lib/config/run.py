@@ -233,6 +233,7 @@ class RunConfig(JsonConfig):
                 spec.label is not None,
                 f"--feature-spec {self.feature_spec}: give --label, the feature that is the label",
             )
+            self.blessing.check_slice_features(spec.scalars, f"scalar features of --feature-spec {self.feature_spec}")
 
     def prepare_config(self) -> PrepareConfig:
         """The prepare stage's `PrepareConfig`: the prepare options with the run's data, label, task ("auto":

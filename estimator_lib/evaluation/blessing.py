@@ -13,7 +13,10 @@ A candidate is blessed when every check passes:
     `reference_margin` on `reference_metric` (accuracy or r2 by default) plus the chance allowance of the
     paired difference on the eval rows, unless the margin is None;
   * when a baseline is given (the last published model), the candidate improves on it by at least
-    `min_improvement` on the comparison metric (negative tolerates a drop of that size).
+    `min_improvement` on the comparison metric (negative tolerates a drop of that size);
+  * every judged slice of the eval rows (`evaluation.slices`: at least `min_slice_rows` rows) meets
+    `slice_thresholds` and is within `slice_max_gap` of the overall metric: one check per failing slice, naming
+    it, or one passing check per bound when every judged slice meets it.
 
 Runs on the host CPU, on metrics from `evaluation.metrics`.
 """
@@ -31,6 +34,7 @@ from estimator_lib.config import BlessingConfig, higher_is_better
 from estimator_lib.config.blessing import BlessingError
 from estimator_lib.evaluation.leakage import FeatureScore
 from estimator_lib.evaluation.metrics import Truth, trivial_metrics
+from estimator_lib.evaluation.slices import findings
 from estimator_lib.schema import REGRESSION
 
 
@@ -120,9 +124,10 @@ def decide(
     reference_description: Optional[str] = None,
     reference_errors: Optional[Mapping[str, float]] = None,
     leakage: Optional[Sequence[FeatureScore]] = None,
+    slices: Optional[Mapping[str, Any]] = None,
 ) -> Blessing:
     """Applies `config` to the candidate's blessing metrics, beside the linear reference's and the baseline's,
-    and to each feature's one-feature rule.
+    to each feature's one-feature rule, and to each slice of the eval rows.
 
     Args:
       config: when to bless.
@@ -135,6 +140,7 @@ def decide(
         (`metrics.paired_standard_errors`); a metric without one gets no chance allowance.
       leakage: each feature's one-feature rule on the eval rows (`leakage.one_feature_scores`); None: not
         checked.
+      slices: the slice table (`slices.slice_table`); None: no slice configured.
     """
     config.check_task(truth.task)
     checks: List[Check] = _leakage_checks(config, leakage or ())
@@ -150,6 +156,7 @@ def decide(
         bound = baseline[comparison] + sign * config.min_improvement
         what = f"vs baseline {baseline[comparison]:.4f} with min_improvement {config.min_improvement:g}"
         checks.append(_check("baseline", comparison, candidate[comparison], bound, False, what))
+    checks.extend(slice_checks(config, slices))
     return Blessing(
         blessed=all(c.passed for c in checks),
         checks=tuple(checks),
@@ -171,13 +178,20 @@ def decide_user(
     num_examples: int,
     baseline: Optional[Mapping[str, float]] = None,
     baseline_uri: Optional[str] = None,
+    slices: Optional[Mapping[str, Any]] = None,
 ) -> Blessing:
     """Applies `config` to a user model's metrics (its metric_fn's, by their names): each threshold, and, with a
     baseline (the published model's metrics from the same metric_fn on the same records), the comparison
-    metric improved by `min_improvement`. A metric the thresholds or the comparison name that the metric_fn
-    does not report is an error naming the metrics it does report."""
+    metric improved by `min_improvement`; and to each slice (`slices`, the metric_fn's metrics per slice). A
+    metric the thresholds or the comparison name that the metric_fn does not report is an error naming the
+    metrics it does report."""
     comparison = config.comparison_metric or ""
-    named = sorted(set(config.thresholds) | ({comparison} if baseline is not None else set()))
+    named = sorted(
+        set(config.thresholds)
+        | set(config.slice_thresholds)
+        | set(config.slice_max_gap)
+        | ({comparison} if baseline is not None else set())
+    )
     for who, metrics in (("your model_fn's metric_fn", candidate), ("the published model", baseline or candidate)):
         missing = [m for m in named if m not in metrics]
         if missing:
@@ -193,6 +207,7 @@ def decide_user(
         bound = baseline[comparison] + (1.0 if higher else -1.0) * config.min_improvement
         what = f"vs baseline {baseline[comparison]:.4f} with min_improvement {config.min_improvement:g}"
         checks.append(_check("baseline", comparison, candidate[comparison], bound, False, what, higher))
+    checks.extend(slice_checks(config, slices))
     return Blessing(
         blessed=all(c.passed for c in checks),
         checks=tuple(checks),
@@ -202,6 +217,22 @@ def decide_user(
         baseline_uri=baseline_uri,
         baseline_metrics=dict(baseline) if baseline is not None else None,
     )
+
+
+def slice_checks(config: BlessingConfig, table: Optional[Mapping[str, Any]]) -> List[Check]:
+    """One failed check per judged slice that misses a slice bound (its message names the slice); for a bound every
+    judged slice meets, one passed check with the worst slice's value. None without a table or a bound."""
+    if table is None:
+        return []
+    found = findings(config, table)
+    checks = [Check("slice", f.metric, f.value, f.bound, False, f.message) for f in found if not f.passed]
+    for metric, bound in dict.fromkeys((f.metric, f.bound) for f in found):
+        held = [f for f in found if (f.metric, f.bound) == (metric, bound)]
+        if all(f.passed for f in held):
+            worst = min(held, key=lambda f: f.value if config.higher_is_better(metric) else -f.value)
+            message = f"every judged slice ({len(held)}) meets it; the worst, {worst.message}"
+            checks.append(Check("slice", metric, worst.value, bound, True, message))
+    return checks
 
 
 def _leakage_checks(config: BlessingConfig, scores: Sequence[FeatureScore]) -> List[Check]:

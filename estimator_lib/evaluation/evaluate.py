@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 import numpy as np
 import tensorflow as tf
 
-from estimator_lib import storage
+from estimator_lib import storage, summaries
 from estimator_lib.config import BlessingConfig, BlessingError, JobConfig
 from estimator_lib.data.common import TRAIN, VALID
 from estimator_lib.data.prepare import PrepareResult
@@ -42,6 +42,7 @@ from estimator_lib.evaluation.metrics import (
     scores_from_rows,
 )
 from estimator_lib.evaluation.reference import DEFAULT_MAX_ROWS, Design, fit_reference, read_design
+from estimator_lib.evaluation.slices import optional_table, slices_of_rows, write_summaries
 from estimator_lib.export import read_export_metadata
 from estimator_lib.model import checkpoints
 from estimator_lib.predict import batch_predict, predict_from_saved_model, read_predictions
@@ -69,6 +70,8 @@ class Evaluation:
         "higher_is_better", "rows", "repeats", "permutation": [{"feature", "importance", "std"}] most important
         first, "attributions": None or {"method": "integrated_gradients", "output", "steps", "features":
         [{"feature", "attribution"}], ...}}; None when `blessing.importance_rows` is None.
+      slices: each slice's rows and metrics, judged or not (`evaluation.slices.slice_table`); None when
+        `blessing.slices` names none.
     """
 
     metrics: Dict[str, float]
@@ -130,7 +133,9 @@ def evaluate_and_bless(
     split; (3) the linear reference, fitted on the train and validation splits, and its predictions for the same
     rows; (4) each feature's one-feature rule (the leakage check), learned on the same rows and scored on the eval
     rows; (5) the baseline's predictions for the same rows from its SavedModel, with its own schema and
-    vocabularies; (6) the metrics of all of them, each computed once (`reported_metrics`); (7) the verdict.
+    vocabularies; (6) the metrics of all of them, each computed once (`reported_metrics`), and the candidate's
+    on each slice `config.slices` names (their original values read with the labels); (7) the verdict; the
+    slices' metrics also go to TensorBoard, beside the evaluations' (`MODEL_DIR/eval`).
 
     Args:
       job: the `JobConfig` the model was trained with, placed for this stage.
@@ -143,6 +148,7 @@ def evaluate_and_bless(
     schema = prepared.schema
     config.check_task(schema.label.task)
     config.check_allowed_leakage([f.name for f in schema.features])
+    config.check_slice_features([f.name for f in schema.features])
     baseline_schema = _baseline_schema(baseline_dir, schema) if baseline_dir else None  # fail before any work
     eval_files, count = prepared.files("eval"), prepared.counts.get("eval", 0)
     if not count:
@@ -152,6 +158,7 @@ def evaluate_and_bless(
         )
     checkpoint = _checkpoint(model_dir)
     truth, design = read_eval_rows(eval_files, schema)
+    sets = slices_of_rows(schema, [eval_files], truth.keys, config) if config.slices else None
     candidate = _score_checkpoint(
         job, schema, model_dir, checkpoint, eval_files, count, storage.join(work_dir, "candidate"), truth
     )
@@ -165,20 +172,26 @@ def evaluate_and_bless(
         )
         baseline_metrics = compute_metrics(truth, baseline)
     metrics = reported_metrics(truth, candidate)
+    overall = blessing_metrics(metrics, truth.task)
+    slices = optional_table(config, truth, candidate, sets, overall, config.comparison_for(truth.task))
     blessing = decide(
         config,
         truth,
-        blessing_metrics(metrics, truth.task),
+        overall,
         baseline_metrics,
         baseline_dir,
         compute_metrics(truth, reference_scores),
         reference.description,
         paired_standard_errors(truth, candidate, reference_scores),
         leakage,
+        slices=slices,
     )
     importance = builtin_importance(job, schema, model_dir, checkpoint, eval_files, count, config)
     step = int(tf.train.load_variable(checkpoint, tf.compat.v1.GraphKeys.GLOBAL_STEP))
-    scores = {"truth": truth, "candidate": candidate, "baseline": baseline, "importance": importance}
+    if slices is not None:
+        write_summaries(storage.join(model_dir, summaries.EVAL_DIR), step, slices)
+    scores = {"truth": truth, "candidate": candidate, "baseline": baseline}
+    scores.update(slices=slices, importance=importance)
     if truth.task == REGRESSION:
         return Evaluation(metrics, step, checkpoint, blessing, **scores)
     return Evaluation(

@@ -109,6 +109,7 @@ def stages(tmp_path_factory):
         blessing=blessing,
         report=report,
         verdict=verdict,
+        slice_metrics=artifact(Metrics, work, "slice_metrics", "evaluate"),
     )
     predictions = artifact(Dataset, work, "predictions")
     batch_predict(
@@ -277,6 +278,7 @@ def test_evaluate_scores_the_published_baseline_with_the_same_code(stages, tmp_p
         artifact(ModelBlessing, tmp_path, "b", "evaluate"),
     )
     report, markdown = artifact(HTML, tmp_path, "r", "evaluate"), artifact(Markdown, tmp_path, "v", "evaluate")
+    sliced = artifact(Metrics, tmp_path, "s", "evaluate")
     # As prepare describes data it validated against a published model's: the report shows its drift table.
     details = tmp_path / "validation.json"  # as prepare writes it inside the Dataset
     details.write_text(json.dumps({"drift": {"island": {"distance (PSI)": 0.0123, "unseen share": 0.0456}}}))
@@ -285,7 +287,7 @@ def test_evaluate_scores_the_published_baseline_with_the_same_code(stages, tmp_p
     evaluate_model(
         dataset=dataset,
         model=stages["model"],
-        spec=evaluate_spec(min_improvement=0.01),
+        spec=evaluate_spec(min_improvement=0.01, slices=("colour",)),
         baseline="latest",
         publish_root=root,
         tpu=CPU,
@@ -294,6 +296,7 @@ def test_evaluate_scores_the_published_baseline_with_the_same_code(stages, tmp_p
         blessing=blessing,
         report=report,
         verdict=markdown,
+        slice_metrics=sliced,
     )
     verdict = adapter.read_blessing(blessing.uri)
     assert verdict.baseline_uri == release.latest(root).uri
@@ -307,6 +310,17 @@ def test_evaluate_scores_the_published_baseline_with_the_same_code(stages, tmp_p
     assert "<th>candidate</th><th>baseline (last published)</th><th>reference</th>" in document
     drift = document.split("Drift against the last published model's data</h2>")[1].split("</table>")[0]
     assert "<td>island</td>" in drift and "0.0123" in drift and "0.0456" in drift
+    shown = blessing.metadata["slices"]
+    with open(shown["uri"], encoding="utf-8") as f:
+        table = json.load(f)
+    names = sorted(e["name"] for e in table["slices"])
+    assert names == ["colour=blue", "colour=green", "colour=red"] and shown["count"] == 3 and shown["failed"] == []
+    assert sum(e["rows"] for e in table["slices"]) == verdict.num_examples
+    rows = {e["name"]: e["rows"] for e in table["slices"]}
+    assert {n: sliced.metadata[f"{n}/rows"] for n in names} == rows  # and each metric the slice defines
+    assert {k: v for k, v in sliced.metadata.items() if k.endswith("/accuracy")} == {
+        f"{e['name']}/accuracy": e["metrics"]["accuracy"] for e in table["slices"]
+    }
 
 
 def read_manifest(output: Artifact) -> dict:
@@ -331,7 +345,14 @@ def test_every_stage_writes_its_manifest_beside_its_outputs(stages):
     assert trained["versions"]["commit"] == manifest.git_commit(records.PACKAGE_DIR)
     evaluated = read_manifest(stages["blessing"])
     assert set(evaluated["inputs"]) == {"dataset", "model"}
-    assert set(evaluated["outputs"]) == {"metrics", "classification_metrics", "blessing", "report", "verdict"}
+    assert set(evaluated["outputs"]) == {
+        "metrics",
+        "classification_metrics",
+        "blessing",
+        "report",
+        "verdict",
+        "slice_metrics",
+    }
     assert evaluated["config"]["blessing_config"]["thresholds"] == {"accuracy": 0.5}
     assert read_manifest(exported)["outputs"]["exported"]["fingerprint"] == exported.metadata["fingerprint"]
     released = read_manifest(stages["publication"])

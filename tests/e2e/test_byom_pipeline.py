@@ -125,10 +125,14 @@ def test_the_text_transformer_runs_end_to_end_with_its_own_metric_names(tmp_path
     args += ["--predict-data", os.path.join(root, "predict.tfrecord"), "--set", "training.train_steps=300"]
     args += ["--set", 'blessing.thresholds={"eval_accuracy": 0.8}', "--set", "blessing.comparison_metric=eval_loss"]
     args += ["--set", 'blessing.directions={"eval_accuracy": "higher", "eval_loss": "lower"}']
+    args += ["--slice", "label_ids", "--set", "blessing.min_slice_rows=1"]  # sliced in the same eval pass
     summary = run_local(output, *args)
 
     assert_released(summary)
-    assert set(summary["metrics"]) == {"eval_accuracy", "eval_loss"}
+    assert set(summary["metrics"]) == {"eval_accuracy", "eval_loss"}  # the slices' metrics apart
+    sliced = summary["slices"]
+    assert sorted(e["name"] for e in sliced["worst"]) == ["label_ids=0", "label_ids=1"]
+    assert all(set(e["metrics"]) == {"eval_accuracy", "eval_loss"} and e["judged"] for e in sliced["worst"])
     predict_records = records(os.path.join(root, "predict.tfrecord"))
     rows = prediction_rows(summary)
     assert [r["index"] for r in rows] == list(range(len(predict_records)))

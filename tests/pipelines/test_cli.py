@@ -14,7 +14,7 @@ from repo import ROOT
 
 from estimator_lib.config import ConfigError
 from estimator_lib.config.stages import PrepareSpec, TrainSpec
-from pipelines import cli, image, tpu
+from pipelines import cli, image, local, tpu
 
 DIGEST_IMAGE = "us-central1-docker.pkg.dev/proj/repo/tpu-pipeline@sha256:" + "ab" * 32
 COMMIT_IMAGE = "us-central1-docker.pkg.dev/proj/repo/tpu-pipeline:" + "0123456789abcdef0123456789abcdef01234567"
@@ -150,6 +150,7 @@ def test_the_evaluate_stage_outputs_an_html_report_a_markdown_verdict_and_the_bl
         "blessing": "system.Artifact",
         "report": "system.HTML",
         "verdict": "system.Markdown",
+        "slice_metrics": "system.Metrics",
     }
     pipeline_outputs = spec["root"]["dag"]["outputs"]["artifacts"]
     for name in ("report", "verdict", "blessing"):
@@ -284,7 +285,21 @@ def test_settings_route_overrides_to_their_sections(tmp_path):
         "allow_leakage": [],
         "importance_rows": 1000,
         "importance_repeats": 2,
+        "slices": [],
+        "slice_buckets": 4,
+        "min_slice_rows": 20,
+        "slice_thresholds": {},
+        "slice_max_gap": {},
     }
+
+
+def test_slice_flags_are_one_json_list_of_blessing_slices_and_a_cross_keeps_its_comma():
+    args = parse("--slice", "island", "--slice", "island,sex", "--set", 'blessing.slice_thresholds={"accuracy": 0.85}')
+    assert cli.slice_overrides(args) == ['blessing.slices=["island", "island,sex"]']
+    blessing = cli.resolve_settings(args, "/p").blessing
+    assert blessing.slices == ("island", "island,sex") and blessing.slice_thresholds == {"accuracy": 0.85}
+    with pytest.raises(ConfigError, match=r"blessing.slices: 'island,' must be a feature's name or a comma-joined"):
+        cli.resolve_settings(parse("--slice", "island,"), "/p")
 
 
 def test_settings_errors_name_the_fix(capsys):
@@ -294,3 +309,13 @@ def test_settings_errors_name_the_fix(capsys):
         cli.resolve_settings(parse("--set", "training.train_step=3"), "/p")
     with pytest.raises(ConfigError, match="eval_fraction=1.5 must be in"):
         cli.resolve_settings(parse("--eval-fraction", "1.5"), "/p")
+
+
+def test_a_slice_of_a_column_the_local_csv_lacks_exits_2_before_anything_starts(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(local, "run_local", lambda *a, **k: pytest.fail("a stage started"))
+    output = tmp_path / "out"
+    assert cli.main(["run-local", "--output", str(output), "--slice", "island,sexx"]) == 2
+    err = capsys.readouterr().err
+    assert "blessing.slices ['island,sexx'] names ['sexx'], which are not columns of " in err
+    assert "'island', 'bill_length_mm', 'bill_depth_mm', 'flipper_length_mm', 'body_mass_g', 'sex', 'year']" in err
+    assert not output.exists()

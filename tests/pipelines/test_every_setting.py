@@ -79,6 +79,15 @@ VALID: dict[str, tuple[list[str], Any]] = {
     "blessing.reference_metric": (["blessing.reference_metric=auc"], "auc"),
     "blessing.allow_leakage": (["blessing.allow_leakage=island,sex"], ("island", "sex")),
     "blessing.importance_rows": (["blessing.importance_rows=null"], None),  # feature importance off
+    "blessing.slices": (['blessing.slices=["island", "island,sex"]'], ("island", "island,sex")),
+    "blessing.slice_thresholds": (
+        ["blessing.slices=island", 'blessing.slice_thresholds={"accuracy": 0.8}'],
+        {"accuracy": 0.8},
+    ),
+    "blessing.slice_max_gap": (
+        ["blessing.slices=island", 'blessing.slice_max_gap={"accuracy": 0.1}'],
+        {"accuracy": 0.1},
+    ),
     "validation.on_breach": (["validation.on_breach=warn"], "warn"),
     "validation.schema_changes": (["validation.schema_changes=warn"], "warn"),
     "beam.runner": (DATAFLOW, "DataflowRunner"),
@@ -131,6 +140,9 @@ INVALID: dict[str, str] = {
     "blessing.allow_leakage": "island,",  # an empty name
     "blessing.importance_rows": "5",  # too few rows to rank features
     "blessing.importance_repeats": "21",
+    "blessing.slices": '["island,"]',  # an empty name in a cross
+    "blessing.slice_thresholds": '{"accuracy": 0.8}',  # without a slice
+    "blessing.slice_max_gap": '{"accuracy": -0.1}',
     "validation.on_breach": "ignore",
     "validation.schema_changes": "ignore",
     "beam.runner": "SparkRunner",

@@ -6,8 +6,9 @@
   fit in memory are read and parsed once per call, `inputs.cached_training_batches`).
 - Evaluation and prediction: every record once, in file order, padded to whole batches with a record that
   matches the spec; each row carries `is_padding` (float32 [B]: 1.0 on padding rows) and `example_index`
-  (int32 [B]: its position in the input), which the model_fn wrapper takes out before the user's model_fn
-  sees the features.
+  (int32 [B]: its position in the input), and, for a sliced evaluation, `slice_ids` (int32 [B, S]: its slice
+  under each slice spec, looked up by its position), which the model_fn wrapper takes out before the user's
+  model_fn sees the features.
 
 Every tensor has a static shape: [B, *shape] per feature, the label [B, *shape].
 """
@@ -16,9 +17,10 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional
 
+import numpy as np
 import tensorflow as tf
 
-from estimator_lib.config.feature_spec import FeatureSpec
+from estimator_lib.config.feature_spec import SLICE_FEATURE, FeatureSpec
 from estimator_lib.model import inputs
 from estimator_lib.model.inputs import InputFn, Patterns
 from estimator_lib.model.user import records
@@ -72,15 +74,23 @@ def _file_counts(files: List[str], compression: str) -> Optional[Dict[str, int]]
 
 
 def padded_input_fn_builder(
-    patterns: Patterns, spec: FeatureSpec, num_examples: Optional[int], with_label: bool
+    patterns: Patterns,
+    spec: FeatureSpec,
+    num_examples: Optional[int],
+    with_label: bool,
+    slice_ids: Optional[np.ndarray] = None,
 ) -> InputFn:
     """The eval (`with_label`) or predict input_fn: every record once, padded to whole global batches.
 
+    `slice_ids`: int [N, S], each record's slice under each slice spec, in input order (`evaluation.slices`);
+    given, every batch carries its rows' as `slice_ids` (padding rows repeat the last record's: they are masked).
     `input_fn.num_examples` holds the real record count, `input_fn.files` the files in order."""
     files = inputs.resolve_files(patterns)
     compression = records.compression(files)
     count = inputs.count_records(files, compression) if num_examples is None else num_examples
     padding = records.padding_record(spec)
+    if slice_ids is not None:
+        slice_ids = np.asarray(slice_ids, np.int32).reshape(count, -1)
 
     def input_fn(params: Dict) -> tf.data.Dataset:
         batch_size = params["batch_size"]
@@ -94,6 +104,8 @@ def padded_input_fn_builder(
             features = parsed[0] if with_label and spec.label else parsed
             features[PADDING_FEATURE] = tf.cast(index >= count, tf.float32)
             features[INDEX_FEATURE] = index
+            if slice_ids is not None:
+                features[SLICE_FEATURE] = tf.gather(slice_ids, tf.minimum(index, count - 1))
             return parsed
 
         dataset = inputs.padded_batches(files, count, batch_size, steps, params, 1, padding, compression)

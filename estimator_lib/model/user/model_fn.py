@@ -12,6 +12,10 @@ what the stages need around it, without changing what the user's model computes:
   are those of the real rows, whatever the eval size.
 - Prediction: `is_padding` and `example_index` are added to the user's predictions, so the host drops the
   padding and checks the order; the user's own prediction keys are kept as they are.
+- Sliced evaluation (`blessing.slices`): the eval input adds `slice_ids` (int32 [B, S]: each row's slice under
+  each of S slice specs, assigned on the host, `evaluation.slices`), and the user's metric_fn is called once
+  more per slice, in the same pass, with every tensor masked to the slice's real rows (the padding mask's
+  mechanism); its metrics come back as "slice:<slice name>/<metric>" (`slice_metric_name`).
 
 The markers are taken out of `features` before the user's model_fn sees them.
 """
@@ -20,19 +24,22 @@ from __future__ import annotations
 
 import importlib
 import sys
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Sequence
 
 import tensorflow as tf
 from tensorflow.python.util import function_utils
 from tensorflow_estimator.python.estimator.model_fn import EstimatorSpec
 from tensorflow_estimator.python.estimator.tpu.tpu_estimator import TPUEstimatorSpec
 
+from estimator_lib.config.feature_spec import SLICE_FEATURE
 from estimator_lib.config.job import RESERVED_PARAMS
 from estimator_lib.model.calling import call_as_tpu_estimator
 from estimator_lib.schema import INDEX_FEATURE, PADDING_FEATURE
 
 ModeKeys = tf.estimator.ModeKeys
-MARKERS = (PADDING_FEATURE, INDEX_FEATURE)
+MARKERS = (PADDING_FEATURE, INDEX_FEATURE, SLICE_FEATURE)
+SLICE_PREFIX = "slice:"
+SliceNames = Sequence[Sequence[str]]  # per slice spec, its slices' names in id order
 # Keys TPUEstimator adds to params itself (and refuses from a user).
 
 
@@ -81,21 +88,40 @@ def check_hparams(hparams: Dict[str, Any]) -> None:
         )
 
 
-def _masked_metric_fn(metric_fn: Callable, tensors):
-    """(metric_fn', tensors') that drop the padded rows of every tensor before `metric_fn` sees them."""
+def slice_metric_name(slice_name: str, metric: str) -> str:
+    """The name a metric of the user's metric_fn on one slice is reported under."""
+    return f"{SLICE_PREFIX}{slice_name}/{metric}"
+
+
+def _sliced_calls(call: Callable, keep: tf.Tensor, slice_ids: Optional[tf.Tensor], slices: SliceNames) -> Dict:
+    """`call(mask)` (the user's metric_fn on the rows of a bool [B] mask) on the real rows, then once per slice on
+    the slice's real rows, its metrics renamed by `slice_metric_name`."""
+    out = dict(call(keep))
+    for s, names in enumerate(slices):
+        for j, name in enumerate(names):
+            with tf.name_scope(f"slice_{s}_{j}"):
+                metrics = call(tf.logical_and(keep, tf.equal(slice_ids[:, s], j)))
+            out.update({slice_metric_name(name, k): v for k, v in metrics.items()})
+    return out
+
+
+def _masked_metric_fn(metric_fn: Callable, tensors, slices: SliceNames = ()):
+    """(metric_fn', tensors') that drop the padded rows of every tensor before `metric_fn` sees them, and with
+    `slices`, call it again per slice (tensors' gets the slice ids after the padding marker)."""
     real = lambda padding: tf.equal(tf.reshape(padding, [-1]), 0.0)  # noqa: E731
     if isinstance(tensors, dict):
 
         def masked_by_name(**named):
-            keep = real(named.pop(PADDING_FEATURE))
-            return metric_fn(**{k: tf.boolean_mask(v, keep) for k, v in named.items()})
+            keep, ids = real(named.pop(PADDING_FEATURE)), named.pop(SLICE_FEATURE, None)
+            call = lambda mask: metric_fn(**{k: tf.boolean_mask(v, mask) for k, v in named.items()})  # noqa: E731
+            return _sliced_calls(call, keep, ids, slices)
 
         return masked_by_name, dict(tensors)
 
     def masked(*given):
-        *values, padding = given
-        keep = real(padding)
-        return metric_fn(*[tf.boolean_mask(v, keep) for v in values])
+        *values, padding, ids = given if slices else (*given, None)
+        call = lambda mask: metric_fn(*[tf.boolean_mask(v, mask) for v in values])  # noqa: E731
+        return _sliced_calls(call, real(padding), ids, slices)
 
     return masked, list(tensors)
 
@@ -116,7 +142,7 @@ def _rebuilt(spec, **changes):
     return type(spec)(**{**spec._asdict(), **changes})
 
 
-def _with_masked_metrics(spec, padding: tf.Tensor):
+def _with_masked_metrics(spec, padding: tf.Tensor, slice_ids: Optional[tf.Tensor] = None, slices: SliceNames = ()):
     if isinstance(spec, EstimatorSpec) and not isinstance(spec, TPUEstimatorSpec):
         raise UserCodeError(
             "model_fn returned an EstimatorSpec in EVAL mode: its eval_metric_ops are built over every row, padding "
@@ -127,11 +153,13 @@ def _with_masked_metrics(spec, padding: tf.Tensor):
         return spec
     metric_fn, tensors = spec.eval_metrics
     _check_metric_tensors(metric_fn, tensors)
-    masked_fn, masked_tensors = _masked_metric_fn(metric_fn, tensors)
+    slices = slices if slice_ids is not None else ()
+    masked_fn, masked_tensors = _masked_metric_fn(metric_fn, tensors, slices)
+    markers = {PADDING_FEATURE: padding, **({SLICE_FEATURE: slice_ids} if slices else {})}
     if isinstance(masked_tensors, dict):
-        masked_tensors[PADDING_FEATURE] = padding
+        masked_tensors.update(markers)
     else:
-        masked_tensors.append(padding)
+        masked_tensors.extend(markers.values())
     return _rebuilt(spec, eval_metrics=(masked_fn, masked_tensors))
 
 
@@ -146,9 +174,10 @@ def _with_markers(spec, markers: Dict[str, tf.Tensor]):
     return _rebuilt(spec, predictions=predictions)
 
 
-def wrap_model_fn(user_model_fn: Callable) -> Callable:
+def wrap_model_fn(user_model_fn: Callable, slices: SliceNames = ()) -> Callable:
     """The model_fn TPUEstimator gets: the user's, called as TPUEstimator would, with padded rows masked out of
-    the eval metrics and the row markers added to the predictions (see the module docstring)."""
+    the eval metrics and the row markers added to the predictions (see the module docstring); with `slices`
+    (each spec's slice names, in the ids' order), the eval metrics also per slice of an input with `slice_ids`."""
 
     def model_fn(features, labels, mode, params, config):
         markers = {}
@@ -159,9 +188,9 @@ def wrap_model_fn(user_model_fn: Callable) -> Callable:
         if not isinstance(spec, (TPUEstimatorSpec, EstimatorSpec)):
             raise UserCodeError(f"model_fn returned {type(spec).__name__}; it must return a TPUEstimatorSpec")
         if mode == ModeKeys.EVAL and markers:
-            return _with_masked_metrics(spec, markers[PADDING_FEATURE])
+            return _with_masked_metrics(spec, markers[PADDING_FEATURE], markers.get(SLICE_FEATURE), slices)
         if mode == ModeKeys.PREDICT and markers:
-            return _with_markers(spec, markers)
+            return _with_markers(spec, {k: v for k, v in markers.items() if k != SLICE_FEATURE})
         return spec
 
     return model_fn

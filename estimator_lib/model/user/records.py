@@ -202,13 +202,14 @@ def raise_for_records(files: Sequence[str], spec: FeatureSpec, with_label: bool,
 
 
 def read_column(files: Sequence[str], feature: Feature) -> List:
-    """One scalar feature's values of every record, in file order (the prediction rows' keys)."""
+    """One scalar feature's values of every record, in file order (the prediction rows' keys, a sliced
+    evaluation's values): text, ints, or floats (float32 as the nearest Python float)."""
     out: List = []
     spec = {feature.name: tf.io.FixedLenFeature([], _TF_DTYPES[feature.dtype])}
     for path in files:
         dataset = tf.data.TFRecordDataset([path], compression_type=compression([path])).batch(4096)
         for batch in dataset.map(lambda s: tf.io.parse_example(s, spec)[feature.name]).as_numpy_iterator():
-            out.extend(v.decode("utf-8", "backslashreplace") if isinstance(v, bytes) else int(v) for v in batch)
+            out.extend(v.decode("utf-8", "backslashreplace") if isinstance(v, bytes) else v.item() for v in batch)
     return out
 
 

@@ -13,8 +13,9 @@ import contextlib
 import dataclasses
 import hashlib
 import json
+import math
 import os
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -23,12 +24,20 @@ from estimator_lib import storage, strict
 from estimator_lib.config import JobConfig
 from estimator_lib.config.feature_spec import FeatureSpec
 from estimator_lib.estimator import EvalResult, build_user_estimator
+from estimator_lib.evaluation.slices import SliceSet
 from estimator_lib.export.saved_model import CPU_TAGS, TPU_CALL_OP, TPU_TAGS, ExportVerificationError, run_cpu_graph
 from estimator_lib.model import checkpoints, inputs
 from estimator_lib.model.inputs import InputFn, Patterns
 from estimator_lib.model.user import compat, records
 from estimator_lib.model.user import inputs as user_inputs
-from estimator_lib.model.user.model_fn import check_hparams, check_model_fn, load_function, wrap_model_fn
+from estimator_lib.model.user.model_fn import (
+    SliceNames,
+    check_hparams,
+    check_model_fn,
+    load_function,
+    slice_metric_name,
+    wrap_model_fn,
+)
 from estimator_lib.predict import PredictionError, PredictResult, shard_name
 from estimator_lib.predict.shards import publish, shard_sizes
 from estimator_lib.schema import INDEX_FEATURE, PADDING_FEATURE
@@ -50,13 +59,15 @@ class UserModel:
     spec: FeatureSpec
     hparams: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     code_dir: Optional[str] = None
+    slices: SliceNames = ()
 
     def load(self) -> Callable:
-        """The wrapped model_fn TPUEstimator gets; checks TPUEstimator's contract first (`params`, reserved keys)."""
+        """The wrapped model_fn TPUEstimator gets; checks TPUEstimator's contract first (`params`, reserved keys).
+        `slices` (each slice spec's slice names) makes its evaluation report the metrics per slice too."""
         function = load_function(self.model_fn, "--model-fn", self.code_dir)
         check_model_fn(function, self.model_fn)
         check_hparams(dict(self.hparams))
-        return wrap_model_fn(function)
+        return wrap_model_fn(function, self.slices)
 
 
 def _strict_check(job: JobConfig, user: UserModel, train_input_fn: InputFn, count: Optional[int]) -> None:
@@ -151,13 +162,18 @@ def evaluate(
     *,
     num_examples: Optional[int] = None,
     checkpoint_path: Optional[str] = None,
+    slices: Sequence[SliceSet] = (),
 ) -> EvalResult:
     """Runs the user's metric_fn over every record once (padded to whole batches; padding masked out).
 
     TPUEstimator's own `loss` (a mean of the batches' losses, padded rows included) is not reported: metrics
-    are the metric_fn's, under the user's names.
+    are the metric_fn's, under the user's names. With `slices` (the records' slices, in input order), the
+    metric_fn also runs on each slice's rows in the same pass, its metrics named by `slice_metric_name`
+    (`split_slice_metrics` takes them apart).
     """
-    input_fn = user_inputs.padded_input_fn_builder(eval_files, user.spec, num_examples, with_label=True)
+    ids = np.stack([s.ids for s in slices], axis=1) if slices else None
+    user = dataclasses.replace(user, slices=tuple(s.names for s in slices))
+    input_fn = user_inputs.padded_input_fn_builder(eval_files, user.spec, num_examples, True, ids)
     count = input_fn.num_examples  # type: ignore[attr-defined]
     if count == 0:
         raise ValueError(f"the evaluation data {eval_files!r} holds no record; evaluate needs at least one")
@@ -168,6 +184,22 @@ def evaluate(
     step = int(raw.pop("global_step"))
     raw.pop("loss", None)
     return EvalResult({k: float(v) for k, v in raw.items()}, step, count, steps, checkpoint)
+
+
+def split_slice_metrics(
+    metrics: Mapping[str, float], slices: Sequence[SliceSet]
+) -> Tuple[Dict[str, float], List[Dict[str, Any]]]:
+    """(the metrics over every record, [{"name", "features", "rows", "metrics"}] per slice) of an evaluation
+    with `slices`; a metric a slice's metric_fn gave NaN (no row of it in a class, say) is left out."""
+    prefixes = [slice_metric_name(n, "") for s in slices for n in s.names]
+    overall = {k: v for k, v in metrics.items() if not any(k.startswith(p) for p in prefixes)}
+    entries = []
+    for s in slices:
+        for name, rows in zip(s.names, s.rows()):
+            prefix = slice_metric_name(name, "")
+            values = {k[len(prefix) :]: v for k, v in metrics.items() if k.startswith(prefix) and not math.isnan(v)}
+            entries.append({"name": name, "features": list(s.features), "rows": rows, "metrics": values})
+    return overall, entries
 
 
 def evaluate_published(

@@ -13,22 +13,25 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
+import numpy as np
 import tensorflow as tf
 
 from estimator_lib import storage
 from estimator_lib.config import BlessingConfig, JobConfig
+from estimator_lib.config.feature_spec import FeatureSpec
 from estimator_lib.config.run import SPLIT, TFRECORD, prediction_kind
 from estimator_lib.data.common import EVAL, TRAIN
 from estimator_lib.estimator import TrainResult
+from estimator_lib.evaluation import slices
 from estimator_lib.evaluation.blessing import decide_user
 from estimator_lib.evaluation.evaluate import Evaluation
 from estimator_lib.evaluation.importance import user_importance
 from estimator_lib.export import ExportResult
 from estimator_lib.export.saved_model import METADATA_FILE, describe_saved_model
 from estimator_lib.model import checkpoints, inputs
-from estimator_lib.model.user import run
+from estimator_lib.model.user import records, run
 from estimator_lib.model.user.prepare import PreparedRecords
 from estimator_lib.predict import PredictResult
 
@@ -78,21 +81,43 @@ def evaluate(
     config: BlessingConfig,
     baseline_dir: Optional[str],
 ) -> Evaluation:
-    """The user's metric_fn on every eval record (padding masked out), and the verdict: the thresholds, and the
-    comparison with the published model `baseline_dir` evaluated on the same records by the same metric_fn; then
-    feature importance by the same metric_fn on a sample of them (`evaluation.importance.user_importance`)."""
+    """The user's metric_fn on every eval record (padding masked out), and on each slice `config.slices` names
+    (in the same pass), and the verdict: the thresholds, the slices' checks, and the comparison with the
+    published model `baseline_dir` evaluated on the same records by the same metric_fn; then feature importance by
+    the same metric_fn on a sample of them (`evaluation.importance.user_importance`)."""
+    config.check_slice_features(prepared.spec.scalars, "scalar features of the feature spec")  # before any work
     user = user_model(job, prepared)
     count = prepared.counts[EVAL]
-    result = run.evaluate(job, user, prepared.files(EVAL), model_dir, num_examples=count)
+    sets = slice_sets(prepared.spec, prepared.files(EVAL), config) if config.slices else ()
+    result = run.evaluate(job, user, prepared.files(EVAL), model_dir, num_examples=count, slices=sets)
+    overall, entries = run.split_slice_metrics(result.metrics, sets)
+    table = None
+    if sets:
+        table = slices.slice_table(
+            config, slices.table_metric(config, config.comparison_metric or ""), overall, entries
+        )
     baseline = None
     if baseline_dir:
         with tempfile.TemporaryDirectory(prefix="baseline-") as work_dir:  # the estimator's eval events
             baseline = run.evaluate_published(
                 job, user, prepared.files(EVAL), baseline_dir, work_dir, num_examples=count
             ).metrics
-    blessing = decide_user(config, result.metrics, count, baseline, baseline_dir)
+    blessing = decide_user(config, overall, count, baseline, baseline_dir, slices=table)
     importance = user_importance(job, user, prepared.files(EVAL), result.checkpoint, count, config)
-    return Evaluation(result.metrics, result.global_step, result.checkpoint, blessing, importance=importance)
+    return Evaluation(overall, result.global_step, result.checkpoint, blessing, slices=table, importance=importance)
+
+
+def slice_sets(spec: FeatureSpec, files: List[str], config: BlessingConfig) -> Tuple[slices.SliceSet, ...]:
+    """The eval records' slices (`config.slices`), from one host read of the features they name: a float
+    feature by quantile buckets of the eval records, an integer or text one by value; at most
+    `slices.MAX_USER_SLICES` (the metric_fn runs once per slice in the eval graph)."""
+    labels = {}
+    for name in config.slice_features:
+        values = np.asarray(records.read_column(inputs.resolve_files(files), spec.feature(name)))
+        if spec.feature(name).dtype != "float32":
+            values = values.astype(str).astype(object)
+        labels[name] = slices.value_labels(values, config.slice_buckets)
+    return slices.assign_slices(labels, config.slices, slices.MAX_USER_SLICES)
 
 
 def _predict_files(prepared: PreparedRecords, data: str) -> List[str]:

@@ -112,6 +112,11 @@ def test_the_view_shows_the_configs_without_nulls_and_the_hyperparameters():
         "allow_leakage": [],
         "importance_rows": 1000,
         "importance_repeats": 2,
+        "slices": [],
+        "slice_buckets": 4,
+        "min_slice_rows": 20,
+        "slice_thresholds": {},
+        "slice_max_gap": {},
     }
     assert view["publish_root"] == "/p" and view["prepare_options"] == {} and view["data"] == "embedded:penguins"
 

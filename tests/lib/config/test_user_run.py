@@ -74,3 +74,15 @@ def test_a_local_spec_is_read_when_the_run_is_resolved(tmp_path):
     spec.write_text(json.dumps({"image": {"dtype": "float64", "shape": [4]}}))
     with pytest.raises(ConfigError, match="feature 'image': dtype 'float64' is not one of"):
         run(f"prepare.feature_spec={spec}")
+
+
+def test_a_slice_of_a_local_spec_must_be_one_of_its_scalar_features(tmp_path):
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"image": {"dtype": "float32", "shape": [4]}, "y": {"dtype": "int32", "shape": []}}))
+    assert run(f"prepare.feature_spec={spec}", "prepare.label=y", "blessing.slices=y").blessing.slices == ("y",)
+    with pytest.raises(
+        ConfigError,
+        match=rf"blessing.slices \['image'\] names \['image'\], which are not scalar features of --feature-spec "
+        rf"{spec}; they are \['y'\]: give --slice one of them",
+    ):
+        run(f"prepare.feature_spec={spec}", "prepare.label=y", "blessing.slices=image")

@@ -18,8 +18,22 @@ from user_examples import trained_example
 
 from estimator_lib.config import BlessingConfig, BlessingError, JobConfig, TPUSettings, TrainingConfig
 from estimator_lib.config.feature_spec import FeatureSpec
+from estimator_lib.evaluation import slices
+from estimator_lib.evaluation.blessing import decide_user
 from estimator_lib.evaluation.importance import user_importance
-from estimator_lib.model.user import RecordMismatchError, UserCodeError, UserModel, evaluate, export, predict, train
+from estimator_lib.evaluation.slices import slice_table
+from estimator_lib.model.user import (
+    RecordMismatchError,
+    UserCodeError,
+    UserModel,
+    evaluate,
+    export,
+    predict,
+    records,
+    train,
+)
+from estimator_lib.model.user.run import split_slice_metrics
+from estimator_lib.model.user.stages import slice_sets
 from estimator_lib.predict import read_predictions, verify_output
 
 HPARAMS = {"filters": 8, "units": 32, "learning_rate": 0.01}
@@ -169,3 +183,58 @@ def test_importance_of_a_users_model_by_its_metric_fn_and_its_gradients(digits):
         BlessingError, match=r"blessing.comparison_metric='auc' is not a metric of your metric_fn \(it "
     ):
         user_importance(job, user, eval_files, checkpoint, EVAL_ROWS, BlessingConfig(comparison_metric="auc"))
+
+
+def test_the_metric_fn_runs_per_slice_in_the_same_pass_and_is_numpys_on_each_slices_rows(digits, tmp_path):
+    """Sliced by the label (a scalar feature of the spec): per-class accuracy, from the same eval pass."""
+    root, job, user, model_dir = digits
+    files = [os.path.join(root, "eval.tfrecord")]
+    config = BlessingConfig(
+        slices=("label",), comparison_metric="accuracy", slice_thresholds={"accuracy": 0.9}, min_slice_rows=1
+    )
+    sets = slice_sets(user.spec, files, config)
+    assert sets[0].names == tuple(f"label={c}" for c in range(10))
+    result = evaluate(job, user, files, model_dir, slices=sets)
+    overall, entries = split_slice_metrics(result.metrics, sets)
+    assert sorted(overall) == ["accuracy"] and result.steps == 5  # one pass, the overall metric as without slices
+    predict(job, user, files, model_dir, str(tmp_path / "p"))
+    predicted = np.array([r["class_id"] for r in read_predictions(str(tmp_path / "p"))])
+    labels = np.array(records.read_column(files, user.spec.feature("label")))
+    for c, entry in enumerate(entries):
+        rows = labels == c
+        assert (entry["name"], entry["rows"]) == (f"label={c}", int(rows.sum()))
+        assert np.float32(entry["metrics"]["accuracy"]) == np.float32(np.mean(predicted[rows] == c))
+    table = slice_table(config, "accuracy", overall, entries)
+    blessing = decide_user(config, overall, EVAL_ROWS, slices=table)
+    failing = [e for e in table["slices"] if e["metrics"]["accuracy"] < 0.9]
+    assert blessing.reasons == tuple(
+        f"slice {e['name']} ({e['rows']} rows): accuracy={e['metrics']['accuracy']:.4f} >= 0.9000 fails"
+        for e in failing
+    )
+
+
+def test_slices_beyond_the_bound_or_of_a_feature_that_is_not_scalar_are_refused(digits, monkeypatch):
+    root, _, user, _ = digits
+    files = [os.path.join(root, "eval.tfrecord")]
+    monkeypatch.setattr(slices, "MAX_USER_SLICES", 5)  # the digits' one scalar feature, the label, has 10 values
+    with pytest.raises(BlessingError, match=r"into 10 slices \{'label': 10\}, more than 5: slice by features of"):
+        slice_sets(user.spec, files, BlessingConfig(slices=("label",)))
+    config = BlessingConfig(slices=("image",))
+    with pytest.raises(BlessingError, match=r"names \['image'\], which are not scalar features of the feature spec"):
+        config.check_slice_features(user.spec.scalars, "scalar features of the feature spec")
+
+
+def test_a_float_feature_is_sliced_by_quantile_buckets_and_a_text_one_by_value(tmp_path):
+    spec = FeatureSpec.from_json({"w": {"dtype": "float32", "shape": []}, "s": {"dtype": "bytes", "shape": []}})
+    path = str(tmp_path / "r.tfrecord")
+    with tf.io.TFRecordWriter(path) as writer:
+        for weight, shape in ((0.5, b"round"), (1.0, b"square"), (2.0, b"round"), (4.0, b"round")):
+            feature = {
+                "w": tf.train.Feature(float_list=tf.train.FloatList(value=[weight])),
+                "s": tf.train.Feature(bytes_list=tf.train.BytesList(value=[shape])),
+            }
+            writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+    (by_weight, crossed) = slice_sets(spec, [path], BlessingConfig(slices=("w", "s,w"), slice_buckets=2))
+    assert by_weight.names == ("w=[0.5, 1.5)", "w=[1.5, 4]") and by_weight.ids.tolist() == [0, 0, 1, 1]
+    assert crossed.names == ("s=round,w=[0.5, 1.5)", "s=round,w=[1.5, 4]", "s=square,w=[0.5, 1.5)")
+    assert crossed.rows() == [1, 2, 1]

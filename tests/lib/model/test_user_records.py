@@ -116,3 +116,18 @@ def test_a_key_column_is_read_in_file_order(tmp_path):
             for key in keys:
                 w.write(example([1], key=key))
     assert records.read_column(paths, SPEC.feature("id")) == ["r0", "r1", "ключ", "\\xff"]
+
+
+def test_a_scalar_columns_values_keep_their_type(tmp_path):
+    spec = FeatureSpec.from_json({"w": {"dtype": "float32", "shape": []}, "n": {"dtype": "int64", "shape": []}})
+    path = str(tmp_path / "r.tfrecord")
+    with tf.io.TFRecordWriter(path) as w:
+        for weight, count in ((0.25, 3), (1.5, -2)):
+            feature = {
+                "w": tf.train.Feature(float_list=tf.train.FloatList(value=[weight])),
+                "n": tf.train.Feature(int64_list=tf.train.Int64List(value=[count])),
+            }
+            w.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+    assert records.read_column([path], spec.feature("w")) == [0.25, 1.5]
+    assert records.read_column([path], spec.feature("n")) == [3, -2]
+    assert [type(v) for v in records.read_column([path], spec.feature("n"))] == [int, int]
