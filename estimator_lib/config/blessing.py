@@ -22,6 +22,8 @@ class BlessingError(ConfigError):
 
 
 DIRECTIONS = ("higher", "lower")
+BASELINE_TESTS = ("paired", "plain")
+MIN_REPLICATES, MAX_REPLICATES = 100, 100_000
 
 
 def higher_is_better(metric: str, directions: Mapping[str, str] | None = None) -> bool:
@@ -79,6 +81,19 @@ class BlessingConfig(JsonConfig):
       allow_leakage: original names of features that may predict the label alone (a value truly known when the
         model predicts): a leak of theirs is recorded and passes. A name the data's schema does not have is an
         error at the evaluate stage, before any work.
+      bootstrap_replicates: how many times the eval rows are resampled (with replacement, as many as there are)
+        for the confidence intervals of the headline metrics and of the paired difference with the baseline
+        (`evaluation.intervals`), at `confidence` (two-sided percentile intervals). AUC uses the first
+        replicates only on large eval splits (see `evaluation.intervals`). In [100, 100000].
+      bootstrap_seed: the seed of the resampling (>= 0): the same rows, models and seed give the same intervals,
+        to the bit.
+      baseline_test: how the candidate is compared with the baseline on `comparison_metric`. "paired": both
+        models are scored on the same resampled rows and the check passes only when the lower bound of the
+        interval of their difference (positive = better in the metric's direction) exceeds `min_improvement`:
+        better beyond the noise, so a model no different from the published one is not published again. A user
+        model (its metric_fn reports aggregate metrics only, nothing to resample) must then be strictly better
+        than the baseline plus `min_improvement`. "plain": the point values, the candidate at least the
+        baseline plus `min_improvement`.
     """
 
     thresholds: Mapping[str, float] = dataclasses.field(default_factory=dict)
@@ -91,6 +106,9 @@ class BlessingConfig(JsonConfig):
     directions: Mapping[str, str] = dataclasses.field(default_factory=dict)
     leakage_threshold: Optional[float] = 0.99
     allow_leakage: Tuple[str, ...] = ()
+    bootstrap_replicates: int = 1000
+    bootstrap_seed: int = 0
+    baseline_test: str = "paired"
 
     def __post_init__(self) -> None:
         if not isinstance(self.directions, Mapping) or any(d not in DIRECTIONS for d in self.directions.values()):
@@ -123,6 +141,7 @@ class BlessingConfig(JsonConfig):
                 "null to skip the comparison with the linear reference"
             )
         self._check_leakage_settings()
+        self._check_bootstrap_settings()
 
     def _check_leakage_settings(self) -> None:
         threshold = self.leakage_threshold
@@ -138,6 +157,21 @@ class BlessingConfig(JsonConfig):
             raise BlessingError(
                 f"blessing.allow_leakage={list(names)!r} must list distinct, non-empty feature names (original "
                 'column names), e.g. ["refund_issued"]'
+            )
+
+    def _check_bootstrap_settings(self) -> None:
+        replicates = self.bootstrap_replicates
+        if not _integer(replicates) or not MIN_REPLICATES <= replicates <= MAX_REPLICATES:
+            raise BlessingError(
+                f"blessing.bootstrap_replicates={replicates!r} must be an integer in [{MIN_REPLICATES}, "
+                f"{MAX_REPLICATES}], e.g. 1000 (fewer gives no stable interval bounds; more only costs time)"
+            )
+        if not _integer(self.bootstrap_seed) or self.bootstrap_seed < 0:
+            raise BlessingError(f"blessing.bootstrap_seed={self.bootstrap_seed!r} must be an integer >= 0, e.g. 0")
+        if self.baseline_test not in BASELINE_TESTS:
+            raise BlessingError(
+                f"blessing.baseline_test={self.baseline_test!r} must be one of {list(BASELINE_TESTS)}: 'paired' "
+                "(better than the baseline beyond the noise of the eval rows) or 'plain' (the point values)"
             )
 
     def higher_is_better(self, metric: str) -> bool:
@@ -189,6 +223,10 @@ def _known_metric(key: str, metric: str, directions: Mapping[str, str]) -> None:
         higher_is_better(metric, directions)
     except BlessingError as e:
         raise BlessingError(f"{key}: {e}") from None
+
+
+def _integer(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _number(value) -> bool:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import tensorflow as tf
@@ -28,6 +28,7 @@ from estimator_lib.config import BlessingConfig, BlessingError, JobConfig
 from estimator_lib.data.common import TRAIN, VALID
 from estimator_lib.data.prepare import PrepareResult
 from estimator_lib.evaluation.blessing import Blessing, decide
+from estimator_lib.evaluation.intervals import bootstrap_intervals
 from estimator_lib.evaluation.leakage import FeatureScore, one_feature_scores
 from estimator_lib.evaluation.metrics import (
     Scores,
@@ -64,6 +65,8 @@ class Evaluation:
       truth: the eval rows' keys and labels.
       candidate: the candidate's scores for those rows (what the report plots).
       baseline: the baseline's scores for the same rows, when there is a baseline.
+      intervals: bootstrap confidence intervals of the candidate's headline metrics and of its paired difference
+        with the baseline (`intervals.bootstrap_intervals`); None for a user model (no per-row outputs).
     """
 
     metrics: Dict[str, float]
@@ -76,6 +79,7 @@ class Evaluation:
     truth: Optional[Truth] = None
     candidate: Optional[Scores] = None
     baseline: Optional[Scores] = None
+    intervals: Optional[Mapping[str, Any]] = None
 
 
 def read_eval_rows(files: Union[str, Sequence[str]], schema: Schema) -> Tuple[Truth, Design]:
@@ -122,7 +126,8 @@ def evaluate_and_bless(
     split; (3) the linear reference, fitted on the train and validation splits, and its predictions for the same
     rows; (4) each feature's one-feature rule (the leakage check), learned on the same rows and scored on the eval
     rows; (5) the baseline's predictions for the same rows from its SavedModel, with its own schema and
-    vocabularies; (6) the metrics of all of them, each computed once (`reported_metrics`); (7) the verdict.
+    vocabularies; (6) the metrics of all of them, each computed once (`reported_metrics`), and the bootstrap
+    intervals of the candidate's and of its paired difference with the baseline (`intervals`); (7) the verdict.
 
     Args:
       job: the `JobConfig` the model was trained with, placed for this stage.
@@ -157,21 +162,24 @@ def evaluate_and_bless(
         )
         baseline_metrics = compute_metrics(truth, baseline)
     metrics = reported_metrics(truth, candidate)
+    headline = blessing_metrics(metrics, truth.task)
+    intervals = bootstrap_intervals(config, truth, candidate, headline, baseline, baseline_metrics)
     blessing = decide(
         config,
         truth,
-        blessing_metrics(metrics, truth.task),
+        headline,
         baseline_metrics,
         baseline_dir,
         compute_metrics(truth, reference_scores),
         reference.description,
         paired_standard_errors(truth, candidate, reference_scores),
         leakage,
+        intervals["baseline"],
     )
     step = int(tf.train.load_variable(checkpoint, tf.compat.v1.GraphKeys.GLOBAL_STEP))
-    scores = {"truth": truth, "candidate": candidate, "baseline": baseline}
+    evidence = {"truth": truth, "candidate": candidate, "baseline": baseline, "intervals": intervals}
     if truth.task == REGRESSION:
-        return Evaluation(metrics, step, checkpoint, blessing, **scores)
+        return Evaluation(metrics, step, checkpoint, blessing, **evidence)
     return Evaluation(
         metrics,
         step,
@@ -180,7 +188,7 @@ def evaluate_and_bless(
         truth.classes,
         confusion_matrix(truth, candidate),
         roc_curve(truth, candidate),
-        **scores,
+        **evidence,
     )
 
 

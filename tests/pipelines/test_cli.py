@@ -273,6 +273,9 @@ def test_settings_route_overrides_to_their_sections(tmp_path):
         "directions": {},
         "leakage_threshold": 0.99,
         "allow_leakage": [],
+        "bootstrap_replicates": 1000,
+        "bootstrap_seed": 0,
+        "baseline_test": "paired",
     }
 
 

@@ -78,6 +78,7 @@ VALID: dict[str, tuple[list[str], Any]] = {
     "blessing.comparison_metric": (["blessing.comparison_metric=log_loss"], "log_loss"),
     "blessing.reference_metric": (["blessing.reference_metric=auc"], "auc"),
     "blessing.allow_leakage": (["blessing.allow_leakage=island,sex"], ("island", "sex")),
+    "blessing.baseline_test": (["blessing.baseline_test=plain"], "plain"),
     "validation.on_breach": (["validation.on_breach=warn"], "warn"),
     "validation.schema_changes": (["validation.schema_changes=warn"], "warn"),
     "beam.runner": (DATAFLOW, "DataflowRunner"),
@@ -128,6 +129,7 @@ INVALID: dict[str, str] = {
     "blessing.comparison_metric": "f1",
     "blessing.reference_metric": "f1",
     "blessing.allow_leakage": "island,",  # an empty name
+    "blessing.baseline_test": "bayesian",
     "validation.on_breach": "ignore",
     "validation.schema_changes": "ignore",
     "beam.runner": "SparkRunner",

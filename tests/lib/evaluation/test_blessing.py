@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -19,7 +20,8 @@ def truth3() -> Truth:
     return Truth(("k0", "k1", "k2", "k3"), np.array(["a", "b", "c", "a"], dtype=object), CLASSES)
 
 
-PLAIN = BlessingConfig(confidence=0.5)  # z = 0: the plain comparison with the trivial model
+# z = 0: the plain comparison with the trivial model; the baseline's point value (no per-row scores to pair here)
+PLAIN = BlessingConfig(confidence=0.5, baseline_test="plain")
 
 
 def test_decide_first_run_beats_the_trivial_model_and_thresholds():
@@ -104,13 +106,13 @@ def test_decide_against_a_baseline():
     candidate = {"accuracy": 0.75, "log_loss": 0.5, "auc": 1.0}
     baseline = {"accuracy": 0.75, "log_loss": 0.4, "auc": 1.0}
     assert b.decide(PLAIN, truth, candidate, baseline, "gs://b/v1").blessed  # as good: blessed
-    stricter = b.decide(BlessingConfig(min_improvement=0.05, confidence=0.5), truth, candidate, baseline, "gs://b/v1")
+    stricter = b.decide(dataclasses.replace(PLAIN, min_improvement=0.05), truth, candidate, baseline, "gs://b/v1")
     assert not stricter.blessed
     assert stricter.reasons == ("vs baseline 0.7500 with min_improvement 0.05: accuracy=0.7500 >= 0.8000 fails",)
     assert stricter.baseline_uri == "gs://b/v1" and stricter.baseline_metrics == baseline
-    by_loss_config = BlessingConfig(comparison_metric="log_loss", min_improvement=-0.2, confidence=0.5)
+    by_loss_config = dataclasses.replace(PLAIN, comparison_metric="log_loss", min_improvement=-0.2)
     assert b.decide(by_loss_config, truth, candidate, baseline).blessed  # lower is better: 0.5 <= 0.4 + 0.2
-    by_loss = BlessingConfig(comparison_metric="log_loss", confidence=0.5)
+    by_loss = dataclasses.replace(PLAIN, comparison_metric="log_loss")
     assert b.decide(by_loss, truth, candidate, baseline).reasons == (
         "vs baseline 0.4000 with min_improvement 0: log_loss=0.5000 <= 0.4000 fails",
     )
@@ -136,7 +138,7 @@ def test_config_validation_messages():
 
 def test_blessing_round_trips_through_json():
     verdict = b.decide(
-        BlessingConfig(min_improvement=0.01, confidence=0.5),
+        dataclasses.replace(PLAIN, min_improvement=0.01),
         truth3(),
         {"accuracy": 0.75, "log_loss": 0.5, "auc": 1},
         {"accuracy": 0.5, "log_loss": 0.9, "auc": 0.7},
