@@ -132,7 +132,9 @@ def row_hits(truth: Truth, scores: Scores) -> np.ndarray:
 def row_log_losses(truth: Truth, scores: Scores) -> np.ndarray:
     """float [N]: -log of the probability given to the label, clipped at 1e-15 (log_loss is their mean)."""
     p_true = scores.probabilities[np.arange(len(truth.keys)), truth.label_index]
-    return -np.log(np.clip(p_true, _EPSILON, 1.0))
+    # The C library's log, one row at a time: NumPy's AVX-512 log rounds some rows' last bit otherwise than its
+    # other kernels, so the metric (and its bootstrap) would differ between machines.
+    return -np.fromiter(map(math.log, np.clip(p_true, _EPSILON, 1.0).tolist()), np.float64, len(p_true))
 
 
 def mean_defined(values: np.ndarray) -> np.ndarray:
