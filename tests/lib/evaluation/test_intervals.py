@@ -11,6 +11,7 @@ import textwrap
 
 import numpy as np
 import pytest
+from numpy.core._multiarray_umath import __cpu_dispatch__, __cpu_features__
 
 from estimator_lib.config import BlessingConfig
 from estimator_lib.evaluation import Scores, Truth, compute_metrics
@@ -164,8 +165,6 @@ CROSS_KERNEL = textwrap.dedent(
 def test_the_intervals_are_the_same_bytes_without_numpys_vector_kernels():
     """NumPy picks its kernels by the processor's vector instructions: with every optional one disabled (an older
     machine's SSE3 kernels) the intervals are the same bytes."""
-    from numpy.core._multiarray_umath import __cpu_dispatch__, __cpu_features__
-
     disabled = " ".join(f for f in __cpu_dispatch__ if __cpu_features__.get(f))
     code = CROSS_KERNEL.format(here=os.path.dirname(os.path.abspath(__file__)))
     outputs = []
