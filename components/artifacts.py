@@ -156,6 +156,8 @@ def describe_evaluation(
             "baseline_metrics": record["baseline_metrics"] or {},
             "reference": record.get("reference") or "",
             "reference_metrics": record.get("reference_metrics") or {},
+            # the headline metrics' and the baseline difference's: a few numbers, whatever the data's width
+            "intervals": dict(evaluation.intervals or {}),
             "global_step": int(evaluation.global_step),
             "based_on": based_on,
             "fingerprint": fingerprint_files([path], blessing.uri),

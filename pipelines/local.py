@@ -1035,6 +1035,8 @@ def summarize(outputs: Mapping[str, Any], arguments: Mapping[str, Any]) -> dict[
     return {
         "metrics": metrics,
         "blessed": bool(blessing.metadata["blessed"]),
+        # bootstrap intervals of the headline metrics and of the difference with the baseline (None: a user model)
+        "intervals": dict(blessing.metadata.get("intervals") or {}) or None,
         "blessing": {
             "summary": blessing.metadata["summary"],
             "reasons": list(blessing.metadata["reasons"]),

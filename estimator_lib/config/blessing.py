@@ -22,6 +22,8 @@ class BlessingError(ConfigError):
 
 
 DIRECTIONS = ("higher", "lower")
+BASELINE_TESTS = ("paired", "plain")
+MIN_REPLICATES, MAX_REPLICATES = 100, 100_000
 
 
 def higher_is_better(metric: str, directions: Mapping[str, str] | None = None) -> bool:
@@ -95,6 +97,19 @@ class BlessingConfig(JsonConfig):
         direction (as `thresholds`).
       slice_max_gap: {metric: gap}: no judged slice may be worse than the metric over all eval rows by more than
         gap, in the metric's units and direction.
+      bootstrap_replicates: how many times the eval rows are resampled (with replacement, as many as there are)
+        for the confidence intervals of the headline metrics and of the paired difference with the baseline
+        (`evaluation.intervals`), at `confidence` (two-sided percentile intervals). AUC uses the first
+        replicates only on large eval splits (see `evaluation.intervals`). In [100, 100000].
+      bootstrap_seed: the seed of the resampling (>= 0): the same rows, models and seed give the same intervals,
+        to the bit.
+      baseline_test: how the candidate is compared with the baseline on `comparison_metric`. "paired": both
+        models are scored on the same resampled rows and the check passes only when the lower bound of the
+        interval of their difference (positive = better in the metric's direction) exceeds `min_improvement`:
+        better beyond the noise, so a model no different from the published one is not published again. A user
+        model (its metric_fn reports aggregate metrics only, nothing to resample) must then be strictly better
+        than the baseline plus `min_improvement`. "plain": the point values, the candidate at least the
+        baseline plus `min_improvement`.
     """
 
     thresholds: Mapping[str, float] = dataclasses.field(default_factory=dict)
@@ -114,6 +129,9 @@ class BlessingConfig(JsonConfig):
     min_slice_rows: int = 20
     slice_thresholds: Mapping[str, float] = dataclasses.field(default_factory=dict)
     slice_max_gap: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    bootstrap_replicates: int = 1000
+    bootstrap_seed: int = 0
+    baseline_test: str = "paired"
 
     def __post_init__(self) -> None:
         if not isinstance(self.directions, Mapping) or any(d not in DIRECTIONS for d in self.directions.values()):
@@ -148,6 +166,7 @@ class BlessingConfig(JsonConfig):
         self._check_leakage_settings()
         self._check_importance_settings()
         self._check_slice_settings()
+        self._check_bootstrap_settings()
 
     def _check_slice_settings(self) -> None:
         given = (self.slices,) if isinstance(self.slices, str) else tuple(self.slices)
@@ -212,15 +231,30 @@ class BlessingConfig(JsonConfig):
 
     def _check_importance_settings(self) -> None:
         rows, repeats = self.importance_rows, self.importance_repeats
-        if rows is not None and (not _whole(rows) or rows < 10):
+        if rows is not None and (not _integer(rows) or rows < 10):
             raise BlessingError(
                 f"blessing.importance_rows={rows!r} must be a whole number >= 10, e.g. 1000 (the eval rows feature "
                 "importance is measured on), or null to skip feature importance"
             )
-        if not _whole(repeats) or not 1 <= repeats <= 20:
+        if not _integer(repeats) or not 1 <= repeats <= 20:
             raise BlessingError(
                 f"blessing.importance_repeats={repeats!r} must be a whole number from 1 to 20, e.g. 2 (permutations "
                 "of each feature; their mean is its importance)"
+            )
+
+    def _check_bootstrap_settings(self) -> None:
+        replicates = self.bootstrap_replicates
+        if not _integer(replicates) or not MIN_REPLICATES <= replicates <= MAX_REPLICATES:
+            raise BlessingError(
+                f"blessing.bootstrap_replicates={replicates!r} must be an integer in [{MIN_REPLICATES}, "
+                f"{MAX_REPLICATES}], e.g. 1000 (fewer gives no stable interval bounds; more only costs time)"
+            )
+        if not _integer(self.bootstrap_seed) or self.bootstrap_seed < 0:
+            raise BlessingError(f"blessing.bootstrap_seed={self.bootstrap_seed!r} must be an integer >= 0, e.g. 0")
+        if self.baseline_test not in BASELINE_TESTS:
+            raise BlessingError(
+                f"blessing.baseline_test={self.baseline_test!r} must be one of {list(BASELINE_TESTS)}: 'paired' "
+                "(better than the baseline beyond the noise of the eval rows) or 'plain' (the point values)"
             )
 
     def higher_is_better(self, metric: str) -> bool:
@@ -274,7 +308,7 @@ def _known_metric(key: str, metric: str, directions: Mapping[str, str]) -> None:
         raise BlessingError(f"{key}: {e}") from None
 
 
-def _whole(value) -> bool:
+def _integer(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

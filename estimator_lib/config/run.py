@@ -184,7 +184,14 @@ class RunConfig(JsonConfig):
         if self.validation != ValidationConfig():
             out.append("validation")
         blessing = BlessingConfig()
-        for name in ("beat_trivial", "confidence", "reference_metric", "reference_margin"):
+        for name in (
+            "beat_trivial",
+            "confidence",
+            "reference_metric",
+            "reference_margin",
+            "bootstrap_replicates",  # no per-row outputs to resample: the metric_fn's aggregates only
+            "bootstrap_seed",
+        ):
             if getattr(self.blessing, name) != getattr(blessing, name):
                 out.append(f"blessing.{name}")
         return out

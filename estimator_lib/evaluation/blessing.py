@@ -12,8 +12,10 @@ A candidate is blessed when every check passes:
   * it is no worse than the linear reference fitted in the same run (`evaluation.reference`) by more than
     `reference_margin` on `reference_metric` (accuracy or r2 by default) plus the chance allowance of the
     paired difference on the eval rows, unless the margin is None;
-  * when a baseline is given (the last published model), the candidate improves on it by at least
-    `min_improvement` on the comparison metric (negative tolerates a drop of that size);
+  * when a baseline is given (the last published model), the candidate improves on it on the comparison metric:
+    with `baseline_test="paired"` (the default), the lower bound of the bootstrap interval of their paired
+    difference on the eval rows (`evaluation.intervals`) exceeds `min_improvement`, better beyond the noise;
+    with "plain", the point value improves by at least `min_improvement` (negative tolerates a drop of that size);
   * every judged slice of the eval rows (`evaluation.slices`: at least `min_slice_rows` rows) meets
     `slice_thresholds` and is within `slice_max_gap` of the overall metric: one check per failing slice, naming
     it, or one passing check per bound when every judged slice meets it.
@@ -72,7 +74,9 @@ class Blessing:
 
     `leakage` holds each scored feature's one-feature rule on the eval rows, {feature: {metric: value, "skill":
     share of the trivial model's errors it removes}} (`evaluation.leakage`); None when not checked (a user model,
-    or `leakage_threshold` null).
+    or `leakage_threshold` null). `baseline_interval` holds the paired bootstrap of the difference with the
+    baseline the baseline check read, {"metric", "difference", "low", "high", "verdict"} (`evaluation.intervals`);
+    None without a baseline, with `baseline_test="plain"`, or for a user model.
     """
 
     blessed: bool
@@ -86,6 +90,7 @@ class Blessing:
     reference_metrics: Optional[Mapping[str, float]] = None
     reference_errors: Optional[Mapping[str, float]] = None
     leakage: Optional[Mapping[str, Mapping[str, float]]] = None
+    baseline_interval: Optional[Mapping[str, Any]] = None
 
     @property
     def reasons(self) -> Tuple[str, ...]:
@@ -125,6 +130,7 @@ def decide(
     reference_errors: Optional[Mapping[str, float]] = None,
     leakage: Optional[Sequence[FeatureScore]] = None,
     slices: Optional[Mapping[str, Any]] = None,
+    baseline_interval: Optional[Mapping[str, Any]] = None,
 ) -> Blessing:
     """Applies `config` to the candidate's blessing metrics, beside the linear reference's and the baseline's,
     to each feature's one-feature rule, and to each slice of the eval rows.
@@ -141,6 +147,8 @@ def decide(
       leakage: each feature's one-feature rule on the eval rows (`leakage.one_feature_scores`); None: not
         checked.
       slices: the slice table (`slices.slice_table`); None: no slice configured.
+      baseline_interval: the paired bootstrap of the difference with the baseline on the comparison metric
+        (`intervals.bootstrap_intervals(...)["baseline"]`); needed with a baseline when `baseline_test="paired"`.
     """
     config.check_task(truth.task)
     checks: List[Check] = _leakage_checks(config, leakage or ())
@@ -151,7 +159,10 @@ def decide(
     if reference is not None and config.reference_margin is not None:
         checks.append(_reference_check(config, truth, candidate, reference, reference_errors or {}))
     comparison = config.comparison_for(truth.task)
-    if baseline is not None:
+    paired = baseline is not None and config.baseline_test == "paired"
+    if paired:
+        checks.append(_paired_baseline_check(config, comparison, candidate, baseline, baseline_interval))
+    elif baseline is not None:
         sign = 1.0 if higher_is_better(comparison) else -1.0
         bound = baseline[comparison] + sign * config.min_improvement
         what = f"vs baseline {baseline[comparison]:.4f} with min_improvement {config.min_improvement:g}"
@@ -169,6 +180,7 @@ def decide(
         reference_metrics=dict(reference) if reference is not None else None,
         reference_errors=dict(reference_errors) if reference_errors is not None else None,
         leakage={s.feature: s.to_dict() for s in leakage} if leakage is not None else None,
+        baseline_interval=dict(baseline_interval) if paired else None,
     )
 
 
@@ -184,7 +196,12 @@ def decide_user(
     baseline (the published model's metrics from the same metric_fn on the same records), the comparison
     metric improved by `min_improvement`; and to each slice (`slices`, the metric_fn's metrics per slice). A
     metric the thresholds or the comparison name that the metric_fn does not report is an error naming the
-    metrics it does report."""
+    metrics it does report.
+
+    The metric_fn reports aggregate metrics only: there are no per-row outputs to resample, so the paired test
+    cannot run. With `baseline_test="paired"` the candidate must then be strictly better than the baseline plus
+    `min_improvement` (a model no different from the published one is not published again); "plain" accepts
+    equal."""
     comparison = config.comparison_metric or ""
     named = sorted(
         set(config.thresholds)
@@ -206,7 +223,15 @@ def decide_user(
         higher = config.higher_is_better(comparison)
         bound = baseline[comparison] + (1.0 if higher else -1.0) * config.min_improvement
         what = f"vs baseline {baseline[comparison]:.4f} with min_improvement {config.min_improvement:g}"
-        checks.append(_check("baseline", comparison, candidate[comparison], bound, False, what, higher))
+        strict = config.baseline_test == "paired"
+        check = _check("baseline", comparison, candidate[comparison], bound, strict, what, higher)
+        if strict:
+            note = (
+                " (blessing.baseline_test=paired: your metric_fn reports aggregate metrics only, no per-row outputs "
+                "to pair, so the candidate must be strictly better; 'plain' accepts equal)"
+            )
+            check = dataclasses.replace(check, message=check.message + note)
+        checks.append(check)
     checks.extend(slice_checks(config, slices))
     return Blessing(
         blessed=all(c.passed for c in checks),
@@ -233,6 +258,40 @@ def slice_checks(config: BlessingConfig, table: Optional[Mapping[str, Any]]) -> 
             message = f"every judged slice ({len(held)}) meets it; the worst, {worst.message}"
             checks.append(Check("slice", metric, worst.value, bound, True, message))
     return checks
+
+
+def _paired_baseline_check(
+    config: BlessingConfig,
+    metric: str,
+    candidate: Mapping[str, float],
+    baseline: Mapping[str, float],
+    interval: Optional[Mapping[str, Any]],
+) -> Check:
+    """Passes when the lower bound of the paired difference's interval (positive = better) exceeds
+    `min_improvement`. Its bound, in the metric's units, is the value the candidate would need for that: the
+    baseline plus `min_improvement` plus the interval's lower half-width (the noise)."""
+    if interval is None or interval.get("metric") != metric:
+        raise BlessingError(
+            f"blessing.baseline_test=paired needs the paired bootstrap of the candidate and the baseline on "
+            f"{metric!r} over the same eval rows (evaluation.intervals.bootstrap_intervals), and none was given; "
+            "pass it, or set blessing.baseline_test=plain to compare the point values"
+        )
+    low, high, difference = interval["low"], interval["high"], interval["difference"]
+    minimum = config.min_improvement
+    passed = bool(low > minimum)
+    sign = 1.0 if higher_is_better(metric) else -1.0
+    bound = candidate[metric] - sign * (low - minimum)
+    if minimum == 0:
+        outcome = "better beyond the noise" if passed else "not better beyond the noise"
+    else:
+        outcome = f"lower bound {low:+.4f} {'>' if passed else 'not above'} min_improvement {minimum:g}"
+    message = (
+        f"vs baseline {baseline[metric]:.4f}: difference {difference:+.4f} [{low:+.4f}, {high:+.4f}] at "
+        f"{config.confidence:g}, {outcome}"
+    )
+    if not passed:
+        message += " (blessing.baseline_test=paired; 'plain' compares the point values)"
+    return Check("baseline", metric, candidate[metric], bound, passed, message)
 
 
 def _leakage_checks(config: BlessingConfig, scores: Sequence[FeatureScore]) -> List[Check]:

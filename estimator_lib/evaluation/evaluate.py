@@ -29,6 +29,7 @@ from estimator_lib.data.common import TRAIN, VALID
 from estimator_lib.data.prepare import PrepareResult
 from estimator_lib.evaluation.blessing import Blessing, decide
 from estimator_lib.evaluation.importance import builtin_importance
+from estimator_lib.evaluation.intervals import bootstrap_intervals
 from estimator_lib.evaluation.leakage import FeatureScore, one_feature_scores
 from estimator_lib.evaluation.metrics import (
     Scores,
@@ -72,6 +73,8 @@ class Evaluation:
         [{"feature", "attribution"}], ...}}; None when `blessing.importance_rows` is None.
       slices: each slice's rows and metrics, judged or not (`evaluation.slices.slice_table`); None when
         `blessing.slices` names none.
+      intervals: bootstrap confidence intervals of the candidate's headline metrics and of its paired difference
+        with the baseline (`intervals.bootstrap_intervals`); None for a user model (no per-row outputs).
     """
 
     metrics: Dict[str, float]
@@ -133,7 +136,8 @@ def evaluate_and_bless(
     split; (3) the linear reference, fitted on the train and validation splits, and its predictions for the same
     rows; (4) each feature's one-feature rule (the leakage check), learned on the same rows and scored on the eval
     rows; (5) the baseline's predictions for the same rows from its SavedModel, with its own schema and
-    vocabularies; (6) the metrics of all of them, each computed once (`reported_metrics`), and the candidate's
+    vocabularies; (6) the metrics of all of them, each computed once (`reported_metrics`), the bootstrap
+    intervals of the candidate's and of its paired difference with the baseline (`intervals`), and the candidate's
     on each slice `config.slices` names (their original values read with the labels); (7) the verdict; the
     slices' metrics also go to TensorBoard, beside the evaluations' (`MODEL_DIR/eval`).
 
@@ -174,6 +178,7 @@ def evaluate_and_bless(
     metrics = reported_metrics(truth, candidate)
     overall = blessing_metrics(metrics, truth.task)
     slices = optional_table(config, truth, candidate, sets, overall, config.comparison_for(truth.task))
+    intervals = bootstrap_intervals(config, truth, candidate, overall, baseline, baseline_metrics)
     blessing = decide(
         config,
         truth,
@@ -185,13 +190,14 @@ def evaluate_and_bless(
         paired_standard_errors(truth, candidate, reference_scores),
         leakage,
         slices=slices,
+        baseline_interval=intervals["baseline"],
     )
     importance = builtin_importance(job, schema, model_dir, checkpoint, eval_files, count, config)
     step = int(tf.train.load_variable(checkpoint, tf.compat.v1.GraphKeys.GLOBAL_STEP))
     if slices is not None:
         write_summaries(storage.join(model_dir, summaries.EVAL_DIR), step, slices)
     scores = {"truth": truth, "candidate": candidate, "baseline": baseline}
-    scores.update(slices=slices, importance=importance)
+    scores.update(slices=slices, intervals=intervals, importance=importance)
     if truth.task == REGRESSION:
         return Evaluation(metrics, step, checkpoint, blessing, **scores)
     return Evaluation(

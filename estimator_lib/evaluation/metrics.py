@@ -77,15 +77,27 @@ def scores_from_rows(rows: Sequence[Mapping[str, Any]], truth: Truth, who: str) 
 
 
 # -- metrics, in one place for every model -------------------------------------------------------------------
-def auc(positive: np.ndarray, score: np.ndarray) -> float:
-    """Exact ROC AUC (Mann-Whitney, ties count half); NaN when a side is empty. positive bool [N], score [N]."""
-    pos, neg = score[positive], score[~positive]
-    if len(pos) == 0 or len(neg) == 0:
-        return float("nan")
-    _, group, counts = np.unique(np.concatenate([pos, neg]), return_inverse=True, return_counts=True)
-    ends = np.cumsum(counts)
-    ranks = (ends - (counts - 1) / 2.0)[group]  # 1-based ranks, averaged over ties
-    return float((ranks[: len(pos)].sum() - len(pos) * (len(pos) + 1) / 2) / (len(pos) * len(neg)))
+def auc(positive: np.ndarray, score: np.ndarray, weights: Optional[np.ndarray] = None) -> Any:
+    """Exact ROC AUC (Mann-Whitney, ties count half); NaN when a side is empty. positive bool [N], score [N].
+
+    `weights` int [..., N]: how many times each row counts (a bootstrap resample's row counts), one AUC per
+    leading index, float [...]; None counts each row once and gives a float. The statistic is an integer (twice
+    U, over every positive-negative pair), so the value is U / (P N) rounded once, whatever the weights' order.
+    """
+    counted = np.ones((1, len(score)), dtype=np.int64) if weights is None else np.asarray(weights)
+    negative_rows, positive_rows = np.flatnonzero(~positive), np.flatnonzero(positive)
+    order = np.argsort(score[negative_rows], kind="stable")
+    negative_rows = negative_rows[order]
+    sorted_negatives = score[negative_rows]
+    # below[..., j]: the weight of the j lowest-scoring negatives; a positive's ties lie between its two ends.
+    below = np.zeros(counted.shape[:-1] + (len(negative_rows) + 1,), dtype=np.int64)
+    np.cumsum(np.take(counted, negative_rows, axis=-1), axis=-1, out=below[..., 1:])
+    ends = [np.searchsorted(sorted_negatives, score[positive_rows], side) for side in ("left", "right")]
+    hits = np.take(counted, positive_rows, axis=-1)
+    twice_u = np.sum(hits * (np.take(below, ends[0], axis=-1) + np.take(below, ends[1], axis=-1)), axis=-1)
+    pairs = 2.0 * np.sum(hits, axis=-1) * below[..., -1]
+    value = np.divide(twice_u, pairs, out=np.full(np.shape(pairs), np.nan), where=pairs > 0)
+    return float(value[0]) if weights is None else value
 
 
 def average_precision(positive: np.ndarray, score: np.ndarray) -> float:
@@ -112,20 +124,31 @@ def precision_recall(actual: np.ndarray, predicted: np.ndarray) -> Tuple[float, 
     return precision, recall
 
 
-def _row_hits(truth: Truth, scores: Scores) -> np.ndarray:
+def row_hits(truth: Truth, scores: Scores) -> np.ndarray:
     """float [N]: 1 where the predicted class is the label (accuracy is their mean)."""
     return (scores.predicted == truth.labels).astype(np.float64)
 
 
-def _row_log_losses(truth: Truth, scores: Scores) -> np.ndarray:
+def row_log_losses(truth: Truth, scores: Scores) -> np.ndarray:
     """float [N]: -log of the probability given to the label, clipped at 1e-15 (log_loss is their mean)."""
     p_true = scores.probabilities[np.arange(len(truth.keys)), truth.label_index]
-    return -np.log(np.clip(p_true, _EPSILON, 1.0))
+    # The C library's log, one row at a time: NumPy's AVX-512 log rounds some rows' last bit otherwise than its
+    # other kernels, so the metric (and its bootstrap) would differ between machines.
+    return -np.fromiter(map(math.log, np.clip(p_true, _EPSILON, 1.0).tolist()), np.float64, len(p_true))
+
+
+def mean_defined(values: np.ndarray) -> np.ndarray:
+    """float [...]: the mean of `values` [..., K] over its last axis, NaNs (undefined AUCs) left out; NaN when
+    all are. A macro average over K classes."""
+    values = np.asarray(values, dtype=np.float64)
+    defined = ~np.isnan(values)
+    count = np.sum(defined, axis=-1)
+    total = np.sum(np.where(defined, values, 0.0), axis=-1)
+    return np.divide(total, count, out=np.full(np.shape(total), np.nan), where=count > 0)
 
 
 def _mean_defined(values: Sequence[float]) -> float:
-    defined = [v for v in values if not math.isnan(v)]
-    return float(np.mean(defined)) if defined else float("nan")
+    return float(mean_defined(np.array(values, dtype=np.float64)))
 
 
 def reported_metrics(truth: Truth, scores: Scores) -> Dict[str, float]:
@@ -142,18 +165,29 @@ def reported_metrics(truth: Truth, scores: Scores) -> Dict[str, float]:
     """
     if truth.task == REGRESSION:
         return _regression_metrics(truth, scores)
-    log_loss = float(np.mean(_row_log_losses(truth, scores)))
-    out = {"accuracy": float(np.mean(_row_hits(truth, scores))), "log_loss": log_loss, "mean_loss": log_loss}
+    log_loss = float(np.mean(row_log_losses(truth, scores)))
+    out = {"accuracy": float(np.mean(row_hits(truth, scores))), "log_loss": log_loss, "mean_loss": log_loss}
     per_class = _per_class_metrics(truth, scores)
     if len(truth.classes) == 2:
         positive = per_class[truth.classes[1]]
-        return {**out, **positive, "auc": positive["auc_roc"]}
+        return {**out, **positive, "auc": headline_auc(truth, scores)}
     for cls, values in per_class.items():
         out.update({f"{name}/{cls}": value for name, value in values.items()})
     for name in ("precision", "recall", "auc_pr"):
         out[f"macro_{name}"] = _mean_defined([values[name] for values in per_class.values()])
-    out["auc"] = out["macro_auc_roc"] = _mean_defined([values["auc_roc"] for values in per_class.values()])
+    out["auc"] = out["macro_auc_roc"] = headline_auc(truth, scores)
     return out
+
+
+def headline_auc(truth: Truth, scores: Scores, weights: Optional[np.ndarray] = None) -> Any:
+    """The `auc` of `reported_metrics`: ROC AUC of the second class for two classes, else the mean one-vs-rest
+    AUC over the classes present. `weights` int [..., N]: row counts, one AUC per leading index (`auc`)."""
+    classes = [1] if len(truth.classes) == 2 else range(len(truth.classes))
+    per_class = [auc(truth.labels == truth.classes[k], scores.probabilities[:, k], weights) for k in classes]
+    if len(per_class) == 1:
+        return per_class[0]
+    value = mean_defined(np.stack(per_class, axis=-1))
+    return float(value) if weights is None else value
 
 
 def _per_class_metrics(truth: Truth, scores: Scores) -> Dict[str, Dict[str, float]]:
@@ -172,11 +206,38 @@ def _per_class_metrics(truth: Truth, scores: Scores) -> Dict[str, Dict[str, floa
 
 
 def _regression_metrics(truth: Truth, scores: Scores) -> Dict[str, float]:
-    error = scores.predicted - truth.labels
-    mse = float(np.mean(error**2))
-    total = float(np.sum((truth.labels - truth.labels.mean()) ** 2))
-    r2 = 1.0 - float(np.sum(error**2)) / total if total > 0 else float("nan")
-    return {"mse": mse, "rmse": math.sqrt(mse), "mae": float(np.mean(np.abs(error))), "r2": r2}
+    metrics = regression_metrics(truth.labels, scores.predicted - truth.labels)
+    return {name: float(value) for name, value in metrics.items()}
+
+
+def regression_metrics(
+    labels: Optional[np.ndarray], error: np.ndarray, names: Sequence[str] = ("mse", "rmse", "mae", "r2")
+) -> Dict[str, np.ndarray]:
+    """The regression metrics `names` over the last axis of `error` (prediction - label) and `labels`, float
+    [..., N]: one value per leading index (the eval rows, or each bootstrap resample of them). mse, rmse, mae in
+    the label's units; r2 (NaN when the labels do not vary) is the only one that reads `labels`."""
+    return {name: _REGRESSION[name](labels, error) for name in names}
+
+
+def _mse(labels: Optional[np.ndarray], error: np.ndarray) -> np.ndarray:
+    return np.mean(error**2, axis=-1)
+
+
+def _rmse(labels: Optional[np.ndarray], error: np.ndarray) -> np.ndarray:
+    return np.sqrt(_mse(labels, error))
+
+
+def _mae(labels: Optional[np.ndarray], error: np.ndarray) -> np.ndarray:
+    return np.mean(np.abs(error), axis=-1)
+
+
+def _r2(labels: np.ndarray, error: np.ndarray) -> np.ndarray:
+    total = np.sum((labels - np.mean(labels, axis=-1, keepdims=True)) ** 2, axis=-1)
+    explained = np.divide(np.sum(error**2, axis=-1), total, out=np.full(np.shape(total), np.nan), where=total > 0)
+    return 1.0 - explained
+
+
+_REGRESSION = {"mse": _mse, "rmse": _rmse, "mae": _mae, "r2": _r2}
 
 
 def blessing_metrics(metrics: Mapping[str, float], task: str) -> Dict[str, float]:
@@ -202,8 +263,8 @@ def paired_standard_errors(truth: Truth, candidate: Scores, reference: Scores) -
         c, r = candidate.predicted - truth.labels, reference.predicted - truth.labels
         return {"r2": _standard_error((r**2 - c**2) / variance), "mae": _standard_error(np.abs(r) - np.abs(c))}
     return {
-        "accuracy": _standard_error(_row_hits(truth, candidate) - _row_hits(truth, reference)),
-        "log_loss": _standard_error(_row_log_losses(truth, candidate) - _row_log_losses(truth, reference)),
+        "accuracy": _standard_error(row_hits(truth, candidate) - row_hits(truth, reference)),
+        "log_loss": _standard_error(row_log_losses(truth, candidate) - row_log_losses(truth, reference)),
     }
 
 

@@ -228,7 +228,10 @@ def test_second_run_that_must_beat_the_baseline_is_refused_and_publishes_nothing
     proc, summary = run_local(output, "--publish-root", root, "--baseline", baseline_uri, *overrides)
     assert summary["blessed"] is False
     [reason] = summary["blessing"]["reasons"]
-    assert reason.startswith("vs baseline") and "min_improvement 0.05" in reason and reason.endswith("fails")
+    # The default paired test: the interval of the difference on the same rows must clear the margin.
+    assert (
+        reason.startswith("vs baseline") and "not above min_improvement 0.05 (blessing.baseline_test=paired" in reason
+    )
     assert "blessed: False" in proc.stdout and "not published" in proc.stdout
     assert summary["export"]["published"] is False and summary["export"]["published_uri"] == ""
     assert summary["export"]["reason"].startswith("not published: not blessed")

@@ -290,6 +290,9 @@ def test_settings_route_overrides_to_their_sections(tmp_path):
         "min_slice_rows": 20,
         "slice_thresholds": {},
         "slice_max_gap": {},
+        "bootstrap_replicates": 1000,
+        "bootstrap_seed": 0,
+        "baseline_test": "paired",
     }
 
 

@@ -88,6 +88,7 @@ VALID: dict[str, tuple[list[str], Any]] = {
         ["blessing.slices=island", 'blessing.slice_max_gap={"accuracy": 0.1}'],
         {"accuracy": 0.1},
     ),
+    "blessing.baseline_test": (["blessing.baseline_test=plain"], "plain"),
     "validation.on_breach": (["validation.on_breach=warn"], "warn"),
     "validation.schema_changes": (["validation.schema_changes=warn"], "warn"),
     "beam.runner": (DATAFLOW, "DataflowRunner"),
@@ -143,6 +144,7 @@ INVALID: dict[str, str] = {
     "blessing.slices": '["island,"]',  # an empty name in a cross
     "blessing.slice_thresholds": '{"accuracy": 0.8}',  # without a slice
     "blessing.slice_max_gap": '{"accuracy": -0.1}',
+    "blessing.baseline_test": "bayesian",
     "validation.on_breach": "ignore",
     "validation.schema_changes": "ignore",
     "beam.runner": "SparkRunner",

@@ -117,6 +117,9 @@ def test_the_view_shows_the_configs_without_nulls_and_the_hyperparameters():
         "min_slice_rows": 20,
         "slice_thresholds": {},
         "slice_max_gap": {},
+        "bootstrap_replicates": 1000,
+        "bootstrap_seed": 0,
+        "baseline_test": "paired",
     }
     assert view["publish_root"] == "/p" and view["prepare_options"] == {} and view["data"] == "embedded:penguins"
 

@@ -39,6 +39,7 @@ def test_a_user_run_carries_its_model_fn_spec_and_hparams_with_their_types():
         ("prepare.bad_rows=quarantine", "prepare.bad_rows"),
         ("validation.on_breach=warn", "validation"),
         ("blessing.beat_trivial=false", "blessing.beat_trivial"),
+        ("blessing.bootstrap_replicates=200", "blessing.bootstrap_replicates"),
         ("model.hidden_units=8", "model.hidden_units"),
     ],
 )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -11,6 +12,7 @@ import pytest
 from estimator_lib import evaluation as b
 from estimator_lib.config import BlessingConfig, BlessingError, ConfigError
 from estimator_lib.evaluation import Blessing, Truth
+from estimator_lib.evaluation.blessing import decide_user
 
 CLASSES = ("a", "b", "c")
 
@@ -19,7 +21,8 @@ def truth3() -> Truth:
     return Truth(("k0", "k1", "k2", "k3"), np.array(["a", "b", "c", "a"], dtype=object), CLASSES)
 
 
-PLAIN = BlessingConfig(confidence=0.5)  # z = 0: the plain comparison with the trivial model
+# z = 0: the plain comparison with the trivial model; the baseline's point value (no per-row scores to pair here)
+PLAIN = BlessingConfig(confidence=0.5, baseline_test="plain")
 
 
 def test_decide_first_run_beats_the_trivial_model_and_thresholds():
@@ -104,16 +107,84 @@ def test_decide_against_a_baseline():
     candidate = {"accuracy": 0.75, "log_loss": 0.5, "auc": 1.0}
     baseline = {"accuracy": 0.75, "log_loss": 0.4, "auc": 1.0}
     assert b.decide(PLAIN, truth, candidate, baseline, "gs://b/v1").blessed  # as good: blessed
-    stricter = b.decide(BlessingConfig(min_improvement=0.05, confidence=0.5), truth, candidate, baseline, "gs://b/v1")
+    stricter = b.decide(dataclasses.replace(PLAIN, min_improvement=0.05), truth, candidate, baseline, "gs://b/v1")
     assert not stricter.blessed
     assert stricter.reasons == ("vs baseline 0.7500 with min_improvement 0.05: accuracy=0.7500 >= 0.8000 fails",)
     assert stricter.baseline_uri == "gs://b/v1" and stricter.baseline_metrics == baseline
-    by_loss_config = BlessingConfig(comparison_metric="log_loss", min_improvement=-0.2, confidence=0.5)
+    by_loss_config = dataclasses.replace(PLAIN, comparison_metric="log_loss", min_improvement=-0.2)
     assert b.decide(by_loss_config, truth, candidate, baseline).blessed  # lower is better: 0.5 <= 0.4 + 0.2
-    by_loss = BlessingConfig(comparison_metric="log_loss", confidence=0.5)
+    by_loss = dataclasses.replace(PLAIN, comparison_metric="log_loss")
     assert b.decide(by_loss, truth, candidate, baseline).reasons == (
         "vs baseline 0.4000 with min_improvement 0: log_loss=0.5000 <= 0.4000 fails",
     )
+
+
+def interval(difference: float, low: float, high: float, metric: str = "accuracy") -> dict:
+    verdict = "better" if low > 0 else "worse" if high < 0 else "no different"
+    return {"metric": metric, "difference": difference, "low": low, "high": high, "verdict": verdict}
+
+
+def test_the_paired_baseline_check_passes_only_when_the_interval_clears_min_improvement():
+    """The default: the lower bound of the paired difference must exceed min_improvement (0: better beyond the
+    noise). The bound shown is the value the candidate would need: baseline + min_improvement + the noise."""
+    truth, config = truth3(), BlessingConfig(beat_trivial=False)
+    candidate = {"accuracy": 0.75, "log_loss": 0.5, "auc": 1.0}
+    same = b.decide(config, truth, candidate, candidate, "/p/v1", baseline_interval=interval(0.0, -0.25, 0.25))
+    assert same.reasons == (
+        "vs baseline 0.7500: difference +0.0000 [-0.2500, +0.2500] at 0.95, not better beyond the noise "
+        "(blessing.baseline_test=paired; 'plain' compares the point values)",
+    )
+    assert same.checks[0].bound == 1.0 and same.baseline_interval == interval(0.0, -0.25, 0.25)
+    assert Blessing.from_dict(json.loads(same.to_json())) == same
+    zero = b.decide(config, truth, candidate, candidate, baseline_interval=interval(0.0, 0.0, 0.0))
+    assert not zero.blessed  # identical models: exactly zero on every resample is not better
+    better = b.decide(config, truth, candidate, {"accuracy": 0.5}, baseline_interval=interval(0.25, 0.05, 0.5))
+    assert better.blessed and better.checks[0].message == (
+        "vs baseline 0.5000: difference +0.2500 [+0.0500, +0.5000] at 0.95, better beyond the noise"
+    )
+    margin = dataclasses.replace(config, min_improvement=0.1)
+    short = b.decide(margin, truth, candidate, {"accuracy": 0.5}, baseline_interval=interval(0.25, 0.05, 0.5))
+    assert short.reasons == (
+        "vs baseline 0.5000: difference +0.2500 [+0.0500, +0.5000] at 0.95, lower bound +0.0500 not above "
+        "min_improvement 0.1 (blessing.baseline_test=paired; 'plain' compares the point values)",
+    )
+    by_loss = dataclasses.replace(config, comparison_metric="log_loss")
+    lower = b.decide(
+        by_loss, truth, candidate, {"log_loss": 0.9}, baseline_interval=interval(0.4, 0.1, 0.7, "log_loss")
+    )
+    assert lower.blessed and lower.checks[0].bound == pytest.approx(0.6)  # 0.5 + (0.1 - 0)
+    with pytest.raises(BlessingError, match="blessing.baseline_test=paired needs the paired bootstrap"):
+        b.decide(config, truth, candidate, candidate)
+
+
+def test_the_plain_baseline_check_blesses_an_equal_model():
+    truth, candidate = truth3(), {"accuracy": 0.75, "log_loss": 0.5, "auc": 1.0}
+    plain = BlessingConfig(beat_trivial=False, baseline_test="plain")
+    verdict = b.decide(plain, truth, candidate, candidate, baseline_interval=interval(0.0, 0.0, 0.0))
+    assert verdict.blessed and verdict.baseline_interval is None
+    assert verdict.checks[0].message == "vs baseline 0.7500 with min_improvement 0: accuracy=0.7500 >= 0.7500 holds"
+
+
+def test_a_user_model_under_the_paired_test_must_be_strictly_better():
+    """A metric_fn reports aggregates only: nothing to pair, so "paired" asks for strictly better."""
+    config = BlessingConfig(comparison_metric="nll", directions={"nll": "lower"})
+    same = decide_user(config, {"nll": 0.3}, 10, {"nll": 0.3}, "/p/v1")
+    assert same.reasons == (
+        "vs baseline 0.3000 with min_improvement 0: nll=0.3000 < 0.3000 fails (blessing.baseline_test=paired: your "
+        "metric_fn reports aggregate metrics only, no per-row outputs to pair, so the candidate must be strictly "
+        "better; 'plain' accepts equal)",
+    )
+    assert decide_user(config, {"nll": 0.29}, 10, {"nll": 0.3}).blessed
+    assert decide_user(dataclasses.replace(config, baseline_test="plain"), {"nll": 0.3}, 10, {"nll": 0.3}).blessed
+
+
+def test_bootstrap_settings_are_validated_naming_the_fix():
+    with pytest.raises(BlessingError, match=r"blessing.bootstrap_replicates=10 must be an integer in \[100, 100000\]"):
+        BlessingConfig(bootstrap_replicates=10)
+    with pytest.raises(BlessingError, match="blessing.bootstrap_seed=-1 must be an integer >= 0, e.g. 0"):
+        BlessingConfig(bootstrap_seed=-1)
+    with pytest.raises(BlessingError, match=r"blessing.baseline_test='exact' must be one of \['paired', 'plain'\]"):
+        BlessingConfig(baseline_test="exact")
 
 
 def test_regression_defaults_compare_rmse_and_beat_the_mean():
@@ -136,7 +207,7 @@ def test_config_validation_messages():
 
 def test_blessing_round_trips_through_json():
     verdict = b.decide(
-        BlessingConfig(min_improvement=0.01, confidence=0.5),
+        dataclasses.replace(PLAIN, min_improvement=0.01),
         truth3(),
         {"accuracy": 0.75, "log_loss": 0.5, "auc": 1},
         {"accuracy": 0.5, "log_loss": 0.9, "auc": 0.7},
