@@ -16,9 +16,9 @@ log_loss. Its mean and std over the repeats are reported, most important first.
     candidate predicts it in ONE pass, by the evaluate stage's own path (`predict.batch_predict` from the
     evaluated checkpoint, on the TPU or the CPU); each copy is scored by `metrics.compute_metrics`, the one
     definition of each metric.
-  * a user's model_fn: each copy is written with the same feature entries (any dtype and shape of the spec) and
-    evaluated by the user's metric_fn through `model.user.run.evaluate` (one TPUEstimator evaluation per copy:
-    a metric_fn aggregates a whole evaluation and cannot tell copies apart).
+  * a user's model_fn (`model.user.importance`): every copy goes into one temporary file too, and the user's
+    metric_fn scores each copy in ONE evaluation, called once per copy on that copy's rows (the mechanism of a
+    user model's slices).
 
 Integrated gradients (host CPU): the model's PREDICT graph built once, from the evaluated checkpoint, on the
 first `IG_ROWS` rows of the sample. Each numeric input moves along a straight path from a baseline to the row's
@@ -41,12 +41,10 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from estimator_lib.config import BlessingConfig, BlessingError, JobConfig
+from estimator_lib.config import BlessingConfig, JobConfig
 from estimator_lib.evaluation.metrics import Truth, compute_metrics, scores_from_rows
 from estimator_lib.model import inputs, transform
 from estimator_lib.model.model_fn import build_model_fn
-from estimator_lib.model.user import records as user_records
-from estimator_lib.model.user import run as user_run
 from estimator_lib.predict import batch_predict, read_predictions
 from estimator_lib.schema import CLASSIFICATION, KEY_FEATURE, LABEL_KEY, Schema
 
@@ -80,11 +78,12 @@ def too_wide(rows: int, count: int, features: int, repeats: int) -> Optional[str
     )
 
 
-def sample_records(files: Sequence[str], count: int, rows: int, seed: int) -> List[Example]:
-    """A seeded sample of `rows` of the `count` records of `files`, in file order (host CPU, one read)."""
+def sample_records(files: Sequence[str], count: int, rows: int, seed: int, compression: str = "") -> List[Example]:
+    """A seeded sample of `rows` of the `count` records of `files` ("GZIP" `compression` or none), in file order
+    (host CPU, one read)."""
     chosen = np.zeros(count, dtype=bool)
     chosen[np.random.RandomState(seed).choice(count, size=min(rows, count), replace=False)] = True
-    dataset = tf.data.TFRecordDataset(list(files), compression_type=user_records.compression(files))
+    dataset = tf.data.TFRecordDataset(list(files), compression_type=compression)
     out: List[Example] = []
     position = 0
     for batch in dataset.batch(_READ_BATCH).as_numpy_iterator():
@@ -271,7 +270,7 @@ def _target(predictions: Any, steps: int) -> Tuple[Optional[tf.Tensor], str]:
     return tf.reduce_sum(value[: steps * n]), "prediction" if name == "predictions" else name
 
 
-def _attribute(
+def attribute(
     build: Callable[[Dict[str, tf.Tensor]], Any],
     real: Dict[str, tf.Tensor],
     attributed: Dict[str, tf.Tensor],
@@ -306,7 +305,7 @@ def _attribute(
     return output, {k: float(np.mean(np.abs(v))) for k, v in figures.items()}
 
 
-def _attributions(
+def attribution_record(
     output: str, figures: Dict[str, float], names: Dict[str, str], baseline: str, rows: int, left_out: List[str]
 ) -> Dict[str, Any]:
     """The attributions record: each attributed feature's mean |attribution|, largest first."""
@@ -338,7 +337,7 @@ def builtin_attributions(
         serialized = tf.constant([row.SerializeToString() for row in rows])
         real = transform.to_model_features(tf.io.parse_example(serialized, transform.parse_spec(schema, False)), schema)
         baselines = {f.key: tf.fill([len(rows)], tf.constant(f.mean, tf.float32)) for f in model_schema.numeric}
-        found = _attribute(
+        found = attribute(
             lambda features: model_fn(features, None, ModeKeys.PREDICT, params, None).predictions,
             real,
             baselines,
@@ -349,77 +348,4 @@ def builtin_attributions(
         return None
     names = {f.key: f.name for f in model_schema.features}
     left_out = [names[k] for k in names if k not in found[1]]
-    return _attributions(*found, names, "the training mean of each numeric feature", len(rows), left_out)
-
-
-# -- a user's model_fn -----------------------------------------------------------------------------------------------
-def user_importance(
-    job: JobConfig,
-    user: user_run.UserModel,
-    eval_files: inputs.Patterns,
-    checkpoint: str,
-    count: int,
-    config: BlessingConfig,
-) -> Optional[Dict[str, Any]]:
-    """Permutation importance of a user's model on its eval records by its metric_fn's
-    `config.comparison_metric`, and integrated gradients of its float32 features where they have a gradient;
-    None when `config.importance_rows` is None."""
-    if config.importance_rows is None:
-        return None
-    features = [f.name for f in user.spec.inputs]
-    repeats, seed, metric = config.importance_repeats, job.training.seed, config.comparison_metric
-    n = sample_size(config.importance_rows, count, len(features), repeats)
-    note = too_wide(n, count, len(features), repeats)
-    if note:
-        sample = sample_records(inputs.resolve_files(eval_files), count, min(IG_ROWS, count), seed)
-        return skipped(metric, config, note, user_attributions(user, checkpoint, sample))
-    sample = sample_records(inputs.resolve_files(eval_files), count, n, seed)
-    copies = permuted_copies(sample, features, repeats, seed)
-    scored = []
-    with tempfile.TemporaryDirectory(prefix="importance-") as work:
-        for c, copy in enumerate(copies):
-            path = os.path.join(work, f"copy-{c}.tfrecord")
-            write_copies(path, [copy], None)
-            result = user_run.evaluate(
-                job, user, path, os.path.join(work, f"model-{c}"), num_examples=n, checkpoint_path=checkpoint
-            )
-            if metric not in result.metrics:
-                raise BlessingError(
-                    f"blessing.comparison_metric={metric!r} is not a metric of your metric_fn (it reports "
-                    f"{sorted(result.metrics)}); name one of them"
-                )
-            scored.append(result.metrics[metric])
-    values = {(copy.feature, copy.repeat): v for copy, v in zip(copies[1:], scored[1:])}
-    out = summarize(metric, config.higher_is_better(metric), n, repeats, values, scored[0])
-    out["attributions"] = user_attributions(user, checkpoint, sample[:IG_ROWS])
-    return out
-
-
-def user_attributions(user: user_run.UserModel, checkpoint: str, rows: Sequence[Example]) -> Optional[Dict[str, Any]]:
-    """Integrated gradients of a user model's float32 features (fixed length, not decoded) on `rows`, from
-    the sampled rows' mean; None when it has none, or its predictions hold no attributable output or no gradient
-    reaches them."""
-    spec = user.spec
-    floats = [f for f in spec.inputs if f.dtype == "float32" and not f.var_len and not f.decode]
-    if not floats or not rows:
-        return None
-    model_fn = user.load()
-    params = {**dict(user.hparams), "use_tpu": False, "batch_size": len(rows) * (IG_STEPS + 1)}
-    with tf.Graph().as_default():
-        tf.compat.v1.set_random_seed(0)  # initializers are built, then overwritten by the checkpoint
-        serialized = tf.constant([row.SerializeToString() for row in rows])
-        real = user_records.parse_batch(serialized, spec, with_label=False)
-        means = {f.name: tf.zeros_like(real[f.name]) + tf.reduce_mean(real[f.name], axis=0) for f in floats}
-        run_config = tf.compat.v1.estimator.tpu.RunConfig()  # TPUEstimator always passes one
-        found = _attribute(
-            lambda features: model_fn(features, None, ModeKeys.PREDICT, params, run_config).predictions,
-            real,
-            means,
-            checkpoint,
-            IG_STEPS,
-        )
-    if found is None:
-        return None
-    names = {f.name: f.name for f in spec.inputs}
-    left_out = [name for name in names if name not in found[1]]
-    return _attributions(*found, names, "the sampled rows' mean of each float feature", len(rows), left_out)
+    return attribution_record(*found, names, "the training mean of each numeric feature", len(rows), left_out)

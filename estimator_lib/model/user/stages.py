@@ -27,11 +27,11 @@ from estimator_lib.estimator import TrainResult
 from estimator_lib.evaluation import slices
 from estimator_lib.evaluation.blessing import decide_user
 from estimator_lib.evaluation.evaluate import Evaluation
-from estimator_lib.evaluation.importance import user_importance
 from estimator_lib.export import ExportResult
 from estimator_lib.export.saved_model import METADATA_FILE, describe_saved_model
 from estimator_lib.model import checkpoints, inputs
 from estimator_lib.model.user import records, run
+from estimator_lib.model.user.importance import user_importance
 from estimator_lib.model.user.prepare import PreparedRecords
 from estimator_lib.predict import PredictResult
 
@@ -84,7 +84,7 @@ def evaluate(
     """The user's metric_fn on every eval record (padding masked out), and on each slice `config.slices` names
     (in the same pass), and the verdict: the thresholds, the slices' checks, and the comparison with the
     published model `baseline_dir` evaluated on the same records by the same metric_fn; then feature importance by
-    the same metric_fn on a sample of them (`evaluation.importance.user_importance`)."""
+    the same metric_fn on a sample of them (`model.user.importance`)."""
     config.check_slice_features(prepared.spec.scalars, "scalar features of the feature spec")  # before any work
     user = user_model(job, prepared)
     count = prepared.counts[EVAL]

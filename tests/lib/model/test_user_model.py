@@ -20,7 +20,6 @@ from estimator_lib.config import BlessingConfig, BlessingError, JobConfig, TPUSe
 from estimator_lib.config.feature_spec import FeatureSpec
 from estimator_lib.evaluation import slices
 from estimator_lib.evaluation.blessing import decide_user
-from estimator_lib.evaluation.importance import user_importance
 from estimator_lib.evaluation.slices import slice_table
 from estimator_lib.model.user import (
     RecordMismatchError,
@@ -32,6 +31,7 @@ from estimator_lib.model.user import (
     records,
     train,
 )
+from estimator_lib.model.user.importance import user_importance
 from estimator_lib.model.user.run import split_slice_metrics
 from estimator_lib.model.user.stages import slice_sets
 from estimator_lib.predict import read_predictions, verify_output
