@@ -15,9 +15,9 @@ on Cloud Storage, a lock and an atomic rename locally): a run whose view of LATE
 
 `export_verified` and `release` are the pipeline's export and release stages: exporting never publishes; the
 release stage, last in the pipeline, publishes a blessed model against the LATEST its evaluation saw
-(`latest_version`). `resolve_model` turns what users pass as a baseline or warm-start source ("none",
-"latest", a publish root or a SavedModel directory) into a SavedModel directory. Nothing here reads flags or
-the environment.
+(`latest_version`), unless it is the model LATEST already names (same graphs and variables). `resolve_model`
+turns what users pass as a baseline or warm-start source ("none", "latest", a publish root or a SavedModel
+directory) into a SavedModel directory. Nothing here reads flags or the environment.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from estimator_lib.config import JobConfig
 from estimator_lib.config.run import LATEST_MODEL, NO_MODEL
 from estimator_lib.evaluation import Blessing
 from estimator_lib.export import ExportResult, export_model
+from estimator_lib.export.fingerprint import saved_model_fingerprint
 from estimator_lib.schema import Schema
 
 POINTER = "LATEST"
@@ -542,12 +543,30 @@ def export_verified(
     return export
 
 
+def identical_latest(export_dir: str, root: str) -> Optional[Tuple[PublishedModel, str]]:
+    """The version ROOT/LATEST names and its content fingerprint when it is the same model as `export_dir`;
+    None otherwise.
+
+    Same model means the same `saved_model_fingerprint` (graphs and variables): a copy of the published version,
+    or the same weights exported again into another folder. A damaged pointer names no model to compare with
+    (None): a publish replaces it.
+    """
+    try:
+        published = latest(root)
+    except LatestPointerError:
+        return None
+    if published is None:
+        return None
+    content = saved_model_fingerprint(export_dir)
+    return (published, content) if saved_model_fingerprint(published.uri) == content else None
+
+
 @dataclasses.dataclass(frozen=True)
 class Release:
     """What the release stage did: the published version, or why there is none.
 
     Attributes:
-      published: the new version; None when the model was not blessed.
+      published: the new version; None when the model was not blessed or is the published one.
       reason: one sentence for people: "published version ... at ..." or "not published: ...".
     """
 
@@ -563,7 +582,9 @@ def release(
     based_on: Optional[str] = None,
 ) -> Release:
     """The release stage: publishes `export_dir` under `root` if `blessing` says so, recording the verdict
-    with the version. It runs last in the pipeline, so a run that failed anywhere publishes nothing.
+    with the version. It runs last in the pipeline, so a run that failed anywhere publishes nothing. A blessed
+    model identical to the one LATEST names (`identical_latest`) is not published again: LATEST stays, and the
+    reason names that version and the fingerprint; releasing one export twice publishes it once.
 
     Args:
       export_dir: the export stage's verified SavedModel.
@@ -580,6 +601,12 @@ def release(
         raise ValueError("publish_root is empty; give the directory or gs:// prefix where blessed models go")
     if not blessing.blessed:
         return Release(None, f"not published: {blessing.summary()}")
+    same = identical_latest(export_dir, root)
+    if same is not None:
+        published, content = same
+        return Release(
+            None, f"not published: identical to the published version {published.version} (fingerprint {content[:12]})"
+        )
     metadata = {"blessing": blessing.to_dict(), **dict(metadata or {})}
     model = publish_model(export_dir, root, metadata=metadata, based_on=based_on)
     return Release(model, f"published version {model.version} at {model.uri}")

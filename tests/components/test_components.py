@@ -370,6 +370,21 @@ def test_two_exports_of_one_model_have_one_fingerprint(stages, tmp_path):
     assert again.metadata["files_fingerprint"] != first["files_fingerprint"]
     assert again.metadata["fingerprint"] == first["fingerprint"]
 
+    # Released on a blessing against the version its first export became: the same model, not published again.
+    root = str(stages["work"] / "published")
+    before = release.latest(root)
+    verdict = adapter.read_blessing(stages["blessing"].uri)
+    publication = artifact(Artifact, tmp_path, "publication")
+    blessing = blessing_artifact(tmp_path, verdict, before.version)
+    release_model(exported=again, blessing=blessing, publish_root=root, publication=publication)
+    reason = (
+        f"not published: identical to the published version {before.version} (fingerprint {first['fingerprint'][:12]})"
+    )
+    assert publication.metadata["published"] is False and publication.metadata["publish_reason"] == reason
+    with open(os.path.join(publication.uri, adapter.PUBLICATION_FILE)) as f:
+        assert json.load(f) == {"published": None, "reason": reason, "based_on": before.version}
+    assert release.latest(root) == before and os.listdir(os.path.join(root, "versions")) == [before.version]
+
 
 def blessing_artifact(directory, verdict, based_on: str) -> Artifact:
     blessing = artifact(Artifact, directory, "blessing", "evaluate")
@@ -394,14 +409,18 @@ def test_an_unblessed_model_is_not_published(stages, tmp_path):
 
 def test_release_refuses_when_latest_moved_after_the_evaluation(stages, tmp_path):
     """The fixture's model was evaluated when nothing was published ("none"); its own release has published
-    since. Releasing it again on that verdict would overwrite a LATEST its evaluation never saw."""
+    since. Another model released on a verdict against "none" would overwrite a LATEST its evaluation never saw."""
     root = str(stages["work"] / "published")
     before = release.latest(root)
+    export_dir = stages["exported"].metadata["export_dir"]
+    [bias] = [n for n, _ in tf.train.list_variables(os.path.join(export_dir, "variables", "variables")) if "bias" in n]
+    other = Model(name="exported", uri=stages["exported"].uri, metadata={**stages["exported"].metadata})
+    other.metadata.update(export_dir=tampered(export_dir, str(tmp_path), bias, 0.5), fingerprint="other")
     verdict = adapter.read_blessing(stages["blessing"].uri)
     publication = artifact(Artifact, tmp_path, "publication")
     with pytest.raises(release.PublishConflictError, match="but this run was evaluated against 'none'"):
         release_model(
-            exported=stages["exported"],
+            exported=other,
             blessing=blessing_artifact(tmp_path, verdict, "none"),
             publish_root=root,
             publication=publication,

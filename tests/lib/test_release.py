@@ -11,16 +11,22 @@ import pytest
 
 from estimator_lib import release, storage
 from estimator_lib.evaluation import Blessing, Check
+from estimator_lib.export.fingerprint import saved_model_fingerprint
 
 T0 = datetime.datetime(2025, 1, 2, 3, 4, 5, 600000, tzinfo=datetime.timezone.utc)
 T1 = T0 + datetime.timedelta(hours=1)
 
 
+# A SavedModel proto with no meta graph (saved_model_schema_version=1): publishing copies bytes, and the release
+# stage's comparison with LATEST parses the graphs (`saved_model_fingerprint`).
+EMPTY_GRAPHS = b"\x08\x01"
+
+
 def make_saved_model(directory: str, weights: bytes = b"w1") -> str:
-    """A directory shaped like a SavedModel (publishing copies bytes; it never parses them)."""
+    """A directory shaped like a SavedModel: an empty proto and one variables file holding `weights`."""
     os.makedirs(os.path.join(directory, "variables"), exist_ok=True)
     with open(os.path.join(directory, "saved_model.pb"), "wb") as f:
-        f.write(b"graph")
+        f.write(EMPTY_GRAPHS)
     with open(os.path.join(directory, "variables", "variables.data-00000-of-00001"), "wb") as f:
         f.write(weights)
     return directory
@@ -111,10 +117,33 @@ def test_release_publishes_only_a_blessed_model(tmp_path):
     assert release.latest_version(root) == model.version
     assert model.metadata["blessing"]["blessed"] is True
     assert model.metadata["source"] == {"run": "r1"}
+    other = make_saved_model(str(tmp_path / "other"), b"w2")
     with pytest.raises(release.PublishConflictError, match="this run was evaluated against 'none'"):
-        release.release(export, blessing(True), root, based_on="none")  # another run published since
+        release.release(other, blessing(True), root, based_on="none")  # another run published since
     with pytest.raises(ValueError, match="publish_root is empty"):
         release.release(export, blessing(True), "")
+
+
+def test_a_model_identical_to_the_published_one_is_not_published_again(tmp_path):
+    root = str(tmp_path / "published")
+    export = make_saved_model(str(tmp_path / "export"))
+    first = release.release(export, blessing(True), root, based_on="none").published
+    # The same weights exported again elsewhere: other files (export_metadata.json names the paths), same model.
+    again = make_saved_model(str(tmp_path / "again"))
+    os.makedirs(os.path.join(again, "assets.extra"))
+    with open(os.path.join(again, "assets.extra", "export_metadata.json"), "w") as f:
+        f.write('{"export_dir": "again"}')
+    assert release.fingerprint(again) != first.fingerprint
+    content = saved_model_fingerprint(export)
+    for source, based_on in ((export, first.version), (again, first.version), (export, "none")):
+        outcome = release.release(source, blessing(True), root, based_on=based_on)
+        assert outcome == release.Release(
+            None, f"not published: identical to the published version {first.version} (fingerprint {content[:12]})"
+        )
+    assert release.latest(root) == first
+    assert os.listdir(os.path.join(root, "versions")) == [first.version]
+    different = make_saved_model(str(tmp_path / "different"), b"w2")
+    assert release.release(different, blessing(True), root, based_on=first.version).published is not None
 
 
 def test_publish_and_resolve_on_cloud_storage(gcs_prefix, tmp_path):
