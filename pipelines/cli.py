@@ -26,7 +26,7 @@ from google.auth.credentials import AnonymousCredentials
 from google.auth.exceptions import DefaultCredentialsError
 from google.protobuf import json_format
 
-from estimator_lib import storage
+from estimator_lib import storage, vocabulary
 from estimator_lib.config import RUN_TASKS, ConfigError, RunConfig
 from estimator_lib.config.beam import BEAM, DATAFLOW_RUNNER, ENGINES, BeamConfig
 from estimator_lib.config.registry import RegistryConfig
@@ -647,14 +647,12 @@ def format_failure(summary: dict[str, Any], verbose: bool) -> str:
 
 def format_summary(summary: dict[str, Any], path: str) -> str:
     metrics = summary["metrics"]
-    shown = [k for k in ("accuracy", "auc_roc", "macro_auc_roc", "rmse", "mae", "mean_loss") if k in metrics]
-    shown = shown or sorted(metrics)  # a user model_fn's metrics: its metric_fn's own names
     run = summary["run"]
     lines = [
         f"pipeline finished: run {run['id']}" + (f" (attempt {run['attempts']})" if run["attempts"] > 1 else ""),
         *format_data(summary["data"]),
         *([f"  data validation: {summary['validation']['summary']}"] if summary.get("validation") else []),
-        "  metrics (eval): " + ", ".join(f"{k}={metrics[k]:.4f}" for k in shown),
+        "  metrics (eval): " + vocabulary.format_metrics(metrics, vocabulary.headline(metrics)),
         f"  blessed: {summary['blessed']} ({summary['blessing']['summary']})",
         f"  predictions: {summary['predictions']['count']} rows in {summary['predictions']['uri']}",
         f"  export: {summary['export']['uri']} (tag sets {summary['export']['tag_sets']})",

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
 from components import records
-from estimator_lib import manifest, storage
+from estimator_lib import manifest, storage, vocabulary
 from estimator_lib.config import RunConfig
 from estimator_lib.config.beam import INPROCESS
 from estimator_lib.config.run import NO_MODEL
@@ -439,41 +439,123 @@ def format_reproduction(result: Reproduction) -> str:
     return "\n".join(lines)
 
 
-# -- comparing two runs --------------------------------------------------------------------------------------
-SECTIONS = ("inputs", "config", "versions", "machine", "outputs")
+# -- comparing two runs ---------------------------------------------------------------------------------------
+# What `diff` compares, in the order it reports it. A stage's inputs other than prepare's are the outputs of the
+# stages before it, so they are compared as artifacts.
+DIFF_SECTIONS = ("data", "config", "versions", "machine", "metrics", "verdict", "artifacts")
+DIFF_STAGES = (*STAGES, "serving_check")
+OUTPUT_MARK, RUN_MARK = "<output>", "<run>"
 
 
 def diff_records(a: Record, b: Record) -> dict[str, list[str]]:
-    """What differs between two runs' records: per stage, its inputs' fingerprints, config, versions, machine
-    (processor, ISA flags, kernel settings) and outputs' fingerprints; then the eval metrics.
-    {section: ["stage: key: a -> b", ...]}."""
-    out: dict[str, list[str]] = {section: [] for section in (*SECTIONS, "metrics")}
-    for stage in STAGES:
+    """What differs between two runs' records, by `DIFF_SECTIONS`: the data (prepare's input fingerprints and
+    the split counts), each stage's config (`manifest.NOT_COMPARED` left out, each run's output folder and run id
+    written as <output> and <run>), versions and machine, the eval metrics (with their deltas), the verdict and
+    every artifact's fingerprint. {section: ["stage: key: a -> b", ...]}; every list empty: equivalent."""
+    out: dict[str, list[str]] = {section: [] for section in DIFF_SECTIONS}
+    out["data"] += manifest.differences(_data(a), _data(b))
+    for stage in DIFF_STAGES:
         left, right = a.manifests.get(stage), b.manifests.get(stage)
         if left is None or right is None:
             if left is not right:
-                out["outputs"].append(f"{stage}: only {a.name if right is None else b.name} has this stage")
+                out["artifacts"].append(f"{stage}: only {a.name if right is None else b.name} has this stage")
             continue
-        for section in SECTIONS:
-            x, y = _section(left, section), _section(right, section)
+        for section, x, y in _stage_sections(a, left, b, right):
             out[section] += [f"{stage}: {line}" for line in manifest.differences(x, y)]
-    metrics = (a.summary or {}).get("metrics", {}), (b.summary or {}).get("metrics", {})
-    out["metrics"] = manifest.differences(*metrics)
+    out["metrics"] = metric_differences(_summary(a).get("metrics", {}), _summary(b).get("metrics", {}))
+    out["verdict"] = manifest.differences(_verdict(a), _verdict(b))
     return out
+
+
+def _summary(record: Record) -> Mapping[str, Any]:
+    return record.summary or {}
+
+
+def _data(record: Record) -> dict[str, Any]:
+    data = _summary(record).get("data", {})
+    inputs = record.manifests.get("prepare", {}).get("inputs", {})
+    fingerprints = {name: entry.get("fingerprint") for name, entry in inputs.items()}
+    return {"inputs": fingerprints, "rows": data.get("rows"), "counts": data.get("counts")}
+
+
+def _verdict(record: Record) -> dict[str, Any]:
+    summary = _summary(record)
+    if "blessed" not in summary:
+        return {}
+    return {"blessed": summary["blessed"], "reasons": summary.get("blessing", {}).get("reasons")}
+
+
+def _stage_sections(a: Record, left: Mapping[str, Any], b: Record, right: Mapping[str, Any]) -> list[tuple]:
+    """(section, A's value, B's value) of one stage's record, run-local paths and ids masked in its config."""
+    configs = [_run_neutral(r, _compared_config(m.get("config", {}))) for r, m in ((a, left), (b, right))]
+    prepare = left.get("stage") == "prepare"  # its inputs are the data
+    artifacts = [
+        {"outputs": _section(m, "outputs"), **({} if prepare else {"inputs": _section(m, "inputs")})}
+        for m in (left, right)
+    ]
+    return [
+        ("config", *configs),
+        ("versions", left.get("versions", {}), right.get("versions", {})),
+        ("machine", left.get("machine", {}), right.get("machine", {})),
+        ("artifacts", *artifacts),
+    ]
+
+
+def _compared_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in config.items() if k not in manifest.NOT_COMPARED}
+
+
+def _run_neutral(record: Record, value: Any) -> Any:
+    """`value` with the record's output folder and run id in its strings masked: where a run wrote is not what
+    it computed."""
+    run = _summary(record).get("run", {})
+    if "dir" not in run:
+        return value
+    output, run_id = os.path.dirname(os.path.dirname(run["dir"])), run["id"]
+
+    def mask(item: Any) -> Any:
+        if isinstance(item, str):
+            return item.replace(output, OUTPUT_MARK).replace(run_id, RUN_MARK)
+        if isinstance(item, Mapping):
+            return {k: mask(v) for k, v in item.items()}
+        if isinstance(item, list):
+            return [mask(v) for v in item]
+        return item
+
+    return mask(value)
 
 
 def _section(stage_manifest: Mapping[str, Any], section: str) -> Any:
     value = stage_manifest.get(section, {})
-    if section in ("inputs", "outputs"):
-        return {name: entry.get("fingerprint") for name, entry in value.items()}
-    return value
+    return {name: entry.get("fingerprint") for name, entry in value.items()}
+
+
+def metric_differences(a: Mapping[str, float], b: Mapping[str, float]) -> list[str]:
+    """One line per metric whose value differs: "auc: 0.9787 -> 0.9812 (+0.0025)", rounded for people."""
+    lines = []
+    for name in sorted(set(a) | set(b)):
+        x, y = a.get(name), b.get(name)
+        if x == y:
+            continue
+        if x is None or y is None:
+            shown = [vocabulary.format_value(v) if v is not None else "(absent)" for v in (x, y)]
+            lines.append(f"{name}: {shown[0]} -> {shown[1]}")
+        else:
+            delta = vocabulary.format_delta(y - x)
+            lines.append(f"{name}: {vocabulary.format_value(x)} -> {vocabulary.format_value(y)} ({delta})")
+    return lines
 
 
 def format_diff(a: Record, b: Record, found: Mapping[str, Sequence[str]]) -> str:
-    lines = [f"run A: {a.name}", f"run B: {b.name}"]
-    for section, differing in found.items():
-        lines.append(f"{section}: " + ("same" if not differing else f"{len(differing)} differ"))
-        lines += [f"  {line}" for line in differing]
+    """ "equivalent" and what was compared, or each differing section with its lines."""
+    compared = ", ".join(section.replace("artifacts", "artifact fingerprints") for section in found)
+    if not any(found.values()):
+        return f"{a.name} and {b.name} are equivalent: same {compared}"
+    differing = [section for section, lines in found.items() if lines]
+    lines = [f"{a.name} and {b.name} differ in {', '.join(differing)} (compared: {compared})"]
+    for section in differing:
+        lines.append(f"{section}:")
+        lines += [f"  {line}" for line in found[section]]
     return "\n".join(lines)
 
 

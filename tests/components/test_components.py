@@ -200,7 +200,7 @@ def test_train_uses_the_artifact_uri_as_model_dir_and_records_the_config(stages)
 
 def test_evaluate_logs_metrics_confusion_matrix_roc_and_blessing(stages):
     metrics = stages["metrics"].metadata
-    assert {"accuracy", "auc_roc", "mean_loss", "blessed"} <= set(metrics) and metrics["blessed"] == 1.0
+    assert {"accuracy", "auc", "log_loss", "blessed"} <= set(metrics) and metrics["blessed"] == 1.0
     cm = stages["cmetrics"].metadata
     assert [a["displayName"] for a in cm["confusionMatrix"]["annotationSpecs"]] == ["no", "yes"]
     rows = [r["row"] for r in cm["confusionMatrix"]["rows"]]
