@@ -293,8 +293,9 @@ def _add_record_commands(commands: Any) -> None:
     reproduce_.add_argument("--verbose", action="store_true", help="stream every stage's full log to the console")
     diff = commands.add_parser(
         "diff",
-        help="what differs between two runs' records: inputs, config, versions, outputs, metrics",
-        description="Compares two runs' records stage by stage. Exit 0 when nothing differs, 1 otherwise.",
+        help="compare two runs: data, config, versions, machine, metrics, verdict, artifact fingerprints",
+        description="Compares two runs' records, leaving out where each run wrote (publish root, output folder, run "
+        "id). Exit 0 when the two are equivalent, 1 when they differ.",
     )
     diff.add_argument("run_a", metavar="RUN_A", help="a run's summary.json, its folder or OUTPUT")
     diff.add_argument("run_b", metavar="RUN_B", help="a run's summary.json, its folder or OUTPUT")
