@@ -34,10 +34,10 @@ def names_in(text: str) -> set:
     return {name for name in [*REGRESSION, *vocabulary.RETIRED] if re.search(rf"\b{re.escape(name)}\b", text)}
 
 
-def tensorboard_tags(directory: str) -> str:
+def tensorboard_tags(directory: str, pattern: str = summaries.EVENT_FILE_PREFIX + "*") -> str:
     import tensorflow as tf  # the event files' reader; the CLI under test loads no TensorFlow for show or diff
 
-    paths = glob.glob(os.path.join(directory, summaries.EVENT_FILE_PREFIX + "*"))
+    paths = glob.glob(os.path.join(directory, pattern), recursive=True)
     assert paths, f"no event file in {directory}"
     return " ".join(v.tag for p in paths for e in tf.compat.v1.train.summary_iterator(p) for v in e.summary.value)
 
@@ -68,6 +68,7 @@ def outputs(tmp_path_factory) -> dict:
         "diff": diff.stdout,
         "report": report,
         "tensorboard": tensorboard_tags(os.path.join(summary["tensorboard_logdir"], summaries.EVAL_DIR)),
+        "every event file": tensorboard_tags(summary["tensorboard_logdir"], f"**/{summaries.EVENT_FILE_PREFIX}*"),
     }
 
 
@@ -76,3 +77,10 @@ def test_each_output_names_every_regression_metric_and_no_retired_name(outputs, 
     found = names_in(outputs[shown])
     expected = {"rmse", "mae", "r2"} if shown == "console" else set(REGRESSION)  # the console: headline metrics
     assert found == expected, shown
+
+
+@pytest.mark.xfail(
+    strict=True, reason="the validation rounds' metric_fn (model.metrics.loss_metric_fn) still logs mean_loss"
+)
+def test_no_tensorboard_tag_of_the_run_has_a_retired_name(outputs):
+    assert not names_in(outputs["every event file"]) & set(vocabulary.RETIRED)
