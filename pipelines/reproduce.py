@@ -440,30 +440,37 @@ def format_reproduction(result: Reproduction) -> str:
 
 
 # -- comparing two runs ---------------------------------------------------------------------------------------
-# What `diff` compares, in the order it reports it. A stage's inputs other than prepare's are the outputs of the
-# stages before it, so they are compared as artifacts.
+# What `diff` compares, in the order it reports it. A stage's inputs other than prepare's (the data) are outputs
+# of the stages before it, so each artifact is compared once, as the output of the stage that wrote it.
 DIFF_SECTIONS = ("data", "config", "versions", "machine", "metrics", "verdict", "artifacts")
 DIFF_STAGES = (*STAGES, "serving_check")
 OUTPUT_MARK, RUN_MARK = "<output>", "<run>"
+FINGERPRINT_CHARS = 12  # enough to tell two fingerprints apart on a screen
+VERDICT_CHARS = 110
 
 
 def diff_records(a: Record, b: Record) -> dict[str, list[str]]:
     """What differs between two runs' records, by `DIFF_SECTIONS`: the data (prepare's input fingerprints and
     the split counts), each stage's config (`manifest.NOT_COMPARED` left out, each run's output folder and run id
     written as <output> and <run>), versions and machine, the eval metrics (with their deltas), the verdict and
-    every artifact's fingerprint. {section: ["stage: key: a -> b", ...]}; every list empty: equivalent."""
+    every artifact's fingerprint. A difference shared by several stages is one line naming them.
+    {section: ["key: a -> b (stages)", ...]}; every list empty: equivalent."""
     out: dict[str, list[str]] = {section: [] for section in DIFF_SECTIONS}
-    out["data"] += manifest.differences(_data(a), _data(b))
+    out["data"] = manifest.differences(_data(a), _data(b))
+    per_stage: dict[str, dict[str, list[str]]] = {"config": {}, "versions": {}, "machine": {}, "artifacts": {}}
+    both = [stage for stage in DIFF_STAGES if stage in a.manifests and stage in b.manifests]
     for stage in DIFF_STAGES:
-        left, right = a.manifests.get(stage), b.manifests.get(stage)
-        if left is None or right is None:
-            if left is not right:
-                out["artifacts"].append(f"{stage}: only {a.name if right is None else b.name} has this stage")
-            continue
-        for section, x, y in _stage_sections(a, left, b, right):
-            out[section] += [f"{stage}: {line}" for line in manifest.differences(x, y)]
+        if (stage in a.manifests) != (stage in b.manifests):
+            out["artifacts"].append(f"{stage}: only {a.name if stage in a.manifests else b.name} has this stage")
+    for stage in both:
+        for section, x, y in _stage_sections(a, a.manifests[stage], b, b.manifests[stage]):
+            for line in manifest.differences(x, y):
+                per_stage[section].setdefault(line, []).append(stage)
+    for section, lines in per_stage.items():
+        where = {line: "every stage" if stages == both else ", ".join(stages) for line, stages in lines.items()}
+        out[section] += [f"{line} ({where[line]})" for line in lines]
     out["metrics"] = metric_differences(_summary(a).get("metrics", {}), _summary(b).get("metrics", {}))
-    out["verdict"] = manifest.differences(_verdict(a), _verdict(b))
+    out["verdict"] = _verdict_differences(a, b)
     return out
 
 
@@ -473,31 +480,30 @@ def _summary(record: Record) -> Mapping[str, Any]:
 
 def _data(record: Record) -> dict[str, Any]:
     data = _summary(record).get("data", {})
-    inputs = record.manifests.get("prepare", {}).get("inputs", {})
-    fingerprints = {name: entry.get("fingerprint") for name, entry in inputs.items()}
+    fingerprints = _fingerprints(record.manifests.get("prepare", {}), "inputs")
     return {"inputs": fingerprints, "rows": data.get("rows"), "counts": data.get("counts")}
 
 
-def _verdict(record: Record) -> dict[str, Any]:
-    summary = _summary(record)
-    if "blessed" not in summary:
-        return {}
-    return {"blessed": summary["blessed"], "reasons": summary.get("blessing", {}).get("reasons")}
+def _verdict_differences(a: Record, b: Record) -> list[str]:
+    """Each run's verdict line (blessed or not, and why) when the two differ."""
+    verdicts = [(_summary(r).get("blessed"), _summary(r).get("blessing", {}).get("summary")) for r in (a, b)]
+    if verdicts[0] == verdicts[1]:
+        return []
+    return [f"{r.name}: {_clipped(str(summary))}" for r, (_, summary) in zip((a, b), verdicts)]
+
+
+def _clipped(text: str) -> str:
+    return text if len(text) <= VERDICT_CHARS else text[: VERDICT_CHARS - 3] + "..."
 
 
 def _stage_sections(a: Record, left: Mapping[str, Any], b: Record, right: Mapping[str, Any]) -> list[tuple]:
     """(section, A's value, B's value) of one stage's record, run-local paths and ids masked in its config."""
     configs = [_run_neutral(r, _compared_config(m.get("config", {}))) for r, m in ((a, left), (b, right))]
-    prepare = left.get("stage") == "prepare"  # its inputs are the data
-    artifacts = [
-        {"outputs": _section(m, "outputs"), **({} if prepare else {"inputs": _section(m, "inputs")})}
-        for m in (left, right)
-    ]
     return [
         ("config", *configs),
         ("versions", left.get("versions", {}), right.get("versions", {})),
         ("machine", left.get("machine", {}), right.get("machine", {})),
-        ("artifacts", *artifacts),
+        ("artifacts", _fingerprints(left, "outputs"), _fingerprints(right, "outputs")),
     ]
 
 
@@ -525,24 +531,30 @@ def _run_neutral(record: Record, value: Any) -> Any:
     return mask(value)
 
 
-def _section(stage_manifest: Mapping[str, Any], section: str) -> Any:
-    value = stage_manifest.get(section, {})
-    return {name: entry.get("fingerprint") for name, entry in value.items()}
+def _fingerprints(stage_manifest: Mapping[str, Any], section: str) -> dict[str, Any]:
+    """{name: fingerprint, shortened} of a stage's inputs or outputs."""
+    entries = stage_manifest.get(section, {})
+    return {name: str(entry.get("fingerprint"))[:FINGERPRINT_CHARS] for name, entry in entries.items()}
 
 
 def metric_differences(a: Mapping[str, float], b: Mapping[str, float]) -> list[str]:
-    """One line per metric whose value differs: "auc: 0.9787 -> 0.9812 (+0.0025)", rounded for people."""
-    lines = []
+    """One line per metric whose value differs: "auc: 0.9787 -> 0.9812 (+0.0025)", rounded for people; the
+    per-class metrics ("auc/Adelie") counted in one line."""
+    lines, per_class = [], 0
     for name in sorted(set(a) | set(b)):
         x, y = a.get(name), b.get(name)
         if x == y:
             continue
-        if x is None or y is None:
+        if "/" in name:
+            per_class += 1
+        elif x is None or y is None:
             shown = [vocabulary.format_value(v) if v is not None else "(absent)" for v in (x, y)]
             lines.append(f"{name}: {shown[0]} -> {shown[1]}")
         else:
             delta = vocabulary.format_delta(y - x)
             lines.append(f"{name}: {vocabulary.format_value(x)} -> {vocabulary.format_value(y)} ({delta})")
+    if per_class:
+        lines.append(f"and {per_class} per-class metric{'s' if per_class > 1 else ''} (tpu-pipeline show lists them)")
     return lines
 
 
