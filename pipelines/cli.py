@@ -26,7 +26,7 @@ from google.auth.credentials import AnonymousCredentials
 from google.auth.exceptions import DefaultCredentialsError
 from google.protobuf import json_format
 
-from estimator_lib import storage
+from estimator_lib import storage, vocabulary
 from estimator_lib.config import RUN_TASKS, ConfigError, RunConfig
 from estimator_lib.config.beam import BEAM, DATAFLOW_RUNNER, ENGINES, BeamConfig
 from estimator_lib.config.registry import RegistryConfig
@@ -293,8 +293,9 @@ def _add_record_commands(commands: Any) -> None:
     reproduce_.add_argument("--verbose", action="store_true", help="stream every stage's full log to the console")
     diff = commands.add_parser(
         "diff",
-        help="what differs between two runs' records: inputs, config, versions, outputs, metrics",
-        description="Compares two runs' records stage by stage. Exit 0 when nothing differs, 1 otherwise.",
+        help="compare two runs: data, config, versions, machine, metrics, verdict, artifact fingerprints",
+        description="Compares two runs' records, leaving out where each run wrote (publish root, output folder, run "
+        "id). Exit 0 when the two are equivalent, 1 when they differ.",
     )
     diff.add_argument("run_a", metavar="RUN_A", help="a run's summary.json, its folder or OUTPUT")
     diff.add_argument("run_b", metavar="RUN_B", help="a run's summary.json, its folder or OUTPUT")
@@ -647,14 +648,12 @@ def format_failure(summary: dict[str, Any], verbose: bool) -> str:
 
 def format_summary(summary: dict[str, Any], path: str) -> str:
     metrics = summary["metrics"]
-    shown = [k for k in ("accuracy", "auc_roc", "macro_auc_roc", "rmse", "mae", "mean_loss") if k in metrics]
-    shown = shown or sorted(metrics)  # a user model_fn's metrics: its metric_fn's own names
     run = summary["run"]
     lines = [
         f"pipeline finished: run {run['id']}" + (f" (attempt {run['attempts']})" if run["attempts"] > 1 else ""),
         *format_data(summary["data"]),
         *([f"  data validation: {summary['validation']['summary']}"] if summary.get("validation") else []),
-        "  metrics (eval): " + ", ".join(f"{k}={metrics[k]:.4f}" for k in shown),
+        "  metrics (eval): " + vocabulary.format_metrics(metrics, vocabulary.headline(metrics)),
         f"  blessed: {summary['blessed']} ({summary['blessing']['summary']})",
         f"  predictions: {summary['predictions']['count']} rows in {summary['predictions']['uri']}",
         f"  export: {summary['export']['uri']} (tag sets {summary['export']['tag_sets']})",

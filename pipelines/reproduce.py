@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
 from components import records
-from estimator_lib import manifest, storage
+from estimator_lib import manifest, storage, vocabulary
 from estimator_lib.config import RunConfig
 from estimator_lib.config.beam import INPROCESS
 from estimator_lib.config.run import NO_MODEL
@@ -439,41 +439,135 @@ def format_reproduction(result: Reproduction) -> str:
     return "\n".join(lines)
 
 
-# -- comparing two runs --------------------------------------------------------------------------------------
-SECTIONS = ("inputs", "config", "versions", "machine", "outputs")
+# -- comparing two runs ---------------------------------------------------------------------------------------
+# What `diff` compares, in the order it reports it. A stage's inputs other than prepare's (the data) are outputs
+# of the stages before it, so each artifact is compared once, as the output of the stage that wrote it.
+DIFF_SECTIONS = ("data", "config", "versions", "machine", "metrics", "verdict", "artifacts")
+DIFF_STAGES = (*STAGES, "serving_check")
+OUTPUT_MARK, RUN_MARK = "<output>", "<run>"
+FINGERPRINT_CHARS = 12  # enough to tell two fingerprints apart on a screen
+VERDICT_CHARS = 110
 
 
 def diff_records(a: Record, b: Record) -> dict[str, list[str]]:
-    """What differs between two runs' records: per stage, its inputs' fingerprints, config, versions, machine
-    (processor, ISA flags, kernel settings) and outputs' fingerprints; then the eval metrics.
-    {section: ["stage: key: a -> b", ...]}."""
-    out: dict[str, list[str]] = {section: [] for section in (*SECTIONS, "metrics")}
-    for stage in STAGES:
-        left, right = a.manifests.get(stage), b.manifests.get(stage)
-        if left is None or right is None:
-            if left is not right:
-                out["outputs"].append(f"{stage}: only {a.name if right is None else b.name} has this stage")
-            continue
-        for section in SECTIONS:
-            x, y = _section(left, section), _section(right, section)
-            out[section] += [f"{stage}: {line}" for line in manifest.differences(x, y)]
-    metrics = (a.summary or {}).get("metrics", {}), (b.summary or {}).get("metrics", {})
-    out["metrics"] = manifest.differences(*metrics)
+    """What differs between two runs' records, by `DIFF_SECTIONS`: the data (prepare's input fingerprints and
+    the split counts), each stage's config (`manifest.NOT_COMPARED` left out, each run's output folder and run id
+    written as <output> and <run>), versions and machine, the eval metrics (with their deltas), the verdict and
+    every artifact's fingerprint. A difference shared by several stages is one line naming them.
+    {section: ["key: a -> b (stages)", ...]}; every list empty: equivalent."""
+    out: dict[str, list[str]] = {section: [] for section in DIFF_SECTIONS}
+    out["data"] = manifest.differences(_data(a), _data(b))
+    per_stage: dict[str, dict[str, list[str]]] = {"config": {}, "versions": {}, "machine": {}, "artifacts": {}}
+    both = [stage for stage in DIFF_STAGES if stage in a.manifests and stage in b.manifests]
+    for stage in DIFF_STAGES:
+        if (stage in a.manifests) != (stage in b.manifests):
+            out["artifacts"].append(f"{stage}: only {a.name if stage in a.manifests else b.name} has this stage")
+    for stage in both:
+        for section, x, y in _stage_sections(a, a.manifests[stage], b, b.manifests[stage]):
+            for line in manifest.differences(x, y):
+                per_stage[section].setdefault(line, []).append(stage)
+    for section, lines in per_stage.items():
+        where = {line: "every stage" if stages == both else ", ".join(stages) for line, stages in lines.items()}
+        out[section] += [f"{line} ({where[line]})" for line in lines]
+    out["metrics"] = metric_differences(_summary(a).get("metrics", {}), _summary(b).get("metrics", {}))
+    out["verdict"] = _verdict_differences(a, b)
     return out
 
 
-def _section(stage_manifest: Mapping[str, Any], section: str) -> Any:
-    value = stage_manifest.get(section, {})
-    if section in ("inputs", "outputs"):
-        return {name: entry.get("fingerprint") for name, entry in value.items()}
-    return value
+def _summary(record: Record) -> Mapping[str, Any]:
+    return record.summary or {}
+
+
+def _data(record: Record) -> dict[str, Any]:
+    data = _summary(record).get("data", {})
+    fingerprints = _fingerprints(record.manifests.get("prepare", {}), "inputs")
+    return {"inputs": fingerprints, "rows": data.get("rows"), "counts": data.get("counts")}
+
+
+def _verdict_differences(a: Record, b: Record) -> list[str]:
+    """Each run's verdict line (blessed or not, and why) when the two differ."""
+    verdicts = [(_summary(r).get("blessed"), _summary(r).get("blessing", {}).get("summary")) for r in (a, b)]
+    if verdicts[0] == verdicts[1]:
+        return []
+    return [f"{r.name}: {_clipped(str(summary))}" for r, (_, summary) in zip((a, b), verdicts)]
+
+
+def _clipped(text: str) -> str:
+    return text if len(text) <= VERDICT_CHARS else text[: VERDICT_CHARS - 3] + "..."
+
+
+def _stage_sections(a: Record, left: Mapping[str, Any], b: Record, right: Mapping[str, Any]) -> list[tuple]:
+    """(section, A's value, B's value) of one stage's record, run-local paths and ids masked in its config."""
+    configs = [_run_neutral(r, _compared_config(m.get("config", {}))) for r, m in ((a, left), (b, right))]
+    return [
+        ("config", *configs),
+        ("versions", left.get("versions", {}), right.get("versions", {})),
+        ("machine", left.get("machine", {}), right.get("machine", {})),
+        ("artifacts", _fingerprints(left, "outputs"), _fingerprints(right, "outputs")),
+    ]
+
+
+def _compared_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in config.items() if k not in manifest.NOT_COMPARED}
+
+
+def _run_neutral(record: Record, value: Any) -> Any:
+    """`value` with the record's output folder and run id in its strings masked: where a run wrote is not what
+    it computed."""
+    run = _summary(record).get("run", {})
+    if "dir" not in run:
+        return value
+    output, run_id = os.path.dirname(os.path.dirname(run["dir"])), run["id"]
+
+    def mask(item: Any) -> Any:
+        if isinstance(item, str):
+            return item.replace(output, OUTPUT_MARK).replace(run_id, RUN_MARK)
+        if isinstance(item, Mapping):
+            return {k: mask(v) for k, v in item.items()}
+        if isinstance(item, list):
+            return [mask(v) for v in item]
+        return item
+
+    return mask(value)
+
+
+def _fingerprints(stage_manifest: Mapping[str, Any], section: str) -> dict[str, Any]:
+    """{name: fingerprint, shortened} of a stage's inputs or outputs."""
+    entries = stage_manifest.get(section, {})
+    return {name: str(entry.get("fingerprint"))[:FINGERPRINT_CHARS] for name, entry in entries.items()}
+
+
+def metric_differences(a: Mapping[str, float], b: Mapping[str, float]) -> list[str]:
+    """One line per metric whose value differs: "auc: 0.9787 -> 0.9812 (+0.0025)", rounded for people; the
+    per-class metrics ("auc/Adelie") counted in one line."""
+    lines, per_class = [], 0
+    for name in sorted(set(a) | set(b)):
+        x, y = a.get(name), b.get(name)
+        if x == y:
+            continue
+        if "/" in name:
+            per_class += 1
+        elif x is None or y is None:
+            shown = [vocabulary.format_value(v) if v is not None else "(absent)" for v in (x, y)]
+            lines.append(f"{name}: {shown[0]} -> {shown[1]}")
+        else:
+            delta = vocabulary.format_delta(y - x)
+            lines.append(f"{name}: {vocabulary.format_value(x)} -> {vocabulary.format_value(y)} ({delta})")
+    if per_class:
+        lines.append(f"and {per_class} per-class metric{'s' if per_class > 1 else ''} (tpu-pipeline show lists them)")
+    return lines
 
 
 def format_diff(a: Record, b: Record, found: Mapping[str, Sequence[str]]) -> str:
-    lines = [f"run A: {a.name}", f"run B: {b.name}"]
-    for section, differing in found.items():
-        lines.append(f"{section}: " + ("same" if not differing else f"{len(differing)} differ"))
-        lines += [f"  {line}" for line in differing]
+    """ "equivalent" and what was compared, or each differing section with its lines."""
+    compared = ", ".join(section.replace("artifacts", "artifact fingerprints") for section in found)
+    if not any(found.values()):
+        return f"{a.name} and {b.name} are equivalent: same {compared}"
+    differing = [section for section, lines in found.items() if lines]
+    lines = [f"{a.name} and {b.name} differ in {', '.join(differing)} (compared: {compared})"]
+    for section in differing:
+        lines.append(f"{section}:")
+        lines += [f"  {line}" for line in found[section]]
     return "\n".join(lines)
 
 

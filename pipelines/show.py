@@ -12,6 +12,7 @@ import json
 import os
 from typing import Any, Optional
 
+from estimator_lib import vocabulary
 from estimator_lib.config.run import PREPARED_SPLITS
 from pipelines import runs
 
@@ -87,7 +88,7 @@ def format_run(summary: dict[str, Any], path: str) -> str:
     metrics = summary.get("metrics") or {}
     if metrics:
         lines.append("  metrics (eval):")
-        lines += [f"    {name:<24} {value:.4f}" for name, value in sorted(metrics.items())]
+        lines += [f"    {name:<24} {vocabulary.format_value(value)}" for name, value in sorted(metrics.items())]
     if "blessed" in summary:
         lines.append(f"  blessed: {summary['blessed']} ({summary['blessing']['summary']})")
     if "serving" in summary:

@@ -194,8 +194,7 @@ def evaluate_and_bless(
     )
     importance = builtin_importance(job, schema, model_dir, checkpoint, eval_files, count, config)
     step = int(tf.train.load_variable(checkpoint, tf.compat.v1.GraphKeys.GLOBAL_STEP))
-    if slices is not None:
-        write_summaries(storage.join(model_dir, summaries.EVAL_DIR), step, slices)
+    write_summaries(storage.join(model_dir, summaries.EVAL_DIR), step, metrics, slices)
     scores = {"truth": truth, "candidate": candidate, "baseline": baseline}
     scores.update(slices=slices, intervals=intervals, importance=importance)
     if truth.task == REGRESSION:

@@ -154,28 +154,27 @@ def _mean_defined(values: Sequence[float]) -> float:
 def reported_metrics(truth: Truth, scores: Scores) -> Dict[str, float]:
     """Every metric of one model's scores on the eval rows, each by one exact definition, in float64.
 
-    Classification: `accuracy`, `log_loss` (mean -log p(label)), `auc` (ROC AUC of the second class for two
-    classes, else the mean one-vs-rest AUC over the classes present) and, by the names the evaluation always
-    reported: `mean_loss` (the training loss, cross entropy: log_loss), precision and recall of the decision
-    (`scores.predicted`) and `auc_pr` (average precision); for two classes `precision`, `recall`, `auc_pr` of
-    the second class and `auc_roc` (auc); for more, `precision/<class>`, `recall/<class>`, `auc_roc/<class>`,
-    `auc_pr/<class>` and their means `macro_precision`, `macro_recall`, `macro_auc_roc` (auc), `macro_auc_pr`.
+    Classification: `accuracy`, `log_loss` (mean -log p(label); the training loss, cross entropy, on these
+    rows), `auc` (ROC AUC of the second class for two classes, else the mean one-vs-rest AUC over the classes
+    present), precision and recall of the decision (`scores.predicted`) and `auc_pr` (average precision): for
+    two classes `precision`, `recall`, `auc_pr` of the second class; for more, `precision/<class>`,
+    `recall/<class>`, `auc/<class>`, `auc_pr/<class>` and the means `macro_precision`, `macro_recall`,
+    `macro_auc_pr`. Each name is described in `estimator_lib.vocabulary`.
     Regression: `mse`, `rmse`, `mae`, `r2` in the label's units.
     Rows are the eval rows only: padding never reaches `Truth` or `Scores`.
     """
     if truth.task == REGRESSION:
         return _regression_metrics(truth, scores)
     log_loss = float(np.mean(row_log_losses(truth, scores)))
-    out = {"accuracy": float(np.mean(row_hits(truth, scores))), "log_loss": log_loss, "mean_loss": log_loss}
+    out = {"accuracy": float(np.mean(row_hits(truth, scores))), "log_loss": log_loss}
     per_class = _per_class_metrics(truth, scores)
     if len(truth.classes) == 2:
-        positive = per_class[truth.classes[1]]
-        return {**out, **positive, "auc": headline_auc(truth, scores)}
+        return {**out, **per_class[truth.classes[1]]}  # its `auc` is `headline_auc`'s
     for cls, values in per_class.items():
         out.update({f"{name}/{cls}": value for name, value in values.items()})
     for name in ("precision", "recall", "auc_pr"):
         out[f"macro_{name}"] = _mean_defined([values[name] for values in per_class.values()])
-    out["auc"] = out["macro_auc_roc"] = headline_auc(truth, scores)
+    out["auc"] = headline_auc(truth, scores)
     return out
 
 
@@ -191,7 +190,7 @@ def headline_auc(truth: Truth, scores: Scores, weights: Optional[np.ndarray] = N
 
 
 def _per_class_metrics(truth: Truth, scores: Scores) -> Dict[str, Dict[str, float]]:
-    """{class: {precision, recall, auc_roc, auc_pr}}, each class against the rest."""
+    """{class: {precision, recall, auc, auc_pr}}, each class against the rest."""
     out = {}
     for k, cls in enumerate(truth.classes):
         actual, probability = truth.labels == cls, scores.probabilities[:, k]
@@ -199,7 +198,7 @@ def _per_class_metrics(truth: Truth, scores: Scores) -> Dict[str, Dict[str, floa
         out[cls] = {
             "precision": precision,
             "recall": recall,
-            "auc_roc": auc(actual, probability),
+            "auc": auc(actual, probability),
             "auc_pr": average_precision(actual, probability),
         }
     return out

@@ -288,12 +288,17 @@ def flat_metrics(table: Mapping[str, Any]) -> Dict[str, float]:
     return out
 
 
-def write_summaries(directory: str, step: int, table: Mapping[str, Any]) -> None:
-    """Every slice's metrics and rows as TensorBoard scalars "slices/<slice>/<metric>" at `step`, in an event file
-    of `directory` (the evaluations' directory, `summaries.EVAL_DIR`)."""
+def write_summaries(
+    directory: str, step: int, metrics: Mapping[str, float], table: Optional[Mapping[str, Any]]
+) -> None:
+    """The eval metrics by their names (`estimator_lib.vocabulary`) and every slice's metrics and rows as
+    "slices/<slice>/<metric>" (when `table` is not None), TensorBoard scalars at `step`, in one event file of
+    `directory` (the evaluations' directory, `summaries.EVAL_DIR`)."""
     writer = tf.summary.create_file_writer(directory)
     with writer.as_default():
-        for tag, value in flat_metrics(table).items():
+        for name, value in sorted(metrics.items()):
+            tf.summary.scalar(name, value, step=step)
+        for tag, value in (flat_metrics(table) if table is not None else {}).items():
             tf.summary.scalar(f"slices/{tag}", value, step=step)
     writer.close()
 

@@ -116,8 +116,8 @@ def test_default_run_metrics_are_sane_and_blessed(first_run):
     metrics = summary["metrics"]
     assert all(isinstance(v, float) and math.isfinite(v) for v in metrics.values())
     assert metrics["accuracy"] >= 0.9  # chance is 1/3, the most frequent class 0.44
-    assert metrics["macro_auc_roc"] >= 0.95
-    assert 0.0 < metrics["mean_loss"] < 0.5
+    assert metrics["auc"] >= 0.95
+    assert 0.0 < metrics["log_loss"] < 0.5
     assert summary["blessed"] is True
     assert summary["blessing"]["reasons"] == [] and summary["blessing"]["baseline_uri"] == ""
     assert summary["blessing"]["candidate_metrics"]["accuracy"] == pytest.approx(metrics["accuracy"])

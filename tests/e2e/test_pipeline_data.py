@@ -67,7 +67,7 @@ def test_binary_csv(tmp_path):
     summary = run(tmp_path, "binary", "will_buy")
     check_common(summary, "will_buy", "classification")
     assert summary["metrics"]["accuracy"] >= 0.85
-    assert summary["metrics"]["auc_roc"] >= 0.9
+    assert summary["metrics"]["auc"] >= 0.9
 
 
 def test_multiclass_csv(tmp_path):

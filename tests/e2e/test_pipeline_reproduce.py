@@ -169,4 +169,18 @@ def test_a_changed_seed_is_found_in_train(recorded):
 
     diff = run_cli("diff", path, os.path.join(rerun["run"]["dir"], "summary.json"))
     assert diff.returncode == 1
-    assert "  train: job.training.seed: 42 -> 43" in diff.stdout and "inputs: " in diff.stdout
+    assert diff.stdout.startswith(f"{first['run']['id']} and {rerun['run']['id']} differ in config, ")
+    assert "config:\n  job.training.seed: 42 -> 43 (train" in diff.stdout
+    assert "\n  model: " in diff.stdout and "(train)\n" in diff.stdout
+
+
+def test_the_readme_recipe_reproduce_then_diff_is_equivalent(recorded, reproduced):
+    """README: `reproduce runs/local --output runs/again`, then `diff runs/local runs/again`: exit 0, one line."""
+    work, _, first = recorded
+    _, rerun = reproduced
+    diff = run_cli("diff", str(work / "recorded"), str(work / "rerun"))
+    assert diff.returncode == 0, diff.stdout + diff.stderr
+    assert diff.stdout == (
+        f"{first['run']['id']} and {rerun['run']['id']} are equivalent: same data, config, versions, machine, "
+        "metrics, verdict, artifact fingerprints\n"
+    )

@@ -68,7 +68,7 @@ def write_run(output: str, run_id: str, fingerprints=None, metrics=None, status=
     )
     summary = {
         "status": status,
-        "run": {"id": run_id},
+        "run": {"id": run_id, "dir": folder},
         "config": settings.arguments(),
         "metrics": metrics or {"accuracy": 0.9},
         "manifests": manifests,
@@ -175,23 +175,54 @@ def test_diff_names_what_differs_between_two_runs(tmp_path, capsys):
     a = write_run(str(tmp_path / "a"), "run-a")
     b = write_run(str(tmp_path / "b"), "run-b", fingerprints={"train": "train-2"}, metrics={"accuracy": 0.8})
     found = reproduce.diff_records(reproduce.read_record(a), reproduce.read_record(b))
-    assert found["inputs"] == [] and found["versions"] == [] and found["machine"] == []
-    assert found["outputs"] == ['train: out: "train-1" -> "train-2"']
-    assert found["metrics"] == ["accuracy: 0.9 -> 0.8"]
-    assert found["config"] == []
+    assert found["data"] == [] and found["versions"] == [] and found["machine"] == []
+    assert found["artifacts"] == ['out: "train-1" -> "train-2" (train)']
+    assert found["metrics"] == ["accuracy: 0.9000 -> 0.8000 (-0.1000)"]
+    assert found["config"] == [] and found["verdict"] == []
     assert cli.main(["diff", a, b]) == 1
     out = capsys.readouterr().out
-    assert "outputs: 1 differ\n  train: out:" in out and "inputs: same" in out
+    assert (
+        out.splitlines()[0] == "run-a and run-b differ in metrics, artifacts (compared: data, config, versions, "
+        "machine, metrics, verdict, artifact fingerprints)"
+    )
+    assert out.splitlines()[1:] == [
+        "metrics:",
+        "  accuracy: 0.9000 -> 0.8000 (-0.1000)",
+        "artifacts:",
+        '  out: "train-1" -> "train-2" (train)',
+    ]
     assert cli.main(["diff", a, a]) == 0
+    assert capsys.readouterr().out == (
+        "run-a and run-a are equivalent: same data, config, versions, machine, metrics, verdict, artifact "
+        "fingerprints\n"
+    )
+
+
+def test_diff_masks_each_runs_output_folder_and_run_id_in_settings(tmp_path):
+    records = [reproduce.read_record(write_run(str(tmp_path / name), f"run-{name}")) for name in "ab"]
+    settings = [{"baseline": str(tmp_path / name / "runs" / f"run-{name}" / "model"), "seed": 1} for name in "ab"]
+    masked = [reproduce._run_neutral(r, c) for r, c in zip(records, settings)]
+    assert masked[0] == masked[1] == {"baseline": "<output>/runs/<run>/model", "seed": 1}
+
+
+def test_diff_rounds_metrics_and_their_deltas():
+    a = {"auc": 1.0, "r2": 0.5, "auc/x": 0.5, "auc/y": 0.5}
+    b = {"auc": 1.0000001, "r2": 0.5, "rmse": 3.25, "auc/x": 0.6, "auc/y": 0.4}
+    assert reproduce.metric_differences(a, b) == [
+        "auc: 1.000 -> 1.000 (+1.000e-07)",
+        "rmse: (absent) -> 3.250",
+        "and 2 per-class metrics (tpu-pipeline show lists them)",
+    ]
 
 
 def test_diff_names_another_processor_as_a_machine_difference(tmp_path, capsys):
     a = write_run(str(tmp_path / "a"), "run-a", machine={"kind": "CPU", "isa": ["avx2", "avx512f"]})
     b = write_run(str(tmp_path / "b"), "run-b", machine={"kind": "CPU", "isa": ["avx2"]})
     found = reproduce.diff_records(reproduce.read_record(a), reproduce.read_record(b))
-    assert found["machine"][0] == 'prepare: isa: ["avx2", "avx512f"] -> ["avx2"]'
+    assert found["machine"] == ['isa: ["avx2", "avx512f"] -> ["avx2"] (every stage)']  # one line for 6 stages
     assert cli.main(["diff", a, b]) == 1
-    assert "machine: 6 differ" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "differ in machine (compared" in out
 
 
 def test_diff_reads_the_specs_the_stages_recorded_not_todays_defaults(tmp_path, monkeypatch):
@@ -207,9 +238,7 @@ def test_diff_reads_the_specs_the_stages_recorded_not_todays_defaults(tmp_path, 
     b = b_folder / "summary.json"
     b.write_text(json.dumps(summary), encoding="utf-8")
     found = reproduce.diff_records(reproduce.read_record(a), reproduce.read_record(str(b)))
-    assert found["config"] == [
-        f"{stage}: job.tpu.strict: true -> false" for stage in ("train", "export", "batch_predict", "evaluate")
-    ]
+    assert found["config"] == ["job.tpu.strict: true -> false (train, export, batch_predict, evaluate)"]
     assert reproduce.recorded_settings(reproduce.read_record(a), "/p").job.tpu.strict is True
 
 

@@ -194,16 +194,16 @@ def step_average_precision(positive, score):
 def expected_metrics(labels, probabilities, classes):
     predicted = probabilities.argmax(axis=1)
     log_loss = -float(np.mean(np.log(probabilities[np.arange(len(labels)), labels])))
-    out = {"accuracy": float(np.mean(predicted == labels)), "log_loss": log_loss, "mean_loss": log_loss}
+    out = {"accuracy": float(np.mean(predicted == labels)), "log_loss": log_loss}
     for k, name in enumerate(classes):
         actual, chosen = labels == k, predicted == k
         out[f"precision/{name}"] = float(np.sum(actual & chosen) / chosen.sum()) if chosen.any() else 0.0
         out[f"recall/{name}"] = float(np.sum(actual & chosen) / actual.sum())
-        out[f"auc_roc/{name}"] = pair_auc(actual, probabilities[:, k])
+        out[f"auc/{name}"] = pair_auc(actual, probabilities[:, k])
         out[f"auc_pr/{name}"] = step_average_precision(actual, probabilities[:, k])
-    for base in ("precision", "recall", "auc_roc", "auc_pr"):
+    for base in ("precision", "recall", "auc_pr"):
         out[f"macro_{base}"] = float(np.mean([out[f"{base}/{name}"] for name in classes]))
-    out["auc"] = out["macro_auc_roc"]
+    out["auc"] = float(np.mean([out[f"auc/{name}"] for name in classes]))
     return out
 
 

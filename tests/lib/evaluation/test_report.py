@@ -114,7 +114,7 @@ def test_the_fingerprint_covers_what_the_report_shows_not_where_the_run_wrote(cl
     first = written(classification, "a")
     moved = dataclasses.replace(classification, run={"checkpoint": "/elsewhere/model.ckpt-100"})
     assert written(moved, "b").fingerprint == first.fingerprint
-    other = dataclasses.replace(classification, model_metrics={**classification.model_metrics, "mean_loss": 0.31})
+    other = dataclasses.replace(classification, model_metrics={**classification.model_metrics, "log_loss": 0.31})
     assert written(other, "c").fingerprint != first.fingerprint
 
 

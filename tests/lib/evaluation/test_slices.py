@@ -184,9 +184,9 @@ def test_original_values_are_read_from_prepared_records(tmp_path):
     assert int(np.isnan(values["x-2"]).sum()) == sum(r["x-2"] is None for r in rows) == 3
 
 
-def test_slice_scalars_reach_tensorboard(tmp_path):
+def test_metric_and_slice_scalars_reach_tensorboard(tmp_path):
     _, _, _, shown = table()
-    s.write_summaries(str(tmp_path), 7, shown)
+    s.write_summaries(str(tmp_path), 7, {"r2": 0.5}, shown)
     (path,) = glob.glob(str(tmp_path / "events.out.tfevents.*"))
     tags = {
         v.tag: (e.step, tf.make_ndarray(v.tensor))
@@ -196,6 +196,7 @@ def test_slice_scalars_reach_tensorboard(tmp_path):
     assert tags["slices/island=B/accuracy"] == (7, pytest.approx(0.25))
     assert tags["slices/island=A/rows"][1] == 8
     assert s.flat_metrics(shown)["island=B/rows"] == 4.0
+    assert tags["r2"] == (7, pytest.approx(0.5))  # the eval metrics by their vocabulary names, one event file
 
 
 def test_the_evaluate_stage_refuses_a_slice_of_a_feature_the_data_lacks_before_any_work(tmp_path):
