@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import argparse
 import csv
+import difflib
+import importlib.metadata
 import json
 import os
 import signal
@@ -32,7 +34,7 @@ from estimator_lib.config.beam import BEAM, DATAFLOW_RUNNER, ENGINES, BeamConfig
 from estimator_lib.config.registry import RegistryConfig
 from estimator_lib.config.run import EMBEDDED_DATA, PREPARED_SPLITS, resolve_run
 from estimator_lib.data.embedded import default_dataset
-from pipelines import checks, local, reproduce, runs, show, vertex
+from pipelines import checks, listing, local, reproduce, runs, show, vertex
 from pipelines import tpu as tpu_presets
 from pipelines.image import check_image, default_image
 from pipelines.pipeline import PIPELINE_NAME, VertexSteps, compile_pipeline
@@ -43,6 +45,24 @@ DEFAULT_TEMPLATE = "tpu_estimator_pipeline.yaml"
 IMAGE_REPO_ENV = "TPU_PIPELINE_IMAGE_REPO"
 DEFAULT_IMAGE_REPO = "tpu-pipeline"
 REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DISTRIBUTION = "tpu-estimator-pipelines"
+
+
+def version_text() -> str:
+    """'tpu-pipeline 0.1.0 (TensorFlow 2.15.1, kfp 2.13.0)': this package's installed version and what it runs
+    with, read from the installed metadata, so `--version` imports neither."""
+    tensorflow = _installed("tensorflow", "tensorflow-cpu")
+    return f"tpu-pipeline {_installed(DISTRIBUTION)} (TensorFlow {tensorflow}, kfp {_installed('kfp')})"
+
+
+def _installed(*names: str) -> str:
+    """The version of the first of `names` that is installed."""
+    for name in names:
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return "not installed"
 
 
 def _preset_help() -> str:
@@ -305,6 +325,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="tpu-pipeline",
         description="Prepare, train, evaluate, batch-predict and export TPUEstimator models.",
     )
+    parser.add_argument("--version", action="version", version=version_text(), help="print the versions and exit")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run_local = commands.add_parser(
@@ -345,6 +366,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     show_.add_argument("--output", default=DEFAULT_OUTPUT, help=f"output directory (default {DEFAULT_OUTPUT})")
     show_.add_argument("--json", action="store_true", help="print the record itself (summary.json)")
+
+    list_ = commands.add_parser(
+        "list",
+        help="list the local runs under an output folder, newest first: status, metrics, verdict",
+        description="Lists the runs under OUTPUT/runs/, newest first: run id, status, start time, duration, the "
+        "headline eval metrics (* marks the one blessing compares on) and the verdict (published, or why not). "
+        "A run whose summary.json is missing or unreadable is listed as such.",
+    )
+    list_.add_argument(
+        "output", nargs="?", default=DEFAULT_OUTPUT, help=f"the run-local output folder (default {DEFAULT_OUTPUT})"
+    )
 
     _add_record_commands(commands)
 
@@ -493,20 +525,49 @@ def slice_overrides(args: argparse.Namespace) -> list[str]:
     return ["blessing.slices=" + json.dumps(args.slices, ensure_ascii=False)] if args.slices else []
 
 
+def local_csv_header(settings: RunConfig) -> tuple[str, list[str]] | None:
+    """(file, columns) of the run's first data file when it is a local CSV (the embedded data included); None
+    for other data, which the prepare stage checks before its work."""
+    path = default_dataset().path if settings.data == EMBEDDED_DATA else settings.data
+    files = [] if storage.is_gcs(path) else sorted(storage.glob(path))
+    if not files or not files[0].lower().endswith(".csv"):
+        return None
+    with open(files[0], newline="", encoding="utf-8-sig") as f:
+        return files[0], next(csv.reader(f), [])
+
+
+def check_label_column(settings: RunConfig, flag: str = "--label") -> None:
+    """A built-in family's label is a column of its local CSV data, checked before any stage starts.
+
+    Raises:
+      checks.UsageError: naming the file, the label given, the closest column names and the fix.
+    """
+    found = None if settings.job.model.model_fn else local_csv_header(settings)
+    if found is None or settings.label in found[1]:
+        return
+    path, header = found
+    close = difflib.get_close_matches(settings.label, header, n=3, cutoff=0.5)
+    lowered = [c for c in header if c.lower() == settings.label.lower() and c not in close]
+    close = lowered + close
+    hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
+    raise checks.UsageError(
+        f"{flag} {settings.label!r} is not a column of {path}; {hint}give one of its columns: {', '.join(header)} "
+        f"(e.g. {flag} {(close or header)[0]})"
+    )
+
+
 def check_slice_columns(settings: RunConfig) -> None:
     """A built-in family's `--slice` features are columns of its local CSV data (the first file's header, the
     label and key apart), checked before any stage starts; other data is checked by the evaluate stage, before
     its work (a user model's local feature spec when the run is resolved)."""
     if not settings.blessing.slices or settings.job.model.model_fn:
         return
-    path = default_dataset().path if settings.data == EMBEDDED_DATA else settings.data
-    files = [] if storage.is_gcs(path) else sorted(storage.glob(path))
-    if not files or not files[0].lower().endswith(".csv"):
+    found = local_csv_header(settings)
+    if found is None:
         return
-    with open(files[0], newline="", encoding="utf-8-sig") as f:
-        header = next(csv.reader(f), [])
+    path, header = found
     features = [c for c in header if c not in (settings.label, settings.key_column)]
-    settings.blessing.check_slice_features(features, f"columns of {files[0]} (the label and key apart)")
+    settings.blessing.check_slice_features(features, f"columns of {path} (the label and key apart)")
 
 
 def resolve_image(args: argparse.Namespace) -> str:
@@ -618,6 +679,7 @@ def cmd_run_local(args: argparse.Namespace) -> int:
         args, os.path.join(output, local.PUBLISH_DIR), local.local_job_defaults(), beam=resolve_beam(args)
     )
     checks.local_run(settings)
+    check_label_column(settings, "--label" if args.label else "prepare.label")
     check_slice_columns(settings)
     outcome = local.run_local(settings, output, verbose=args.verbose, resume=args.resume)
     summary = outcome.summary
@@ -682,6 +744,11 @@ def cmd_show(args: argparse.Namespace) -> int:
     path = show.find_summary(args.output, args.run)
     summary = show.load_summary(path)
     print(json.dumps(summary, indent=2, sort_keys=True) if args.json else show.format_run(summary, path))
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    print(listing.format_runs(args.output, listing.list_runs(args.output)))
     return 0
 
 
@@ -846,6 +913,7 @@ COMMANDS = {
     "run-local": cmd_run_local,
     "release": cmd_release,
     "show": cmd_show,
+    "list": cmd_list,
     "reproduce": cmd_reproduce,
     "diff": cmd_diff,
     "compile": cmd_compile,
