@@ -547,11 +547,18 @@ def resolve_settings(
         "feature_spec": args.feature_spec,
         "eval_data": args.eval_data,
     }
-    settings = resolve_run(read_config_file(args.config), overrides, given, job_defaults)
-    if not getattr(args, "cpu", True):  # submit and schedule for a TPU: the preset's cores
-        preset = tpu_presets.preset(args.tpu, experimental=args.experimental_tpu)
-        checks.tpu_target(settings.job, preset.tpu_settings()["num_cores"], f"--tpu {preset.name}")
-    return settings
+    config = read_config_file(args.config)
+    settings = resolve_run(config, overrides, given, job_defaults)
+    if getattr(args, "cpu", True):
+        return settings
+    # submit and schedule for a TPU: the batch sizes against the preset's cores, then the train spec placed on
+    # it, so that what the run records (and --dry-run shows) says where it trains; a --template's TPU is unknown.
+    preset = tpu_presets.preset(args.tpu, experimental=args.experimental_tpu)
+    checks.tpu_target(settings.job, preset.tpu_settings()["num_cores"], f"--tpu {preset.name}")
+    if args.template:
+        return settings
+    placed = {**(job_defaults or {}), **{f"tpu.{k}": v for k, v in preset.tpu_settings().items()}}
+    return resolve_run(config, overrides, given, placed)
 
 
 def _hparam_value(text: str) -> Any:
@@ -877,6 +884,7 @@ def _vertex_job(args: argparse.Namespace, template_dir: str, credentials: Any = 
     settings = resolve_settings(args, publish_root=args.pipeline_root.rstrip("/") + "/published", beam=beam)
     template = args.template
     compiled: dict[str, Any] = {"template": template}
+    tpu = None
     if template:
         given = [flag for flag in COMPILED_FLAGS if _flag(args, flag)]
         if given:
@@ -895,7 +903,20 @@ def _vertex_job(args: argparse.Namespace, template_dir: str, credentials: Any = 
     arguments = settings.arguments()
     if args.code or args.feature_spec:
         compiled["user_files"] = staged.described
+    compiled["plan"] = _plan(args, target, image, tpu if not args.template else None, beam is not None)
     return vertex.build_job(template, target, arguments, credentials=credentials), target, compiled, arguments
+
+
+def _plan(args: argparse.Namespace, target: vertex.VertexTarget, image: str, tpu: Any, on_beam: bool) -> dict[str, Any]:
+    """--dry-run's summary of where the job runs (`vertex.describe_run`); a given --template fixes its own
+    machines, which are not read back from it."""
+    template = (
+        args.template or f"{DEFAULT_TEMPLATE}, compiled now from this checkout (`tpu-pipeline compile` keeps one)"
+    )
+    plan = vertex.describe_run(target, template, image, tpu, ("prepare", "batch_predict") if on_beam else ())
+    if args.template:
+        plan["stages"] = f"as compiled in --template {args.template}"
+    return plan
 
 
 def _dataflow_defaults(args: argparse.Namespace) -> dict[str, str]:
