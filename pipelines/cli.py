@@ -930,6 +930,11 @@ def _dataflow_defaults(args: argparse.Namespace) -> dict[str, str]:
 
 
 def _print_request(job: Any, arguments: dict[str, Any], extra: dict[str, Any] | None = None) -> None:
+    """The request as JSON with `extra`; the plan of the "compiled" entry (`_plan`) is printed on its own."""
+    extra = dict(extra or {})
+    if "compiled" in extra:
+        compiled = dict(extra["compiled"])
+        extra = {"plan": compiled.pop("plan", None), **extra, "compiled": compiled}
     request = json_format.MessageToDict(job._gca_resource._pb)  # the PipelineJob resource the SDK would create
     request.pop("pipelineSpec", None)
     # The request carries every number as a protobuf float (8 -> 8.0); print the arguments it was built from.
