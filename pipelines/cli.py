@@ -524,10 +524,12 @@ def resolve_settings(
     publish_root: str,
     job_defaults: dict[str, Any] | None = None,
     beam: BeamConfig | None = None,
+    placed: bool = False,
 ) -> RunConfig:
     """The run's `RunConfig` from its flags, config file and `--set` overrides (`config.resolve_run`, where every
     check of a value happens); `job_defaults` are dotted job keys this command defaults (the file and `--set`
-    override them); `beam` is the engine's `BeamConfig` (`resolve_beam`)."""
+    override them); `beam` is the engine's `BeamConfig` (`resolve_beam`); `placed` (submit and schedule when
+    they compile for a TPU): the job's tpu settings are the TPU's, as the compiled train stage runs with."""
     label_set = any(text.partition("=")[0].strip() == "prepare.label" for text in args.overrides)
     if args.data and not (args.label or label_set):
         raise ValueError("--label is required with --data: name the column to predict")
@@ -551,14 +553,14 @@ def resolve_settings(
     settings = resolve_run(config, overrides, given, job_defaults)
     if getattr(args, "cpu", True):
         return settings
-    # submit and schedule for a TPU: the batch sizes against the preset's cores, then the train spec placed on
-    # it, so that what the run records (and --dry-run shows) says where it trains; a --template's TPU is unknown.
+    # submit and schedule for a TPU: the batch sizes against the preset's cores, then (`placed`) the specs placed
+    # on it, so that what the run records and --dry-run shows says where it trains.
     preset = tpu_presets.preset(args.tpu, experimental=args.experimental_tpu)
     checks.tpu_target(settings.job, preset.tpu_settings()["num_cores"], f"--tpu {preset.name}")
-    if args.template:
+    if not placed:
         return settings
-    placed = {**(job_defaults or {}), **{f"tpu.{k}": v for k, v in preset.tpu_settings().items()}}
-    return resolve_run(config, overrides, given, placed)
+    placement = {f"tpu.{k}": v for k, v in preset.tpu_settings().items()}
+    return resolve_run(config, overrides, given, {**(job_defaults or {}), **placement})
 
 
 def _hparam_value(text: str) -> Any:
@@ -881,7 +883,8 @@ def _vertex_job(args: argparse.Namespace, template_dir: str, credentials: Any = 
 
     staged = staging.stage_user_files(args.code, args.feature_spec, args.pipeline_root, upload=not args.dry_run)
     args.code, args.feature_spec = staged.code, staged.feature_spec
-    settings = resolve_settings(args, publish_root=args.pipeline_root.rstrip("/") + "/published", beam=beam)
+    publish_root = args.pipeline_root.rstrip("/") + "/published"
+    settings = resolve_settings(args, publish_root, beam=beam, placed=not args.template)
     template = args.template
     compiled: dict[str, Any] = {"template": template}
     tpu = None
