@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import argparse
 import csv
+import difflib
+import importlib.metadata
 import json
 import os
 import signal
 import sys
 import tempfile
+import textwrap
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -32,7 +35,7 @@ from estimator_lib.config.beam import BEAM, DATAFLOW_RUNNER, ENGINES, BeamConfig
 from estimator_lib.config.registry import RegistryConfig
 from estimator_lib.config.run import EMBEDDED_DATA, PREPARED_SPLITS, resolve_run
 from estimator_lib.data.embedded import default_dataset
-from pipelines import checks, local, reproduce, runs, show, vertex
+from pipelines import checks, listing, local, reproduce, runs, show, vertex
 from pipelines import tpu as tpu_presets
 from pipelines.image import check_image, default_image
 from pipelines.pipeline import PIPELINE_NAME, VertexSteps, compile_pipeline
@@ -43,6 +46,24 @@ DEFAULT_TEMPLATE = "tpu_estimator_pipeline.yaml"
 IMAGE_REPO_ENV = "TPU_PIPELINE_IMAGE_REPO"
 DEFAULT_IMAGE_REPO = "tpu-pipeline"
 REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DISTRIBUTION = "tpu-estimator-pipelines"
+
+
+def version_text() -> str:
+    """'tpu-pipeline 0.1.0 (TensorFlow 2.15.1, kfp 2.13.0)': this package's installed version and what it runs
+    with, read from the installed metadata, so `--version` imports neither."""
+    tensorflow = _installed("tensorflow", "tensorflow-cpu")
+    return f"tpu-pipeline {_installed(DISTRIBUTION)} (TensorFlow {tensorflow}, kfp {_installed('kfp')})"
+
+
+def _installed(*names: str) -> str:
+    """The version of the first of `names` that is installed."""
+    for name in names:
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return "not installed"
 
 
 def _preset_help() -> str:
@@ -62,52 +83,61 @@ def _add_key_value_option(group: Any, flag: str, dest: str, help: str) -> None:
     group.add_argument(flag, dest=dest, action="append", default=[], metavar="KEY=VALUE", help=help)
 
 
-def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
+def _add_run_arguments(parser: argparse.ArgumentParser, common: Any = None) -> None:
+    """The run's data and settings; `common` (submit, schedule) is the group that shows --data and --label first."""
     # Without --data and --label the run keeps RunConfig's (the embedded penguins); see resolve_settings.
     defaults = RunConfig.field_defaults()
     group = parser.add_argument_group("pipeline parameters")
-    group.add_argument("--data", help="CSV or JSON Lines file or glob, local or gs:// (default: embedded penguins)")
-    group.add_argument("--label", help=f"the label column (required with --data; default: {defaults['label']})")
-    # Without these three the run keeps the config file's prepare section, or RunConfig's defaults.
-    group.add_argument("--task", choices=RUN_TASKS, help=f"default: {defaults['task']} (inferred from the label)")
-    group.add_argument("--key-column", help="a column of unique row keys (default: derived from row contents)")
-    group.add_argument(
-        "--eval-fraction", type=float, help=f"share of rows for evaluation (default: {defaults['eval_fraction']})"
+    first = common or group
+    first.add_argument(
+        "--data", metavar="URI", help="CSV or JSON Lines file or glob, local or gs:// (default: embedded penguins)"
     )
-    group.add_argument("--config", help="JSON config file: JobConfig sections plus 'blessing' and 'prepare'")
+    first.add_argument("--label", metavar="COLUMN", help=f"the column to predict (default: {defaults['label']})")
+    group.add_argument(
+        "--task",
+        choices=RUN_TASKS,
+        help=f"classification or regression (default: {defaults['task']}, from the label)",
+    )
+    group.add_argument("--key-column", metavar="COLUMN", help="a column of unique row keys (default: row contents)")
+    group.add_argument(
+        "--eval-fraction",
+        type=float,
+        metavar="F",
+        help=f"share of rows for evaluation (default: {defaults['eval_fraction']})",
+    )
+    group.add_argument("--config", metavar="FILE.json", help="JSON config: JobConfig sections, 'blessing', 'prepare'")
     _add_key_value_option(
         group,
         "--set",
         "overrides",
-        "override a config value, parsed by the field's type, e.g. training.train_steps=300, "
-        'model.hidden_units=64,32, model.family=linear, tpu.strict=false, blessing.thresholds={"accuracy":0.9}, '
-        "prepare.eval_fraction=0.3, training.warm_start_from=null (repeatable)",
+        "override a config value (repeatable), e.g. training.train_steps=300 or model.hidden_units=64,32",
     )
     group.add_argument(
         "--baseline",
         default=defaults["baseline"],
-        help="model to compare with: none, latest (last published), a publish root or SavedModel dir",
+        metavar="MODEL",
+        help="compare with: none, latest, a publish root or SavedModel",
     )
     group.add_argument(
         "--warm-start",
         default=defaults["warm_start"],
-        help="initialise from: none, latest (last published), a publish root or SavedModel dir",
+        metavar="MODEL",
+        help="initialise from: none, latest, a publish root or SavedModel",
     )
     group.add_argument(
         "--predict-data",
         default=defaults["predict_data"],
-        help="rows to batch-predict: eval, train, test (prepared splits), a CSV/JSONL URI or glob (raw rows, "
-        "label optional, scored through the prepared schema) or prepared TFRecords (.tfrecord, or a directory)",
+        metavar="ROWS",
+        help="rows to batch-predict: eval, train, test, CSV/JSONL rows or TFRecords",
     )
-    group.add_argument("--publish-root", help="where blessed models are published (versions/ and LATEST)")
+    group.add_argument("--publish-root", metavar="DIR", help="where blessed models are published")
     group.add_argument(
         "--slice",
         dest="slices",
         action="append",
         default=[],
         metavar="FEATURE[,FEATURE]",
-        help="report the eval metrics per value of a feature (numbers: per quantile bucket), or of a cross "
-        "(island,sex); judged by --set 'blessing.slice_thresholds={\"accuracy\": 0.85}' (repeatable)",
+        help="eval metrics per value of a feature or cross (repeatable)",
     )
     _add_user_model_arguments(parser)
 
@@ -117,51 +147,52 @@ def _add_user_model_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--model-fn",
         metavar="MODULE:FUNCTION",
-        help="your TPUEstimator model_fn(features, labels, mode, params[, config]), e.g. my_model.model:model_fn; "
-        "it trains on TFRecords (--data, --eval-data) that --feature-spec describes",
+        help="your TPUEstimator model_fn, e.g. my_model.model:model_fn",
     )
-    group.add_argument(
-        "--code", metavar="DIR", help="the folder holding your package (put on the import path; staged on Vertex AI)"
-    )
+    group.add_argument("--code", metavar="DIR", help="the folder holding your package")
     group.add_argument(
         "--feature-spec",
         metavar="FILE.json",
-        help='your records\' features: {"image": {"dtype": "float32", "shape": [784]}, "label": {"dtype": "int64", '
-        '"shape": []}}; --label names the label feature',
+        help="your TFRecords' features: name -> dtype and shape",
     )
-    group.add_argument("--eval-data", help="TFRecords to evaluate on (default: --data split by --eval-fraction)")
+    group.add_argument("--eval-data", metavar="URI", help="TFRecords to evaluate on (default: split --data)")
     _add_key_value_option(
         group,
         "--hparams",
         "hparams",
-        "a hyperparameter of your model_fn, given to it in params; the value is JSON (units=64 is an int, "
-        "sizes=[64,32] a list, name=abc a text) (repeatable; over --hparams-file)",
+        "a model_fn hyperparameter, JSON: units=64 (repeatable)",
     )
-    group.add_argument("--hparams-file", metavar="FILE.json", help="your model_fn's hyperparameters as a JSON object")
+    group.add_argument("--hparams-file", metavar="FILE.json", help="model_fn hyperparameters as a JSON object")
 
 
-def _add_engine_arguments(parser: argparse.ArgumentParser, dataflow: bool) -> None:
-    """--engine, and the Beam runner's settings: this machine's DirectRunner (run-local) or Dataflow."""
+def _add_engine_arguments(parser: argparse.ArgumentParser, dataflow: bool, vertex_defaults: bool = False) -> None:
+    """--engine, and the Beam runner's settings: this machine's DirectRunner (run-local) or Dataflow;
+    `vertex_defaults` (submit, schedule): the Dataflow settings default to the Vertex AI flags'."""
     group = parser.add_argument_group("Apache Beam engine (preparation and batch prediction)")
     group.add_argument(
         "--engine",
         choices=ENGINES,
         default=RunConfig.field_defaults()["engine"],
-        help="who runs preparation and batch prediction: inprocess (this machine's cores) or beam (Apache Beam: "
+        help="who prepares and batch-predicts: inprocess or beam ("
         + ("Dataflow" if dataflow else "the DirectRunner")
-        + "); the prepared data is byte-identical either way",
+        + "); the same data either way",
     )
     if not dataflow:
-        group.add_argument("--direct-num-workers", type=int, help="DirectRunner worker processes (default: one)")
+        group.add_argument(
+            "--direct-num-workers", type=int, metavar="N", help="DirectRunner worker processes (default: one)"
+        )
         return
-    group.add_argument("--dataflow-project", help="Dataflow project (default: --project)")
-    group.add_argument("--dataflow-region", help="Dataflow region (default: --region)")
-    group.add_argument(
-        "--dataflow-temp-location", help="gs:// prefix for Beam's temporary files (default: under --pipeline-root)"
-    )
-    group.add_argument("--dataflow-max-workers", type=int, help="Dataflow autoscaling ceiling (default: Dataflow's)")
-    group.add_argument("--dataflow-machine-type", help="Dataflow worker machine type, e.g. n2-standard-4")
-    group.add_argument("--dataflow-service-account", help="service account the Dataflow workers run as")
+    default = {
+        "project": " (default: --project)" if vertex_defaults else " (required with --engine beam)",
+        "region": " (default: --region)" if vertex_defaults else " (required with --engine beam)",
+        "temp": " (default: under --pipeline-root)" if vertex_defaults else " (required with --engine beam)",
+    }
+    group.add_argument("--dataflow-project", metavar="PROJECT", help="Dataflow project" + default["project"])
+    group.add_argument("--dataflow-region", metavar="REGION", help="Dataflow region" + default["region"])
+    group.add_argument("--dataflow-temp-location", metavar="GS_PREFIX", help="Beam's temporary files" + default["temp"])
+    group.add_argument("--dataflow-max-workers", type=int, metavar="N", help="Dataflow autoscaling ceiling")
+    group.add_argument("--dataflow-machine-type", metavar="TYPE", help="worker machine type, e.g. n2-standard-4")
+    group.add_argument("--dataflow-service-account", metavar="EMAIL", help="service account of the Dataflow workers")
 
 
 def resolve_beam(
@@ -192,36 +223,36 @@ def resolve_beam(
         ) from None
 
 
-def _add_image_arguments(parser: argparse.ArgumentParser) -> None:
+def _add_image_arguments(parser: argparse.ArgumentParser, common: Any = None) -> None:
+    """The image and the TPU; `common` (submit, schedule) is the group that shows --tpu, --cpu and --image first."""
     group = parser.add_argument_group("image and accelerator")
-    group.add_argument("--image", help="component image: REPO@sha256:DIGEST or REPO:COMMIT (immutable)")
-    group.add_argument(
-        "--image-repo",
-        default=os.environ.get(IMAGE_REPO_ENV, DEFAULT_IMAGE_REPO),
-        help=f"without --image, use REPO:<current git commit> (default ${IMAGE_REPO_ENV} or {DEFAULT_IMAGE_REPO})",
-    )
-    where = group.add_mutually_exclusive_group()
+    first = common or group
+    where = first.add_mutually_exclusive_group()
     where.add_argument(
         "--tpu",
         default=tpu_presets.DEFAULT_TPU,
         metavar="TYPE",
-        help=f"Cloud TPU type for train, evaluate, batch predict (default {tpu_presets.DEFAULT_TPU}; list below)",
+        help=f"Cloud TPU type (default {tpu_presets.DEFAULT_TPU}; list below)",
     )
-    where.add_argument("--cpu", action="store_true", help="compile without TPUs (every stage on CPU)")
+    where.add_argument("--cpu", action="store_true", help="no TPUs: every stage runs on CPU")
+    first.add_argument("--image", help="component image: REPO@sha256:DIGEST or REPO:COMMIT")
+    group.add_argument(
+        "--image-repo",
+        default=os.environ.get(IMAGE_REPO_ENV, DEFAULT_IMAGE_REPO),
+        metavar="REPO",
+        help=f"without --image: REPO:<git commit> (default ${IMAGE_REPO_ENV})",
+    )
     group.add_argument(
         "--experimental-tpu",
         action="store_true",
-        help="allow TPU types TensorFlow 2.15's TPUEstimator is not known to run on (v5e: PJRT runtime)",
+        help="allow TPU types marked experimental below",
     )
-    group.add_argument("--tpu-topology", metavar="AxB", help="TPU slice topology (v5e; default: the type's own)")
-    capacity = parser.add_argument_group("TPU capacity")
-    capacity.add_argument(
-        "--spot", action="store_true", help="run the TPU jobs on Spot VMs: cheaper, preemptible at any time"
-    )
-    capacity.add_argument(
+    group.add_argument("--tpu-topology", metavar="AxB", help="TPU slice topology (v5e; default: the type's)")
+    group.add_argument("--spot", action="store_true", help="TPU jobs on Spot VMs: cheaper, preemptible")
+    group.add_argument(
         "--reservation",
         metavar="NAME",
-        help="consume this Compute Engine reservation: projects/PROJECT/zones/ZONE/reservations/NAME",
+        help="a reservation: projects/P/zones/Z/reservations/NAME",
     )
 
 
@@ -230,47 +261,52 @@ def _add_tracking_arguments(parser: argparse.ArgumentParser, log_root_help: str)
     group.add_argument(
         "--tensorboard",
         metavar="RESOURCE",
-        help="Vertex AI TensorBoard the TPU jobs upload their logs to: projects/P/locations/REGION/tensorboards/ID",
+        help="TensorBoard: projects/P/locations/R/tensorboards/ID",
     )
     group.add_argument("--tensorboard-logs", metavar="GS_PREFIX", help=log_root_help)
-    group.add_argument(
-        "--experiment", help="Vertex AI Experiment every run joins (created the first time; scheduled runs too)"
-    )
+    group.add_argument("--experiment", metavar="NAME", help="a Vertex AI Experiment every run joins")
     group.add_argument(
         "--model-registry",
-        metavar="DISPLAY_NAME",
-        help="register each blessed, published model as a new default version of this Model Registry model",
+        metavar="NAME",
+        help="register published models as versions of NAME",
     )
     group.add_argument(
         "--serving-image",
         default="",
-        help="prediction container of registered versions (default: Vertex AI's TensorFlow 2.15 CPU image)",
+        metavar="IMAGE",
+        help="registered versions' container (default: TF 2.15 CPU)",
     )
 
 
-def _add_vertex_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("Vertex AI")
-    group.add_argument(
+def _add_vertex_arguments(parser: argparse.ArgumentParser, common: Any) -> None:
+    """Where and how the job runs; `common` shows --project, --region, --pipeline-root and --dry-run."""
+    common.add_argument(
         "--project",
         default=os.environ.get("GOOGLE_CLOUD_PROJECT"),
         help="Google Cloud project (default $GOOGLE_CLOUD_PROJECT)",
     )
-    group.add_argument("--region", default="us-central1", help="Vertex AI region with Cloud TPUs")
-    group.add_argument("--pipeline-root", required=True, help="gs:// prefix for the run's artifacts")
-    group.add_argument("--service-account", help="service account the pipeline and its TPU jobs run as")
-    group.add_argument("--network", help="VPC network to peer with: projects/NUMBER/global/networks/NAME")
+    common.add_argument("--region", default="us-central1", help="Vertex AI region (default %(default)s)")
+    common.add_argument(
+        "--pipeline-root", required=True, metavar="GS_PREFIX", help="gs:// prefix for the run's artifacts"
+    )
+    group = parser.add_argument_group("Vertex AI job")
+    group.add_argument("--service-account", metavar="EMAIL", help="service account the pipeline and its jobs run as")
+    group.add_argument("--network", help="VPC network: projects/NUMBER/global/networks/NAME")
     _add_key_value_option(group, "--job-label", "job_labels", "resource label on the job (repeatable)")
     group.add_argument(
         "--no-caching",
         dest="caching",
         action="store_false",
         default=None,
-        help="run every task even when an earlier run's outputs could be reused (default: prepare, train, "
-        "export and batch predict are reused when their data, starting model and settings are unchanged)",
+        help="run every task again (default: reuse a task's outputs when its inputs are unchanged)",
     )
-    group.add_argument("--display-name", default=PIPELINE_NAME)
-    group.add_argument("--template", help="a compiled pipeline YAML to run (default: compile one now)")
-    group.add_argument("--dry-run", action="store_true", help="print the request as JSON and send nothing")
+    group.add_argument(
+        "--display-name",
+        default=PIPELINE_NAME,
+        metavar="NAME",
+        help="the job's name in the Vertex AI console",
+    )
+    group.add_argument("--template", metavar="YAML", help="a compiled pipeline (default: compile one now)")
 
 
 def _add_record_commands(commands: Any) -> None:
@@ -301,12 +337,88 @@ def _add_record_commands(commands: Any) -> None:
     diff.add_argument("run_b", metavar="RUN_B", help="a run's summary.json, its folder or OUTPUT")
 
 
+class _Formatter(argparse.HelpFormatter):
+    """Help in a column wide enough for most flags and their metavar, never broken inside a flag's name."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, max_help_position=32)
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False, break_long_words=False)
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return "\n".join(
+            textwrap.wrap(
+                " ".join(text.split()),
+                width,
+                initial_indent=indent,
+                subsequent_indent=indent,
+                break_on_hyphens=False,
+                break_long_words=False,
+            )
+        )
+
+
+class _TableFormatter(argparse.RawDescriptionHelpFormatter, _Formatter):
+    """`_Formatter` that keeps the epilog's table (the TPU types) as written."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """Every command's parser formats its help with `_Formatter` unless it asks for another."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
+
+
+def _add_vertex_command(commands: Any, name: str, text: str) -> None:
+    """`submit` or `schedule`: the flags most runs need first (the `common` group), then the rest by concern."""
+    cron = " --cron CRON" if name == "schedule" else ""
+    sub = commands.add_parser(
+        name,
+        help=text,
+        description=text + ".",
+        usage=f"tpu-pipeline {name} --pipeline-root GS_PREFIX{cron} [--data URI --label COLUMN] [options]",
+        epilog=_preset_help(),
+        formatter_class=_TableFormatter,
+    )
+    common = sub.add_argument_group("common")
+    _add_vertex_arguments(sub, common)
+    _add_run_arguments(sub, common)
+    _add_image_arguments(sub, common)
+    common.add_argument(
+        "--dry-run", action="store_true", help="print the request and each stage's machine; send nothing"
+    )
+    if name == "schedule":
+        _add_schedule_arguments(sub, common)
+    _add_tracking_arguments(sub, "the TPU jobs' logs (default: under --pipeline-root)")
+    _add_engine_arguments(sub, dataflow=True, vertex_defaults=True)
+
+
+def _add_schedule_arguments(parser: argparse.ArgumentParser, common: Any) -> None:
+    common.add_argument("--cron", required=True, help="e.g. '0 3 * * 1' (UTC; or prefix TZ=Zone/Name)")
+    group = parser.add_argument_group("schedule")
+    group.add_argument(
+        "--schedule-name",
+        default="tpu-estimator-retrain",
+        metavar="NAME",
+        help="the schedule's name (default %(default)s)",
+    )
+    group.add_argument(
+        "--max-concurrent-runs", type=int, default=1, metavar="N", help="runs at once at most (default %(default)s)"
+    )
+    group.add_argument("--max-runs", type=int, metavar="N", help="stop after N runs (default: no limit)")
+    group.add_argument("--start-time", metavar="TIME", help="RFC 3339 time of the first run (default: now)")
+    group.add_argument("--end-time", metavar="TIME", help="RFC 3339 time after which no run starts")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tpu-pipeline",
         description="Prepare, train, evaluate, batch-predict and export TPUEstimator models.",
     )
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser.add_argument("--version", action="version", version=version_text(), help="print the versions and exit")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
 
     run_local = commands.add_parser(
         "run-local",
@@ -347,6 +459,17 @@ def build_parser() -> argparse.ArgumentParser:
     show_.add_argument("--output", default=DEFAULT_OUTPUT, help=f"output directory (default {DEFAULT_OUTPUT})")
     show_.add_argument("--json", action="store_true", help="print the record itself (summary.json)")
 
+    list_ = commands.add_parser(
+        "list",
+        help="list the local runs under an output folder, newest first: status, metrics, verdict",
+        description="Lists the runs under OUTPUT/runs/, newest first: run id, status, start time, duration, the "
+        "headline eval metrics (* marks the one blessing compares on) and the verdict (published, or why not). "
+        "A run whose summary.json is missing or unreadable is listed as such.",
+    )
+    list_.add_argument(
+        "output", nargs="?", default=DEFAULT_OUTPUT, help=f"the run-local output folder (default {DEFAULT_OUTPUT})"
+    )
+
     _add_record_commands(commands)
 
     release_ = commands.add_parser(
@@ -366,37 +489,18 @@ def build_parser() -> argparse.ArgumentParser:
         description="Writes the pipeline YAML: train, evaluate and batch predict run as Vertex AI custom jobs "
         "on a Cloud TPU VM (or on CPU with --cpu).",
         epilog=_preset_help(),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_TableFormatter,
     )
     compile_.add_argument("--output", default=DEFAULT_TEMPLATE, help=f"YAML file (default {DEFAULT_TEMPLATE})")
     _add_image_arguments(compile_)
-    _add_tracking_arguments(compile_, "gs:// prefix for the TPU jobs' TensorBoard logs (required with --tensorboard)")
+    _add_tracking_arguments(compile_, "the TPU jobs' logs (required with --tensorboard)")
     _add_engine_arguments(compile_, dataflow=True)
 
     for name, text in (
         ("submit", "run the pipeline once on Vertex AI"),
         ("schedule", "run the pipeline on Vertex AI on a cron schedule"),
     ):
-        sub = commands.add_parser(
-            name,
-            help=text,
-            description=text + ".",
-            epilog=_preset_help(),
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-        )
-        _add_run_arguments(sub)
-        _add_image_arguments(sub)
-        _add_tracking_arguments(sub, "gs:// prefix for the TPU jobs' TensorBoard logs (default: --pipeline-root)")
-        _add_vertex_arguments(sub)
-        _add_engine_arguments(sub, dataflow=True)
-        if name == "schedule":
-            group = sub.add_argument_group("schedule")
-            group.add_argument("--cron", required=True, help="cron expression, e.g. '0 3 * * 1' (UTC; TZ=... prefix)")
-            group.add_argument("--schedule-name", default="tpu-estimator-retrain")
-            group.add_argument("--max-concurrent-runs", type=int, default=1)
-            group.add_argument("--max-runs", type=int, help="stop after this many runs (default: no limit)")
-            group.add_argument("--start-time", help="RFC 3339 time of the first run (default: now)")
-            group.add_argument("--end-time", help="RFC 3339 time after which no run starts")
+        _add_vertex_command(commands, name, text)
     return parser
 
 
@@ -421,10 +525,12 @@ def resolve_settings(
     publish_root: str,
     job_defaults: dict[str, Any] | None = None,
     beam: BeamConfig | None = None,
+    placed: bool = False,
 ) -> RunConfig:
     """The run's `RunConfig` from its flags, config file and `--set` overrides (`config.resolve_run`, where every
     check of a value happens); `job_defaults` are dotted job keys this command defaults (the file and `--set`
-    override them); `beam` is the engine's `BeamConfig` (`resolve_beam`)."""
+    override them); `beam` is the engine's `BeamConfig` (`resolve_beam`); `placed` (submit and schedule when
+    they compile for a TPU): the job's tpu settings are the TPU's, as the compiled train stage runs with."""
     label_set = any(text.partition("=")[0].strip() == "prepare.label" for text in args.overrides)
     if args.data and not (args.label or label_set):
         raise ValueError("--label is required with --data: name the column to predict")
@@ -444,11 +550,18 @@ def resolve_settings(
         "feature_spec": args.feature_spec,
         "eval_data": args.eval_data,
     }
-    settings = resolve_run(read_config_file(args.config), overrides, given, job_defaults)
-    if not getattr(args, "cpu", True):  # submit and schedule for a TPU: the preset's cores
-        preset = tpu_presets.preset(args.tpu, experimental=args.experimental_tpu)
-        checks.tpu_target(settings.job, preset.tpu_settings()["num_cores"], f"--tpu {preset.name}")
-    return settings
+    config = read_config_file(args.config)
+    settings = resolve_run(config, overrides, given, job_defaults)
+    if getattr(args, "cpu", True):
+        return settings
+    # submit and schedule for a TPU: the batch sizes against the preset's cores, then (`placed`) the specs placed
+    # on it, so that what the run records and --dry-run shows says where it trains.
+    preset = tpu_presets.preset(args.tpu, experimental=args.experimental_tpu)
+    checks.tpu_target(settings.job, preset.tpu_settings()["num_cores"], f"--tpu {preset.name}")
+    if not placed:
+        return settings
+    placement = {f"tpu.{k}": v for k, v in preset.tpu_settings().items()}
+    return resolve_run(config, overrides, given, {**(job_defaults or {}), **placement})
 
 
 def _hparam_value(text: str) -> Any:
@@ -494,20 +607,49 @@ def slice_overrides(args: argparse.Namespace) -> list[str]:
     return ["blessing.slices=" + json.dumps(args.slices, ensure_ascii=False)] if args.slices else []
 
 
+def local_csv_header(settings: RunConfig) -> tuple[str, list[str]] | None:
+    """(file, columns) of the run's first data file when it is a local CSV (the embedded data included); None
+    for other data, which the prepare stage checks before its work."""
+    path = default_dataset().path if settings.data == EMBEDDED_DATA else settings.data
+    files = [] if storage.is_gcs(path) else sorted(storage.glob(path))
+    if not files or not files[0].lower().endswith(".csv"):
+        return None
+    with open(files[0], newline="", encoding="utf-8-sig") as f:
+        return files[0], next(csv.reader(f), [])
+
+
+def check_label_column(settings: RunConfig, flag: str = "--label") -> None:
+    """A built-in family's label is a column of its local CSV data, checked before any stage starts.
+
+    Raises:
+      checks.UsageError: naming the file, the label given, the closest column names and the fix.
+    """
+    found = None if settings.job.model.model_fn else local_csv_header(settings)
+    if found is None or settings.label in found[1]:
+        return
+    path, header = found
+    close = difflib.get_close_matches(settings.label, header, n=3, cutoff=0.5)
+    lowered = [c for c in header if c.lower() == settings.label.lower() and c not in close]
+    close = lowered + close
+    hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
+    raise checks.UsageError(
+        f"{flag} {settings.label!r} is not a column of {path}; {hint}give one of its columns: {', '.join(header)} "
+        f"(e.g. {flag} {(close or header)[0]})"
+    )
+
+
 def check_slice_columns(settings: RunConfig) -> None:
     """A built-in family's `--slice` features are columns of its local CSV data (the first file's header, the
     label and key apart), checked before any stage starts; other data is checked by the evaluate stage, before
     its work (a user model's local feature spec when the run is resolved)."""
     if not settings.blessing.slices or settings.job.model.model_fn:
         return
-    path = default_dataset().path if settings.data == EMBEDDED_DATA else settings.data
-    files = [] if storage.is_gcs(path) else sorted(storage.glob(path))
-    if not files or not files[0].lower().endswith(".csv"):
+    found = local_csv_header(settings)
+    if found is None:
         return
-    with open(files[0], newline="", encoding="utf-8-sig") as f:
-        header = next(csv.reader(f), [])
+    path, header = found
     features = [c for c in header if c not in (settings.label, settings.key_column)]
-    settings.blessing.check_slice_features(features, f"columns of {files[0]} (the label and key apart)")
+    settings.blessing.check_slice_features(features, f"columns of {path} (the label and key apart)")
 
 
 def resolve_image(args: argparse.Namespace) -> str:
@@ -619,6 +761,7 @@ def cmd_run_local(args: argparse.Namespace) -> int:
         args, os.path.join(output, local.PUBLISH_DIR), local.local_job_defaults(), beam=resolve_beam(args)
     )
     checks.local_run(settings)
+    check_label_column(settings, "--label" if args.label else "prepare.label")
     check_slice_columns(settings)
     outcome = local.run_local(settings, output, verbose=args.verbose, resume=args.resume)
     summary = outcome.summary
@@ -684,6 +827,11 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_list(args: argparse.Namespace) -> int:
+    print(listing.format_runs(args.output, listing.list_runs(args.output)))
+    return 0
+
+
 def cmd_compile(args: argparse.Namespace) -> int:
     tpu = resolve_target(args)
     steps = resolve_steps(args)
@@ -734,9 +882,11 @@ def _vertex_job(args: argparse.Namespace, template_dir: str, credentials: Any = 
 
     staged = staging.stage_user_files(args.code, args.feature_spec, args.pipeline_root, upload=not args.dry_run)
     args.code, args.feature_spec = staged.code, staged.feature_spec
-    settings = resolve_settings(args, publish_root=args.pipeline_root.rstrip("/") + "/published", beam=beam)
+    publish_root = args.pipeline_root.rstrip("/") + "/published"
+    settings = resolve_settings(args, publish_root, beam=beam, placed=not args.template)
     template = args.template
     compiled: dict[str, Any] = {"template": template}
+    tpu = None
     if template:
         given = [flag for flag in COMPILED_FLAGS if _flag(args, flag)]
         if given:
@@ -755,7 +905,20 @@ def _vertex_job(args: argparse.Namespace, template_dir: str, credentials: Any = 
     arguments = settings.arguments()
     if args.code or args.feature_spec:
         compiled["user_files"] = staged.described
+    compiled["plan"] = _plan(args, target, image, tpu if not args.template else None, beam is not None)
     return vertex.build_job(template, target, arguments, credentials=credentials), target, compiled, arguments
+
+
+def _plan(args: argparse.Namespace, target: vertex.VertexTarget, image: str, tpu: Any, on_beam: bool) -> dict[str, Any]:
+    """--dry-run's summary of where the job runs (`vertex.describe_run`); a given --template fixes its own
+    machines, which are not read back from it."""
+    template = (
+        args.template or f"{DEFAULT_TEMPLATE}, compiled now from this checkout (`tpu-pipeline compile` keeps one)"
+    )
+    plan = vertex.describe_run(target, template, image, tpu, ("prepare", "batch_predict") if on_beam else ())
+    if args.template:
+        plan["stages"] = f"as compiled in --template {args.template}"
+    return plan
 
 
 def _dataflow_defaults(args: argparse.Namespace) -> dict[str, str]:
@@ -769,6 +932,11 @@ def _dataflow_defaults(args: argparse.Namespace) -> dict[str, str]:
 
 
 def _print_request(job: Any, arguments: dict[str, Any], extra: dict[str, Any] | None = None) -> None:
+    """The request as JSON with `extra`; the plan of the "compiled" entry (`_plan`) is printed on its own."""
+    extra = dict(extra or {})
+    if "compiled" in extra:
+        compiled = dict(extra["compiled"])
+        extra = {"plan": compiled.pop("plan", None), **extra, "compiled": compiled}
     request = json_format.MessageToDict(job._gca_resource._pb)  # the PipelineJob resource the SDK would create
     request.pop("pipelineSpec", None)
     # The request carries every number as a protobuf float (8 -> 8.0); print the arguments it was built from.
@@ -845,6 +1013,7 @@ COMMANDS = {
     "run-local": cmd_run_local,
     "release": cmd_release,
     "show": cmd_show,
+    "list": cmd_list,
     "reproduce": cmd_reproduce,
     "diff": cmd_diff,
     "compile": cmd_compile,

@@ -12,8 +12,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from pipelines.pipeline import PIPELINE_NAME
-from pipelines.tpu import tensorboard_location
+from pipelines.pipeline import CACHED, PIPELINE_NAME, TPU_STAGES
+from pipelines.tpu import CPU_SETTINGS, TPUTarget, tensorboard_location
 
 # Vertex AI label rules: up to 64 labels; keys start with a lowercase letter; keys and values use lowercase
 # letters, digits, "_" and "-", at most 63 characters.
@@ -199,3 +199,51 @@ def schedule(
         service_account=target.service_account,
         network=target.network,
     )
+
+
+# Where `describe_run` leaves each stage's estimated cost; filled in by the cost estimate of issue #35 [vertex].
+COST_ESTIMATE_KEY = "estimatedCost"
+
+
+def describe_run(
+    target: VertexTarget, template: str, image: str, tpu: TPUTarget | None, beam_stages: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """What a job will run and where, for --dry-run: the project, region, template, image, and per stage its
+    machine, accelerator (type, count, topology), Spot or not, and the TPU settings the stage runs with.
+
+    Args:
+      target: the job's project, region and pipeline root.
+      template: the compiled pipeline (path or URI) the job runs.
+      image: the component image ("" when a given template fixes it).
+      tpu: the TPU the compiled train, evaluate and batch predict run on; None: every stage on CPU.
+      beam_stages: stages whose work runs on Dataflow (prepare and batch predict with --engine beam).
+    """
+    return {
+        "project": target.project,
+        "region": target.location,
+        "pipelineRoot": target.pipeline_root,
+        "template": template,
+        "image": image or "as compiled in the template",
+        "stages": {stage: stage_placement(stage, tpu, beam_stages) for stage in CACHED},
+    }
+
+
+def stage_placement(stage: str, tpu: TPUTarget | None, beam_stages: tuple[str, ...] = ()) -> dict[str, Any]:
+    """One stage's machine: a TPU custom job's machine spec, or a pipeline task on Vertex AI's default CPU."""
+    on_tpu = tpu is not None and stage in TPU_STAGES and not (stage == "batch_predict" and stage in beam_stages)
+    placed: dict[str, Any] = {"runsOn": "pipeline task (CPU)", "machineType": None, "accelerator": None}
+    if on_tpu:
+        placed = {
+            "runsOn": "custom job (TPU)",
+            "machineType": tpu.preset.machine_type,
+            "accelerator": {
+                "type": tpu.preset.accelerator_type,
+                "count": tpu.preset.accelerator_count,
+                "topology": tpu.topology,
+            },
+        }
+    placed["spot"] = bool(on_tpu and tpu.spot)
+    placed["tpu"] = tpu.preset.tpu_settings() if on_tpu else dict(CPU_SETTINGS)
+    placed["dataflow"] = stage in beam_stages
+    placed[COST_ESTIMATE_KEY] = None
+    return placed

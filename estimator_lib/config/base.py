@@ -162,6 +162,19 @@ def field_hint(cls: Any, dotted: str, key: str = "") -> Any:
     return hint
 
 
+def dotted_fields(cls: Any, prefix: str = "") -> list[str]:
+    """Every leaf field of config type `cls` as a dotted key: JobConfig -> ["model.code", ..., "training.seed"]."""
+    keys = []
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        hint = hints[f.name]
+        if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+            keys += dotted_fields(hint, f"{prefix}{f.name}.")
+        else:
+            keys.append(prefix + f.name)
+    return keys
+
+
 def describe_type(hint: Any) -> str:
     """What a value of type `hint` is, in words: Optional[int] -> "an integer or null"."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)

@@ -32,6 +32,7 @@ from typing import Any
 from estimator_lib.config.base import (
     ConfigError,
     JsonConfig,
+    dotted_fields,
     field_hint,
     parse_typed,
     require,
@@ -403,6 +404,15 @@ def _merge(base: dict[str, Any], given: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _closest_keys(key: str) -> list[str]:
+    """The full keys a section-less `--set` key may mean: those ending in it (train_steps ->
+    training.train_steps), else the closest by spelling."""
+    keys = [*dotted_fields(JobConfig)]
+    keys += [f"{section}.{k}" for section, cls in SECTION_TYPES.items() for k in dotted_fields(cls)]
+    ending = [k for k in keys if k.endswith("." + key)]
+    return ending[:3] or difflib.get_close_matches(key, keys, n=3)
+
+
 def typed_override(text: str) -> tuple[str, str, Any]:
     """`--set KEY=VALUE` as (section, field key within it, value parsed by the field's declared type): the
     section is "job" for the `JobConfig` sections (tpu, training, model), else "blessing", "prepare" or
@@ -415,8 +425,8 @@ def typed_override(text: str) -> tuple[str, str, Any]:
         section, cls, dotted = "job", JobConfig, key
     else:
         known = sorted((*JOB_SECTIONS, *SECTION_TYPES))
-        close = difflib.get_close_matches(head, known, n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
+        close = difflib.get_close_matches(head, known, n=1) or _closest_keys(key)
+        hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
         raise ConfigError(f"--set {key}: unknown section {head!r}; sections: {known}{hint}")
     return section, dotted, parse_typed(field_hint(cls, dotted, key), raw, key)
 
