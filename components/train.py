@@ -53,7 +53,7 @@ def train_model(
     if user:
         result = user_stages.train(job, prepared, model.uri)
     else:
-        result = estimator.train_prepared(job, prepared, model.uri)
+        result = estimator.train_prepared(job, prepared, model.uri, adapter.progress_seconds())
     adapter.copy_summaries_to_tensorboard(model.uri, "train")
     artifacts.describe_model(model, result, job, source)
     record.finish()

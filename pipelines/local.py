@@ -76,9 +76,11 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 ATTEMPT_MARKER = "==== run "  # the log line that starts an attempt of the run
 HEARTBEAT_SECONDS = 60.0  # off a terminal, at most one heartbeat line a minute per running stage
 # A stage's progress lines (estimator_lib.progress, through the KFP executor's log format): training's
-# "step 300/1000 (30%), loss ..., ETA 40s", and "<work>: 1,000/2,000 rows (50%), ... rows/s, ETA ..." of
+# "step 300/1000 (30%), ETA 40s, loss ...", and "<work>: 1,000/2,000 rows (50%), ... rows/s, ETA ..." of
 # preparation and batch prediction.
-_STAGE_PROGRESS = re.compile(r"\]: (?P<text>step \d+/\d+ .*ETA \S+|.+: [\d,]+(?:/[\d,]+)? rows.* rows/s.*)$")
+_STAGE_PROGRESS = re.compile(r"\]: (?P<text>step \d+/\d+ \(\d+%\), ETA .*|.+: [\d,]+(?:/[\d,]+)? rows.* rows/s.*)$")
+# Lines of a stage the console shows as they come (`estimator_lib.progress.early_stop_line`).
+_STAGE_NEWS = re.compile(r"\]: (?P<text>early stopping at step \d+: .*)$")
 # The local runner's own status lines ("00:22:55.606 - INFO - Executing task 'train-model'"); the stages' logs are
 # indented under them and go to the log file only.
 _TASK_EVENT = re.compile(
@@ -223,7 +225,8 @@ def _supervise(folder: runs.RunFolder, summary: dict[str, Any], verbose: bool, l
     ending = _read_in_background(ending_fd)
     command = [sys.executable, "-m", "pipelines.runner", folder.path, ENDING_FD_FLAG, str(runner_fd)]
     command += ["--verbose"] if verbose else []
-    env = {**os.environ, "TMPDIR": folder.tmp}
+    # The stages' output reaches the console through pipes: they learn from the environment that it is a terminal.
+    env = {**os.environ, "TMPDIR": folder.tmp, records.CONSOLE_TTY_ENV: "1" if _is_terminal(sys.stdout) else "0"}
     stopped: list[int] = []
     try:
         runner = subprocess.Popen(command, start_new_session=True, env=env, pass_fds=(lock, runner_fd))
@@ -245,6 +248,10 @@ def _supervise(folder: runs.RunFolder, summary: dict[str, Any], verbose: bool, l
             _signal_group(runner.pid, signal.SIGKILL)
             _wait_group_gone(runner.pid)
     return _finish(folder, code, stopped[0] if stopped else None, _decode_ending(ending()))
+
+
+def _is_terminal(stream: IO[str]) -> bool:
+    return bool(getattr(stream, "isatty", lambda: False)())
 
 
 def _read_in_background(fd: int) -> Callable[[], bytes]:
@@ -462,6 +469,9 @@ class _Progress:
         reported = _STAGE_PROGRESS.search(line)
         if reported and self._running:
             self.latest = reported["text"]
+        news = _STAGE_NEWS.search(line)
+        if news and self._running:
+            self._print(f"{self.stage}: {news['text']}")
         event = _TASK_EVENT.match(line)
         if not event:
             if self._running:
