@@ -24,9 +24,9 @@ import pytest
 pytestmark = pytest.mark.slow
 
 TPU_PIPELINE = os.path.join(os.path.dirname(sys.executable), "tpu-pipeline")
-# About 20 s of training on penguins: 15 rounds of 100 steps, each validated. Patience past the budget: the
+# About 15-30 s of training on penguins: 12 rounds of 100 steps, each validated. Patience past the budget: the
 # ETA is the budget's (an early stop would end the stage sooner, on purpose; its line is tested elsewhere).
-SETTINGS = ("training.train_steps=1500", "training.early_stopping.patience=100")
+SETTINGS = ("training.train_steps=1200", "training.early_stopping.patience=100")
 BAR = re.compile(r"train: still running \([^)]*\): step (?P<step>\d+)/(?P<total>\d+) \(\d+%\), ETA (?P<eta>[\dhms]+)")
 DURATION = re.compile(r"(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?(?P<s>\d+)s")
 
