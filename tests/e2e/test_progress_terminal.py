@@ -10,6 +10,7 @@ second instead of every 10 s.
 from __future__ import annotations
 
 import fcntl
+import glob
 import os
 import re
 import select
@@ -79,3 +80,11 @@ def test_the_eta_at_a_quarter_of_training_is_within_half_of_the_time_left(tmp_pa
     print(f"ETA at step {quarter['step']}/{quarter['total']}: {eta} s; the stage ended {left:.1f} s later")
     assert abs(eta - left) <= 0.5 * left, (eta, left, quarter.group(0))
     assert all(len(segment) <= 80 for _, segment in segments if BAR.search(segment))  # never wraps
+
+    # TensorBoard: one event file per split of the train stage, written by one process over 12 rounds: training's
+    # (loss, learning_rate, steps_per_second) in the model directory, validation's in eval_valid/.
+    events = glob.glob(
+        str(tmp_path / "out" / "runs" / "*" / "pipeline-root" / "*" / "train-model" / "model" / "**" / "events.*"),
+        recursive=True,
+    )
+    assert sorted(os.path.basename(os.path.dirname(path)) for path in events) == ["eval_valid", "model"], events
