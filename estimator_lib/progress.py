@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 import sys
 import time
 from typing import IO, Callable, Optional
@@ -24,6 +25,18 @@ def duration(seconds: float) -> str:
     if hours:
         return f"{hours}h{minutes:02d}m{secs:02d}s"
     return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+DURATION = re.compile(r"(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?(?P<s>\d+)s")  # what `duration` writes
+
+
+def count_down(line: str, seconds: float) -> str:
+    """`line` with its "ETA D" lowered by `seconds` (not below 0): a progress line shown again later."""
+    match = re.search(r"ETA (" + DURATION.pattern + ")", line)
+    if match is None:
+        return line
+    left = 3600 * int(match["h"] or 0) + 60 * int(match["m"] or 0) + int(match["s"]) - seconds
+    return line[: match.start(1)] + duration(max(left, 0.0)) + line[match.end(1) :]
 
 
 class RowProgress:

@@ -64,7 +64,7 @@ from components.records import REUSED_MARKER
 from estimator_lib import storage
 from estimator_lib.config import JobConfig, RunConfig
 from estimator_lib.config.run import LOCAL_JOB_DEFAULTS
-from estimator_lib.progress import duration
+from estimator_lib.progress import count_down, duration
 from pipelines import runs, stage
 from pipelines.image import LOCAL_IMAGE
 from pipelines.pipeline import PIPELINE_NAME, build_pipeline
@@ -429,8 +429,9 @@ class _Progress:
     """Follows the runner's task events: records the running stage in the run's summary and prints one console
     line per stage (started, done, reused), and a heartbeat while a stage runs (`heartbeat`).
 
-    The heartbeat says how long the stage has run and repeats its latest progress line (training's step, loss,
-    examples/s and ETA; rows done and rate of preparation and batch prediction): on a terminal it is one line
+    The heartbeat says how long the stage has run and repeats its latest progress line (training's step, ETA,
+    loss and steps/s; rows done and rate of preparation and batch prediction), its ETA counted down since the
+    line came: on a terminal it is one line
     redrawn in place every second, elsewhere (a log, a pipe) a line every `every` seconds of a stage that runs
     that long, so a short run prints nothing more and a long one a line a minute.
     """
@@ -448,6 +449,7 @@ class _Progress:
         self.failed: Optional[str] = None
         self.reused: list[str] = []
         self.latest = ""  # the running stage's last progress line
+        self._latest_at = 0.0  # when it came: the heartbeat counts its ETA down from then
         self.tail = StageTail()  # the running (or failed) stage's last log lines
         self.killed_by: Optional[signal.Signals] = None  # the signal that ended the last stage's process
         self.unrecorded: Optional[tuple[str, str]] = None  # (stage, why) a record of the run was refused
@@ -468,7 +470,7 @@ class _Progress:
             self.reused.append(self.stage)
         reported = _STAGE_PROGRESS.search(line)
         if reported and self._running:
-            self.latest = reported["text"]
+            self.latest, self._latest_at = reported["text"], self._clock()
         news = _STAGE_NEWS.search(line)
         if news and self._running:
             self._print(f"{self.stage}: {news['text']}")
@@ -525,7 +527,7 @@ class _Progress:
                 return
             self._beat = now
             text = f"{self.stage}: still running ({duration(now - self._started)})"
-            text += f": {self.latest}" if self.latest else ""
+            text += f": {count_down(self.latest, now - self._latest_at)}" if self.latest else ""
             if self._terminal:
                 width = shutil.get_terminal_size().columns - 1
                 self.console.write(f"\r\x1b[K[{time.strftime('%H:%M:%S')}] {text}"[: width + 4])

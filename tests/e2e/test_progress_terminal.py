@@ -22,6 +22,8 @@ import time
 
 import pytest
 
+from estimator_lib.progress import DURATION
+
 pytestmark = pytest.mark.slow
 
 TPU_PIPELINE = os.path.join(os.path.dirname(sys.executable), "tpu-pipeline")
@@ -29,7 +31,6 @@ TPU_PIPELINE = os.path.join(os.path.dirname(sys.executable), "tpu-pipeline")
 # ETA is the budget's (an early stop would end the stage sooner, on purpose; its line is tested elsewhere).
 SETTINGS = ("training.train_steps=1200", "training.early_stopping.patience=100")
 BAR = re.compile(r"train: still running \([^)]*\): step (?P<step>\d+)/(?P<total>\d+) \(\d+%\), ETA (?P<eta>[\dhms]+)")
-DURATION = re.compile(r"(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?(?P<s>\d+)s")
 
 
 def seconds(text: str) -> int:

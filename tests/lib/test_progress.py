@@ -7,11 +7,20 @@ import io
 
 from fakes import Clock, Terminal
 
-from estimator_lib.progress import RowProgress, TrainingProgress, duration, early_stop_line
+from estimator_lib.progress import RowProgress, TrainingProgress, count_down, duration, early_stop_line
 
 
 def test_duration():
     assert [duration(s) for s in (4.2, 65, 3725)] == ["4s", "1m05s", "1h02m05s"]
+
+
+def test_a_line_shown_again_later_has_its_eta_counted_down():
+    line = "step 300/1000 (30%), ETA 1h02m05s, loss 0.31, 8.0 steps/s (512 examples/s)"
+    assert count_down(line, 66) == "step 300/1000 (30%), ETA 1h00m59s, loss 0.31, 8.0 steps/s (512 examples/s)"
+    assert count_down("batch predict: 81/162 rows (50%), 900 rows/s, ETA 5s", 9) == (
+        "batch predict: 81/162 rows (50%), 900 rows/s, ETA 0s"
+    )
+    assert count_down("prepare: 300 rows, 100 rows/s", 9) == "prepare: 300 rows, 100 rows/s"
 
 
 def test_plain_lines_come_at_the_cadence_with_rate_and_eta():

@@ -68,7 +68,7 @@ STEP_LINE = (
 DONE = "00:25:09.330 - INFO - Task 'train-model' finished with status SUCCESS"
 
 
-def test_off_a_terminal_the_heartbeat_is_a_line_a_minute_with_the_stages_latest_progress(tmp_path):
+def test_off_a_terminal_the_heartbeat_is_a_line_a_minute_with_the_stages_latest_progress_counted_down(tmp_path):
     folder = folder_with_summary(tmp_path, {"stage": None})
     console, clock = io.StringIO(), Clock(100.0)
     progress = local._Progress(folder, folder.read_summary(), console, every=60.0, clock=clock)
@@ -86,8 +86,8 @@ def test_off_a_terminal_the_heartbeat_is_a_line_a_minute_with_the_stages_latest_
     shown = [line[11:] for line in console.getvalue().splitlines()]
     assert shown == [
         "train: running",
-        "train: still running (1m00s): step 300/1000 (30%), ETA 40s, loss 0.31, 8.0 steps/s (512 examples/s)",
-        "train: still running (2m00s): step 300/1000 (30%), ETA 40s, loss 0.31, 8.0 steps/s (512 examples/s)",
+        "train: still running (1m00s): step 300/1000 (30%), ETA 39s, loss 0.31, 8.0 steps/s (512 examples/s)",
+        "train: still running (2m00s): step 300/1000 (30%), ETA 0s, loss 0.31, 8.0 steps/s (512 examples/s)",
         "train: done (129.0 s)",
     ]
 
