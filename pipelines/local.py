@@ -431,9 +431,9 @@ class _Progress:
 
     The heartbeat says how long the stage has run and repeats its latest progress line (training's step, ETA,
     loss and steps/s; rows done and rate of preparation and batch prediction), its ETA counted down since the
-    line came: on a terminal it is one line
-    redrawn in place every second, elsewhere (a log, a pipe) a line every `every` seconds of a stage that runs
-    that long, so a short run prints nothing more and a long one a line a minute.
+    line came: on a terminal it is one line redrawn in place every second, elsewhere (a log, a pipe) a line
+    every `every` seconds of a stage that runs that long, so a short run prints nothing more and a long one a
+    line a minute.
     """
 
     def __init__(
@@ -457,7 +457,7 @@ class _Progress:
         self._running = False
         self._started = self._beat = 0.0
         self._every, self._clock = every, clock
-        self._terminal = bool(getattr(console, "isatty", lambda: False)())
+        self._terminal = _is_terminal(console)
         self._redrawn = False  # a heartbeat is on the terminal's last line
         self._lock = threading.Lock()  # lines arrive on the runner's thread, heartbeats on their own
 
