@@ -195,6 +195,7 @@ class TrainingProgress:
 def early_stop_line(step: int, patience: int, best_step: int, best_loss: float) -> str:
     """The one line that says training stopped early, where, and which round is the model."""
     return (
-        f"early stopping at step {step}: no improvement of the validation loss for {patience} rounds; "
+        f"early stopping at step {step}: no improvement of the validation loss for {patience} "
+        f"round{'' if patience == 1 else 's'}; "
         f"the model is step {best_step}'s checkpoint, validation loss {best_loss:.6g}"
     )

@@ -115,3 +115,4 @@ def test_the_early_stop_line():
         "early stopping at step 700: no improvement of the validation loss for 5 rounds; "
         "the model is step 200's checkpoint, validation loss 0.031342"
     )
+    assert "for 1 round;" in early_stop_line(200, 1, 100, 0.5)
