@@ -17,7 +17,7 @@ import os
 import typing
 from typing import Any, TypeVar
 
-from components.records import JOB_CONFIG_FILE
+from components.records import CONSOLE_TTY_ENV, JOB_CONFIG_FILE, PROGRESS_SECONDS
 from estimator_lib import storage, summaries
 from estimator_lib.config import ConfigError, JobConfig, JsonConfig, PrepareConfig, TPUSettings
 from estimator_lib.config.base import check_value
@@ -119,3 +119,9 @@ def write_publication(publication_uri: str, release: Release, based_on: str) -> 
         "based_on": based_on,
     }
     storage.write_text(storage.join(publication_uri, PUBLICATION_FILE), json.dumps(record, indent=2, sort_keys=True))
+
+
+def progress_seconds() -> float:
+    """The cadence of a stage's progress lines: often when the local runner's console is a terminal (it sets
+    `CONSOLE_TTY_ENV`; the stage's own output is a pipe), else a steady cadence for logs."""
+    return PROGRESS_SECONDS[os.environ.get(CONSOLE_TTY_ENV) == "1"]

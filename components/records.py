@@ -49,6 +49,10 @@ JOB_CONFIG_FILE = "job_config.json"
 # Cloud TPU VM the accelerator type ("v3-8").
 IMAGE_ENV = "TPU_PIPELINE_IMAGE"
 TPU_TYPE_ENV = "TPU_ACCELERATOR_TYPE"
+# Set to "1" by the local runner when its console is a terminal: a stage's progress lines then come every
+# `PROGRESS_SECONDS[True]` seconds, for the console's redrawn bar; in logs (Vertex AI, CI) every 10 s.
+CONSOLE_TTY_ENV = "TPU_PIPELINE_CONSOLE_TTY"
+PROGRESS_SECONDS = {True: 1.0, False: 10.0}
 # The directory this package was imported from; a git checkout when it holds pyproject.toml.
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STARTED, COMPLETE = "started", "complete"

@@ -51,9 +51,9 @@ def train_model(
     record.begin()  # keeps the checkpoints of an interrupted attempt on the same inputs: training continues
     adapter.write_job_config(model.uri, job)
     if user:
-        result = user_stages.train(job, prepared, model.uri)
+        result = user_stages.train(job, prepared, model.uri, adapter.progress_seconds())
     else:
-        result = estimator.train_prepared(job, prepared, model.uri)
+        result = estimator.train_prepared(job, prepared, model.uri, adapter.progress_seconds())
     adapter.copy_summaries_to_tensorboard(model.uri, "train")
     artifacts.describe_model(model, result, job, source)
     record.finish()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import random
+import time
 from typing import Dict, Optional
 
 import numpy as np
@@ -23,7 +24,8 @@ from estimator_lib.data.prepare import PrepareResult
 from estimator_lib.model import checkpoints, inputs, metrics
 from estimator_lib.model.hooks import ProgressHook
 from estimator_lib.model.inputs import PREDICT_BATCHES_PER_RUN, STEPS_PER_RUN, Patterns
-from estimator_lib.model.model_fn import TARGET_STEP, build_model_fn
+from estimator_lib.model.model_fn import TARGET_STEP, build_model_fn, learning_rate
+from estimator_lib.progress import TrainingProgress, duration, early_stop_line
 from estimator_lib.schema import Schema
 
 tpu_lib = tf.compat.v1.estimator.tpu
@@ -47,8 +49,13 @@ def _cluster_resolver(job: JobConfig):
     return tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu.tpu_name, zone=tpu.zone, project=tpu.project)
 
 
-def build_run_config(job: JobConfig, model_dir: str) -> tpu_lib.RunConfig:
-    """RunConfig with TPUConfig for `job`: a TPUClusterResolver when use_tpu, plain CPU otherwise."""
+def build_run_config(job: JobConfig, model_dir: str, count_steps: bool = True) -> tpu_lib.RunConfig:
+    """RunConfig with TPUConfig for `job`: a TPUClusterResolver when use_tpu, plain CPU otherwise.
+
+    `count_steps`: Estimator's own `global_step/sec` and `examples/sec` (logged and summarised every
+    `iterations_per_loop` steps, measured within one `train()` call). The built-in models turn them off: their
+    progress hook reports the rate over the whole stage (`model.hooks.ProgressHook`).
+    """
     tpu = job.tpu
     tpu_config = tpu_lib.TPUConfig(
         iterations_per_loop=tpu.iterations_per_loop,
@@ -61,7 +68,7 @@ def build_run_config(job: JobConfig, model_dir: str) -> tpu_lib.RunConfig:
         tf_random_seed=job.training.seed,
         save_checkpoints_steps=job.training.save_checkpoints_steps,
         keep_checkpoint_max=job.training.keep_checkpoint_max,
-        log_step_count_steps=tpu.iterations_per_loop,
+        log_step_count_steps=tpu.iterations_per_loop if count_steps else None,
         tpu_config=tpu_config,
     )
 
@@ -91,6 +98,7 @@ def build_estimator(
         model_dir,
         build_model_fn(schema, job, metric_fn),
         _cpu_loop_params(job, schema, target_step, predict_batches_per_run),
+        count_steps=False,
         export_saved_model_api_version=api_versions[export_saved_model_api_version],
     )
 
@@ -107,7 +115,9 @@ def build_user_estimator(
     return _tpu_estimator(job, model_dir, model_fn, dict(hparams), warm_start_from=warm_start_from)
 
 
-def _tpu_estimator(job: JobConfig, model_dir: str, model_fn, params: Dict, **options) -> tpu_lib.TPUEstimator:
+def _tpu_estimator(
+    job: JobConfig, model_dir: str, model_fn, params: Dict, count_steps: bool = True, **options
+) -> tpu_lib.TPUEstimator:
     """The one TPUEstimator construction: the job's run config, batch sizes (global) and TPU settings, exporting
     a CPU and a TPU meta graph; `options` are the remaining TPUEstimator arguments. Enables op determinism first
     when the job asks for it."""
@@ -115,7 +125,7 @@ def _tpu_estimator(job: JobConfig, model_dir: str, model_fn, params: Dict, **opt
         enable_determinism(job.training.seed)
     return tpu_lib.TPUEstimator(
         model_fn=model_fn,
-        config=build_run_config(job, model_dir),
+        config=build_run_config(job, model_dir, count_steps),
         use_tpu=job.tpu.use_tpu,
         train_batch_size=job.training.train_batch_size,
         eval_batch_size=job.training.eval_batch_size,
@@ -187,6 +197,7 @@ def train(
     num_train_examples: Optional[int] = None,
     valid_files: Optional[Patterns] = None,
     num_valid_examples: Optional[int] = None,
+    progress_seconds: float = 10.0,
 ) -> TrainResult:
     """Trains for the step budget, in rounds judged on the validation split when there is one.
 
@@ -207,6 +218,8 @@ def train(
       num_train_examples: rows in the train split (prepare's manifest); counted from the files when None.
       valid_files, num_valid_examples: the validation split and its row count (counted when None); None, or a
         count of 0, trains without early stopping.
+      progress_seconds: the cadence of the progress lines (`TrainingProgress`): step, loss, steps/s over the
+        stage's wall time (validation and checkpoints included), and the ETA of the stage's remaining work.
 
     Raises:
       DataError: the files' records were not prepared with `schema` (`inputs.check_records`, which reads the
@@ -226,11 +239,14 @@ def train(
     valid_fn = _validation_input_fn(valid_files, schema, num_valid_examples)
     if job.tpu.strict:  # every mode: a model that cannot predict on a TPU should not be trained for one
         strict.check_model(job, schema, build_model_fn(schema, job), train_input_fn=input_fn, eval_input_fn=valid_fn)
+    progress = _stage_progress(job, model_dir, count, valid_fn is not None, progress_seconds)
     if valid_fn is None:
-        _train_to(job, schema, model_dir, input_fn, job.training.train_steps)
+        _train_to(job, schema, model_dir, input_fn, job.training.train_steps, progress)
         step = inputs.start_step(model_dir)
+        _log_trained(progress, step)
         return TrainResult(model_dir, step, tf.train.latest_checkpoint(model_dir), step, job.training.train_steps)
-    history = _train_in_rounds(job, schema, model_dir, input_fn, valid_fn, job.round_steps(count))
+    history = _train_in_rounds(job, schema, model_dir, input_fn, valid_fn, progress)
+    _log_trained(progress, inputs.start_step(model_dir))
     return TrainResult(
         model_dir,
         int(history.best_step),
@@ -241,7 +257,36 @@ def train(
     )
 
 
-def train_prepared(job: JobConfig, prepared: PrepareResult, model_dir: str) -> TrainResult:
+def _stage_progress(
+    job: JobConfig, model_dir: str, num_train_examples: int, validates: bool, every_seconds: float
+) -> TrainingProgress:
+    """The progress of this training stage from now: rounds of `job.round_steps` when it validates."""
+    training = job.training
+    return TrainingProgress(
+        budget=training.train_steps,
+        batch_size=training.train_batch_size,
+        start_step=inputs.start_step(model_dir),
+        started=time.monotonic(),
+        round_steps=job.round_steps(num_train_examples) if validates else None,
+        patience=training.early_stopping.patience if validates else None,
+        every_seconds=every_seconds,
+    )
+
+
+def _log_trained(progress: TrainingProgress, step: int) -> None:
+    now = time.monotonic()
+    if step > progress.start_step:
+        log.info(
+            "trained to step %d in %s (%.1f steps/s, validation included)",
+            step,
+            duration(now - progress.started),
+            progress.steps_per_second(step, now),
+        )
+
+
+def train_prepared(
+    job: JobConfig, prepared: PrepareResult, model_dir: str, progress_seconds: float = 10.0
+) -> TrainResult:
     """`train` on a prepared dataset: its train split, with its validation split (when it has rows) judging the
     rounds; the row counts come from the manifest. What the train stage calls."""
     return train(
@@ -252,6 +297,7 @@ def train_prepared(job: JobConfig, prepared: PrepareResult, model_dir: str) -> T
         num_train_examples=prepared.counts[TRAIN],
         valid_files=prepared.files(VALID),
         num_valid_examples=prepared.counts.get(VALID, 0),
+        progress_seconds=progress_seconds,
     )
 
 
@@ -263,30 +309,38 @@ def _validation_input_fn(files: Optional[Patterns], schema: Schema, count: Optio
     return input_fn if input_fn.num_examples else None  # type: ignore[attr-defined]
 
 
-def _train_to(job: JobConfig, schema: Schema, model_dir: str, input_fn: inputs.InputFn, step: int) -> None:
-    """Trains to global step `step`, logging step, loss, examples/s and the ETA to the budget on the way (a
-    session run trains `iterations_per_loop` steps, on a TPU and on CPU; the hook reads the global step after each)."""
-    progress = ProgressHook(total_steps=job.training.train_steps, global_batch_size=job.training.train_batch_size)
-    build_estimator(job, schema, model_dir, target_step=step).train(input_fn, max_steps=step, hooks=[progress])
+def _train_to(
+    job: JobConfig, schema: Schema, model_dir: str, input_fn: inputs.InputFn, step: int, progress: TrainingProgress
+) -> None:
+    """Trains to global step `step`, reporting the stage's progress on the way (a session run trains
+    `iterations_per_loop` steps, on a TPU and on CPU; the hook reads the global step after each)."""
+    training = job.training
+    hook = ProgressHook(progress, model_dir, lambda s: learning_rate(training.optimizer, training.train_steps, s))
+    build_estimator(job, schema, model_dir, target_step=step).train(input_fn, max_steps=step, hooks=[hook])
 
 
 def _train_in_rounds(
-    job: JobConfig, schema: Schema, model_dir: str, input_fn, valid_fn, round_steps: int
+    job: JobConfig, schema: Schema, model_dir: str, input_fn, valid_fn, progress: TrainingProgress
 ) -> checkpoints.ValidationHistory:
     """The early-stopping loop: validate the newest checkpoint unless recorded, stop or train one more round."""
     history = checkpoints.read_history(model_dir)
-    budget = job.training.train_steps
+    progress.rounds_since_best = history.rounds_since_best()
+    budget, round_steps = job.training.train_steps, progress.round_steps
     while True:
         step = inputs.start_step(model_dir)
         if step > 0 and step not in history.steps:
+            started = time.monotonic()
             history = _validate(job, schema, model_dir, valid_fn, step, history)
+            progress.validated(time.monotonic() - started, history.best_step == step)
         stopped = _stop_reason(history, step, budget, job.training.early_stopping.patience)
         if stopped:
             break
-        _train_to(job, schema, model_dir, input_fn, min(budget, (step // round_steps + 1) * round_steps))
+        _train_to(job, schema, model_dir, input_fn, min(budget, (step // round_steps + 1) * round_steps), progress)
     if history.stopped != stopped:
         history = dataclasses.replace(history, stopped=stopped)
         checkpoints.write_history(model_dir, history)
+    if stopped == "patience":
+        log.info(early_stop_line(step, job.training.early_stopping.patience, history.best_step, history.best_loss))
     return history
 
 

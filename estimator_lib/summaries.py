@@ -1,8 +1,10 @@
 """TensorBoard event files: where TPUEstimator writes them, and their copy where Vertex AI TensorBoard reads.
 
 TPUEstimator writes its summaries into the model directory (the train stage's Model artifact): training
-summaries (loss, global_step/sec, and our `host_call` scalars: loss, learning rate, step) as
-`MODEL_DIR/events.out.tfevents.*`, evaluation summaries as `MODEL_DIR/eval/events.out.tfevents.*`. A Vertex AI
+summaries as `MODEL_DIR/events.out.tfevents.*` (one file per training process: `loss` from Estimator, and
+`learning_rate` and `steps_per_second` from the progress hook, `model.hooks.ProgressHook`, through the same
+cached writer), early stopping's validation as `MODEL_DIR/eval_valid/`, evaluation summaries as
+`MODEL_DIR/eval/events.out.tfevents.*`. A Vertex AI
 custom job with a TensorBoard uploads what appears under its `AIP_TENSORBOARD_LOG_DIR` (its base output
 directory's `logs/`), and the model directory is not there, so the stages copy their event files across when
 they finish: `copy_event_files(MODEL_DIR, LOG_DIR/train)` after training, `MODEL_DIR/eval` to `LOG_DIR/eval`

@@ -64,7 +64,7 @@ from components.records import REUSED_MARKER
 from estimator_lib import storage
 from estimator_lib.config import JobConfig, RunConfig
 from estimator_lib.config.run import LOCAL_JOB_DEFAULTS
-from estimator_lib.progress import duration
+from estimator_lib.progress import count_down, duration
 from pipelines import runs, stage
 from pipelines.image import LOCAL_IMAGE
 from pipelines.pipeline import PIPELINE_NAME, build_pipeline
@@ -76,9 +76,11 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 ATTEMPT_MARKER = "==== run "  # the log line that starts an attempt of the run
 HEARTBEAT_SECONDS = 60.0  # off a terminal, at most one heartbeat line a minute per running stage
 # A stage's progress lines (estimator_lib.progress, through the KFP executor's log format): training's
-# "step 300/1000 (30%), loss ..., ETA 40s", and "<work>: 1,000/2,000 rows (50%), ... rows/s, ETA ..." of
+# "step 300/1000 (30%), ETA 40s, loss ...", and "<work>: 1,000/2,000 rows (50%), ... rows/s, ETA ..." of
 # preparation and batch prediction.
-_STAGE_PROGRESS = re.compile(r"\]: (?P<text>step \d+/\d+ .*ETA \S+|.+: [\d,]+(?:/[\d,]+)? rows.* rows/s.*)$")
+_STAGE_PROGRESS = re.compile(r"\]: (?P<text>step \d+/\d+ \(\d+%\), ETA .*|.+: [\d,]+(?:/[\d,]+)? rows.* rows/s.*)$")
+# Lines of a stage the console shows as they come (`estimator_lib.progress.early_stop_line`).
+_STAGE_NEWS = re.compile(r"\]: (?P<text>early stopping at step \d+: .*)$")
 # The local runner's own status lines ("00:22:55.606 - INFO - Executing task 'train-model'"); the stages' logs are
 # indented under them and go to the log file only.
 _TASK_EVENT = re.compile(
@@ -223,7 +225,8 @@ def _supervise(folder: runs.RunFolder, summary: dict[str, Any], verbose: bool, l
     ending = _read_in_background(ending_fd)
     command = [sys.executable, "-m", "pipelines.runner", folder.path, ENDING_FD_FLAG, str(runner_fd)]
     command += ["--verbose"] if verbose else []
-    env = {**os.environ, "TMPDIR": folder.tmp}
+    # The stages' output reaches the console through pipes: they learn from the environment that it is a terminal.
+    env = {**os.environ, "TMPDIR": folder.tmp, records.CONSOLE_TTY_ENV: "1" if _is_terminal(sys.stdout) else "0"}
     stopped: list[int] = []
     try:
         runner = subprocess.Popen(command, start_new_session=True, env=env, pass_fds=(lock, runner_fd))
@@ -245,6 +248,10 @@ def _supervise(folder: runs.RunFolder, summary: dict[str, Any], verbose: bool, l
             _signal_group(runner.pid, signal.SIGKILL)
             _wait_group_gone(runner.pid)
     return _finish(folder, code, stopped[0] if stopped else None, _decode_ending(ending()))
+
+
+def _is_terminal(stream: IO[str]) -> bool:
+    return bool(getattr(stream, "isatty", lambda: False)())
 
 
 def _read_in_background(fd: int) -> Callable[[], bytes]:
@@ -422,10 +429,11 @@ class _Progress:
     """Follows the runner's task events: records the running stage in the run's summary and prints one console
     line per stage (started, done, reused), and a heartbeat while a stage runs (`heartbeat`).
 
-    The heartbeat says how long the stage has run and repeats its latest progress line (training's step, loss,
-    examples/s and ETA; rows done and rate of preparation and batch prediction): on a terminal it is one line
-    redrawn in place every second, elsewhere (a log, a pipe) a line every `every` seconds of a stage that runs
-    that long, so a short run prints nothing more and a long one a line a minute.
+    The heartbeat says how long the stage has run and repeats its latest progress line (training's step, ETA,
+    loss and steps/s; rows done and rate of preparation and batch prediction), its ETA counted down since the
+    line came: on a terminal it is one line redrawn in place every second, elsewhere (a log, a pipe) a line
+    every `every` seconds of a stage that runs that long, so a short run prints nothing more and a long one a
+    line a minute.
     """
 
     def __init__(
@@ -441,6 +449,7 @@ class _Progress:
         self.failed: Optional[str] = None
         self.reused: list[str] = []
         self.latest = ""  # the running stage's last progress line
+        self._latest_at = 0.0  # when it came: the heartbeat counts its ETA down from then
         self.tail = StageTail()  # the running (or failed) stage's last log lines
         self.killed_by: Optional[signal.Signals] = None  # the signal that ended the last stage's process
         self.unrecorded: Optional[tuple[str, str]] = None  # (stage, why) a record of the run was refused
@@ -448,7 +457,7 @@ class _Progress:
         self._running = False
         self._started = self._beat = 0.0
         self._every, self._clock = every, clock
-        self._terminal = bool(getattr(console, "isatty", lambda: False)())
+        self._terminal = _is_terminal(console)
         self._redrawn = False  # a heartbeat is on the terminal's last line
         self._lock = threading.Lock()  # lines arrive on the runner's thread, heartbeats on their own
 
@@ -461,7 +470,10 @@ class _Progress:
             self.reused.append(self.stage)
         reported = _STAGE_PROGRESS.search(line)
         if reported and self._running:
-            self.latest = reported["text"]
+            self.latest, self._latest_at = reported["text"], self._clock()
+        news = _STAGE_NEWS.search(line)
+        if news and self._running:
+            self._print(f"{self.stage}: {news['text']}")
         event = _TASK_EVENT.match(line)
         if not event:
             if self._running:
@@ -515,7 +527,7 @@ class _Progress:
                 return
             self._beat = now
             text = f"{self.stage}: still running ({duration(now - self._started)})"
-            text += f": {self.latest}" if self.latest else ""
+            text += f": {count_down(self.latest, now - self._latest_at)}" if self.latest else ""
             if self._terminal:
                 width = shutil.get_terminal_size().columns - 1
                 self.console.write(f"\r\x1b[K[{time.strftime('%H:%M:%S')}] {text}"[: width + 4])

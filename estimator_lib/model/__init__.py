@@ -2,7 +2,7 @@
 
 - `inputs`: `input_fn` builders (per-shard `params['batch_size']`, static shapes, padded eval/predict input);
 - `transform`: host-side parsing and conversion to TPU-safe tensors (no strings or int64 reach the TPU);
-- `model_fn`: `TPUEstimatorSpec` in every mode, `host_call` summaries, `eval_metrics`;
+- `model_fn`: `TPUEstimatorSpec` in every mode, `eval_metrics`;
 - `metrics`: the `metric_fn` run on the host, weighted by `1 - is_padding`;
 - `outputs`: what prediction batches hold, and the host-side padding filter;
 - `warm_start`: the `scaffold_fn` that initialises from a checkpoint or SavedModel;

@@ -1,8 +1,15 @@
-"""Training progress: a session hook that logs step, loss, examples/s and an ETA at a steady cadence.
+"""Training progress: a session hook that reports step, loss, steps/s and the stage's ETA at a steady cadence,
+and writes the host-side TensorBoard scalars (learning rate, steps/s).
 
 It runs on the host CPU, on TPU and CPU alike: it asks the session for the global step and for the loss the
 training loop already fetches (`Estimator.train` runs `[train_op, loss]`; on a TPU that loss is the host-side
-value of the last step of each `iterations_per_loop` loop), so it adds no work to the model's graph.
+value of the last step of each `iterations_per_loop` loop), so it adds no work to the model's graph. The
+progress (`estimator_lib.progress.TrainingProgress`) outlives the hook: one hook per `train()` call of a round,
+one progress for the stage, so the rate and the ETA span rounds, validations and checkpoints.
+
+TensorBoard: Estimator writes the `loss` scalar itself (its summary hook, every `save_summary_steps`); this
+hook adds `learning_rate` and `steps_per_second` to the same event file (`FileWriterCache` keeps one writer per
+directory and process), so a training stage leaves one event file in the model directory.
 """
 
 from __future__ import annotations
@@ -14,72 +21,68 @@ from typing import Callable, Optional
 
 import tensorflow as tf
 
-from estimator_lib.progress import duration
+from estimator_lib.progress import TrainingProgress
 
 log = logging.getLogger("estimator_lib.progress")
+LearningRateFn = Callable[[tf.Tensor], tf.Tensor]  # global step (int64 scalar) -> learning rate (float32 scalar)
 
 
 class ProgressHook(tf.compat.v1.train.SessionRunHook):
-    """Logs "step S/T (P%), loss L, N examples/s, ETA D" at most every `every_seconds`, the rate over the time since
-    the previous line, and at the end, the rate over the whole `train()` call.
+    """Logs `TrainingProgress.line` when a line is due, and writes the scalars into `summary_dir` after every
+    session run (each trains `iterations_per_loop` steps).
 
     Args:
-      total_steps: the step training stops at (for the percentage and the ETA).
-      global_batch_size: examples per step, over all replicas.
-      every_seconds: the cadence of the lines.
+      progress: the stage's progress (shared by the rounds' hooks).
+      summary_dir: the model directory, where Estimator writes its training summaries.
+      learning_rate_fn: builds the scheduled learning rate from the global step on the host (None: not written).
       emit: where a line goes (the logger by default; tests pass a list's append).
-      clock: the time source (tests pass a fake one).
+      clock: the time source (tests pass a fake one); the same as `progress.started`'s.
     """
 
     def __init__(
         self,
-        total_steps: int,
-        global_batch_size: int,
-        every_seconds: float = 10.0,
+        progress: TrainingProgress,
+        summary_dir: Optional[str] = None,
+        learning_rate_fn: Optional[LearningRateFn] = None,
         emit: Optional[Callable[[str], None]] = None,
         clock: Callable[[], float] = time.monotonic,
     ):
-        self._total, self._batch, self._every = total_steps, global_batch_size, every_seconds
+        self._progress, self._summary_dir, self._learning_rate_fn = progress, summary_dir, learning_rate_fn
         self._emit = emit or log.info
         self._clock = clock
-        self._step_tensor = None
-        self._last_time = self._last_step = self._first_time = self._first_step = None
-        self._last_loss = math.nan
+        self._fetches = {}
 
     def begin(self) -> None:
-        self._step_tensor = tf.compat.v1.train.get_global_step()
+        step = tf.compat.v1.train.get_global_step()
+        self._fetches = {"step": step}
+        if self._learning_rate_fn is not None:
+            self._fetches["learning_rate"] = self._learning_rate_fn(step)
 
     def before_run(self, run_context):
-        fetches = {"step": self._step_tensor}
         original = run_context.original_args.fetches
         if isinstance(original, (list, tuple)) and len(original) == 2:  # Estimator.train: [train_op, loss]
-            fetches["loss"] = original[1]
-        return tf.compat.v1.train.SessionRunArgs(fetches)
+            return tf.compat.v1.train.SessionRunArgs({"loss": original[1]})
+        return None
 
     def after_run(self, run_context, run_values) -> None:
-        step, now = int(run_values.results["step"]), self._clock()
-        self._last_loss = float(run_values.results.get("loss", math.nan))
-        if self._first_time is None:
-            self._first_time, self._first_step = now, step
-            self._last_time, self._last_step = now, step
+        # The step is read after the run: fetched with the train op, it could be the value before the run's
+        # steps (a loop of them, on a TPU and on CPU). TPUEstimator's own stop hook reads it the same way.
+        values = run_context.session.run(self._fetches)
+        step, now = int(values["step"]), self._clock()
+        if step <= self._progress.start_step:
             return
-        if now - self._last_time >= self._every:
-            self._report(step, now)
+        scalars = {"steps_per_second": self._progress.steps_per_second(step, now)}
+        if "learning_rate" in values:
+            scalars["learning_rate"] = float(values["learning_rate"])
+        self._write(step, scalars)
+        if self._progress.due(now):
+            loss = float((run_values.results or {}).get("loss", math.nan))
+            self._emit(self._progress.line(step, loss, now))
 
-    def end(self, session) -> None:
-        if self._last_time is not None:
-            # The last stretch can be a step or two plus the final checkpoint: the rate is the whole call's.
-            self._last_time, self._last_step = self._first_time, self._first_step
-            self._report(int(session.run(self._step_tensor)), self._clock())
-
-    def _report(self, step: int, now: float) -> None:
-        elapsed, done = now - self._last_time, step - self._last_step
-        rate = done / elapsed if elapsed > 0 else 0.0
-        left = max(self._total - step, 0)
-        eta = duration(left / rate) if rate > 0 else "unknown"
-        percent = 100.0 * step / self._total if self._total else 100.0
-        self._emit(
-            f"step {step}/{self._total} ({percent:.0f}%), loss {self._last_loss:.4g}, "
-            f"{rate * self._batch:,.0f} examples/s, ETA {eta}"
-        )
-        self._last_time, self._last_step = now, step
+    def _write(self, step: int, scalars: dict) -> None:
+        if self._summary_dir is None:
+            return
+        values = [tf.compat.v1.Summary.Value(tag=tag, simple_value=value) for tag, value in sorted(scalars.items())]
+        writer = tf.compat.v1.summary.FileWriterCache.get(self._summary_dir)
+        writer.add_summary(tf.compat.v1.Summary(value=values), step)
+        writer.flush()

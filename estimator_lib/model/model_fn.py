@@ -2,12 +2,12 @@
 
 Layers of the model (after google-research/bert): the logits come from a model family (pure graph,
 `estimator_lib.model.families`); `create_head` turns logits and labels into per-example losses and predictions;
-`model_fn` wires the mode-specific parts (optimizer, host_call, eval_metrics, export outputs).
+`model_fn` wires the mode-specific parts (optimizer, eval_metrics, export outputs).
 
 What runs where:
   * TPU (or CPU with use_tpu=False): the logits, the loss, the gradients and the optimizer step.
-  * Host CPU: `host_call` (TensorBoard summaries, fed through the outfeed) and `metric_fn` (eval metrics).
-Both receive batch-major tensors of rank >= 1 only, as the TPU outfeed requires.
+  * Host CPU: `metric_fn` (eval metrics; TensorBoard's training scalars come from Estimator and the progress
+    hook, `hooks.ProgressHook`). It receives batch-major tensors of rank >= 1 only, as the TPU outfeed requires.
 """
 
 from __future__ import annotations
@@ -111,25 +111,6 @@ def create_optimizer(opt: OptimizerConfig, lr: tf.Tensor, use_tpu: bool) -> tf.c
     return tf.compat.v1.tpu.CrossShardOptimizer(optimizer) if use_tpu else optimizer
 
 
-def host_call_fn_builder(summary_dir: str, max_queue: int) -> Callable[..., Any]:
-    """Builds the host_call function writing TensorBoard scalars. Runs on the host CPU.
-
-    Its arguments are rank-1, batch-major tensors (one value per replica on a TPU, concatenated by the
-    outfeed); the first element is the value to record.
-    """
-
-    def host_call_fn(global_step, loss, learning_rate_value):
-        step = global_step[0]
-        with tf.compat.v2.summary.create_file_writer(summary_dir, max_queue=max_queue).as_default():
-            with tf.compat.v2.summary.record_if(True):
-                tf.compat.v2.summary.scalar("loss", tf.reduce_mean(loss), step=step)
-                tf.compat.v2.summary.scalar("learning_rate", learning_rate_value[0], step=step)
-                tf.compat.v2.summary.scalar("global_step", tf.cast(step, tf.float32), step=step)
-                return tf.compat.v1.summary.all_v2_summary_ops()
-
-    return host_call_fn
-
-
 def _train_step(loss: tf.Tensor, config: JobConfig, params: Dict) -> Tuple[tf.Operation, tf.Tensor]:
     """One optimizer step on `loss`: (train_op, the learning rate it used)."""
     opt_config = config.training.optimizer
@@ -144,15 +125,10 @@ def _train_step(loss: tf.Tensor, config: JobConfig, params: Dict) -> Tuple[tf.Op
     return optimizer.apply_gradients(grads_and_vars, global_step=global_step), lr
 
 
-def _train_spec(loss, train_op, lr, config: JobConfig, summary_dir: str, scaffold_fn, hooks) -> TPUEstimatorSpec:
-    global_step = tf.compat.v1.train.get_or_create_global_step()
-    host_call = (
-        host_call_fn_builder(summary_dir, config.tpu.iterations_per_loop),
-        [tf.reshape(global_step, [1]), tf.reshape(loss, [1]), tf.reshape(lr, [1])],
-    )
-    return TPUEstimatorSpec(
-        ModeKeys.TRAIN, loss=loss, train_op=train_op, host_call=host_call, scaffold_fn=scaffold_fn, training_hooks=hooks
-    )
+def _train_spec(loss, train_op, scaffold_fn, hooks) -> TPUEstimatorSpec:
+    """The TRAIN spec. No host_call: Estimator writes the `loss` summary itself, and the learning rate and
+    steps/s come from the progress hook (`hooks.ProgressHook`), on the host, into the same event file."""
+    return TPUEstimatorSpec(ModeKeys.TRAIN, loss=loss, train_op=train_op, scaffold_fn=scaffold_fn, training_hooks=hooks)
 
 
 def loop_checkpoint_hook(run_config, steps_per_run: int) -> tf.compat.v1.train.CheckpointSaverHook:
@@ -337,11 +313,11 @@ def build_model_fn(schema: Schema, job: JobConfig, metric_fn: Optional[metrics_l
 
             hooks = []
             if params.get(STEPS_PER_RUN, 1) > 1 and not params["use_tpu"]:
-                loss, train_op, lr = train_loop(step_fn, features, labels, params[TARGET_STEP])
+                loss, train_op, _ = train_loop(step_fn, features, labels, params[TARGET_STEP])
                 hooks += [loop_checkpoint_hook(config, params[STEPS_PER_RUN]), LoopStopHook(loss, params[TARGET_STEP])]
             else:
-                loss, train_op, lr = step_fn(features, labels)
-            return _train_spec(loss, train_op, lr, job, config.model_dir, scaffold_fn(), hooks)
+                loss, train_op, _ = step_fn(features, labels)
+            return _train_spec(loss, train_op, scaffold_fn(), hooks)
         ctx = ModelContext(model_schema, job.model, mode, schema.label.num_logits)
         # The packed example key only travels from the input to the predictions; the model never sees it.
         key_bytes = features.get(KEY_BYTES_FEATURE) if isinstance(features, dict) else None

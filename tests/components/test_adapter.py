@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from components import adapter
+from components import adapter, records
 from components.batch_predict import batch_predict
 from components.evaluate import evaluate_model
 from components.prepare import prepare_data
@@ -104,3 +104,13 @@ def test_missing_inputs_fail_the_stage(tmp_path):
     with pytest.raises(adapter.OutputMissingError, match="the evaluation's blessing was not written"):
         adapter.read_blessing(str(tmp_path / "blessing"))
     adapter.require_output(str(tmp_path), "the work directory")  # exists: no error
+
+
+def test_progress_lines_come_often_for_a_terminal_and_at_a_steady_cadence_for_logs(monkeypatch):
+    """The local runner sets `CONSOLE_TTY_ENV` for its stages (their output is a pipe to it)."""
+    monkeypatch.delenv(records.CONSOLE_TTY_ENV, raising=False)
+    assert adapter.progress_seconds() == 10.0
+    monkeypatch.setenv(records.CONSOLE_TTY_ENV, "1")
+    assert adapter.progress_seconds() == 1.0
+    monkeypatch.setenv(records.CONSOLE_TTY_ENV, "0")
+    assert adapter.progress_seconds() == 10.0

@@ -22,6 +22,9 @@ def test_cpu_run_config(tmp_path):
     assert config.cluster_spec.as_dict() == {} and config.master == ""
     assert (config.tf_random_seed, config.save_checkpoints_steps) == (9, 100)
     assert config.tpu_config.num_shards is None and config.tpu_config.iterations_per_loop == 50
+    assert config.log_step_count_steps == 50  # a user's model: Estimator's own step counter
+    built_in = estimator.build_estimator(job, synthetic.make_schema(), str(tmp_path))
+    assert built_in.config.log_step_count_steps is None  # the progress hook's rate over the stage instead
 
 
 def test_tpu_vm_run_config_uses_the_local_cluster_resolver(tmp_path):

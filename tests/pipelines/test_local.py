@@ -61,11 +61,14 @@ def test_the_console_shows_one_line_per_stage_event_and_the_log_everything_witho
 
 
 STARTED = "00:24:04.300 - INFO - Executing task 'train-model'"
-STEP_LINE = "    [KFP Executor 2026-11-22 00:22:54,065 INFO]: step 300/1000 (30%), loss 0.31, 512 examples/s, ETA 40s"
+STEP_LINE = (
+    "    [KFP Executor 2026-11-22 00:22:54,065 INFO]: step 300/1000 (30%), ETA 40s, loss 0.31, 8.0 steps/s "
+    "(512 examples/s)"
+)
 DONE = "00:25:09.330 - INFO - Task 'train-model' finished with status SUCCESS"
 
 
-def test_off_a_terminal_the_heartbeat_is_a_line_a_minute_with_the_stages_latest_progress(tmp_path):
+def test_off_a_terminal_the_heartbeat_is_a_line_a_minute_with_the_stages_latest_progress_counted_down(tmp_path):
     folder = folder_with_summary(tmp_path, {"stage": None})
     console, clock = io.StringIO(), Clock(100.0)
     progress = local._Progress(folder, folder.read_summary(), console, every=60.0, clock=clock)
@@ -83,10 +86,23 @@ def test_off_a_terminal_the_heartbeat_is_a_line_a_minute_with_the_stages_latest_
     shown = [line[11:] for line in console.getvalue().splitlines()]
     assert shown == [
         "train: running",
-        "train: still running (1m00s): step 300/1000 (30%), loss 0.31, 512 examples/s, ETA 40s",
-        "train: still running (2m00s): step 300/1000 (30%), loss 0.31, 512 examples/s, ETA 40s",
+        "train: still running (1m00s): step 300/1000 (30%), ETA 39s, loss 0.31, 8.0 steps/s (512 examples/s)",
+        "train: still running (2m00s): step 300/1000 (30%), ETA 0s, loss 0.31, 8.0 steps/s (512 examples/s)",
         "train: done (129.0 s)",
     ]
+
+
+def test_early_stopping_gets_a_console_line_of_its_own(tmp_path):
+    folder = folder_with_summary(tmp_path, {"stage": None})
+    console = io.StringIO()
+    progress = local._Progress(folder, folder.read_summary(), console)
+    progress.line(STARTED)
+    stop = "early stopping at step 700: no improvement of the validation loss for 5 rounds; the model is step 200's"
+    progress.line(f"    [KFP Executor 2026-11-22 00:22:54,065 INFO]: {stop} checkpoint, validation loss 0.0313")
+    progress.line(DONE)
+    shown = [line[11:] for line in console.getvalue().splitlines()]
+    assert shown[1] == f"train: {stop} checkpoint, validation loss 0.0313"
+    assert shown[2].startswith("train: done (")
 
 
 def test_on_a_terminal_the_heartbeat_is_redrawn_in_place_and_replaced_by_the_next_event(tmp_path, monkeypatch):

@@ -15,6 +15,7 @@ import hashlib
 import json
 import math
 import os
+import time
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
@@ -27,6 +28,7 @@ from estimator_lib.estimator import EvalResult, build_user_estimator
 from estimator_lib.evaluation.slices import SliceSet
 from estimator_lib.export.saved_model import CPU_TAGS, TPU_CALL_OP, TPU_TAGS, ExportVerificationError, run_cpu_graph
 from estimator_lib.model import checkpoints, inputs
+from estimator_lib.model.hooks import ProgressHook
 from estimator_lib.model.inputs import InputFn, Patterns
 from estimator_lib.model.user import compat, records
 from estimator_lib.model.user import inputs as user_inputs
@@ -40,6 +42,7 @@ from estimator_lib.model.user.model_fn import (
 )
 from estimator_lib.predict import PredictionError, PredictResult, shard_name
 from estimator_lib.predict.shards import publish, shard_sizes
+from estimator_lib.progress import TrainingProgress
 from estimator_lib.schema import INDEX_FEATURE, PADDING_FEATURE
 from estimator_lib.strict import export as strict_export
 
@@ -124,6 +127,7 @@ def train(
     *,
     num_train_examples: Optional[int] = None,
     warm_start_from: Optional[str] = None,
+    progress_seconds: float = 10.0,
 ) -> int:
     """Trains the user's model to the job's step budget (`training.train_steps`, or `training.max_epochs`
     passes over the records); a rerun continues from the newest checkpoint in `model_dir`. Returns the step.
@@ -132,6 +136,9 @@ def train(
     prefix whose trainable variables initialise the model's by name, when this model directory has no
     checkpoint yet. Before training starts, the source is checked (`compat.check_warm_start`): a published
     model's features against the spec, every trainable variable's name, shape and dtype against the source's.
+
+    `progress_seconds`: the cadence of the progress lines (`hooks.ProgressHook`; the user's model writes its
+    own summaries, so the hook writes none).
 
     Raises:
       IncompatibleModelError: the warm-start source does not fit this model_fn and spec (names what changed).
@@ -150,7 +157,14 @@ def train(
             warm = compat.check_warm_start(job, user, files, warm)
         if job.tpu.strict:
             _strict_check(job, user, input_fn, count)
-        _estimator(job, user, model_dir, warm).train(input_fn, max_steps=budget)
+        progress = TrainingProgress(
+            budget,
+            job.training.train_batch_size,
+            inputs.start_step(model_dir),
+            time.monotonic(),
+            every_seconds=progress_seconds,
+        )
+        _estimator(job, user, model_dir, warm).train(input_fn, max_steps=budget, hooks=[ProgressHook(progress)])
     return inputs.start_step(model_dir)
 
 

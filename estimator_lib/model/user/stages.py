@@ -58,9 +58,10 @@ def user_model(job: JobConfig, prepared: PreparedRecords) -> run.UserModel:
     return run.UserModel(job.model.model_fn, prepared.spec, dict(job.model.hparams), locate_code(job.model.code))
 
 
-def train(job: JobConfig, prepared: PreparedRecords, model_dir: str) -> TrainResult:
+def train(job: JobConfig, prepared: PreparedRecords, model_dir: str, progress_seconds: float = 10.0) -> TrainResult:
     """Trains on the train split to the job's budget (resuming from `model_dir`'s newest checkpoint), warm
-    started from `job.training.warm_start_from` when the model directory is new."""
+    started from `job.training.warm_start_from` when the model directory is new; a progress line every
+    `progress_seconds`."""
     count = prepared.counts[TRAIN]
     step = run.train(
         job,
@@ -69,6 +70,7 @@ def train(job: JobConfig, prepared: PreparedRecords, model_dir: str) -> TrainRes
         model_dir,
         num_train_examples=count,
         warm_start_from=job.training.warm_start_from,
+        progress_seconds=progress_seconds,
     )
     checkpoint = checkpoints.selected_checkpoint(model_dir)
     return TrainResult(model_dir, step, checkpoint, step, job.training.budget(count))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 
 import numpy as np
@@ -56,10 +57,11 @@ def _variables(checkpoint):
 
 
 @pytest.mark.determinism
-def test_early_stopping_keeps_the_best_checkpoint_and_later_stages_use_it(data, tmp_path):
+def test_early_stopping_keeps_the_best_checkpoint_and_later_stages_use_it(data, tmp_path, caplog):
     """On labels opposite to the training rule the validation loss only rises: the first round is the best,
-    and training stops `patience` rounds later. Run twice: bitwise the same."""
+    and training stops `patience` rounds later, which one line says. Run twice: bitwise the same."""
     schema, _, _, adverse = data
+    caplog.set_level(logging.INFO, logger="estimator_lib.estimator")
     results = {}
     for run in ("a", "b"):
         results[run] = train(make_job(), data, str(tmp_path / run), valid_split="adverse")
@@ -73,6 +75,11 @@ def test_early_stopping_keeps_the_best_checkpoint_and_later_stages_use_it(data, 
     assert tf.train.latest_checkpoint(model_dir).endswith("model.ckpt-150")
     with open(os.path.join(model_dir, checkpoints.HISTORY_FILE)) as f:
         assert checkpoints.ValidationHistory.from_dict(json.load(f)) == history
+    stops = [r.getMessage() for r in caplog.records if r.getMessage().startswith("early stopping")]
+    assert stops == 2 * [  # one per run
+        "early stopping at step 150: no improvement of the validation loss for 2 rounds; "
+        f"the model is step 50's checkpoint, validation loss {history.best_loss:.6g}"
+    ]
 
     again = estimator.evaluate(make_job(), schema, adverse, model_dir)  # the model's checkpoint by default
     assert (again.global_step, again.checkpoint) == (50, result.checkpoint)

@@ -1,8 +1,11 @@
-"""Training progress lines: cadence, step, loss, rate and ETA, from a real CPU training run."""
+"""Training progress from a real CPU training run: the lines' cadence, step, loss, rate and ETA, and the
+TensorBoard scalars, in one event file."""
 
 from __future__ import annotations
 
+import glob
 import logging
+import os
 import re
 
 import synthetic
@@ -12,6 +15,7 @@ from estimator_lib import estimator
 from estimator_lib.config import JobConfig, TPUSettings, TrainingConfig
 from estimator_lib.model import inputs
 from estimator_lib.model.hooks import ProgressHook
+from estimator_lib.progress import TrainingProgress
 
 JOB = JobConfig(  # 30 steps of 8 rows; a session run trains 10 of them
     tpu=TPUSettings(iterations_per_loop=10),
@@ -26,11 +30,15 @@ def binary_data(tmp_path):
     return schema, pattern
 
 
-def train_with_hooks(tmp_path, hooks) -> None:
-    """Trains JOB's estimator to step 30 on `binary_data`, with `hooks`."""
+def train_with_hooks(tmp_path, hooks, target_step=30) -> str:
+    """Trains JOB's estimator to step `target_step` on `binary_data`, with `hooks`; returns the model directory."""
     schema, pattern = binary_data(tmp_path)
     train_input = inputs.train_input_fn_builder(pattern, schema, seed=1, shuffle_buffer_size=16)
-    estimator.build_estimator(JOB, schema, str(tmp_path / "model")).train(train_input, max_steps=30, hooks=hooks)
+    model_dir = str(tmp_path / "model")
+    estimator.build_estimator(JOB, schema, model_dir, target_step=target_step).train(
+        train_input, max_steps=target_step, hooks=hooks
+    )
+    return model_dir
 
 
 class Clock:
@@ -44,49 +52,55 @@ class Clock:
         return self.now
 
 
-def test_progress_lines_come_at_the_cadence_with_loss_rate_and_eta(tmp_path):
-    lines = []
-    hook = ProgressHook(total_steps=30, global_batch_size=8, every_seconds=10, emit=lines.append, clock=Clock())
-    train_with_hooks(tmp_path, [hook])
-
-    pattern_ = r"step (\d+)/30 \((\d+)%\), loss ([0-9.e+-]+), (\d+) examples/s, ETA (\S+)"
-    parsed = [re.fullmatch(pattern_, line) for line in lines]
-    assert all(parsed), lines
-    steps = [int(m.group(1)) for m in parsed]
-    # One reading per step (the step as the step starts) and a line every 10 readings, then one at the end.
-    assert steps == [10, 20, 30]
-    assert [int(m.group(2)) for m in parsed] == [33, 67, 100]
-    assert all(0 < float(m.group(3)) < 5 for m in parsed)
-    assert int(parsed[0].group(4)) == 8  # one step of 8 examples per (fake) second
-    assert parsed[0].group(5) == "20s" and parsed[-1].group(5) == "0s"
+def event_scalars(directory):
+    """({tag: [step, ...]}, number of event files) of the event files directly in `directory`."""
+    files = glob.glob(os.path.join(directory, "events.out.tfevents.*"))
+    tags = {}
+    for path in files:
+        for event in tf.compat.v1.train.summary_iterator(path):
+            for value in event.summary.value:
+                tags.setdefault(value.tag, []).append(event.step)
+    return tags, len(files)
 
 
-def test_the_last_line_gives_the_whole_calls_rate(tmp_path):
-    """A slow last stretch (a final checkpoint, a round of two steps) does not make the closing rate look low."""
+def test_lines_come_at_the_cadence_and_the_rate_spans_the_train_calls(tmp_path):
+    """Two `train()` calls (as two rounds) share one progress: the second call's rate counts from the first
+    call's start, and a line is due every 10 s across calls. One session run (10 steps) per fake second."""
     clock, lines = Clock(), []
-    hook = ProgressHook(total_steps=30, global_batch_size=8, every_seconds=10, emit=lines.append, clock=clock)
-    slow_end = SlowEnd(clock)
-    train_with_hooks(tmp_path, [slow_end, hook])  # hooks end in list order
-    rates = [int(re.search(r"(\d+) examples/s", line).group(1)) for line in lines]
-    # 30 readings a second apart, then 20 s of closing work: 30 steps of 8 rows over 50 s, not 10 over 30 s.
-    assert rates[:2] == [8, 8] and rates[-1] == 5
+    progress = TrainingProgress(budget=60, batch_size=8, start_step=0, started=0.0, every_seconds=2)
+    train_with_hooks(tmp_path, [ProgressHook(progress, emit=lines.append, clock=clock)], target_step=30)
+    train_with_hooks(tmp_path, [ProgressHook(progress, emit=lines.append, clock=clock)], target_step=60)
+    pattern = r"step (\d+)/60 \((\d+)%\), ETA (\S+), loss ([0-9.e+-]+), ([\d.]+) steps/s \((\d+) examples/s\)"
+    parsed = [re.fullmatch(pattern, line) for line in lines]
+    assert all(parsed), lines
+    # Readings at 1..6 s after steps 10..60: a line at the first and then every 2 s.
+    assert [(m[1], m[2], m[3], m[5], m[6]) for m in parsed] == [
+        ("10", "17", "5s", "10.0", "80"),
+        ("30", "50", "3s", "10.0", "80"),
+        ("50", "83", "1s", "10.0", "80"),
+    ]
+    assert all(0 < float(m[4]) < 5 for m in parsed)
 
 
-class SlowEnd(tf.compat.v1.train.SessionRunHook):
-    """Makes 20 (fake) seconds pass when training ends, before the progress hook's last line."""
-
-    def __init__(self, clock: Clock):
-        self.clock = clock
-
-    def end(self, session) -> None:
-        self.clock.now += 20.0
-
-
-def test_estimator_train_logs_progress_to_the_budget(tmp_path, caplog):
-    """`estimator.train` runs the hook: its last line reports the budget reached (a short run, so only the final
-    line falls due; the cadence is the test above)."""
+def test_training_leaves_one_event_file_with_one_loss_tag_and_the_rate(tmp_path):
+    """Estimator writes `loss` (every save_summary_steps and at the end), the hook the learning rate and steps/s
+    after each session run, all through the writer Estimator caches for the model directory: one event file,
+    where the model's own host_call wrote a file per `train()` call and a second loss tag ("loss_1")."""
     schema, pattern = binary_data(tmp_path)
-    caplog.set_level(logging.INFO, logger="estimator_lib.progress")
+    model_dir = str(tmp_path / "model")
+    job = JOB.with_overrides({"training.train_steps": 30})
+    estimator.train(job, schema, pattern, model_dir)
+    tags, files = event_scalars(model_dir)
+    assert files == 1
+    assert sorted(tags) == ["learning_rate", "loss", "steps_per_second"]
+    assert tags["steps_per_second"] == tags["learning_rate"] == [10, 20, 30]
+
+
+def test_estimator_train_logs_progress_and_the_whole_stages_rate(tmp_path, caplog):
+    schema, pattern = binary_data(tmp_path)
+    caplog.set_level(logging.INFO, logger="estimator_lib")
     estimator.train(JOB, schema, pattern, str(tmp_path / "model"))
-    lines = [r.getMessage() for r in caplog.records if r.name == "estimator_lib.progress"]
-    assert lines and re.fullmatch(r"step 30/30 \(100%\), loss [0-9.e+-]+, [\d,]+ examples/s, ETA 0s", lines[-1])
+    lines = [r.getMessage() for r in caplog.records if r.name.startswith("estimator_lib")]
+    progress = [line for line in lines if line.startswith("step ")]
+    assert progress and re.fullmatch(r"step 10/30 \(33%\), ETA \S+, loss [0-9.e+-]+, [\d.,]+ steps/s .*", progress[0])
+    assert re.fullmatch(r"trained to step 30 in \d+s \([\d.]+ steps/s, validation included\)", lines[-1])

@@ -201,19 +201,20 @@ def test_unknown_model_feature_fails_at_construction():
 
 
 # -- TRAIN ---------------------------------------------------------------------------------------------------
-def test_train_spec_steps_once_and_outfeeds_rank_1_host_call(tmp_path):
+def test_train_spec_steps_once_without_a_host_call(tmp_path):
+    """No host_call: Estimator writes the loss summary and the progress hook the learning rate (one event file,
+    one loss tag; tests/lib/model/test_hooks.py)."""
     schema = synthetic.make_schema("binary")
     with tf.Graph().as_default():
         features, labels, spec = labelled_spec(schema, job(), ModeKeys.TRAIN, str(tmp_path), padding=False)
         assert spec.mode == ModeKeys.TRAIN and spec.scaffold_fn is None and spec.eval_metrics is None
-        host_fn, host_tensors = spec.host_call
-        assert [t.shape.as_list() for t in host_tensors] == [[1], [1], [1]]
+        assert spec.host_call is None
         step = tf.compat.v1.train.get_global_step()
         feed_dict = {**feed(features, feed_values(B)), labels: [1, 0, 1, 1]}
         with tf.compat.v1.Session() as session:
             session.run(tf.compat.v1.global_variables_initializer())
-            _, loss, lr = session.run([spec.train_op, spec.loss, host_tensors[2]], feed_dict)
-            assert session.run(step) == 1 and np.isfinite(loss) and lr.tolist() == [pytest.approx(0.1)]
+            _, loss = session.run([spec.train_op, spec.loss], feed_dict)
+            assert session.run(step) == 1 and np.isfinite(loss)
 
 
 def one_step(tmp_path, warm_job, padding=None, label_values=(0, 1, 2, 1)):

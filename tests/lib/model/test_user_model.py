@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import sys
 
@@ -85,8 +86,9 @@ def test_export_has_both_tag_sets_is_verified_and_carries_its_metadata(digits, t
     }
 
 
-def test_a_second_run_warm_starts_from_the_first_by_variable_name(digits, tmp_path):
+def test_a_second_run_warm_starts_from_the_first_by_variable_name(digits, tmp_path, caplog):
     root, job, user, model_dir = digits
+    caplog.set_level(logging.INFO, logger="estimator_lib.progress")
     still = dataclasses.replace(user, hparams={**HPARAMS, "learning_rate": 0.0})
     one_step = dataclasses.replace(job, training=dataclasses.replace(job.training, train_steps=1))
     second = str(tmp_path / "second")
@@ -94,6 +96,8 @@ def test_a_second_run_warm_starts_from_the_first_by_variable_name(digits, tmp_pa
     first, warmed = tf.train.latest_checkpoint(model_dir), tf.train.latest_checkpoint(second)
     for name in ("cnn/conv2d/kernel", "cnn/dense_1/bias"):
         assert tf.train.load_variable(first, name).tobytes() == tf.train.load_variable(warmed, name).tobytes()
+    lines = [r.getMessage() for r in caplog.records if r.name == "estimator_lib.progress"]
+    assert len(lines) == 1 and lines[0].startswith("step 1/1 (100%), ETA 0s, loss ")  # the progress hook's line
 
 
 def test_hyperparameters_reach_params_with_their_types(digits, tmp_path):
