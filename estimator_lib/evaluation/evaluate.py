@@ -26,8 +26,8 @@ import tensorflow as tf
 from estimator_lib import storage, summaries
 from estimator_lib.config import BlessingConfig, BlessingError, JobConfig
 from estimator_lib.data.common import TRAIN, VALID
+from estimator_lib.data.places import read_places
 from estimator_lib.data.prepare import PrepareResult
-from estimator_lib.data.sources import read_sources
 from estimator_lib.evaluation.blessing import Blessing, decide
 from estimator_lib.evaluation.importance import builtin_importance
 from estimator_lib.evaluation.intervals import bootstrap_intervals
@@ -227,9 +227,9 @@ def _checkpoint(model_dir: str) -> str:
 
 
 def _worst_rows(prepared: "PrepareResult", truth: Truth, candidate: Scores) -> List[Dict[str, Any]]:
-    """The worst-predicted eval rows, placed in the input by the prepared dataset's eval sources."""
+    """The worst-predicted eval rows, placed in the input by the prepared dataset's eval places (`places`)."""
     names = [described["name"] for described in prepared.manifest.get("inputs", [])]
-    places = read_sources(prepared.output_dir)
+    places = read_places(prepared.output_dir)
     return worst_rows(truth, candidate, prepared.schema, prepared.files("eval"), places, names)
 
 

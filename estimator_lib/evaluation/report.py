@@ -44,7 +44,7 @@ text-align:left}th{background:#f5f5f7}td.n{text-align:right;font-variant-numeric
 img{max-width:32rem}pre{background:#f5f5f7;padding:.6rem;font-size:.8rem;white-space:pre-wrap;word-break:break-all}
 summary{cursor:pointer;font-weight:600;margin:.8rem 0}.facts td{overflow-wrap:anywhere}
 .facts td:first-child{white-space:nowrap}.wide{overflow-x:auto}tr.fail td{background:#fce8e6}
-tr.unjudged td{color:#5f6368}
+tr.unjudged td{color:#5f6368}#curves img{max-width:42rem}
 """
 
 
@@ -299,13 +299,13 @@ def curves_plot(curves: Mapping[str, Any]) -> str:
     ax = fig.subplots()
     train, validation = curves.get("train") or [], curves.get("validation") or []
     if train:
-        ax.plot([s for s, _ in train], [v for _, v in train], color="#4c72b0", alpha=0.8, label="training (batch)")
+        ax.plot([s for s, _ in train], [v for _, v in train], color="#4c72b0", label="training (batch)")
     if validation:
         steps, losses = [s for s, _ in validation], [v for _, v in validation]
         ax.plot(steps, losses, color="#dd8452", marker="o", label="validation (every row)")
     best = curves.get("best_step")
     if best is not None:
-        ax.axvline(best, color="#137333", linestyle="--", label=f"selected: best step {best}")
+        ax.axvline(best, color="#137333", linestyle="--", linewidth=2, label=f"selected: best step {best}")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole
     ax.set(xlabel="step", ylabel="loss", title="Loss during training")
     ax.legend(loc="upper right")

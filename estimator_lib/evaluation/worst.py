@@ -2,8 +2,8 @@
 
 A row's loss is its log loss (-log of the probability given to its true class) for classification and its absolute
 error for regression. The worst rows' original feature values are read back from the prepared eval records (only
-those records are parsed), and their input file and line from the prepared dataset's eval sources
-(`data.sources`), by key.
+those records are parsed), and their input file and line from the prepared dataset's eval places
+(`data.places`), by key.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from estimator_lib.data import sources
+from estimator_lib.data import places
 from estimator_lib.evaluation.metrics import Scores, Truth
 from estimator_lib.evaluation.slices import read_original_values
 from estimator_lib.schema import Schema
@@ -37,7 +37,7 @@ def worst_rows(
     scores: Scores,
     schema: Schema,
     files: str,
-    places: Optional[np.ndarray],
+    eval_places: Optional[np.ndarray],
     input_names: Sequence[str],
     count: int = WORST_ROWS,
 ) -> List[Dict[str, Any]]:
@@ -46,7 +46,7 @@ def worst_rows(
     Args:
       truth, scores: the eval rows (in the order of the records in `files`) and the candidate's scores.
       schema: the prepared schema; files: the eval split's file pattern.
-      places: the prepared dataset's eval sources (`sources.read_sources`), or None when it has none.
+      eval_places: the prepared dataset's eval places (`places.read_places`), or None when it has none.
       input_names: the input files' names, in the prepared manifest's `inputs` order.
 
     Returns:
@@ -58,17 +58,19 @@ def worst_rows(
     names = [f.name for f in schema.features]
     keys, columns = read_original_values(schema, [files], names, positions=worst)
     values = {key: {n: _plain(columns[n][i]) for n in names} for i, key in enumerate(keys)}
-    return [_row(truth, scores, i, float(losses[i]), values, places, input_names, schema) for i in worst]
+    return [_row(truth, scores, i, float(losses[i]), values, eval_places, input_names, schema) for i in worst]
 
 
-def _row(truth, scores, i, loss, values, places, input_names, schema) -> Dict[str, Any]:
+def _row(truth, scores, i, loss, values, eval_places, input_names, schema) -> Dict[str, Any]:
     key = truth.keys[i]
     if key not in values:
         raise ValueError(f"eval row {i} has key {key!r} in the labels and another in the records; read them again")
     probability = None
     if truth.classes:
         probability = float(scores.probabilities[i, list(truth.classes).index(scores.predicted[i])])
-    place = None if places is None else sources.source_of(places, key, schema.key_column is not None, input_names)
+    place = (
+        None if eval_places is None else places.place_of(eval_places, key, schema.key_column is not None, input_names)
+    )
     return {
         "key": key,
         "label": _plain(truth.labels[i]),

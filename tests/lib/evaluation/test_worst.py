@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import synthetic
 
-from estimator_lib.data import sources
+from estimator_lib.data import places
 from estimator_lib.data.common import hash64
 from estimator_lib.evaluation import Scores, Truth, read_truth
 from estimator_lib.evaluation.worst import row_losses, worst_rows
@@ -39,7 +39,7 @@ def test_the_worst_rows_come_with_their_values_and_lines(tmp_path):
     error = np.zeros(30)
     error[[order.index(7), order.index(21), order.index(16)]] = [9.0, 5.0, 3.0]  # rows 7, 21, 16 worst
     scores = Scores(actual + error)
-    table = np.array([(hash64("row-21"), 0, 23)], dtype=sources.DTYPE)
+    table = np.array([(hash64("row-21"), 0, 23)], dtype=places.DTYPE)
     schema = dataclasses.replace(schema, key_column="id")  # the keys are a key column's values
     worst = worst_rows(truth, scores, schema, files, table, ["data.csv"], count=3)
     assert [row["key"] for row in worst] == ["row-7", "row-21", "row-16"]

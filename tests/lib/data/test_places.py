@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 from estimator_lib.config import PrepareConfig
-from estimator_lib.data import sources
+from estimator_lib.data import places
 from estimator_lib.data.common import derived_key, hash64
 from estimator_lib.data.prepare import prepare
 from estimator_lib.schema import KEY_FEATURE
@@ -71,12 +71,12 @@ def test_every_eval_row_is_found_on_its_input_line(tmp_path, key_column):
     files = [_write(tmp_path / "a.csv", _rows(60, 0, unique)), _write(tmp_path / "b.csv", _rows(60, 100, unique))]
     config = PrepareConfig(data=tuple(files), label="label", eval_fraction=0.3, key_column=key_column, num_workers=1)
     prepared = prepare(config, str(tmp_path / "out"))
-    table = sources.read_sources(prepared.output_dir)
+    table = places.read_places(prepared.output_dir)
     names = [d["name"] for d in prepared.manifest["inputs"]]
     lines = {name: _lines(path) for name, path in zip(names, files)}
     records = _eval_records(prepared)
     assert len(records) == prepared.counts["eval"] > 20
-    placed = [sources.source_of(table, key, key_column is not None, names) for key, _, _ in records]
+    placed = [places.place_of(table, key, key_column is not None, names) for key, _, _ in records]
     for (key, x, colour), (name, line) in zip(records, placed):
         row = lines[name][line]
         assert (float(row[1]), row[2]) == (pytest.approx(x), colour), (key, name, line)
@@ -93,15 +93,15 @@ def test_every_eval_row_is_found_on_its_input_line(tmp_path, key_column):
 
 def test_a_key_without_an_entry_has_no_source():
     hashes = np.array([hash64("k1"), hash64("k2"), 5], dtype=np.uint64)
-    table = sources.eval_sources(
+    table = places.eval_places(
         hashes, np.array([True, True, False]), np.array([2, 3, 4], np.uint32), [0, 2], (1.0, 0.0, 0.0)
     )
     assert table.tolist() == sorted([(hash64("k1"), 0, 2), (hash64("k2"), 0, 3)])  # the unreadable row left out
-    assert sources.source_of(table, "k2", True, ["a.csv"]) == ("a.csv", 3)
-    assert sources.source_of(table, "k3", True, ["a.csv"]) is None
-    assert sources.source_of(table, derived_key(hash64("k1"), 1), False, ["a.csv"]) is None  # one occurrence only
-    assert sources.source_of(table, "not-a-derived-key", False, ["a.csv"]) is None
+    assert places.place_of(table, "k2", True, ["a.csv"]) == ("a.csv", 3)
+    assert places.place_of(table, "k3", True, ["a.csv"]) is None
+    assert places.place_of(table, derived_key(hash64("k1"), 1), False, ["a.csv"]) is None  # one occurrence only
+    assert places.place_of(table, "not-a-derived-key", False, ["a.csv"]) is None
 
 
-def test_a_dataset_prepared_before_sources_were_recorded_has_none(tmp_path):
-    assert sources.read_sources(str(tmp_path)) is None
+def test_a_dataset_prepared_before_places_were_recorded_has_none(tmp_path):
+    assert places.read_places(str(tmp_path)) is None

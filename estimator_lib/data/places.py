@@ -1,7 +1,7 @@
 """Where an eval row came from: its input file and line, found by its key.
 
 The prepared records carry a row's key, not its place in the input. Pass 1 of preparation knows every row's key
-hash, file and line, so prepare writes them for the eval split into `eval_sources.npy` inside the prepared
+hash, file and line, so prepare writes them for the eval split into `eval_places.npy` inside the prepared
 dataset: one entry per eval row pass 1 could read, (key hash uint64, file index uint32, line uint32), sorted by
 hash and, for equal hashes, in input order. A file index is the position of the file in the manifest's `inputs`.
 `np.save` writes no timestamp, so the same input gives the same bytes (the dataset's fingerprint covers the file).
@@ -23,20 +23,20 @@ import numpy as np
 from estimator_lib import storage
 from estimator_lib.data.common import hash64, split_indices
 
-SOURCES_FILE = "eval_sources.npy"
+PLACES_FILE = "eval_places.npy"
 DTYPE = np.dtype([("hash", "<u8"), ("file", "<u4"), ("line", "<u4")])
 _EVAL_SPLIT = 1  # `common.split_index` of the eval split
 _DERIVED = re.compile(r"([0-9a-f]{16})-(\d+)")
 
 
-def eval_sources(
+def eval_places(
     hashes: np.ndarray,
     valid: np.ndarray,
     lines: np.ndarray,
     file_starts: Sequence[int],
     fractions: Tuple[float, float, float],
 ) -> np.ndarray:
-    """The eval rows' sources, `DTYPE` [eval rows], from pass 1's per-row arrays (all [rows]).
+    """The eval rows' places, `DTYPE` [eval rows], from pass 1's per-row arrays (all [rows]).
 
     Args:
       hashes: uint64 key (or content) hashes; valid: whether the row has a usable key; lines: each row's line.
@@ -51,15 +51,15 @@ def eval_sources(
     return table[np.argsort(table["hash"], kind="stable")]
 
 
-def write_sources(path: str, table: np.ndarray) -> None:
-    """Writes `eval_sources` to a local `path` (inside a staging directory)."""
+def write_places(path: str, table: np.ndarray) -> None:
+    """Writes `eval_places` to a local `path` (inside a staging directory)."""
     with open(path, "wb") as f:
         np.save(f, table, allow_pickle=False)
 
 
-def read_sources(output_dir: str) -> Optional[np.ndarray]:
-    """The sources of a prepared dataset (local or gs://); None for one prepared before they were recorded."""
-    uri = storage.join(output_dir, SOURCES_FILE)
+def read_places(output_dir: str) -> Optional[np.ndarray]:
+    """The eval rows' places of a prepared dataset (local or gs://); None for one prepared before they were recorded."""
+    uri = storage.join(output_dir, PLACES_FILE)
     if not storage.exists(uri):
         return None
     table = np.load(io.BytesIO(storage.read_bytes(uri)), allow_pickle=False)
@@ -68,11 +68,11 @@ def read_sources(output_dir: str) -> Optional[np.ndarray]:
     return table
 
 
-def source_of(table: np.ndarray, key: str, key_column: bool, names: Sequence[str]) -> Optional[Tuple[str, int]]:
+def place_of(table: np.ndarray, key: str, key_column: bool, names: Sequence[str]) -> Optional[Tuple[str, int]]:
     """(input file name, line) of the eval row with `key`, or None when the table has no entry for it.
 
     Args:
-      table: `read_sources`' entries.
+      table: `read_places`' entries.
       key: the row's key, as the prepared record holds it.
       key_column: whether keys are a key column's values (else derived from the rows' content).
       names: the input files' names, in the manifest's `inputs` order.
