@@ -710,6 +710,7 @@ def render_markdown(inputs: ReportInputs) -> str:
         f"**{'Blessed' if blessing.blessed else 'Not blessed'}**: {md(blessing.summary())}",
         "",
     ]
+    lines += _markdown_header(inputs.header)
     lines += ["| check | result | reason |", "|---|---|---|"]
     lines += [f"| {md(c.name)} | {'passed' if c.passed else 'FAILED'} | {md(c.message)} |" for c in blessing.checks]
     columns = [("candidate", blessing.candidate_metrics)]
@@ -727,6 +728,19 @@ def render_markdown(inputs: ReportInputs) -> str:
     if counts:
         lines += ["", "Rows: " + ", ".join(f"{md(split)} {n}" for split, n in sorted(counts.items()))]
     return "\n".join(lines) + "\n"
+
+
+def _markdown_header(header: Optional[RunHeader]) -> List[str]:
+    """The run, its start and duration so far, its data and code, as one line (nothing without a header)."""
+    if header is None:
+        return []
+    files = ", ".join(f"{markdown_text(name)} ({rows} rows)" for name, rows in header.data)
+    return [
+        f"Run {markdown_text(header.run)}, started {_utc(header.started)}, "
+        f"{_duration(header.started, header.written)} so far; data {files or 'none recorded'}; "
+        f"{markdown_text(header.code)}; {markdown_text(header.model)}",
+        "",
+    ]
 
 
 def _markdown_findings(inputs: ReportInputs) -> List[str]:
