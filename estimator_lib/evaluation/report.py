@@ -1,13 +1,17 @@
 """The evaluation report: one standalone HTML file (plots embedded as PNG, nothing fetched) and a short Markdown
 summary, for a reviewer deciding whether a model should have been published.
 
-Beside the verdict and the task's plots it shows what the evaluate stage adds when it computed them: the metrics
-per slice of the eval rows (worst first), bootstrap confidence intervals of the headline metrics and the paired
-comparison with the baseline, and the features' permutation importance (and integrated-gradient attributions).
+It reads as a story, in this order: the verdict and its checks; the run's header (run, start, duration so far,
+data, code, model); the headline metrics with their bootstrap confidence intervals and the change against the
+baseline (with the paired interval and its verdict); the metrics per slice of the eval rows (worst first); the
+features' permutation importance (and integrated-gradient attributions); the training and validation loss curves
+with the selected step; the worst-predicted eval rows with their input file and line; the task's plots; the data;
+the run's config. Each part the evaluation did not compute is left out.
 
 Runs on the host CPU after evaluation, from what the evaluate stage already holds: the verdict and its checks,
-the eval rows' labels, the candidate's (and baseline's) scores, and the prepared data's manifest. Plots are
-drawn with matplotlib on figures of their own (no pyplot, no display).
+the eval rows' labels, the candidate's (and baseline's) scores, the worst rows, the loss curves
+(`evaluation.curves`), and the prepared data's manifest. Plots are drawn with matplotlib on figures of their own
+(no pyplot, no display).
 """
 
 from __future__ import annotations
