@@ -706,7 +706,8 @@ def _performance_sections(inputs: ReportInputs) -> List[str]:
 
 def render_markdown(inputs: ReportInputs) -> str:
     """The verdict and headline metrics as Markdown (what Vertex AI's run page renders). Every name and message
-    is `markdown_text`: a label, class or column name shows as written, never as markup."""
+    is `markdown_text`: a label, class or column name shows as written, never as markup. It has no header (run,
+    times): the same evaluation gives the same verdict file, which a reproduced run compares."""
     blessing, md = inputs.blessing, markdown_text
     lines = [
         f"# {md(inputs.title)}",
@@ -714,7 +715,6 @@ def render_markdown(inputs: ReportInputs) -> str:
         f"**{'Blessed' if blessing.blessed else 'Not blessed'}**: {md(blessing.summary())}",
         "",
     ]
-    lines += _markdown_header(inputs.header)
     lines += ["| check | result | reason |", "|---|---|---|"]
     lines += [f"| {md(c.name)} | {'passed' if c.passed else 'FAILED'} | {md(c.message)} |" for c in blessing.checks]
     columns = [("candidate", blessing.candidate_metrics)]
@@ -732,19 +732,6 @@ def render_markdown(inputs: ReportInputs) -> str:
     if counts:
         lines += ["", "Rows: " + ", ".join(f"{md(split)} {n}" for split, n in sorted(counts.items()))]
     return "\n".join(lines) + "\n"
-
-
-def _markdown_header(header: Optional[RunHeader]) -> List[str]:
-    """The run, its start and duration so far, its data and code, as one line (nothing without a header)."""
-    if header is None:
-        return []
-    files = ", ".join(f"{markdown_text(name)} ({rows} rows)" for name, rows in header.data)
-    return [
-        f"Run {markdown_text(header.run)}, started {_utc(header.started)}, "
-        f"{_duration(header.started, header.written)} so far; data {files or 'none recorded'}; "
-        f"{markdown_text(header.code)}; {markdown_text(header.model)}",
-        "",
-    ]
 
 
 def _markdown_findings(inputs: ReportInputs) -> List[str]:

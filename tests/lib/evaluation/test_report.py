@@ -272,10 +272,7 @@ def test_importance_is_charted_and_tabled(findings):
 
 def test_the_markdown_verdict_names_the_interval_the_worst_judged_slice_and_the_top_features(findings):
     text = report_lib.render_markdown(findings)
-    assert (
-        "\n\nRun tpu-estimator-pipeline-20261125T211912Z-a1b2c3, started 2026-11-25 21:19:12 UTC, 2 min 35 s so "
-        "far; data penguins.csv (480 rows); commit 2f05c19a1b2c; dnn family\n\n| check | result | reason |"
-    ) in text
+    assert "20261125T211912Z" not in text and "| check | result | reason |" in text  # no header: reproducible
     assert (
         "- accuracy: 0.8750 [0.82, 0.93] 95% (bootstrap, 200 replicates, seed 0)\n"
         "- Against the baseline (paired, same rows): accuracy: candidate - baseline = +0.0917 \\[+0.0250, "
