@@ -42,19 +42,25 @@ def evaluate_model(
         models on the eval rows under candidate/ and baseline/; metadata `based_on`: the LATEST version under
         `publish_root` at evaluation ("none": nothing published), `blessed`, the reasons and the summary line.
       report: output; the standalone HTML report (plots embedded, nothing fetched): the verdict and every check,
-        metrics beside the baseline's and the reference's, the task's plots, the data, the run's config.
+        the run's header (run, start, duration so far, data, code, model), metrics beside the baseline's (with
+        the change) and the reference's, slices, importance, the loss curves, the worst-predicted eval rows with
+        their input lines, the task's plots, the data, the run's config.
       verdict: output; the verdict and headline metrics as Markdown (Vertex AI renders it on the run page).
       slice_metrics: output; each slice's metrics and rows ("island=Dream/accuracy", "island=Dream/rows"), empty
         when `blessing.slices` names none; the full table is slices.json inside `blessing`.
     """
-    from components import adapter, artifacts, records, user_model
+    import dataclasses
+
+    from components import adapter, artifacts, records, report_header, user_model
     from estimator_lib import release, storage, summaries
     from estimator_lib.config.stages import EvaluateSpec
     from estimator_lib.data import prepare
     from estimator_lib.evaluation import evaluate_and_bless
     from estimator_lib.evaluation import report as report_lib
+    from estimator_lib.evaluation.curves import read_curves
     from estimator_lib.model.user import stages as user_stages
 
+    started = report_header.now()
     job = adapter.stage_job(model.uri, tpu)
     user = bool(job.model.model_fn)  # a user's own model_fn: its metric_fn's metrics decide
     prepared = user_model.load(dataset.uri) if user else prepare.load_prepared(dataset.uri)
@@ -93,6 +99,10 @@ def evaluate_model(
     else:
         drift = artifacts.read_drift(dataset)  # the prepare stage's, when it checked any
         shown = report_lib.report_inputs(evaluation, prepared, run, drift=drift or None)
+    header = report_header.run_header(
+        report.uri, [("prepare", dataset.uri), ("train", model.uri)], job, prepared.manifest, started
+    )
+    shown = dataclasses.replace(shown, header=header, curves=read_curves(model.uri))
     written = report_lib.write_report(shown, report.uri, verdict.uri)
     adapter.copy_summaries_to_tensorboard(storage.join(model.uri, summaries.EVAL_DIR), "eval")
     artifacts.describe_evaluation(evaluation, metrics, classification_metrics, blessing, based_on)

@@ -13,12 +13,28 @@ from typing import Any, Callable, Dict, Mapping, Tuple
 import numpy as np
 
 from estimator_lib.evaluation import Blessing, Check, Scores, Truth, reported_metrics
-from estimator_lib.evaluation.report import ReportInputs
+from estimator_lib.evaluation.report import ReportInputs, RunHeader
+from estimator_lib.evaluation.worst import row_losses
 
 CLASSIFICATION_PLOTS = ["Confusion matrix", "ROC curves", "Precision-recall curves", "Calibration"]
 REGRESSION_PLOTS = ["Predicted vs actual", "Residuals vs predicted", "Residual histogram"]
 IMPORTANCE_PLOTS = ["Permutation importance", "Integrated gradients"]
+CURVES_PLOTS = ["Loss during training"]
 SECTIONS = ("Verdict", "Metrics", "Performance on the eval rows", "Data", "Run")
+# The report's sections in reading order (`render_html`), each as the text that opens it; those an evaluation
+# does not have are left out.
+ORDER = (
+    "<h2>Verdict",
+    '<section id="header">',
+    "<h2>Metrics",
+    '<section id="slices">',
+    '<section id="importance">',
+    '<section id="curves">',
+    '<section id="worst-rows">',
+    "<h2>Performance on the eval rows",
+    "<h2>Data",
+    "<h2>Run",
+)
 
 
 def images(document: str) -> list:
@@ -43,11 +59,13 @@ def assert_complete_report(document: str, classification: bool) -> None:
     for heading in SECTIONS + (("Per class",) if classification else ()):
         assert f"<h2>{heading}" in document or f"<h3>{heading}" in document, heading
     assert ("<h3>Per class" in document) == classification
-    captions = [caption for caption, _ in images(document) if caption not in IMPORTANCE_PLOTS]
+    captions = [caption for caption, _ in images(document) if caption not in IMPORTANCE_PLOTS + CURVES_PLOTS]
     assert captions == (CLASSIFICATION_PLOTS if classification else REGRESSION_PLOTS)
     for _, data in images(document):
         assert_valid_png(data)
     assert_offline(document)
+    shown = [document.index(opening) for opening in ORDER if opening in document]
+    assert shown == sorted(shown), [opening for opening in ORDER if opening in document]
 
 
 # -- a small real evaluation with slices, intervals and importance ---------------------------------------------------
@@ -191,10 +209,54 @@ def _importance(model: Callable, features: Dict[str, np.ndarray], labels: np.nda
     }
 
 
+# The run facts of `penguin_findings`: fixed, so the report's header can be checked exactly.
+HEADER = RunHeader(
+    run="tpu-estimator-pipeline-20261125T211912Z-a1b2c3",
+    started="2026-11-25T21:19:12+00:00",
+    written="2026-11-25T21:21:47+00:00",
+    covers="prepare, train, evaluate until this report; batch prediction, export, the serving check and release "
+    "run after it",
+    data=(("penguins.csv", 480),),
+    data_fingerprint="9f2c41d07be3" + "0" * 52,
+    code="commit 2f05c19a1b2c",
+    model="dnn family",
+)
+BEST_STEP = 600
+
+
+def _curves() -> Dict[str, Any]:
+    """A training loss logged every 100 steps and a validation loss every 200, lowest at `BEST_STEP`."""
+    train = [[s, round(0.9 * np.exp(-s / 300) + 0.25, 4)] for s in range(100, 1001, 100)]
+    validation = [[s, round(0.4 + 1e-6 * (s - BEST_STEP) ** 2, 4)] for s in range(200, 1001, 200)]
+    return {"train": train, "validation": validation, "best_step": BEST_STEP}
+
+
+def _worst(truth: Truth, candidate: Scores, features: Dict[str, np.ndarray], islands: np.ndarray) -> list:
+    """The 10 rows of highest log loss, as `worst.worst_rows` gives them; row i sits on line i + 2 of
+    penguins.csv (a header, then one row a line)."""
+    losses = row_losses(truth, candidate)
+    rows = []
+    for i in np.argsort(-losses, kind="stable")[:10].tolist():
+        predicted = candidate.predicted[i]
+        values = {name: round(float(column[i]), 2) for name, column in features.items()}
+        rows.append(
+            {
+                "key": truth.keys[i],
+                "label": truth.labels[i],
+                "predicted": predicted,
+                "probability": float(candidate.probabilities[i, CLASSES.index(predicted)]),
+                "loss": float(losses[i]),
+                "source": {"file": "penguins.csv", "line": i + 2},
+                "values": {**values, "island": islands[i]},
+            }
+        )
+    return rows
+
+
 def penguin_findings(n: int = 120, seed: int = 0) -> ReportInputs:
     """The report inputs of a fixed model on `n` penguin-like eval rows, against a weaker baseline: its verdict,
-    metrics, slices by island (one too small to judge), bootstrap intervals and feature importance, all computed
-    from the rows."""
+    metrics, slices by island (one too small to judge), bootstrap intervals, feature importance and the worst
+    rows, all computed from the rows; a fixed run header and loss curves."""
     labels, features, islands = _penguin_rows(n, seed)
     truth = Truth(tuple(f"k{i}" for i in range(n)), np.array([CLASSES[i] for i in labels], dtype=object), CLASSES)
     candidate, baseline = _scores(_model(4.0)(features)), _scores(_model(0.3)(features))
@@ -225,4 +287,7 @@ def penguin_findings(n: int = 120, seed: int = 0) -> ReportInputs:
         slices=slices,
         intervals=_intervals(_hits(truth, candidate), _hits(truth, baseline), seed),
         importance=_importance(_model(4.0), features, labels, seed),
+        header=HEADER,
+        curves=_curves(),
+        worst_rows=_worst(truth, candidate, features, islands),
     )

@@ -32,6 +32,7 @@ import numpy as np
 
 from estimator_lib import storage
 from estimator_lib.config import DEFAULT_MISSING_VALUES, PrepareConfig, require
+from estimator_lib.data import places
 from estimator_lib.data import score as scoring
 from estimator_lib.data.common import SPLITS, TRAIN, VALID, DataError, split_indices
 from estimator_lib.data.distribution import PROFILE, SAMPLE_ROWS, profile_split, profile_values
@@ -280,6 +281,7 @@ def _prepare_into(
     reference: Optional[Schema] = None,
 ) -> Tuple[Schema, Dict[str, int], Dict[str, Any]]:
     profile, chunk_rows, file_starts, scans = _profile(inputs, config, _header_check(config), passes, "prepare")
+    _write_places(staging, profile, file_starts, config)
     decisions = decide_schema(profile, config, supplied, reference)
     gather = _training_rows(profile, config) <= SAMPLE_ROWS  # the profile then comes from the workers' values
     plan = dataclasses.replace(encode_plan(decisions, config), train_numbers=gather)
@@ -301,6 +303,17 @@ def _prepare_into(
     )
     write_json(os.path.join(staging, MANIFEST), manifest)
     return schema, counts, manifest
+
+
+def _write_places(staging: str, profile: Profile, file_starts: List[int], config: PrepareConfig) -> None:
+    """The eval rows' input files and lines, by key (`places`): pass 1 knows them, the records do not."""
+    hashes, valid, lines = (
+        concat(a, t) for a, t in ((profile.key_hashes, np.uint64), (profile.valid, bool), (profile.lines, np.uint32))
+    )
+    fractions = (config.eval_fraction, config.test_fraction, config.valid_fraction)
+    places.write_places(
+        os.path.join(staging, places.PLACES_FILE), places.eval_places(hashes, valid, lines, file_starts, fractions)
+    )
 
 
 def _training_rows(profile: Profile, config: PrepareConfig) -> int:

@@ -26,6 +26,7 @@ import tensorflow as tf
 from estimator_lib import storage, summaries
 from estimator_lib.config import BlessingConfig, BlessingError, JobConfig
 from estimator_lib.data.common import TRAIN, VALID
+from estimator_lib.data.places import read_places
 from estimator_lib.data.prepare import PrepareResult
 from estimator_lib.evaluation.blessing import Blessing, decide
 from estimator_lib.evaluation.importance import builtin_importance
@@ -44,6 +45,7 @@ from estimator_lib.evaluation.metrics import (
 )
 from estimator_lib.evaluation.reference import DEFAULT_MAX_ROWS, Design, fit_reference, read_design
 from estimator_lib.evaluation.slices import optional_table, slices_of_rows, write_summaries
+from estimator_lib.evaluation.worst import worst_rows
 from estimator_lib.export import read_export_metadata
 from estimator_lib.model import checkpoints
 from estimator_lib.predict import batch_predict, predict_from_saved_model, read_predictions
@@ -75,6 +77,8 @@ class Evaluation:
         `blessing.slices` names none.
       intervals: bootstrap confidence intervals of the candidate's headline metrics and of its paired difference
         with the baseline (`intervals.bootstrap_intervals`); None for a user model (no per-row outputs).
+      worst_rows: the eval rows of highest loss, with their input file and line and original values
+        (`worst.worst_rows`); None for a user model (no per-row outputs).
     """
 
     metrics: Dict[str, float]
@@ -90,6 +94,7 @@ class Evaluation:
     slices: Optional[Mapping[str, Any]] = None
     intervals: Optional[Mapping[str, Any]] = None
     importance: Optional[Mapping[str, Any]] = None
+    worst_rows: Optional[Sequence[Mapping[str, Any]]] = None
 
 
 def read_eval_rows(files: Union[str, Sequence[str]], schema: Schema) -> Tuple[Truth, Design]:
@@ -197,6 +202,7 @@ def evaluate_and_bless(
     write_summaries(storage.join(model_dir, summaries.EVAL_DIR), step, metrics, slices)
     scores = {"truth": truth, "candidate": candidate, "baseline": baseline}
     scores.update(slices=slices, intervals=intervals, importance=importance)
+    scores["worst_rows"] = _worst_rows(prepared, truth, candidate)
     if truth.task == REGRESSION:
         return Evaluation(metrics, step, checkpoint, blessing, **scores)
     return Evaluation(
@@ -217,6 +223,13 @@ def _checkpoint(model_dir: str) -> str:
     if checkpoint is None:
         raise FileNotFoundError(f"no checkpoint in {model_dir!r} to evaluate; train first")
     return checkpoint
+
+
+def _worst_rows(prepared: "PrepareResult", truth: Truth, candidate: Scores) -> List[Dict[str, Any]]:
+    """The worst-predicted eval rows, placed in the input by the prepared dataset's eval places (`places`)."""
+    names = [described["name"] for described in prepared.manifest.get("inputs", [])]
+    places = read_places(prepared.output_dir)
+    return worst_rows(truth, candidate, prepared.schema, prepared.files("eval"), places, names)
 
 
 def _learned_rows(prepared: "PrepareResult") -> Tuple[List[str], int]:

@@ -1,13 +1,17 @@
 """The evaluation report: one standalone HTML file (plots embedded as PNG, nothing fetched) and a short Markdown
 summary, for a reviewer deciding whether a model should have been published.
 
-Beside the verdict and the task's plots it shows what the evaluate stage adds when it computed them: the metrics
-per slice of the eval rows (worst first), bootstrap confidence intervals of the headline metrics and the paired
-comparison with the baseline, and the features' permutation importance (and integrated-gradient attributions).
+It reads as a story, in this order: the verdict and its checks; the run's header (run, start, duration so far,
+data, code, model); the headline metrics with their bootstrap confidence intervals and the change against the
+baseline (with the paired interval and its verdict); the metrics per slice of the eval rows (worst first); the
+features' permutation importance (and integrated-gradient attributions); the training and validation loss curves
+with the selected step; the worst-predicted eval rows with their input file and line; the task's plots; the data;
+the run's config. Each part the evaluation did not compute is left out.
 
 Runs on the host CPU after evaluation, from what the evaluate stage already holds: the verdict and its checks,
-the eval rows' labels, the candidate's (and baseline's) scores, and the prepared data's manifest. Plots are
-drawn with matplotlib on figures of their own (no pyplot, no display).
+the eval rows' labels, the candidate's (and baseline's) scores, the worst rows, the loss curves
+(`evaluation.curves`), and the prepared data's manifest. Plots are drawn with matplotlib on figures of their own
+(no pyplot, no display).
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ import hashlib
 import html
 import io
 import json
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -43,7 +48,7 @@ text-align:left}th{background:#f5f5f7}td.n{text-align:right;font-variant-numeric
 img{max-width:32rem}pre{background:#f5f5f7;padding:.6rem;font-size:.8rem;white-space:pre-wrap;word-break:break-all}
 summary{cursor:pointer;font-weight:600;margin:.8rem 0}.facts td{overflow-wrap:anywhere}
 .facts td:first-child{white-space:nowrap}.wide{overflow-x:auto}tr.fail td{background:#fce8e6}
-tr.unjudged td{color:#5f6368}
+tr.unjudged td{color:#5f6368}#curves img{max-width:42rem}
 """
 
 
@@ -83,6 +88,34 @@ class ReportInputs:
     slices: Optional[Mapping[str, Any]] = None
     intervals: Optional[Mapping[str, Any]] = None
     importance: Optional[Mapping[str, Any]] = None
+    header: Optional["RunHeader"] = None
+    curves: Optional[Mapping[str, Any]] = None
+    worst_rows: Optional[Sequence[Mapping[str, Any]]] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class RunHeader:
+    """The facts a reader wants first: which run, when, how long so far, on what data, with what code and model.
+
+    Attributes:
+      run: the pipeline run's name (a local run's directory "<pipeline>-<run id>", a Vertex AI PipelineJob's name).
+      started: when the run's first counted stage started (ISO 8601 UTC).
+      written: when the report was written (ISO 8601 UTC): the duration is from `started` to it.
+      covers: which stages the duration covers (the report is written before the run ends).
+      data: (input file name, rows) per input file.
+      data_fingerprint: the input data's fingerprint (sha256 over the files' contents).
+      code: the package's commit (and whether the checkout was modified), else its version (and image).
+      model: the model family, or the user's model_fn.
+    """
+
+    run: str
+    started: str
+    written: str
+    covers: str
+    data: Tuple[Tuple[str, int], ...]
+    data_fingerprint: str
+    code: str
+    model: str
 
 
 # -- plots ------------------------------------------------------------------------------------------------------------
@@ -264,6 +297,25 @@ def importance_plots(importance: Mapping[str, Any]) -> List[Tuple[str, str]]:
     return plots
 
 
+def curves_plot(curves: Mapping[str, Any]) -> str:
+    """The training loss and the validation rounds' loss over steps, the selected (best) step marked."""
+    fig = Figure(figsize=(7.0, 4.0), dpi=90)
+    ax = fig.subplots()
+    train, validation = curves.get("train") or [], curves.get("validation") or []
+    if train:
+        ax.plot([s for s, _ in train], [v for _, v in train], color="#4c72b0", label="training (batch)")
+    if validation:
+        steps, losses = [s for s, _ in validation], [v for _, v in validation]
+        ax.plot(steps, losses, color="#dd8452", marker="o", label="validation (every row)")
+    best = curves.get("best_step")
+    if best is not None:
+        ax.axvline(best, color="#137333", linestyle="--", linewidth=2, label=f"selected: best step {best}")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole
+    ax.set(xlabel="step", ylabel="loss", title="Loss during training")
+    ax.legend(loc="upper right")
+    return _png(fig)
+
+
 # -- tables -----------------------------------------------------------------------------------------------------------
 class _Figure(str):
     """A number already written out (e.g. with its interval): right-aligned like a number, escaped like text."""
@@ -316,20 +368,38 @@ def comparison_text(intervals: Mapping[str, Any]) -> Optional[str]:
 
 
 def _metrics_table(inputs: ReportInputs) -> str:
-    """Each blessing metric beside the baseline's and the reference's; the candidate's with its confidence
-    interval where the run computed one."""
+    """Each headline metric: the candidate's (with its confidence interval where the run computed one), the
+    baseline's and the change against it (with the paired interval and its verdict for the metric the paired
+    comparison judged), and the reference's."""
     intervals = inputs.intervals or {}
-    spans = intervals.get("metrics") or {}
-    candidate: Dict[str, Any] = dict(inputs.blessing.candidate_metrics)
-    candidate.update({name: _Figure(interval_text(span, intervals["confidence"])) for name, span in spans.items()})
-    columns = [("candidate", candidate)]
-    if inputs.blessing.baseline_metrics:
-        columns.append(("baseline (last published)", inputs.blessing.baseline_metrics))
+    candidate, baseline = inputs.blessing.candidate_metrics, inputs.blessing.baseline_metrics or {}
+    reference = inputs.reference_metrics or {}
+    paired = intervals.get("baseline") or {}
+    header = ["metric", "candidate"]
+    if baseline:
+        header += ["baseline (last published)", "candidate - baseline"]
+        header += [f"paired {intervals['confidence'] * 100:g}% interval", "verdict"] if paired else []
+    header += ["reference"] if reference else []
+    names = sorted({*candidate, *baseline, *reference})
+    rows = [_metric_row(name, inputs, paired) for name in names]
+    return _table(header, rows) + _intervals_note(intervals)
+
+
+def _metric_row(name: str, inputs: ReportInputs, paired: Mapping[str, Any]) -> List[Any]:
+    intervals = inputs.intervals or {}
+    candidate, baseline = inputs.blessing.candidate_metrics, inputs.blessing.baseline_metrics or {}
+    span = (intervals.get("metrics") or {}).get(name)
+    row: List[Any] = [name, _Figure(interval_text(span, intervals["confidence"])) if span else candidate.get(name, "")]
+    if baseline:
+        both = name in candidate and name in baseline
+        row += [baseline.get(name, ""), _Figure(f"{candidate[name] - baseline[name]:+.4f}") if both else ""]
+        if paired:
+            judged = paired["metric"] == name
+            row += [_Figure(f"[{paired['low']:+.4f}, {paired['high']:+.4f}]") if judged else ""]
+            row += [paired["verdict"] if judged else ""]
     if inputs.reference_metrics:
-        columns.append(("reference", inputs.reference_metrics))
-    names = sorted({name for _, metrics in columns for name in metrics})
-    rows = [[name] + [metrics.get(name, "") for _, metrics in columns] for name in names]
-    return _table(["metric"] + [label for label, _ in columns], rows) + _intervals_note(intervals)
+        row.append(inputs.reference_metrics.get(name, ""))
+    return row
 
 
 def _intervals_note(intervals: Mapping[str, Any]) -> str:
@@ -339,9 +409,11 @@ def _intervals_note(intervals: Mapping[str, Any]) -> str:
         f"<p>Intervals: {intervals['confidence'] * 100:g}% bootstrap over the eval rows "
         f"({intervals['replicates']} replicates, seed {intervals['seed']}).</p>"
     )
-    comparison = comparison_text(intervals)
-    if comparison:
-        note += f"<p>Against the baseline, paired on the same rows: {html.escape(comparison)}</p>"
+    if intervals.get("baseline"):
+        note += (
+            "<p>The paired interval is of candidate - baseline, both scored on the same eval rows: the verdict "
+            "says whether the candidate is better or worse beyond the noise, or no different.</p>"
+        )
     return note
 
 
@@ -390,6 +462,85 @@ def _importance_section(importance: Mapping[str, Any]) -> str:
         f"{importance.get('repeats')} repeats).</p>"
     )
     return note + _figures(importance_plots(importance)) + _table(header, rows)
+
+
+def _duration(started: str, written: str) -> str:
+    """Whole seconds between two ISO times, as "1 h 02 min 03 s", "2 min 03 s" or "3 s"."""
+    seconds = max(0, round((datetime.fromisoformat(written) - datetime.fromisoformat(started)).total_seconds()))
+    hours, rest = divmod(seconds, 3600)
+    minutes, seconds = divmod(rest, 60)
+    if hours:
+        return f"{hours} h {minutes:02d} min {seconds:02d} s"
+    return f"{minutes} min {seconds:02d} s" if minutes else f"{seconds} s"
+
+
+def _utc(moment: str) -> str:
+    """An ISO time as "2026-11-25 21:19:12 UTC"."""
+    return datetime.fromisoformat(moment).astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _header_section(header: RunHeader) -> str:
+    """The run's facts, one per line: run, date, duration so far (and what it covers), data, code, model."""
+    files = ", ".join(f"{name} ({rows} rows)" for name, rows in header.data) or "none recorded"
+    facts = [
+        ["run", header.run],
+        ["started", _utc(header.started)],
+        ["duration so far", f"{_duration(header.started, header.written)} ({header.covers})"],
+        ["data", files],
+        ["data fingerprint", header.data_fingerprint[:12] or "none recorded"],
+        ["code", header.code],
+        ["model", header.model],
+    ]
+    return _table(["what", "value"], facts).replace("<table>", '<table class="facts">', 1)
+
+
+def _curves_section(curves: Mapping[str, Any]) -> str:
+    """The loss curves, and which step is the model."""
+    best = curves.get("best_step")
+    if best is not None:
+        chosen = f"The evaluated model is the checkpoint of step {best}, the lowest validation loss."
+    else:
+        chosen = "No validation split: the evaluated model is the last checkpoint."
+    note = (
+        "<p>Training loss: each logged batch's (TensorBoard's training loss). Validation loss: over every "
+        f"validation row after each round. {chosen}</p>"
+    )
+    return note + _figures([("Loss during training", curves_plot(curves))])
+
+
+def _original_value(value: Any) -> Any:
+    """A feature's value as prepared: a number to float32's 7 significant digits (39.1, not 39.0999985), a
+    missing one as "missing"."""
+    if value is None:
+        return "missing"
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return _Figure(f"{value:.7g}")
+    return value
+
+
+def _worst_rows_section(rows: Sequence[Mapping[str, Any]], classification: bool) -> str:
+    """The worst-predicted eval rows: where each came from, its label and prediction, its loss, its values."""
+    features = list(rows[0]["values"]) if rows else []
+    loss = "log loss" if classification else "absolute error"
+    header = ["key", "input", "label", "predicted"] + (["probability"] if classification else []) + [loss]
+    table = []
+    for row in rows:
+        source = row.get("source")
+        place = f"{source['file']} line {source['line']}" if source else "not recorded"
+        shown = [row["key"], place, row["label"], row["predicted"]]
+        shown += [row["probability"]] if classification else []
+        values = [_original_value(row["values"][f]) for f in features]
+        table.append(shown + [row["loss"]] + values)
+    note = (
+        f"<p>The {len(rows)} eval rows of highest {loss}, worst first, with their input file and line and their "
+        "feature values as prepared (probability: of the predicted class).</p>"
+    )
+    return (
+        note
+        + '<div class="wide">'
+        + _table(header + features, table).replace("<table>", '<table id="worst-rows-table">', 1)
+        + "</div>"
+    )
 
 
 def _checks_table(blessing: Blessing) -> str:
@@ -489,42 +640,22 @@ def performance_plots(truth: Truth, scores: Scores) -> List[Tuple[str, str]]:
 
 
 def render_html(inputs: ReportInputs) -> str:
-    """The standalone HTML report: verdict and checks, metrics beside the baseline's and the reference's,
-    the task's plots, per-class metrics, the data, drift, and the run's fingerprints and config."""
-    blessing, truth = inputs.blessing, inputs.truth
+    """The standalone HTML report, in the order a reviewer reads it: the verdict and its checks, the run's facts,
+    the metrics (with their intervals and the change against the baseline), the slices, the features'
+    importance, the loss curves, the worst-predicted rows, the task's plots, the data, and the run's config."""
+    blessing = inputs.blessing
     badge = (
         '<span class="badge ok">blessed</span>' if blessing.blessed else '<span class="badge fail">not blessed</span>'
     )
     sections = [
         f"<h1>{html.escape(inputs.title)}</h1><p>{badge} {html.escape(blessing.summary())}</p>",
         "<h2>Verdict</h2>" + _checks_table(blessing),
-        "<h2>Metrics</h2>" + _metrics_table(inputs),
     ]
-    if truth is not None and inputs.candidate is not None:
-        plots = performance_plots(truth, inputs.candidate)
-        sections.append("<h2>Performance on the eval rows</h2>" + _figures(plots))
-    if truth is not None and inputs.candidate is not None and truth.classes:
-        rows = per_class_metrics(truth, inputs.candidate)
-        sections.append("<h3>Per class</h3>" + _table(["class", "precision", "recall", "F1", "rows"], rows))
-    if inputs.model_metrics:  # long (every class's precision, recall, AUCs): folded, to keep the plots in view
-        model_rows = sorted(inputs.model_metrics.items())
-        sections.append(
-            "<details><summary>All of the candidate's metrics (exact, on the eval rows)</summary>"
-            + _table(["metric", "value"], model_rows)
-            + "</details>"
-        )
-    if inputs.slices:
-        sections.append(
-            '<section id="slices"><h2>Slices</h2>'
-            + _slices_section(inputs.slices, blessing.num_examples)
-            + "</section>"
-        )
-    if inputs.importance:
-        sections.append(
-            '<section id="importance"><h2>Feature importance</h2>'
-            + _importance_section(inputs.importance)
-            + "</section>"
-        )
+    if inputs.header:
+        sections.append('<section id="header"><h2>This run</h2>' + _header_section(inputs.header) + "</section>")
+    sections.append("<h2>Metrics</h2>" + _metrics_table(inputs))
+    sections += _findings_sections(inputs)
+    sections += _performance_sections(inputs)
     sections.append("<h2>Data</h2>" + _data_section(inputs.manifest))
     if inputs.drift:
         sections.append("<h2>Drift against the last published model's data</h2>" + _drift_section(inputs.drift))
@@ -537,9 +668,46 @@ def render_html(inputs: ReportInputs) -> str:
     )
 
 
+def _findings_sections(inputs: ReportInputs) -> List[str]:
+    """Slices, importance, loss curves and the worst rows: each when the evaluation has it."""
+    sections = []
+    if inputs.slices:
+        body = _slices_section(inputs.slices, inputs.blessing.num_examples)
+        sections.append('<section id="slices"><h2>Slices</h2>' + body + "</section>")
+    if inputs.importance:
+        body = _importance_section(inputs.importance)
+        sections.append('<section id="importance"><h2>Feature importance</h2>' + body + "</section>")
+    if inputs.curves:
+        sections.append('<section id="curves"><h2>Training curves</h2>' + _curves_section(inputs.curves) + "</section>")
+    if inputs.worst_rows:
+        classification = bool(inputs.truth is not None and inputs.truth.classes)
+        body = _worst_rows_section(inputs.worst_rows, classification)
+        sections.append('<section id="worst-rows"><h2>Worst-predicted eval rows</h2>' + body + "</section>")
+    return sections
+
+
+def _performance_sections(inputs: ReportInputs) -> List[str]:
+    """The task's plots, the per-class table and every metric of the candidate (folded)."""
+    truth, sections = inputs.truth, []
+    if truth is not None and inputs.candidate is not None:
+        plots = performance_plots(truth, inputs.candidate)
+        sections.append("<h2>Performance on the eval rows</h2>" + _figures(plots))
+        if truth.classes:
+            rows = per_class_metrics(truth, inputs.candidate)
+            sections.append("<h3>Per class</h3>" + _table(["class", "precision", "recall", "F1", "rows"], rows))
+    if inputs.model_metrics:  # long (every class's precision, recall, AUCs): folded, to keep the plots in view
+        sections.append(
+            "<details><summary>All of the candidate's metrics (exact, on the eval rows)</summary>"
+            + _table(["metric", "value"], sorted(inputs.model_metrics.items()))
+            + "</details>"
+        )
+    return sections
+
+
 def render_markdown(inputs: ReportInputs) -> str:
     """The verdict and headline metrics as Markdown (what Vertex AI's run page renders). Every name and message
-    is `markdown_text`: a label, class or column name shows as written, never as markup."""
+    is `markdown_text`: a label, class or column name shows as written, never as markup. It has no header (run,
+    times): the same evaluation gives the same verdict file, which a reproduced run compares."""
     blessing, md = inputs.blessing, markdown_text
     lines = [
         f"# {md(inputs.title)}",
@@ -615,9 +783,10 @@ class WrittenReport:
 
     @property
     def fingerprint(self) -> str:
-        """The HTML report's content fingerprint: everything it shows but the run's facts (paths, and fingerprints
-        a stage manifest records anyway), so the same evaluation written elsewhere has the same fingerprint."""
-        shown = render_html(dataclasses.replace(self.inputs, run={}))
+        """The HTML report's content fingerprint: everything it shows but the run's facts and header (paths,
+        times, and fingerprints a stage manifest records anyway), so the same evaluation written elsewhere or
+        later has the same fingerprint."""
+        shown = render_html(dataclasses.replace(self.inputs, run={}, header=None))
         return hashlib.sha256(shown.encode("utf-8")).hexdigest()
 
 
@@ -646,6 +815,7 @@ def report_inputs(
         slices=evaluation.slices,
         intervals=evaluation.intervals,
         importance=evaluation.importance,
+        worst_rows=evaluation.worst_rows,
     )
 
 

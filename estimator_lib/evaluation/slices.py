@@ -60,12 +60,13 @@ class SliceSet:
 
 
 def read_original_values(
-    schema: Schema, files: Sequence[Patterns], features: Sequence[str]
+    schema: Schema, files: Sequence[Patterns], features: Sequence[str], positions: Optional[Sequence[int]] = None
 ) -> Tuple[List[str], Dict[str, np.ndarray]]:
     """Reads prepared TFRecords' keys and the original values of `features` (original names). Host CPU.
 
     Returns (keys, {feature: values}): numerics float64 [N] with NaN where missing, categoricals object [N] of
-    their canonical text with None where missing (a prepared record omits a missing value).
+    their canonical text with None where missing (a prepared record omits a missing value). With `positions`,
+    only the records at those positions (counted in the files' order) are parsed, kept in the files' order.
     """
     specs = [schema.feature(name) for name in features]
     parse: Dict[str, Any] = {KEY_FEATURE: tf.io.FixedLenFeature([], tf.string, default_value="")}
@@ -76,7 +77,11 @@ def read_original_values(
     paths = [p for pattern in files for p in resolve_files(pattern)]
     keys: List[str] = []
     columns: Dict[str, List[np.ndarray]] = {f.name: [] for f in specs}
-    for batch in tf.data.TFRecordDataset(paths).batch(_READ_BATCH):
+    dataset = tf.data.TFRecordDataset(paths)
+    if positions is not None:
+        wanted = tf.constant(list(positions) or [-1], tf.int64)
+        dataset = dataset.enumerate().filter(lambda i, _: tf.reduce_any(tf.equal(i, wanted))).map(lambda _, s: s)
+    for batch in dataset.batch(_READ_BATCH):
         parsed = tf.io.parse_example(batch, parse)
         keys.extend(k.decode("utf-8") for k in parsed[KEY_FEATURE].numpy())
         for f in specs:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 
 import pytest
 import tensorflow as tf
@@ -234,6 +235,24 @@ def test_evaluate_writes_the_html_report_and_the_markdown_verdict(stages):
     assert stages["blessing"].metadata["blessed"] is True
 
 
+def test_the_report_tells_the_runs_story(stages):
+    """The header names the run (the directory of its tasks) and its data; the curves and the worst rows come
+    from the model directory and the prepared dataset; a worst row's input line holds its values."""
+    with open(stages["report"].uri, encoding="utf-8") as f:
+        document = f.read()
+    header = document[document.index('<section id="header">') : document.index("</section>")]
+    assert f"<tr><td>run</td><td>{os.path.basename(stages['work'])}</td></tr>" in header
+    assert "<tr><td>data</td><td>data.csv (160 rows)</td></tr>" in header and "<td>linear family</td>" in header
+    assert "prepare, train, evaluate until this report" in header
+    assert "The evaluated model is the checkpoint of step 40, the lowest validation loss." in document
+    rows = re.findall(r"<tr><td>([^<]+)</td><td>data\.csv line (\d+)</td><td>(no|yes)</td>", document)
+    assert len(rows) == 10
+    with open(stages["work"] / "data.csv", encoding="utf-8", newline="") as f:
+        lines = f.read().splitlines()
+    for _, line, label in rows:
+        assert lines[int(line) - 1].endswith("," + label)
+
+
 def test_batch_predict_export_and_release(stages):
     predictions = stages["predictions"].metadata
     assert predictions["count"] == stages["dataset"].metadata["counts"]["eval"]
@@ -308,7 +327,8 @@ def test_evaluate_scores_the_published_baseline_with_the_same_code(stages, tmp_p
     assert os.path.exists(os.path.join(blessing.uri, "baseline", "manifest.json"))
     with open(report.uri, encoding="utf-8") as f:
         document = f.read()
-    assert "<th>candidate</th><th>baseline (last published)</th><th>reference</th>" in document
+    columns = "<th>candidate</th><th>baseline (last published)</th><th>candidate - baseline</th>"
+    assert columns in document and "<th>reference</th>" in document
     drift = document.split("Drift against the last published model's data</h2>")[1].split("</table>")[0]
     assert "<td>island</td>" in drift and "0.0123" in drift and "0.0456" in drift
     shown = blessing.metadata["slices"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import math
+import os
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from estimator_lib.config import BlessingConfig, JobConfig, PrepareConfig, Train
 from estimator_lib.data import prepare, records
 from estimator_lib.data.prepare import PrepareResult
 from estimator_lib.evaluation import evaluate_and_bless
+from estimator_lib.evaluation.worst import row_losses
 from estimator_lib.model import inputs
 
 TPUEstimator = tf.compat.v1.estimator.tpu.TPUEstimator
@@ -136,10 +138,27 @@ def test_the_candidate_passes_over_the_eval_split_once(classes_run):
     eval_files = set(inputs.resolve_files(prepared.files("eval")))
     eval_reads = [files for files in counted.reads if eval_files & set(files)]
     # The model's one pass (the predict input), one host read for the labels and the linear reference's inputs,
-    # and the importance's sample. Before: an estimator eval, a prediction, and two host reads (labels; the
-    # reference's inputs).
-    assert len(eval_reads) == 3, counted.reads
+    # the importance's sample, and the worst rows' original values (only their records parsed). Before: an
+    # estimator eval, a prediction, and two host reads (labels; the reference's inputs).
+    assert len(eval_reads) == 4, counted.reads
     assert evaluation.global_step > 0 and evaluation.checkpoint.endswith(f"model.ckpt-{evaluation.global_step}")
+
+
+def test_the_worst_rows_are_the_highest_log_losses_on_their_input_lines(classes_run):
+    _, prepared, _, evaluation, _ = classes_run
+    worst = evaluation.worst_rows
+    losses = row_losses(evaluation.truth, evaluation.candidate)
+    assert [row["loss"] for row in worst] == sorted(losses, reverse=True)[:10]
+    with open(os.path.join(os.path.dirname(prepared.output_dir), "table.csv"), encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    header = lines[0].split(",")
+    for row in worst:
+        i = evaluation.truth.keys.index(row["key"])
+        assert row["probability"] == evaluation.candidate.probabilities[i].max()
+        assert row["source"]["file"] == "table.csv"
+        line = dict(zip(header, lines[row["source"]["line"] - 1].split(",")))
+        assert line["y"] == row["label"]
+        assert {name: float(line[name]) for name in row["values"]} == pytest.approx(row["values"], rel=1e-6)
 
 
 def test_the_evaluation_ranks_the_features_the_label_is_made_of_first(classes_run):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 import types
 
 import numpy as np
@@ -10,6 +11,7 @@ import pytest
 from markup_checks import HOSTILE, assert_html_shows, assert_markdown_shows
 from report_checks import (
     CLASSIFICATION_PLOTS,
+    CURVES_PLOTS,
     IMPORTANCE_PLOTS,
     assert_complete_report,
     assert_valid_png,
@@ -78,9 +80,12 @@ def test_classification_report_holds_every_section_and_plot(classification):
     document = report_lib.render_html(classification)
     assert_complete_report(document, classification=True)
     assert "<h2>Drift" in document and '<span class="badge ok">blessed</span>' in document
-    assert "<th>candidate</th><th>baseline (last published)</th><th>reference</th>" in document
+    header = "<th>candidate</th><th>baseline (last published)</th><th>candidate - baseline</th><th>reference</th>"
+    assert header in document
     assert "Missing values (imputed)" in document and "Class balance" in document and "abc123" in document
     assert "<h2>Slices" not in document and "<h2>Feature importance" not in document and "Intervals:" not in document
+    assert '<section id="header">' not in document and '<section id="curves">' not in document
+    assert '<section id="worst-rows">' not in document
 
 
 def test_regression_report_shows_residual_plots(regression):
@@ -142,21 +147,121 @@ def test_the_slice_table_lists_slices_worst_first_with_rows_metrics_and_results(
     assert "A slice of fewer than 10 rows is shown but too few rows to judge." in document
 
 
-def test_headline_metrics_show_their_intervals_and_the_paired_comparison(findings):
+def test_headline_metrics_show_their_intervals_and_the_change_against_the_baseline(findings):
     document = report_lib.render_html(findings)
-    assert '<tr><td>accuracy</td><td class="n">0.8750 [0.82, 0.93] 95%</td><td class="n">0.7833</td></tr>' in document
-    assert "<p>Intervals: 95% bootstrap over the eval rows (200 replicates, seed 0).</p>" in document
     assert (
-        "<p>Against the baseline, paired on the same rows: accuracy: candidate - baseline = +0.0917 "
-        "[+0.0250, +0.1669] 95%: better</p>"
+        "<tr><th>metric</th><th>candidate</th><th>baseline (last published)</th><th>candidate - baseline</th>"
+        "<th>paired 95% interval</th><th>verdict</th></tr>"
+        '<tr><td>accuracy</td><td class="n">0.8750 [0.82, 0.93] 95%</td><td class="n">0.7833</td>'
+        '<td class="n">+0.0917</td><td class="n">[+0.0250, +0.1669]</td><td>better</td></tr></table>'
     ) in document
+    assert "<p>Intervals: 95% bootstrap over the eval rows (200 replicates, seed 0).</p>" in document
+    assert "candidate - baseline = " not in document  # the paired interval is in the table, not repeated
+
+
+def test_the_change_against_the_baseline_covers_every_headline_metric(regression):
+    both = dataclasses.replace(
+        regression.blessing,
+        candidate_metrics={"r2": 0.912345, "rmse": 1.0},
+        baseline_metrics={"r2": 0.9, "rmse": 1.04321},
+    )
+    document = report_lib.render_html(dataclasses.replace(regression, blessing=both))
+    assert (
+        '<tr><td>r2</td><td class="n">0.9123</td><td class="n">0.9000</td><td class="n">+0.0123</td></tr>'
+        '<tr><td>rmse</td><td class="n">1.0000</td><td class="n">1.0432</td><td class="n">-0.0432</td></tr>'
+    ) in document
+    assert "paired" not in document  # no intervals: no paired column
+
+
+# -- the header, the loss curves, the worst rows ---------------------------------------------------------------
+def test_the_header_gives_the_run_its_date_duration_data_code_and_model(findings):
+    document = report_lib.render_html(findings)
+    section = document[document.index('<section id="header">') : document.index("</section>")]
+    assert section == (
+        '<section id="header"><h2>This run</h2><table class="facts"><tr><th>what</th><th>value</th></tr>'
+        "<tr><td>run</td><td>tpu-estimator-pipeline-20261125T211912Z-a1b2c3</td></tr>"
+        "<tr><td>started</td><td>2026-11-25 21:19:12 UTC</td></tr>"
+        "<tr><td>duration so far</td><td>2 min 35 s (prepare, train, evaluate until this report; batch prediction, "
+        "export, the serving check and release run after it)</td></tr>"
+        "<tr><td>data</td><td>penguins.csv (480 rows)</td></tr>"
+        "<tr><td>data fingerprint</td><td>9f2c41d07be3</td></tr>"
+        "<tr><td>code</td><td>commit 2f05c19a1b2c</td></tr>"
+        "<tr><td>model</td><td>dnn family</td></tr></table>"
+    )
+
+
+@pytest.mark.parametrize(
+    "started, written, shown",
+    [
+        ("2026-11-25T21:19:12+00:00", "2026-11-25T21:19:15+00:00", "3 s"),
+        ("2026-11-25T21:19:12+00:00", "2026-11-25T21:21:47+00:00", "2 min 35 s"),
+        ("2026-11-25T20:19:12+00:00", "2026-11-25T21:21:07+00:00", "1 h 01 min 55 s"),
+        ("2026-11-25T21:19:12+00:00", "2026-11-25T21:19:11+00:00", "0 s"),  # clocks of two machines
+    ],
+)
+def test_durations_read_as_hours_minutes_and_seconds(started, written, shown):
+    assert report_lib._duration(started, written) == shown
+
+
+def test_the_curves_mark_the_selected_step(findings):
+    document = report_lib.render_html(findings)
+    section = document[document.index('<section id="curves">') :]
+    assert section.startswith(
+        "<section id=\"curves\"><h2>Training curves</h2><p>Training loss: each logged batch's (TensorBoard's "
+        "training loss). Validation loss: over every validation row after each round. The evaluated model is the "
+        "checkpoint of step 600, the lowest validation loss.</p>"
+    )
+    captions = [caption for caption, _ in images(document)]
+    assert captions == IMPORTANCE_PLOTS + CURVES_PLOTS + CLASSIFICATION_PLOTS
+    assert_valid_png(images(document)[2][1])
+    newest = dict(findings.curves, validation=[], best_step=None)
+    assert "No validation split: the evaluated model is the last checkpoint." in report_lib._curves_section(newest)
+
+
+def test_the_worst_rows_show_their_input_line_prediction_and_values(findings):
+    document = report_lib.render_html(findings)
+    table = document[
+        document.index('<table id="worst-rows-table">') : document.index("</table>", document.index("worst-rows-table"))
+    ]
+    assert table.count("<tr") == 11  # the header and 10 rows
+    assert (
+        "<tr><th>key</th><th>input</th><th>label</th><th>predicted</th><th>probability</th><th>log loss</th>"
+        "<th>bill</th><th>flipper</th><th>noise</th><th>island</th></tr>"
+        '<tr><td>k79</td><td>penguins.csv line 81</td><td>Chinstrap</td><td>Gentoo</td><td class="n">0.9625</td>'
+        '<td class="n">3.2833</td><td class="n">1.9</td><td class="n">0.79</td><td class="n">0.68</td>'
+        "<td>Biscoe</td></tr>"
+    ) in table
+    losses = [
+        float(x) for x in re.findall(r'<td class="n">[0-9.]+</td><td class="n">([0-9.]+)</td><td class="n">', table)
+    ]
+    assert len(losses) == 10 and losses == sorted(losses, reverse=True)
+    assert "The 10 eval rows of highest log loss, worst first" in document
+
+
+def test_a_worst_row_without_a_recorded_line_or_value_says_so(regression):
+    row = {"key": "r1", "label": 3.0, "predicted": 5.5, "probability": None, "loss": 2.5, "source": None}
+    document = report_lib.render_html(dataclasses.replace(regression, worst_rows=[{**row, "values": {"x": None}}]))
+    assert (
+        "<tr><th>key</th><th>input</th><th>label</th><th>predicted</th><th>absolute error</th><th>x</th></tr>"
+        '<tr><td>r1</td><td>not recorded</td><td class="n">3.0000</td><td class="n">5.5000</td>'
+        '<td class="n">2.5000</td><td>missing</td></tr>'
+    ) in document
+
+
+def test_the_fingerprint_leaves_out_the_header(findings, tmp_path):
+    first = report_lib.write_report(findings, str(tmp_path / "a.html"), str(tmp_path / "a.md"))
+    later = dataclasses.replace(findings.header, run="another", written="2026-11-26T00:00:00+00:00")
+    moved = dataclasses.replace(findings, header=later)
+    assert report_lib.write_report(moved, str(tmp_path / "b.html"), str(tmp_path / "b.md")).fingerprint == (
+        first.fingerprint
+    )
 
 
 def test_importance_is_charted_and_tabled(findings):
     document = report_lib.render_html(findings)
     captions = [caption for caption, _ in images(document)]
-    assert captions == CLASSIFICATION_PLOTS + IMPORTANCE_PLOTS
-    for _, data in images(document)[-2:]:
+    assert captions == IMPORTANCE_PLOTS + CURVES_PLOTS + CLASSIFICATION_PLOTS
+    for _, data in images(document)[:2]:
         assert_valid_png(data)
     assert "<th>feature</th><th>permutation importance</th><th>std</th><th>integrated gradients</th>" in document
     row = '<tr><td>bill</td><td class="n">0.5611</td><td class="n">0.0039</td><td class="n">0.4853</td></tr>'
@@ -167,6 +272,7 @@ def test_importance_is_charted_and_tabled(findings):
 
 def test_the_markdown_verdict_names_the_interval_the_worst_judged_slice_and_the_top_features(findings):
     text = report_lib.render_markdown(findings)
+    assert "20261125T211912Z" not in text and "| check | result | reason |" in text  # no header: reproducible
     assert (
         "- accuracy: 0.8750 [0.82, 0.93] 95% (bootstrap, 200 replicates, seed 0)\n"
         "- Against the baseline (paired, same rows): accuracy: candidate - baseline = +0.0917 \\[+0.0250, "
@@ -179,12 +285,21 @@ def test_the_markdown_verdict_names_the_interval_the_worst_judged_slice_and_the_
 
 def test_slice_and_feature_names_show_as_text(findings):
     slices = dict(findings.slices, slices=[dict(row, name=f"{HOSTILE}=1") for row in findings.slices["slices"]])
+    header = dataclasses.replace(findings.header, run=HOSTILE, data=((HOSTILE, 1),), model=f"your model_fn {HOSTILE}")
+    worst = [
+        dict(row, key=HOSTILE, source={"file": HOSTILE, "line": 2}, values={**row["values"], "island": HOSTILE})
+        for row in findings.worst_rows
+    ]
     permutation = [
         dict(p, feature=f"{HOSTILE}$\\frac$" if p["feature"] == "bill" else p["feature"])
         for p in findings.importance["permutation"]
     ]
     hostile = dataclasses.replace(
-        findings, slices=slices, importance=dict(findings.importance, permutation=permutation)
+        findings,
+        slices=slices,
+        importance=dict(findings.importance, permutation=permutation),
+        header=header,
+        worst_rows=worst,
     )
     document = report_lib.render_html(hostile)
     assert_html_shows(document, names=(f"{HOSTILE}=1", f"{HOSTILE}$\\frac$"))

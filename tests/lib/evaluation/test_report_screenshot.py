@@ -1,6 +1,6 @@
-"""The evaluation report as a reviewer sees it: rendered by headless Chromium, the slice table and the
-feature-importance chart laid out, visible and drawn (checked on the page's layout and on a full-page screenshot,
-not on the HTML text).
+"""The evaluation report as a reviewer sees it: rendered by headless Chromium, the run's header, the loss curves,
+the slice table and the feature-importance chart laid out, visible and drawn (checked on the page's layout and on
+a full-page screenshot, not on the HTML text).
 
 Chromium is driven over its DevTools protocol on a pipe (`--remote-debugging-pipe`: JSON messages ending in a NUL
 byte, read on fd 4 and written on fd 3 by the browser), so nothing but Debian's `chromium` package is needed and
@@ -46,6 +46,8 @@ TIMEOUT = 60.0
 WIDTH, HEIGHT = 1280, 900
 BAR_BLUE = np.array([0x4C, 0x72, 0xB0]) / 255.0  # the importance bars' colour (report._bar_plot)
 FAILED_ROW = np.array([0xFC, 0xE8, 0xE6]) / 255.0  # a failed slice's row background (report._STYLE)
+VALIDATION_ORANGE = np.array([0xDD, 0x84, 0x52]) / 255.0  # the validation curve's colour (report.curves_plot)
+SELECTED_GREEN = np.array([0x13, 0x73, 0x33]) / 255.0  # the selected step's line (report.curves_plot)
 
 
 def _above_nine(fd: int) -> int:
@@ -161,8 +163,14 @@ LAYOUT = """(() => {
   };
   const table = document.getElementById('slice-table');
   const chart = document.querySelector('#importance img[alt="Permutation importance"]');
+  const header = document.querySelector('#header table');
+  const curves = document.querySelector('#curves img[alt="Loss during training"]');
   const result = {table: box(table), chart: box(chart), natural_width: chart.naturalWidth,
-                  rows: [...table.rows].map(row => [...row.cells].map(cell => cell.innerText))};
+                  rows: [...table.rows].map(row => [...row.cells].map(cell => cell.innerText)),
+                  header: box(header), facts: [...header.rows].map(row => [...row.cells].map(c => c.innerText)),
+                  curves: box(curves), curves_width: curves.naturalWidth,
+                  order: ['header', 'slices', 'importance', 'curves', 'worst-rows'].map(
+                    id => document.getElementById(id).getBoundingClientRect().top + scrollY)};
   scrollTo(0, 0);
   result.page = {width: document.documentElement.scrollWidth, height: document.documentElement.scrollHeight};
   return result;
@@ -196,13 +204,49 @@ def _assert_laid_out(layout: Dict[str, Any]) -> None:
         assert 0 < box["x"] and box["x"] + box["width"] <= size["width"] and box["y"] + box["height"] <= size["height"]
 
 
-def test_chromium_shows_the_slice_table_and_the_importance_chart(chromium, tmp_path):
+def _assert_story_laid_out(layout: Dict[str, Any]) -> None:
+    """The header and the curves are displayed, on top, inside the page, and the sections in reading order."""
+    header, curves, size = layout["header"], layout["curves"], layout["page"]
+    assert header["shown"] and header["on_top"] and header["width"] > 300 and header["height"] > 100, header
+    assert [row[0] for row in layout["facts"]] == [
+        "what",
+        "run",
+        "started",
+        "duration so far",
+        "data",
+        "data fingerprint",
+        "code",
+        "model",
+    ]
+    assert layout["facts"][2][1] == "2026-11-25 21:19:12 UTC"
+    assert curves["shown"] and curves["on_top"] and layout["curves_width"] == curves["width"] == 630, curves
+    for box in (header, curves):
+        assert 0 < box["x"] and box["x"] + box["width"] <= size["width"] and box["y"] + box["height"] <= size["height"]
+    assert layout["order"] == sorted(layout["order"])
+
+
+def _assert_curves_drawn(pixels: np.ndarray, layout: Dict[str, Any], screenshot: Any) -> None:
+    drawn = _region(pixels, layout["curves"])
+    for colour, name in (
+        (VALIDATION_ORANGE, "validation curve"),
+        (SELECTED_GREEN, "selected step"),
+        (BAR_BLUE, "training curve"),
+    ):
+        found = np.all(np.abs(drawn - colour) < 0.05, axis=-1).sum()
+        assert found > 50, f"{found} pixels of the {name}'s colour in the curves' region of {screenshot}"
+    facts = _region(pixels, layout["header"])
+    assert (facts.max(axis=-1) < 0.3).sum() > 200, f"no dark text in the header's region of {screenshot}"
+
+
+def test_chromium_shows_the_header_curves_slice_table_and_importance_chart(chromium, tmp_path):
     page, screenshot = tmp_path / "report.html", tmp_path / "report.png"
     page.write_text(report_lib.render_html(penguin_findings()), encoding="utf-8")
     session = chromium.open_page(page.as_uri())
     layout = chromium.evaluate(session, LAYOUT)
     _assert_laid_out(layout)
+    _assert_story_laid_out(layout)
     pixels = _full_page_screenshot(chromium, session, layout["page"], screenshot)
+    _assert_curves_drawn(pixels, layout, screenshot)
     assert pixels.shape[:2] == (layout["page"]["height"], layout["page"]["width"])
 
     drawn = _region(pixels, layout["chart"])
