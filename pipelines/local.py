@@ -1026,6 +1026,16 @@ def importance_summary(blessing: Any) -> dict[str, Any] | None:
     return {**importance, **counts}
 
 
+def intervals_summary(blessing: Any) -> dict[str, Any] | None:
+    """The bootstrap intervals of the headline metrics (and the paired difference with the baseline), with the
+    counts and the seed as ints (KFP metadata numbers are floats); None for a user model."""
+    intervals = dict(blessing.metadata.get("intervals") or {})
+    if not intervals:
+        return None
+    counts = {k: int(_number(intervals[k])) for k in ("replicates", "seed", "auc_replicates") if k in intervals}
+    return {**intervals, **counts}
+
+
 def slices_summary(blessing: Any) -> dict[str, Any] | None:
     """The worst slices, the counts and where the full table is (slices.json in the evaluate artifact), with row
     counts as ints (KFP metadata numbers are floats); None when the run named no slice."""
@@ -1048,7 +1058,7 @@ def summarize(outputs: Mapping[str, Any], arguments: Mapping[str, Any]) -> dict[
         "metrics": metrics,
         "blessed": bool(blessing.metadata["blessed"]),
         # bootstrap intervals of the headline metrics and of the difference with the baseline (None: a user model)
-        "intervals": dict(blessing.metadata.get("intervals") or {}) or None,
+        "intervals": intervals_summary(blessing),
         "blessing": {
             "summary": blessing.metadata["summary"],
             "reasons": list(blessing.metadata["reasons"]),

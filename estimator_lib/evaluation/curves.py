@@ -15,9 +15,8 @@ import tensorflow as tf
 from estimator_lib import summaries
 from estimator_lib.model import checkpoints
 
-# The training loss's tag, first found wins. TPUEstimator names its own loss "loss", or "loss_1" when the
-# model's host_call writes a "loss" too (one step behind: the host_call sees the step before it is counted).
-TRAIN_LOSS_TAGS = ("loss_1", "loss")
+# The training loss's tag: Estimator's own summary of the train op's loss (the model writes no second one).
+TRAIN_LOSS_TAGS = ("loss",)
 
 
 def _value(value: Any) -> float:

@@ -29,10 +29,9 @@ def _write_v2(directory, tag, points):
 
 
 def test_the_curves_are_the_estimators_loss_and_the_validation_rounds(tmp_path):
-    _write_v2(tmp_path, "loss", [(0, 9.0), (100, 8.0)])  # the host_call's: one step behind
-    _write_v1(tmp_path, "loss_1", [(100, 2.0), (200, 1.5)])
-    _write_v1(tmp_path, "loss_1", [(200, 1.25), (300, 1.0)])  # a resumed run wrote step 200 again, later
-    _write_v1(tmp_path / "eval_valid", "loss_1", [(100, 7.0)])  # another directory: not training's
+    _write_v1(tmp_path, "loss", [(100, 2.0), (200, 1.5)])
+    _write_v1(tmp_path, "loss", [(200, 1.25), (300, 1.0)])  # a resumed run wrote step 200 again, later
+    _write_v1(tmp_path / "eval_valid", "loss", [(100, 7.0)])  # another directory: not training's
     history = checkpoints.ValidationHistory().with_round(100, 1.8, "best/model.ckpt-100").with_round(300, 1.9, None)
     checkpoints.write_history(str(tmp_path), history)
     curves = read_curves(str(tmp_path))
