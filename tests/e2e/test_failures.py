@@ -105,10 +105,11 @@ def model_dir(folder: runs.RunFolder) -> str:
     return os.path.join(folder.pipeline_root, f"tpu-estimator-pipeline-{folder.run_id}", "train-model", "model")
 
 
-def checkpoint_steps(directory: str) -> list[int]:
-    return sorted(
-        int(re.search(r"ckpt-(\d+)\.index$", p).group(1)) for p in glob.glob(f"{directory}/model.ckpt-*.index")
-    )
+def recorded_checkpoint_step(directory: str) -> int:
+    """The step of the checkpoint the model directory's `checkpoint` state file names (-1: none yet). A
+    checkpoint's files are written before that file names it: a kill in between leaves the previous one current."""
+    latest = tf.train.latest_checkpoint(directory)
+    return int(latest.rsplit("-", 1)[1]) if latest else -1
 
 
 def wrong_schema_records(directory: str) -> str:
@@ -188,14 +189,14 @@ def test_a_run_killed_during_training_resumes_to_the_variables_of_an_uninterrupt
     proc, _ = start_cli(output, *args)
     try:
         folder = run_folder(output)
-        wait_for(lambda: [s for s in checkpoint_steps(model_dir(folder)) if s >= 100], 600, "a checkpoint")
+        wait_for(lambda: recorded_checkpoint_step(model_dir(folder)) >= 100, 600, "a recorded checkpoint")
         for pid in descendants(proc.pid):  # everything at once, as when the machine goes down
             os.kill(pid, signal.SIGKILL)
         proc.wait(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
-    killed_at = max(checkpoint_steps(model_dir(folder)))
+    killed_at = recorded_checkpoint_step(model_dir(folder))
     assert 100 <= killed_at < 600, "training was not interrupted"
     assert folder.read_summary()["status"] == "running"  # nobody could record the end
 
