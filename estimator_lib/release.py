@@ -543,6 +543,12 @@ def export_verified(
     return export
 
 
+def _source_export(metadata: Optional[Mapping[str, Any]]) -> Optional[str]:
+    """The export directory a version's publisher recorded as its source (`metadata["source"]["export_dir"]`)."""
+    source = (metadata or {}).get("source")
+    return source.get("export_dir") if isinstance(source, Mapping) else None
+
+
 def identical_latest(export_dir: str, root: str) -> Optional[Tuple[PublishedModel, str]]:
     """The version ROOT/LATEST names and its content fingerprint when it is the same model as `export_dir`;
     None otherwise.
@@ -584,7 +590,8 @@ def release(
     """The release stage: publishes `export_dir` under `root` if `blessing` says so, recording the verdict
     with the version. It runs last in the pipeline, so a run that failed anywhere publishes nothing. A blessed
     model identical to the one LATEST names (`identical_latest`) is not published again: LATEST stays, and the
-    reason names that version and the fingerprint; releasing one export twice publishes it once.
+    reason names that version and the fingerprint; releasing one export twice publishes it once (a resumed
+    run whose earlier attempt published this very export, by its recorded source, reports that version).
 
     Args:
       export_dir: the export stage's verified SavedModel.
@@ -604,6 +611,9 @@ def release(
     same = identical_latest(export_dir, root)
     if same is not None:
         published, content = same
+        if _source_export(published.metadata) == _source_export(metadata) is not None:
+            # This export itself was published (an earlier attempt of the run, resumed after it published).
+            return Release(published, f"published version {published.version} at {published.uri}")
         return Release(
             None, f"not published: identical to the published version {published.version} (fingerprint {content[:12]})"
         )

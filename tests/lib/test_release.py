@@ -146,6 +146,19 @@ def test_a_model_identical_to_the_published_one_is_not_published_again(tmp_path)
     assert release.release(different, blessing(True), root, based_on=first.version).published is not None
 
 
+def test_a_resumed_run_whose_earlier_attempt_published_its_export_reports_that_version(tmp_path):
+    root = str(tmp_path / "published")
+    export = make_saved_model(str(tmp_path / "export"))
+    source = {"source": {"export_dir": export, "global_step": 20}}
+    first = release.release(export, blessing(True), root, source, based_on="none").published
+    resumed = release.release(export, blessing(True), root, source, based_on=first.version)
+    assert resumed == release.Release(first, f"published version {first.version} at {first.uri}")
+    # The same model from another run's export is not this run's publication: not published again.
+    other = {"source": {"export_dir": str(tmp_path / "elsewhere"), "global_step": 20}}
+    assert release.release(export, blessing(True), root, other, based_on=first.version).published is None
+    assert os.listdir(os.path.join(root, "versions")) == [first.version]
+
+
 def test_publish_and_resolve_on_cloud_storage(gcs_prefix, tmp_path):
     export = make_saved_model(str(tmp_path / "export"))
     root = f"{gcs_prefix}/published"
