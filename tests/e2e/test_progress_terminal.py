@@ -82,10 +82,11 @@ def test_the_eta_at_a_quarter_of_training_is_within_half_of_the_time_left(tmp_pa
     assert abs(eta - left) <= 0.5 * left, (eta, left, quarter.group(0))
     assert all(len(segment) <= 80 for _, segment in segments if BAR.search(segment))  # never wraps
 
-    # TensorBoard: one event file per split of the train stage, written by one process over 12 rounds: training's
-    # (loss, learning_rate, steps_per_second) in the model directory, validation's in eval_valid/.
+    # TensorBoard: one event file per split, each written by one process: training's (loss, learning_rate,
+    # steps_per_second) in the model directory over 12 rounds, validation's in eval_valid/, and the evaluate
+    # stage's eval-split metrics in eval/.
     events = glob.glob(
         str(tmp_path / "out" / "runs" / "*" / "pipeline-root" / "*" / "train-model" / "model" / "**" / "events.*"),
         recursive=True,
     )
-    assert sorted(os.path.basename(os.path.dirname(path)) for path in events) == ["eval_valid", "model"], events
+    assert sorted(os.path.basename(os.path.dirname(path)) for path in events) == ["eval", "eval_valid", "model"], events
