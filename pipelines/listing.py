@@ -14,11 +14,10 @@ import json
 import os
 from typing import Any, Optional
 
+from estimator_lib import vocabulary
 from estimator_lib.config.blessing import DEFAULT_COMPARISON
 from pipelines import runs
 
-# Shown after the comparison metric when the run has them; a user model's metrics are its metric_fn's own names.
-HEADLINE_METRICS = ("accuracy", "auc_roc", "macro_auc_roc", "r2", "rmse", "mae")
 SHOWN_METRICS = 3
 
 
@@ -97,13 +96,14 @@ def comparison_metric(summary: dict[str, Any]) -> Optional[str]:
 
 
 def metrics_text(summary: dict[str, Any]) -> str:
-    """'rmse*=323.96 r2=0.7824 mae=266.38': the comparison metric (starred) first, then headline metrics."""
+    """'rmse*=323.96 mae=266.38 r2=0.7824': the comparison metric (starred) first, then headline metrics."""
     metrics = summary.get("metrics") or {}
     if not metrics:
         return ""
     compared = comparison_metric(summary)
     names = [compared] if compared in metrics else []
-    names += [n for n in HEADLINE_METRICS if n in metrics and n not in names]
+    # Then the task's headline metrics (`vocabulary.HEADLINE`); a user model's metrics are its metric_fn's own names.
+    names += [n for n in vocabulary.headline(metrics) if n not in names]
     names = (names or sorted(metrics))[:SHOWN_METRICS]
     return " ".join(f"{n}{'*' if n == compared else ''}={_number(metrics[n])}" for n in names)
 

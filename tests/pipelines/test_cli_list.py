@@ -95,7 +95,7 @@ def test_list_shows_every_run_newest_first_with_metrics_and_verdict(output, caps
             "ok",
             "2026-11-25T12:00:00+00:00",
             "20 s",
-            "rmse*=323.96 r2=0.7824 mae=266.38",
+            "rmse*=323.96 mae=266.38 r2=0.7824",
             "not blessed: r2 0.7824 < threshold 0.9",
         ),
         (
@@ -103,7 +103,7 @@ def test_list_shows_every_run_newest_first_with_metrics_and_verdict(output, caps
             "ok",
             "2026-11-25T11:00:00+00:00",
             "1 min 05 s",
-            "rmse*=323.96 r2=0.7824 mae=266.38",
+            "rmse*=323.96 mae=266.38 r2=0.7824",
             "blessed, not published: identical to LATEST: not published again",
         ),
         (
@@ -111,7 +111,7 @@ def test_list_shows_every_run_newest_first_with_metrics_and_verdict(output, caps
             "ok",
             "2026-11-25T10:00:00+00:00",
             "13 s",
-            "rmse*=323.96 r2=0.7824 mae=266.38",
+            "rmse*=323.96 mae=266.38 r2=0.7824",
             f"published {PUBLISHED}",
         ),
     ]
@@ -120,7 +120,7 @@ def test_list_shows_every_run_newest_first_with_metrics_and_verdict(output, caps
     assert printed[0].split() == ["RUN", "STATUS", "STARTED", "DURATION", "METRICS", "(*:", "compared)", "VERDICT"]
     assert printed[-1] == (
         "20261125T100000Z-aaaaaa  ok          2026-11-25T10:00:00+00:00  13 s        "
-        f"rmse*=323.96 r2=0.7824 mae=266.38  published {PUBLISHED}"
+        f"rmse*=323.96 mae=266.38 r2=0.7824  published {PUBLISHED}"
     )
 
 
