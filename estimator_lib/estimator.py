@@ -24,7 +24,7 @@ from estimator_lib.data.prepare import PrepareResult
 from estimator_lib.model import checkpoints, inputs, metrics
 from estimator_lib.model.hooks import ProgressHook
 from estimator_lib.model.inputs import PREDICT_BATCHES_PER_RUN, STEPS_PER_RUN, Patterns
-from estimator_lib.model.model_fn import TARGET_STEP, build_model_fn, learning_rate
+from estimator_lib.model.model_fn import EVAL_ROWS_PER_STEP, TARGET_STEP, build_model_fn, learning_rate
 from estimator_lib.progress import TrainingProgress, duration, early_stop_line
 from estimator_lib.schema import Schema
 
@@ -81,6 +81,7 @@ def build_estimator(
     metric_fn: Optional[metrics.MetricFn] = None,
     target_step: Optional[int] = None,
     predict_batches_per_run: int = 1,
+    eval_rows_per_step: Optional[float] = None,
 ) -> tpu_lib.TPUEstimator:
     """The TPUEstimator for `job`. Batch sizes are global; TPUEstimator divides them by the replicas.
 
@@ -88,7 +89,8 @@ def build_estimator(
     `metric_fn` replaces the label head's eval metrics (see `build_model_fn`). `target_step`, the `max_steps`
     of a `train()` call, lets training on CPU run several steps per `session.run` (`_cpu_loop_params`);
     `predict_batches_per_run` > 1 does the same for prediction on CPU (with `inputs.predict_input_fn_builder`'s
-    input only: `model_fn.predict_loop`).
+    input only: `model_fn.predict_loop`). `eval_rows_per_step`, the eval rows over the eval steps, makes the
+    evaluation's `loss` the exact mean loss of the real rows (`model_fn.EVAL_ROWS_PER_STEP`).
     """
     api_versions = {1: ExportSavedModelApiVersion.V1, 2: ExportSavedModelApiVersion.V2}
     if export_saved_model_api_version not in api_versions:
@@ -97,7 +99,10 @@ def build_estimator(
         job,
         model_dir,
         build_model_fn(schema, job, metric_fn),
-        _cpu_loop_params(job, schema, target_step, predict_batches_per_run),
+        {
+            **_cpu_loop_params(job, schema, target_step, predict_batches_per_run),
+            **({} if eval_rows_per_step is None else {EVAL_ROWS_PER_STEP: eval_rows_per_step}),
+        },
         count_steps=False,
         export_saved_model_api_version=api_versions[export_saved_model_api_version],
     )
@@ -355,7 +360,7 @@ def _stop_reason(history: checkpoints.ValidationHistory, step: int, budget: int,
 def _validate(job, schema, model_dir, valid_fn, step, history) -> checkpoints.ValidationHistory:
     """Measures the newest checkpoint's mean loss on the validation rows and keeps it if it is the best."""
     checkpoint = tf.train.latest_checkpoint(model_dir)
-    loss = _evaluate(job, schema, model_dir, valid_fn, checkpoint, "valid", metrics.loss_metric_fn).metrics["mean_loss"]
+    loss = _evaluate(job, schema, model_dir, valid_fn, checkpoint, "valid", metrics.loss_metric_fn).metrics["loss"]
     improved = history.improves(loss, job.training.early_stopping.min_delta)
     if improved:
         checkpoints.keep_best(checkpoint, model_dir)
@@ -399,9 +404,8 @@ def evaluate(
 def _evaluate(job, schema, model_dir, input_fn, checkpoint: str, name: Optional[str], metric_fn=None) -> EvalResult:
     count = input_fn.num_examples
     steps = inputs.eval_steps(count, job.training.eval_batch_size)
-    estimator = build_estimator(job, schema, model_dir, metric_fn=metric_fn)
+    estimator = build_estimator(job, schema, model_dir, metric_fn=metric_fn, eval_rows_per_step=count / steps)
     raw = estimator.evaluate(input_fn, steps=steps, checkpoint_path=checkpoint, name=name)
     step = int(raw.pop("global_step"))
-    raw.pop("loss", None)  # averages padded batch losses; "mean_loss" is the exact one
     values = {k: float(v) for k, v in raw.items()}
     return EvalResult(metrics.readable_names(values, schema.label), step, count, steps, checkpoint)

@@ -66,7 +66,7 @@ def binary(labels: np.ndarray, logits: np.ndarray) -> Dict[str, float]:
         "recall": recall,
         "streaming_auc_roc": auc_roc(labels == 1, p),
         "streaming_auc_pr": auc_pr(labels == 1, p),
-        "mean_loss": float(np.mean(loss)),
+        "loss": float(np.mean(loss)),
     }
 
 
@@ -75,7 +75,7 @@ def multiclass(labels: np.ndarray, logits: np.ndarray, classes) -> Dict[str, flo
     probs = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
     predicted = np.argmax(logits, axis=1)
     loss = -np.log(probs[np.arange(len(labels)), labels])
-    out = {"accuracy": float(np.mean(predicted == labels)), "mean_loss": float(np.mean(loss))}
+    out = {"accuracy": float(np.mean(predicted == labels)), "loss": float(np.mean(loss))}
     for k, name in enumerate(classes):
         precision, recall = _precision_recall(labels == k, predicted == k)
         out[f"precision/{name}"] = precision
@@ -96,5 +96,5 @@ def regression(labels: np.ndarray, logits: np.ndarray, mean: float, std: float) 
         "mse": float(np.mean(err**2)),
         "mae": float(np.mean(np.abs(err))),
         "rmse": float(np.sqrt(np.mean(err**2))),
-        "mean_loss": float(np.mean((logits[:, 0] - (labels - mean) / std) ** 2)),
+        "loss": float(np.mean((logits[:, 0] - (labels - mean) / std) ** 2)),
     }

@@ -5,14 +5,14 @@ A metric_fn runs on the host CPU, not on the TPU: TPUEstimator ships the tensors
 arguments (it must not close over tensors of the model graph) and every argument is batch-major, rank >= 1.
 
 Every metric is weighted by `weights` = 1 - is_padding: padded rows count for nothing, so metrics equal those
-of the real rows alone. The built-in estimator "loss" averages batch losses and cannot be exact under
-padding; `mean_loss` here is the mean per-example loss over real rows.
+of the real rows alone. The mean loss of the real rows is Estimator's own `loss`, which the model_fn makes exact
+under padding (`model_fn._eval_loss`), so no metric_fn repeats it.
 
 AUCs use `tf.compat.v1.metrics.auc` with `AUC_NUM_THRESHOLDS` evenly spaced thresholds: ROC with the
 trapezoidal rule, PR with careful interpolation. That is an approximation, not the exact area the evaluate stage
 reports (`evaluation.metrics`, over every distinct score), so these carry names of their own: `streaming_auc_roc`,
 `streaming_auc_pr` (and `streaming_macro_auc_roc`, ...). The other values here (accuracy, precision, recall,
-mean_loss, mse, mae, rmse) have the exact definitions of the names they carry, accumulated in float32.
+mse, mae, rmse) have the exact definitions of the names they carry, accumulated in float32.
 """
 
 from __future__ import annotations
@@ -62,21 +62,17 @@ def binary_metric_fn(labels, logits, per_example_loss, weights) -> MetricOps:
     probability = tf.sigmoid(logits[:, 0])
     ops = _binary_ops(tf.equal(labels, 1), probability, weights)
     ops["accuracy"] = _m.accuracy(labels, tf.cast(probability > 0.5, tf.int32), weights=weights)
-    ops["mean_loss"] = _m.mean(per_example_loss, weights=weights)
     return ops
 
 
 def multiclass_metric_fn_builder(num_classes: int) -> MetricFn:
-    """K-class classification: accuracy, mean loss, and per class (one-vs-rest) precision, recall, streaming AUCs."""
+    """K-class classification: accuracy, and per class (one-vs-rest) precision, recall, streaming AUCs."""
 
     def metric_fn(labels, logits, per_example_loss, weights) -> MetricOps:
         """labels int32 [B]; logits float32 [B, K]; per_example_loss, weights float32 [B]."""
         probabilities = tf.nn.softmax(logits)
         predicted = tf.argmax(logits, axis=1, output_type=tf.int32)
-        ops = {
-            "accuracy": _m.accuracy(labels, predicted, weights=weights),
-            "mean_loss": _m.mean(per_example_loss, weights=weights),
-        }
+        ops = {"accuracy": _m.accuracy(labels, predicted, weights=weights)}
         for k in range(num_classes):
             is_k = tf.equal(labels, k)
             class_ops = _binary_ops(is_k, probabilities[:, k], weights, suffix=f"/class_{k}")
@@ -90,7 +86,7 @@ def multiclass_metric_fn_builder(num_classes: int) -> MetricFn:
 
 
 def regression_metric_fn_builder(label_mean: float, label_std: float) -> MetricFn:
-    """Regression: MSE, MAE, RMSE in the label's original units, and the mean (standardised) loss."""
+    """Regression: MSE, MAE, RMSE in the label's original units (the loss, standardised, is Estimator's)."""
 
     def metric_fn(labels, logits, per_example_loss, weights) -> MetricOps:
         """labels float32 [B] (original units); logits float32 [B, 1] (standardised); loss, weights [B]."""
@@ -99,16 +95,16 @@ def regression_metric_fn_builder(label_mean: float, label_std: float) -> MetricF
             "mse": _m.mean_squared_error(labels, predictions, weights=weights),
             "mae": _m.mean_absolute_error(labels, predictions, weights=weights),
             "rmse": _m.root_mean_squared_error(labels, predictions, weights=weights),
-            "mean_loss": _m.mean(per_example_loss, weights=weights),
         }
 
     return metric_fn
 
 
 def loss_metric_fn(labels, logits, per_example_loss, weights) -> MetricOps:
-    """Only `mean_loss` (what early stopping compares between rounds): a small eval graph, rebuilt each round."""
-    del labels, logits  # the same arguments as every metric_fn, so the model_fn passes them alike
-    return {"mean_loss": _m.mean(per_example_loss, weights=weights)}
+    """No metric beside Estimator's exact `loss` (what early stopping compares between rounds): a small eval graph,
+    rebuilt each round."""
+    del labels, logits, per_example_loss, weights  # the same arguments as every metric_fn, passed alike
+    return {}
 
 
 def metric_fn_for(label: LabelSpec) -> MetricFn:

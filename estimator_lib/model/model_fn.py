@@ -33,6 +33,8 @@ StepFn = Callable[[Dict[str, tf.Tensor], tf.Tensor], Tuple[tf.Tensor, tf.Operati
 # With params[STEPS_PER_RUN] = k > 1 (`estimator.build_estimator`, CPU only), the input_fn feeds [k, B] batches
 # and a TRAIN session.run trains k steps; params[TARGET_STEP] is the step the train() call stops at.
 TARGET_STEP = "target_step"
+# The eval set's real rows per eval step (rows / steps): makes EVAL mode's loss exact under padding (`_eval_loss`).
+EVAL_ROWS_PER_STEP = "eval_rows_per_step"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -283,6 +285,24 @@ def _model_schema(schema: Schema, job: JobConfig) -> Schema:
         raise ConfigError(f"model.features: {e}; list original column names from the schema") from e
 
 
+def _eval_loss(per_example_loss: tf.Tensor, weights: tf.Tensor, params: Dict) -> tf.Tensor:
+    """EVAL mode's loss: the one `loss` Estimator reports, as the mean of this tensor over the eval steps.
+
+    With `params[EVAL_ROWS_PER_STEP]` = rows / steps, each step's value is its real rows' summed loss (summed over
+    the replicas on a TPU, where TPUEstimator keeps the first shard's loss) divided by that, so the mean over the
+    steps is the mean loss of the real rows exactly, padding or not. Without it (a caller that does not know the
+    row count), the batch's own weighted mean.
+    """
+    total = tf.reduce_sum(per_example_loss * weights)
+    rows_per_step = params.get(EVAL_ROWS_PER_STEP)
+    if rows_per_step is None:
+        return total / tf.maximum(tf.reduce_sum(weights), 1.0)
+    context = params.get("context")
+    if params.get("use_tpu") and context is not None and context.num_replicas > 1:
+        total = tf.compat.v1.tpu.cross_replica_sum(total)
+    return total / rows_per_step
+
+
 def build_model_fn(schema: Schema, job: JobConfig, metric_fn: Optional[metrics_lib.MetricFn] = None) -> ModelFn:
     """Returns a TPUEstimator model_fn for `schema` and the job config `job`.
 
@@ -337,9 +357,10 @@ def build_model_fn(schema: Schema, job: JobConfig, metric_fn: Optional[metrics_l
                 predictions[KEY_BYTES_FEATURE] = tf.identity(key_bytes)
             return TPUEstimatorSpec(mode, predictions=predictions, export_outputs=_export_outputs(head, schema))
         weights = 1.0 - features.get(PADDING_FEATURE, tf.zeros_like(head.per_example_loss))
-        weighted_loss = tf.reduce_sum(head.per_example_loss * weights) / tf.maximum(tf.reduce_sum(weights), 1.0)
         eval_metrics = (metric_fn, [labels, logits, head.per_example_loss, weights])
-        return TPUEstimatorSpec(mode, loss=weighted_loss, eval_metrics=eval_metrics)
+        return TPUEstimatorSpec(
+            mode, loss=_eval_loss(head.per_example_loss, weights, params), eval_metrics=eval_metrics
+        )
 
     def predict_head(features, ctx, params) -> Head:
         """The predictions of several batches in one `session.run` (CPU only): see `predict_loop`."""

@@ -79,8 +79,5 @@ def test_each_output_names_every_regression_metric_and_no_retired_name(outputs, 
     assert found == expected, shown
 
 
-@pytest.mark.xfail(
-    strict=True, reason="the validation rounds' metric_fn (model.metrics.loss_metric_fn) still logs mean_loss"
-)
 def test_no_tensorboard_tag_of_the_run_has_a_retired_name(outputs):
     assert not names_in(outputs["every event file"]) & set(vocabulary.RETIRED)

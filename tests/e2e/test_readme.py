@@ -40,7 +40,7 @@ def test_the_library_example_runs_from_the_repository_root():
         assert run.returncode == 0, run.stderr[-3000:]
         printed = run.stdout.strip().splitlines()[-1]
         metrics = ast.literal_eval(printed)  # the example prints a dict of floats
-        assert metrics["accuracy"] > 0.9 and 0 < metrics["mean_loss"] < 0.5
+        assert metrics["accuracy"] > 0.9 and 0 < metrics["loss"] < 0.5
         assert os.path.exists(os.path.join(out, "prepared", "schema.json"))
     finally:
         shutil.rmtree(out, ignore_errors=True)

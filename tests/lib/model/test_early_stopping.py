@@ -83,7 +83,7 @@ def test_early_stopping_keeps_the_best_checkpoint_and_later_stages_use_it(data, 
 
     again = estimator.evaluate(make_job(), schema, adverse, model_dir)  # the model's checkpoint by default
     assert (again.global_step, again.checkpoint) == (50, result.checkpoint)
-    assert again.metrics["mean_loss"] == pytest.approx(history.best_loss, rel=1e-6)
+    assert again.metrics["loss"] == pytest.approx(history.best_loss, rel=1e-6)
     predicted = batch_predict(make_job(), schema, model_dir, adverse, str(tmp_path / "predictions"))
     assert predicted.manifest["source"]["checkpoint"] == result.checkpoint
 

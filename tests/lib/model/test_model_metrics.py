@@ -50,12 +50,11 @@ BINARY_BATCHES = [
 
 def test_binary_metric_fn_counts_only_real_rows():
     values = streamed(metrics.binary_metric_fn, BINARY_BATCHES)
-    assert sorted(values) == ["accuracy", "mean_loss", "precision", "recall", "streaming_auc_pr", "streaming_auc_roc"]
+    assert sorted(values) == ["accuracy", "precision", "recall", "streaming_auc_pr", "streaming_auc_roc"]
     # predicted positive (p > 0.5): rows 1 and 2, of which row 1 is right; row 4 is a right negative
     assert values["accuracy"] == pytest.approx(0.5)
     assert values["precision"] == pytest.approx(0.5)
     assert values["recall"] == pytest.approx(0.5)
-    assert values["mean_loss"] == pytest.approx(2.5)
     # 3 of the 4 (positive, negative) pairs are ordered right; the thresholds separate every score here
     assert values["streaming_auc_roc"] == pytest.approx(0.75, abs=1e-5)
     real = np.array([True, False, True, False])
@@ -85,7 +84,6 @@ def test_multiclass_metric_fn_per_class_and_macro_with_class_names():
     label = LabelSpec("species", "classification", ("a", "b", "c"))
     values = metrics.readable_names(streamed(metrics.metric_fn_for(label), multiclass_batches()), label)
     assert values["accuracy"] == pytest.approx(0.75)
-    assert values["mean_loss"] == pytest.approx(0.75)
     assert [values[f"precision/{c}"] for c in "abc"] == pytest.approx([1.0, 2 / 3, 0.0])
     assert [values[f"recall/{c}"] for c in "abc"] == pytest.approx([1.0, 1.0, 0.0])
     assert values["macro_precision"] == pytest.approx(5 / 9)
@@ -103,11 +101,11 @@ def test_regression_metric_fn_in_the_labels_units():
         (np.array([7.0, 100.0], np.float32), [[0.0], [0.0]], [2.25, 2025.0], [1.0, 0.0]),
     ]
     values = streamed(metrics.metric_fn_for(label), batches)
-    assert values == pytest.approx({"mse": 10 / 3, "mae": 4 / 3, "rmse": math.sqrt(10 / 3), "mean_loss": 2.5 / 3})
+    assert values == pytest.approx({"mse": 10 / 3, "mae": 4 / 3, "rmse": math.sqrt(10 / 3)})
 
 
-def test_loss_metric_fn_reports_only_the_mean_loss_of_real_rows():
-    assert streamed(metrics.loss_metric_fn, BINARY_BATCHES) == pytest.approx({"mean_loss": 2.5})
+def test_loss_metric_fn_adds_nothing_to_the_estimators_loss():
+    assert streamed(metrics.loss_metric_fn, BINARY_BATCHES) == {}
 
 
 def test_readable_names_leaves_binary_and_regression_names_alone():

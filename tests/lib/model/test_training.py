@@ -79,11 +79,11 @@ def test_training_lowers_the_loss_and_resumes(datasets, tmp_path):
     schema, train, evals = datasets["binary"]
     model_dir = str(tmp_path / "model")
     first = estimator.train(make_job(train_steps=1), schema, train, model_dir)
-    before = estimator.evaluate(make_job(), schema, evals, model_dir).metrics["mean_loss"]
+    before = estimator.evaluate(make_job(), schema, evals, model_dir).metrics["loss"]
     second = estimator.train(make_job(train_steps=200), schema, train, model_dir)
     after = estimator.evaluate(make_job(), schema, evals, model_dir)
     assert (first.global_step, second.global_step) == (1, 200)
-    assert after.metrics["mean_loss"] < 0.6 * before
+    assert after.metrics["loss"] < 0.6 * before
     assert after.metrics["accuracy"] > 0.85
 
 
