@@ -89,6 +89,8 @@ def format_run(summary: dict[str, Any], path: str) -> str:
     if metrics:
         lines.append("  metrics (eval):")
         lines += [f"    {name:<24} {vocabulary.format_value(value)}" for name, value in sorted(metrics.items())]
+    if summary.get("slices"):
+        lines += slice_lines(summary["slices"])
     if "blessed" in summary:
         lines.append(f"  blessed: {summary['blessed']} ({summary['blessing']['summary']})")
     if "serving" in summary:
@@ -108,6 +110,28 @@ def format_run(summary: dict[str, Any], path: str) -> str:
         lines.append(f"  TensorBoard: tensorboard --logdir {summary['tensorboard_logdir']}")
     lines += [f"  log: {run.get('log', '?')}", f"summary: {path}"]
     return "\n".join(lines)
+
+
+def slice_lines(slices: dict[str, Any]) -> list[str]:
+    """The worst slices by the slice metric, each with its rows and whether it failed its checks; where the full
+    table is."""
+    metric = slices["metric"]
+    overall = slices["overall"].get(metric)
+    lines = [
+        f"  slices by {metric} ({int(slices['count'])}, {int(slices['judged'])} judged; overall "
+        f"{'-' if overall is None else vocabulary.format_value(overall)}), worst first:"
+    ]
+    for entry in slices["worst"]:
+        value = entry["metrics"].get(metric)
+        shown = "-" if value is None else vocabulary.format_value(value)
+        if not entry["judged"]:
+            verdict = f"  (under {int(slices['min_rows'])} rows: not judged)"
+        else:
+            verdict = "  FAILED" if entry["passed"] is False else ""
+        lines.append(f"    {entry['name']:<32} {int(entry['rows']):>6} rows  {metric} {shown}{verdict}")
+    if slices.get("uri"):
+        lines.append(f"    full table: {slices['uri']}")
+    return lines
 
 
 def serving_line(serving: dict[str, Any]) -> str:

@@ -135,3 +135,40 @@ def test_show_prints_the_serving_check_in_one_line(tmp_path, capsys):
     assert show.serving_line({**serving, "rows_checked": 0, "compared": "nothing: no rows"}) == (
         "serving check: nothing: no rows"
     )
+
+
+def test_show_prints_the_worst_slices_with_their_verdicts(tmp_path, capsys):
+    def entry(name, rows, accuracy, judged, passed):
+        return {
+            "name": name,
+            "rows": float(rows),
+            "metrics": {"accuracy": accuracy},
+            "judged": judged,
+            "passed": passed,
+        }
+
+    slices = {
+        "metric": "accuracy",
+        "min_rows": 20.0,
+        "overall": {"accuracy": 0.9},
+        "count": 4.0,
+        "judged": 3.0,
+        "failed": ["island=Dream"],
+        "worst": [
+            entry("island=Dream", 26, 0.5385, True, False),
+            entry("island=Torgersen", 12, 0.75, False, None),
+            entry("island=Biscoe", 40, 0.975, True, True),
+        ],
+        "uri": "/out/e/blessing/slices.json",
+    }
+    folder = record(str(tmp_path), {**OK_RUN, "slices": slices})
+    assert cli.main(["show", folder.path]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    start = lines.index("  slices by accuracy (4, 3 judged; overall 0.9000), worst first:")
+    assert lines[start + 1 : start + 6] == [
+        "    island=Dream                         26 rows  accuracy 0.5385  FAILED",
+        "    island=Torgersen                     12 rows  accuracy 0.7500  (under 20 rows: not judged)",
+        "    island=Biscoe                        40 rows  accuracy 0.9750",
+        "    full table: /out/e/blessing/slices.json",
+        "  blessed: True (blessed: all 3 check(s) hold)",
+    ]
