@@ -135,9 +135,10 @@ def describe_evaluation(
     based_on: str,
 ) -> None:
     """Metrics (eval split), ClassificationMetrics (confusion matrix, ROC curve) and the Blessing record
-    (whose blessing.json `adapter.write_blessing` wrote), with the LATEST version it was decided against."""
-    path = storage.join(blessing.uri, BLESSING_FILE)
-    require_output(path, "the evaluation's blessing")
+    (whose blessing.json `adapter.write_blessing` wrote), with the LATEST version it was decided against. Call it
+    after `describe_slices`: the fingerprint covers every file of the Blessing (`blessing_files`)."""
+    require_output(storage.join(blessing.uri, BLESSING_FILE), "the evaluation's blessing")
+    importance = describe_importance(evaluation, blessing)
     for name, value in sorted(evaluation.metrics.items()):
         metrics.log_metric(name, float(value))
     metrics.log_metric("blessed", 1.0 if evaluation.blessing.blessed else 0.0)
@@ -160,11 +161,20 @@ def describe_evaluation(
             "intervals": dict(evaluation.intervals or {}),
             "global_step": int(evaluation.global_step),
             "based_on": based_on,
-            "fingerprint": fingerprint_files([path], blessing.uri),
-            "importance": describe_importance(evaluation, blessing),
+            "fingerprint": fingerprint_files(blessing_files(blessing.uri), blessing.uri),
+            "importance": importance,
         }
     )
     log.info("evaluation: %s", evaluation.blessing.summary())
+
+
+def blessing_files(uri: str) -> list[str]:
+    """The Blessing's files its fingerprint covers: blessing.json, and slices.json and importance.json where the
+    evaluation wrote them."""
+    named = (BLESSING_FILE, slices.SLICES_FILE, IMPORTANCE_FILE)
+    return [
+        storage.join(uri, name) for name in named if name == BLESSING_FILE or storage.exists(storage.join(uri, name))
+    ]
 
 
 def describe_importance(evaluation: Evaluation, blessing: Artifact) -> dict[str, Any]:

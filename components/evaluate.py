@@ -105,7 +105,7 @@ def evaluate_model(
     shown = dataclasses.replace(shown, header=header, curves=read_curves(model.uri))
     written = report_lib.write_report(shown, report.uri, verdict.uri)
     adapter.copy_summaries_to_tensorboard(storage.join(model.uri, summaries.EVAL_DIR), "eval")
-    artifacts.describe_evaluation(evaluation, metrics, classification_metrics, blessing, based_on)
     artifacts.describe_slices(evaluation, slice_metrics, blessing)
+    artifacts.describe_evaluation(evaluation, metrics, classification_metrics, blessing, based_on)
     artifacts.describe_report(report, verdict, written)
     record.finish()

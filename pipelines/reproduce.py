@@ -219,7 +219,8 @@ def _recompute(name: str, uri: str, metadata: Mapping[str, Any], exported: str) 
     (`components.artifacts.describe_*`); an artifact that lives in metadata only by that metadata
     (`components.records`). `exported`: the export stage's recorded fingerprint (a publication names it)."""
     # TensorFlow loads here, not when the command line starts (see tests/test_imports.py).
-    from components.adapter import BLESSING_FILE, PUBLICATION_FILE
+    from components.adapter import PUBLICATION_FILE
+    from components.artifacts import blessing_files
     from estimator_lib.export.fingerprint import saved_model_fingerprint
     from estimator_lib.release import fingerprint, fingerprint_files
 
@@ -233,7 +234,7 @@ def _recompute(name: str, uri: str, metadata: Mapping[str, Any], exported: str) 
     if name == "predictions":
         return fingerprint_files(metadata["shards"], uri)
     if name == "blessing":
-        return fingerprint_files([storage.join(uri, BLESSING_FILE)], uri)
+        return fingerprint_files(blessing_files(uri), uri)
     if name == "verdict":
         return fingerprint_files([uri], posixpath.dirname(uri))
     if name == "publication":

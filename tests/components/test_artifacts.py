@@ -198,3 +198,17 @@ def test_importance_goes_whole_into_a_file_and_its_top_ten_into_the_blessings_me
     assert summary == described and type(summary["rows"]) is int
     assert artifacts.describe_importance(SimpleNamespace(importance=None), blessing) == {}
     assert local.importance_summary(SimpleNamespace(metadata={"importance": {}})) is None
+
+
+def test_the_blessing_fingerprint_covers_its_slices_and_importance_files(tmp_path):
+    fingerprint_files = release.fingerprint_files
+    uri = str(tmp_path)
+    (tmp_path / "blessing.json").write_text('{"blessed": true}')
+    assert artifacts.blessing_files(uri) == [f"{uri}/blessing.json"]
+    alone = fingerprint_files(artifacts.blessing_files(uri), uri)
+    (tmp_path / "slices.json").write_text('{"slices": []}')
+    (tmp_path / "importance.json").write_text('{"permutation": []}')
+    assert artifacts.blessing_files(uri) == [f"{uri}/blessing.json", f"{uri}/slices.json", f"{uri}/importance.json"]
+    with_tables = fingerprint_files(artifacts.blessing_files(uri), uri)
+    (tmp_path / "slices.json").write_text('{"slices": [1]}')
+    assert len({alone, with_tables, fingerprint_files(artifacts.blessing_files(uri), uri)}) == 3
