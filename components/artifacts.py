@@ -306,13 +306,18 @@ def describe_serving_check(checked: Artifact, result: Mapping[str, Any]) -> None
             "atol": float(result["atol"]),
             "compared": result["compared"],
             "record_uri": path,
-            # What was checked and found, not where the files were: a reproduction elsewhere fingerprints equal.
-            "fingerprint": manifest.json_fingerprint(
-                {k: result[k] for k in ("rows_checked", "signatures", "skipped", "max_abs_diff", "rtol", "atol")}
-            ),
+            "fingerprint": serving_check_fingerprint(result),
         }
     )
     log.info("serving check: %s rows agree on %s", result["rows_checked"], ", ".join(result["signatures"]) or "-")
+
+
+def serving_check_fingerprint(result: Mapping[str, Any]) -> str:
+    """The serving check's fingerprint: what was checked and found, not where the files were (a reproduction
+    elsewhere fingerprints equal)."""
+    return manifest.json_fingerprint(
+        {k: result[k] for k in ("rows_checked", "signatures", "skipped", "max_abs_diff", "rtol", "atol")}
+    )
 
 
 def describe_release(publication: Artifact, release: Release, based_on: str, exported_fingerprint: str) -> None:

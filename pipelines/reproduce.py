@@ -30,7 +30,7 @@ from estimator_lib.config.stages import EvaluateSpec, PredictSpec, PrepareSpec, 
 from pipelines import checks, local, runs
 
 # The stages in an order that puts every stage after those it reads from: the first that differs is the cause.
-STAGES = ("prepare", "train", "export", "batch_predict", "evaluate", "release")
+STAGES = ("prepare", "train", "export", "batch_predict", "serving_check", "evaluate", "release")
 EXIT_SAME, EXIT_DIFFERENT = 0, 1
 RESUBMIT_CONFIG = "resubmit-config.json"
 
@@ -220,8 +220,9 @@ def _recompute(name: str, uri: str, metadata: Mapping[str, Any], exported: str) 
     (`components.records`). `exported`: the export stage's recorded fingerprint (a publication names it)."""
     # TensorFlow loads here, not when the command line starts (see tests/test_imports.py).
     from components.adapter import PUBLICATION_FILE
-    from components.artifacts import blessing_files
+    from components.artifacts import blessing_files, serving_check_fingerprint
     from estimator_lib.export.fingerprint import saved_model_fingerprint
+    from estimator_lib.export.serving_check import RECORD_FILE as SERVING_CHECK_FILE
     from estimator_lib.release import fingerprint, fingerprint_files
 
     if name == "dataset":
@@ -235,6 +236,8 @@ def _recompute(name: str, uri: str, metadata: Mapping[str, Any], exported: str) 
         return fingerprint_files(metadata["shards"], uri)
     if name == "blessing":
         return fingerprint_files(blessing_files(uri), uri)
+    if name == "checked":
+        return serving_check_fingerprint(json.loads(storage.read_text(storage.join(uri, SERVING_CHECK_FILE))))
     if name == "verdict":
         return fingerprint_files([uri], posixpath.dirname(uri))
     if name == "publication":
@@ -444,7 +447,6 @@ def format_reproduction(result: Reproduction) -> str:
 # What `diff` compares, in the order it reports it. A stage's inputs other than prepare's (the data) are outputs
 # of the stages before it, so each artifact is compared once, as the output of the stage that wrote it.
 DIFF_SECTIONS = ("data", "config", "versions", "machine", "metrics", "verdict", "artifacts")
-DIFF_STAGES = (*STAGES, "serving_check")
 OUTPUT_MARK, RUN_MARK = "<output>", "<run>"
 FINGERPRINT_CHARS = 12  # enough to tell two fingerprints apart on a screen
 VERDICT_CHARS = 110
@@ -459,8 +461,8 @@ def diff_records(a: Record, b: Record) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {section: [] for section in DIFF_SECTIONS}
     out["data"] = manifest.differences(_data(a), _data(b))
     per_stage: dict[str, dict[str, list[str]]] = {"config": {}, "versions": {}, "machine": {}, "artifacts": {}}
-    both = [stage for stage in DIFF_STAGES if stage in a.manifests and stage in b.manifests]
-    for stage in DIFF_STAGES:
+    both = [stage for stage in STAGES if stage in a.manifests and stage in b.manifests]
+    for stage in STAGES:
         if (stage in a.manifests) != (stage in b.manifests):
             out["artifacts"].append(f"{stage}: only {a.name if stage in a.manifests else b.name} has this stage")
     for stage in both:

@@ -25,6 +25,7 @@ def stage_configs(data: str, baseline: str | None, label: str = "species", job: 
         "train": {"job": job.to_dict()},
         "export": {"job": job.to_dict()},
         "batch_predict": {"job": job.to_dict(), "data": "eval"},
+        "serving_check": {},
         "evaluate": {
             "job": job.to_dict(),
             "blessing_config": {"min_improvement": 0.01},
