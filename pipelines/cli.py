@@ -32,6 +32,7 @@ from google.protobuf import json_format
 from estimator_lib import storage, vocabulary
 from estimator_lib.config import RUN_TASKS, ConfigError, RunConfig
 from estimator_lib.config.beam import BEAM, DATAFLOW_RUNNER, ENGINES, BeamConfig
+from estimator_lib.config.alerts import AlertConfig, redact_url
 from estimator_lib.config.registry import RegistryConfig
 from estimator_lib.config.run import EMBEDDED_DATA, PREPARED_SPLITS, resolve_run
 from estimator_lib.data.embedded import default_dataset
@@ -278,6 +279,31 @@ def _add_tracking_arguments(parser: argparse.ArgumentParser, log_root_help: str)
     )
 
 
+def _add_alert_arguments(parser: argparse.ArgumentParser, email: bool = True) -> None:
+    """--notify-webhook (and, for Vertex AI, --notify-email): who hears of a run that did not succeed."""
+    group = parser.add_argument_group("failure alerts (docs/vertex.md#failure-alerts)")
+    if email:
+        group.add_argument(
+            "--notify-email",
+            dest="notify_emails",
+            action="append",
+            default=[],
+            metavar="ADDRESS",
+            help="Vertex AI's email when a run ends (repeatable, at most 3)",
+        )
+    group.add_argument(
+        "--notify-webhook",
+        default="",
+        metavar="URL",
+        help="POST one JSON message (run, failed stage, error) to URL when a run fails",
+    )
+
+
+def resolve_alerts(args: argparse.Namespace) -> AlertConfig:
+    """The alerts the flags ask for (`AlertConfig` checks them)."""
+    return AlertConfig(emails=tuple(getattr(args, "notify_emails", ())), webhook=args.notify_webhook)
+
+
 def _add_vertex_arguments(parser: argparse.ArgumentParser, common: Any) -> None:
     """Where and how the job runs; `common` shows --project, --region, --pipeline-root and --dry-run."""
     common.add_argument(
@@ -392,6 +418,7 @@ def _add_vertex_command(commands: Any, name: str, text: str) -> None:
     if name == "schedule":
         _add_schedule_arguments(sub, common)
     _add_tracking_arguments(sub, "the TPU jobs' logs (default: under --pipeline-root)")
+    _add_alert_arguments(sub)
     _add_engine_arguments(sub, dataflow=True, vertex_defaults=True)
 
 
@@ -431,6 +458,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_run_arguments(run_local)
     _add_engine_arguments(run_local, dataflow=False)
+    _add_alert_arguments(run_local, email=False)
     run_local.add_argument("--output", default=DEFAULT_OUTPUT, help=f"output directory (default {DEFAULT_OUTPUT})")
     run_local.add_argument(
         "--verbose",
@@ -494,6 +522,7 @@ def build_parser() -> argparse.ArgumentParser:
     compile_.add_argument("--output", default=DEFAULT_TEMPLATE, help=f"YAML file (default {DEFAULT_TEMPLATE})")
     _add_image_arguments(compile_)
     _add_tracking_arguments(compile_, "the TPU jobs' logs (required with --tensorboard)")
+    _add_alert_arguments(compile_)
     _add_engine_arguments(compile_, dataflow=True)
 
     for name, text in (
@@ -674,6 +703,8 @@ COMPILED_FLAGS = {
     "--tensorboard": "tensorboard",
     "--experiment": "experiment",
     "--model-registry": "model_registry",
+    "--notify-email": "notify_emails",
+    "--notify-webhook": "notify_webhook",
 }
 
 
@@ -707,6 +738,7 @@ def resolve_steps(args: argparse.Namespace) -> VertexSteps:
     return VertexSteps(
         experiment=vertex.check_experiment(args.experiment) if args.experiment is not None else None,
         registry=registry,
+        alerts=resolve_alerts(args),
     )
 
 
@@ -716,12 +748,15 @@ def _flag(args: argparse.Namespace, flag: str) -> Any:
 
 def describe_compiled(tpu: tpu_presets.TPUTarget | None, steps: VertexSteps) -> dict[str, Any]:
     """What the compiled pipeline fixes: the TPU custom jobs' machine, capacity and TensorBoard, the Vertex AI
-    steps. Shown by --dry-run beside the PipelineJob request (whose pipeline spec is left out: it is long)."""
+    steps, the failure alerts. Shown by --dry-run beside the PipelineJob request (whose pipeline spec is left out:
+    it is long)."""
     described: dict[str, Any] = {
         "experiment": steps.experiment,
         "modelRegistry": steps.registry.to_dict() if steps.registry else None,
         "tpuJobs": None,
     }
+    if steps.alerts.wanted:  # the webhook redacted: its URL may hold a token
+        described["alerts"] = steps.alerts.described()
     if tpu is not None:
         described["tpuJobs"] = {
             "tpu": tpu.preset.name,
@@ -763,7 +798,7 @@ def cmd_run_local(args: argparse.Namespace) -> int:
     checks.local_run(settings)
     check_label_column(settings, "--label" if args.label else "prepare.label")
     check_slice_columns(settings)
-    outcome = local.run_local(settings, output, verbose=args.verbose, resume=args.resume)
+    outcome = local.run_local(settings, output, verbose=args.verbose, resume=args.resume, alerts=resolve_alerts(args))
     summary = outcome.summary
     if summary["status"] == runs.OK:
         print(format_summary(summary, os.path.join(output, runs.SUMMARY_FILE)))
@@ -844,7 +879,15 @@ def cmd_compile(args: argparse.Namespace) -> int:
         print(f"  every run joins the Vertex AI Experiment {steps.experiment!r}")
     if steps.registry:
         print(f"  blessed models become versions of the registry model {steps.registry.display_name!r}")
+    if steps.alerts.wanted:
+        print(f"  {_alerts_line(steps.alerts)}")
     return 0
+
+
+def _alerts_line(alerts: AlertConfig) -> str:
+    if alerts.emails:
+        return f"Vertex AI emails {', '.join(alerts.emails)} when a run ends"
+    return f"a run that fails posts an alert to {redact_url(alerts.webhook)}"
 
 
 def _where(tpu: tpu_presets.TPUTarget | None, beam: bool = False) -> str:

@@ -61,8 +61,11 @@ from kfp.local import executor_input_utils, subprocess_task_handler
 
 from components import Stages, build_stages, records
 from components.records import REUSED_MARKER
+from estimator_lib import alerts as alerting
 from estimator_lib import storage
+from estimator_lib.alerts import first_line
 from estimator_lib.config import JobConfig, RunConfig
+from estimator_lib.config.alerts import AlertConfig, redact_url
 from estimator_lib.config.run import LOCAL_JOB_DEFAULTS
 from estimator_lib.progress import count_down, duration
 from pipelines import runs, stage
@@ -116,7 +119,13 @@ class Outcome:
 
 
 # -- the supervisor ------------------------------------------------------------------------------------------
-def run_local(settings: RunConfig, output: str, verbose: bool = False, resume: Optional[bool] = None) -> Outcome:
+def run_local(
+    settings: RunConfig,
+    output: str,
+    verbose: bool = False,
+    resume: Optional[bool] = None,
+    alerts: AlertConfig = AlertConfig(),
+) -> Outcome:
     """Runs the pipeline locally into OUTPUT/runs/<run id>/ and writes its summary (and OUTPUT/summary.json).
 
     Args:
@@ -125,6 +134,8 @@ def run_local(settings: RunConfig, output: str, verbose: bool = False, resume: O
       verbose: stream every stage's full log to the console (it always goes to the run's pipeline.log).
       resume: True resumes the last run (it must have failed or been interrupted, with these arguments); False
         starts a new run; None resumes the last run if it failed or was interrupted with these arguments.
+      alerts: its webhook gets one message when the run fails or is interrupted (`alert_webhook`); the KFP local
+        runner runs no exit handler, so the supervisor sends it once the summary is written.
 
     Raises:
       runs.OutputInUseError: another run holds OUTPUT.
@@ -143,9 +154,37 @@ def run_local(settings: RunConfig, output: str, verbose: bool = False, resume: O
         folder, summary = choose_run(output, settings.view(), resume)
         summary["arguments"] = settings.arguments()  # what the pipeline is called with: each stage's spec
         _start(folder, summary, lock)
-        return _supervise(folder, summary, verbose, lock)
+        outcome = _supervise(folder, summary, verbose, lock)
     finally:
         os.close(lock)
+    if alerts.webhook:
+        alert_webhook(alerts.webhook, outcome)
+    return outcome
+
+
+def run_alert(outcome: Outcome) -> Optional[alerting.Alert]:
+    """The alert of a run that failed or was interrupted, as a Vertex AI run's exit handler words it
+    (`estimator_lib.alerts`); None for a run that succeeded."""
+    summary = outcome.summary
+    if summary["status"] == runs.OK:
+        return None
+    state = alerting.CANCELLED if summary["status"] == runs.INTERRUPTED else alerting.FAILED
+    stage = summary["stage"] or ""
+    error = first_line(summary["error"] or "")
+    return alerting.Alert(PIPELINE_NAME, outcome.folder.run_id, state, stage, error, "local", summary["run"]["log"])
+
+
+def alert_webhook(url: str, outcome: Outcome) -> Optional[str]:
+    """Posts the run's alert to `url` (nothing for a run that succeeded) and says on the console whether it was
+    delivered, naming the webhook's host only. The run's outcome stands either way; returns why it was not
+    delivered, or None."""
+    alert = run_alert(outcome)
+    if alert is None:
+        return None
+    failed = alerting.post(url, alert)
+    said = f"not delivered ({failed})" if failed else "delivered"
+    print(f"failure alert to {redact_url(url)}: {said}", flush=True)
+    return failed
 
 
 def _canonical(value: Any) -> Any:
@@ -800,10 +839,6 @@ def _send(fd: int, ending: Mapping[str, Any]) -> None:
 
 
 # -- failures ------------------------------------------------------------------------------------------------
-def first_line(text: str) -> str:
-    return next((line.strip() for line in text.splitlines() if line.strip()), "")
-
-
 def _this_attempt(log_path: str, unwritten: str = "") -> list[str]:
     """The log's lines since the last attempt of the run started (all of them if it has no attempt marker); the
     `unwritten` text (what the disk refused) continues the log."""
