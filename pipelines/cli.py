@@ -31,8 +31,8 @@ from google.protobuf import json_format
 
 from estimator_lib import storage, vocabulary
 from estimator_lib.config import RUN_TASKS, ConfigError, RunConfig
-from estimator_lib.config.beam import BEAM, DATAFLOW_RUNNER, ENGINES, BeamConfig
 from estimator_lib.config.alerts import AlertConfig, redact_url
+from estimator_lib.config.beam import BEAM, DATAFLOW_RUNNER, ENGINES, BeamConfig
 from estimator_lib.config.registry import RegistryConfig
 from estimator_lib.config.run import EMBEDDED_DATA, PREPARED_SPLITS, resolve_run
 from estimator_lib.data.embedded import default_dataset
@@ -258,7 +258,7 @@ def _add_image_arguments(parser: argparse.ArgumentParser, common: Any = None) ->
 
 
 def _add_tracking_arguments(parser: argparse.ArgumentParser, log_root_help: str) -> None:
-    group = parser.add_argument_group("Vertex AI tracking: TensorBoard, Experiments, Model Registry")
+    group = parser.add_argument_group("Vertex AI tracking: TensorBoard, Experiments, Model Registry, failure alerts")
     group.add_argument(
         "--tensorboard",
         metavar="RESOURCE",
@@ -277,11 +277,11 @@ def _add_tracking_arguments(parser: argparse.ArgumentParser, log_root_help: str)
         metavar="IMAGE",
         help="registered versions' container (default: TF 2.15 CPU)",
     )
+    _add_alert_arguments(group)
 
 
-def _add_alert_arguments(parser: argparse.ArgumentParser, email: bool = True) -> None:
+def _add_alert_arguments(group: Any, email: bool = True) -> None:
     """--notify-webhook (and, for Vertex AI, --notify-email): who hears of a run that did not succeed."""
-    group = parser.add_argument_group("failure alerts (docs/vertex.md#failure-alerts)")
     if email:
         group.add_argument(
             "--notify-email",
@@ -289,14 +289,9 @@ def _add_alert_arguments(parser: argparse.ArgumentParser, email: bool = True) ->
             action="append",
             default=[],
             metavar="ADDRESS",
-            help="Vertex AI's email when a run ends (repeatable, at most 3)",
+            help="Vertex AI's email when a run ends (repeatable)",
         )
-    group.add_argument(
-        "--notify-webhook",
-        default="",
-        metavar="URL",
-        help="POST one JSON message (run, failed stage, error) to URL when a run fails",
-    )
+    group.add_argument("--notify-webhook", default="", metavar="URL", help="POST the failed stage and error to URL")
 
 
 def resolve_alerts(args: argparse.Namespace) -> AlertConfig:
@@ -418,7 +413,6 @@ def _add_vertex_command(commands: Any, name: str, text: str) -> None:
     if name == "schedule":
         _add_schedule_arguments(sub, common)
     _add_tracking_arguments(sub, "the TPU jobs' logs (default: under --pipeline-root)")
-    _add_alert_arguments(sub)
     _add_engine_arguments(sub, dataflow=True, vertex_defaults=True)
 
 
@@ -458,7 +452,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_run_arguments(run_local)
     _add_engine_arguments(run_local, dataflow=False)
-    _add_alert_arguments(run_local, email=False)
+    _add_alert_arguments(run_local.add_argument_group("failure alert (docs/vertex.md#failure-alerts)"), email=False)
     run_local.add_argument("--output", default=DEFAULT_OUTPUT, help=f"output directory (default {DEFAULT_OUTPUT})")
     run_local.add_argument(
         "--verbose",
@@ -522,7 +516,6 @@ def build_parser() -> argparse.ArgumentParser:
     compile_.add_argument("--output", default=DEFAULT_TEMPLATE, help=f"YAML file (default {DEFAULT_TEMPLATE})")
     _add_image_arguments(compile_)
     _add_tracking_arguments(compile_, "the TPU jobs' logs (required with --tensorboard)")
-    _add_alert_arguments(compile_)
     _add_engine_arguments(compile_, dataflow=True)
 
     for name, text in (

@@ -77,6 +77,7 @@ EXIT_OK, EXIT_FAILED = 0, 1
 GRACE_SECONDS = 2.0  # after SIGTERM, what the stages get before SIGKILL
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 ATTEMPT_MARKER = "==== run "  # the log line that starts an attempt of the run
+NO_ALERTS = AlertConfig()
 HEARTBEAT_SECONDS = 60.0  # off a terminal, at most one heartbeat line a minute per running stage
 # A stage's progress lines (estimator_lib.progress, through the KFP executor's log format): training's
 # "step 300/1000 (30%), ETA 40s, loss ...", and "<work>: 1,000/2,000 rows (50%), ... rows/s, ETA ..." of
@@ -124,7 +125,7 @@ def run_local(
     output: str,
     verbose: bool = False,
     resume: Optional[bool] = None,
-    alerts: AlertConfig = AlertConfig(),
+    alerts: AlertConfig = NO_ALERTS,
 ) -> Outcome:
     """Runs the pipeline locally into OUTPUT/runs/<run id>/ and writes its summary (and OUTPUT/summary.json).
 

@@ -209,6 +209,17 @@ def task_stages(stages: Stages) -> dict[str, str]:
     return {getattr(stages, f.name).name: f.name for f in dataclasses.fields(Stages)}
 
 
+def _exit_task(image: str, alerts: AlertConfig, stages: Stages) -> Any:
+    """The task that sends the alert: Vertex AI's notification email, or our webhook task."""
+    if alerts.emails:
+        # Lazy: google-cloud-pipeline-components is needed only by a compile that asks for email alerts.
+        from google_cloud_pipeline_components.v1.vertex_notification_email import VertexNotificationEmailOp
+
+        return VertexNotificationEmailOp(recipients=list(alerts.emails))
+    component = dsl.component(notify_webhook, base_image=image, install_kfp_package=False, packages_to_install=[])
+    return component(webhook=alerts.webhook, pipeline=PIPELINE_NAME, stages=task_stages(stages))
+
+
 def _with_alerts(image: str, alerts: AlertConfig, stages: Stages) -> Callable[[Callable], Callable]:
     """A decorator of the pipeline function that runs its body inside a `dsl.ExitHandler` whose exit task is the
     alert asked for: Vertex AI's notification email, or our webhook task (`components.notify`). The exit task runs
@@ -223,19 +234,10 @@ def _with_alerts(image: str, alerts: AlertConfig, stages: Stages) -> Callable[[C
     if not alerts.wanted:
         return lambda body: body
 
-    def exit_task() -> Any:
-        if alerts.emails:
-            # Lazy: google-cloud-pipeline-components is needed only by a compile that asks for email alerts.
-            from google_cloud_pipeline_components.v1.vertex_notification_email import VertexNotificationEmailOp
-
-            return VertexNotificationEmailOp(recipients=list(alerts.emails))
-        component = dsl.component(notify_webhook, base_image=image, install_kfp_package=False, packages_to_install=[])
-        return component(webhook=alerts.webhook, pipeline=PIPELINE_NAME, stages=task_stages(stages))
-
     def decorate(body: Callable) -> Callable:
         @functools.wraps(body)
         def alerted(*args: Any, **kwargs: Any) -> None:
-            with dsl.ExitHandler(exit_task().set_caching_options(False)):
+            with dsl.ExitHandler(_exit_task(image, alerts, stages).set_caching_options(False)):
                 body(*args, **kwargs)
 
         # KFP reads the parameters, their defaults and types from the signature: the body's, without outputs.

@@ -21,6 +21,8 @@ def redact_url(url: str) -> str:
         host, port = parts.hostname or "", f":{parts.port}" if parts.port else ""
     except ValueError:  # a port that is not a number
         return "(an unreadable URL)"
+    if not parts.scheme or not host:
+        return "(not a URL)"
     hidden = "/..." if parts.path.strip("/") or parts.query else ""
     return f"{parts.scheme}://{host}{port}{hidden}"
 
@@ -64,8 +66,8 @@ class AlertConfig(JsonConfig):
         if self.webhook:
             require(
                 _is_web_url(self.webhook),
-                f"--notify-webhook {redact_url(self.webhook)!r} is not an http(s) URL with a host; give e.g. "
-                "https://hooks.example.com/services/...",
+                f"--notify-webhook must be an http(s) URL with a host, got {redact_url(self.webhook)} (shown without "
+                "its path); give e.g. https://hooks.example.com/services/...",
             )
 
     @property
