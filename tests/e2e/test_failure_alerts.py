@@ -9,8 +9,11 @@ import os
 import subprocess
 import sys
 
+import pytest
 from repo import ROOT
 from webhook_server import webhook
+
+pytestmark = pytest.mark.slow  # a real local run, though it fails seconds in
 
 ERROR = (
     "DataError: the eval split is empty: 2 good row(s) are too few for eval_fraction=0.2 and test_fraction=0.0; "
