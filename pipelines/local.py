@@ -32,6 +32,10 @@ A disk that refuses a write (full, read-only) at any point ends the run as faile
     record is (`RecordError`). A run that cannot start says so before anything runs.
 The next run's start deletes what the failed one left: tmp/, the reserve, staging directories and temporary files
 (`runs.remove_leftovers`).
+
+A run given a webhook (`--notify-webhook`) that fails or is interrupted posts its failure alert from the supervisor,
+once its summary is written (`alert_webhook`): the KFP local runner runs no exit handler, which is where a Vertex AI
+run sends the same message (`pipelines.pipeline`).
 """
 
 from __future__ import annotations
@@ -59,7 +63,7 @@ from typing import IO, Any, Callable, Optional
 from kfp import local as kfp_local
 from kfp.local import executor_input_utils, subprocess_task_handler
 
-from components import Stages, build_stages, records
+from components import build_stages, records
 from components.records import REUSED_MARKER
 from estimator_lib import alerts as alerting
 from estimator_lib import storage
@@ -70,7 +74,7 @@ from estimator_lib.config.run import LOCAL_JOB_DEFAULTS
 from estimator_lib.progress import count_down, duration
 from pipelines import runs, stage
 from pipelines.image import LOCAL_IMAGE
-from pipelines.pipeline import PIPELINE_NAME, build_pipeline
+from pipelines.pipeline import PIPELINE_NAME, build_pipeline, task_stages
 
 PUBLISH_DIR = "published"
 EXIT_OK, EXIT_FAILED = 0, 1
@@ -451,8 +455,7 @@ def unrecorded_message(folder: runs.RunFolder, summary: Mapping[str, Any], error
 @functools.lru_cache(maxsize=None)
 def _task_stages() -> dict[str, str]:
     """KFP task name -> the `Stages` field it runs: "train-model" -> "train"."""
-    stages = build_stages(LOCAL_IMAGE)
-    return {getattr(stages, f.name).name: f.name for f in dataclasses.fields(Stages)}
+    return task_stages(build_stages(LOCAL_IMAGE))
 
 
 def stage_of(task: str) -> str:
