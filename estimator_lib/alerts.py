@@ -15,11 +15,14 @@ stage: the stage and its error come from the run's task details (`read_task_deta
 task's error is Vertex AI's (the job's exit status and where its logs are); the Python exception's first line is
 in the stage's log, which `link` leads to.
 
-The webhook's URL often holds its token: it is never logged, only its scheme and host (`redact_url`).
+The webhook's URL often holds its token: it is never logged, only its scheme and host (`redact_url`). Given as
+a Secret Manager secret ("secret:projects/P/secrets/NAME"), it is read when the alert is sent (`webhook_url`), so
+it is in no compiled spec and no task's inputs.
 """
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import json
 import logging
@@ -28,10 +31,14 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from typing import Any, Callable, Optional
 
-from estimator_lib.config.alerts import redact_url
+import google.auth
+from google.auth.transport.requests import AuthorizedSession
+
+from estimator_lib.config.alerts import SECRET_PREFIX, redact_url
 
 TIMEOUT_SECONDS = 10.0
 SUCCEEDED, FAILED, CANCELLED = "SUCCEEDED", "FAILED", "CANCELLED"
+SECRET_MANAGER = "https://secretmanager.googleapis.com/v1/"
 _log = logging.getLogger(__name__)
 
 
@@ -94,6 +101,38 @@ def post(url: str, alert: Alert, timeout: float = TIMEOUT_SECONDS) -> Optional[s
     return reason
 
 
+def read_secret(version: str, session: Any = None) -> str:
+    """The text of the Secret Manager secret version `version` ("projects/P/secrets/S/versions/V"), read over
+    Secret Manager's REST API with the environment's credentials (a pipeline's service account needs
+    roles/secretmanager.secretAccessor on the secret)."""
+    if session is None:
+        credentials, _ = google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
+        session = AuthorizedSession(credentials)
+    answer = session.get(f"{SECRET_MANAGER}{version}:access", timeout=TIMEOUT_SECONDS)
+    answer.raise_for_status()
+    return base64.b64decode(answer.json()["payload"]["data"]).decode("utf-8").strip()
+
+
+def webhook_url(webhook: str, read: Callable[[str], str] = read_secret) -> str:
+    """The URL to post to: `webhook` itself, or the text of the secret "secret:projects/P/secrets/S[/versions/V]"
+    names (its latest version by default), read with `read`."""
+    if not webhook.startswith(SECRET_PREFIX):
+        return webhook
+    name = webhook[len(SECRET_PREFIX) :]
+    return read(name if "/versions/" in name else f"{name}/versions/latest")
+
+
+def deliver(webhook: str, alert: Alert, read: Callable[[str], str] = read_secret) -> Optional[str]:
+    """Posts `alert` to the webhook (`webhook_url`); None once delivered, else why not (never raises)."""
+    try:
+        url = webhook_url(webhook, read)
+    except Exception as e:  # noqa: BLE001 - an alert must not turn into the run's error
+        reason = f"cannot read its URL from {webhook}: {first_line(str(e))}"
+        _log.warning("failure alert not delivered: %s", reason)
+        return reason
+    return post(url, alert)
+
+
 def vertex_failure(tasks: Sequence[Mapping[str, Any]], stages: Mapping[str, str], message: str) -> tuple[str, str]:
     """(stage, first line of its error) of a Vertex AI run, from its task details.
 
@@ -148,7 +187,7 @@ def alert_vertex_run(
     """Posts the alert of a Vertex AI run that did not succeed (the exit handler's task calls this).
 
     Args:
-      url: the webhook.
+      url: the webhook (`webhook_url`).
       pipeline: the pipeline's name.
       stages: task name -> stage (`vertex_failure`).
       status: the run's final status: "state", "pipeline_job_resource_name", "error_message".
@@ -168,5 +207,5 @@ def alert_vertex_run(
         tasks = []
     stage, error = vertex_failure(tasks, stages, message)
     alert = Alert(pipeline, job, status["state"], stage, error, "vertex", console_link(job))
-    post(url, alert)
+    deliver(url, alert)
     return alert

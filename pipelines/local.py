@@ -180,13 +180,13 @@ def run_alert(outcome: Outcome) -> Optional[alerting.Alert]:
 
 
 def alert_webhook(url: str, outcome: Outcome) -> Optional[str]:
-    """Posts the run's alert to `url` (nothing for a run that succeeded) and says on the console whether it was
-    delivered, naming the webhook's host only. The run's outcome stands either way; returns why it was not
-    delivered, or None."""
+    """Posts the run's alert to `url` (`alerts.webhook_url`; nothing for a run that succeeded) and says on the
+    console whether it was delivered, naming the webhook's host only. The run's outcome stands either way;
+    returns why it was not delivered, or None."""
     alert = run_alert(outcome)
     if alert is None:
         return None
-    failed = alerting.post(url, alert)
+    failed = alerting.deliver(url, alert)
     said = f"not delivered ({failed})" if failed else "delivered"
     print(f"failure alert to {redact_url(url)}: {said}", flush=True)
     return failed

@@ -11,11 +11,15 @@ from estimator_lib.config.base import JsonConfig, require
 MAX_EMAILS = 3  # Vertex AI's email notification component takes at most three recipients
 _EMAIL = re.compile(r"^[^@\s,]+@[^@\s,]+\.[^@\s,]+$")
 WEBHOOK_SCHEMES = ("https", "http")
+SECRET_PREFIX = "secret:"  # --notify-webhook secret:projects/P/secrets/NAME: the URL is the secret's text
+_SECRET = re.compile(r"^secret:projects/[^/\s]+/secrets/[^/\s]+(/versions/[^/\s]+)?$")
 
 
 def redact_url(url: str) -> str:
     """`url` as logs and --dry-run may show it: scheme and host only. A webhook's path and query often hold its
-    token (Slack's and Google Chat's do), so they are never printed."""
+    token (Slack's and Google Chat's do), so they are never printed. A secret's name is shown whole."""
+    if _SECRET.match(url):
+        return url
     try:
         parts = urllib.parse.urlsplit(url)
         host, port = parts.hostname or "", f":{parts.port}" if parts.port else ""
@@ -42,8 +46,10 @@ class AlertConfig(JsonConfig):
     Attributes:
       emails: recipients of Vertex AI's notification email (`--notify-email`, repeatable): at most three. Vertex
         AI sends it when a run ends, whatever its state.
-      webhook: an http(s) URL that gets one JSON POST when a run fails or is cancelled (`--notify-webhook`);
-        "" for none. It is a secret of the user's: only `redact_url(webhook)` is ever printed or logged.
+      webhook: an http(s) URL that gets one JSON POST when a run fails or is cancelled (`--notify-webhook`), or
+        "secret:projects/P/secrets/NAME[/versions/V]", a Secret Manager secret whose text is that URL, read when
+        the alert is sent; "" for none. It is a secret of the user's: only `redact_url(webhook)` is ever printed
+        or logged.
         Not both: KFP allows one exit handler per pipeline, with one exit task.
     """
 
@@ -65,9 +71,9 @@ class AlertConfig(JsonConfig):
             require(bool(_EMAIL.match(email)), f"--notify-email {email!r} is not an email address, e.g. ml@example.com")
         if self.webhook:
             require(
-                _is_web_url(self.webhook),
-                f"--notify-webhook must be an http(s) URL with a host, got {redact_url(self.webhook)} (shown without "
-                "its path); give e.g. https://hooks.example.com/services/...",
+                _is_web_url(self.webhook) or bool(_SECRET.match(self.webhook)),
+                f"--notify-webhook must be an http(s) URL with a host or secret:projects/P/secrets/NAME, got "
+                f"{redact_url(self.webhook)} (shown without its path); give e.g. https://hooks.example.com/services/...",
             )
 
     @property

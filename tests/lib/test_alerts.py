@@ -3,6 +3,7 @@ run's exit task says, and that no log names the webhook's URL."""
 
 from __future__ import annotations
 
+import base64
 import logging
 
 import pytest
@@ -85,13 +86,18 @@ def test_redact_url_keeps_the_scheme_and_host_only():
         ({"emails": ("ml team",)}, "--notify-email 'ml team' is not an email address, e.g. ml@example.com"),
         (
             {"webhook": "ftp://files.example.com/s3cr3t"},
-            "--notify-webhook must be an http(s) URL with a host, got ftp://files.example.com/... (shown without its "
-            "path); give e.g. https://hooks.example.com/services/...",
+            "--notify-webhook must be an http(s) URL with a host or secret:projects/P/secrets/NAME, got "
+            "ftp://files.example.com/... (shown without its path); give e.g. https://hooks.example.com/services/...",
+        ),
+        (
+            {"webhook": "secret:alerts-hook"},
+            "--notify-webhook must be an http(s) URL with a host or secret:projects/P/secrets/NAME, got (not a URL) "
+            "(shown without its path); give e.g. https://hooks.example.com/services/...",
         ),
         (
             {"webhook": "hooks.example.com/s3cr3t"},
-            "--notify-webhook must be an http(s) URL with a host, got (not a URL) (shown without its path); give "
-            "e.g. https://hooks.example.com/services/...",
+            "--notify-webhook must be an http(s) URL with a host or secret:projects/P/secrets/NAME, got (not a URL) "
+            "(shown without its path); give e.g. https://hooks.example.com/services/...",
         ),
     ],
 )
@@ -164,3 +170,41 @@ def test_task_details_that_cannot_be_read_leave_the_stage_out_but_the_alert_goes
         sent = alerts.alert_vertex_run(hook.url, "p", STAGES, status, unreadable)
     assert (sent.stage, sent.error) == ("", "The DAG failed.") and len(hook.posts) == 1
     assert f"cannot read the task details of {JOB} (403 Permission" in caplog.text
+
+
+class SecretManager:
+    """Stands in for Secret Manager's REST API (an `AuthorizedSession`): answers `access` with `text`, or 403."""
+
+    def __init__(self, text: str = "", denied: bool = False):
+        self.text, self.denied, self.requested = text, denied, []
+
+    def get(self, url: str, timeout: float):
+        self.requested.append((url, timeout))
+        return self
+
+    def raise_for_status(self) -> None:
+        if self.denied:
+            raise PermissionError("403 Client Error: Forbidden for url: https://secretmanager.googleapis.com/v1/...")
+
+    def json(self) -> dict:
+        return {"payload": {"data": base64.b64encode(self.text.encode("utf-8")).decode("ascii")}}
+
+
+def test_a_webhook_kept_in_secret_manager_is_read_when_the_alert_is_sent(caplog):
+    reference = "secret:projects/my-project/secrets/alerts-hook"
+    assert AlertConfig(webhook=reference).described() == {"emails": [], "webhook": reference}
+    with webhook() as hook:
+        secrets = SecretManager(text=hook.url + "\n")
+        assert alerts.deliver(reference, ALERT, lambda version: alerts.read_secret(version, secrets)) is None
+        denied = SecretManager(denied=True)
+        reason = alerts.deliver(reference + "/versions/3", ALERT, lambda version: alerts.read_secret(version, denied))
+    assert [post["body"] for post in hook.posts] == [ALERT.payload()]
+    assert secrets.requested == [
+        ("https://secretmanager.googleapis.com/v1/projects/my-project/secrets/alerts-hook/versions/latest:access", 10.0)
+    ]
+    assert denied.requested[0][0].endswith("/secrets/alerts-hook/versions/3:access")
+    assert reason == (
+        "cannot read its URL from secret:projects/my-project/secrets/alerts-hook/versions/3: 403 Client Error: "
+        "Forbidden for url: https://secretmanager.googleapis.com/v1/..."
+    )
+    assert "s3cr3t" not in caplog.text

@@ -13,7 +13,7 @@ from compiled import compiled_spec
 from google.auth.credentials import AnonymousCredentials
 from google.cloud.aiplatform.compat.services import pipeline_service_client_v1
 from google.cloud.aiplatform.compat.types import pipeline_job_v1
-from kfp.dsl import PipelineTaskFinalStatus
+from kfp.dsl.executor import Executor
 from vertex_api import FakeVertexAPI
 from webhook_server import webhook
 
@@ -128,13 +128,22 @@ def failed_job(monkeypatch) -> None:
     monkeypatch.setattr(pipeline_service_client_v1.PipelineServiceClient, "get_pipeline_job", get_pipeline_job)
 
 
-def test_the_webhook_task_posts_the_failed_stage_it_reads_from_the_run(monkeypatch):
+def run_exit_task(tmp_path, url: str, state: str, error: dict) -> None:
+    """Runs the webhook task's function as Vertex AI would, through KFP's executor, given the final status."""
+    status = {"state": state, "pipelineJobResourceName": JOB, "pipelineTaskName": "exit-handler-1", "error": error}
+    parameters = {"webhook": url, "pipeline": "tpu-estimator-pipeline", "stages": STAGE_TASKS, "status": status}
+    executor_input = {
+        "inputs": {"parameterValues": parameters},
+        "outputs": {"outputFile": str(tmp_path / "executor_output.json")},
+    }
+    Executor(executor_input=executor_input, function_to_execute=notify_webhook).execute()
+
+
+def test_the_webhook_task_posts_the_failed_stage_it_reads_from_the_run(monkeypatch, tmp_path):
     failed_job(monkeypatch)
-    status = PipelineTaskFinalStatus("FAILED", JOB, "exit-handler-1", 9, "The DAG failed because some tasks failed.")
     with webhook() as hook:
-        notify_webhook(webhook=hook.url, pipeline="tpu-estimator-pipeline", stages=STAGE_TASKS, status=status)
-        succeeded = PipelineTaskFinalStatus("SUCCEEDED", JOB, "exit-handler-1", None, None)
-        notify_webhook(webhook=hook.url, pipeline="tpu-estimator-pipeline", stages=STAGE_TASKS, status=succeeded)
+        run_exit_task(tmp_path, hook.url, "FAILED", {"code": 9, "message": "The DAG failed because some tasks failed."})
+        run_exit_task(tmp_path, hook.url, "SUCCEEDED", {})
     [post] = hook.posts
     assert post["body"] == {
         "text": f"tpu-estimator-pipeline run {JOB} failed at train: The replica workerpool0-0 exited with a "
