@@ -8,7 +8,7 @@ The message (`Alert.payload`), the same from a local run and from Vertex AI:
 
 `state` is Vertex AI's final state: "FAILED", or "CANCELLED" for a run that was stopped (interrupted, locally).
 A run that succeeded sends nothing. Sending never fails a run: a webhook that is down, slow (`TIMEOUT_SECONDS`) or
-answers with an error is logged and reported back as text (`post`), and the run's own outcome stands.
+answers with an error is logged and reported back as text (`deliver`, `post`), and the run's own outcome stands.
 
 On Vertex AI the exit handler's task gets the run's final status (`PipelineTaskFinalStatus`), which names no
 stage: the stage and its error come from the run's task details (`read_task_details`, `vertex_failure`). There a
@@ -55,8 +55,8 @@ class Alert:
       pipeline: the pipeline's name.
       run: the run's ID (a local run's folder name, a Vertex AI PipelineJob's resource name).
       state: "FAILED" or "CANCELLED".
-      stage: the stage that failed ("prepare", "train", ...); "" when no stage failed (the run was stopped
-        between stages, or Vertex AI named none).
+      stage: the stage that failed ("prepare", "train", ...), or that was running when the run was stopped;
+        "" when there is none (stopped between stages, or the run's task details could not be read).
       error: the first line of the stage's error.
       where: "local" or "vertex".
       link: where to read more: the local run's log, or the run's page in the Google Cloud console.
