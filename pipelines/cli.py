@@ -31,6 +31,7 @@ from google.protobuf import json_format
 
 from estimator_lib import storage, vocabulary
 from estimator_lib.config import RUN_TASKS, ConfigError, RunConfig
+from estimator_lib.config.alerts import AlertConfig, redact_url
 from estimator_lib.config.beam import BEAM, DATAFLOW_RUNNER, ENGINES, BeamConfig
 from estimator_lib.config.registry import RegistryConfig
 from estimator_lib.config.run import EMBEDDED_DATA, PREPARED_SPLITS, resolve_run
@@ -257,7 +258,7 @@ def _add_image_arguments(parser: argparse.ArgumentParser, common: Any = None) ->
 
 
 def _add_tracking_arguments(parser: argparse.ArgumentParser, log_root_help: str) -> None:
-    group = parser.add_argument_group("Vertex AI tracking: TensorBoard, Experiments, Model Registry")
+    group = parser.add_argument_group("Vertex AI tracking: TensorBoard, Experiments, Model Registry, failure alerts")
     group.add_argument(
         "--tensorboard",
         metavar="RESOURCE",
@@ -276,6 +277,26 @@ def _add_tracking_arguments(parser: argparse.ArgumentParser, log_root_help: str)
         metavar="IMAGE",
         help="registered versions' container (default: TF 2.15 CPU)",
     )
+    _add_alert_arguments(group)
+
+
+def _add_alert_arguments(group: Any, email: bool = True) -> None:
+    """--notify-webhook (and, for Vertex AI, --notify-email): who hears of a run that did not succeed."""
+    if email:
+        group.add_argument(
+            "--notify-email",
+            dest="notify_emails",
+            action="append",
+            default=[],
+            metavar="ADDRESS",
+            help="Vertex AI's email when a run ends (repeatable)",
+        )
+    group.add_argument("--notify-webhook", default="", metavar="URL", help="POST the failed stage and error to URL")
+
+
+def resolve_alerts(args: argparse.Namespace) -> AlertConfig:
+    """The alerts the flags ask for (`AlertConfig` checks them)."""
+    return AlertConfig(emails=tuple(getattr(args, "notify_emails", ())), webhook=args.notify_webhook)
 
 
 def _add_vertex_arguments(parser: argparse.ArgumentParser, common: Any) -> None:
@@ -431,6 +452,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_run_arguments(run_local)
     _add_engine_arguments(run_local, dataflow=False)
+    _add_alert_arguments(run_local.add_argument_group("failure alert (docs/vertex.md#failure-alerts)"), email=False)
     run_local.add_argument("--output", default=DEFAULT_OUTPUT, help=f"output directory (default {DEFAULT_OUTPUT})")
     run_local.add_argument(
         "--verbose",
@@ -674,6 +696,8 @@ COMPILED_FLAGS = {
     "--tensorboard": "tensorboard",
     "--experiment": "experiment",
     "--model-registry": "model_registry",
+    "--notify-email": "notify_emails",
+    "--notify-webhook": "notify_webhook",
 }
 
 
@@ -707,6 +731,7 @@ def resolve_steps(args: argparse.Namespace) -> VertexSteps:
     return VertexSteps(
         experiment=vertex.check_experiment(args.experiment) if args.experiment is not None else None,
         registry=registry,
+        alerts=resolve_alerts(args),
     )
 
 
@@ -716,12 +741,15 @@ def _flag(args: argparse.Namespace, flag: str) -> Any:
 
 def describe_compiled(tpu: tpu_presets.TPUTarget | None, steps: VertexSteps) -> dict[str, Any]:
     """What the compiled pipeline fixes: the TPU custom jobs' machine, capacity and TensorBoard, the Vertex AI
-    steps. Shown by --dry-run beside the PipelineJob request (whose pipeline spec is left out: it is long)."""
+    steps, the failure alerts. Shown by --dry-run beside the PipelineJob request (whose pipeline spec is left out:
+    it is long)."""
     described: dict[str, Any] = {
         "experiment": steps.experiment,
         "modelRegistry": steps.registry.to_dict() if steps.registry else None,
         "tpuJobs": None,
     }
+    if steps.alerts.wanted:  # the webhook redacted: its URL may hold a token
+        described["alerts"] = steps.alerts.described()
     if tpu is not None:
         described["tpuJobs"] = {
             "tpu": tpu.preset.name,
@@ -763,7 +791,7 @@ def cmd_run_local(args: argparse.Namespace) -> int:
     checks.local_run(settings)
     check_label_column(settings, "--label" if args.label else "prepare.label")
     check_slice_columns(settings)
-    outcome = local.run_local(settings, output, verbose=args.verbose, resume=args.resume)
+    outcome = local.run_local(settings, output, verbose=args.verbose, resume=args.resume, alerts=resolve_alerts(args))
     summary = outcome.summary
     if summary["status"] == runs.OK:
         print(format_summary(summary, os.path.join(output, runs.SUMMARY_FILE)))
@@ -844,7 +872,15 @@ def cmd_compile(args: argparse.Namespace) -> int:
         print(f"  every run joins the Vertex AI Experiment {steps.experiment!r}")
     if steps.registry:
         print(f"  blessed models become versions of the registry model {steps.registry.display_name!r}")
+    if steps.alerts.wanted:
+        print(f"  {_alerts_line(steps.alerts)}")
     return 0
+
+
+def _alerts_line(alerts: AlertConfig) -> str:
+    if alerts.emails:
+        return f"Vertex AI emails {', '.join(alerts.emails)} when a run ends"
+    return f"a run that fails posts an alert to {redact_url(alerts.webhook)}"
 
 
 def _where(tpu: tpu_presets.TPUTarget | None, beam: bool = False) -> str:

@@ -32,6 +32,10 @@ A disk that refuses a write (full, read-only) at any point ends the run as faile
     record is (`RecordError`). A run that cannot start says so before anything runs.
 The next run's start deletes what the failed one left: tmp/, the reserve, staging directories and temporary files
 (`runs.remove_leftovers`).
+
+A run given a webhook (`--notify-webhook`) that fails or is interrupted posts its failure alert from the supervisor,
+once its summary is written (`alert_webhook`): the KFP local runner runs no exit handler, which is where a Vertex AI
+run sends the same message (`pipelines.pipeline`).
 """
 
 from __future__ import annotations
@@ -59,21 +63,25 @@ from typing import IO, Any, Callable, Optional
 from kfp import local as kfp_local
 from kfp.local import executor_input_utils, subprocess_task_handler
 
-from components import Stages, build_stages, records
+from components import build_stages, records
 from components.records import REUSED_MARKER
+from estimator_lib import alerts as alerting
 from estimator_lib import storage
+from estimator_lib.alerts import first_line
 from estimator_lib.config import JobConfig, RunConfig
+from estimator_lib.config.alerts import AlertConfig, redact_url
 from estimator_lib.config.run import LOCAL_JOB_DEFAULTS
 from estimator_lib.progress import count_down, duration
 from pipelines import runs, stage
 from pipelines.image import LOCAL_IMAGE
-from pipelines.pipeline import PIPELINE_NAME, build_pipeline
+from pipelines.pipeline import PIPELINE_NAME, build_pipeline, task_stages
 
 PUBLISH_DIR = "published"
 EXIT_OK, EXIT_FAILED = 0, 1
 GRACE_SECONDS = 2.0  # after SIGTERM, what the stages get before SIGKILL
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 ATTEMPT_MARKER = "==== run "  # the log line that starts an attempt of the run
+NO_ALERTS = AlertConfig()
 HEARTBEAT_SECONDS = 60.0  # off a terminal, at most one heartbeat line a minute per running stage
 # A stage's progress lines (estimator_lib.progress, through the KFP executor's log format): training's
 # "step 300/1000 (30%), ETA 40s, loss ...", and "<work>: 1,000/2,000 rows (50%), ... rows/s, ETA ..." of
@@ -116,7 +124,13 @@ class Outcome:
 
 
 # -- the supervisor ------------------------------------------------------------------------------------------
-def run_local(settings: RunConfig, output: str, verbose: bool = False, resume: Optional[bool] = None) -> Outcome:
+def run_local(
+    settings: RunConfig,
+    output: str,
+    verbose: bool = False,
+    resume: Optional[bool] = None,
+    alerts: AlertConfig = NO_ALERTS,
+) -> Outcome:
     """Runs the pipeline locally into OUTPUT/runs/<run id>/ and writes its summary (and OUTPUT/summary.json).
 
     Args:
@@ -125,6 +139,8 @@ def run_local(settings: RunConfig, output: str, verbose: bool = False, resume: O
       verbose: stream every stage's full log to the console (it always goes to the run's pipeline.log).
       resume: True resumes the last run (it must have failed or been interrupted, with these arguments); False
         starts a new run; None resumes the last run if it failed or was interrupted with these arguments.
+      alerts: its webhook gets one message when the run fails or is interrupted (`alert_webhook`); the KFP local
+        runner runs no exit handler, so the supervisor sends it once the summary is written.
 
     Raises:
       runs.OutputInUseError: another run holds OUTPUT.
@@ -143,9 +159,37 @@ def run_local(settings: RunConfig, output: str, verbose: bool = False, resume: O
         folder, summary = choose_run(output, settings.view(), resume)
         summary["arguments"] = settings.arguments()  # what the pipeline is called with: each stage's spec
         _start(folder, summary, lock)
-        return _supervise(folder, summary, verbose, lock)
+        outcome = _supervise(folder, summary, verbose, lock)
     finally:
         os.close(lock)
+    if alerts.webhook:
+        alert_webhook(alerts.webhook, outcome)
+    return outcome
+
+
+def run_alert(outcome: Outcome) -> Optional[alerting.Alert]:
+    """The alert of a run that failed or was interrupted, as a Vertex AI run's exit handler words it
+    (`estimator_lib.alerts`); None for a run that succeeded."""
+    summary = outcome.summary
+    if summary["status"] == runs.OK:
+        return None
+    state = alerting.CANCELLED if summary["status"] == runs.INTERRUPTED else alerting.FAILED
+    stage = summary["stage"] or ""
+    error = first_line(summary["error"] or "")
+    return alerting.Alert(PIPELINE_NAME, outcome.folder.run_id, state, stage, error, "local", summary["run"]["log"])
+
+
+def alert_webhook(url: str, outcome: Outcome) -> Optional[str]:
+    """Posts the run's alert to `url` (`alerts.webhook_url`; nothing for a run that succeeded) and says on the
+    console whether it was delivered, naming the webhook's host only. The run's outcome stands either way;
+    returns why it was not delivered, or None."""
+    alert = run_alert(outcome)
+    if alert is None:
+        return None
+    failed = alerting.deliver(url, alert)
+    said = f"not delivered ({failed})" if failed else "delivered"
+    print(f"failure alert to {redact_url(url)}: {said}", flush=True)
+    return failed
 
 
 def _canonical(value: Any) -> Any:
@@ -411,8 +455,7 @@ def unrecorded_message(folder: runs.RunFolder, summary: Mapping[str, Any], error
 @functools.lru_cache(maxsize=None)
 def _task_stages() -> dict[str, str]:
     """KFP task name -> the `Stages` field it runs: "train-model" -> "train"."""
-    stages = build_stages(LOCAL_IMAGE)
-    return {getattr(stages, f.name).name: f.name for f in dataclasses.fields(Stages)}
+    return task_stages(build_stages(LOCAL_IMAGE))
 
 
 def stage_of(task: str) -> str:
@@ -800,10 +843,6 @@ def _send(fd: int, ending: Mapping[str, Any]) -> None:
 
 
 # -- failures ------------------------------------------------------------------------------------------------
-def first_line(text: str) -> str:
-    return next((line.strip() for line in text.splitlines() if line.strip()), "")
-
-
 def _this_attempt(log_path: str, unwritten: str = "") -> list[str]:
     """The log's lines since the last attempt of the run started (all of them if it has no attempt marker); the
     `unwritten` text (what the disk refused) continues the log."""

@@ -33,6 +33,8 @@ No `from __future__ import annotations` here: KFP reads the pipeline function's 
 """
 
 import dataclasses
+import functools
+import inspect
 import json
 from typing import Any, Callable, NamedTuple, Optional, Union
 
@@ -44,9 +46,11 @@ from kfp.dsl import HTML, Artifact, ClassificationMetrics, Dataset, Markdown, Me
 from components import Stages, build_stages
 from components.artifact_types import ModelBlessing
 from components.experiment import join_experiment
+from components.notify import notify_webhook
 from components.records import TPU_TYPE_ENV
 from components.register import register_model
 from estimator_lib.config import RunConfig
+from estimator_lib.config.alerts import AlertConfig
 from estimator_lib.config.beam import BeamConfig
 from estimator_lib.config.registry import RegistryConfig
 from pipelines.tpu import CPU_SETTINGS, SPOT, STANDARD, TPUPreset, TPUTarget, as_target
@@ -161,10 +165,12 @@ class VertexSteps:
     Attributes:
       experiment: the Vertex AI Experiment every run joins (a first step, so scheduled runs join too).
       registry: the Model Registry model a blessed, published model becomes a new version of (a last step).
+      alerts: who hears of a run that did not succeed: an exit handler around the whole DAG (`_with_alerts`).
     """
 
     experiment: Optional[str] = None
     registry: Optional[RegistryConfig] = None
+    alerts: AlertConfig = AlertConfig()
 
 
 def _vertex_steps(image: str, steps: VertexSteps) -> Callable[..., None]:
@@ -196,6 +202,50 @@ def _vertex_steps(image: str, steps: VertexSteps) -> Callable[..., None]:
             ).set_caching_options(False)
 
     return add
+
+
+def task_stages(stages: Stages) -> dict[str, str]:
+    """KFP task name -> the `Stages` field it runs: "train-model" -> "train"."""
+    return {getattr(stages, f.name).name: f.name for f in dataclasses.fields(Stages)}
+
+
+def _exit_task(image: str, alerts: AlertConfig, stages: Stages) -> Any:
+    """The task that sends the alert: Vertex AI's notification email, or our webhook task."""
+    if alerts.emails:
+        # Lazy: google-cloud-pipeline-components is needed only by a compile that asks for email alerts.
+        from google_cloud_pipeline_components.v1.vertex_notification_email import VertexNotificationEmailOp
+
+        return VertexNotificationEmailOp(recipients=list(alerts.emails))
+    component = dsl.component(notify_webhook, base_image=image, install_kfp_package=False, packages_to_install=[])
+    return component(webhook=alerts.webhook, pipeline=PIPELINE_NAME, stages=task_stages(stages))
+
+
+def _with_alerts(image: str, alerts: AlertConfig, stages: Stages) -> Callable[[Callable], Callable]:
+    """A decorator of the pipeline function that runs its body inside a `dsl.ExitHandler` whose exit task is the
+    alert asked for: Vertex AI's notification email, or our webhook task (`components.notify`). The exit task runs
+    however the run ends, and Vertex AI gives it the run's final status. Without alerts the function is left as
+    it is.
+
+    KFP allows one exit handler, at the pipeline's top level, and takes the pipeline's outputs only from outside
+    it: with alerts the pipeline declares no outputs of its own (every stage's artifacts stay on its task, and
+    nothing on Vertex AI reads the pipeline's). The KFP local runner cannot run exit handlers: a local run's
+    alert is sent by its supervisor (`pipelines.local`).
+    """
+    if not alerts.wanted:
+        return lambda body: body
+
+    def decorate(body: Callable) -> Callable:
+        @functools.wraps(body)
+        def alerted(*args: Any, **kwargs: Any) -> None:
+            with dsl.ExitHandler(_exit_task(image, alerts, stages).set_caching_options(False)):
+                body(*args, **kwargs)
+
+        # KFP reads the parameters, their defaults and types from the signature: the body's, without outputs.
+        alerted.__signature__ = inspect.signature(body).replace(return_annotation=inspect.Signature.empty)
+        alerted.__annotations__ = {k: v for k, v in body.__annotations__.items() if k != "return"}
+        return alerted
+
+    return decorate
 
 
 def build_pipeline(
@@ -232,6 +282,7 @@ def build_pipeline(
         name=PIPELINE_NAME,
         description="Prepare, train, evaluate and bless, batch predict, export, and publish a blessed model last",
     )
+    @_with_alerts(image, steps.alerts, stages)
     def tpu_estimator_pipeline(
         publish_root: str,
         prepare_spec: str = defaults["prepare_spec"],

@@ -32,12 +32,18 @@ ALLOWED_LOCAL_IMPORTS: Dict[Tuple[str, str], str] = {
     ("components.experiment", "join_experiment"): COMPONENT_BODY,
     ("components.release", "release_model"): COMPONENT_BODY,
     ("components.serving_check", "check_serving"): COMPONENT_BODY,
+    ("components.notify", "notify_webhook"): COMPONENT_BODY,
     ("estimator_lib.storage", "_client"): LAZY_GCS,
     ("estimator_lib.storage", "_retry"): LAZY_GCS,
     ("estimator_lib.storage", "replace_if_unchanged"): LAZY_GCS,
     ("estimator_lib.storage", "_named_errors"): LAZY_GCS,
     ("pipelines.vertex", "build_job"): LAZY_VERTEX,
     ("pipelines.pipeline", "_on_tpu"): LAZY_VERTEX,
+    ("pipelines.pipeline", "_exit_task"): LAZY_VERTEX,
+    ("estimator_lib.alerts", "read_task_details"): (
+        "only a Vertex AI run's exit task reads its task details; a local run's supervisor sends its alert without "
+        "the Vertex AI SDK, which takes seconds to import"
+    ),
     ("pipelines.cli", "_vertex_job"): (
         "only a submit or schedule stages a user's code (estimator_lib.model.user loads TensorFlow); every other "
         "command stays TensorFlow-free (test_the_command_line_never_imports_tensorflow)"
