@@ -35,7 +35,7 @@ from estimator_lib.config.beam import BEAM, DATAFLOW_RUNNER, ENGINES, BeamConfig
 from estimator_lib.config.registry import RegistryConfig
 from estimator_lib.config.run import EMBEDDED_DATA, PREPARED_SPLITS, resolve_run
 from estimator_lib.data.embedded import default_dataset
-from pipelines import checks, listing, local, reproduce, runs, show, vertex
+from pipelines import checks, cost, listing, local, reproduce, runs, show, vertex
 from pipelines import tpu as tpu_presets
 from pipelines.image import check_image, default_image
 from pipelines.pipeline import PIPELINE_NAME, VertexSteps, compile_pipeline
@@ -391,8 +391,28 @@ def _add_vertex_command(commands: Any, name: str, text: str) -> None:
     )
     if name == "schedule":
         _add_schedule_arguments(sub, common)
+    _add_cost_arguments(sub)
     _add_tracking_arguments(sub, "the TPU jobs' logs (default: under --pipeline-root)")
     _add_engine_arguments(sub, dataflow=True, vertex_defaults=True)
+
+
+def _add_cost_arguments(parser: argparse.ArgumentParser) -> None:
+    """What --dry-run's cost estimate reads: the price table and the hours each stage is expected to run."""
+    group = parser.add_argument_group("cost estimate (--dry-run)")
+    group.add_argument(
+        "--prices",
+        default=cost.PRICES_FILE,
+        metavar="FILE",
+        help="price table (JSON, the format of the shipped one; default: the shipped table, see docs/vertex.md)",
+    )
+    group.add_argument(
+        "--expected-hours",
+        dest="expected_hours",
+        action="append",
+        default=[],
+        metavar="STAGE=HOURS",
+        help="hours a stage is expected to run, e.g. train=3 (repeatable; default: the assumptions shown)",
+    )
 
 
 def _add_schedule_arguments(parser: argparse.ArgumentParser, common: Any) -> None:
@@ -906,6 +926,8 @@ def _vertex_job(args: argparse.Namespace, template_dir: str, credentials: Any = 
     if args.code or args.feature_spec:
         compiled["user_files"] = staged.described
     compiled["plan"] = _plan(args, target, image, tpu if not args.template else None, beam is not None)
+    if args.dry_run:
+        compiled["plan"] = _with_cost(args, compiled["plan"], settings.job.training.train_steps)
     return vertex.build_job(template, target, arguments, credentials=credentials), target, compiled, arguments
 
 
@@ -919,6 +941,22 @@ def _plan(args: argparse.Namespace, target: vertex.VertexTarget, image: str, tpu
     if args.template:
         plan["stages"] = f"as compiled in --template {args.template}"
     return plan
+
+
+def _with_cost(args: argparse.Namespace, plan: dict[str, Any], train_steps: int | None) -> dict[str, Any]:
+    """The plan with each stage's estimated cost (`vertex.with_cost_estimate`) from --prices and --expected-hours."""
+    expected = cost.parse_expected_hours(args.expected_hours, tuple(vertex.CACHED))
+    return vertex.with_cost_estimate(plan, cost.read_prices(args.prices), train_steps, expected)
+
+
+def _print_cost(plan: dict[str, Any]) -> None:
+    """The cost estimate as a table, on stderr: stdout holds the request as JSON."""
+    total = plan.get(vertex.COST_TOTAL_KEY)
+    if total is None:
+        print("cost estimate: none (a given --template fixes its own machines)", file=sys.stderr)
+        return
+    costs = {stage: placed[vertex.COST_ESTIMATE_KEY] for stage, placed in plan["stages"].items()}
+    print(cost.format_estimate(costs, total), file=sys.stderr)
 
 
 def _dataflow_defaults(args: argparse.Namespace) -> dict[str, str]:
@@ -950,6 +988,7 @@ def cmd_submit(args: argparse.Namespace, credentials: Any = None) -> int:
         if args.dry_run:
             extra = {"serviceAccount": target.service_account, "network": target.network, "compiled": compiled}
             _print_request(job, arguments, extra)
+            _print_cost(compiled["plan"])
             return 0
         vertex.submit(job, target)
     print(f"submitted {job.resource_name}")
@@ -969,6 +1008,7 @@ def cmd_schedule(args: argparse.Namespace, credentials: Any = None) -> int:
                 "compiled": compiled,
             }
             _print_request(job, arguments, extra)
+            _print_cost(compiled["plan"])
             return 0
         created = vertex.schedule(
             job,
