@@ -386,32 +386,23 @@ def _add_vertex_command(commands: Any, name: str, text: str) -> None:
     _add_vertex_arguments(sub, common)
     _add_run_arguments(sub, common)
     _add_image_arguments(sub, common)
-    common.add_argument(
-        "--dry-run", action="store_true", help="print the request and each stage's machine; send nothing"
-    )
+    common.add_argument("--dry-run", action="store_true", help="print the request, machines, cost; send nothing")
+    _add_cost_arguments(common)
     if name == "schedule":
         _add_schedule_arguments(sub, common)
-    _add_cost_arguments(sub)
     _add_tracking_arguments(sub, "the TPU jobs' logs (default: under --pipeline-root)")
     _add_engine_arguments(sub, dataflow=True, vertex_defaults=True)
 
 
-def _add_cost_arguments(parser: argparse.ArgumentParser) -> None:
+def _add_cost_arguments(group: Any) -> None:
     """What --dry-run's cost estimate reads: the price table and the hours each stage is expected to run."""
-    group = parser.add_argument_group("cost estimate (--dry-run)")
-    group.add_argument(
-        "--prices",
-        default=cost.PRICES_FILE,
-        metavar="FILE",
-        help="price table (JSON, the format of the shipped one; default: the shipped table, see docs/vertex.md)",
-    )
+    group.add_argument("--prices", default=cost.PRICES_FILE, metavar="FILE", help="--dry-run's price table (JSON)")
     group.add_argument(
         "--expected-hours",
-        dest="expected_hours",
         action="append",
         default=[],
-        metavar="STAGE=HOURS",
-        help="hours a stage is expected to run, e.g. train=3 (repeatable; default: the assumptions shown)",
+        metavar="STAGE=H",
+        help="--dry-run: a stage's hours, e.g. train=3",
     )
 
 

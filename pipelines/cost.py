@@ -116,7 +116,7 @@ def assumed_hours(stage: str, train_steps: int | None, expected: Mapping[str, fl
     if stage != "train":
         return ASSUMED_STAGE_HOURS, f"{ASSUMED_STAGE_HOURS:g} h assumed per stage"
     if train_steps is None:
-        return ASSUMED_TRAIN_HOURS, "assumed: training.train_steps is null (the budget comes from the data)"
+        return ASSUMED_TRAIN_HOURS, f"{ASSUMED_TRAIN_HOURS:g} h assumed: training.train_steps is null (set by the data)"
     hours = ASSUMED_STAGE_HOURS + train_steps / ASSUMED_STEPS_PER_SECOND / 3600
     return hours, (
         f"{ASSUMED_STAGE_HOURS:g} h start-up + {train_steps} steps at an assumed {ASSUMED_STEPS_PER_SECOND:g} steps/s"
