@@ -8,7 +8,8 @@ that leaves something out says so.
 
 Hours before a run are assumptions, stated beside each figure: `--expected-hours STAGE=H` when given; for train
 with `training.train_steps` set, a start-up time plus the steps at an assumed rate; otherwise a fixed time per
-stage. After a run, `implied_cost` prices the durations measured instead.
+stage. After a run, `implied_cost` prices the durations measured instead (`stage_seconds` reads them from a
+Vertex AI run's task details).
 
 Not counted: Dataflow workers (prepare and batch predict with --engine beam), Cloud Storage, network, taxes,
 discounts and the time a job waits for capacity.
@@ -17,9 +18,10 @@ discounts and the time a job waits for capacity.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 PRICES_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "prices.json")
@@ -31,6 +33,8 @@ PIPELINE_TASK_MACHINE = "e2-standard-4"
 ASSUMED_STAGE_HOURS = 0.25
 ASSUMED_TRAIN_HOURS = 1.0
 ASSUMED_STEPS_PER_SECOND = 10.0
+# Vertex AI task states in which the task's machine ran (a CACHED or SKIPPED task started none).
+_BILLED_STATES = ("SUCCEEDED", "FAILED", "CANCELLED")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -201,6 +205,24 @@ def implied_cost(
         if stage in seconds
     }
     return costs, total(costs, table)
+
+
+def stage_seconds(task_details: Iterable[Mapping[str, Any]], task_stages: Mapping[str, str]) -> dict[str, float]:
+    """{stage: seconds its task ran} from a Vertex AI PipelineJob's `jobDetail.taskDetails` (REST JSON: taskName,
+    state, startTime, endTime); tasks served from the cache, skipped or unfinished are left out.
+
+    Args:
+      task_details: the PipelineJob's task details.
+      task_stages: {task name: stage} ("train-model" -> "train"); other tasks (the pipeline's own) are left out.
+    """
+    seconds: dict[str, float] = {}
+    for task in task_details:
+        stage = task_stages.get(task.get("taskName", ""))
+        if stage is None or task.get("state") not in _BILLED_STATES or not task.get("endTime"):
+            continue
+        started, ended = (datetime.datetime.fromisoformat(task[key]) for key in ("startTime", "endTime"))
+        seconds[stage] = seconds.get(stage, 0.0) + (ended - started).total_seconds()
+    return seconds
 
 
 def format_estimate(costs: Mapping[str, Mapping[str, Any]], summary: Mapping[str, Any]) -> str:

@@ -186,3 +186,42 @@ def test_dry_run_with_the_shipped_table_says_what_it_has_no_price_for(monkeypatc
     assert "no price for cloud-tpu + TPU_V3 x8 in region us-central1" in total["missing"]
     assert "train: 1 h assumed: training.train_steps is null" in err
     assert f"compiled 2026-11-25, from {shipped()['source']}" in err
+
+
+def test_a_vertex_runs_task_details_give_the_seconds_each_stage_ran(tmp_path):
+    details = [
+        {
+            "taskName": "train-model",
+            "state": "SUCCEEDED",
+            "startTime": "2026-11-25T10:00:00Z",
+            "endTime": "2026-11-25T10:30:00.500000Z",
+        },
+        {
+            "taskName": "export-model",
+            "state": "SUCCEEDED",
+            "startTime": "2026-11-25T10:30:00Z",
+            "endTime": "2026-11-25T10:36:00Z",
+        },
+        {
+            "taskName": "prepare-data",
+            "state": "CACHED",
+            "startTime": "2026-11-25T09:59:00Z",
+            "endTime": "2026-11-25T09:59:01Z",
+        },
+        {"taskName": "evaluate-model", "state": "RUNNING", "startTime": "2026-11-25T10:31:00Z"},
+        {
+            "taskName": "tpu-estimator-pipeline",
+            "state": "SUCCEEDED",
+            "startTime": "2026-11-25T09:00:00Z",
+            "endTime": "2026-11-25T11:00:00Z",
+        },
+    ]
+    names = {"train-model": "train", "export-model": "export", "prepare-data": "prepare", "evaluate-model": "evaluate"}
+    seconds = cost.stage_seconds(details, names)
+    assert seconds == {"train": 1800.5, "export": 360.0}
+    table = cost.read_prices(
+        table_file(tmp_path, [row("cloud-tpu", "TPU_V3 x8", 8.0), row("e2-standard-4", None, 0.2)])
+    )
+    costs, total = cost.implied_cost(plan(TPUTarget(preset("v3-8"))), "us-central1", seconds, table)
+    assert costs["train"]["cost"] == round(1800.5 / 3600 * 8.0, 6) == 4.001111
+    assert total["total"] == round(4.001111 + 0.02 + 0.03, 6)
