@@ -875,6 +875,7 @@ def _where(tpu: tpu_presets.TPUTarget | None, beam: bool = False) -> str:
 
 
 def _vertex_job(args: argparse.Namespace, template_dir: str, credentials: Any = None):
+    cost_inputs = _cost_inputs(args)
     target = vertex.VertexTarget(
         project=args.project or "",
         location=args.region,
@@ -917,8 +918,9 @@ def _vertex_job(args: argparse.Namespace, template_dir: str, credentials: Any = 
     if args.code or args.feature_spec:
         compiled["user_files"] = staged.described
     compiled["plan"] = _plan(args, target, image, tpu if not args.template else None, beam is not None)
-    if args.dry_run:
-        compiled["plan"] = _with_cost(args, compiled["plan"], settings.job.training.train_steps)
+    if cost_inputs:
+        train_steps = settings.job.training.train_steps
+        compiled["plan"] = vertex.with_cost_estimate(compiled["plan"], cost_inputs[0], train_steps, cost_inputs[1])
     return vertex.build_job(template, target, arguments, credentials=credentials), target, compiled, arguments
 
 
@@ -934,10 +936,16 @@ def _plan(args: argparse.Namespace, target: vertex.VertexTarget, image: str, tpu
     return plan
 
 
-def _with_cost(args: argparse.Namespace, plan: dict[str, Any], train_steps: int | None) -> dict[str, Any]:
-    """The plan with each stage's estimated cost (`vertex.with_cost_estimate`) from --prices and --expected-hours."""
-    expected = cost.parse_expected_hours(args.expected_hours, tuple(vertex.CACHED))
-    return vertex.with_cost_estimate(plan, cost.read_prices(args.prices), train_steps, expected)
+def _cost_inputs(args: argparse.Namespace) -> tuple[cost.PriceTable, dict[str, float]] | None:
+    """--dry-run's price table and expected hours, read before anything is compiled or staged; None without
+    --dry-run, which alone prints an estimate."""
+    if not args.dry_run:
+        if args.expected_hours or args.prices != cost.PRICES_FILE:
+            raise ValueError(
+                "--prices and --expected-hours shape --dry-run's cost estimate: add --dry-run, or drop them"
+            )
+        return None
+    return cost.read_prices(args.prices), cost.parse_expected_hours(args.expected_hours, tuple(vertex.CACHED))
 
 
 def _print_cost(plan: dict[str, Any]) -> None:

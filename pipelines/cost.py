@@ -74,26 +74,23 @@ def read_prices(path: str = PRICES_FILE) -> PriceTable:
             table = json.load(f)
     except (OSError, json.JSONDecodeError) as e:
         raise ValueError(f"--prices {path}: cannot read a price table ({e}); see {PRICES_FILE} for the format") from e
-    for key in ("date", "source", "currency", "machines"):
-        if key not in table:
-            raise ValueError(f"--prices {path}: no {key!r}; a price table has date, source, currency and machines")
+    if not isinstance(table, dict) or not all(key in table for key in ("date", "source", "currency", "machines")):
+        raise ValueError(f"--prices {path}: a price table is an object with date, source, currency and machines")
     hourly = {}
     for i, row in enumerate(table["machines"]):
-        key = (row.get("region"), row.get("machineType"), row.get("accelerator"))
-        if not (key[0] and key[1]):
-            raise ValueError(f"--prices {path}: machines[{i}] needs a region and a machineType, got {row}")
-        hourly[key] = {kind: _price(path, i, kind, row.get(kind)) for kind in ("onDemand", "spot")}
-    fee = (table.get("runFee") or {}).get("price")
-    return PriceTable(
-        table["date"], table["source"], table["currency"], _price(path, "runFee", "price", fee), hourly, path
-    )
+        key = (row.get("region"), row.get("machineType"), row.get("accelerator")) if isinstance(row, dict) else ()
+        if not (key and key[0] and key[1]):
+            raise ValueError(f"--prices {path}: machines[{i}] needs a region and a machineType, got {row!r}")
+        hourly[key] = {kind: _price(path, f"machines[{i}].{kind}", row.get(kind)) for kind in ("onDemand", "spot")}
+    fee = _price(path, "runFee.price", (table.get("runFee") or {}).get("price"))
+    return PriceTable(table["date"], table["source"], table["currency"], fee, hourly, path)
 
 
-def _price(path: str, row: Any, kind: str, value: Any) -> float | None:
+def _price(path: str, where: str, value: Any) -> float | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise ValueError(f"--prices {path}: machines[{row}].{kind} is {value!r}; give a price per hour >= 0, or null")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
+        raise ValueError(f"--prices {path}: {where} is {value!r}; give a price >= 0, or null for unknown")
     return float(value)
 
 
@@ -104,12 +101,17 @@ def parse_expected_hours(texts: list[str], stages: tuple[str, ...]) -> dict[str,
         stage, sep, value = text.partition("=")
         if not sep or stage not in stages:
             raise ValueError(f"--expected-hours {text!r} must look like STAGE=HOURS with STAGE one of {list(stages)}")
-        try:
-            hours[stage] = float(value)
-        except ValueError:
-            hours[stage] = -1.0
-        if not 0 <= hours[stage] < float("inf"):
-            raise ValueError(f"--expected-hours {text!r}: HOURS must be a number >= 0, e.g. {stage}=1.5")
+        hours[stage] = _hours(text, stage, value)
+    return hours
+
+
+def _hours(text: str, stage: str, value: str) -> float:
+    try:
+        hours = float(value)
+    except ValueError:
+        hours = float("nan")
+    if not 0 <= hours < float("inf"):
+        raise ValueError(f"--expected-hours {text!r}: HOURS must be a number >= 0, e.g. {stage}=1.5")
     return hours
 
 

@@ -116,9 +116,9 @@ def test_bad_expected_hours_are_refused(texts, message):
 
 def test_a_bad_price_table_names_the_file_and_the_row(tmp_path):
     path = table_file(tmp_path, [row("cloud-tpu", "TPU_V3 x8", "8 dollars")])
-    with pytest.raises(ValueError, match=r"machines\[0\].onDemand is '8 dollars'; give a price per hour >= 0"):
+    with pytest.raises(ValueError, match=r"machines\[0\].onDemand is '8 dollars'; give a price >= 0, or null for"):
         cost.read_prices(path)
-    with pytest.raises(ValueError, match="no 'date'; a price table has date, source, currency and machines"):
+    with pytest.raises(ValueError, match="undated.json: a price table is an object with date, source, currency and"):
         cost.read_prices(_undated(tmp_path))
 
 
@@ -225,3 +225,23 @@ def test_a_vertex_runs_task_details_give_the_seconds_each_stage_ran(tmp_path):
     costs, total = cost.implied_cost(plan(TPUTarget(preset("v3-8"))), "us-central1", seconds, table)
     assert costs["train"]["cost"] == round(1800.5 / 3600 * 8.0, 6) == 4.001111
     assert total["total"] == round(4.001111 + 0.02 + 0.03, 6)
+
+
+def test_a_bad_run_fee_and_a_row_that_is_not_an_object_are_named(tmp_path):
+    with pytest.raises(ValueError, match=r"runFee.price is -0.03; give a price >= 0, or null for unknown"):
+        cost.read_prices(table_file(tmp_path, [], run_fee=-0.03))
+    with pytest.raises(ValueError, match=r"machines\[0\] needs a region and a machineType, got 'cloud-tpu'"):
+        cost.read_prices(table_file(tmp_path, ["cloud-tpu"]))
+
+
+def test_cost_flags_without_dry_run_are_refused(monkeypatch, capsys):
+    FakeVertexAPI(monkeypatch)
+    argv = ["submit", "--project", "p", "--pipeline-root", ROOT, "--image", IMAGE, "--expected-hours", "train=2"]
+    assert cli.main(argv, credentials=AnonymousCredentials()) == 2
+    assert "--prices and --expected-hours shape --dry-run's cost estimate: add --dry-run" in capsys.readouterr().err
+
+
+def test_a_plan_whose_template_fixes_the_machines_gets_no_estimate():
+    target = vertex.VertexTarget(project="p", location="us-central1", pipeline_root=ROOT)
+    fixed = {**vertex.describe_run(target, "given.yaml", "", None), "stages": "as compiled in --template given.yaml"}
+    assert vertex.with_cost_estimate(fixed, cost.read_prices())["costEstimate"] is None
