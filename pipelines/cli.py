@@ -36,7 +36,7 @@ from estimator_lib.config.beam import BEAM, DATAFLOW_RUNNER, ENGINES, BeamConfig
 from estimator_lib.config.registry import RegistryConfig
 from estimator_lib.config.run import EMBEDDED_DATA, PREPARED_SPLITS, resolve_run
 from estimator_lib.data.embedded import default_dataset
-from pipelines import checks, listing, local, reproduce, runs, show, vertex
+from pipelines import checks, cost, listing, local, reproduce, runs, show, vertex
 from pipelines import tpu as tpu_presets
 from pipelines.image import check_image, default_image
 from pipelines.pipeline import PIPELINE_NAME, VertexSteps, compile_pipeline
@@ -407,13 +407,24 @@ def _add_vertex_command(commands: Any, name: str, text: str) -> None:
     _add_vertex_arguments(sub, common)
     _add_run_arguments(sub, common)
     _add_image_arguments(sub, common)
-    common.add_argument(
-        "--dry-run", action="store_true", help="print the request and each stage's machine; send nothing"
-    )
+    common.add_argument("--dry-run", action="store_true", help="print the request, machines, cost; send nothing")
+    _add_cost_arguments(common)
     if name == "schedule":
         _add_schedule_arguments(sub, common)
     _add_tracking_arguments(sub, "the TPU jobs' logs (default: under --pipeline-root)")
     _add_engine_arguments(sub, dataflow=True, vertex_defaults=True)
+
+
+def _add_cost_arguments(group: Any) -> None:
+    """What --dry-run's cost estimate reads: the price table and the hours each stage is expected to run."""
+    group.add_argument("--prices", default=cost.PRICES_FILE, metavar="FILE", help="--dry-run's price table (JSON)")
+    group.add_argument(
+        "--expected-hours",
+        action="append",
+        default=[],
+        metavar="STAGE=H",
+        help="--dry-run: a stage's hours, e.g. train=3",
+    )
 
 
 def _add_schedule_arguments(parser: argparse.ArgumentParser, common: Any) -> None:
@@ -900,6 +911,7 @@ def _where(tpu: tpu_presets.TPUTarget | None, beam: bool = False) -> str:
 
 
 def _vertex_job(args: argparse.Namespace, template_dir: str, credentials: Any = None):
+    cost_inputs = _cost_inputs(args)
     target = vertex.VertexTarget(
         project=args.project or "",
         location=args.region,
@@ -942,6 +954,9 @@ def _vertex_job(args: argparse.Namespace, template_dir: str, credentials: Any = 
     if args.code or args.feature_spec:
         compiled["user_files"] = staged.described
     compiled["plan"] = _plan(args, target, image, tpu if not args.template else None, beam is not None)
+    if cost_inputs:
+        train_steps = settings.job.training.train_steps
+        compiled["plan"] = vertex.with_cost_estimate(compiled["plan"], cost_inputs[0], train_steps, cost_inputs[1])
     return vertex.build_job(template, target, arguments, credentials=credentials), target, compiled, arguments
 
 
@@ -955,6 +970,28 @@ def _plan(args: argparse.Namespace, target: vertex.VertexTarget, image: str, tpu
     if args.template:
         plan["stages"] = f"as compiled in --template {args.template}"
     return plan
+
+
+def _cost_inputs(args: argparse.Namespace) -> tuple[cost.PriceTable, dict[str, float]] | None:
+    """--dry-run's price table and expected hours, read before anything is compiled or staged; None without
+    --dry-run, which alone prints an estimate."""
+    if not args.dry_run:
+        if args.expected_hours or args.prices != cost.PRICES_FILE:
+            raise ValueError(
+                "--prices and --expected-hours shape --dry-run's cost estimate: add --dry-run, or drop them"
+            )
+        return None
+    return cost.read_prices(args.prices), cost.parse_expected_hours(args.expected_hours, tuple(vertex.CACHED))
+
+
+def _print_cost(plan: dict[str, Any]) -> None:
+    """The cost estimate as a table, on stderr: stdout holds the request as JSON."""
+    total = plan.get(vertex.COST_TOTAL_KEY)
+    if total is None:
+        print("cost estimate: none (a given --template fixes its own machines)", file=sys.stderr)
+        return
+    costs = {stage: placed[vertex.COST_ESTIMATE_KEY] for stage, placed in plan["stages"].items()}
+    print(cost.format_estimate(costs, total), file=sys.stderr)
 
 
 def _dataflow_defaults(args: argparse.Namespace) -> dict[str, str]:
@@ -986,6 +1023,7 @@ def cmd_submit(args: argparse.Namespace, credentials: Any = None) -> int:
         if args.dry_run:
             extra = {"serviceAccount": target.service_account, "network": target.network, "compiled": compiled}
             _print_request(job, arguments, extra)
+            _print_cost(compiled["plan"])
             return 0
         vertex.submit(job, target)
     print(f"submitted {job.resource_name}")
@@ -1005,6 +1043,7 @@ def cmd_schedule(args: argparse.Namespace, credentials: Any = None) -> int:
                 "compiled": compiled,
             }
             _print_request(job, arguments, extra)
+            _print_cost(compiled["plan"])
             return 0
         created = vertex.schedule(
             job,

@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from pipelines import cost
 from pipelines.pipeline import CACHED, PIPELINE_NAME, TPU_STAGES
 from pipelines.tpu import CPU_SETTINGS, TPUTarget, tensorboard_location
 
@@ -201,8 +202,10 @@ def schedule(
     )
 
 
-# Where `describe_run` leaves each stage's estimated cost; filled in by the cost estimate of issue #35 [vertex].
+# Where `describe_run` leaves each stage's estimated cost (None until `with_cost_estimate` fills it in).
 COST_ESTIMATE_KEY = "estimatedCost"
+# Where `with_cost_estimate` puts the run's total, the price table's date and source, and what has no price.
+COST_TOTAL_KEY = "costEstimate"
 
 
 def describe_run(
@@ -247,3 +250,18 @@ def stage_placement(stage: str, tpu: TPUTarget | None, beam_stages: tuple[str, .
     placed["dataflow"] = stage in beam_stages
     placed[COST_ESTIMATE_KEY] = None
     return placed
+
+
+def with_cost_estimate(
+    plan: dict[str, Any],
+    table: cost.PriceTable,
+    train_steps: int | None = None,
+    expected_hours: Mapping[str, float] | None = None,
+) -> dict[str, Any]:
+    """`plan` (`describe_run`) with each stage's estimated cost and the run's total (`cost.estimate`); a plan whose
+    stages a given template fixes (a string, not read back) gets no estimate."""
+    if not isinstance(plan["stages"], dict):
+        return {**plan, COST_TOTAL_KEY: None}
+    costs, total = cost.estimate(plan["stages"], plan["region"], table, train_steps, expected_hours)
+    stages = {stage: {**placed, COST_ESTIMATE_KEY: costs[stage]} for stage, placed in plan["stages"].items()}
+    return {**plan, "stages": stages, COST_TOTAL_KEY: total}

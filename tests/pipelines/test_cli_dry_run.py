@@ -22,7 +22,6 @@ CPU_STAGE = {
     "spot": False,
     "tpu": {"use_tpu": False},
     "dataflow": False,
-    "estimatedCost": None,
 }
 
 
@@ -53,9 +52,10 @@ def test_dry_run_names_project_region_template_image_and_each_stage_machine(comm
         "spot": True,
         "tpu": {"use_tpu": True, "tpu_name": "local", "num_cores": 8},
         "dataflow": False,
-        "estimatedCost": None,
     }
-    assert plan["stages"] == {
+    assert {
+        name: {k: v for k, v in stage.items() if k != "estimatedCost"} for name, stage in plan["stages"].items()
+    } == {
         "resolve": CPU_STAGE,
         "prepare": CPU_STAGE,
         "train": tpu_stage,
@@ -65,6 +65,10 @@ def test_dry_run_names_project_region_template_image_and_each_stage_machine(comm
         "serving_check": CPU_STAGE,
         "release": CPU_STAGE,
     }
+    assert {name: stage["estimatedCost"]["machine"] for name, stage in plan["stages"].items()} == {
+        name: "cloud-tpu" if name in ("train", "evaluate", "batch_predict") else "e2-standard-4"
+        for name in plan["stages"]
+    }  # each stage's cost: tests/pipelines/test_cost.py
     # The train spec used to keep RunConfig's CPU default (use_tpu false) although the compiled pipeline places
     # train on the TPU; the spec sent now says where it trains.
     tpu = json.loads(printed["runtimeConfig"]["parameterValues"]["train_spec"])["job"]["tpu"]
