@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import difflib
 import importlib.metadata
 import json
@@ -39,6 +40,7 @@ from pipelines import checks, listing, local, reproduce, runs, show, vertex
 from pipelines import tpu as tpu_presets
 from pipelines.image import check_image, default_image
 from pipelines.pipeline import PIPELINE_NAME, VertexSteps, compile_pipeline
+from pipelines.retry import VERTEX_BACKOFF_SECONDS, VERTEX_RETRIES, RetryPolicy, vertex_policy
 
 DEFAULT_OUTPUT = os.path.join("runs", "local")
 DEFAULT_REPRODUCE_OUTPUT = os.path.join("runs", "reproduce")
@@ -256,6 +258,23 @@ def _add_image_arguments(parser: argparse.ArgumentParser, common: Any = None) ->
     )
 
 
+def _add_retry_arguments(parser: argparse.ArgumentParser) -> None:
+    """The retry policy every task of the compiled pipeline gets (`pipelines.retry`); None: its default."""
+    group = parser.add_argument_group("retries (a preempted Spot TPU, a passing failure)")
+    group.add_argument(
+        "--retries",
+        type=int,
+        metavar="N",
+        help=f"run a failed task again up to N times; training resumes from its checkpoint (default {VERTEX_RETRIES})",
+    )
+    group.add_argument(
+        "--retry-backoff",
+        type=int,
+        metavar="SECONDS",
+        help=f"wait before the first retry, doubled for each next one (default {VERTEX_BACKOFF_SECONDS})",
+    )
+
+
 def _add_tracking_arguments(parser: argparse.ArgumentParser, log_root_help: str) -> None:
     group = parser.add_argument_group("Vertex AI tracking: TensorBoard, Experiments, Model Registry")
     group.add_argument(
@@ -386,6 +405,7 @@ def _add_vertex_command(commands: Any, name: str, text: str) -> None:
     _add_vertex_arguments(sub, common)
     _add_run_arguments(sub, common)
     _add_image_arguments(sub, common)
+    _add_retry_arguments(sub)
     common.add_argument(
         "--dry-run", action="store_true", help="print the request and each stage's machine; send nothing"
     )
@@ -493,6 +513,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     compile_.add_argument("--output", default=DEFAULT_TEMPLATE, help=f"YAML file (default {DEFAULT_TEMPLATE})")
     _add_image_arguments(compile_)
+    _add_retry_arguments(compile_)
     _add_tracking_arguments(compile_, "the TPU jobs' logs (required with --tensorboard)")
     _add_engine_arguments(compile_, dataflow=True)
 
@@ -674,6 +695,8 @@ COMPILED_FLAGS = {
     "--tensorboard": "tensorboard",
     "--experiment": "experiment",
     "--model-registry": "model_registry",
+    "--retries": "retries",
+    "--retry-backoff": "retry_backoff",
 }
 
 
@@ -710,18 +733,29 @@ def resolve_steps(args: argparse.Namespace) -> VertexSteps:
     )
 
 
-def _flag(args: argparse.Namespace, flag: str) -> Any:
-    return getattr(args, COMPILED_FLAGS[flag])
+def resolve_retry(args: argparse.Namespace) -> RetryPolicy:
+    """The retry policy of every task: --retries and --retry-backoff, or their defaults."""
+    return vertex_policy(args.retries, args.retry_backoff)
 
 
-def describe_compiled(tpu: tpu_presets.TPUTarget | None, steps: VertexSteps) -> dict[str, Any]:
+def _flag(args: argparse.Namespace, flag: str) -> bool:
+    value = getattr(args, COMPILED_FLAGS[flag])
+    return value is not None and value is not False
+
+
+def describe_compiled(
+    tpu: tpu_presets.TPUTarget | None, steps: VertexSteps, retry: RetryPolicy | None = None
+) -> dict[str, Any]:
     """What the compiled pipeline fixes: the TPU custom jobs' machine, capacity and TensorBoard, the Vertex AI
-    steps. Shown by --dry-run beside the PipelineJob request (whose pipeline spec is left out: it is long)."""
+    steps, every task's retry policy. Shown by --dry-run beside the PipelineJob request (whose pipeline spec is
+    left out: it is long)."""
     described: dict[str, Any] = {
         "experiment": steps.experiment,
         "modelRegistry": steps.registry.to_dict() if steps.registry else None,
         "tpuJobs": None,
     }
+    if retry is not None:
+        described["retryPolicy"] = dataclasses.asdict(retry)
     if tpu is not None:
         described["tpuJobs"] = {
             "tpu": tpu.preset.name,
@@ -837,9 +871,11 @@ def cmd_compile(args: argparse.Namespace) -> int:
     steps = resolve_steps(args)
     image = resolve_image(args)
     beam = resolve_beam(args, image)
-    compile_pipeline(args.output, image, tpu, steps, beam)
+    retry = resolve_retry(args)
+    compile_pipeline(args.output, image, tpu, steps, beam, retry)
     engine = f"; prepare and batch predict on Dataflow ({beam.region})" if beam else ""
     print(f"compiled {args.output}: image {image}; {_where(tpu, beam is not None)}{engine}")
+    print(f"  every task is retried up to {retry.retries} times, the first after {retry.backoff_seconds} s")
     if steps.experiment:
         print(f"  every run joins the Vertex AI Experiment {steps.experiment!r}")
     if steps.registry:
@@ -899,9 +935,10 @@ def _vertex_job(args: argparse.Namespace, template_dir: str, credentials: Any = 
         if tpu is not None and tpu.tensorboard:
             vertex.check_tensorboard(tpu.tensorboard, target)
         steps = resolve_steps(args)
+        retry = resolve_retry(args)
         template_path = os.path.join(template_dir, DEFAULT_TEMPLATE)
-        template = compile_pipeline(template_path, image, tpu, steps, beam)
-        compiled = describe_compiled(tpu, steps)
+        template = compile_pipeline(template_path, image, tpu, steps, beam, retry)
+        compiled = describe_compiled(tpu, steps, retry)
     arguments = settings.arguments()
     if args.code or args.feature_spec:
         compiled["user_files"] = staged.described
