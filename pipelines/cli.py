@@ -256,22 +256,20 @@ def _add_image_arguments(parser: argparse.ArgumentParser, common: Any = None) ->
         metavar="NAME",
         help="a reservation: projects/P/zones/Z/reservations/NAME",
     )
+    _add_retry_arguments(group)
 
 
-def _add_retry_arguments(parser: argparse.ArgumentParser) -> None:
-    """The retry policy every task of the compiled pipeline gets (`pipelines.retry`); None: its default."""
-    group = parser.add_argument_group("retries (a preempted Spot TPU, a passing failure)")
+def _add_retry_arguments(group: Any) -> None:
+    """The retry policy every task of the compiled pipeline gets (`pipelines.retry`); None: its default. Beside
+    --spot: a retry is what a preempted Spot TPU needs."""
     group.add_argument(
-        "--retries",
-        type=int,
-        metavar="N",
-        help=f"run a failed task again up to N times; training resumes from its checkpoint (default {VERTEX_RETRIES})",
+        "--retries", type=int, metavar="N", help=f"retry a failed task N times (default {VERTEX_RETRIES})"
     )
     group.add_argument(
         "--retry-backoff",
         type=int,
         metavar="SECONDS",
-        help=f"wait before the first retry, doubled for each next one (default {VERTEX_BACKOFF_SECONDS})",
+        help=f"first retry's wait, doubled after (default {VERTEX_BACKOFF_SECONDS})",
     )
 
 
@@ -405,7 +403,6 @@ def _add_vertex_command(commands: Any, name: str, text: str) -> None:
     _add_vertex_arguments(sub, common)
     _add_run_arguments(sub, common)
     _add_image_arguments(sub, common)
-    _add_retry_arguments(sub)
     common.add_argument(
         "--dry-run", action="store_true", help="print the request and each stage's machine; send nothing"
     )
@@ -513,7 +510,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     compile_.add_argument("--output", default=DEFAULT_TEMPLATE, help=f"YAML file (default {DEFAULT_TEMPLATE})")
     _add_image_arguments(compile_)
-    _add_retry_arguments(compile_)
     _add_tracking_arguments(compile_, "the TPU jobs' logs (required with --tensorboard)")
     _add_engine_arguments(compile_, dataflow=True)
 
