@@ -29,8 +29,8 @@ only found there by a retry of the same task (`pipelines.retry`).
 
 A retried task may also get fresh directories of its own. `adopt_interrupted` then looks in the run's directory
 (the one holding every task directory of the run: <pipeline root>/<project number>/<pipeline job>/ on Vertex AI,
-<pipeline root>/<pipeline>-<run id>/ locally) for a started record of the same stage on the same inputs, and
-copies that attempt's outputs into its own, so training continues from the interrupted attempt's checkpoint. The
+<pipeline root>/<pipeline>-<run id>/ locally) for a record of the same stage on the same inputs, and copies that
+attempt's outputs into its own, so training continues from the interrupted attempt's checkpoint. The
 run's directory is this run's alone and the inputs are the content fingerprint: a later run, or this run's stage
 on other data or another config, never continues from it.
 """
@@ -229,16 +229,17 @@ class StageRecord:
         self._write({"state": STARTED, "stage": self.stage, "inputs": self.inputs, "started_at": self._started})
 
     def adopt_interrupted(self) -> str | None:
-        """When this task directory has no record yet, copies into its outputs what the newest interrupted attempt
-        of this stage on the same inputs, in another task directory of the same run, left in its outputs (a retry
-        given fresh directories then continues that attempt's training). Call it before `begin`.
+        """When this task directory has no record yet, copies into its outputs what the newest attempt of this
+        stage on the same inputs, in another task directory of the same run, left in its outputs (a retry given
+        fresh directories then continues that attempt's training; an attempt that finished, in a task that failed
+        after it, leaves nothing to train). Call it before `begin`.
 
         Returns:
           The task directory adopted from; None when there was none to adopt (or this directory has a record).
         """
         if self._read() is not None:
             return None
-        attempts = self._interrupted_attempts()
+        attempts = self._attempts_in_run()
         if not attempts:
             return None
         source = attempts[-1]
@@ -247,8 +248,8 @@ class StageRecord:
         print(f"{self.stage}: continuing the interrupted attempt in {source}", flush=True)
         return source
 
-    def _interrupted_attempts(self) -> list[str]:
-        """Task directories of this run holding a started record of this stage on these inputs, oldest first."""
+    def _attempts_in_run(self) -> list[str]:
+        """Task directories of this run holding a record of this stage on these inputs, oldest first."""
         run_dir = _parent(self.task_dir)
         found = []
         for path in storage.glob(storage.join(run_dir, "*", RECORD_FILE)):
@@ -258,7 +259,7 @@ class StageRecord:
                 record = json.loads(storage.read_text(path))
             except (FileNotFoundError, ValueError):  # gone since the listing, or cut short by the interruption
                 continue
-            if (record.get("state"), record.get("stage"), record.get("inputs")) == (STARTED, self.stage, self.inputs):
+            if (record.get("stage"), record.get("inputs")) == (self.stage, self.inputs):
                 found.append((str(record.get("started_at", "")), _parent(path)))
         return [task for _, task in sorted(found)]
 
@@ -279,6 +280,7 @@ class StageRecord:
                 "inputs": self.inputs,
                 "outputs": outputs,
                 "layout": self.layout,
+                "started_at": self._started,
                 "finished_at": finished,
             }
         )

@@ -1,5 +1,5 @@
-"""A retry given fresh task directories adopts the outputs of this run's interrupted attempt on the same inputs,
-and only those: not another run's, not an attempt on other inputs, not a finished one. Files made by hand; the
+"""A retry given fresh task directories adopts the outputs of this run's newest attempt on the same inputs, and
+only those: not another run's, not an attempt on other inputs or of another stage. Files made by hand; the
 training that continues from what was adopted is in test_components.py."""
 
 from __future__ import annotations
@@ -58,22 +58,25 @@ def test_a_retry_in_fresh_directories_adopts_the_newest_interrupted_attempt_of_i
     assert files(retry) == files(newest)
 
 
-def test_nothing_is_adopted_from_another_run_other_inputs_a_finished_attempt_or_into_a_recorded_directory(tmp_path):
+def test_nothing_is_adopted_from_another_run_other_inputs_another_stage_or_into_a_recorded_directory(tmp_path):
     interrupted_attempt(tmp_path / "last-week", "train-model_1")
     other = {**INPUTS, "dataset": "sha256:bb"}
     interrupted_attempt(tmp_path / "run", "train-model_1", inputs=other)
-    finished = model_in(tmp_path / "run", "train-model_2")
-    done = records.StageRecord("train", {"model": finished}, INPUTS)
-    done.begin()
-    os.makedirs(finished.uri)
-    done.finish()
     evaluate = records.StageRecord("evaluate", {"model": model_in(tmp_path / "run", "evaluate_1")}, INPUTS)
     evaluate.begin()  # another stage on the same inputs
-    retry = model_in(tmp_path / "run", "train-model_3")
+    retry = model_in(tmp_path / "run", "train-model_2")
     assert records.StageRecord("train", {"model": retry}, INPUTS).adopt_interrupted() is None
     assert not os.path.exists(retry.uri)
-    mine = interrupted_attempt(tmp_path / "run", "train-model_4", inputs=other)
+    mine = interrupted_attempt(tmp_path / "run", "train-model_3", inputs=other)
     assert records.StageRecord("train", {"model": mine}, other).adopt_interrupted() is None  # it has its record
+
+
+def test_an_attempt_that_finished_in_a_task_that_failed_later_is_adopted_whole(tmp_path):
+    finished = interrupted_attempt(tmp_path, "train-model_1", step=40)
+    records.StageRecord("train", {"model": finished}, INPUTS).finish()
+    retry = model_in(tmp_path, "train-model_2")
+    assert records.StageRecord("train", {"model": retry}, INPUTS).adopt_interrupted() == str(tmp_path / "train-model_1")
+    assert files(retry) == files(finished)
 
 
 def test_copy_tree_copies_checkpoint_state_files_last(tmp_path):
