@@ -871,7 +871,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     compile_pipeline(args.output, image, tpu, steps, beam, retry)
     engine = f"; prepare and batch predict on Dataflow ({beam.region})" if beam else ""
     print(f"compiled {args.output}: image {image}; {_where(tpu, beam is not None)}{engine}")
-    print(f"  every task is retried up to {retry.retries} times, the first after {retry.backoff_seconds} s")
+    if retry.retries:
+        print(f"  a failed task is retried up to {retry.retries} times, the first after {retry.backoff_seconds} s")
     if steps.experiment:
         print(f"  every run joins the Vertex AI Experiment {steps.experiment!r}")
     if steps.registry:
