@@ -25,7 +25,14 @@ What "the same inputs" means is the stage's to say: its parameters, the fingerpr
 and what it resolves when it runs (the data files' versions, the LATEST version it compares with). A local run
 resumed into its run folder reuses the same task directories (`pipelines.local`), which is how it skips what it
 finished: the KFP local runner has no cache. On Vertex AI each run's tasks get fresh directories, so a record is
-only found there by a retry of the same task.
+only found there by a retry of the same task (`pipelines.retry`).
+
+A retried task may also get fresh directories of its own. `adopt_interrupted` then looks in the run's directory
+(the one holding every task directory of the run: <pipeline root>/<project number>/<pipeline job>/ on Vertex AI,
+<pipeline root>/<pipeline>-<run id>/ locally) for a record of the same stage on the same inputs, and copies that
+attempt's outputs into its own, so training continues from the interrupted attempt's checkpoint. The
+run's directory is this run's alone and the inputs are the content fingerprint: a later run, or this run's stage
+on other data or another config, never continues from it.
 """
 
 from __future__ import annotations
@@ -43,6 +50,8 @@ from kfp.dsl import Artifact, ClassificationMetrics, Metrics
 from estimator_lib import manifest, storage
 
 RECORD_FILE = "stage.json"
+# TensorFlow's record of a model directory's checkpoints (it names the newest).
+CHECKPOINT_STATE_FILE = "checkpoint"
 # The train stage's job config, beside the checkpoints: evaluate, batch predict, export and the run's summary read it.
 JOB_CONFIG_FILE = "job_config.json"
 # Set in the environment by whoever starts the stage: the image it runs in (a digest or commit tag), and on a
@@ -97,6 +106,26 @@ def kernel_settings() -> dict[str, str]:
 def manifest_uri(output_uri: str) -> str:
     """The manifest of the stage that wrote the output at `output_uri` (in the output's task directory)."""
     return manifest.manifest_path(task_dir(output_uri))
+
+
+def _parent(uri: str) -> str:
+    return posixpath.dirname(uri.rstrip("/")) if storage.is_gcs(uri) else os.path.dirname(uri.rstrip(os.sep))
+
+
+def _basename(uri: str) -> str:
+    return posixpath.basename(uri.rstrip("/"))
+
+
+def copy_tree(source: str, destination: str) -> list[str]:
+    """Copies every file under `source` (local or gs://) to the same relative path under `destination`; returns
+    the copied files' relative paths. TensorFlow's `checkpoint` state files are copied last: until then no state
+    file names a checkpoint whose files are not all there."""
+    prefix = source.rstrip("/") + "/"
+    relative = [f[len(prefix) :] for f in storage.list_files(source) if f.startswith(prefix)]
+    relative.sort(key=lambda name: (_basename(name) == CHECKPOINT_STATE_FILE, name))
+    for name in relative:
+        storage.write_bytes(storage.join(destination, name), storage.read_bytes(prefix + name))
+    return relative
 
 
 def _now() -> str:
@@ -197,7 +226,42 @@ class StageRecord:
             for artifact in self._files():
                 storage.delete_tree(artifact.uri)
         self._started = _now()
-        self._write({"state": STARTED, "stage": self.stage, "inputs": self.inputs})
+        self._write({"state": STARTED, "stage": self.stage, "inputs": self.inputs, "started_at": self._started})
+
+    def adopt_interrupted(self) -> str | None:
+        """When this task directory has no record yet, copies into its outputs what the newest attempt of this
+        stage on the same inputs, in another task directory of the same run, left in its outputs (a retry given
+        fresh directories then continues that attempt's training; an attempt that finished, in a task that failed
+        after it, leaves nothing to train). Call it before `begin`.
+
+        Returns:
+          The task directory adopted from; None when there was none to adopt (or this directory has a record).
+        """
+        if self._read() is not None:
+            return None
+        attempts = self._attempts_in_run()
+        if not attempts:
+            return None
+        source = attempts[-1]
+        for artifact in self._files():
+            copy_tree(storage.join(source, _basename(artifact.uri)), artifact.uri)
+        print(f"{self.stage}: continuing the interrupted attempt in {source}", flush=True)
+        return source
+
+    def _attempts_in_run(self) -> list[str]:
+        """Task directories of this run holding a record of this stage on these inputs, oldest first."""
+        run_dir = _parent(self.task_dir)
+        found = []
+        for path in storage.glob(storage.join(run_dir, "*", RECORD_FILE)):
+            if path == self.path:
+                continue
+            try:
+                record = json.loads(storage.read_text(path))
+            except (FileNotFoundError, ValueError):  # gone since the listing, or cut short by the interruption
+                continue
+            if (record.get("stage"), record.get("inputs")) == (self.stage, self.inputs):
+                found.append((str(record.get("started_at", "")), _parent(path)))
+        return [task for _, task in sorted(found)]
 
     def finish(self, sources: Mapping[str, Artifact | Mapping[str, Any]] | None = None) -> None:
         """Writes the stage's manifest, then records, last, that the outputs are complete, with their metadata.
@@ -216,6 +280,7 @@ class StageRecord:
                 "inputs": self.inputs,
                 "outputs": outputs,
                 "layout": self.layout,
+                "started_at": self._started,
                 "finished_at": finished,
             }
         )

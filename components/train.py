@@ -2,9 +2,11 @@
 
 The model directory TPUEstimator writes checkpoints to is the Model artifact's `uri` (gs:// on Vertex AI:
 a TPU reads and writes Cloud Storage directly, never the /gcs/ FUSE view). A rerun resumes from the newest
-checkpoint there: a local run resumed into its run folder trains on from the interrupted attempt's checkpoint
-(`components.records`), on the same batches an uninterrupted run would have seen
-(`estimator_lib.model.inputs.train_input_fn_builder`).
+checkpoint there: a local run resumed into its run folder, or a task Vertex AI retries after a Spot TPU was
+preempted (`pipelines.retry`), trains on from the interrupted attempt's checkpoint (`components.records`), on the
+same batches an uninterrupted run would have seen (`estimator_lib.model.inputs.train_input_fn_builder`). A retry
+given a fresh model directory first copies in the checkpoints of the run's interrupted attempt on the same inputs
+(`StageRecord.adopt_interrupted`).
 """
 
 from kfp.dsl import Dataset, Input, Model, Output
@@ -48,6 +50,7 @@ def train_model(
     )
     if record.restore():
         return
+    record.adopt_interrupted()  # a retry in fresh directories continues this run's attempt on the same inputs
     record.begin()  # keeps the checkpoints of an interrupted attempt on the same inputs: training continues
     adapter.write_job_config(model.uri, job)
     if user:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import difflib
 import importlib.metadata
 import json
@@ -40,6 +41,7 @@ from pipelines import checks, cost, listing, local, reproduce, runs, show, verte
 from pipelines import tpu as tpu_presets
 from pipelines.image import check_image, default_image
 from pipelines.pipeline import PIPELINE_NAME, VertexSteps, compile_pipeline
+from pipelines.retry import VERTEX_BACKOFF_SECONDS, VERTEX_RETRIES, RetryPolicy, vertex_policy
 
 DEFAULT_OUTPUT = os.path.join("runs", "local")
 DEFAULT_REPRODUCE_OUTPUT = os.path.join("runs", "reproduce")
@@ -254,6 +256,21 @@ def _add_image_arguments(parser: argparse.ArgumentParser, common: Any = None) ->
         "--reservation",
         metavar="NAME",
         help="a reservation: projects/P/zones/Z/reservations/NAME",
+    )
+    _add_retry_arguments(group)
+
+
+def _add_retry_arguments(group: Any) -> None:
+    """The retry policy every task of the compiled pipeline gets (`pipelines.retry`); None: its default. Beside
+    --spot: a retry is what a preempted Spot TPU needs."""
+    group.add_argument(
+        "--retries", type=int, metavar="N", help=f"retry a failed task N times (default {VERTEX_RETRIES})"
+    )
+    group.add_argument(
+        "--retry-backoff",
+        type=int,
+        metavar="SECONDS",
+        help=f"first retry's wait, doubled after (default {VERTEX_BACKOFF_SECONDS})",
     )
 
 
@@ -709,6 +726,8 @@ COMPILED_FLAGS = {
     "--model-registry": "model_registry",
     "--notify-email": "notify_emails",
     "--notify-webhook": "notify_webhook",
+    "--retries": "retries",
+    "--retry-backoff": "retry_backoff",
 }
 
 
@@ -746,14 +765,22 @@ def resolve_steps(args: argparse.Namespace) -> VertexSteps:
     )
 
 
-def _flag(args: argparse.Namespace, flag: str) -> Any:
-    return getattr(args, COMPILED_FLAGS[flag])
+def resolve_retry(args: argparse.Namespace) -> RetryPolicy:
+    """The retry policy of every task: --retries and --retry-backoff, or their defaults."""
+    return vertex_policy(args.retries, args.retry_backoff)
 
 
-def describe_compiled(tpu: tpu_presets.TPUTarget | None, steps: VertexSteps) -> dict[str, Any]:
+def _flag(args: argparse.Namespace, flag: str) -> bool:
+    value = getattr(args, COMPILED_FLAGS[flag])  # --retries 0 is given; an empty --notify-email list is not
+    return not (value is None or value is False or (isinstance(value, (str, list)) and not value))
+
+
+def describe_compiled(
+    tpu: tpu_presets.TPUTarget | None, steps: VertexSteps, retry: RetryPolicy | None = None
+) -> dict[str, Any]:
     """What the compiled pipeline fixes: the TPU custom jobs' machine, capacity and TensorBoard, the Vertex AI
-    steps, the failure alerts. Shown by --dry-run beside the PipelineJob request (whose pipeline spec is left out:
-    it is long)."""
+    steps, the failure alerts, every task's retry policy. Shown by --dry-run beside the PipelineJob request (whose
+    pipeline spec is left out: it is long)."""
     described: dict[str, Any] = {
         "experiment": steps.experiment,
         "modelRegistry": steps.registry.to_dict() if steps.registry else None,
@@ -761,6 +788,8 @@ def describe_compiled(tpu: tpu_presets.TPUTarget | None, steps: VertexSteps) -> 
     }
     if steps.alerts.wanted:  # the webhook redacted: its URL may hold a token
         described["alerts"] = steps.alerts.described()
+    if retry is not None:
+        described["retryPolicy"] = dataclasses.asdict(retry)
     if tpu is not None:
         described["tpuJobs"] = {
             "tpu": tpu.preset.name,
@@ -876,9 +905,12 @@ def cmd_compile(args: argparse.Namespace) -> int:
     steps = resolve_steps(args)
     image = resolve_image(args)
     beam = resolve_beam(args, image)
-    compile_pipeline(args.output, image, tpu, steps, beam)
+    retry = resolve_retry(args)
+    compile_pipeline(args.output, image, tpu, steps, beam, retry)
     engine = f"; prepare and batch predict on Dataflow ({beam.region})" if beam else ""
     print(f"compiled {args.output}: image {image}; {_where(tpu, beam is not None)}{engine}")
+    if retry.retries:
+        print(f"  a failed task is retried up to {retry.retries} times, the first after {retry.backoff_seconds} s")
     if steps.experiment:
         print(f"  every run joins the Vertex AI Experiment {steps.experiment!r}")
     if steps.registry:
@@ -947,9 +979,10 @@ def _vertex_job(args: argparse.Namespace, template_dir: str, credentials: Any = 
         if tpu is not None and tpu.tensorboard:
             vertex.check_tensorboard(tpu.tensorboard, target)
         steps = resolve_steps(args)
+        retry = resolve_retry(args)
         template_path = os.path.join(template_dir, DEFAULT_TEMPLATE)
-        template = compile_pipeline(template_path, image, tpu, steps, beam)
-        compiled = describe_compiled(tpu, steps)
+        template = compile_pipeline(template_path, image, tpu, steps, beam, retry)
+        compiled = describe_compiled(tpu, steps, retry)
     arguments = settings.arguments()
     if args.code or args.feature_spec:
         compiled["user_files"] = staged.described

@@ -53,6 +53,7 @@ from estimator_lib.config import RunConfig
 from estimator_lib.config.alerts import AlertConfig
 from estimator_lib.config.beam import BeamConfig
 from estimator_lib.config.registry import RegistryConfig
+from pipelines.retry import NO_RETRIES, RetryPolicy
 from pipelines.tpu import CPU_SETTINGS, SPOT, STANDARD, TPUPreset, TPUTarget, as_target
 
 PIPELINE_NAME = "tpu-estimator-pipeline"
@@ -173,8 +174,9 @@ class VertexSteps:
     alerts: AlertConfig = AlertConfig()
 
 
-def _vertex_steps(image: str, steps: VertexSteps) -> Callable[..., None]:
-    """The function the pipeline calls to add `steps` (it adds nothing when none is asked for)."""
+def _vertex_steps(image: str, steps: VertexSteps, retry: RetryPolicy = NO_RETRIES) -> Callable[..., None]:
+    """The function the pipeline calls to add `steps` (it adds nothing when none is asked for), each with the
+    `retry` policy."""
 
     def component(func: Callable) -> Any:
         return dsl.component(func, base_image=image, install_kfp_package=False, packages_to_install=[])
@@ -183,14 +185,15 @@ def _vertex_steps(image: str, steps: VertexSteps) -> Callable[..., None]:
         # Each run must join, and register its own model: caching is off for these tasks (their inputs also name
         # the run, so no earlier run's outputs could match).
         if steps.experiment:
-            component(join_experiment)(
+            joined = component(join_experiment)(
                 experiment=steps.experiment,
                 project=PIPELINE_PROJECT,
                 location=PIPELINE_LOCATION,
                 pipeline_job=dsl.PIPELINE_JOB_RESOURCE_NAME_PLACEHOLDER,
-            ).set_caching_options(False)
+            )
+            retry.apply(joined.set_caching_options(False))
         if steps.registry:
-            component(register_model)(
+            registered = component(register_model)(
                 dataset=dataset,
                 exported=exported,
                 blessing=blessing,
@@ -199,7 +202,8 @@ def _vertex_steps(image: str, steps: VertexSteps) -> Callable[..., None]:
                 project=PIPELINE_PROJECT,
                 location=PIPELINE_LOCATION,
                 pipeline_job=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
-            ).set_caching_options(False)
+            )
+            retry.apply(registered.set_caching_options(False))
 
     return add
 
@@ -253,6 +257,7 @@ def build_pipeline(
     tpu: Union[TPUPreset, TPUTarget, None] = None,
     steps: VertexSteps = VertexSteps(),
     beam: Optional[BeamConfig] = None,
+    retry: RetryPolicy = NO_RETRIES,
 ) -> Callable[..., PipelineOutputs]:
     """Builds the pipeline.
 
@@ -262,6 +267,7 @@ def build_pipeline(
         `TPUTarget` with the capacity and TensorBoard settings; None runs them on CPU.
       steps: Vertex AI steps (experiment, Model Registry); none by default (local runs).
       beam: the default engine ("beam", with these settings) of the prepare and predict specs; None: in-process.
+      retry: the retry policy of every task (`pipelines.retry`); none by default.
 
     Returns:
       The `@dsl.pipeline` function (compile it, or call it under `kfp.local.init`).
@@ -272,7 +278,7 @@ def build_pipeline(
     stages = place_stages(build_stages(image), target, on_tpu)
     # Where a stage runs, as JSON text: KFP's dict parameters would turn num_cores into a float.
     accelerated = json.dumps(target.preset.tpu_settings() if target else CPU_SETTINGS, sort_keys=True)
-    add_vertex_steps = _vertex_steps(image, steps)
+    add_vertex_steps = _vertex_steps(image, steps, retry)
     host = json.dumps(CPU_SETTINGS, sort_keys=True)
     # KFP reads the parameters' defaults from the signature below; they come from the config types, so the
     # pipeline, the CLI and the components share one set. Each stage's spec is one parameter (`RunConfig.arguments`).
@@ -336,6 +342,7 @@ def build_pipeline(
         tasks.update(batch_predict=predict, export=export, serving_check=check, release=release)
         for name, task_ in tasks.items():
             task_.set_caching_options(CACHED[name])
+            _set_retry(task_, retry)
         add_vertex_steps(
             dataset=dataset,
             exported=export.outputs["exported"],
@@ -361,13 +368,20 @@ def build_pipeline(
     return tpu_estimator_pipeline
 
 
+def _set_retry(task: dsl.PipelineTask, retry: RetryPolicy) -> None:
+    """Sets the retry policy on one of the stages' tasks: a preempted Spot TPU, or any failure, runs the task
+    again, and training continues from its checkpoint (`components.records`)."""
+    retry.apply(task)
+
+
 def compile_pipeline(
     output: str,
     image: str,
     tpu: Union[TPUPreset, TPUTarget, None],
     steps: VertexSteps = VertexSteps(),
     beam: Optional[BeamConfig] = None,
+    retry: RetryPolicy = NO_RETRIES,
 ) -> str:
     """Compiles the pipeline to a YAML file for Vertex AI; returns `output`."""
-    compiler.Compiler().compile(build_pipeline(image, tpu, steps, beam), package_path=output)
+    compiler.Compiler().compile(build_pipeline(image, tpu, steps, beam, retry), package_path=output)
     return output

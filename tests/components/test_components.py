@@ -469,25 +469,31 @@ def test_a_stage_run_again_on_the_same_inputs_reuses_its_output(stages, tmp_path
     assert sum(changed.metadata["counts"].values()) == 100 != sum(first.metadata["counts"].values())
 
 
-def test_training_interrupted_after_a_checkpoint_continues_to_the_same_variables(stages, tmp_path):
-    """An attempt on the same inputs that was killed after its step-20 checkpoint: train_model continues from
-    it and ends with the model of the uninterrupted fixture run, byte for byte. Other inputs start afresh."""
+def interrupted_training(dataset: Dataset, reference: Model, model: Model) -> None:
+    """The train stage's attempt on the reference model's inputs into `model`, killed after its step-20
+    checkpoint: a started record, and the checkpoints up to step 20."""
     from estimator_lib import estimator
     from estimator_lib.data import prepare
     from estimator_lib.model import inputs
 
-    dataset, reference = stages["dataset"], stages["model"]
     job = JobConfig.from_dict(reference.metadata["config"])
-    model = artifact(Model, tmp_path, "model", "train")
     records.StageRecord(
         "train", {"model": model}, {"dataset": dataset.metadata["fingerprint"], "job": job.to_dict()}
     ).begin()
     prepared = prepare.load_prepared(dataset.uri)
-    files, training = prepared.files("train"), job.training  # the same job's attempt, killed after step 20
+    files, training = prepared.files("train"), job.training
     attempt = inputs.train_input_fn_builder(
         files, prepared.schema, training.seed, training.shuffle_buffer_size, model.uri
     )
     estimator.build_estimator(job, prepared.schema, model.uri).train(attempt, max_steps=20)
+
+
+def test_training_interrupted_after_a_checkpoint_continues_to_the_same_variables(stages, tmp_path):
+    """An attempt on the same inputs that was killed after its step-20 checkpoint: train_model continues from
+    it and ends with the model of the uninterrupted fixture run, byte for byte. Other inputs start afresh."""
+    dataset, reference = stages["dataset"], stages["model"]
+    model = artifact(Model, tmp_path, "model", "train")
+    interrupted_training(dataset, reference, model)
     params = {**TRAIN, "dataset": dataset, "publish_root": str(tmp_path / "published")}
     train_model(**params, model=model)
     assert model.metadata["global_step"] == 40
@@ -497,6 +503,18 @@ def test_training_interrupted_after_a_checkpoint_continues_to_the_same_variables
     train_model(**{**params, "spec": reseeded}, model=other)  # other inputs: the old checkpoints are deleted first
     assert other.metadata["fingerprint"] != reference.metadata["fingerprint"]
     assert not os.path.exists(os.path.join(other.uri, "model.ckpt-20.index"))
+
+
+def test_a_retry_in_fresh_directories_continues_the_runs_interrupted_attempt_to_the_same_variables(stages, tmp_path):
+    """A retried task Vertex AI gives new output directories: train_model copies in the checkpoints of the run's
+    attempt on the same inputs (killed after step 20) and ends with the uninterrupted fixture run's model."""
+    dataset, reference = stages["dataset"], stages["model"]
+    interrupted_training(dataset, reference, artifact(Model, tmp_path, "model", "train-model_1"))
+    retry = artifact(Model, tmp_path, "model", "train-model_2")
+    train_model(**TRAIN, dataset=dataset, publish_root=str(tmp_path / "published"), model=retry)
+    assert os.path.exists(os.path.join(retry.uri, "model.ckpt-20.index"))  # adopted, then trained on
+    assert retry.metadata["global_step"] == 40
+    assert retry.metadata["fingerprint"] == reference.metadata["fingerprint"]
 
 
 def test_components_are_lightweight_on_the_given_image():

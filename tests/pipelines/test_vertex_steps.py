@@ -153,6 +153,7 @@ def test_dry_run_prints_the_compiled_settings(capsys):
             "tensorboard": TENSORBOARD,
             "baseOutputDirectory": f"{ROOT}/tensorboard/PIPELINE_JOB_UUID/STAGE",
         },
+        "retryPolicy": {"retries": 2, "backoff_seconds": 60, "backoff_factor": 2.0, "max_backoff_seconds": 3600},
     }
 
 
