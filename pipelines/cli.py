@@ -328,7 +328,7 @@ def _add_vertex_arguments(parser: argparse.ArgumentParser, common: Any) -> None:
         "--pipeline-root", required=True, metavar="GS_PREFIX", help="gs:// prefix for the run's artifacts"
     )
     group = parser.add_argument_group("Vertex AI job")
-    group.add_argument("--service-account", metavar="EMAIL", help="service account the pipeline and its jobs run as")
+    group.add_argument("--service-account", metavar="EMAIL", help="the account the pipeline and its jobs run as")
     group.add_argument("--network", help="VPC network: projects/NUMBER/global/networks/NAME")
     _add_key_value_option(group, "--job-label", "job_labels", "resource label on the job (repeatable)")
     group.add_argument(
@@ -336,7 +336,7 @@ def _add_vertex_arguments(parser: argparse.ArgumentParser, common: Any) -> None:
         dest="caching",
         action="store_false",
         default=None,
-        help="run every task again (default: reuse a task's outputs when its inputs are unchanged)",
+        help="rerun every task, even one whose inputs are unchanged",
     )
     group.add_argument(
         "--display-name",
@@ -424,7 +424,7 @@ def _add_vertex_command(commands: Any, name: str, text: str) -> None:
     _add_vertex_arguments(sub, common)
     _add_run_arguments(sub, common)
     _add_image_arguments(sub, common)
-    common.add_argument("--dry-run", action="store_true", help="print the request, machines, cost; send nothing")
+    common.add_argument("--dry-run", action="store_true", help="print the request and its cost; send nothing")
     _add_cost_arguments(common)
     if name == "schedule":
         _add_schedule_arguments(sub, common)
