@@ -358,6 +358,24 @@ def _add_record_commands(commands: Any) -> None:
     diff.add_argument("run_b", metavar="RUN_B", help="a run's summary.json, its folder or OUTPUT")
 
 
+def _add_tune_command(commands: Any) -> None:
+    tune_ = commands.add_parser(
+        "tune",
+        help="search hyperparameters on this machine's CPU, then run the best config through the whole pipeline",
+        description="Prepares the run's data once, trains --trials trials one after another with values from the "
+        "--space file (optuna's TPE sampler, seeded with training.seed; the first trial is the run's own config "
+        "when it lies in the space), judges each on the validation split by the space's metric, prints the trials "
+        "and runs the winner's --set values as run-local does (evaluate, bless, release). The trials are recorded "
+        "in OUTPUT/tuning/<id>/trials.json and in the winner's run folder (tuning.json). docs/tuning.md",
+    )
+    tune_.add_argument("--space", required=True, metavar="FILE", help="the search space, YAML or JSON (docs/tuning.md)")
+    tune_.add_argument("--trials", type=int, default=10, metavar="N", help="trials to run (default %(default)s)")
+    _add_run_arguments(tune_)
+    _add_engine_arguments(tune_, dataflow=False)
+    tune_.add_argument("--output", default=DEFAULT_OUTPUT, help=f"output directory (default {DEFAULT_OUTPUT})")
+    tune_.add_argument("--verbose", action="store_true", help="stream the winner's pipeline log to the console")
+
+
 class _Formatter(argparse.HelpFormatter):
     """Help in a column wide enough for most flags and their metavar, never broken inside a flag's name."""
 
@@ -504,6 +522,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     _add_record_commands(commands)
+    _add_tune_command(commands)
 
     release_ = commands.add_parser(
         "release",
@@ -789,6 +808,18 @@ def _local_data_override(text: str) -> str:
 
 def cmd_run_local(args: argparse.Namespace) -> int:
     output = checks.output_directory(args.output)
+    settings = resolve_local_settings(args, output)
+    outcome = local.run_local(settings, output, verbose=args.verbose, resume=args.resume, alerts=resolve_alerts(args))
+    summary = outcome.summary
+    if summary["status"] == runs.OK:
+        print(format_summary(summary, os.path.join(output, runs.SUMMARY_FILE)))
+        return outcome.exit_code
+    print(format_failure(summary, args.verbose), file=sys.stderr)
+    return outcome.exit_code
+
+
+def resolve_local_settings(args: argparse.Namespace, output: str) -> RunConfig:
+    """A local run's (run-local, tune) `RunConfig`, its local paths made absolute, checked before it starts."""
     if args.data:
         args.data = _local_path(args.data)
     if args.predict_data not in PREPARED_SPLITS:
@@ -802,13 +833,37 @@ def cmd_run_local(args: argparse.Namespace) -> int:
     checks.local_run(settings)
     check_label_column(settings, "--label" if args.label else "prepare.label")
     check_slice_columns(settings)
-    outcome = local.run_local(settings, output, verbose=args.verbose, resume=args.resume, alerts=resolve_alerts(args))
-    summary = outcome.summary
+    return settings
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    from estimator_lib.config.tuning import load_space
+    from pipelines import tune  # trains in-process: TensorFlow and optuna load only for this command
+
+    space = load_space(args.space, read_space_file(args.space))
+    output = checks.output_directory(args.output)
+    args.resume = False
+    given = list(args.overrides)
+
+    def resolve(extra: Sequence[str]) -> RunConfig:
+        args.overrides = [*given, *extra]
+        return resolve_local_settings(args, output)
+
+    outcome = tune.tune(space, args.trials, resolve, output, verbose=args.verbose)
+    summary = outcome.run.summary
     if summary["status"] == runs.OK:
         print(format_summary(summary, os.path.join(output, runs.SUMMARY_FILE)))
-        return outcome.exit_code
-    print(format_failure(summary, args.verbose), file=sys.stderr)
-    return outcome.exit_code
+    else:
+        print(format_failure(summary, args.verbose), file=sys.stderr)
+    return outcome.run.exit_code
+
+
+def read_space_file(path: str) -> str:
+    """The text of the --space file (local or gs://)."""
+    try:
+        return storage.read_text(path)
+    except (FileNotFoundError, IsADirectoryError):
+        raise ConfigError(f"--space {path}: no such file; give the path of a YAML or JSON search space") from None
 
 
 def format_failure(summary: dict[str, Any], verbose: bool) -> str:
@@ -1086,6 +1141,7 @@ def cmd_release(args: argparse.Namespace) -> int:
 
 COMMANDS = {
     "run-local": cmd_run_local,
+    "tune": cmd_tune,
     "release": cmd_release,
     "show": cmd_show,
     "list": cmd_list,
