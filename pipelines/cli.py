@@ -35,6 +35,7 @@ from estimator_lib.config.alerts import AlertConfig, redact_url
 from estimator_lib.config.beam import BEAM, DATAFLOW_RUNNER, ENGINES, BeamConfig
 from estimator_lib.config.registry import RegistryConfig
 from estimator_lib.config.run import EMBEDDED_DATA, PREPARED_SPLITS, resolve_run
+from estimator_lib.config.tuning import load_space
 from estimator_lib.data.embedded import default_dataset
 from pipelines import checks, cost, listing, local, reproduce, runs, show, vertex
 from pipelines import tpu as tpu_presets
@@ -837,8 +838,14 @@ def resolve_local_settings(args: argparse.Namespace, output: str) -> RunConfig:
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    from estimator_lib.config.tuning import load_space
-    from pipelines import tune  # trains in-process: TensorFlow and optuna load only for this command
+    try:
+        from pipelines import tune  # trains in-process: TensorFlow and optuna load only for this command
+    except ModuleNotFoundError as e:
+        if e.name != "optuna":
+            raise
+        raise ConfigError(
+            "tune needs optuna: pip install 'tpu-estimator-pipelines[tune]' (scripts/setup.sh does)"
+        ) from None
 
     space = load_space(args.space, read_space_file(args.space))
     output = checks.output_directory(args.output)

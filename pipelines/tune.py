@@ -15,13 +15,15 @@ and validation metrics, the winner) is written beside the trials and into the wi
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import json
+import logging
 import os
 import shutil
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Optional
 
 import optuna
@@ -40,6 +42,7 @@ from pipelines import local
 TUNING_DIR = "tuning"
 TRIALS_FILE = "trials.json"
 RUN_RECORD = "tuning.json"
+TRIALS_LOG = "trials.log"
 SAMPLER = "optuna.samplers.TPESampler"
 
 Resolve = Callable[[Sequence[str]], RunConfig]
@@ -175,7 +178,9 @@ def tune(
     work = os.path.join(os.path.abspath(output), TUNING_DIR, _new_id())
     prepared = _prepare_once(settings, os.path.join(work, "prepared"))
     echo(f"tuning: {trials} trials of {space.metric} on the validation split ({prepared.counts.get('valid', 0)} rows)")
-    done = _run_trials(space, trials, resolve, settings, prepared, work, echo)
+    echo(f"  their logs: {os.path.join(work, TRIALS_LOG)}")
+    with _logs_to(os.path.join(work, TRIALS_LOG)):
+        done = _run_trials(space, trials, resolve, settings, prepared, work, echo)
     winner = _best(done, space.higher_is_better)
     record = trials_record(space, done, winner, settings.job.training.seed, work)
     storage.write_text(os.path.join(work, TRIALS_FILE), json.dumps(record, indent=2, sort_keys=True) + "\n")
@@ -185,6 +190,21 @@ def tune(
         os.path.join(outcome.folder.path, RUN_RECORD), json.dumps(record, indent=2, sort_keys=True) + "\n"
     )
     return TuneOutcome(tuple(done), winner, record, outcome)
+
+
+@contextlib.contextmanager
+def _logs_to(path: str) -> Iterator[None]:
+    """TensorFlow's log lines go to `path` while the trials train (the console shows one line per trial)."""
+    logger = logging.getLogger("tensorflow")
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    saved = logger.handlers[:], logger.propagate
+    logger.handlers, logger.propagate = [handler], False
+    try:
+        yield
+    finally:
+        logger.handlers, logger.propagate = saved
+        handler.close()
 
 
 def _new_id() -> str:
