@@ -41,6 +41,7 @@ from pipelines import checks, cost, listing, local, reproduce, runs, show, verte
 from pipelines import tpu as tpu_presets
 from pipelines.image import check_image, default_image
 from pipelines.pipeline import PIPELINE_NAME, VertexSteps, compile_pipeline
+from pipelines.tuning_job import TuningPlan
 
 DEFAULT_OUTPUT = os.path.join("runs", "local")
 DEFAULT_REPRODUCE_OUTPUT = os.path.join("runs", "reproduce")
@@ -258,6 +259,25 @@ def _add_image_arguments(parser: argparse.ArgumentParser, common: Any = None) ->
     )
 
 
+def _add_tuning_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("hyperparameter tuning on Vertex AI (docs/tuning.md)")
+    group.add_argument(
+        "--tune-space",
+        metavar="FILE",
+        help="run a Vertex AI hyperparameter tuning job over the train stage first; train trains its best trial",
+    )
+    group.add_argument("--tune-trials", type=int, default=10, metavar="N", help="trials (default %(default)s)")
+    group.add_argument("--tune-parallel", type=int, default=1, metavar="K", help="trials at once (default %(default)s)")
+
+
+def resolve_tuning(args: argparse.Namespace) -> TuningPlan | None:
+    """The tuning job --tune-space asks for, its space file checked now; None without it."""
+    if not args.tune_space:
+        return None
+    space = load_space(args.tune_space, read_space_file(args.tune_space, "--tune-space"))
+    return TuningPlan(space, args.tune_trials, args.tune_parallel)
+
+
 def _add_tracking_arguments(parser: argparse.ArgumentParser, log_root_help: str) -> None:
     group = parser.add_argument_group("Vertex AI tracking: TensorBoard, Experiments, Model Registry, failure alerts")
     group.add_argument(
@@ -431,6 +451,7 @@ def _add_vertex_command(commands: Any, name: str, text: str) -> None:
     if name == "schedule":
         _add_schedule_arguments(sub, common)
     _add_tracking_arguments(sub, "the TPU jobs' logs (default: under --pipeline-root)")
+    _add_tuning_arguments(sub)
     _add_engine_arguments(sub, dataflow=True, vertex_defaults=True)
 
 
@@ -547,6 +568,7 @@ def build_parser() -> argparse.ArgumentParser:
     compile_.add_argument("--output", default=DEFAULT_TEMPLATE, help=f"YAML file (default {DEFAULT_TEMPLATE})")
     _add_image_arguments(compile_)
     _add_tracking_arguments(compile_, "the TPU jobs' logs (required with --tensorboard)")
+    _add_tuning_arguments(compile_)
     _add_engine_arguments(compile_, dataflow=True)
 
     for name, text in (
@@ -729,6 +751,7 @@ COMPILED_FLAGS = {
     "--model-registry": "model_registry",
     "--notify-email": "notify_emails",
     "--notify-webhook": "notify_webhook",
+    "--tune-space": "tune_space",
 }
 
 
@@ -865,12 +888,12 @@ def cmd_tune(args: argparse.Namespace) -> int:
     return outcome.run.exit_code
 
 
-def read_space_file(path: str) -> str:
-    """The text of the --space file (local or gs://)."""
+def read_space_file(path: str, flag: str = "--space") -> str:
+    """The text of a search space file (local or gs://)."""
     try:
         return storage.read_text(path)
     except (FileNotFoundError, IsADirectoryError):
-        raise ConfigError(f"--space {path}: no such file; give the path of a YAML or JSON search space") from None
+        raise ConfigError(f"{flag} {path}: no such file; give the path of a YAML or JSON search space") from None
 
 
 def format_failure(summary: dict[str, Any], verbose: bool) -> str:
@@ -938,7 +961,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     steps = resolve_steps(args)
     image = resolve_image(args)
     beam = resolve_beam(args, image)
-    compile_pipeline(args.output, image, tpu, steps, beam)
+    tuning = resolve_tuning(args)
+    compile_pipeline(args.output, image, tpu, steps, beam, tuning)
     engine = f"; prepare and batch predict on Dataflow ({beam.region})" if beam else ""
     print(f"compiled {args.output}: image {image}; {_where(tpu, beam is not None)}{engine}")
     if steps.experiment:
@@ -947,6 +971,11 @@ def cmd_compile(args: argparse.Namespace) -> int:
         print(f"  blessed models become versions of the registry model {steps.registry.display_name!r}")
     if steps.alerts.wanted:
         print(f"  {_alerts_line(steps.alerts)}")
+    if tuning:
+        print(
+            f"  a tuning job of {tuning.trials} trials ({tuning.parallel} at once) over {args.tune_space} picks the "
+            f"train spec by {tuning.space.metric} on the validation split"
+        )
     return 0
 
 
@@ -1010,7 +1039,7 @@ def _vertex_job(args: argparse.Namespace, template_dir: str, credentials: Any = 
             vertex.check_tensorboard(tpu.tensorboard, target)
         steps = resolve_steps(args)
         template_path = os.path.join(template_dir, DEFAULT_TEMPLATE)
-        template = compile_pipeline(template_path, image, tpu, steps, beam)
+        template = compile_pipeline(template_path, image, tpu, steps, beam, resolve_tuning(args))
         compiled = describe_compiled(tpu, steps)
     arguments = settings.arguments()
     if args.code or args.feature_spec:

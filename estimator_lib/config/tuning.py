@@ -28,7 +28,7 @@ from typing import Any, Optional, Tuple, Union
 import yaml
 
 from estimator_lib import vocabulary
-from estimator_lib.config.base import ConfigError, field_hint, parse_typed
+from estimator_lib.config.base import ConfigError, field_hint, parse_typed, set_dotted
 from estimator_lib.config.job import JobConfig
 from estimator_lib.config.run import JOB_SECTIONS, SECTION_TYPES, typed_override
 
@@ -100,6 +100,40 @@ class SearchSpace:
         if tuned:
             texts.append("model.hparams=" + json.dumps({**hparams, **tuned}, sort_keys=True))
         return texts
+
+    def to_json(self) -> str:
+        """The space as the JSON form of its file (`load_space` reads it back): what a Vertex AI trial is given."""
+        parameters = {}
+        for p in self.parameters:
+            if p.type == CATEGORICAL:
+                parameters[p.key] = {"type": p.type, "values": list(p.values)}
+            else:
+                parameters[p.key] = {"type": p.type, "min": p.low, "max": p.high, "scale": p.scale}
+        return json.dumps({"metric": self.metric, "parameters": parameters}, separators=(",", ":"))
+
+    def trial_job(self, job: JobConfig, given: Mapping[str, str]) -> JobConfig:
+        """`job` with one trial's values applied as their `--set` texts are: `given` maps each parameter's
+        `parameter_id` to its value as text (as Vertex AI passes it on the trial's command line).
+
+        Raises:
+          ConfigError: a parameter has no value, or its value is not of the setting's type.
+        """
+        values = {}
+        for p in self.parameters:
+            text = given.get(parameter_id(p.key))
+            if text is None:
+                raise ConfigError(f"trial: no value for --{parameter_id(p.key)} ({p.key}); the study passes each")
+            values[p.key] = int(float(text)) if p.type == INT else float(text) if p.type == FLOAT else text
+        data = job.to_dict()
+        for text in self.overrides(values, job.model.hparams):
+            _, dotted, value = typed_override(text)
+            set_dotted(data, dotted, value)
+        return JobConfig.from_dict(data)
+
+
+def parameter_id(key: str) -> str:
+    """A parameter's id in a Vertex AI study, its trial's flag name: the key with "__" for each "."."""
+    return key.replace(".", "__")
 
 
 def set_text(value: Any) -> str:
@@ -231,3 +265,30 @@ def _parse(where: str, hint: Any, text: str, key: str) -> None:
         parse_typed(hint, text, key)
     except ConfigError as e:
         raise ConfigError(f"{where}: {e}") from None
+
+
+def best_trial(trials: Sequence[Mapping[str, Any]], space: SearchSpace) -> Mapping[str, Any]:
+    """The best succeeded trial of a Vertex AI tuning job by the space's metric and direction; of equal ones the
+    first. `trials` are the job's trials as JSON (`Trial` protos with their field names: "id", "state",
+    "parameters" [{"parameter_id", "value"}], "final_measurement" {"metrics": [{"metric_id", "value"}]}).
+
+    Raises:
+      ConfigError: no trial succeeded with a measurement of the metric.
+    """
+    measured = []
+    for trial in trials:
+        metrics = (trial.get("final_measurement") or {}).get("metrics", [])
+        values = [m["value"] for m in metrics if m.get("metric_id") == space.metric]
+        if trial.get("state") == "SUCCEEDED" and values:
+            measured.append((float(values[0]), trial))
+    if not measured:
+        raise ConfigError(
+            f"no trial of the tuning job succeeded with a measurement of {space.metric!r}; see its trials"
+        )
+    sign = -1.0 if space.higher_is_better else 1.0
+    return min(enumerate(measured), key=lambda item: (sign * item[1][0], item[0]))[1][1]
+
+
+def trial_values(trial: Mapping[str, Any]) -> dict[str, str]:
+    """A Vertex AI trial's values as its command line passes them: {parameter id: value as text}."""
+    return {p["parameter_id"]: set_text(p["value"]) for p in trial.get("parameters", [])}
