@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from estimator_lib.config import ConfigError
-from estimator_lib.config.tuning import Parameter, SearchSpace, load_space
+from estimator_lib.config import ConfigError, JobConfig
+from estimator_lib.config.tuning import Parameter, SearchSpace, best_trial, load_space, trial_values
 
 SPACE = """
 metric: accuracy
@@ -57,9 +57,10 @@ def test_a_trials_values_become_set_texts_and_hyperparameters_merge_into_model_h
     [
         (
             "parameters:\n  training.optimizer.learnin_rate: {type: float, min: 0.001, max: 0.1}",
-            "--space s.yaml: parameter training.optimizer.learnin_rate: --set training.optimizer.learnin_rate: unknown "
-            "field 'learnin_rate'; known here: ['clip_gradient_norm', 'decay_rate', 'decay_steps', 'end_learning_rate', "
-            "'learning_rate', 'momentum', 'name', 'schedule', 'warmup_steps']; did you mean 'learning_rate'?",
+            "--space s.yaml: parameter training.optimizer.learnin_rate: --set training.optimizer.learnin_rate: "
+            "unknown field 'learnin_rate'; known here: ['clip_gradient_norm', 'decay_rate', 'decay_steps', "
+            "'end_learning_rate', 'learning_rate', 'momentum', 'name', 'schedule', 'warmup_steps']; did you mean "
+            "'learning_rate'?",
         ),
         (
             "parameters:\n  learning_rate: {type: float, min: 0.001, max: 0.1}",
@@ -88,7 +89,8 @@ def test_a_trials_values_become_set_texts_and_hyperparameters_merge_into_model_h
         ),
         (
             "parameters:\n  model.embedding_dim: {type: integer, min: 4, max: 16}",
-            "--space s.yaml: parameter model.embedding_dim: type 'integer' is not one of ['float', 'int', 'categorical']",
+            "--space s.yaml: parameter model.embedding_dim: type 'integer' is not one of ['float', 'int', "
+            "'categorical']",
         ),
         (
             "parameters:\n  model.dropout: {type: float, min: 0.5, max: 0.1}",
@@ -126,3 +128,47 @@ def test_a_mistake_names_the_file_the_key_and_what_was_expected(text, message):
     with pytest.raises(ConfigError) as raised:
         load_space("s.yaml", text)
     assert str(raised.value).startswith(message), str(raised.value)
+
+
+def test_the_json_form_reads_back_as_the_same_space():
+    space = load_space("space.yaml", SPACE)
+    assert load_space("space.yaml", space.to_json()) == space
+
+
+def test_a_vertex_trials_values_apply_to_the_job_by_the_settings_types():
+    space = load_space("space.yaml", SPACE)
+    given = {
+        "training__optimizer__learning_rate": "0.01",
+        "model__hidden_units": "16,16",
+        "model__embedding_dim": "6.0",
+    }
+    job = space.trial_job(JobConfig(), given)
+    assert (job.training.optimizer.learning_rate, job.model.hidden_units, job.model.embedding_dim) == (
+        0.01,
+        (16, 16),
+        6,
+    )
+    with pytest.raises(ConfigError, match=r"^trial: no value for --model__embedding_dim \(model.embedding_dim\)"):
+        space.trial_job(JobConfig(), {k: v for k, v in given.items() if k != "model__embedding_dim"})
+
+
+def _vertex_trial(number, state, value, units):
+    measurement = {"metrics": [{"metric_id": "accuracy", "value": value}]} if value is not None else {}
+    parameters = [{"parameter_id": "model__hidden_units", "value": units}]
+    return {"id": str(number), "state": state, "parameters": parameters, "final_measurement": measurement}
+
+
+def test_the_best_vertex_trial_is_the_first_succeeded_one_of_the_best_value():
+    space = load_space(
+        "s.yaml", "metric: accuracy\nparameters:\n  model.hidden_units: {type: categorical, values: ['32', '16']}"
+    )
+    trials = [
+        _vertex_trial(1, "SUCCEEDED", 0.9, "32"),
+        _vertex_trial(2, "INFEASIBLE", 1.0, "16"),
+        _vertex_trial(3, "SUCCEEDED", 0.95, "16"),
+        _vertex_trial(4, "SUCCEEDED", 0.95, "32"),
+    ]
+    best = best_trial(trials, space)
+    assert (best["id"], trial_values(best)) == ("3", {"model__hidden_units": "16"})
+    with pytest.raises(ConfigError, match=r"^no trial of the tuning job succeeded with a measurement of 'accuracy'"):
+        best_trial([_vertex_trial(1, "SUCCEEDED", None, "32")], space)
