@@ -259,14 +259,11 @@ def _add_image_arguments(parser: argparse.ArgumentParser, common: Any = None) ->
     )
 
 
-def _add_tuning_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("hyperparameter tuning on Vertex AI (docs/tuning.md)")
-    group.add_argument(
-        "--tune-space",
-        metavar="FILE",
-        help="run a Vertex AI hyperparameter tuning job over the train stage first; train trains its best trial",
-    )
-    group.add_argument("--tune-trials", type=int, default=10, metavar="N", help="trials (default %(default)s)")
+def _add_tuning_arguments(parser: argparse.ArgumentParser, group: Any = None) -> None:
+    """--tune-space and its trial counts, in `group` (submit, schedule: the Vertex AI job's, to keep help short)."""
+    group = group or parser.add_argument_group("hyperparameter tuning on Vertex AI")
+    group.add_argument("--tune-space", metavar="FILE", help="tune the train stage first (docs/tuning.md)")
+    group.add_argument("--tune-trials", type=int, default=10, metavar="N", help="tuning trials (default %(default)s)")
     group.add_argument("--tune-parallel", type=int, default=1, metavar="K", help="trials at once (default %(default)s)")
 
 
@@ -349,6 +346,7 @@ def _add_vertex_arguments(parser: argparse.ArgumentParser, common: Any) -> None:
         help="the job's name in the Vertex AI console",
     )
     group.add_argument("--template", metavar="YAML", help="a compiled pipeline (default: compile one now)")
+    _add_tuning_arguments(parser, group)
 
 
 def _add_record_commands(commands: Any) -> None:
@@ -451,7 +449,6 @@ def _add_vertex_command(commands: Any, name: str, text: str) -> None:
     if name == "schedule":
         _add_schedule_arguments(sub, common)
     _add_tracking_arguments(sub, "the TPU jobs' logs (default: under --pipeline-root)")
-    _add_tuning_arguments(sub)
     _add_engine_arguments(sub, dataflow=True, vertex_defaults=True)
 
 
