@@ -3,14 +3,19 @@ seeded sampler, the table, and the metric file a Vertex AI trial reports to."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
+import tensorflow as tf
 
 from estimator_lib.config import ConfigError
+from estimator_lib.config.run import resolve_run
 from estimator_lib.config.tuning import load_space
+from estimator_lib.data import prepare
+from estimator_lib.data.embedded import default_dataset
 from estimator_lib.tuning import report_metric
-from pipelines import cli, tune
+from pipelines import cli, tune, tune_trial
 
 SPACE = """
 metric: accuracy
@@ -117,3 +122,22 @@ def test_a_vertex_trial_reports_its_metric_in_the_hypertune_file(tmp_path):
         {"trial": "3", "accuracy": "0.75", "global_step": "200", "checkpoint_path": ""},
         {"trial": "3", "accuracy": "1.0", "global_step": "300", "checkpoint_path": ""},
     ]
+
+
+@pytest.mark.slow
+def test_a_vertex_trial_trains_the_spec_with_its_values_and_reports_the_validation_metric(tmp_path, monkeypatch):
+    settings = resolve_run(None, ["training.train_steps=100", "prepare.num_workers=1"], {"publish_root": "-"})
+    dataset = str(tmp_path / "prepared")
+    config = settings.prepare_config()
+    prepare.prepare(dataclasses.replace(config, data=(default_dataset().path,)), dataset)
+    metric_file = str(tmp_path / "hypertune" / "output.metrics")
+    monkeypatch.setenv("CLOUD_ML_HP_METRIC_FILE", metric_file)
+    space = load_space("s.yaml", SPACE)
+    argv = ["--dataset", dataset, "--spec", settings.arguments()["train_spec"], "--tpu", '{"use_tpu": false}']
+    argv += ["--space", space.to_json(), "--output", str(tmp_path / "trial")]
+    assert tune_trial.main([*argv, "--training__optimizer__learning_rate=0.01", "--model__hidden_units=32"]) == 0
+
+    shapes = dict(tf.train.list_variables(str(tmp_path / "trial" / "model")))
+    assert (shapes["dnn/hidden_0/bias"], "dnn/hidden_1/bias" in shapes) == ([32], False)  # hidden_units=32
+    [line] = [json.loads(text) for text in open(metric_file, encoding="utf-8")]
+    assert line["global_step"] == "100" and 0.5 < float(line["accuracy"]) <= 1.0
