@@ -35,7 +35,7 @@ from estimator_lib.config.alerts import AlertConfig, redact_url
 from estimator_lib.config.beam import BEAM, DATAFLOW_RUNNER, ENGINES, BeamConfig
 from estimator_lib.config.registry import RegistryConfig
 from estimator_lib.config.run import EMBEDDED_DATA, PREPARED_SPLITS, resolve_run
-from estimator_lib.config.tuning import load_space
+from estimator_lib.config.tuning import check_tunable, load_space
 from estimator_lib.data.embedded import default_dataset
 from pipelines import checks, cost, listing, local, reproduce, runs, show, vertex
 from pipelines import tpu as tpu_presets
@@ -1020,6 +1020,9 @@ def _vertex_job(args: argparse.Namespace, template_dir: str, credentials: Any = 
     args.code, args.feature_spec = staged.code, staged.feature_spec
     publish_root = args.pipeline_root.rstrip("/") + "/published"
     settings = resolve_settings(args, publish_root, beam=beam, placed=not args.template)
+    tuning = None if args.template else resolve_tuning(args)
+    if tuning is not None:
+        check_tunable(tuning.space, settings.job)
     template = args.template
     compiled: dict[str, Any] = {"template": template}
     tpu = None
@@ -1036,7 +1039,7 @@ def _vertex_job(args: argparse.Namespace, template_dir: str, credentials: Any = 
             vertex.check_tensorboard(tpu.tensorboard, target)
         steps = resolve_steps(args)
         template_path = os.path.join(template_dir, DEFAULT_TEMPLATE)
-        template = compile_pipeline(template_path, image, tpu, steps, beam, resolve_tuning(args))
+        template = compile_pipeline(template_path, image, tpu, steps, beam, tuning)
         compiled = describe_compiled(tpu, steps)
     arguments = settings.arguments()
     if args.code or args.feature_spec:

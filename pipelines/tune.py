@@ -33,7 +33,7 @@ from estimator_lib.config import ConfigError, RunConfig
 from estimator_lib.config.base import field_hint, parse_typed
 from estimator_lib.config.job import JobConfig
 from estimator_lib.config.run import NO_MODEL
-from estimator_lib.config.tuning import CATEGORICAL, FLOAT, LOG, Parameter, SearchSpace
+from estimator_lib.config.tuning import CATEGORICAL, FLOAT, LOG, Parameter, SearchSpace, check_tunable
 from estimator_lib.data import prepare
 from estimator_lib.data.embedded import resolve_data
 from estimator_lib.tuning import objective_value, run_trial
@@ -81,16 +81,7 @@ def check_space(space: SearchSpace, resolve: Resolve) -> RunConfig:
       ConfigError: naming the space file, the parameter, the value and what the setting needs.
     """
     settings = resolve([])
-    if settings.job.model.model_fn:
-        raise ConfigError(
-            f"--space {space.source}: local tuning trains the built-in families; a run of your own model_fn "
-            "(--model-fn) is tuned on Vertex AI (compile --tune-space, docs/tuning.md)"
-        )
-    if space.hparam_keys:
-        raise ConfigError(
-            f"--space {space.source}: parameter {space.hparam_keys[0]} is a hyperparameter of your own model_fn, and "
-            "this run trains a built-in family (no --model-fn): tune its settings, e.g. model.hidden_units"
-        )
+    check_tunable(space, settings.job)
     for parameter in space.parameters:
         for value in parameter.edges():
             try:

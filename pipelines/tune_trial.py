@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from components import adapter
 from estimator_lib.config.stages import TrainSpec
-from estimator_lib.config.tuning import load_space
+from estimator_lib.config.tuning import check_tunable, load_space
 from estimator_lib.data import prepare
 from estimator_lib.tuning import objective_value, report_metric, run_trial
 
@@ -46,7 +46,9 @@ def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, dict[str, str]]:
 def main(argv: Sequence[str] | None = None) -> int:
     args, values = parse(sys.argv[1:] if argv is None else argv)
     space = load_space("the tuning job's space", args.space)
-    job = space.trial_job(adapter.training_job(adapter.decode_spec(TrainSpec, args.spec), args.tpu), values)
+    spec = adapter.decode_spec(TrainSpec, args.spec)
+    check_tunable(space, spec.job)
+    job = space.trial_job(adapter.training_job(spec, args.tpu), values)
     result = run_trial(job, prepare.load_prepared(args.dataset), args.output)
     value = objective_value(result.metrics, space.metric)
     path = report_metric(space.metric, value, result.global_step)

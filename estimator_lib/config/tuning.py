@@ -131,6 +131,25 @@ class SearchSpace:
         return JobConfig.from_dict(data)
 
 
+def check_tunable(space: SearchSpace, job: JobConfig) -> None:
+    """A run whose trials can be judged: a built-in family (its prepared rows have a validation split), and a
+    space of its settings.
+
+    Raises:
+      ConfigError: the run trains a user model_fn, or the space tunes a model_fn hyperparameter without one.
+    """
+    if job.model.model_fn:
+        raise ConfigError(
+            f"--space {space.source}: trials are judged on the validation split, and a run of your own model_fn "
+            f"({job.model.model_fn}) has none (its records split into train and eval only): tune a built-in family"
+        )
+    if space.hparam_keys:
+        raise ConfigError(
+            f"--space {space.source}: parameter {space.hparam_keys[0]} is a hyperparameter of your own model_fn, and "
+            "this run trains a built-in family (no --model-fn): tune its settings, e.g. model.hidden_units"
+        )
+
+
 def parameter_id(key: str) -> str:
     """A parameter's id in a Vertex AI study, its trial's flag name: the key with "__" for each "."."""
     return key.replace(".", "__")

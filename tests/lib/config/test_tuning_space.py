@@ -5,8 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from estimator_lib.config import ConfigError, JobConfig
-from estimator_lib.config.tuning import Parameter, SearchSpace, best_trial, load_space, trial_values
+from estimator_lib.config import ConfigError, JobConfig, ModelConfig
+from estimator_lib.config.tuning import (
+    Parameter,
+    SearchSpace,
+    best_trial,
+    check_tunable,
+    load_space,
+    trial_values,
+)
 
 SPACE = """
 metric: accuracy
@@ -172,3 +179,14 @@ def test_the_best_vertex_trial_is_the_first_succeeded_one_of_the_best_value():
     assert (best["id"], trial_values(best)) == ("3", {"model__hidden_units": "16"})
     with pytest.raises(ConfigError, match=r"^no trial of the tuning job succeeded with a measurement of 'accuracy'"):
         best_trial([_vertex_trial(1, "SUCCEEDED", None, "32")], space)
+
+
+def test_a_run_of_a_user_model_fn_cannot_be_tuned_without_a_validation_split():
+    space = load_space("s.yaml", "parameters:\n  hparams.units: {type: int, min: 8, max: 64}")
+    job = JobConfig(model=ModelConfig(model_fn="my_model.model:model_fn"))
+    with pytest.raises(ConfigError) as raised:
+        check_tunable(space, job)
+    assert str(raised.value) == (
+        "--space s.yaml: trials are judged on the validation split, and a run of your own model_fn "
+        "(my_model.model:model_fn) has none (its records split into train and eval only): tune a built-in family"
+    )
