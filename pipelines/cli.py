@@ -36,12 +36,14 @@ from estimator_lib.config.alerts import AlertConfig, redact_url
 from estimator_lib.config.beam import BEAM, DATAFLOW_RUNNER, ENGINES, BeamConfig
 from estimator_lib.config.registry import RegistryConfig
 from estimator_lib.config.run import EMBEDDED_DATA, PREPARED_SPLITS, resolve_run
+from estimator_lib.config.tuning import check_tunable, load_space
 from estimator_lib.data.embedded import default_dataset
 from pipelines import checks, cost, listing, local, reproduce, runs, show, vertex
 from pipelines import tpu as tpu_presets
 from pipelines.image import check_image, default_image
 from pipelines.pipeline import PIPELINE_NAME, VertexSteps, compile_pipeline
 from pipelines.retry import VERTEX_BACKOFF_SECONDS, VERTEX_RETRIES, RetryPolicy, vertex_policy
+from pipelines.tuning_job import TuningPlan
 
 DEFAULT_OUTPUT = os.path.join("runs", "local")
 DEFAULT_REPRODUCE_OUTPUT = os.path.join("runs", "reproduce")
@@ -274,6 +276,22 @@ def _add_retry_arguments(group: Any) -> None:
     )
 
 
+def _add_tuning_arguments(parser: argparse.ArgumentParser, group: Any = None) -> None:
+    """--tune-space and its trial counts, in `group` (submit, schedule: the Vertex AI job's, to keep help short)."""
+    group = group or parser.add_argument_group("hyperparameter tuning on Vertex AI")
+    group.add_argument("--tune-space", metavar="FILE", help="tune the train stage first (docs/tuning.md)")
+    group.add_argument("--tune-trials", type=int, default=10, metavar="N", help="tuning trials (default %(default)s)")
+    group.add_argument("--tune-parallel", type=int, default=1, metavar="K", help="trials at once (default %(default)s)")
+
+
+def resolve_tuning(args: argparse.Namespace) -> TuningPlan | None:
+    """The tuning job --tune-space asks for, its space file checked now; None without it."""
+    if not args.tune_space:
+        return None
+    space = load_space(args.tune_space, read_space_file(args.tune_space, "--tune-space"))
+    return TuningPlan(space, args.tune_trials, args.tune_parallel)
+
+
 def _add_tracking_arguments(parser: argparse.ArgumentParser, log_root_help: str) -> None:
     group = parser.add_argument_group("Vertex AI tracking: TensorBoard, Experiments, Model Registry, failure alerts")
     group.add_argument(
@@ -345,6 +363,7 @@ def _add_vertex_arguments(parser: argparse.ArgumentParser, common: Any) -> None:
         help="the job's name in the Vertex AI console",
     )
     group.add_argument("--template", metavar="YAML", help="a compiled pipeline (default: compile one now)")
+    _add_tuning_arguments(parser, group)
 
 
 def _add_record_commands(commands: Any) -> None:
@@ -373,6 +392,24 @@ def _add_record_commands(commands: Any) -> None:
     )
     diff.add_argument("run_a", metavar="RUN_A", help="a run's summary.json, its folder or OUTPUT")
     diff.add_argument("run_b", metavar="RUN_B", help="a run's summary.json, its folder or OUTPUT")
+
+
+def _add_tune_command(commands: Any) -> None:
+    tune_ = commands.add_parser(
+        "tune",
+        help="search hyperparameters on this machine's CPU, then run the best config through the whole pipeline",
+        description="Prepares the run's data once, trains --trials trials one after another with values from the "
+        "--space file (optuna's TPE sampler, seeded with training.seed; the first trial is the run's own config "
+        "when it lies in the space), judges each on the validation split by the space's metric, prints the trials "
+        "and runs the winner's --set values as run-local does (evaluate, bless, release). The trials are recorded "
+        "in OUTPUT/tuning/<id>/trials.json and in the winner's run folder (tuning.json). docs/tuning.md",
+    )
+    tune_.add_argument("--space", required=True, metavar="FILE", help="the search space, YAML or JSON (docs/tuning.md)")
+    tune_.add_argument("--trials", type=int, default=10, metavar="N", help="trials to run (default %(default)s)")
+    _add_run_arguments(tune_)
+    _add_engine_arguments(tune_, dataflow=False)
+    tune_.add_argument("--output", default=DEFAULT_OUTPUT, help=f"output directory (default {DEFAULT_OUTPUT})")
+    tune_.add_argument("--verbose", action="store_true", help="stream the winner's pipeline log to the console")
 
 
 class _Formatter(argparse.HelpFormatter):
@@ -521,6 +558,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     _add_record_commands(commands)
+    _add_tune_command(commands)
 
     release_ = commands.add_parser(
         "release",
@@ -544,6 +582,7 @@ def build_parser() -> argparse.ArgumentParser:
     compile_.add_argument("--output", default=DEFAULT_TEMPLATE, help=f"YAML file (default {DEFAULT_TEMPLATE})")
     _add_image_arguments(compile_)
     _add_tracking_arguments(compile_, "the TPU jobs' logs (required with --tensorboard)")
+    _add_tuning_arguments(compile_)
     _add_engine_arguments(compile_, dataflow=True)
 
     for name, text in (
@@ -728,6 +767,7 @@ COMPILED_FLAGS = {
     "--notify-webhook": "notify_webhook",
     "--retries": "retries",
     "--retry-backoff": "retry_backoff",
+    "--tune-space": "tune_space",
 }
 
 
@@ -818,6 +858,18 @@ def _local_data_override(text: str) -> str:
 
 def cmd_run_local(args: argparse.Namespace) -> int:
     output = checks.output_directory(args.output)
+    settings = resolve_local_settings(args, output)
+    outcome = local.run_local(settings, output, verbose=args.verbose, resume=args.resume, alerts=resolve_alerts(args))
+    summary = outcome.summary
+    if summary["status"] == runs.OK:
+        print(format_summary(summary, os.path.join(output, runs.SUMMARY_FILE)))
+        return outcome.exit_code
+    print(format_failure(summary, args.verbose), file=sys.stderr)
+    return outcome.exit_code
+
+
+def resolve_local_settings(args: argparse.Namespace, output: str) -> RunConfig:
+    """A local run's (run-local, tune) `RunConfig`, its local paths made absolute, checked before it starts."""
     if args.data:
         args.data = _local_path(args.data)
     if args.predict_data not in PREPARED_SPLITS:
@@ -831,13 +883,43 @@ def cmd_run_local(args: argparse.Namespace) -> int:
     checks.local_run(settings)
     check_label_column(settings, "--label" if args.label else "prepare.label")
     check_slice_columns(settings)
-    outcome = local.run_local(settings, output, verbose=args.verbose, resume=args.resume, alerts=resolve_alerts(args))
-    summary = outcome.summary
+    return settings
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    try:
+        from pipelines import tune  # trains in-process: TensorFlow and optuna load only for this command
+    except ModuleNotFoundError as e:
+        if e.name != "optuna":
+            raise
+        raise ConfigError(
+            "tune needs optuna: pip install 'tpu-estimator-pipelines[tune]' (scripts/setup.sh does)"
+        ) from None
+
+    space = load_space(args.space, read_space_file(args.space))
+    output = checks.output_directory(args.output)
+    args.resume = False
+    given = list(args.overrides)
+
+    def resolve(extra: Sequence[str]) -> RunConfig:
+        args.overrides = [*given, *extra]
+        return resolve_local_settings(args, output)
+
+    outcome = tune.tune(space, args.trials, resolve, output, verbose=args.verbose)
+    summary = outcome.run.summary
     if summary["status"] == runs.OK:
         print(format_summary(summary, os.path.join(output, runs.SUMMARY_FILE)))
-        return outcome.exit_code
-    print(format_failure(summary, args.verbose), file=sys.stderr)
-    return outcome.exit_code
+    else:
+        print(format_failure(summary, args.verbose), file=sys.stderr)
+    return outcome.run.exit_code
+
+
+def read_space_file(path: str, flag: str = "--space") -> str:
+    """The text of a search space file (local or gs://)."""
+    try:
+        return storage.read_text(path)
+    except (FileNotFoundError, IsADirectoryError):
+        raise ConfigError(f"{flag} {path}: no such file; give the path of a YAML or JSON search space") from None
 
 
 def format_failure(summary: dict[str, Any], verbose: bool) -> str:
@@ -906,7 +988,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     image = resolve_image(args)
     beam = resolve_beam(args, image)
     retry = resolve_retry(args)
-    compile_pipeline(args.output, image, tpu, steps, beam, retry)
+    tuning = resolve_tuning(args)
+    compile_pipeline(args.output, image, tpu, steps, beam, retry=retry, tuning=tuning)
     engine = f"; prepare and batch predict on Dataflow ({beam.region})" if beam else ""
     print(f"compiled {args.output}: image {image}; {_where(tpu, beam is not None)}{engine}")
     if retry.retries:
@@ -917,6 +1000,11 @@ def cmd_compile(args: argparse.Namespace) -> int:
         print(f"  blessed models become versions of the registry model {steps.registry.display_name!r}")
     if steps.alerts.wanted:
         print(f"  {_alerts_line(steps.alerts)}")
+    if tuning:
+        print(
+            f"  a tuning job of {tuning.trials} trials ({tuning.parallel} at once) over {args.tune_space} picks the "
+            f"train spec by {tuning.space.metric} on the validation split"
+        )
     return 0
 
 
@@ -964,6 +1052,9 @@ def _vertex_job(args: argparse.Namespace, template_dir: str, credentials: Any = 
     args.code, args.feature_spec = staged.code, staged.feature_spec
     publish_root = args.pipeline_root.rstrip("/") + "/published"
     settings = resolve_settings(args, publish_root, beam=beam, placed=not args.template)
+    tuning = None if args.template else resolve_tuning(args)
+    if tuning is not None:
+        check_tunable(tuning.space, settings.job)
     template = args.template
     compiled: dict[str, Any] = {"template": template}
     tpu = None
@@ -981,7 +1072,7 @@ def _vertex_job(args: argparse.Namespace, template_dir: str, credentials: Any = 
         steps = resolve_steps(args)
         retry = resolve_retry(args)
         template_path = os.path.join(template_dir, DEFAULT_TEMPLATE)
-        template = compile_pipeline(template_path, image, tpu, steps, beam, retry)
+        template = compile_pipeline(template_path, image, tpu, steps, beam, retry=retry, tuning=tuning)
         compiled = describe_compiled(tpu, steps, retry)
     arguments = settings.arguments()
     if args.code or args.feature_spec:
@@ -1119,6 +1210,7 @@ def cmd_release(args: argparse.Namespace) -> int:
 
 COMMANDS = {
     "run-local": cmd_run_local,
+    "tune": cmd_tune,
     "release": cmd_release,
     "show": cmd_show,
     "list": cmd_list,

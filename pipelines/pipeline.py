@@ -55,6 +55,7 @@ from estimator_lib.config.beam import BeamConfig
 from estimator_lib.config.registry import RegistryConfig
 from pipelines.retry import NO_RETRIES, RetryPolicy
 from pipelines.tpu import CPU_SETTINGS, SPOT, STANDARD, TPUPreset, TPUTarget, as_target
+from pipelines.tuning_job import TuningPlan, add_tuning_job
 
 PIPELINE_NAME = "tpu-estimator-pipeline"
 # Resolved by Vertex AI at run time to the PipelineJob's service account: the TPU custom jobs run as the
@@ -258,6 +259,7 @@ def build_pipeline(
     steps: VertexSteps = VertexSteps(),
     beam: Optional[BeamConfig] = None,
     retry: RetryPolicy = NO_RETRIES,
+    tuning: Optional[TuningPlan] = None,
 ) -> Callable[..., PipelineOutputs]:
     """Builds the pipeline.
 
@@ -268,6 +270,8 @@ def build_pipeline(
       steps: Vertex AI steps (experiment, Model Registry); none by default (local runs).
       beam: the default engine ("beam", with these settings) of the prepare and predict specs; None: in-process.
       retry: the retry policy of every task (`pipelines.retry`); none by default.
+      tuning: a Vertex AI hyperparameter tuning job between prepare and train (`pipelines.tuning_job`): train
+        trains the best trial's spec; None trains the train spec as given.
 
     Returns:
       The `@dsl.pipeline` function (compile it, or call it under `kfp.local.init`).
@@ -307,6 +311,9 @@ def build_pipeline(
             reference=resolve.outputs["reference"],
         )
         dataset = prepare.outputs["dataset"]
+        if tuning is not None:
+            placed = {"dataset": dataset, "spec": train_spec, "tpu": accelerated}
+            train_spec = add_tuning_job(image, tuning, target, placed, PIPELINE_LOCATION, PIPELINE_SERVICE_ACCOUNT)
         train = stages.train(
             dataset=dataset,
             spec=train_spec,
@@ -381,7 +388,8 @@ def compile_pipeline(
     steps: VertexSteps = VertexSteps(),
     beam: Optional[BeamConfig] = None,
     retry: RetryPolicy = NO_RETRIES,
+    tuning: Optional[TuningPlan] = None,
 ) -> str:
     """Compiles the pipeline to a YAML file for Vertex AI; returns `output`."""
-    compiler.Compiler().compile(build_pipeline(image, tpu, steps, beam, retry), package_path=output)
+    compiler.Compiler().compile(build_pipeline(image, tpu, steps, beam, retry, tuning), package_path=output)
     return output

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Creates .venv (Python 3.9-3.11, as TensorFlow 2.15 requires) and installs the project (Vertex AI libraries
-# included) with its test and beam (Apache Beam, for the Beam engine's tests) extras. Safe to re-run: an
-# existing .venv is reused and only brought up to date.
+# included) with its test, beam (Apache Beam, for the Beam engine's tests) and tune (optuna, for `tpu-pipeline
+# tune`) extras. Safe to re-run: an existing .venv is reused and only brought up to date.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,5 +23,5 @@ if [ ! -x .venv/bin/python ]; then
   "$python_bin" -m venv .venv
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet -e '.[test,beam]'
+.venv/bin/python -m pip install --quiet -e '.[test,beam,tune]'
 echo "setup: ready (.venv)"

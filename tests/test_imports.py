@@ -52,6 +52,14 @@ ALLOWED_LOCAL_IMPORTS: Dict[Tuple[str, str], str] = {
         "estimator_lib.release loads TensorFlow (its export stage); every other command stays TensorFlow-free "
         "(test_the_command_line_never_imports_tensorflow)"
     ),
+    ("components.tuning", "trial_pool"): COMPONENT_BODY,
+    ("components.tuning", "best_train_spec"): COMPONENT_BODY,
+    ("pipelines.tuning_job", "study_spec"): LAZY_VERTEX,
+    ("pipelines.tuning_job", "add_tuning_job"): LAZY_VERTEX,
+    ("pipelines.cli", "cmd_tune"): (
+        "tune trains in-process (TensorFlow) with optuna, an optional extra ([tune]); every other command stays "
+        "TensorFlow-free (test_the_command_line_never_imports_tensorflow)"
+    ),
     ("pipelines.reproduce", "_recompute"): (
         "computing a stage's output fingerprints again (estimator_lib.release, the SavedModel's) loads TensorFlow; "
         "only reproduce does it, every other command stays TensorFlow-free "
