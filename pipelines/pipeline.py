@@ -313,7 +313,9 @@ def build_pipeline(
         dataset = prepare.outputs["dataset"]
         if tuning is not None:
             placed = {"dataset": dataset, "spec": train_spec, "tpu": accelerated}
-            train_spec = add_tuning_job(image, tuning, target, placed, PIPELINE_LOCATION, PIPELINE_SERVICE_ACCOUNT)
+            train_spec = add_tuning_job(
+                image, tuning, target, placed, PIPELINE_LOCATION, PIPELINE_SERVICE_ACCOUNT, retry.apply
+            )
         train = stages.train(
             dataset=dataset,
             spec=train_spec,

@@ -14,7 +14,7 @@ spec (metric, goal, parameters) comes from the space file (`study_spec`), throug
 
 import dataclasses
 import json
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from kfp import dsl
 
@@ -78,6 +78,7 @@ def add_tuning_job(
     placed: dict[str, Any],
     location: str,
     service_account: str,
+    configure: Callable[[Any], Any] = lambda task: task,
 ) -> Any:
     """Adds the three tasks to the pipeline being built; returns the tuned train spec's channel.
 
@@ -87,6 +88,7 @@ def add_tuning_job(
       target: the TPU the train stage runs on, or None (CPU).
       placed: the train stage's inputs: "dataset" (the prepared Dataset), "spec" (the train spec), "tpu".
       location, service_account: the pipeline job's (Vertex AI placeholders).
+      configure: called on each of the three tasks (the pipeline's retry policy).
     """
     from google_cloud_pipeline_components.v1.hyperparameter_tuning_job import HyperparameterTuningJobRunOp
 
@@ -114,6 +116,8 @@ def add_tuning_job(
         gcp_resources=job.outputs["gcp_resources"], spec=placed["spec"], space=space_json
     )
     best.set_caching_options(False)  # it reads the job's trials through the Vertex AI API
+    for task in (pool, job, best):
+        configure(task)
     return best.outputs["Output"]
 
 

@@ -85,3 +85,8 @@ def test_a_plan_needs_a_trial_and_at_most_as_many_at_once_as_trials():
         TuningPlan(space, 0)
     with pytest.raises(ConfigError, match=r"^--tune-parallel 4: use 1 to --tune-trials \(3\)$"):
         TuningPlan(space, 3, 4)
+
+
+def test_the_tuning_tasks_carry_the_pipelines_retry_policy_like_every_task(compiled):
+    tasks = compiled["root"]["dag"]["tasks"]
+    assert [name for name, task in tasks.items() if task.get("retryPolicy", {}).get("maxRetryCount") != 2] == []
