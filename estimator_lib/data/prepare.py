@@ -281,7 +281,7 @@ def _prepare_into(
     reference: Optional[Schema] = None,
 ) -> Tuple[Schema, Dict[str, int], Dict[str, Any]]:
     profile, chunk_rows, file_starts, scans = _profile(inputs, config, _header_check(config), passes, "prepare")
-    _write_places(staging, profile, file_starts, config)
+    _write_places(staging, profile, file_starts)
     decisions = decide_schema(profile, config, supplied, reference)
     gather = _training_rows(profile, config) <= SAMPLE_ROWS  # the profile then comes from the workers' values
     plan = dataclasses.replace(encode_plan(decisions, config), train_numbers=gather)
@@ -305,15 +305,13 @@ def _prepare_into(
     return schema, counts, manifest
 
 
-def _write_places(staging: str, profile: Profile, file_starts: List[int], config: PrepareConfig) -> None:
-    """The eval rows' input files and lines, by key (`places`): pass 1 knows them, the records do not."""
+def _write_places(staging: str, profile: Profile, file_starts: List[int]) -> None:
+    """Every row's input file and line, by key (`places`): pass 1 knows them, the records do not."""
     hashes, valid, lines = (
         concat(a, t) for a, t in ((profile.key_hashes, np.uint64), (profile.valid, bool), (profile.lines, np.uint32))
     )
-    fractions = (config.eval_fraction, config.test_fraction, config.valid_fraction)
-    places.write_places(
-        os.path.join(staging, places.PLACES_FILE), places.eval_places(hashes, valid, lines, file_starts, fractions)
-    )
+    table = places.input_places(hashes, valid, lines, file_starts)
+    places.write_places(os.path.join(staging, places.PLACES_FILE), table)
 
 
 def _training_rows(profile: Profile, config: PrepareConfig) -> int:
@@ -348,6 +346,7 @@ def _score_into(
     header_check = scoring.header_check(schema, config.key_column)
     profile, chunk_rows, file_starts, scans = _profile(inputs, config, header_check, passes, "encode for scoring")
     extra = scoring.check_columns(profile, schema, config)
+    _write_places(staging, profile, file_starts)
     facts = chunk_facts(inputs, config, profile, chunk_rows, file_starts)
     writers = ConsecutiveShards(staging, SPLITS[scoring.SPLIT], config.num_shards, profile.rows)
     plan = scoring.encode_plan(schema, config)
