@@ -78,7 +78,8 @@ def write_places(path: str, table: np.ndarray) -> None:
 def read_places(output_dir: str) -> Optional[np.ndarray]:
     """The rows' places of a prepared dataset (local or gs://): every split's, or the eval split's alone for a
     dataset prepared before every split was recorded; None for one prepared before places were recorded."""
-    uri = next((u for u in (storage.join(output_dir, n) for n in (PLACES_FILE, EVAL_PLACES_FILE)) if storage.exists(u)), None)
+    uris = [storage.join(output_dir, name) for name in (PLACES_FILE, EVAL_PLACES_FILE)]
+    uri = next((u for u in uris if storage.exists(u)), None)
     if uri is None:
         return None
     table = np.load(io.BytesIO(storage.read_bytes(uri)), allow_pickle=False)
