@@ -100,7 +100,7 @@ def predict_from_saved_model(
     columns = check_saved_model_arguments(schema, batch_size, passthrough, num_shards, num_examples)
     files = inputs.resolve_files(data)
     record = {**saved_model_provenance(export_dir, files, columns, batch_size), **(provenance or {})}
-    fields = RowFormatter(schema, columns, origins or RecordOrigins(files, [])).fields
+    fields = RowFormatter(schema, columns, RecordOrigins(files, []) if origins is None else origins).fields
 
     def write_shards(staging: str) -> List[Dict[str, Any]]:
         with work_directory(config, "predict") as work:
@@ -272,7 +272,7 @@ def _pieces(element: Tuple[int, Any], layout: Dict[str, Any], plan: _Plan) -> It
 
 def _origins(plan: _Plan, layout: Dict[str, Any]) -> Origins:
     """The rows' origins: the prepared rows' (by key), else each TFRecord row's file and record index."""
-    return plan.origins or RecordOrigins(plan.files, layout["per_file"])
+    return RecordOrigins(plan.files, layout["per_file"]) if plan.origins is None else plan.origins
 
 
 def _write_shard(element: Tuple[int, Any], plan: _Plan) -> None:
