@@ -1,14 +1,13 @@
 """Where a prepared row came from: its input file and line, found by its key.
 
 The prepared records carry a row's key, not its place in the input. Pass 1 of preparation knows every row's key
-hash, file and line, so prepare (and `encode_for_scoring`) writes them into `places.npy` inside the prepared
-dataset: one entry per row pass 1 could read, of every split, (key hash uint64, file index uint32, line uint32),
-sorted by hash and, for equal hashes, in input order. A file index is the position of the file in the manifest's
-`inputs`; a line is the 1-based line of the file where the row starts (a CSV header is line 1). A split is chosen
-by the key hash, so a key's entries all belong to its split and the whole table answers for any split. Datasets
-prepared before every split was recorded hold `eval_places.npy`, the eval split's entries alone (`read_places`
-reads either). `np.save` writes no timestamp, so the same input gives the same bytes (the dataset's fingerprint
-covers the file).
+hash, file and line, so prepare writes them for each split it writes into `<split>_places.npy` inside the
+prepared dataset (`eval_places.npy`, `train_places.npy`, ...): one entry per row of the split pass 1 could read,
+(key hash uint64, file index uint32, line uint32), sorted by hash and, for equal hashes, in input order. A file
+index is the position of the file in the manifest's `inputs`; a line is the 1-based line of the file where the
+row starts (a CSV header is line 1). `encode_for_scoring` keeps every row in the eval slot and writes all of them
+to `eval_places.npy`. `np.save` writes no timestamp, so the same input gives the same bytes (the dataset's
+fingerprint covers the files).
 
 A key maps back to its hash as pass 1 computed it: a key column's value is hashed (`common.hash64`); a derived
 key "<hash>-<occurrence>" (`common.derived_key`) carries its hash and how many identical rows came before it,
@@ -25,13 +24,16 @@ from typing import Optional, Sequence, Tuple
 import numpy as np
 
 from estimator_lib import storage
-from estimator_lib.data.common import hash64, split_indices
+from estimator_lib.data.common import EVAL, SPLITS, hash64, split_indices
 
-PLACES_FILE = "places.npy"
-EVAL_PLACES_FILE = "eval_places.npy"  # the eval split's alone, as earlier preparations wrote it
+PLACES_FILE = "eval_places.npy"  # the eval split's; `places_file` names any split's
 DTYPE = np.dtype([("hash", "<u8"), ("file", "<u4"), ("line", "<u4")])
-_EVAL_SPLIT = 1  # `common.split_index` of the eval split
 _DERIVED = re.compile(r"([0-9a-f]{16})-(\d+)")
+
+
+def places_file(split: str) -> str:
+    """The file name of a split's places: "eval_places.npy" for "eval"."""
+    return f"{split}_places.npy"
 
 
 def input_places(hashes: np.ndarray, valid: np.ndarray, lines: np.ndarray, file_starts: Sequence[int]) -> np.ndarray:
@@ -44,20 +46,22 @@ def input_places(hashes: np.ndarray, valid: np.ndarray, lines: np.ndarray, file_
     return _table(hashes, lines, file_starts, np.flatnonzero(valid))
 
 
-def eval_places(
+def split_places(
     hashes: np.ndarray,
     valid: np.ndarray,
     lines: np.ndarray,
     file_starts: Sequence[int],
     fractions: Tuple[float, float, float],
+    split: str = EVAL,
 ) -> np.ndarray:
-    """The eval rows' places alone, `DTYPE` [eval rows]: `input_places` of the rows the split puts in eval.
+    """One split's places, `DTYPE` [rows of the split]: `input_places` of the rows the split cut gives `split`.
 
     Args:
       hashes, valid, lines, file_starts: as for `input_places`.
       fractions: (eval_fraction, test_fraction, valid_fraction), as the split was cut.
+      split: "train", "eval", "test" or "valid".
     """
-    rows = np.flatnonzero(valid & (split_indices(hashes, *fractions) == _EVAL_SPLIT))
+    rows = np.flatnonzero(valid & (split_indices(hashes, *fractions) == SPLITS.index(split)))
     return _table(hashes, lines, file_starts, rows)
 
 
@@ -70,17 +74,16 @@ def _table(hashes: np.ndarray, lines: np.ndarray, file_starts: Sequence[int], ro
 
 
 def write_places(path: str, table: np.ndarray) -> None:
-    """Writes a places table (`input_places`) to a local `path` (inside a staging directory)."""
+    """Writes a places table (`split_places`) to a local `path` (inside a staging directory)."""
     with open(path, "wb") as f:
         np.save(f, table, allow_pickle=False)
 
 
-def read_places(output_dir: str) -> Optional[np.ndarray]:
-    """The rows' places of a prepared dataset (local or gs://): every split's, or the eval split's alone for a
-    dataset prepared before every split was recorded; None for one prepared before places were recorded."""
-    uris = [storage.join(output_dir, name) for name in (PLACES_FILE, EVAL_PLACES_FILE)]
-    uri = next((u for u in uris if storage.exists(u)), None)
-    if uri is None:
+def read_places(output_dir: str, split: str = EVAL) -> Optional[np.ndarray]:
+    """A split's places in a prepared dataset (local or gs://); None for a dataset prepared before they were
+    recorded (earlier preparations recorded the eval split's alone)."""
+    uri = storage.join(output_dir, places_file(split))
+    if not storage.exists(uri):
         return None
     table = np.load(io.BytesIO(storage.read_bytes(uri)), allow_pickle=False)
     if table.dtype != DTYPE:

@@ -20,6 +20,7 @@ import numpy as np
 import orjson
 
 from estimator_lib.data import places
+from estimator_lib.data.common import EVAL
 from estimator_lib.model import inputs
 
 FILE_FIELD = "file"
@@ -93,11 +94,11 @@ def _numbers(values: np.ndarray, present: np.ndarray) -> List[bytes]:
     return texts if present.all() else [t if ok else _NULL for t, ok in zip(texts, present.tolist())]
 
 
-def prepared_origins(output_dir: str, manifest: Dict[str, Any], key_column: bool) -> KeyedOrigins:
-    """The origins of the rows of a preparation (or of raw rows encoded for scoring) at `output_dir`, with its
-    `manifest` (its `inputs` name the files); `key_column`: its keys are a key column's values."""
+def prepared_origins(output_dir: str, manifest: Dict[str, Any], key_column: bool, split: str = EVAL) -> KeyedOrigins:
+    """The origins of a split's rows in the preparation at `output_dir` (raw rows encoded for scoring: "eval"),
+    with its `manifest` (its `inputs` name the files); `key_column`: its keys are a key column's values."""
     names = [described["name"] for described in manifest.get("inputs", [])]
-    return KeyedOrigins(places.read_places(output_dir), names, key_column)
+    return KeyedOrigins(places.read_places(output_dir, split), names, key_column)
 
 
 def record_origins(files: Sequence[str]) -> RecordOrigins:

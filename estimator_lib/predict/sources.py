@@ -25,13 +25,14 @@ class PredictionSource:
       uri: TFRecord file pattern(s), or CSV / JSON Lines file pattern(s) when `raw`.
       raw: rows to encode through the prepared schema first (`predict_raw`).
       count: records in `uri` when known (a prepared split's manifest count); None counts them.
-      split: `uri` is a prepared split's (its rows are placed in the input by key, `split_origins`).
+      split: the prepared split `uri` holds ("eval", "train", "test"), whose rows are placed in the input by
+        key (`split_origins`); None for other rows.
     """
 
     uri: str
     raw: bool = False
     count: Optional[int] = None
-    split: bool = False
+    split: Optional[str] = None
 
 
 def prediction_source(data: str, prepared: PrepareResult) -> PredictionSource:
@@ -39,7 +40,7 @@ def prediction_source(data: str, prepared: PrepareResult) -> PredictionSource:
     rows (scored through the prepared schema), TFRecords as given, or a directory's TFRecords."""
     kind = prediction_kind(data)
     if kind == SPLIT:
-        return PredictionSource(prepared.files(data), count=prepared.counts[data], split=True)
+        return PredictionSource(prepared.files(data), count=prepared.counts[data], split=data)
     if kind == RAW:
         return PredictionSource(data, raw=True)
     uri = _directory_tfrecords(data) if kind == DIRECTORY else data
@@ -63,9 +64,10 @@ def _directory_tfrecords(directory: str) -> str:
 def split_origins(source: PredictionSource, prepared: PrepareResult) -> Optional[KeyedOrigins]:
     """A prepared split's rows' input files and lines (by key, in the preparation's places); None for other
     sources: TFRecords are placed by file and record index, raw rows once encoded."""
-    if not source.split:
+    if source.split is None:
         return None
-    return prepared_origins(prepared.output_dir, prepared.manifest, prepared.schema.key_column is not None)
+    key_column = prepared.schema.key_column is not None
+    return prepared_origins(prepared.output_dir, prepared.manifest, key_column, source.split)
 
 
 def scoring_options(prepared: PrepareResult) -> Dict[str, Any]:
