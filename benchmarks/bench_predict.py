@@ -62,6 +62,7 @@ from estimator_lib.data import records  # noqa: E402
 from estimator_lib.model import inputs  # noqa: E402
 from estimator_lib.predict import jsonl as predict_jsonl  # noqa: E402
 from estimator_lib.predict import shards as predict_shards  # noqa: E402
+from estimator_lib.predict.origins import RecordOrigins  # noqa: E402
 from estimator_lib.schema import KEY_FEATURE  # noqa: E402
 
 
@@ -251,7 +252,8 @@ class Formatting:
 
     def __init__(self, schema, rows: int, batch_size: int):
         rng = np.random.default_rng(0)
-        self.formatter = predict_jsonl.RowFormatter(schema, ())
+        origins = RecordOrigins(["bench.tfrecord"], [rows])
+        self.formatter = predict_jsonl.RowFormatter(schema, (), origins)
         self.keys = np.array([f"row-{i}".encode() for i in range(rows)], dtype="S64")
         self.probabilities = rng.dirichlet(np.ones(schema.label.num_logits), rows).astype(np.float32)
         self.class_ids = self.probabilities.argmax(axis=1).astype(np.int32)
@@ -263,7 +265,7 @@ class Formatting:
             end = start + piece
             host = {KEY_FEATURE: self.keys[start:end]}
             outputs = {"probabilities": self.probabilities[start:end], "class_ids": self.class_ids[start:end]}
-            digest.update(self.formatter.format(host, outputs))
+            digest.update(self.formatter.format(host, outputs, start))
         return len(self.keys)
 
 

@@ -28,7 +28,8 @@ def batch_predict(
         (`predict.beam.score`: the CPU SavedModel exported beside the predictions, scored by RunInference;
         Dataflow on Vertex AI) with its `BeamConfig`.
       tpu: where this stage runs, as JSON text (see train_model).
-      predictions: output; JSON Lines shards and a manifest.
+      predictions: output; JSON Lines shards and a manifest. Each row names its input: "file" and "line" for
+        CSV / JSON Lines rows and prepared splits, "file" and "record" for TFRecords (docs/predict_export.md).
     """
     from components import adapter, artifacts, records, user_model
     from estimator_lib import predict, storage

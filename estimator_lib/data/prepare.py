@@ -34,7 +34,7 @@ from estimator_lib import storage
 from estimator_lib.config import DEFAULT_MISSING_VALUES, PrepareConfig, require
 from estimator_lib.data import places
 from estimator_lib.data import score as scoring
-from estimator_lib.data.common import SPLITS, TRAIN, VALID, DataError, split_indices
+from estimator_lib.data.common import EVAL, SPLITS, TRAIN, VALID, DataError, split_indices
 from estimator_lib.data.distribution import PROFILE, SAMPLE_ROWS, profile_split, profile_values
 from estimator_lib.data.encode import ChunkResult, ChunkTask, EncodePlan, encode_chunk
 from estimator_lib.data.encode import init_worker as init_encoder
@@ -305,15 +305,20 @@ def _prepare_into(
     return schema, counts, manifest
 
 
-def _write_places(staging: str, profile: Profile, file_starts: List[int], config: PrepareConfig) -> None:
-    """The eval rows' input files and lines, by key (`places`): pass 1 knows them, the records do not."""
+def _write_places(staging: str, profile: Profile, file_starts: List[int], config: Optional[PrepareConfig]) -> None:
+    """The rows' input files and lines, by key (`places`): pass 1 knows them, the records do not. One file per
+    split `config` writes; without a config (scoring: one slot, every row) the eval slot's holds them all."""
     hashes, valid, lines = (
         concat(a, t) for a, t in ((profile.key_hashes, np.uint64), (profile.valid, bool), (profile.lines, np.uint32))
     )
-    fractions = (config.eval_fraction, config.test_fraction, config.valid_fraction)
-    places.write_places(
-        os.path.join(staging, places.PLACES_FILE), places.eval_places(hashes, valid, lines, file_starts, fractions)
-    )
+    if config is None:
+        tables = {EVAL: places.input_places(hashes, valid, lines, file_starts)}
+    else:
+        fractions = (config.eval_fraction, config.test_fraction, config.valid_fraction)
+        written = [s for s, f in zip(SPLITS, (1.0, *fractions)) if f > 0]  # as the shard writers' splits
+        tables = {s: places.split_places(hashes, valid, lines, file_starts, fractions, s) for s in written}
+    for split, table in tables.items():
+        places.write_places(os.path.join(staging, places.places_file(split)), table)
 
 
 def _training_rows(profile: Profile, config: PrepareConfig) -> int:
@@ -348,6 +353,7 @@ def _score_into(
     header_check = scoring.header_check(schema, config.key_column)
     profile, chunk_rows, file_starts, scans = _profile(inputs, config, header_check, passes, "encode for scoring")
     extra = scoring.check_columns(profile, schema, config)
+    _write_places(staging, profile, file_starts, None)
     facts = chunk_facts(inputs, config, profile, chunk_rows, file_starts)
     writers = ConsecutiveShards(staging, SPLITS[scoring.SPLIT], config.num_shards, profile.rows)
     plan = scoring.encode_plan(schema, config)

@@ -49,6 +49,7 @@ from estimator_lib.evaluation.worst import worst_rows
 from estimator_lib.export import read_export_metadata
 from estimator_lib.model import checkpoints
 from estimator_lib.predict import batch_predict, predict_from_saved_model, read_predictions
+from estimator_lib.predict.origins import prepared_origins
 from estimator_lib.schema import CLASSIFICATION, REGRESSION, Schema
 
 
@@ -168,8 +169,9 @@ def evaluate_and_bless(
     checkpoint = _checkpoint(model_dir)
     truth, design = read_eval_rows(eval_files, schema)
     sets = slices_of_rows(schema, [eval_files], truth.keys, config) if config.slices else None
+    origins = prepared_origins(prepared.output_dir, prepared.manifest, schema.key_column is not None)
     candidate = _score_checkpoint(
-        job, schema, model_dir, checkpoint, eval_files, count, storage.join(work_dir, "candidate"), truth
+        job, schema, model_dir, checkpoint, eval_files, count, storage.join(work_dir, "candidate"), truth, origins
     )
     reference = fit_reference(schema, *_learned_rows(prepared))
     reference_scores = reference.predict(design)  # the rows of `truth`, in its order
@@ -177,7 +179,7 @@ def evaluate_and_bless(
     baseline, baseline_metrics = None, None
     if baseline_dir:
         baseline = _score_saved_model(
-            baseline_dir, baseline_schema, eval_files, storage.join(work_dir, "baseline"), truth
+            baseline_dir, baseline_schema, eval_files, storage.join(work_dir, "baseline"), truth, origins
         )
         baseline_metrics = compute_metrics(truth, baseline)
     metrics = reported_metrics(truth, candidate)
@@ -253,13 +255,16 @@ def _one_feature_scores(
     return one_feature_scores(schema, learned, labels, truth, design, features)
 
 
-def _score_checkpoint(job, schema, model_dir, checkpoint, files, count, output_dir, truth) -> Scores:
-    """The candidate's predictions for the eval rows, from the evaluated checkpoint (TPU or CPU): its one pass."""
-    batch_predict(job, schema, model_dir, files, output_dir, num_examples=count, checkpoint_path=checkpoint)
+def _score_checkpoint(job, schema, model_dir, checkpoint, files, count, output_dir, truth, origins) -> Scores:
+    """The candidate's predictions for the eval rows, from the evaluated checkpoint (TPU or CPU): its one pass
+    (the rows placed by key, `origins`, so no pass counts them per file)."""
+    batch_predict(
+        job, schema, model_dir, files, output_dir, num_examples=count, checkpoint_path=checkpoint, origins=origins
+    )
     return scores_from_rows(read_predictions(output_dir), truth, "candidate")
 
 
-def _score_saved_model(export_dir, schema, files, output_dir, truth) -> Scores:
+def _score_saved_model(export_dir, schema, files, output_dir, truth, origins) -> Scores:
     """The baseline's predictions for the same rows, from its SavedModel's CPU graph and its own schema."""
-    predict_from_saved_model(export_dir, schema, files, output_dir, num_examples=len(truth.keys))
+    predict_from_saved_model(export_dir, schema, files, output_dir, num_examples=len(truth.keys), origins=origins)
     return scores_from_rows(read_predictions(output_dir), truth, "baseline")

@@ -46,6 +46,7 @@ from estimator_lib.evaluation.metrics import Truth, compute_metrics, scores_from
 from estimator_lib.model import inputs, transform
 from estimator_lib.model.model_fn import build_model_fn
 from estimator_lib.predict import batch_predict, read_predictions
+from estimator_lib.predict.origins import RecordOrigins
 from estimator_lib.schema import CLASSIFICATION, KEY_FEATURE, LABEL_KEY, Schema
 
 MAX_PREDICTED_ROWS = 100_000
@@ -226,7 +227,10 @@ def builtin_importance(
     with tempfile.TemporaryDirectory(prefix="importance-") as work:
         path, output = os.path.join(work, "copies.tfrecord"), os.path.join(work, "predictions")
         total = write_copies(path, copies, KEY_FEATURE)
-        batch_predict(job, schema, model_dir, path, output, num_examples=total, checkpoint_path=checkpoint)
+        origins = RecordOrigins([path], [total])  # one file of `total` records: no pass counts them
+        batch_predict(
+            job, schema, model_dir, path, output, num_examples=total, checkpoint_path=checkpoint, origins=origins
+        )
         scored = score_copies(read_predictions(output), sample_truth(sample, schema), len(copies), metric)
     names = {f.key: f.name for f in features}
     values = {(names[copy.feature], copy.repeat): v for copy, v in zip(copies[1:], scored[1:])}

@@ -41,6 +41,7 @@ from estimator_lib.predict.background import in_background
 from estimator_lib.predict.columns import Column, passthrough_columns
 from estimator_lib.predict.jsonl import RowFormatter
 from estimator_lib.predict.keys import KeyedRows
+from estimator_lib.predict.origins import Origins, prepared_origins, record_origins
 from estimator_lib.predict.rows import Batch
 from estimator_lib.predict.shards import PredictResult, check_num_shards, commit_rows
 from estimator_lib.schema import INDEX_FEATURE, PADDING_FEATURE, Schema
@@ -62,6 +63,7 @@ def batch_predict(
     passthrough: Sequence[str] = (),
     num_shards: int = 1,
     checkpoint_path: Optional[str] = None,
+    origins: Optional[Origins] = None,
 ) -> PredictResult:
     """Predicts every record of `data` with a checkpoint and commits sharded JSON Lines at `output_dir`.
 
@@ -77,15 +79,22 @@ def batch_predict(
       num_shards: output files, each a consecutive range of rows.
       checkpoint_path: the checkpoint to use; by default the model's (`model.checkpoints.selected_checkpoint`:
         the best by validation loss, else the newest).
+      origins: where the records came from (`origins.prepared_origins` for prepared rows); None: each row's
+        TFRecord file and record index (`origins.record_origins`, one counting pass, which then gives
+        `num_examples`).
 
     Returns:
       The committed `PredictResult`.
     """
     columns = passthrough_columns(schema, passthrough)
     check_num_shards(num_shards)
-    with records.named_data_loss(inputs.resolve_files(data)):
+    files = inputs.resolve_files(data)
+    with records.named_data_loss(files):
+        if origins is None:
+            origins = record_origins(files)
+            num_examples = origins.count if num_examples is None else num_examples
         return _checkpoint_predictions(
-            job, schema, model_dir, data, output_dir, num_examples, columns, num_shards, checkpoint_path, {}
+            job, schema, model_dir, data, output_dir, num_examples, columns, num_shards, checkpoint_path, {}, origins
         )
 
 
@@ -159,10 +168,16 @@ def predict_raw(
             num_shards,
             checkpoint_path,
             {"raw": raw_record(rows, staging_dir)},
+            encoded_origins(rows),
         )
     finally:
         if temporary is not None:
             shutil.rmtree(temporary, ignore_errors=True)
+
+
+def encoded_origins(rows: ScoringData) -> Origins:
+    """The origins of raw rows encoded by `encode_for_scoring`: their raw input file and line, by key."""
+    return prepared_origins(rows.output_dir, rows.manifest, rows.manifest["key_column"] is not None)
 
 
 def raw_record(rows: ScoringData, staging_dir: Optional[str]) -> Dict[str, Any]:
@@ -188,6 +203,7 @@ def _checkpoint_predictions(
     num_shards: int,
     checkpoint_path: Optional[str],
     provenance: Dict[str, Any],
+    origins: Origins,
 ) -> PredictResult:
     """`batch_predict` after its argument checks; `provenance` adds entries to the manifest."""
     files = inputs.resolve_files(data)
@@ -204,7 +220,7 @@ def _checkpoint_predictions(
         "keys": keyed.report,  # complete once every row is joined, before the manifest is written
     }
     joined = keyed.join(real_rows(batches, count))
-    return commit_rows(joined, RowFormatter(schema, columns), count, output_dir, num_shards, provenance)
+    return commit_rows(joined, RowFormatter(schema, columns, origins), count, output_dir, num_shards, provenance)
 
 
 def _estimator_batches(

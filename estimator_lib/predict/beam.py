@@ -43,12 +43,13 @@ from estimator_lib.data.prepare import PrepareResult, encode_for_scoring
 from estimator_lib.export import export_model, load_serving_model
 from estimator_lib.model import inputs
 from estimator_lib.model.outputs import PredictionError
-from estimator_lib.predict.batch import raw_record
+from estimator_lib.predict.batch import encoded_origins, raw_record
 from estimator_lib.predict.columns import Column
 from estimator_lib.predict.jsonl import RowFormatter
+from estimator_lib.predict.origins import KeyedOrigins, Origins, RecordOrigins
 from estimator_lib.predict.saved_model import check_saved_model_arguments, predicted_batches, saved_model_provenance
 from estimator_lib.predict.shards import PredictResult, formatted_pieces, publish, shard_name, shard_sizes
-from estimator_lib.predict.sources import encoded_rows_uri, prediction_source, scoring_options
+from estimator_lib.predict.sources import encoded_rows_uri, prediction_source, scoring_options, split_origins
 from estimator_lib.schema import Schema
 
 EXPORT_SUFFIX = "-saved_model"
@@ -56,7 +57,8 @@ EXPORT_SUFFIX = "-saved_model"
 
 @dataclasses.dataclass(frozen=True)
 class _Plan:
-    """What the workers need: the model, the schema and columns, the batch size, the shards."""
+    """What the workers need: the model, the schema and columns, the batch size, the shards, the input files
+    and the prepared rows' origins (None: TFRecords, placed by file and record index from the layout)."""
 
     export_dir: str
     schema: Schema
@@ -65,6 +67,8 @@ class _Plan:
     num_shards: int
     shard_dir: str
     work: str
+    files: Tuple[str, ...]
+    origins: Optional[KeyedOrigins]
 
 
 def predict_from_saved_model(
@@ -79,6 +83,7 @@ def predict_from_saved_model(
     num_shards: int = 1,
     beam_config: Optional[BeamConfig] = None,
     provenance: Optional[Dict[str, Any]] = None,
+    origins: Optional[KeyedOrigins] = None,
 ) -> PredictResult:
     """`saved_model.predict_from_saved_model` on Apache Beam: the same arguments, the same output.
 
@@ -87,18 +92,20 @@ def predict_from_saved_model(
         `saved_model.predict_from_saved_model`. A wrong `num_examples` fails and publishes nothing.
       beam_config: where the pipeline runs (None: the DirectRunner on this machine).
       provenance: entries added to the manifest (None adds none, keeping it identical to the in-process one).
+      origins: prepared rows' origins, as for `saved_model.predict_from_saved_model`; None places each row by
+        its TFRecord file and record index (from the per-file counts the pipeline makes anyway).
     """
     require_beam()
     config = beam_config or BeamConfig()
     columns = check_saved_model_arguments(schema, batch_size, passthrough, num_shards, num_examples)
     files = inputs.resolve_files(data)
     record = {**saved_model_provenance(export_dir, files, columns, batch_size), **(provenance or {})}
-    fields = RowFormatter(schema, columns).fields
+    fields = RowFormatter(schema, columns, RecordOrigins(files, []) if origins is None else origins).fields
 
     def write_shards(staging: str) -> List[Dict[str, Any]]:
         with work_directory(config, "predict") as work:
             shard_dir = staging if config.is_local else storage.join(work, "shards")
-            plan = _Plan(export_dir, schema, columns, batch_size, num_shards, shard_dir, work)
+            plan = _Plan(export_dir, schema, columns, batch_size, num_shards, shard_dir, work, tuple(files), origins)
             run_pipeline(lambda p: _prediction_pipeline(p, files, plan), config, "batch-predict")
             return _collect_shards(plan, staging, num_examples)
 
@@ -125,14 +132,14 @@ def score(
       beam_config: where the pipelines run (None: the DirectRunner on this machine).
     """
     source = prediction_source(data, prepared)
-    uri, count, extra = source.uri, source.count, {}
+    uri, count, extra, origins = source.uri, source.count, {}, split_origins(source, prepared)
     if source.raw:
         with beam_passes(beam_config or BeamConfig()) as passes:
             rows = encode_for_scoring(
                 source.uri, prepared.schema, encoded_rows_uri(output_dir), passes=passes, **scoring_options(prepared)
             )
         uri, count = rows.files, rows.count
-        extra = {"raw": raw_record(rows, encoded_rows_uri(output_dir))}
+        extra, origins = {"raw": raw_record(rows, encoded_rows_uri(output_dir))}, encoded_origins(rows)
     exported = export_model(job, prepared.schema, model_dir, output_dir.rstrip("/") + EXPORT_SUFFIX, verify_rows=uri)
     return predict_from_saved_model(
         exported.export_dir,
@@ -143,6 +150,7 @@ def score(
         num_examples=count,
         beam_config=beam_config,
         provenance=extra,
+        origins=origins,
     )
 
 
@@ -179,7 +187,7 @@ def _layout(counts: List[Tuple[int, int]], plan: _Plan) -> Dict[str, Any]:
         end += size
         ends.append(end)
     write_pickle(storage.join(plan.work, "count.pkl"), total)
-    return {"starts": starts, "count": total, "ends": ends}
+    return {"starts": starts, "count": total, "ends": ends, "per_file": per_file}
 
 
 def _batch_rows(element: Tuple[int, str], layout: Dict[str, Any], batch_size: int) -> Iterator[Tuple[int, Tuple]]:
@@ -255,11 +263,16 @@ def _pieces(element: Tuple[int, Any], layout: Dict[str, Any], plan: _Plan) -> It
     """One predicted batch as formatted JSON Lines pieces keyed by shard: (shard, (first row, rows, bytes))."""
     _, result = element
     (first_row, _), (host, outputs) = result.example, result.inference
-    formatter = RowFormatter(plan.schema, plan.columns)
+    formatter = RowFormatter(plan.schema, plan.columns, _origins(plan, layout))
     row = first_row
     for shard, rows, data in formatted_pieces(host, outputs, formatter, first_row, layout["ends"]):
         yield shard, (row, rows, data)
         row += rows
+
+
+def _origins(plan: _Plan, layout: Dict[str, Any]) -> Origins:
+    """The rows' origins: the prepared rows' (by key), else each TFRecord row's file and record index."""
+    return RecordOrigins(plan.files, layout["per_file"]) if plan.origins is None else plan.origins
 
 
 def _write_shard(element: Tuple[int, Any], plan: _Plan) -> None:

@@ -12,6 +12,7 @@ from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 import tensorflow as tf
 
+from estimator_lib.predict.origins import ORIGIN_FIELDS
 from estimator_lib.schema import CLASSIFICATION, KEY_FEATURE, LABEL_KEY, NUMERIC, Schema
 
 # The output row's own fields: a passthrough column may not take one of these names.
@@ -44,7 +45,8 @@ def passthrough_columns(schema: Schema, names: Sequence[str]) -> Tuple[Column, .
       ValueError: a name not in the schema, one that is an output field's, or one listed twice.
     """
     known = _schema_columns(schema)
-    reserved = {KEY_FIELD} | set(CLASSIFICATION_FIELDS if schema.label.task == CLASSIFICATION else REGRESSION_FIELDS)
+    outputs = CLASSIFICATION_FIELDS if schema.label.task == CLASSIFICATION else REGRESSION_FIELDS
+    reserved = {KEY_FIELD, *ORIGIN_FIELDS, *outputs}
     columns = []
     for name in names:
         if name not in known:
@@ -54,7 +56,8 @@ def passthrough_columns(schema: Schema, names: Sequence[str]) -> Tuple[Column, .
         if name in reserved:
             raise ValueError(
                 f"passthrough column {name!r} collides with the output field of the same name "
-                f"{sorted(reserved)}; leave it out (the key is always written as {KEY_FIELD!r})"
+                f"{sorted(reserved)}; leave it out (the key and the row's input file and line or record are always "
+                "written)"
             )
         columns.append(known[name])
     if len({c.name for c in columns}) != len(columns):

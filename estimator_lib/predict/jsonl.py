@@ -1,7 +1,8 @@
 """Prediction rows as UTF-8 JSON Lines, formatted on the host CPU a batch at a time.
 
 One JSON object per input row:
-  {"key": ..., <passthrough column>: value or null, ...,
+  {"key": ..., "file": input file, "line" (or "record"): its place in it (`origins`),
+   <passthrough column>: value or null, ...,
    "class": name, "class_id": int, "probabilities": {name: p, ...}}      (classification)
    "value": float                                                       (regression)
 Floats are written as the shortest text that reads back as the same float32 (float64 for float64 values),
@@ -19,6 +20,7 @@ import orjson
 
 from estimator_lib.model.outputs import PredictionError
 from estimator_lib.predict.columns import CLASSIFICATION_FIELDS, KEY_FIELD, REGRESSION_FIELDS, Column
+from estimator_lib.predict.origins import FILE_FIELD, Origins
 from estimator_lib.predict.rows import Batch, HostRows
 from estimator_lib.schema import CLASSIFICATION, KEY_FEATURE, Schema
 
@@ -74,15 +76,18 @@ class RowFormatter:
     `json_numbers`), so the format only copies. The result is bytes, ready to hash and write.
 
     Attributes:
-      fields: the output's field names in row order (the key, the passthrough columns, the model's).
+      fields: the output's field names in row order (the key, the origin's two, the passthrough columns, the
+        model's).
     """
 
-    def __init__(self, schema: Schema, columns: Sequence[Column]):
+    def __init__(self, schema: Schema, columns: Sequence[Column], origins: Origins):
+        """origins: where the rows came from (`origins.KeyedOrigins` or `origins.RecordOrigins`)."""
         self._schema = schema
         self._columns = tuple(columns)
+        self._origins = origins
         self._classification = schema.label.task == CLASSIFICATION
         self._class_names = np.array([_json_string(c).encode("utf-8") for c in schema.label.classes], dtype=object)
-        names = [KEY_FIELD] + [c.name for c in columns]
+        names = [KEY_FIELD, FILE_FIELD, origins.field] + [c.name for c in columns]
         parts = [_field(KEY_FIELD, '"%s"')] + [_field(n, "%s") for n in names[1:]]
         if self._classification:
             probs = ", ".join(_field(c, "%s") for c in schema.label.classes)
@@ -96,9 +101,10 @@ class RowFormatter:
         self._template = ("{" + ", ".join(parts) + "}\n").encode("utf-8")
         self.fields = tuple(names) + (CLASSIFICATION_FIELDS if self._classification else REGRESSION_FIELDS)
 
-    def format(self, host: HostRows, outputs: Batch) -> bytes:
+    def format(self, host: HostRows, outputs: Batch, first_row: int) -> bytes:
         """host: key bytes [n] and passthrough (value, present) [n]; outputs: the model's arrays [n, ...]
-        ("probabilities" float32 [n, classes] and "class_ids" [n] or [n, 1]; or "predictions" float32 [n, 1]).
+        ("probabilities" float32 [n, classes] and "class_ids" [n] or [n, 1]; or "predictions" float32 [n, 1]);
+        first_row: the input position of the first of these rows.
 
         Raises:
           PredictionError: a non-finite model output or passthrough number (naming the keys or the column).
@@ -107,7 +113,7 @@ class RowFormatter:
         n = len(host[KEY_FEATURE])
         if n == 0:
             return b""
-        cols: List[Sequence[Any]] = [_json_keys(host[KEY_FEATURE])]
+        cols: List[Sequence[Any]] = [_json_keys(host[KEY_FEATURE]), *self._origins.texts(host[KEY_FEATURE], first_row)]
         cols += [self._render(c, *host[c.name]) for c in self._columns]
         cols += self._output_columns(outputs, host[KEY_FEATURE])
         # Row-major values by slice assignment: a C-level copy per column instead of a tuple per row.

@@ -17,6 +17,7 @@ from estimator_lib.model.inputs import Patterns
 from estimator_lib.model.outputs import output_keys
 from estimator_lib.predict.columns import Column, host_parse_fn, passthrough_columns
 from estimator_lib.predict.jsonl import RowFormatter
+from estimator_lib.predict.origins import Origins, record_origins
 from estimator_lib.predict.shards import PredictResult, check_num_shards, commit_rows
 from estimator_lib.schema import Schema
 
@@ -31,6 +32,7 @@ def predict_from_saved_model(
     num_examples: Optional[int] = None,
     passthrough: Sequence[str] = (),
     num_shards: int = 1,
+    origins: Optional[Origins] = None,
 ) -> PredictResult:
     """Predicts every record of `data` with an exported SavedModel's CPU graph (no checkpoint needed).
 
@@ -44,11 +46,16 @@ def predict_from_saved_model(
       batch_size: rows per signature call.
       num_examples: records in `data` when known (prepare's manifest); counted otherwise (one extra pass
         over the files). A wrong value fails and publishes nothing.
+      origins: as for `batch_predict` (None: each row's TFRecord file and record index, one counting pass).
       Others as for `batch_predict`.
     """
     columns = check_saved_model_arguments(schema, batch_size, passthrough, num_shards, num_examples)
     files = inputs.resolve_files(data)
-    count = inputs.count_records(files) if num_examples is None else num_examples
+    if origins is None:
+        origins = record_origins(files)
+        count = origins.count if num_examples is None else num_examples
+    else:
+        count = inputs.count_records(files) if num_examples is None else num_examples
     model = load_serving_model(export_dir)
     dataset = tf.data.TFRecordDataset(files)
     if num_examples is not None:  # a stale count fails in the pipeline, before anything is published
@@ -57,7 +64,8 @@ def predict_from_saved_model(
     provenance = saved_model_provenance(export_dir, files, columns, batch_size)
     try:
         joined = dataset.as_numpy_iterator()
-        return commit_rows(joined, RowFormatter(schema, columns), count, output_dir, num_shards, provenance)
+        formatter = RowFormatter(schema, columns, origins)
+        return commit_rows(joined, formatter, count, output_dir, num_shards, provenance)
     finally:
         model.close()
 

@@ -146,7 +146,7 @@ def formatted_pieces(
         if shard >= len(ends):
             raise PredictionError(f"more rows than the {ends[-1] if ends else 0} planned ones arrived")
         end = start + min(n - start, ends[shard] - row, FORMAT_ROWS)
-        yield shard, end - start, formatter.format(slice_rows(host, start, end), slice_rows(outputs, start, end))
+        yield shard, end - start, formatter.format(slice_rows(host, start, end), slice_rows(outputs, start, end), row)
         start = end
 
 

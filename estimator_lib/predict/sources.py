@@ -13,6 +13,7 @@ from estimator_lib.data import records
 from estimator_lib.data.prepare import PrepareResult
 from estimator_lib.model.inputs import resolve_files
 from estimator_lib.predict.batch import batch_predict, predict_raw
+from estimator_lib.predict.origins import KeyedOrigins, prepared_origins
 from estimator_lib.predict.shards import PredictResult
 
 
@@ -24,11 +25,14 @@ class PredictionSource:
       uri: TFRecord file pattern(s), or CSV / JSON Lines file pattern(s) when `raw`.
       raw: rows to encode through the prepared schema first (`predict_raw`).
       count: records in `uri` when known (a prepared split's manifest count); None counts them.
+      split: the prepared split `uri` holds ("eval", "train", "test"), whose rows are placed in the input by
+        key (`split_origins`); None for other rows.
     """
 
     uri: str
     raw: bool = False
     count: Optional[int] = None
+    split: Optional[str] = None
 
 
 def prediction_source(data: str, prepared: PrepareResult) -> PredictionSource:
@@ -36,7 +40,7 @@ def prediction_source(data: str, prepared: PrepareResult) -> PredictionSource:
     rows (scored through the prepared schema), TFRecords as given, or a directory's TFRecords."""
     kind = prediction_kind(data)
     if kind == SPLIT:
-        return PredictionSource(prepared.files(data), count=prepared.counts[data])
+        return PredictionSource(prepared.files(data), count=prepared.counts[data], split=data)
     if kind == RAW:
         return PredictionSource(data, raw=True)
     uri = _directory_tfrecords(data) if kind == DIRECTORY else data
@@ -55,6 +59,15 @@ def _directory_tfrecords(directory: str) -> str:
         f"predict_data={directory!r} names no file type and holds no {' or '.join(TFRECORD_EXTENSIONS)} files; "
         f"give CSV / JSON Lines files ({', '.join(RAW_EXTENSIONS)}), TFRecord files, or a directory of TFRecords"
     )
+
+
+def split_origins(source: PredictionSource, prepared: PrepareResult) -> Optional[KeyedOrigins]:
+    """A prepared split's rows' input files and lines (by key, in the preparation's places); None for other
+    sources: TFRecords are placed by file and record index, raw rows once encoded."""
+    if source.split is None:
+        return None
+    key_column = prepared.schema.key_column is not None
+    return prepared_origins(prepared.output_dir, prepared.manifest, key_column, source.split)
 
 
 def scoring_options(prepared: PrepareResult) -> Dict[str, Any]:
@@ -97,4 +110,12 @@ def score(job: JobConfig, prepared: PrepareResult, model_dir: str, data: str, ou
             staging_dir=encoded_rows_uri(output_dir),
             **scoring_options(prepared),
         )
-    return batch_predict(job, prepared.schema, model_dir, source.uri, output_dir, num_examples=source.count)
+    return batch_predict(
+        job,
+        prepared.schema,
+        model_dir,
+        source.uri,
+        output_dir,
+        num_examples=source.count,
+        origins=split_origins(source, prepared),
+    )

@@ -65,6 +65,8 @@ def test_prepare_and_batch_predict_components_on_beam(tmp_path):
 
         want, got = read_predictions(checkpoint.uri), read_predictions(scored.uri)
         assert [r["key"] for r in got] == [r["key"] for r in want] and len(got) == checkpoint.metadata["count"]
+        origins = [[(r["key"], r["file"], r["line"]) for r in rows] for rows in (want, got)]
+        assert origins[1] == origins[0] and {name for _, name, _ in origins[0]} == {"data.csv"}
         probs = [[[r["probabilities"][c] for c in ("no", "yes")] for r in rows] for rows in (want, got)]
         np.testing.assert_allclose(np.array(probs[1]), np.array(probs[0]), atol=1e-5)
         assert scored.metadata["manifest"]["source"]["kind"] == "saved_model"

@@ -263,10 +263,24 @@ def _rows(estimator, input_fn, checkpoint: str, count: int) -> Iterator[Dict[str
         raise PredictionError(f"predicted {expected} rows for {count} input records")
 
 
-def _line(index: int, key: Any, row: Dict[str, np.ndarray]) -> bytes:
+def _record_origins(files: Sequence[str]) -> List[Tuple[str, int]]:
+    """Each input record's (file, 0-based record index in it), in input order: a prediction row's origin."""
+    compression = records.compression(files)
+    counts = [inputs.count_records([path], compression) for path in files]
+    return [(path, record) for path, n in zip(files, counts) for record in range(n)]
+
+
+def _line(index: int, key: Any, origin: Tuple[str, int], row: Dict[str, np.ndarray]) -> bytes:
     out: Dict[str, Any] = {"index": index}
     if key is not None:
         out["key"] = key
+    out["file"], out["record"] = origin
+    taken = sorted({"file", "record"} & set(row))
+    if taken:
+        raise PredictionError(
+            f"the model_fn's predictions {taken} take the names of a prediction row's own fields (its input file "
+            "and record); rename them in the model_fn's predictions dict"
+        )
     out.update((name, records.as_json_value(value)) for name, value in row.items())
     return json.dumps(out, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
 
@@ -283,14 +297,16 @@ def predict(
     checkpoint_path: Optional[str] = None,
 ) -> PredictResult:
     """Predicts every record of `data` and publishes one JSON Lines row per record, in input order:
-    {"index": its position in the input, "key": the spec's key feature (when it names one), then the user's
-    predictions by their names, tensors as nested lists}. Published in one commit, with a manifest."""
+    {"index": its position in the input, "key": the spec's key feature (when it names one), "file": its TFRecord
+    file, "record": its 0-based index in that file, then the user's predictions by their names, tensors as
+    nested lists}. Published in one commit, with a manifest."""
     input_fn = user_inputs.padded_input_fn_builder(data, user.spec, num_examples, with_label=False)
     count, files = input_fn.num_examples, input_fn.files  # type: ignore[attr-defined]
     checkpoint = _checkpoint(model_dir, checkpoint_path, "predict with")
     if num_shards < 1:
         raise ValueError(f"num_shards={num_shards} must be at least 1")
     keys = records.read_column(files, user.spec.feature(user.spec.key)) if user.spec.key else None
+    origins = _record_origins(files)
     estimator = _estimator(job, user, model_dir)
     fields: List[str] = []
 
@@ -303,7 +319,7 @@ def predict(
                 with open(os.path.join(staging, name), "wb") as f:
                     for _, (index, row) in zip(range(size), rows):
                         fields[:] = fields or list(row)
-                        line = _line(index, keys[index] if keys else None, row)
+                        line = _line(index, keys[index] if keys else None, origins[index], row)
                         f.write(line)
                         digest.update(line)
                         written += len(line)

@@ -93,7 +93,7 @@ def test_every_eval_row_is_found_on_its_input_line(tmp_path, key_column):
 
 def test_a_key_without_an_entry_has_no_source():
     hashes = np.array([hash64("k1"), hash64("k2"), 5], dtype=np.uint64)
-    table = places.eval_places(
+    table = places.split_places(
         hashes, np.array([True, True, False]), np.array([2, 3, 4], np.uint32), [0, 2], (1.0, 0.0, 0.0)
     )
     assert table.tolist() == sorted([(hash64("k1"), 0, 2), (hash64("k2"), 0, 3)])  # the unreadable row left out

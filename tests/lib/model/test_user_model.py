@@ -63,7 +63,10 @@ def test_the_users_metric_is_numpys_on_the_real_rows_and_predictions_keep_input_
     rows = read_predictions(out)
     assert predicted.count == EVAL_ROWS and verify_output(out)["count"] == EVAL_ROWS
     assert [r["index"] for r in rows] == list(range(EVAL_ROWS))
-    assert list(rows[0]) == ["index", "class_id", "probabilities"] and len(rows[0]["probabilities"]) == 10
+    assert list(rows[0]) == ["index", "file", "record", "class_id", "probabilities"]
+    assert len(rows[0]["probabilities"]) == 10
+    path = os.path.join(root, "predict.tfrecord.gz")  # one gzip file: each row is its record of that file
+    assert [(r["file"], r["record"]) for r in rows] == [(path, i) for i in range(EVAL_ROWS)]
     labels = [
         int(tf.train.Example.FromString(r).features.feature["label"].int64_list.value[0])
         for r in tf.data.TFRecordDataset(os.path.join(root, "eval.tfrecord")).as_numpy_iterator()

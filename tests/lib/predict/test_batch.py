@@ -109,7 +109,11 @@ def test_exactly_n_predictions_in_input_order_with_own_keys(trained, tmp_path, n
         np.testing.assert_allclose(probs, want, atol=2e-6)
         assert [g["class_id"] for g in got] == want.argmax(axis=1).tolist()
         assert [g["class"] for g in got] == [("low", "mid", "high")[k] for k in want.argmax(axis=1)]
-        assert list(got[0]) == ["key", "class", "class_id", "probabilities"]
+        assert list(got[0]) == ["key", "file", "record", "class", "class_id", "probabilities"]
+        files = inputs.resolve_files(pattern)  # 2 files, rows dealt round-robin: (n + 1) // 2 in the first
+        assert [(g["file"], g["record"]) for g in got] == [(files[0], i) for i in range((n + 1) // 2)] + [
+            (files[1], i) for i in range(n // 2)
+        ]
 
 
 @pytest.mark.parametrize("long_from", [None, 0, 13])
@@ -195,7 +199,7 @@ def test_passthrough_columns_keep_original_names_values_and_nulls(trained, tmp_p
     batch_predict(trained.job, trained.schema, trained.model_dir, pattern, out, passthrough=["x-2", "colour", "target"])
 
     got = read_predictions(out)
-    assert list(got[0]) == ["key", "x-2", "colour", "target", "class", "class_id", "probabilities"]
+    assert list(got[0]) == ["key", "file", "record", "x-2", "colour", "target", "class", "class_id", "probabilities"]
     assert [g["colour"] for g in got] == [r["colour"] for r in rows]
     assert [g["target"] for g in got] == [r["target"] for r in rows]
     # Stored as float32; written as the shortest text that reads back as the same float32.

@@ -40,7 +40,8 @@ def test_unknown_reserved_and_repeated_columns_are_refused_naming_the_fix():
         passthrough_columns(dataclasses.replace(MULTICLASS, key_column="class"), ["class"])
     assert str(error.value) == (
         "passthrough column 'class' collides with the output field of the same name "
-        "['class', 'class_id', 'key', 'probabilities']; leave it out (the key is always written as 'key')"
+        "['class', 'class_id', 'file', 'key', 'line', 'probabilities', 'record']; leave it out (the key and the "
+        "row's input file and line or record are always written)"
     )
     with pytest.raises(ValueError, match=r"passthrough=\['colour', 'x 1', 'colour'\] lists a column twice"):
         passthrough_columns(MULTICLASS, ["colour", "x 1", "colour"])

@@ -12,11 +12,13 @@ import synthetic
 from estimator_lib.predict import PredictionError
 from estimator_lib.predict.columns import passthrough_columns
 from estimator_lib.predict.jsonl import RowFormatter, json_numbers
+from estimator_lib.predict.origins import RecordOrigins
 from estimator_lib.schema import CATEGORICAL, KEY_FEATURE, NUMERIC, FeatureSpec, LabelSpec, Schema
 
 
 def formatter_for(schema: Schema, passthrough) -> RowFormatter:
-    return RowFormatter(schema, passthrough_columns(schema, passthrough))
+    """Rows placed as records 0, 1, ... of one TFRecord file "in.tfrecord"."""
+    return RowFormatter(schema, passthrough_columns(schema, passthrough), RecordOrigins(["in.tfrecord"], [10]))
 
 
 def test_formatter_writes_exact_json_for_plain_and_escaped_keys():
@@ -31,21 +33,22 @@ def test_formatter_writes_exact_json_for_plain_and_escaped_keys():
 
     def expected(keys):
         rows = []
-        for key, colour, p, k in zip(keys, ["red", None, 'bl"ue'], probabilities, [1, 0, 2]):
+        for i, (key, colour, p, k) in enumerate(zip(keys, ["red", None, 'bl"ue'], probabilities, [1, 0, 2])):
             probs = ", ".join(f'"{c}": {shortest[v]}' for c, v in zip(("low", "mid", "high"), p))
             rows.append(
-                f'{{"key": {json.dumps(key, ensure_ascii=False)}, "colour": {json.dumps(colour)}, '
+                f'{{"key": {json.dumps(key, ensure_ascii=False)}, "file": "in.tfrecord", "record": {i}, '
+                f'"colour": {json.dumps(colour)}, '
                 f'"class": "{("low", "mid", "high")[k]}", "class_id": {k}, "probabilities": {{{probs}}}}}\n'
             )
         return "".join(rows).encode("utf-8")
 
     for keys in (["row-0", "row-1", "row-2"], ['a"b', "c\\d\te\x01", "žluť\nkód"]):
         host = {KEY_FEATURE: np.array([k.encode("utf-8") for k in keys], object), "colour": colours}
-        text = formatter.format(host, outputs)
+        text = formatter.format(host, outputs, 0)
         assert text == expected(keys)
         assert [json.loads(line)["key"] for line in text.decode("utf-8").splitlines()] == keys
     with pytest.raises(UnicodeDecodeError):  # a key cut inside a UTF-8 sequence is refused, not written
-        formatter.format({KEY_FEATURE: np.array([b"a\xc5", b"\xbeb", b"c"], object), "colour": colours}, outputs)
+        formatter.format({KEY_FEATURE: np.array([b"a\xc5", b"\xbeb", b"c"], object), "colour": colours}, outputs, 0)
 
 
 def test_formatter_names_a_passthrough_column_whose_value_json_cannot_hold():
@@ -53,9 +56,11 @@ def test_formatter_names_a_passthrough_column_whose_value_json_cannot_hold():
     outputs = {"probabilities": np.full((2, 3), 1 / 3, np.float32), "class_ids": np.array([0, 1], np.int64)}
     keys = np.array([b"a", b"b"], object)
     missing_nan = (np.float32([np.nan, 0.5]), np.array([False, True]))  # missing: null, never formatted
-    assert formatter.format({KEY_FEATURE: keys, "x-2": missing_nan}, outputs).startswith(b'{"key": "a", "x-2": null')
+    assert formatter.format({KEY_FEATURE: keys, "x-2": missing_nan}, outputs, 0).startswith(
+        b'{"key": "a", "file": "in.tfrecord", "record": 0, "x-2": null'
+    )
     with pytest.raises(PredictionError, match=r"passthrough column 'x-2': non-finite values \[inf\]"):
-        formatter.format({KEY_FEATURE: keys, "x-2": (np.float32([np.inf, 0.5]), np.array([True, True]))}, outputs)
+        formatter.format({KEY_FEATURE: keys, "x-2": (np.float32([np.inf, 0.5]), np.array([True, True]))}, outputs, 0)
 
 
 def test_json_numbers_are_the_shortest_text_that_reads_back_bitwise():
@@ -92,10 +97,10 @@ def test_regression_rows_hold_the_value_and_the_label_as_a_number():
     }
     outputs = {"predictions": np.float32([[1.5], [-0.1]])}
 
-    assert formatter.fields == ("key", "colour", "target", "value")
-    assert formatter.format(host, outputs) == (
-        b'{"key": "a", "colour": "red", "target": 51.5, "value": 1.5}\n'
-        b'{"key": "b", "colour": null, "target": null, "value": -0.1}\n'
+    assert formatter.fields == ("key", "file", "record", "colour", "target", "value")
+    assert formatter.format(host, outputs, 8) == (
+        b'{"key": "a", "file": "in.tfrecord", "record": 8, "colour": "red", "target": 51.5, "value": 1.5}\n'
+        b'{"key": "b", "file": "in.tfrecord", "record": 9, "colour": null, "target": null, "value": -0.1}\n'
     )
 
 
@@ -112,15 +117,18 @@ def test_integer_categories_class_names_and_the_key_column_pass_through_as_json(
     }
     outputs = {"probabilities": np.float32([[0.25, 0.75], [1.0, 0.0], [0.5, 0.5]]), "class_ids": np.int64([1, 0, 0])}
 
-    lines = formatter.format(host, outputs).decode("utf-8").splitlines()
+    lines = formatter.format(host, outputs, 0).decode("utf-8").splitlines()
 
-    assert formatter.fields == ("key", "store", "bought", "id", "class", "class_id", "probabilities")
+    assert formatter.fields == ("key", "file", "record", "store", "bought", "id", "class", "class_id", "probabilities")
     assert lines == [
-        '{"key": "k1", "store": 7, "bought": "yes", "id": "k1", "class": "yes", "class_id": 1, '
+        '{"key": "k1", "file": "in.tfrecord", "record": 0, '
+        '"store": 7, "bought": "yes", "id": "k1", "class": "yes", "class_id": 1, '
         '"probabilities": {"no": 0.25, "yes": 0.75}}',
-        '{"key": "k2", "store": -3, "bought": "no", "id": "k2", "class": "no", "class_id": 0, '
+        '{"key": "k2", "file": "in.tfrecord", "record": 1, '
+        '"store": -3, "bought": "no", "id": "k2", "class": "no", "class_id": 0, '
         '"probabilities": {"no": 1.0, "yes": 0.0}}',
-        '{"key": "k3", "store": "x1", "bought": null, "id": "k3", "class": "no", "class_id": 0, '
+        '{"key": "k3", "file": "in.tfrecord", "record": 2, '
+        '"store": "x1", "bought": null, "id": "k3", "class": "no", "class_id": 0, '
         '"probabilities": {"no": 0.5, "yes": 0.5}}',
     ]
 
@@ -134,10 +142,10 @@ def test_field_and_class_names_holding_quotes_or_percent_signs_are_written_as_js
     host = {KEY_FEATURE: np.array([b"a"], object), "50% off": (np.float32([2.0]), np.array([True]))}
     outputs = {"probabilities": np.float32([[0.5, 0.5]]), "class_ids": np.int64([1])}
 
-    text = formatter.format(host, outputs)
+    text = formatter.format(host, outputs, 0)
 
     assert text == (
-        b'{"key": "a", "50% off": 2.0, "class": "100%", "class_id": 1, '
+        b'{"key": "a", "file": "in.tfrecord", "record": 0, "50% off": 2.0, "class": "100%", "class_id": 1, '
         b'"probabilities": {"say \\"hi\\"": 0.5, "100%": 0.5}}\n'
     )
     assert json.loads(text)["probabilities"] == {'say "hi"': 0.5, "100%": 0.5}
@@ -148,6 +156,6 @@ def test_non_finite_model_outputs_fail_naming_the_keys_and_no_rows_format_to_no_
     keys = np.array([b"a", b"b"], object)
     outputs = {"probabilities": np.float32([[1.0, 0.0, 0.0], [np.nan, 0.5, 0.5]]), "class_ids": np.int64([0, 1])}
     with pytest.raises(PredictionError, match=r"the model returned non-finite outputs for keys \['b'\]"):
-        formatter.format({KEY_FEATURE: keys}, outputs)
+        formatter.format({KEY_FEATURE: keys}, outputs, 0)
     empty = {"probabilities": np.zeros((0, 3), np.float32), "class_ids": np.zeros(0, np.int64)}
-    assert formatter.format({KEY_FEATURE: np.array([], object)}, empty) == b""
+    assert formatter.format({KEY_FEATURE: np.array([], object)}, empty, 0) == b""

@@ -45,7 +45,8 @@ def model(request, tmp_path_factory):
 
 
 def predicted_lines(model, directory: str, examples: List[bytes]) -> List[Dict]:
-    """The output line of each input record, in input order, as parsed JSON (without the key)."""
+    """The output line of each input record, in input order, without the key and the row's origin (its file and
+    record index, checked here: they are its place in this file)."""
     job, schema, model_dir, _ = model
     os.makedirs(directory)
     with tf.io.TFRecordWriter(os.path.join(directory, "part-00000.tfrecord")) as writer:
@@ -54,7 +55,10 @@ def predicted_lines(model, directory: str, examples: List[bytes]) -> List[Dict]:
     out = directory + "-out"
     batch_predict(job, schema, model_dir, os.path.join(directory, "*.tfrecord"), out, num_examples=len(examples))
     with open(os.path.join(out, shard_name(0, 1)), "rb") as f:
-        return [line.split(b",", 1)[1] for line in f.read().splitlines()]  # after "{"key": ...,
+        lines = f.read().splitlines()
+    path = os.path.join(directory, "part-00000.tfrecord")
+    assert [(row["file"], row["record"]) for row in map(json.loads, lines)] == [(path, i) for i in range(len(lines))]
+    return [line.split(b", ", 3)[3] for line in lines]  # after "{"key": ..., "file": ..., "record": ...,
 
 
 @pytest.mark.determinism

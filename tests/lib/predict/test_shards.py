@@ -15,6 +15,7 @@ from estimator_lib import storage
 from estimator_lib.predict import PredictionError
 from estimator_lib.predict import shards as shards_module
 from estimator_lib.predict.jsonl import RowFormatter
+from estimator_lib.predict.origins import RecordOrigins
 from estimator_lib.predict.shards import (
     check_num_shards,
     commit_rows,
@@ -25,7 +26,7 @@ from estimator_lib.predict.shards import (
 )
 from estimator_lib.schema import KEY_FEATURE
 
-FORMATTER = RowFormatter(synthetic.make_schema("regression"), ())
+FORMATTER = RowFormatter(synthetic.make_schema("regression"), (), RecordOrigins(["a.tfrecord", "b.tfrecord"], [3, 4]))
 
 
 def batch(first: int, n: int):
@@ -35,7 +36,12 @@ def batch(first: int, n: int):
 
 
 def lines(first: int, n: int) -> bytes:
-    return b"".join(b'{"key": "r%d", "value": %d.5}\n' % (i, i) for i in range(first, first + n))
+    """Rows first..first+n-1 as FORMATTER writes them: row i is record i of a.tfrecord, then of b.tfrecord."""
+    return b"".join(
+        b'{"key": "r%d", "file": "%s.tfrecord", "record": %d, "value": %d.5}\n'
+        % (i, b"a" if i < 3 else b"b", i if i < 3 else i - 3, i)
+        for i in range(first, first + n)
+    )
 
 
 def test_shard_names_sort_in_row_order_and_sizes_differ_by_at_most_one():
@@ -79,7 +85,7 @@ def test_rows_in_uneven_batches_make_exact_shards_and_manifest(tmp_path):
         "format": "jsonl",
         "count": 7,
         "num_shards": 3,
-        "fields": ["key", "value"],
+        "fields": ["key", "file", "record", "value"],
         "shards": [
             {"file": n, "rows": r, "bytes": len(d), "sha256": hashlib.sha256(d).hexdigest()}
             for n, r, d in zip(names, [3, 2, 2], data)

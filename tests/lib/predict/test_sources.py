@@ -22,7 +22,9 @@ def prepared(output_dir: str = "gs://b/prepared") -> PrepareResult:
 
 
 def test_a_split_name_gives_its_files_and_the_manifests_count():
-    assert prediction_source("eval", prepared()) == PredictionSource("gs://b/prepared/eval/part-*.tfrecord", count=7)
+    assert prediction_source("eval", prepared()) == PredictionSource(
+        "gs://b/prepared/eval/part-*.tfrecord", count=7, split="eval"
+    )
 
 
 @pytest.mark.parametrize("data", ["gs://b/new/*.csv", "rows.jsonl.gz"])

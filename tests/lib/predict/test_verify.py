@@ -10,6 +10,7 @@ import synthetic
 
 from estimator_lib.predict import PredictionError
 from estimator_lib.predict.jsonl import RowFormatter
+from estimator_lib.predict.origins import RecordOrigins
 from estimator_lib.predict.shards import commit_rows, shard_name
 from estimator_lib.predict.verify import read_predictions, verify_output
 from estimator_lib.schema import KEY_FEATURE
@@ -19,7 +20,7 @@ def committed(directory: str) -> str:
     """Three regression rows "a", "b", "c" (values 1.0, 2.5, -3.0) in two shards."""
     host = {KEY_FEATURE: np.array([b"a", b"b", b"c"], object)}
     outputs = {"predictions": np.float32([[1.0], [2.5], [-3.0]])}
-    formatter = RowFormatter(synthetic.make_schema("regression"), ())
+    formatter = RowFormatter(synthetic.make_schema("regression"), (), RecordOrigins(["x"], [3]))
     commit_rows(iter([(host, outputs)]), formatter, 3, directory, 2, {"inputs": ["x"]})
     return directory
 
@@ -27,9 +28,9 @@ def committed(directory: str) -> str:
 def test_rows_come_back_in_input_order_after_the_manifest_is_checked(tmp_path):
     out = committed(str(tmp_path / "out"))
     assert read_predictions(out) == [
-        {"key": "a", "value": 1.0},
-        {"key": "b", "value": 2.5},
-        {"key": "c", "value": -3.0},
+        {"key": "a", "file": "x", "record": 0, "value": 1.0},
+        {"key": "b", "file": "x", "record": 1, "value": 2.5},
+        {"key": "c", "file": "x", "record": 2, "value": -3.0},
     ]
     manifest = verify_output(out)
     assert manifest["count"] == 3 and [s["rows"] for s in manifest["shards"]] == [2, 1]
