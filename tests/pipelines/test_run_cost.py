@@ -92,7 +92,9 @@ def vertex_run(monkeypatch, tasks=TASKS, error: Exception | None = None) -> None
     def get_pipeline_job(self, name, **_):
         if error is not None:
             raise error
-        return pipeline_job_v1.PipelineJob(name=name, state="PIPELINE_STATE_RUNNING", job_detail={"task_details": tasks})
+        return pipeline_job_v1.PipelineJob(
+            name=name, state="PIPELINE_STATE_RUNNING", job_detail={"task_details": tasks}
+        )
 
     monkeypatch.setattr(pipeline_service_client_v1.PipelineServiceClient, "get_pipeline_job", get_pipeline_job)
 
@@ -138,8 +140,11 @@ def test_the_record_prices_the_measured_seconds_with_the_shipped_table(monkeypat
         "no price for cloud-tpu + TPU_V3 x8 (Spot) in region us-central1",
         "no price for e2-standard-4 in region us-central1",
     ]
-    assert record["priceTable"] == {"date": "2026-11-25", "source": "https://cloud.google.com/vertex-ai/pricing",
-                                    "file": cost.PRICES_FILE}
+    assert record["priceTable"] == {
+        "date": "2026-11-25",
+        "source": "https://cloud.google.com/vertex-ai/pricing",
+        "file": cost.PRICES_FILE,
+    }
     assert metadata == {
         "record_uri": str(tmp_path / "run_cost" / "run_cost.json"),
         "total": 0.035462,
