@@ -9,7 +9,7 @@ that leaves something out says so.
 Hours before a run are assumptions, stated beside each figure: `--expected-hours STAGE=H` when given; for train
 with `training.train_steps` set, a start-up time plus the steps at an assumed rate; otherwise a fixed time per
 stage. After a run, `implied_cost` prices the durations measured instead (`stage_seconds` reads them from a
-Vertex AI run's task details).
+Vertex AI run's task details); `run_cost` is the record a run's last task writes (`components.run_cost`).
 
 Not counted: Dataflow workers (prepare and batch predict with --engine beam), Cloud Storage, network, taxes,
 discounts and the time a job waits for capacity.
