@@ -9,7 +9,7 @@ that leaves something out says so.
 Hours before a run are assumptions, stated beside each figure: `--expected-hours STAGE=H` when given; for train
 with `training.train_steps` set, a start-up time plus the steps at an assumed rate; otherwise a fixed time per
 stage. After a run, `implied_cost` prices the durations measured instead (`stage_seconds` reads them from a
-Vertex AI run's task details).
+Vertex AI run's task details); `run_cost` is the record a run's last task writes (`components.run_cost`).
 
 Not counted: Dataflow workers (prepare and batch predict with --engine beam), Cloud Storage, network, taxes,
 discounts and the time a job waits for capacity.
@@ -21,7 +21,7 @@ import dataclasses
 import datetime
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 PRICES_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "prices.json")
@@ -132,7 +132,8 @@ def assumed_hours(stage: str, train_steps: int | None, expected: Mapping[str, fl
 def machine_of(placed: Mapping[str, Any]) -> tuple[str, str | None]:
     """(machine type, accelerator as "TYPE xN" or None) a stage of `vertex.describe_run` is billed for."""
     accelerator = placed.get("accelerator")
-    named = f"{accelerator['type']} x{accelerator['count']}" if accelerator else None
+    # int: a count read back from a KFP dict parameter may be a float (8.0)
+    named = f"{accelerator['type']} x{int(accelerator['count'])}" if accelerator else None
     return placed.get("machineType") or PIPELINE_TASK_MACHINE, named
 
 
@@ -220,11 +221,86 @@ def stage_seconds(task_details: Iterable[Mapping[str, Any]], task_stages: Mappin
     seconds: dict[str, float] = {}
     for task in task_details:
         stage = task_stages.get(task.get("taskName", ""))
-        if stage is None or task.get("state") not in _BILLED_STATES or not task.get("endTime"):
+        if stage is None or not _ran(task):
             continue
         started, ended = (datetime.datetime.fromisoformat(task[key]) for key in ("startTime", "endTime"))
         seconds[stage] = seconds.get(stage, 0.0) + (ended - started).total_seconds()
     return seconds
+
+
+def _ran(task: Mapping[str, Any]) -> bool:
+    return task.get("state") in _BILLED_STATES and bool(task.get("startTime")) and bool(task.get("endTime"))
+
+
+def read_task_details(pipeline_job: str) -> list[dict[str, Any]]:
+    """The task details of the Vertex AI PipelineJob `pipeline_job` ("projects/P/locations/L/pipelineJobs/ID") in
+    the REST JSON form `stage_seconds` reads, read with the environment's credentials (the pipeline's service
+    account)."""
+    # Lazy: only the run-cost task on Vertex AI reads a PipelineJob; the CLI and local runs never import the SDK.
+    from google.cloud import aiplatform
+
+    job = aiplatform.PipelineJob.get(pipeline_job, location=pipeline_job.split("/")[3])
+    return [
+        {
+            "taskName": task.task_name,
+            "state": task.state.name,
+            "startTime": task.start_time.isoformat() if task.start_time else "",
+            "endTime": task.end_time.isoformat() if task.end_time else "",
+        }
+        for task in job.task_details
+    ]
+
+
+def run_cost(
+    pipeline_job: str,
+    region: str,
+    task_stages: Mapping[str, str],
+    stages: Mapping[str, Mapping[str, Any]],
+    table: PriceTable,
+    read_tasks: Callable[[str], list[dict[str, Any]]] = read_task_details,
+) -> dict[str, Any]:
+    """The cost record of a Vertex AI run: what its measured durations cost (`implied_cost`).
+
+    Args:
+      pipeline_job: the run's resource name.
+      region: its Vertex AI region.
+      task_stages: {task name: stage} (`stage_seconds`).
+      stages: {stage: its placement} (`stage_cost`), fixed when the pipeline was compiled.
+      table: the prices.
+      read_tasks: reads the run's task details; when it fails, the record says why and prices nothing but the run.
+
+    Returns:
+      {"pipelineJob", "region", "stages": {stage: `stage_cost` and "seconds"}, "notRun": stages without a
+      measured duration (cached, skipped or unfinished), "otherTasks": {task: seconds} of tasks that ran and are
+      not priced (the tuning job's, the Vertex AI steps), "error", and `total`'s fields}.
+    """
+    try:
+        tasks, error = read_tasks(pipeline_job), ""
+    except Exception as e:  # noqa: BLE001 - a cost record must not fail a run that succeeded
+        tasks, error = [], f"cannot read the task details of {pipeline_job}: {_first_line(str(e))}"
+    seconds = stage_seconds(tasks, task_stages)
+    costs, summary = implied_cost(stages, region, seconds, table)
+    others = stage_seconds(tasks, _others(tasks, task_stages))
+    if error:
+        summary = {**summary, "complete": False, "missing": sorted([*summary["missing"], error])}
+    return {
+        "pipelineJob": pipeline_job,
+        "region": region,
+        "stages": {stage: {**cost, "seconds": seconds[stage]} for stage, cost in costs.items()},
+        "notRun": [stage for stage in stages if stage not in seconds],
+        "otherTasks": others,
+        "error": error,
+        **summary,
+    }
+
+
+def _others(tasks: Iterable[Mapping[str, Any]], task_stages: Mapping[str, str]) -> dict[str, str]:
+    """{task name: itself} of the tasks that are not stages."""
+    return {t["taskName"]: t["taskName"] for t in tasks if t.get("taskName") and t["taskName"] not in task_stages}
+
+
+def _first_line(text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")
 
 
 def format_estimate(costs: Mapping[str, Mapping[str, Any]], summary: Mapping[str, Any]) -> str:

@@ -491,6 +491,7 @@ class _Progress:
         self.stage: Optional[str] = None
         self.failed: Optional[str] = None
         self.reused: list[str] = []
+        self.seconds: dict[str, float] = {}  # each stage that ended: its wall seconds (`summary["run"]["seconds"]`)
         self.latest = ""  # the running stage's last progress line
         self._latest_at = 0.0  # when it came: the heartbeat counts its ETA down from then
         self.tail = StageTail()  # the running (or failed) stage's last log lines
@@ -535,13 +536,19 @@ class _Progress:
             self._running = False
             stage = stage_of(event["ended"])
             done = "reused (inputs unchanged)" if stage in self.reused else "done"
-            self._print(f"{stage}: {done} ({self._clock() - self._started:.1f} s)")
+            self._print(f"{stage}: {done} ({self._ended(stage):.1f} s)")
         else:
             self._running = False
             self.failed = stage_of(event["ended"])
+            self._ended(self.failed)
             if self._redrawn:  # the CLI reports the failure next, on a line of its own
                 self.console.write("\r\x1b[K")
                 self._redrawn = False
+
+    def _ended(self, stage: str) -> float:
+        """Records and returns the wall seconds `stage` ran."""
+        self.seconds[stage] = round(self._clock() - self._started, 1)
+        return self.seconds[stage]
 
     def unrecordable(self, stage: Optional[str], why: str) -> None:
         """Notes that the disk refused a record of the run (its log, its summary) while `stage` ran: the first
@@ -816,6 +823,7 @@ def runner_main(argv: Sequence[str]) -> int:
             stage, error = progress.unrecorded
             summary.update(status=runs.FAILED, stage=stage, error=error)
         summary["run"]["reused"] = progress.reused
+        summary["run"]["seconds"] = progress.seconds  # this attempt's stages, the failed one's up to its failure
         _send(ending_fd, {"summary": summary, "log": log.ending()})
     return EXIT_OK if summary["status"] == runs.OK else EXIT_FAILED
 

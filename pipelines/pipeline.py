@@ -22,7 +22,7 @@ The pipeline function only wires. What differs between environments is chosen wh
     plain tasks on CPU, which is also what the KFP local runner executes. A `TPUTarget` adds where the TPU
     machines come from (Spot, a reservation), the slice topology and a Vertex AI TensorBoard;
   * Vertex AI steps (`VertexSteps`): the run joins an Experiment; a blessed model gets a Model Registry
-    version. Local runs have neither.
+    version; every compiled run records its cost last (`components.run_cost`). Local runs have none of these.
 Prepare, export, the serving check and release always run on CPU (export writes the TPU meta graph without a TPU).
 
 With a `BeamConfig` (`compile --engine beam`) the prepare and predict specs default to engine "beam" with it: prepare
@@ -49,6 +49,7 @@ from components.experiment import join_experiment
 from components.notify import notify_webhook
 from components.records import TPU_TYPE_ENV
 from components.register import register_model
+from components.run_cost import record_run_cost
 from estimator_lib.config import RunConfig
 from estimator_lib.config.alerts import AlertConfig
 from estimator_lib.config.beam import BeamConfig
@@ -168,16 +169,21 @@ class VertexSteps:
       experiment: the Vertex AI Experiment every run joins (a first step, so scheduled runs join too).
       registry: the Model Registry model a blessed, published model becomes a new version of (a last step).
       alerts: who hears of a run that did not succeed: an exit handler around the whole DAG (`_with_alerts`).
+      run_cost: record the run's measured durations and the cost they imply (`components.run_cost`, a last
+        step). `compile_pipeline` always sets it; a local run has no Vertex AI run to read.
     """
 
     experiment: Optional[str] = None
     registry: Optional[RegistryConfig] = None
     alerts: AlertConfig = AlertConfig()
+    run_cost: bool = False
 
 
-def _vertex_steps(image: str, steps: VertexSteps, retry: RetryPolicy = NO_RETRIES) -> Callable[..., None]:
+def _vertex_steps(
+    image: str, steps: VertexSteps, retry: RetryPolicy = NO_RETRIES, costed: Optional[dict[str, Any]] = None
+) -> Callable[..., None]:
     """The function the pipeline calls to add `steps` (it adds nothing when none is asked for), each with the
-    `retry` policy."""
+    `retry` policy; `costed` holds the run-cost task's stages and placement (`run_cost_inputs`)."""
 
     def component(func: Callable) -> Any:
         return dsl.component(func, base_image=image, install_kfp_package=False, packages_to_install=[])
@@ -205,13 +211,35 @@ def _vertex_steps(image: str, steps: VertexSteps, retry: RetryPolicy = NO_RETRIE
                 pipeline_job=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
             )
             retry.apply(registered.set_caching_options(False))
+        if steps.run_cost:
+            recorded = component(record_run_cost)(
+                pipeline_job=dsl.PIPELINE_JOB_RESOURCE_NAME_PLACEHOLDER, location=PIPELINE_LOCATION, **costed
+            )
+            # after publishing: every stage's duration is known by then
+            retry.apply(recorded.set_caching_options(False).after(publication.task))
 
     return add
 
 
+def run_cost_inputs(stages: Stages, target: Optional[TPUTarget], on_tpu: tuple, beam: bool) -> dict[str, Any]:
+    """The run-cost task's stages (task name -> stage) and placement (stage -> the machine it is billed as, in
+    `vertex.describe_run`'s form): a TPU stage's custom-job machine; without "machineType" (KFP constants hold no
+    None), Vertex AI's default CPU machine."""
+
+    def placed(stage: str) -> dict[str, Any]:
+        machine = {"spot": False, "dataflow": beam and stage in ("prepare", "batch_predict")}
+        if target is None or stage not in on_tpu:
+            return machine
+        accelerator = {"type": target.preset.accelerator_type, "count": target.preset.accelerator_count}
+        return {**machine, "machineType": target.preset.machine_type, "accelerator": accelerator, "spot": target.spot}
+
+    return {"stages": task_stages(stages), "placement": {stage: placed(stage) for stage in CACHED}}
+
+
 def task_stages(stages: Stages) -> dict[str, str]:
     """KFP task name -> the `Stages` field it runs: "train-model" -> "train"."""
-    return {getattr(stages, f.name).name: f.name for f in dataclasses.fields(Stages)}
+    # The spec's name, not `.name`: a TPU custom-job wrapper keeps "custom-training-job" there.
+    return {getattr(stages, f.name).component_spec.name: f.name for f in dataclasses.fields(Stages)}
 
 
 def _exit_task(image: str, alerts: AlertConfig, stages: Stages) -> Any:
@@ -282,7 +310,7 @@ def build_pipeline(
     stages = place_stages(build_stages(image), target, on_tpu)
     # Where a stage runs, as JSON text: KFP's dict parameters would turn num_cores into a float.
     accelerated = json.dumps(target.preset.tpu_settings() if target else CPU_SETTINGS, sort_keys=True)
-    add_vertex_steps = _vertex_steps(image, steps, retry)
+    add_vertex_steps = _vertex_steps(image, steps, retry, run_cost_inputs(stages, target, on_tpu, beam is not None))
     host = json.dumps(CPU_SETTINGS, sort_keys=True)
     # KFP reads the parameters' defaults from the signature below; they come from the config types, so the
     # pipeline, the CLI and the components share one set. Each stage's spec is one parameter (`RunConfig.arguments`).
@@ -392,6 +420,7 @@ def compile_pipeline(
     retry: RetryPolicy = NO_RETRIES,
     tuning: Optional[TuningPlan] = None,
 ) -> str:
-    """Compiles the pipeline to a YAML file for Vertex AI; returns `output`."""
+    """Compiles the pipeline to a YAML file for Vertex AI, with the run-cost step; returns `output`."""
+    steps = dataclasses.replace(steps, run_cost=True)
     compiler.Compiler().compile(build_pipeline(image, tpu, steps, beam, retry, tuning), package_path=output)
     return output

@@ -33,6 +33,11 @@ ALLOWED_LOCAL_IMPORTS: Dict[Tuple[str, str], str] = {
     ("components.release", "release_model"): COMPONENT_BODY,
     ("components.serving_check", "check_serving"): COMPONENT_BODY,
     ("components.notify", "notify_webhook"): COMPONENT_BODY,
+    ("components.run_cost", "record_run_cost"): COMPONENT_BODY,
+    ("pipelines.cost", "read_task_details"): (
+        "only the run-cost task on Vertex AI reads a PipelineJob; the CLI's --dry-run estimate and local runs never "
+        "import the Vertex AI SDK, which takes seconds to import"
+    ),
     ("estimator_lib.storage", "_client"): LAZY_GCS,
     ("estimator_lib.storage", "_retry"): LAZY_GCS,
     ("estimator_lib.storage", "replace_if_unchanged"): LAZY_GCS,

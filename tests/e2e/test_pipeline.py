@@ -98,6 +98,8 @@ def test_default_run_has_its_own_folder_log_and_summary(first_run):
     assert sorted(events) == sorted(f"{stage}: {event}" for stage in stages for event in ("running", "done"))
     assert events[:4] == ["resolve: running", "resolve: done", "prepare: running", "prepare: done"]
     assert events[-2:] == ["release: running", "release: done"]
+    assert set(run["seconds"]) == set(stages)  # each stage's wall seconds, as the console showed them
+    assert all(re.search(rf"\] {stage}: done \({run['seconds'][stage]:.1f} s\)$", stdout, re.M) for stage in stages)
     # Nothing was published before the first run: no schema to continue, no data to compare with.
     assert summary["validation"]["status"] == "skipped" and os.path.exists(summary["validation"]["report_uri"])
     assert "  data validation: skipped: no published model to compare the data with" in stdout.splitlines()

@@ -184,7 +184,7 @@ def test_compiled_pipeline_parameters(tmp_path):
     assert prepare.data == ("embedded:penguins",) and prepare.label == "species"
     job = TrainSpec.from_json(defaults["train_spec"]).job
     assert job.model.family == "dnn" and job.model.hidden_units == (64, 32)
-    assert sorted(spec["root"]["dag"]["tasks"]) == sorted([*TPU_STAGES, *CPU_STAGES])
+    assert sorted(spec["root"]["dag"]["tasks"]) == sorted([*TPU_STAGES, *CPU_STAGES, "record-run-cost"])
     tasks = spec["root"]["dag"]["tasks"]
     assert tasks["export-model"]["dependentTasks"] == ["prepare-data", "train-model"]  # export never publishes
     # The serving check compares the served export with the batch predictions.

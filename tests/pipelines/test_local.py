@@ -90,6 +90,7 @@ def test_off_a_terminal_the_heartbeat_is_a_line_a_minute_with_the_stages_latest_
         "train: still running (2m00s): step 300/1000 (30%), ETA 0s, loss 0.31, 8.0 steps/s (512 examples/s)",
         "train: done (129.0 s)",
     ]
+    assert progress.seconds == {"train": 129.0}  # the run's summary records it (run.seconds)
 
 
 def test_early_stopping_gets_a_console_line_of_its_own(tmp_path):

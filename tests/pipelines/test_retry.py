@@ -41,7 +41,7 @@ def spot_spec(tmp_path_factory):
 
 def test_every_task_has_the_default_retry_policy_and_the_tpu_tasks_run_on_spot(spot_spec):
     tasks = spot_spec["root"]["dag"]["tasks"]
-    assert set(tasks) == STAGE_TASKS | {"join-experiment", "register-model"}
+    assert set(tasks) == STAGE_TASKS | {"join-experiment", "register-model", "record-run-cost"}
     for name, task in tasks.items():
         assert task["retryPolicy"] == DEFAULT_POLICY, name
         assert RetryPolicy.from_spec(task["retryPolicy"]) == vertex_policy(None, None) == RetryPolicy(2, 60)
@@ -54,7 +54,7 @@ def test_every_task_has_the_default_retry_policy_and_the_tpu_tasks_run_on_spot(s
 def test_retries_and_backoff_are_set_on_cpu_pipelines_too_and_zero_sets_none(tmp_path):
     spec = compiled_spec(str(tmp_path / "p.yaml"), "--image", IMAGE, "--cpu", "--retries", "3", "--retry-backoff", "5")
     policies = {name: task["retryPolicy"] for name, task in spec["root"]["dag"]["tasks"].items()}
-    assert set(policies) == STAGE_TASKS
+    assert set(policies) == STAGE_TASKS | {"record-run-cost"}
     expected = {**DEFAULT_POLICY, "maxRetryCount": 3, "backoffDuration": "5s"}
     assert [name for name, policy in policies.items() if policy != expected] == []
     none = compiled_spec(str(tmp_path / "none.yaml"), "--image", IMAGE, "--cpu", "--retries", "0")

@@ -45,7 +45,7 @@ def exit_task(spec: dict, name: str) -> dict:
     """The root's exit task `name`, after checking that the exit handler holds the whole DAG."""
     root = spec["root"]["dag"]["tasks"]
     assert set(root) == {"exit-handler-1", name}
-    assert set(spec["components"]["comp-exit-handler-1"]["dag"]["tasks"]) == set(STAGE_TASKS)
+    assert set(spec["components"]["comp-exit-handler-1"]["dag"]["tasks"]) == {*STAGE_TASKS, "record-run-cost"}
     assert "outputDefinitions" not in spec["root"]  # KFP takes no pipeline outputs from inside an exit handler
     task = root[name]
     assert task["dependentTasks"] == ["exit-handler-1"]
