@@ -80,6 +80,8 @@ def format_run(summary: dict[str, Any], path: str) -> str:
     """The record as lines: how the run ended, then what it produced (as far as it got)."""
     run = summary.get("run", {})
     lines = [_headline(summary)]
+    if run.get("seconds"):
+        lines.append("  stages: " + ", ".join(f"{stage} {seconds:.1f} s" for stage, seconds in run["seconds"].items()))
     if summary.get("status") != runs.OK:
         stage = summary.get("stage") or "start-up"
         lines.append(f"  {summary.get('status')} at {stage}: {summary.get('error')}")
