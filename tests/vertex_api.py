@@ -33,6 +33,11 @@ class FakeVertexAPI:
         from google.cloud.aiplatform.compat.types import context_v1, metadata_store_v1, pipeline_job_v1
         from google.cloud.aiplatform.utils import gcs_utils
 
+        from google.cloud.aiplatform import initializer
+
+        # aiplatform keeps credentials it found (google.auth.default) in a process-wide config: a fresh one per
+        # test, restored after it, so no test sees credentials another test's fake provided.
+        monkeypatch.setattr(initializer, "global_config", initializer._Config())
         self.pipeline_jobs, self.schedules, self.buckets = [], [], []
         self.contexts: dict[str, Any] = {}
         self.created_contexts, self.context_children = [], []
