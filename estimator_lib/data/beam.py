@@ -41,6 +41,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequ
 from estimator_lib import storage
 from estimator_lib.config import PrepareConfig
 from estimator_lib.config.beam import BeamConfig
+from estimator_lib.data.combine import merge_all
 from estimator_lib.data.common import DataError
 from estimator_lib.data.encode import ChunkResult, ChunkTask, EncodePlan, encode_chunk
 from estimator_lib.data.encode import init_worker as init_encoder
@@ -284,6 +285,26 @@ if beam is not None:
             file_index, count = element
             for chunk in range(count):
                 yield file_index, chunk
+
+    class MergeCombineFn(beam.CombineFn):
+        """A `data.combine` accumulator as Beam's CombineFn: each input is already a partial accumulator (a
+        worker's `NumericStats.of(values)`, say), merged with `merge`; `empty()` is the merge's identity. The
+        merges are exact and commutative, so the result does not depend on how Beam groups or orders them."""
+
+        def __init__(self, empty: Callable[[], Any]):
+            self._empty = empty
+
+        def create_accumulator(self) -> Any:
+            return self._empty()
+
+        def add_input(self, accumulator: Any, part: Any) -> Any:
+            return accumulator.merge(part)
+
+        def merge_accumulators(self, accumulators: Iterable[Any]) -> Any:
+            return merge_all(accumulators)
+
+        def extract_output(self, accumulator: Any) -> Any:
+            return accumulator
 
     class _ChunkWork(beam.DoFn):
         """(file index, chunk number) -> `fn(task)` (or the `DataError` it raised), written to the work
