@@ -68,7 +68,9 @@ __all__ = [
     "prepare",
 ]
 
-FORMAT_VERSION = 1
+# 2: a row's shard comes from its key hash (`output.shard_of`), statistics are exact (`combine`); 1: rows went to
+# shards round-robin in input order. Both read the same way (`part-*.tfrecord`).
+FORMAT_VERSION = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -340,7 +342,7 @@ def _training_profile(
     """profile.json: from the values the workers encoded when they suffice, else read back from the shards."""
     gathered = {i: np.concatenate(parts) for i, parts in numbers.items()} if plan.train_numbers else None
     rows = totals.counts[0]
-    found = profile_values(schema, gathered, totals.categories, totals.missing[0], rows, len(writers.names[TRAIN]))
+    found = profile_values(schema, gathered, totals.categories, totals.missing[0], rows)
     if found is not None:
         return found
     return profile_split([os.path.join(staging, name) for name in writers.names[TRAIN]], schema, rows)
@@ -545,7 +547,7 @@ def _encode(
             _handle_bad(part, quarantine, totals.bad, total_rows, config)
             for s, split in enumerate(SPLITS):
                 if part.examples[s]:
-                    writers.write(split, part.examples[s])
+                    writers.write(split, part.examples[s], part.hashes[s])
             totals.add(part)
             for index, values in part.train_numbers.items():
                 train_numbers.setdefault(index, []).append(values)  # type: ignore[union-attr]
