@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import os
 import pickle
 import shutil
@@ -38,13 +39,16 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
+import numpy as np
+
 from estimator_lib import storage
 from estimator_lib.config import PrepareConfig
 from estimator_lib.config.beam import BeamConfig
 from estimator_lib.data.combine import merge_all
-from estimator_lib.data.common import DataError
+from estimator_lib.data.common import SPLITS, DataError
 from estimator_lib.data.encode import ChunkResult, ChunkTask, EncodePlan, encode_chunk
 from estimator_lib.data.encode import init_worker as init_encoder
+from estimator_lib.data.output import shard_name, shard_of
 from estimator_lib.data.prepare import ChunkFacts, Passes, PrepareResult, prepare
 from estimator_lib.data.profile import Profile, ProfilePlan, profile_chunk
 from estimator_lib.data.profile import init_worker as init_profiler
@@ -141,6 +145,7 @@ def file_result_uri(work: str, stage: str, file_index: int) -> str:
 
 # -- the passes -----------------------------------------------------------------------------------------------
 CHUNKS, CUTS, PROFILE, ENCODE, FACTS = "chunks", "cut", "profile", "encode", "facts.pkl"
+PIECES, SHARDS, SHARD_RECORDS = "pieces", "shards", "shard-records"
 
 
 def prepare_on_beam(
@@ -160,7 +165,8 @@ def beam_passes(config: BeamConfig) -> Iterator[Passes]:
     """Preparation's `Passes` on Beam, with a work directory for this run."""
     require_beam()
     with work_directory(config, "prepare") as work:
-        yield Passes(profile=_Profile(config, work), encode=_Encode(config, work))
+        encode = _Encode(config, work)
+        yield Passes(profile=_Profile(config, work), encode=encode, shard_writers=encode.worker_shards)
 
 
 class _Pass:
@@ -195,9 +201,63 @@ class _Profile(_Pass):
                 raise error
 
 
+@dataclasses.dataclass(frozen=True)
+class ShardPlan:
+    """prepare's shards as the workers write them: `directory` is the staging directory with the DirectRunner
+    (the workers share this machine's disk), else a directory in the work directory."""
+
+    splits: Tuple[str, ...]
+    num_shards: int
+    directory: str
+
+
+class WorkerShards:
+    """`ShardWriters`' interface for shards the encode pass's workers write (`_WriteShard`): the launcher never
+    receives an encoded row (`write` refuses one); `close` brings the shards into staging (an empty file for a
+    shard without rows, as `ShardWriters` leaves) and reads their record counts."""
+
+    def __init__(self, plan: ShardPlan, staging: str, work: str):
+        self._plan, self._staging, self._work = plan, staging, work
+        self.names = {s: [shard_name(s, k, plan.num_shards) for k in range(plan.num_shards)] for s in plan.splits}
+        self.records = {name: 0 for names in self.names.values() for name in names}
+        for split in plan.splits:
+            os.makedirs(os.path.join(staging, split), exist_ok=True)
+
+    def write(self, split: str, framed: List[bytes], key_hashes: Any = None) -> None:
+        raise AssertionError(
+            f"the launcher received {len(framed)} encoded {split} rows; with worker-written shards it gets none"
+        )
+
+    def close(self) -> None:
+        for split, names in self.names.items():
+            for k, name in enumerate(names):
+                counted = storage.join(self._work, SHARD_RECORDS, f"{split}-{k:05d}.pkl")
+                local = os.path.join(self._staging, name)
+                if not storage.exists(counted):  # no rows (or the pass failed): an empty shard
+                    open(local, "wb").close()
+                    continue
+                self.records[name] = next(read_pickles([counted]))
+                if self._plan.directory != self._staging:
+                    storage.download_file(storage.join(self._plan.directory, name), local)
+
+
 class _Encode(_Pass):
     """Pass 2: the chunks pass 1 stored, each with its pass-1 facts, encoded (any worker). The input is read
-    once: an input file that changes during the run cannot mix two versions into the output."""
+    once: an input file that changes during the run cannot mix two versions into the output.
+
+    For `prepare` (once `worker_shards` was called) the workers also write the shards: each encoded chunk's
+    records are stored per (split, shard), only references are grouped by shard, and one worker writes each
+    shard from its chunks' pieces in input order; the launcher gets each chunk's result without its rows."""
+
+    def __init__(self, config: BeamConfig, work: str):
+        super().__init__(config, work)
+        self._shards: Optional[ShardPlan] = None
+
+    def worker_shards(self, staging: str, splits: Sequence[str], num_shards: int) -> WorkerShards:
+        """`Passes.shard_writers`: called by `prepare` before the pass runs."""
+        directory = staging if self._config.is_local else storage.join(self._work, SHARDS)
+        self._shards = ShardPlan(tuple(splits), num_shards, directory)
+        return WorkerShards(self._shards, staging, self._work)
 
     def __call__(
         self,
@@ -213,10 +273,14 @@ class _Encode(_Pass):
             table[(fact.file_index, counts[fact.file_index])] = (fact.first_row, fact.duplicates, fact.occurrences)
             counts[fact.file_index] += 1
         write_pickle(storage.join(self._work, FACTS), table)
-        work = _EncodeChunk(encode_chunk, init_encoder, plan, self._work, ENCODE)
-        run_pipeline(
-            lambda p: _chunk_pipeline(p, list(enumerate(counts)), _ChunkRefs(), work), self._config, "prepare-encode"
-        )
+        files = list(enumerate(counts))
+        if self._shards is None:
+            work = _EncodeChunk(encode_chunk, init_encoder, plan, self._work, ENCODE)
+            run_pipeline(lambda p: _chunk_pipeline(p, files, _ChunkRefs(), work), self._config, "prepare-encode")
+        else:
+            place = _EncodeAndPlace(encode_chunk, init_encoder, plan, self._work, ENCODE, self._shards)
+            write = _WriteShard(self._shards, self._work)
+            run_pipeline(lambda p: _shard_pipeline(p, files, place, write), self._config, "prepare-encode")
         yield from _results(self._work, ENCODE, list(table))
 
 
@@ -247,6 +311,33 @@ def _chunk_pipeline(pipeline: Any, files: List[Tuple[int, Any]], expand: Any, wo
         | "SpreadChunks" >> beam.Reshuffle()
         | "Work" >> beam.ParDo(work)
     )
+
+
+def _shard_pipeline(pipeline: Any, files: List[Tuple[int, int]], place: Any, write: Any) -> None:
+    """chunk references --Reshuffle--> encode each chunk, store its pieces --GroupByKey(split, shard)--> write
+    each shard (one worker per shard)."""
+    _ = (
+        pipeline
+        | "Files" >> beam.Create(files)
+        | "Chunks" >> beam.ParDo(_ChunkRefs())
+        | "SpreadChunks" >> beam.Reshuffle()
+        | "EncodeAndPlace" >> beam.ParDo(place)
+        | "GroupByShard" >> beam.GroupByKey()
+        | "WriteShard" >> beam.ParDo(write)
+    )
+
+
+def piece_uri(work: str, split: str, shard: int, file_index: int, chunk: int) -> str:
+    """Where a chunk's framed records for one shard wait for the shard's writer."""
+    return storage.join(work, PIECES, f"{split}-{shard:05d}", f"{file_index:06d}-{chunk:09d}.bin")
+
+
+def _pieces(result: ChunkResult, num_shards: int) -> Iterator[Tuple[str, int, List[bytes]]]:
+    """(split, shard, framed records in input order) of every non-empty piece of an encoded chunk."""
+    for s, split in enumerate(SPLITS):
+        shards = shard_of(result.hashes[s], num_shards)
+        for k in np.unique(shards).tolist():
+            yield split, k, [result.examples[s][i] for i in np.flatnonzero(shards == k).tolist()]
 
 
 def _results(work: str, stage: str, refs: List[Tuple[int, int]]) -> Iterator[Any]:
@@ -343,3 +434,40 @@ if beam is not None:
             )
             first_row, duplicates, occurrences = self._facts[(file_index, chunk)]
             return ChunkTask(text, first_row, duplicates, occurrences, profile.key_hashes[0])
+
+    class _EncodeAndPlace(_EncodeChunk):
+        """Pass 2 for worker-written shards: (file index, chunk) -> its records stored per (split, shard), and
+        ((split, shard), (file index, chunk, records)) per piece; the chunk's result is stored without its
+        rows (or the `DataError`, and no piece)."""
+
+        def __init__(self, fn, init, plan, work: str, stage: str, shards: ShardPlan):
+            super().__init__(fn, init, plan, work, stage)
+            self._shards = shards
+
+        def process(self, element: Tuple[int, int]) -> Iterator[Tuple[Tuple[str, int], Tuple[int, int, int]]]:
+            file_index, chunk = element
+            try:
+                result = self._fn(self._task(file_index, chunk))
+            except DataError as e:
+                write_pickle(chunk_result_uri(self._work, self._stage, file_index, chunk), e)
+                return
+            for split, shard, framed in _pieces(result, self._shards.num_shards):
+                storage.write_bytes(piece_uri(self._work, split, shard, file_index, chunk), b"".join(framed))
+                yield (split, shard), (file_index, chunk, len(framed))
+            write_pickle(chunk_result_uri(self._work, self._stage, file_index, chunk), result.without_rows())
+
+    class _WriteShard(beam.DoFn):
+        """((split, shard), pieces) -> the shard's file: its pieces in input order (file, then chunk), written
+        at once under a temporary name and renamed, so a shard is whole or absent; then its record count."""
+
+        def __init__(self, shards: ShardPlan, work: str):
+            self._shards, self._work = shards, work
+
+        def process(self, element: Tuple[Tuple[str, int], Iterable[Tuple[int, int, int]]]) -> None:
+            (split, shard), pieces = element
+            ordered = sorted(pieces)
+            data = b"".join(storage.read_bytes(piece_uri(self._work, split, shard, f, c)) for f, c, _ in ordered)
+            name = shard_name(split, shard, self._shards.num_shards)
+            storage.write_bytes(storage.join(self._shards.directory, name), data)
+            count = sum(n for _, _, n in ordered)
+            write_pickle(storage.join(self._work, SHARD_RECORDS, f"{split}-{shard:05d}.pkl"), count)

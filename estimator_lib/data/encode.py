@@ -98,6 +98,17 @@ class ChunkResult:
     train_numbers: Dict[int, np.ndarray] = dataclasses.field(default_factory=dict)
     # Per split, the key hash of each example (uint64, aligned with `examples`): it picks the row's shard.
     hashes: Tuple[Any, ...] = ((), (), (), ())
+    # Rows written per split, once the rows themselves were taken out (`without_rows`).
+    written: Tuple[int, ...] = ()
+
+    def split_counts(self) -> List[int]:
+        """The good rows of each split."""
+        return list(self.written) if self.written else [len(e) for e in self.examples]
+
+    def without_rows(self) -> "ChunkResult":
+        """This result without its encoded rows (written elsewhere): statistics, counts and bad rows only."""
+        empty = tuple(() for _ in SPLITS)
+        return dataclasses.replace(self, examples=empty, hashes=empty, written=tuple(self.split_counts()))
 
 
 class BadValue(Exception):

@@ -141,6 +141,10 @@ class Passes:
 
     profile: ProfilePass
     encode: EncodePass
+    # Who writes prepare's shards: None, this process (`ShardWriters`, fed the encoded rows); else a factory
+    # (staging, splits, num_shards) -> writers with ShardWriters' interface, called before the encode pass, for
+    # an encode pass whose workers write the shards themselves (`data.beam`).
+    shard_writers: Optional[Callable[[str, List[str], int], Any]] = None
 
 
 def prepare(
@@ -291,7 +295,7 @@ def _prepare_into(
     parts = passes.encode(inputs, config, plan, facts, scans)
     fractions = (1.0, config.eval_fraction, config.test_fraction, config.valid_fraction)
     splits = [s for s, f in zip(SPLITS, fractions) if f > 0]
-    writers = ShardWriters(staging, splits, config.num_shards)
+    writers = (passes.shard_writers or ShardWriters)(staging, splits, config.num_shards)
     numbers: Dict[int, List[np.ndarray]] = {}
     totals = _encode(parts, plan, writers, QuarantineWriter(staging), profile.rows, config, "prepare", numbers)
     shard_records = writers.records

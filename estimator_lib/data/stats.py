@@ -57,8 +57,8 @@ class Totals:
         self.rows += part.rows
         self.bad += len(part.bad)
         self.labelled += part.labelled
-        for s in range(len(SPLITS)):
-            self.counts[s] += len(part.examples[s])
+        for s, written in enumerate(part.split_counts()):
+            self.counts[s] += written
             self.missing[s] = [a + b for a, b in zip(self.missing[s], part.missing[s])]
             self.class_counts[s].update(part.class_counts[s])
         for index, moments in part.numeric.items():

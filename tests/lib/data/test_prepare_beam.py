@@ -13,6 +13,7 @@ pytest.importorskip("apache_beam")
 from file_trees import tree  # noqa: E402
 from test_prepare import awkward_rows, write_csv  # noqa: E402
 
+from estimator_lib import storage  # noqa: E402
 from estimator_lib.config import ConfigError, PrepareConfig  # noqa: E402
 from estimator_lib.config.beam import BeamConfig, check_engine  # noqa: E402
 from estimator_lib.data.beam import beam_passes, prepare_on_beam  # noqa: E402
@@ -65,6 +66,30 @@ def test_jsonl_with_content_keys_and_repeated_rows_is_byte_identical(tmp_path):
     config = PrepareConfig(data=(str(tmp_path / "rows.jsonl"),), label="y", chunk_bytes=1024)
     here, there = both_engines(tmp_path, config)
     assert here == there
+
+
+@pytest.mark.slow  # about 40 s here: each pipeline starts two worker processes that import TensorFlow
+def test_worker_processes_write_the_shards_and_the_launcher_never_receives_a_row(tmp_path, monkeypatch):
+    rows = awkward_rows(200)
+    for i, row in enumerate(rows):
+        row[0] = f"marker-{i}"  # every encoded row holds its key; nothing else the launcher may read does
+    path = write_csv(tmp_path / "rows.csv", AWKWARD, rows)
+    config = PrepareConfig(data=(path,), label="label", key_column="id", chunk_bytes=2048, num_shards=3)
+    prepare(config, str(tmp_path / "inprocess"))
+    read_here = []  # what this process (the launcher) reads from the work directory
+    original = storage.read_bytes
+    monkeypatch.setattr(storage, "read_bytes", lambda uri: read_here.append(original(uri)) or read_here[-1])
+    prepare_on_beam(config, str(tmp_path / "beam"), BeamConfig(direct_num_workers=2))  # workers: subprocesses
+    assert len(read_here) > 10 and not any(b"marker-" in data for data in read_here)
+    here, there = tree(str(tmp_path / "inprocess")), tree(str(tmp_path / "beam"))
+    assert here == there and b"marker-199" in b"".join(v for k, v in there.items() if k.endswith(".tfrecord"))
+
+
+def test_the_launcher_refuses_encoded_rows_when_workers_write_the_shards(tmp_path):
+    with beam_passes(BeamConfig()) as passes:
+        writers = passes.shard_writers(str(tmp_path), ["train"], 2)
+    with pytest.raises(AssertionError, match="the launcher received 1 encoded train rows; with worker-written"):
+        writers.write("train", [b"row"])
 
 
 def test_scoring_encoding_is_byte_identical(tmp_path):
