@@ -2,24 +2,25 @@
 for `prepare.prepare` and `prepare.encode_for_scoring`): Beam's local runner in tests and local runs, Dataflow
 at scale. Runs on the Beam workers' CPUs; nothing here touches a TPU.
 
-Only the per-chunk work moves to Beam, through the same functions the in-process engine calls
-(`profile.profile_chunk`, `encode.encode_chunk`); `prepare.py` still decides the plan between the passes and
-merges the chunks' results in input order with the same writers. So the output is byte-identical to the
-in-process output: same chunks (each file is cut by `read.file_chunks` from its start, with the same
-`chunk_bytes`), same per-chunk results, merged in the same order.
+The per-chunk work and, for `prepare`, the writing of the shards run on Beam workers, through the same
+functions the in-process engine calls (`profile.profile_chunk`, `encode.encode_chunk`); `prepare.py` still
+decides the plan between the passes and merges the chunks' statistics. The output is byte-identical to the
+in-process output by construction: a row's shard comes from its key hash and a shard holds its rows in input
+order (`output.shard_of`), and the statistics are exact and order-independent (`combine`), so neither depends
+on which worker did what, or when (docs/scale.md).
 
-Each pass is one pipeline; only (file, chunk) references travel through Beam, the chunks themselves and the
-results go through the work directory (`temp_location` on Dataflow):
+Each pass is one pipeline; only references travel through Beam, the chunks, their pieces and the results go
+through the work directory (`temp_location` on Dataflow):
 
     pass 1: input files --Reshuffle--> cut a file into chunks, store each --Reshuffle--> profile a chunk
                                        (one worker per file: cutting is      (any worker)
                                         sequential)
-    pass 2: chunk references --Reshuffle--> encode a stored chunk with its pass-1 facts (any worker)
+    pass 2: chunk references --Reshuffle--> encode a stored chunk with its pass-1 facts, store its records
+            per (split, shard) (any worker) --GroupByKey(split, shard)--> write one shard (one worker each)
 
-The launcher reads the chunks' results back in input order and merges them (`Passes`). Files are cut in
-parallel with each other, chunks are profiled and encoded in parallel; what stays sequential is cutting one
-file into chunks, and, on the launcher, merging the per-chunk results and writing the shards (docs/scale.md).
-Pass 2 encodes the chunks pass 1 stored, so the input is read once.
+The launcher reads the chunks' results back in input order (statistics, counts and bad rows, never an encoded
+row) and merges them (`Passes`). Pass 2 encodes the chunks pass 1 stored, so the input is read once.
+`encode_for_scoring`'s shards (consecutive rows) are still written by the launcher.
 
 Errors keep their order: a `DataError` in a worker (a malformed record, bytes that are not UTF-8) is stored as
 that chunk's result and raised by the launcher when the merge reaches it, so the first error in input order
