@@ -204,8 +204,8 @@ class _Profile(_Pass):
 
 @dataclasses.dataclass(frozen=True)
 class ShardPlan:
-    """prepare's shards as the workers write them: `directory` is the staging directory with the DirectRunner
-    (the workers share this machine's disk), else a directory in the work directory."""
+    """prepare's shards as the workers write them, into `directory` in the work directory: never into staging,
+    where a worker killed while writing could leave a temporary file that would be published."""
 
     splits: Tuple[str, ...]
     num_shards: int
@@ -238,8 +238,11 @@ class WorkerShards:
                     open(local, "wb").close()
                     continue
                 self.records[name] = next(read_pickles([counted]))
-                if self._plan.directory != self._staging:
-                    storage.download_file(storage.join(self._plan.directory, name), local)
+                written = storage.join(self._plan.directory, name)
+                if storage.is_gcs(written):
+                    storage.download_file(written, local)
+                else:
+                    shutil.move(written, local)
 
 
 class _Encode(_Pass):
@@ -256,8 +259,7 @@ class _Encode(_Pass):
 
     def worker_shards(self, staging: str, splits: Sequence[str], num_shards: int) -> WorkerShards:
         """`Passes.shard_writers`: called by `prepare` before the pass runs."""
-        directory = staging if self._config.is_local else storage.join(self._work, SHARDS)
-        self._shards = ShardPlan(tuple(splits), num_shards, directory)
+        self._shards = ShardPlan(tuple(splits), num_shards, storage.join(self._work, SHARDS))
         return WorkerShards(self._shards, staging, self._work)
 
     def __call__(
