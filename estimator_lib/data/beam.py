@@ -32,6 +32,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import functools
 import os
 import pickle
 import shutil
@@ -65,6 +66,10 @@ try:  # the Beam engine needs the optional extra; the classes below are defined 
     from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 except ImportError:  # pragma: no cover - exercised only without the extra
     beam = None
+try:  # Beam's Dask runner needs dask and distributed (in the beam extra)
+    from apache_beam.runners.dask.dask_runner import DaskRunner
+except ImportError:  # pragma: no cover - exercised only without them
+    DaskRunner = None
 
 
 def require_beam() -> None:
@@ -75,16 +80,37 @@ def require_beam() -> None:
 
 
 # -- running a pipeline ---------------------------------------------------------------------------------------
-def run_pipeline(build: Callable[[Any], None], config: BeamConfig, purpose: str) -> None:
-    """Builds a pipeline with `build(pipeline)` and runs it to the end on `config`'s runner.
+@dataclasses.dataclass(frozen=True)
+class ClusterRunner:
+    """A Beam runner `BeamConfig` does not name, on a cluster of this machine's processes (tests, benchmarks):
+    `make()` gives the runner, `args` its options. The work directory is then local, as for the DirectRunner."""
+
+    make: Callable[[], Any]
+    args: Tuple[str, ...] = ()
+
+
+def dask_cluster(scheduler_address: str) -> ClusterRunner:
+    """Beam's Dask runner on the `dask.distributed` scheduler at `scheduler_address` (a `LocalCluster`'s)."""
+    if DaskRunner is None:
+        raise ImportError("Beam's Dask runner needs dask and distributed: pip install 'tpu-estimator-pipelines[beam]'")
+    return ClusterRunner(DaskRunner, (f"--dask_client_address={scheduler_address}",))
+
+
+def run_pipeline(
+    build: Callable[[Any], None], config: BeamConfig, purpose: str, cluster: Optional[ClusterRunner] = None
+) -> None:
+    """Builds a pipeline with `build(pipeline)` and runs it to the end on `config`'s runner (or `cluster`).
 
     The DirectRunner is Beam's FnApiRunner, which the DirectRunner itself picks for batch pipelines once Prism
     (a binary it would download at run time) is unavailable; naming it here skips that download attempt.
     """
     require_beam()
     options = PipelineOptions(config.pipeline_args(job_name(purpose)))
-    if config.is_local:
-        runner: Any = FnApiRunner()
+    if cluster is not None:
+        runner: Any = cluster.make()
+        options = PipelineOptions(list(cluster.args))
+    elif config.is_local:
+        runner = FnApiRunner()
     else:
         runner = config.runner
     pipeline = beam.Pipeline(runner=runner, options=options)
@@ -154,27 +180,28 @@ def prepare_on_beam(
     output_dir: str,
     beam_config: Optional[BeamConfig] = None,
     reference: Optional[Schema] = None,
+    cluster: Optional[ClusterRunner] = None,
 ) -> PrepareResult:
     """`prepare.prepare` (continuing `reference`, as there) with its passes on Apache Beam (None: the
-    DirectRunner on this machine); the same output."""
-    with beam_passes(beam_config or BeamConfig()) as passes:
+    DirectRunner on this machine; `cluster`: that runner, e.g. `dask_cluster(address)`); the same output."""
+    with beam_passes(beam_config or BeamConfig(), cluster) as passes:
         return prepare(config, output_dir, reference=reference, passes=passes)
 
 
 @contextlib.contextmanager
-def beam_passes(config: BeamConfig) -> Iterator[Passes]:
-    """Preparation's `Passes` on Beam, with a work directory for this run."""
+def beam_passes(config: BeamConfig, cluster: Optional[ClusterRunner] = None) -> Iterator[Passes]:
+    """Preparation's `Passes` on Beam (on `cluster` when given), with a work directory for this run."""
     require_beam()
     with work_directory(config, "prepare") as work:
-        encode = _Encode(config, work)
-        yield Passes(profile=_Profile(config, work), encode=encode, shard_writers=encode.worker_shards)
+        encode = _Encode(config, work, cluster)
+        yield Passes(profile=_Profile(config, work, cluster), encode=encode, shard_writers=encode.worker_shards)
 
 
 class _Pass:
     """One pass as a Beam pipeline on `config`'s runner, exchanging results through the work directory."""
 
-    def __init__(self, config: BeamConfig, work: str):
-        self._config, self._work = config, work
+    def __init__(self, config: BeamConfig, work: str, cluster: Optional[ClusterRunner] = None):
+        self._config, self._work, self._cluster = config, work, cluster
 
 
 class _Profile(_Pass):
@@ -192,7 +219,8 @@ class _Profile(_Pass):
         check_headers(inputs, config.chunk_bytes, header_check)
         cut = _CutFile(config.chunk_bytes, self._work)
         work = _ChunkWork(profile_chunk, init_profiler, plan, self._work, PROFILE)
-        run_pipeline(lambda p: _chunk_pipeline(p, list(enumerate(inputs)), cut, work), self._config, "prepare-profile")
+        build = functools.partial(_chunk_pipeline, files=list(enumerate(inputs)), expand=cut, work=work)
+        run_pipeline(build, self._config, "prepare-profile", self._cluster)
         for file_index in range(len(inputs)):
             count, scan, error = next(read_pickles([file_result_uri(self._work, CUTS, file_index)]))
             scans.append(scan)
@@ -253,8 +281,8 @@ class _Encode(_Pass):
     records are stored per (split, shard), only references are grouped by shard, and one worker writes each
     shard from its chunks' pieces in input order; the launcher gets each chunk's result without its rows."""
 
-    def __init__(self, config: BeamConfig, work: str):
-        super().__init__(config, work)
+    def __init__(self, config: BeamConfig, work: str, cluster: Optional[ClusterRunner] = None):
+        super().__init__(config, work, cluster)
         self._shards: Optional[ShardPlan] = None
 
     def worker_shards(self, staging: str, splits: Sequence[str], num_shards: int) -> WorkerShards:
@@ -279,11 +307,12 @@ class _Encode(_Pass):
         files = list(enumerate(counts))
         if self._shards is None:
             work = _EncodeChunk(encode_chunk, init_encoder, plan, self._work, ENCODE)
-            run_pipeline(lambda p: _chunk_pipeline(p, files, _ChunkRefs(), work), self._config, "prepare-encode")
+            build = functools.partial(_chunk_pipeline, files=files, expand=_ChunkRefs(), work=work)
         else:
             place = _EncodeAndPlace(encode_chunk, init_encoder, plan, self._work, ENCODE, self._shards)
             write = _WriteShard(self._shards, self._work)
-            run_pipeline(lambda p: _shard_pipeline(p, files, place, write), self._config, "prepare-encode")
+            build = functools.partial(_shard_pipeline, files=files, place=place, write=write)
+        run_pipeline(build, self._config, "prepare-encode", self._cluster)
         yield from _results(self._work, ENCODE, list(table))
 
 
