@@ -305,12 +305,13 @@ class _Encode(_Pass):
             counts[fact.file_index] += 1
         write_pickle(storage.join(self._work, FACTS), table)
         files = list(enumerate(counts))
-        if self._shards is None:
+        shards, self._shards = self._shards, None  # for this run only: a later scoring pass writes no shards
+        if shards is None:
             work = _EncodeChunk(encode_chunk, init_encoder, plan, self._work, ENCODE)
             build = functools.partial(_chunk_pipeline, files=files, expand=_ChunkRefs(), work=work)
         else:
-            place = _EncodeAndPlace(encode_chunk, init_encoder, plan, self._work, ENCODE, self._shards)
-            write = _WriteShard(self._shards, self._work)
+            place = _EncodeAndPlace(encode_chunk, init_encoder, plan, self._work, ENCODE, shards)
+            write = _WriteShard(shards, self._work)
             build = functools.partial(_shard_pipeline, files=files, place=place, write=write)
         run_pipeline(build, self._config, "prepare-encode", self._cluster)
         yield from _results(self._work, ENCODE, list(table))

@@ -154,13 +154,13 @@ def test_the_launcher_refuses_encoded_rows_when_workers_write_the_shards(tmp_pat
         writers.write("train", [b"row"])
 
 
-def test_scoring_encoding_is_byte_identical(tmp_path):
+def test_scoring_encoding_is_byte_identical_also_after_a_preparation_on_the_same_passes(tmp_path):
     d = default_dataset()
-    prepared = prepare(PrepareConfig(data=(d.path,), label=d.label), str(tmp_path / "prepared"))
     kwargs = dict(num_shards=2, chunk_bytes=2048)
-    encode_for_scoring(d.path, prepared.schema, str(tmp_path / "a"), **kwargs)
     with beam_passes(BeamConfig()) as passes:
+        prepared = prepare(PrepareConfig(data=(d.path,), label=d.label), str(tmp_path / "prepared"), passes=passes)
         encode_for_scoring(d.path, prepared.schema, str(tmp_path / "b"), passes=passes, **kwargs)
+    encode_for_scoring(d.path, prepared.schema, str(tmp_path / "a"), **kwargs)
     assert tree(str(tmp_path / "a")) == tree(str(tmp_path / "b"))
 
 
