@@ -15,9 +15,10 @@ wherever they are stored and however many workers run.
 optional, rows in input order) for batch prediction; its own pieces are in `score`.
 
 Who runs each pass's per-chunk work is a `Passes`: worker processes on this host (`IN_PROCESS`, the default),
-or Apache Beam pipelines (`estimator_lib.data.beam.beam_passes`, the "beam" engine). Everything else (the plan between
-the passes, merging in chunk order, writing shards, statistics and the manifest) is this module's, whichever
-runs the passes, so both engines give byte-identical outputs.
+or Apache Beam pipelines (`estimator_lib.data.beam.beam_passes`, the "beam" engine). Everything else (the plan
+between the passes, merging the chunks' statistics and bad rows, the schema and the manifest) is this module's,
+whichever runs the passes; the shards are written here, or by the Beam workers (`Passes.shard_writers`). A
+row's shard and every statistic are independent of processing order, so both engines give byte-identical outputs.
 """
 
 from __future__ import annotations
