@@ -2,24 +2,25 @@
 for `prepare.prepare` and `prepare.encode_for_scoring`): Beam's local runner in tests and local runs, Dataflow
 at scale. Runs on the Beam workers' CPUs; nothing here touches a TPU.
 
-Only the per-chunk work moves to Beam, through the same functions the in-process engine calls
-(`profile.profile_chunk`, `encode.encode_chunk`); `prepare.py` still decides the plan between the passes and
-merges the chunks' results in input order with the same writers. So the output is byte-identical to the
-in-process output: same chunks (each file is cut by `read.file_chunks` from its start, with the same
-`chunk_bytes`), same per-chunk results, merged in the same order.
+The per-chunk work and, for `prepare`, the writing of the shards run on Beam workers, through the same
+functions the in-process engine calls (`profile.profile_chunk`, `encode.encode_chunk`); `prepare.py` still
+decides the plan between the passes and merges the chunks' statistics. The output is byte-identical to the
+in-process output by construction: a row's shard comes from its key hash and a shard holds its rows in input
+order (`output.shard_of`), and the statistics are exact and order-independent (`combine`), so neither depends
+on which worker did what, or when (docs/scale.md).
 
-Each pass is one pipeline; only (file, chunk) references travel through Beam, the chunks themselves and the
-results go through the work directory (`temp_location` on Dataflow):
+Each pass is one pipeline; only references travel through Beam, the chunks, their pieces and the results go
+through the work directory (`temp_location` on Dataflow):
 
     pass 1: input files --Reshuffle--> cut a file into chunks, store each --Reshuffle--> profile a chunk
                                        (one worker per file: cutting is      (any worker)
                                         sequential)
-    pass 2: chunk references --Reshuffle--> encode a stored chunk with its pass-1 facts (any worker)
+    pass 2: chunk references --Reshuffle--> encode a stored chunk with its pass-1 facts, store its records
+            per (split, shard) (any worker) --GroupByKey(split, shard)--> write one shard (one worker each)
 
-The launcher reads the chunks' results back in input order and merges them (`Passes`). Files are cut in
-parallel with each other, chunks are profiled and encoded in parallel; what stays sequential is cutting one
-file into chunks, and, on the launcher, merging the per-chunk results and writing the shards (docs/scale.md).
-Pass 2 encodes the chunks pass 1 stored, so the input is read once.
+The launcher reads the chunks' results back in input order (statistics, counts and bad rows, never an encoded
+row) and merges them (`Passes`). Pass 2 encodes the chunks pass 1 stored, so the input is read once.
+`encode_for_scoring`'s shards (consecutive rows) are still written by the launcher.
 
 Errors keep their order: a `DataError` in a worker (a malformed record, bytes that are not UTF-8) is stored as
 that chunk's result and raised by the launcher when the merge reaches it, so the first error in input order
@@ -30,6 +31,8 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
+import functools
 import os
 import pickle
 import shutil
@@ -38,12 +41,16 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
+import numpy as np
+
 from estimator_lib import storage
 from estimator_lib.config import PrepareConfig
 from estimator_lib.config.beam import BeamConfig
-from estimator_lib.data.common import DataError
+from estimator_lib.data.combine import merge_all
+from estimator_lib.data.common import SPLITS, DataError
 from estimator_lib.data.encode import ChunkResult, ChunkTask, EncodePlan, encode_chunk
 from estimator_lib.data.encode import init_worker as init_encoder
+from estimator_lib.data.output import shard_name, shard_of
 from estimator_lib.data.prepare import ChunkFacts, Passes, PrepareResult, prepare
 from estimator_lib.data.profile import Profile, ProfilePlan, profile_chunk
 from estimator_lib.data.profile import init_worker as init_profiler
@@ -59,6 +66,10 @@ try:  # the Beam engine needs the optional extra; the classes below are defined 
     from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 except ImportError:  # pragma: no cover - exercised only without the extra
     beam = None
+try:  # Beam's Dask runner needs dask and distributed (in the beam extra)
+    from apache_beam.runners.dask.dask_runner import DaskRunner
+except ImportError:  # pragma: no cover - exercised only without them
+    DaskRunner = None
 
 
 def require_beam() -> None:
@@ -69,16 +80,37 @@ def require_beam() -> None:
 
 
 # -- running a pipeline ---------------------------------------------------------------------------------------
-def run_pipeline(build: Callable[[Any], None], config: BeamConfig, purpose: str) -> None:
-    """Builds a pipeline with `build(pipeline)` and runs it to the end on `config`'s runner.
+@dataclasses.dataclass(frozen=True)
+class ClusterRunner:
+    """A Beam runner `BeamConfig` does not name, on a cluster of this machine's processes (tests, benchmarks):
+    `make()` gives the runner, `args` its options. The work directory is then local, as for the DirectRunner."""
+
+    make: Callable[[], Any]
+    args: Tuple[str, ...] = ()
+
+
+def dask_cluster(scheduler_address: str) -> ClusterRunner:
+    """Beam's Dask runner on the `dask.distributed` scheduler at `scheduler_address` (a `LocalCluster`'s)."""
+    if DaskRunner is None:
+        raise ImportError("Beam's Dask runner needs dask and distributed: pip install 'tpu-estimator-pipelines[beam]'")
+    return ClusterRunner(DaskRunner, (f"--dask_client_address={scheduler_address}",))
+
+
+def run_pipeline(
+    build: Callable[[Any], None], config: BeamConfig, purpose: str, cluster: Optional[ClusterRunner] = None
+) -> None:
+    """Builds a pipeline with `build(pipeline)` and runs it to the end on `config`'s runner (or `cluster`).
 
     The DirectRunner is Beam's FnApiRunner, which the DirectRunner itself picks for batch pipelines once Prism
     (a binary it would download at run time) is unavailable; naming it here skips that download attempt.
     """
     require_beam()
     options = PipelineOptions(config.pipeline_args(job_name(purpose)))
-    if config.is_local:
-        runner: Any = FnApiRunner()
+    if cluster is not None:
+        runner: Any = cluster.make()
+        options = PipelineOptions(list(cluster.args))
+    elif config.is_local:
+        runner = FnApiRunner()
     else:
         runner = config.runner
     pipeline = beam.Pipeline(runner=runner, options=options)
@@ -140,6 +172,7 @@ def file_result_uri(work: str, stage: str, file_index: int) -> str:
 
 # -- the passes -----------------------------------------------------------------------------------------------
 CHUNKS, CUTS, PROFILE, ENCODE, FACTS = "chunks", "cut", "profile", "encode", "facts.pkl"
+PIECES, SHARDS, SHARD_RECORDS = "pieces", "shards", "shard-records"
 
 
 def prepare_on_beam(
@@ -147,26 +180,28 @@ def prepare_on_beam(
     output_dir: str,
     beam_config: Optional[BeamConfig] = None,
     reference: Optional[Schema] = None,
+    cluster: Optional[ClusterRunner] = None,
 ) -> PrepareResult:
     """`prepare.prepare` (continuing `reference`, as there) with its passes on Apache Beam (None: the
-    DirectRunner on this machine); the same output."""
-    with beam_passes(beam_config or BeamConfig()) as passes:
+    DirectRunner on this machine; `cluster`: that runner, e.g. `dask_cluster(address)`); the same output."""
+    with beam_passes(beam_config or BeamConfig(), cluster) as passes:
         return prepare(config, output_dir, reference=reference, passes=passes)
 
 
 @contextlib.contextmanager
-def beam_passes(config: BeamConfig) -> Iterator[Passes]:
-    """Preparation's `Passes` on Beam, with a work directory for this run."""
+def beam_passes(config: BeamConfig, cluster: Optional[ClusterRunner] = None) -> Iterator[Passes]:
+    """Preparation's `Passes` on Beam (on `cluster` when given), with a work directory for this run."""
     require_beam()
     with work_directory(config, "prepare") as work:
-        yield Passes(profile=_Profile(config, work), encode=_Encode(config, work))
+        encode = _Encode(config, work, cluster)
+        yield Passes(profile=_Profile(config, work, cluster), encode=encode, shard_writers=encode.worker_shards)
 
 
 class _Pass:
     """One pass as a Beam pipeline on `config`'s runner, exchanging results through the work directory."""
 
-    def __init__(self, config: BeamConfig, work: str):
-        self._config, self._work = config, work
+    def __init__(self, config: BeamConfig, work: str, cluster: Optional[ClusterRunner] = None):
+        self._config, self._work, self._cluster = config, work, cluster
 
 
 class _Profile(_Pass):
@@ -184,7 +219,8 @@ class _Profile(_Pass):
         check_headers(inputs, config.chunk_bytes, header_check)
         cut = _CutFile(config.chunk_bytes, self._work)
         work = _ChunkWork(profile_chunk, init_profiler, plan, self._work, PROFILE)
-        run_pipeline(lambda p: _chunk_pipeline(p, list(enumerate(inputs)), cut, work), self._config, "prepare-profile")
+        build = functools.partial(_chunk_pipeline, files=list(enumerate(inputs)), expand=cut, work=work)
+        run_pipeline(build, self._config, "prepare-profile", self._cluster)
         for file_index in range(len(inputs)):
             count, scan, error = next(read_pickles([file_result_uri(self._work, CUTS, file_index)]))
             scans.append(scan)
@@ -194,9 +230,65 @@ class _Profile(_Pass):
                 raise error
 
 
+@dataclasses.dataclass(frozen=True)
+class ShardPlan:
+    """prepare's shards as the workers write them, into `directory` in the work directory: never into staging,
+    where a worker killed while writing could leave a temporary file that would be published."""
+
+    splits: Tuple[str, ...]
+    num_shards: int
+    directory: str
+
+
+class WorkerShards:
+    """`ShardWriters`' interface for shards the encode pass's workers write (`_WriteShard`): the launcher never
+    receives an encoded row (`write` refuses one); `close` brings the shards into staging (an empty file for a
+    shard without rows, as `ShardWriters` leaves) and reads their record counts."""
+
+    def __init__(self, plan: ShardPlan, staging: str, work: str):
+        self._plan, self._staging, self._work = plan, staging, work
+        self.names = {s: [shard_name(s, k, plan.num_shards) for k in range(plan.num_shards)] for s in plan.splits}
+        self.records = {name: 0 for names in self.names.values() for name in names}
+        for split in plan.splits:
+            os.makedirs(os.path.join(staging, split), exist_ok=True)
+
+    def write(self, split: str, framed: List[bytes], key_hashes: Any = None) -> None:
+        raise AssertionError(
+            f"the launcher received {len(framed)} encoded {split} rows; with worker-written shards it gets none"
+        )
+
+    def close(self) -> None:
+        for split, names in self.names.items():
+            for k, name in enumerate(names):
+                counted = storage.join(self._work, SHARD_RECORDS, f"{split}-{k:05d}.pkl")
+                local = os.path.join(self._staging, name)
+                if not storage.exists(counted):  # no rows (or the pass failed): an empty shard
+                    open(local, "wb").close()
+                    continue
+                self.records[name] = next(read_pickles([counted]))
+                written = storage.join(self._plan.directory, name)
+                if storage.is_gcs(written):
+                    storage.download_file(written, local)
+                else:
+                    shutil.move(written, local)
+
+
 class _Encode(_Pass):
     """Pass 2: the chunks pass 1 stored, each with its pass-1 facts, encoded (any worker). The input is read
-    once: an input file that changes during the run cannot mix two versions into the output."""
+    once: an input file that changes during the run cannot mix two versions into the output.
+
+    For `prepare` (once `worker_shards` was called) the workers also write the shards: each encoded chunk's
+    records are stored per (split, shard), only references are grouped by shard, and one worker writes each
+    shard from its chunks' pieces in input order; the launcher gets each chunk's result without its rows."""
+
+    def __init__(self, config: BeamConfig, work: str, cluster: Optional[ClusterRunner] = None):
+        super().__init__(config, work, cluster)
+        self._shards: Optional[ShardPlan] = None
+
+    def worker_shards(self, staging: str, splits: Sequence[str], num_shards: int) -> WorkerShards:
+        """`Passes.shard_writers`: called by `prepare` before the pass runs."""
+        self._shards = ShardPlan(tuple(splits), num_shards, storage.join(self._work, SHARDS))
+        return WorkerShards(self._shards, staging, self._work)
 
     def __call__(
         self,
@@ -212,10 +304,16 @@ class _Encode(_Pass):
             table[(fact.file_index, counts[fact.file_index])] = (fact.first_row, fact.duplicates, fact.occurrences)
             counts[fact.file_index] += 1
         write_pickle(storage.join(self._work, FACTS), table)
-        work = _EncodeChunk(encode_chunk, init_encoder, plan, self._work, ENCODE)
-        run_pipeline(
-            lambda p: _chunk_pipeline(p, list(enumerate(counts)), _ChunkRefs(), work), self._config, "prepare-encode"
-        )
+        files = list(enumerate(counts))
+        shards, self._shards = self._shards, None  # for this run only: a later scoring pass writes no shards
+        if shards is None:
+            work = _EncodeChunk(encode_chunk, init_encoder, plan, self._work, ENCODE)
+            build = functools.partial(_chunk_pipeline, files=files, expand=_ChunkRefs(), work=work)
+        else:
+            place = _EncodeAndPlace(encode_chunk, init_encoder, plan, self._work, ENCODE, shards)
+            write = _WriteShard(shards, self._work)
+            build = functools.partial(_shard_pipeline, files=files, place=place, write=write)
+        run_pipeline(build, self._config, "prepare-encode", self._cluster)
         yield from _results(self._work, ENCODE, list(table))
 
 
@@ -246,6 +344,33 @@ def _chunk_pipeline(pipeline: Any, files: List[Tuple[int, Any]], expand: Any, wo
         | "SpreadChunks" >> beam.Reshuffle()
         | "Work" >> beam.ParDo(work)
     )
+
+
+def _shard_pipeline(pipeline: Any, files: List[Tuple[int, int]], place: Any, write: Any) -> None:
+    """chunk references --Reshuffle--> encode each chunk, store its pieces --GroupByKey(split, shard)--> write
+    each shard (one worker per shard)."""
+    _ = (
+        pipeline
+        | "Files" >> beam.Create(files)
+        | "Chunks" >> beam.ParDo(_ChunkRefs())
+        | "SpreadChunks" >> beam.Reshuffle()
+        | "EncodeAndPlace" >> beam.ParDo(place)
+        | "GroupByShard" >> beam.GroupByKey()
+        | "WriteShard" >> beam.ParDo(write)
+    )
+
+
+def piece_uri(work: str, split: str, shard: int, file_index: int, chunk: int) -> str:
+    """Where a chunk's framed records for one shard wait for the shard's writer."""
+    return storage.join(work, PIECES, f"{split}-{shard:05d}", f"{file_index:06d}-{chunk:09d}.bin")
+
+
+def _pieces(result: ChunkResult, num_shards: int) -> Iterator[Tuple[str, int, List[bytes]]]:
+    """(split, shard, framed records in input order) of every non-empty piece of an encoded chunk."""
+    for s, split in enumerate(SPLITS):
+        shards = shard_of(result.hashes[s], num_shards)
+        for k in np.unique(shards).tolist():
+            yield split, k, [result.examples[s][i] for i in np.flatnonzero(shards == k).tolist()]
 
 
 def _results(work: str, stage: str, refs: List[Tuple[int, int]]) -> Iterator[Any]:
@@ -285,6 +410,26 @@ if beam is not None:
             for chunk in range(count):
                 yield file_index, chunk
 
+    class MergeCombineFn(beam.CombineFn):
+        """A `data.combine` accumulator as Beam's CombineFn: each input is already a partial accumulator (a
+        worker's `NumericStats.of(values)`, say), merged with `merge`; `empty()` is the merge's identity. The
+        merges are exact and commutative, so the result does not depend on how Beam groups or orders them."""
+
+        def __init__(self, empty: Callable[[], Any]):
+            self._empty = empty
+
+        def create_accumulator(self) -> Any:
+            return self._empty()
+
+        def add_input(self, accumulator: Any, part: Any) -> Any:
+            return accumulator.merge(part)
+
+        def merge_accumulators(self, accumulators: Iterable[Any]) -> Any:
+            return merge_all(accumulators)
+
+        def extract_output(self, accumulator: Any) -> Any:
+            return accumulator
+
     class _ChunkWork(beam.DoFn):
         """(file index, chunk number) -> `fn(task)` (or the `DataError` it raised), written to the work
         directory. `init(plan)` runs once per DoFn instance, as `init_worker` does in a worker process."""
@@ -322,3 +467,40 @@ if beam is not None:
             )
             first_row, duplicates, occurrences = self._facts[(file_index, chunk)]
             return ChunkTask(text, first_row, duplicates, occurrences, profile.key_hashes[0])
+
+    class _EncodeAndPlace(_EncodeChunk):
+        """Pass 2 for worker-written shards: (file index, chunk) -> its records stored per (split, shard), and
+        ((split, shard), (file index, chunk, records)) per piece; the chunk's result is stored without its
+        rows (or the `DataError`, and no piece)."""
+
+        def __init__(self, fn, init, plan, work: str, stage: str, shards: ShardPlan):
+            super().__init__(fn, init, plan, work, stage)
+            self._shards = shards
+
+        def process(self, element: Tuple[int, int]) -> Iterator[Tuple[Tuple[str, int], Tuple[int, int, int]]]:
+            file_index, chunk = element
+            try:
+                result = self._fn(self._task(file_index, chunk))
+            except DataError as e:
+                write_pickle(chunk_result_uri(self._work, self._stage, file_index, chunk), e)
+                return
+            for split, shard, framed in _pieces(result, self._shards.num_shards):
+                storage.write_bytes(piece_uri(self._work, split, shard, file_index, chunk), b"".join(framed))
+                yield (split, shard), (file_index, chunk, len(framed))
+            write_pickle(chunk_result_uri(self._work, self._stage, file_index, chunk), result.without_rows())
+
+    class _WriteShard(beam.DoFn):
+        """((split, shard), pieces) -> the shard's file: its pieces in input order (file, then chunk), written
+        at once under a temporary name and renamed, so a shard is whole or absent; then its record count."""
+
+        def __init__(self, shards: ShardPlan, work: str):
+            self._shards, self._work = shards, work
+
+        def process(self, element: Tuple[Tuple[str, int], Iterable[Tuple[int, int, int]]]) -> None:
+            (split, shard), pieces = element
+            ordered = sorted(pieces)
+            data = b"".join(storage.read_bytes(piece_uri(self._work, split, shard, f, c)) for f, c, _ in ordered)
+            name = shard_name(split, shard, self._shards.num_shards)
+            storage.write_bytes(storage.join(self._shards.directory, name), data)
+            count = sum(n for _, _, n in ordered)
+            write_pickle(storage.join(self._work, SHARD_RECORDS, f"{split}-{shard:05d}.pkl"), count)

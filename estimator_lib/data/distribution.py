@@ -15,6 +15,9 @@ Memory stays bounded whatever the split's size: the numeric statistics hold at m
 feature. A larger split's numeric statistics come from an evenly spaced sample (every k-th record in shard
 order, k = ceil(rows / SAMPLE_ROWS), recorded as `sample_every`: every k-th present value, the first one
 included); row, missing and category counts always cover every record.
+
+The statistics do not depend on the order of the records: mean and standard deviation are exact and rounded
+once (`combine.NumericStats`), percentiles come from the sorted values.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
+from estimator_lib.data.combine import NumericStats
 from estimator_lib.schema import NUMERIC, Schema
 
 PROFILE = "profile.json"
@@ -80,13 +84,12 @@ def profile_values(
     categories: Dict[int, collections.Counter],
     missing: Sequence[int],
     rows: int,
-    num_shards: int,
 ) -> Optional[Dict[str, Any]]:
     """`profile_split` of a split of `rows` records from what was written into it, without reading it back.
 
     Args:
-      numbers: {feature index: '<f4' [rows]} each record's value, NaN where missing, in input order (the
-        shards hold record i in shard i % num_shards); None when they were not gathered.
+      numbers: {feature index: '<f4' [rows]} each record's value, NaN where missing, in any order; None when
+        they were not gathered.
       categories: {feature index: Counter} of the present values; missing: per feature, the records without one.
 
     Returns None when the numbers were not gathered, the split needs a sample (more than `SAMPLE_ROWS` rows)
@@ -105,8 +108,7 @@ def profile_values(
             values = numbers.get(index, np.zeros(0, np.float32))
             if len(values) != rows:
                 raise AssertionError(f"profile: {len(values)} values of {f.name!r} gathered, not the {rows} written")
-            in_shard_order = np.concatenate([values[k::num_shards] for k in range(num_shards)])
-            present = in_shard_order[~np.isnan(in_shard_order)]
+            present = values[~np.isnan(values)]
             features[f.name] = _numeric(present.astype(np.float64), rows - len(present), rows, 1)
         else:
             counts = collections.Counter({v.encode("utf-8"): n for v, n in categories[index].items()})
@@ -122,9 +124,10 @@ def _numeric(present: np.ndarray, missing: int, rows: int, every: int) -> Dict[s
     if every > 1:
         out["sample_every"] = every
     if present.size:
+        stats = NumericStats.of(present)
         out.update(
-            mean=float(present.mean()),
-            std=float(present.std()),
+            mean=stats.mean,
+            std=stats.std,
             percentiles=[float(v) for v in np.percentile(present, np.arange(101))],
         )
     return out

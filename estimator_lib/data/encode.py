@@ -19,7 +19,8 @@ import numpy as np
 import pyarrow as pa
 
 from estimator_lib.data import arrow_csv, numbers, records, wire
-from estimator_lib.data.common import SPLITS, Moments, derived_key, split_index, split_indices, where
+from estimator_lib.data.combine import NumericStats
+from estimator_lib.data.common import SPLITS, derived_key, split_index, split_indices, where
 from estimator_lib.data.parallel import WorkerPlan
 from estimator_lib.data.read import CSV, BadRecord, Chunk, csv_records, csv_rows, raw_row, row_values
 from estimator_lib.data.read import records as read_records
@@ -88,13 +89,26 @@ class ChunkResult:
     examples: Tuple[List[bytes], ...] = ((), (), (), ())  # type: ignore[assignment]
     bad: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
     missing: List[List[int]] = dataclasses.field(default_factory=list)  # [split][feature index]
-    numeric: Dict[int, Moments] = dataclasses.field(default_factory=dict)  # training rows
+    numeric: Dict[int, NumericStats] = dataclasses.field(default_factory=dict)  # training rows
     categories: Dict[int, collections.Counter] = dataclasses.field(default_factory=dict)  # training rows
     class_counts: List[collections.Counter] = dataclasses.field(default_factory=list)  # [split]
-    label_moments: Moments = dataclasses.field(default_factory=Moments)  # training rows, regression
+    label_moments: NumericStats = dataclasses.field(default_factory=NumericStats)  # training rows, regression
     labelled: int = 0  # good rows with a label (all of them unless the label is optional)
     # With plan.train_numbers: {feature index: '<f4' [training rows]}, each written row's value, NaN if missing.
     train_numbers: Dict[int, np.ndarray] = dataclasses.field(default_factory=dict)
+    # Per split, the key hash of each example (uint64, aligned with `examples`): it picks the row's shard.
+    hashes: Tuple[Any, ...] = ((), (), (), ())
+    # Rows written per split, once the rows themselves were taken out (`without_rows`).
+    written: Tuple[int, ...] = ()
+
+    def split_counts(self) -> List[int]:
+        """The good rows of each split."""
+        return list(self.written) if self.written else [len(e) for e in self.examples]
+
+    def without_rows(self) -> "ChunkResult":
+        """This result without its encoded rows (written elsewhere): statistics, counts and bad rows only."""
+        empty = tuple(() for _ in SPLITS)
+        return dataclasses.replace(self, examples=empty, hashes=empty, written=tuple(self.split_counts()))
 
 
 class BadValue(Exception):
@@ -115,6 +129,7 @@ def encode_chunk(task: ChunkTask) -> ChunkResult:
     plan = _PLAN.get()
     out = _encode_csv(task, plan) if task.chunk.fmt == CSV else _encode_rows(task, plan)
     out.examples = tuple(frame(e) for e in out.examples)
+    out.hashes = tuple(np.asarray(h, dtype=np.uint64) for h in out.hashes)
     return out
 
 
@@ -135,6 +150,7 @@ def _encode_rows(task: ChunkTask, plan: EncodePlan) -> ChunkResult:
             _check_against_records(typed, key, serialized, plan, chunk, line)
             checked = True
         out.examples[split].append(serialized)
+        out.hashes[split].append(int(task.key_hashes[offset]))
         _tally(out, typed, split, plan, collected)
     _finish_numeric(out, collected, plan)
     return out
@@ -224,7 +240,9 @@ def _encode_csv(task: ChunkTask, plan: EncodePlan) -> ChunkResult:
         first = int(rows[0])
         _check_against_records(columns.typed(first, plan), keys[first], serialized[first], plan, chunk, lines[first])
     for s in range(len(SPLITS)):
-        out.examples[s].extend(serialized[i] for i in rows[splits[rows] == s].tolist())
+        mine = rows[splits[rows] == s]
+        out.examples[s].extend(serialized[i] for i in mine.tolist())
+        out.hashes = out.hashes[:s] + (task.key_hashes[mine],) + out.hashes[s + 1 :]
     return out
 
 
@@ -389,7 +407,7 @@ def _finish_csv(out: ChunkResult, columns: _Columns, splits: np.ndarray, good: n
             out.categories[f.index].update(itertools.compress(columns.texts[f.index], (train & present).tolist()))
     numeric = [f.index for f in plan.features if f.kind == NUMERIC]
     trained = [columns.numbers[i][train & columns.present[i]] for i in numeric]
-    out.numeric.update(zip(numeric, Moments.of_arrays(trained)))
+    out.numeric.update(zip(numeric, map(NumericStats.of, trained)))
     labelled = good & columns.labelled
     out.labelled = int(np.count_nonzero(labelled))
     if plan.task == CLASSIFICATION:
@@ -397,13 +415,14 @@ def _finish_csv(out: ChunkResult, columns: _Columns, splits: np.ndarray, good: n
             counts = np.bincount(columns.label[labelled & (splits == s)], minlength=len(plan.classes)).tolist()
             out.class_counts[s].update({c: n for c, n in enumerate(counts) if n})
     else:
-        out.label_moments = Moments.of_array(columns.label[labelled & train])
+        out.label_moments = NumericStats.of(columns.label[labelled & train])
 
 
 def _empty_result(plan: EncodePlan) -> ChunkResult:
     n = len(plan.features)
     return ChunkResult(
         examples=tuple([] for _ in SPLITS),
+        hashes=tuple([] for _ in SPLITS),
         missing=[[0] * n for _ in SPLITS],
         categories={f.index: collections.Counter() for f in plan.features if f.kind != NUMERIC},
         class_counts=[collections.Counter() for _ in SPLITS],
@@ -546,12 +565,14 @@ def _tally(out: ChunkResult, typed: List[Any], split: int, plan: EncodePlan, col
 def _finish_numeric(out: ChunkResult, collected: List[List[Any]], plan: EncodePlan) -> None:
     for f in plan.features:
         if f.kind == NUMERIC:
-            out.numeric[f.index] = Moments.of([row[f.index] for row in collected if row[f.index] is not None])
+            out.numeric[f.index] = NumericStats.of(
+                np.array([row[f.index] for row in collected if row[f.index] is not None])
+            )
             if plan.train_numbers:
                 column = [np.nan if row[f.index] is None else row[f.index] for row in collected]
                 out.train_numbers[f.index] = _float32(np.array(column, dtype=np.float64))
     if plan.task != CLASSIFICATION:
-        out.label_moments = Moments.of([row[-1] for row in collected if row[-1] is not None])
+        out.label_moments = NumericStats.of(np.array([row[-1] for row in collected if row[-1] is not None]))
 
 
 def _float32(values: np.ndarray) -> np.ndarray:

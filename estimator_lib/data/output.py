@@ -5,8 +5,9 @@ Layout (relative to the output directory):
   train/part-00000-of-00002.tfrecord ...   eval/...   valid/... (when valid_fraction > 0)   test/... (when
   test_fraction > 0)
   schema.json  manifest.json  quarantine.jsonl (only when rows were quarantined)
-Rows go to a split's shards round-robin in input order, so shards are balanced and their bytes depend only
-on the input. Nothing fingerprinted holds a time stamp or a local path.
+A row's shard comes from its key hash (`shard_of`), and each shard holds its rows in input order (file, then
+line): where a row goes depends on the row alone, so workers can write shards without knowing the global order,
+and a shard's bytes depend only on the input. Nothing fingerprinted holds a time stamp or a local path.
 """
 
 from __future__ import annotations
@@ -16,9 +17,19 @@ import json
 import os
 from typing import Any, Dict, List, Sequence
 
+import numpy as np
+
 MANIFEST = "manifest.json"
 SCHEMA = "schema.json"
 QUARANTINE = "quarantine.jsonl"
+
+
+def shard_of(key_hashes: np.ndarray, num_shards: int) -> np.ndarray:
+    """The shard (int64 in [0, num_shards)) of rows with these uint64 key hashes: the low 32 bits scaled to
+    the shard count. The split comes from the high bits (`common.split_index`), so shards of every split are
+    balanced."""
+    low = np.asarray(key_hashes, dtype=np.uint64) & np.uint64(0xFFFFFFFF)
+    return ((low * np.uint64(num_shards)) >> np.uint64(32)).astype(np.int64)
 
 
 def shard_name(split: str, shard: int, num_shards: int) -> str:
@@ -26,8 +37,8 @@ def shard_name(split: str, shard: int, num_shards: int) -> str:
 
 
 class ShardWriters:
-    """Round-robin TFRecord shards for each split (a host-side, local-disk step). Records arrive framed
-    (`tfrecord.frame`), so each chunk's records for one shard are one file write."""
+    """TFRecord shards for each split, a row's shard from its key hash (a host-side, local-disk step). Records
+    arrive framed (`tfrecord.frame`) in input order, so each chunk's records for one shard are one file write."""
 
     def __init__(self, staging: str, splits: Sequence[str], num_shards: int):
         self.names = {s: [shard_name(s, i, num_shards) for i in range(num_shards)] for s in splits}
@@ -35,16 +46,15 @@ class ShardWriters:
             os.makedirs(os.path.join(staging, split), exist_ok=True)
         self._files = {s: [open(os.path.join(staging, n), "wb") for n in names] for s, names in self.names.items()}
         self.records = {name: 0 for names in self.names.values() for name in names}
-        self._written = {s: 0 for s in splits}
 
-    def write(self, split: str, framed: List[bytes]) -> None:
+    def write(self, split: str, framed: List[bytes], key_hashes: np.ndarray) -> None:
+        """Appends `framed` records (in input order) to their shards, `key_hashes[i]` being record i's."""
         files, names = self._files[split], self.names[split]
-        start = self._written[split]
-        for k, (f, name) in enumerate(zip(files, names)):
-            mine = framed[(k - start) % len(files) :: len(files)]  # the shard of record i is (start + i) % shards
-            f.write(b"".join(mine))
-            self.records[name] += len(mine)
-        self._written[split] = start + len(framed)
+        shards = shard_of(key_hashes, len(files))
+        for k in np.unique(shards).tolist():
+            mine = np.flatnonzero(shards == k).tolist()
+            files[k].write(b"".join(framed[i] for i in mine))
+            self.records[names[k]] += len(mine)
 
     def close(self) -> None:
         for files in self._files.values():
@@ -69,7 +79,8 @@ class ConsecutiveShards:
         self.records = {name: 0 for name in self.names}
         self._written = 0
 
-    def write(self, split: str, framed: List[bytes]) -> None:
+    def write(self, split: str, framed: List[bytes], key_hashes: Any = None) -> None:
+        """Appends `framed` records in input order (`key_hashes`, for `ShardWriters`' interface, is unused)."""
         if split != self.split:
             raise AssertionError(f"scoring rows must all land in split {self.split!r}, got one for {split!r}")
         shards = len(self._files)

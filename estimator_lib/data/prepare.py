@@ -15,9 +15,10 @@ wherever they are stored and however many workers run.
 optional, rows in input order) for batch prediction; its own pieces are in `score`.
 
 Who runs each pass's per-chunk work is a `Passes`: worker processes on this host (`IN_PROCESS`, the default),
-or Apache Beam pipelines (`estimator_lib.data.beam.beam_passes`, the "beam" engine). Everything else (the plan between
-the passes, merging in chunk order, writing shards, statistics and the manifest) is this module's, whichever
-runs the passes, so both engines give byte-identical outputs.
+or Apache Beam pipelines (`estimator_lib.data.beam.beam_passes`, the "beam" engine). Everything else (the plan
+between the passes, merging the chunks' statistics and bad rows, the schema and the manifest) is this module's,
+whichever runs the passes; the shards are written here, or by the Beam workers (`Passes.shard_writers`). A
+row's shard and every statistic are independent of processing order, so both engines give byte-identical outputs.
 """
 
 from __future__ import annotations
@@ -68,7 +69,9 @@ __all__ = [
     "prepare",
 ]
 
-FORMAT_VERSION = 1
+# 2: a row's shard comes from its key hash (`output.shard_of`), statistics are exact (`combine`); 1: rows went to
+# shards round-robin in input order. Both read the same way (`part-*.tfrecord`).
+FORMAT_VERSION = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,6 +142,10 @@ class Passes:
 
     profile: ProfilePass
     encode: EncodePass
+    # Who writes prepare's shards: None, this process (`ShardWriters`, fed the encoded rows); else a factory
+    # (staging, splits, num_shards) -> writers with ShardWriters' interface, called before the encode pass, for
+    # an encode pass whose workers write the shards themselves (`data.beam`).
+    shard_writers: Optional[Callable[[str, List[str], int], Any]] = None
 
 
 def prepare(
@@ -289,7 +296,7 @@ def _prepare_into(
     parts = passes.encode(inputs, config, plan, facts, scans)
     fractions = (1.0, config.eval_fraction, config.test_fraction, config.valid_fraction)
     splits = [s for s, f in zip(SPLITS, fractions) if f > 0]
-    writers = ShardWriters(staging, splits, config.num_shards)
+    writers = (passes.shard_writers or ShardWriters)(staging, splits, config.num_shards)
     numbers: Dict[int, List[np.ndarray]] = {}
     totals = _encode(parts, plan, writers, QuarantineWriter(staging), profile.rows, config, "prepare", numbers)
     shard_records = writers.records
@@ -340,7 +347,7 @@ def _training_profile(
     """profile.json: from the values the workers encoded when they suffice, else read back from the shards."""
     gathered = {i: np.concatenate(parts) for i, parts in numbers.items()} if plan.train_numbers else None
     rows = totals.counts[0]
-    found = profile_values(schema, gathered, totals.categories, totals.missing[0], rows, len(writers.names[TRAIN]))
+    found = profile_values(schema, gathered, totals.categories, totals.missing[0], rows)
     if found is not None:
         return found
     return profile_split([os.path.join(staging, name) for name in writers.names[TRAIN]], schema, rows)
@@ -545,7 +552,7 @@ def _encode(
             _handle_bad(part, quarantine, totals.bad, total_rows, config)
             for s, split in enumerate(SPLITS):
                 if part.examples[s]:
-                    writers.write(split, part.examples[s])
+                    writers.write(split, part.examples[s], part.hashes[s])
             totals.add(part)
             for index, values in part.train_numbers.items():
                 train_numbers.setdefault(index, []).append(values)  # type: ignore[union-attr]

@@ -1,4 +1,9 @@
-"""After pass 2: merge the chunks' partial statistics (in input order) and build the final schema.
+"""After pass 2: merge the chunks' partial statistics and build the final schema.
+
+The numeric statistics are exact and order-independent (`combine.NumericStats`): any split of the rows into
+chunks, merged in any order, gives the same bits. Counts and vocabulary counts are sums, so they are too, up to
+`Totals.max_categories` distinct values of a column; beyond that the counter keeps its most frequent half as
+chunks arrive (`_bounded`), which depends on the merge order.
 
 Everything here comes from the training split's good rows only: numeric mean/std/min/max and missing counts,
 categorical vocabularies (most frequent first, ties by text, capped at `max_vocabulary_size`), regression label
@@ -18,7 +23,8 @@ import dataclasses
 from typing import Any, Dict, List, Optional, Tuple
 
 from estimator_lib.config import PrepareConfig
-from estimator_lib.data.common import SPLITS, DataError, Moments
+from estimator_lib.data.combine import NumericStats
+from estimator_lib.data.common import SPLITS, DataError
 from estimator_lib.data.encode import ChunkResult
 from estimator_lib.data.plan import Decisions
 from estimator_lib.schema import CLASSIFICATION, NUMERIC, REGRESSION, FeatureSpec, LabelSpec, Schema
@@ -34,10 +40,10 @@ class Totals:
     bad: int = 0
     counts: List[int] = dataclasses.field(default_factory=lambda: [0] * len(SPLITS))
     missing: List[List[int]] = dataclasses.field(default_factory=list)
-    numeric: Dict[int, Moments] = dataclasses.field(default_factory=dict)
+    numeric: Dict[int, NumericStats] = dataclasses.field(default_factory=dict)
     categories: Dict[int, collections.Counter] = dataclasses.field(default_factory=dict)
     class_counts: List[collections.Counter] = dataclasses.field(default_factory=list)
-    label_moments: Moments = dataclasses.field(default_factory=Moments)
+    label_moments: NumericStats = dataclasses.field(default_factory=NumericStats)
     labelled: int = 0
     # Per categorical feature, the most distinct values its counter held before `_bounded` halved it: a floor
     # of the column's distinct values (absent while the counter holds every value seen, an exact count).
@@ -51,12 +57,12 @@ class Totals:
         self.rows += part.rows
         self.bad += len(part.bad)
         self.labelled += part.labelled
-        for s in range(len(SPLITS)):
-            self.counts[s] += len(part.examples[s])
+        for s, written in enumerate(part.split_counts()):
+            self.counts[s] += written
             self.missing[s] = [a + b for a, b in zip(self.missing[s], part.missing[s])]
             self.class_counts[s].update(part.class_counts[s])
         for index, moments in part.numeric.items():
-            self.numeric[index] = self.numeric.get(index, Moments()).merge(moments)
+            self.numeric[index] = self.numeric.get(index, NumericStats()).merge(moments)
         for index, counter in part.categories.items():
             merged = self.categories.get(index, collections.Counter()) + counter
             if len(merged) > self.max_categories:
@@ -85,7 +91,7 @@ def build_schema(decisions: Decisions, totals: Totals, config: "PrepareConfig") 
 def _feature(f: FeatureSpec, index: int, decisions: Decisions, totals: Totals, config: "PrepareConfig") -> FeatureSpec:
     missing = totals.missing[0][index]
     if f.kind == NUMERIC:
-        fitted = _numeric(f, totals.numeric.get(index, Moments()), missing)
+        fitted = _numeric(f, totals.numeric.get(index, NumericStats()), missing)
         if decisions.reference is None or config.refit_normalization:
             return fitted
         return dataclasses.replace(fitted, mean=f.mean, std=f.std)
@@ -104,7 +110,7 @@ def _given_vocabulary(f: FeatureSpec, decisions: Decisions) -> bool:
     return decisions.reference is None and decisions.supplied is not None and bool(f.vocabulary)
 
 
-def _numeric(f: FeatureSpec, m: Moments, missing: int) -> FeatureSpec:
+def _numeric(f: FeatureSpec, m: NumericStats, missing: int) -> FeatureSpec:
     if m.count == 0:
         return dataclasses.replace(f, mean=0.0, std=1.0, min=0.0, max=0.0, missing_count=missing)
     std = m.std if m.std > 0 else 1.0  # a constant column: std 1 keeps normalisation finite

@@ -81,9 +81,14 @@ def _encoded_alike(tasks, plan) -> int:
     bad = 0
     for task in tasks:
         columns, rows = encode._encode_csv(task, plan), encode._encode_rows(task, plan)
-        assert dataclasses.asdict(columns) == dataclasses.asdict(rows), task.chunk.first_line
+        assert _plain(columns) == _plain(rows), task.chunk.first_line
         bad += len(rows.bad)
     return bad
+
+
+def _plain(result: encode.ChunkResult) -> dict:
+    """A chunk's result as comparable values: the key hashes (an array or a list) as lists."""
+    return dataclasses.asdict(dataclasses.replace(result, hashes=tuple(list(map(int, h)) for h in result.hashes)))
 
 
 CASES = {

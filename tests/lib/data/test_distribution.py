@@ -87,20 +87,18 @@ def test_a_row_count_that_disagrees_with_the_shards_is_an_error(tmp_path):
 def test_the_profile_of_the_values_written_equals_the_profile_read_back(tmp_path, shards):
     n = 500
     files, _ = _write(tmp_path, n, shards)
-    rows = list(_rows(n))  # input order; record i went to shard i % shards
+    rows = list(_rows(n))  # input order; the shards hold them in another order
     sizes = np.array([np.nan if r["size"] is None else r["size"] for r in rows], np.float32)
     colours = collections.Counter(r["colour"] for r in rows if r["colour"] is not None)
     missing = [int(np.isnan(sizes).sum()), n - sum(colours.values())]
-    found = distribution.profile_values(SCHEMA, {0: sizes}, {1: colours}, missing, n, shards)
+    found = distribution.profile_values(SCHEMA, {0: sizes}, {1: colours}, missing, n)
     assert found == distribution.profile_split(files, SCHEMA, n)
 
 
 def test_the_profile_of_the_values_written_defers_to_the_read_back_when_they_do_not_suffice():
     sizes, colours = np.zeros(4, np.float32), collections.Counter({"red": 3})
-    assert distribution.profile_values(SCHEMA, {0: sizes}, {1: colours}, [0, 1], 4, 1) is not None
-    assert distribution.profile_values(SCHEMA, None, {1: colours}, [0, 1], 4, 1) is None  # not gathered
-    assert distribution.profile_values(SCHEMA, {0: sizes}, {1: colours}, [0, 0], 4, 1) is None  # counts cut short
+    assert distribution.profile_values(SCHEMA, {0: sizes}, {1: colours}, [0, 1], 4) is not None
+    assert distribution.profile_values(SCHEMA, None, {1: colours}, [0, 1], 4) is None  # not gathered
+    assert distribution.profile_values(SCHEMA, {0: sizes}, {1: colours}, [0, 0], 4) is None  # counts cut short
     big = distribution.SAMPLE_ROWS + 1
-    assert (
-        distribution.profile_values(SCHEMA, {0: np.zeros(big, np.float32)}, {1: colours}, [0, big - 3], big, 1) is None
-    )
+    assert distribution.profile_values(SCHEMA, {0: np.zeros(big, np.float32)}, {1: colours}, [0, big - 3], big) is None

@@ -1,4 +1,4 @@
-"""data/output.py: round-robin and consecutive TFRecord shards (read back by TensorFlow), the quarantine file,
+"""data/output.py: key-hash and consecutive TFRecord shards (read back by TensorFlow), the quarantine file,
 fingerprints and canonical JSON digests."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 
+import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -27,20 +28,33 @@ def test_shard_names():
     assert output.scoring_shard_name(0, 2) == "part-00000-of-00002.tfrecord"
 
 
-def test_shard_writers_continue_the_round_robin_across_chunks(tmp_path):
+# Key hashes whose low 32 bits put them in shard 0 or 1 of 2 (the high bits, which pick the split, vary).
+LOW, HIGH = 0x12345678_00000001, 0xFEDCBA98_80000000
+
+
+def test_shard_of_scales_the_low_32_bits_to_the_shard_count():
+    hashes = np.array([0, 0xFFFFFFFF, LOW, HIGH, 0xFFFFFFFF_7FFFFFFF, 2**64 - 1], np.uint64)
+    assert output.shard_of(hashes, 2).tolist() == [0, 1, 0, 1, 0, 1]
+    assert output.shard_of(hashes, 3).tolist() == [0, 2, 0, 1, 1, 2]
+    assert output.shard_of(hashes, 1).tolist() == [0] * 6
+    spread = np.bincount(output.shard_of(np.random.default_rng(0).integers(0, 2**63, 10_000, np.uint64), 4))
+    assert spread.min() > 2_300
+
+
+def test_shard_writers_put_rows_in_their_key_hash_shard_in_input_order(tmp_path):
     writers = output.ShardWriters(str(tmp_path), ["train", "eval"], num_shards=2)
-    writers.write("train", frame(records("t", 3)))  # t0 t1 t2
-    writers.write("train", frame(records("t", 2, start=3)))  # t3 t4: t3 continues on shard 1
-    writers.write("eval", frame([b"e0"]))
+    writers.write("train", frame(records("t", 3)), np.array([HIGH, LOW, HIGH], np.uint64))
+    writers.write("train", frame(records("t", 2, start=3)), np.array([HIGH, HIGH], np.uint64))
+    writers.write("eval", frame([b"e0"]), np.array([LOW], np.uint64))
     writers.close()
     assert writers.names["train"] == ["train/part-00000-of-00002.tfrecord", "train/part-00001-of-00002.tfrecord"]
-    assert read_records(str(tmp_path / writers.names["train"][0])) == [b"t0", b"t2", b"t4"]
-    assert read_records(str(tmp_path / writers.names["train"][1])) == [b"t1", b"t3"]
+    assert read_records(str(tmp_path / writers.names["train"][0])) == [b"t1"]
+    assert read_records(str(tmp_path / writers.names["train"][1])) == [b"t0", b"t2", b"t3", b"t4"]
     assert read_records(str(tmp_path / writers.names["eval"][0])) == [b"e0"]
     assert os.path.getsize(tmp_path / writers.names["eval"][1]) == 0  # an empty shard still exists
     assert writers.records == {
-        "train/part-00000-of-00002.tfrecord": 3,
-        "train/part-00001-of-00002.tfrecord": 2,
+        "train/part-00000-of-00002.tfrecord": 1,
+        "train/part-00001-of-00002.tfrecord": 4,
         "eval/part-00000-of-00002.tfrecord": 1,
         "eval/part-00001-of-00002.tfrecord": 0,
     }

@@ -9,13 +9,14 @@ import os
 import re
 import struct
 
+import numpy as np
 import pytest
 import tensorflow as tf
 from file_trees import tree
 
 from estimator_lib.config import ConfigError
-from estimator_lib.data import records
-from estimator_lib.data.common import SPLITS
+from estimator_lib.data import output, records
+from estimator_lib.data.common import SPLITS, hash64
 from estimator_lib.data.embedded import default_dataset
 from estimator_lib.data.prepare import PrepareConfig, PrepareResult, load_prepared, prepare
 from estimator_lib.data.read import record_boundary
@@ -234,13 +235,20 @@ def test_outputs_are_bitwise_identical_across_runs_and_worker_counts(tmp_path):
     }
 
 
-def test_shards_are_round_robin_and_listed_in_the_manifest(tmp_path):
+def test_a_rows_shard_comes_from_its_key_hash_in_input_order_and_is_listed_in_the_manifest(tmp_path):
     path = write_csv(tmp_path / "data.csv", AWKWARD, awkward_rows(50))
     result = prepare(quick(path, key_column="id", num_shards=3), str(tmp_path / "out"))
     shards = result.manifest["files"]["train"]
     assert shards == [f"train/part-0000{i}-of-00003.tfrecord" for i in range(3)]
+    assert result.manifest["format_version"] == 2
     per_shard = [result.manifest["outputs"][s]["records"] for s in shards]
-    assert sum(per_shard) == result.counts["train"] and max(per_shard) - min(per_shard) <= 1
+    assert sum(per_shard) == result.counts["train"] and min(per_shard) > 0
+    for k, shard in enumerate(shards):
+        stored = records.read_tfrecords([f"{result.output_dir}/{shard}"])
+        keys = [records.decode_example(r, result.schema)["__key__"] for r in stored]
+        expected = sorted(keys, key=lambda key: int(key[1:]))  # input order: k0, k1, ...
+        hashes = np.array([hash64(key) for key in keys], np.uint64)
+        assert keys == expected and set(output.shard_of(hashes, 3).tolist()) == {k}
 
 
 def test_glob_of_several_files_reads_them_in_order(tmp_path):

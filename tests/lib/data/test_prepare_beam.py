@@ -3,8 +3,12 @@ the same errors, and BeamConfig's refusals. Tiny real files; many small chunks s
 
 from __future__ import annotations
 
+import glob
 import json
 import os
+import signal
+import threading
+import time
 
 import pytest
 
@@ -13,12 +17,14 @@ pytest.importorskip("apache_beam")
 from file_trees import tree  # noqa: E402
 from test_prepare import awkward_rows, write_csv  # noqa: E402
 
+from estimator_lib import storage  # noqa: E402
 from estimator_lib.config import ConfigError, PrepareConfig  # noqa: E402
 from estimator_lib.config.beam import BeamConfig, check_engine  # noqa: E402
-from estimator_lib.data.beam import beam_passes, prepare_on_beam  # noqa: E402
+from estimator_lib.data.beam import beam_passes, dask_cluster, prepare_on_beam  # noqa: E402
 from estimator_lib.data.common import DataError  # noqa: E402
 from estimator_lib.data.embedded import default_dataset  # noqa: E402
 from estimator_lib.data.prepare import encode_for_scoring, prepare  # noqa: E402
+from estimator_lib.data.read import iter_chunks, resolve_inputs  # noqa: E402
 
 AWKWARD = ["id", "bill length (mm)", "Île / région", "a,b;c!", "größe", "label"]
 
@@ -67,13 +73,94 @@ def test_jsonl_with_content_keys_and_repeated_rows_is_byte_identical(tmp_path):
     assert here == there
 
 
-def test_scoring_encoding_is_byte_identical(tmp_path):
-    d = default_dataset()
-    prepared = prepare(PrepareConfig(data=(d.path,), label=d.label), str(tmp_path / "prepared"))
-    kwargs = dict(num_shards=2, chunk_bytes=2048)
-    encode_for_scoring(d.path, prepared.schema, str(tmp_path / "a"), **kwargs)
+@pytest.mark.slow  # about 40 s here: each pipeline starts two worker processes that import TensorFlow
+def test_worker_processes_write_the_shards_and_the_launcher_never_receives_a_row(tmp_path, monkeypatch):
+    rows = awkward_rows(200)
+    for i, row in enumerate(rows):
+        row[0] = f"marker-{i}"  # every encoded row holds its key; nothing else the launcher may read does
+    path = write_csv(tmp_path / "rows.csv", AWKWARD, rows)
+    config = PrepareConfig(data=(path,), label="label", key_column="id", chunk_bytes=2048, num_shards=3)
+    prepare(config, str(tmp_path / "inprocess"))
+    read_here = []  # what this process (the launcher) reads from the work directory
+    original = storage.read_bytes
+    monkeypatch.setattr(storage, "read_bytes", lambda uri: read_here.append(original(uri)) or read_here[-1])
+    prepare_on_beam(config, str(tmp_path / "beam"), BeamConfig(direct_num_workers=2))  # workers: subprocesses
+    assert len(read_here) > 10 and not any(b"marker-" in data for data in read_here)
+    here, there = tree(str(tmp_path / "inprocess")), tree(str(tmp_path / "beam"))
+    assert here == there and b"marker-199" in b"".join(v for k, v in there.items() if k.endswith(".tfrecord"))
+
+
+@pytest.mark.slow  # about 15 s: a dask.distributed cluster whose two worker processes import TensorFlow
+def test_beams_dask_runner_on_a_local_cluster_of_two_workers_is_byte_identical(tmp_path):
+    distributed = pytest.importorskip("distributed")
+    rows = awkward_rows(300)
+    rows[5][1] = "abc"  # a quarantined row
+    path = write_csv(tmp_path / "rows.csv", AWKWARD, rows)
+    config = PrepareConfig(
+        data=(path,), label="label", chunk_bytes=2048, num_shards=3, bad_rows="quarantine", max_bad_fraction=0.1
+    )
+    prepare(config, str(tmp_path / "inprocess"))
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as c:
+        prepare_on_beam(config, str(tmp_path / "dask"), cluster=dask_cluster(c.scheduler_address))
+    here, there = tree(str(tmp_path / "inprocess")), tree(str(tmp_path / "dask"))
+    assert "quarantine.jsonl" in there and here == there
+
+
+def kill_an_encoding_worker(work: str, psutil) -> list:
+    """Starts a thread that SIGKILLs one worker process of the encode pass (started after its facts were
+    stored) once a few chunks' pieces are stored; returns the list it appends (pid, chunks encoded) to."""
+    killed: list = []
+
+    def watch() -> None:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            facts = glob.glob(os.path.join(work, "*", "facts.pkl"))
+            if facts and len(glob.glob(os.path.join(work, "*", "pieces", "*", "*"))) >= 3:
+                since = os.path.getmtime(facts[0]) - 0.5
+                for child in psutil.Process().children(recursive=True):
+                    if "sdk_worker_main" in " ".join(child.cmdline()) and child.create_time() >= since:
+                        encoded = len(glob.glob(os.path.join(work, "*", "encode", "*")))
+                        child.send_signal(signal.SIGKILL)
+                        killed.append((child.pid, encoded))
+                        return
+            time.sleep(0.02)
+
+    threading.Thread(target=watch, daemon=True).start()
+    return killed
+
+
+@pytest.mark.slow  # about a minute: two multi-process pipelines, maybe a rerun
+def test_a_worker_killed_mid_run_commits_nothing_partial_and_a_rerun_succeeds(tmp_path):
+    psutil = pytest.importorskip("psutil")
+    path = write_csv(tmp_path / "rows.csv", AWKWARD, awkward_rows(400))
+    config = PrepareConfig(data=(path,), label="label", key_column="id", chunk_bytes=2048, num_shards=3)
+    prepare(config, str(tmp_path / "inprocess"))
+    out, work = str(tmp_path / "beam"), str(tmp_path / "work")
+    killed = kill_an_encoding_worker(work, psutil)
+    try:  # Beam may finish the killed worker's bundles on the other worker, or fail the run
+        prepare_on_beam(config, out, BeamConfig(direct_num_workers=2, temp_location=work))
+    except Exception:
+        assert not os.path.exists(out)  # nothing published, not even in part
+        prepare_on_beam(config, out, BeamConfig(direct_num_workers=2))
+    chunks = len(list(iter_chunks(resolve_inputs(config.data, "auto"), config.chunk_bytes, [])))
+    assert len(killed) == 1 and killed[0][1] < chunks  # killed while chunks were still being encoded
+    assert tree(out) == tree(str(tmp_path / "inprocess"))  # whole and exact, no temporary file
+
+
+def test_the_launcher_refuses_encoded_rows_when_workers_write_the_shards(tmp_path):
     with beam_passes(BeamConfig()) as passes:
+        writers = passes.shard_writers(str(tmp_path), ["train"], 2)
+    with pytest.raises(AssertionError, match="the launcher received 1 encoded train rows; with worker-written"):
+        writers.write("train", [b"row"])
+
+
+def test_scoring_encoding_is_byte_identical_also_after_a_preparation_on_the_same_passes(tmp_path):
+    d = default_dataset()
+    kwargs = dict(num_shards=2, chunk_bytes=2048)
+    with beam_passes(BeamConfig()) as passes:
+        prepared = prepare(PrepareConfig(data=(d.path,), label=d.label), str(tmp_path / "prepared"), passes=passes)
         encode_for_scoring(d.path, prepared.schema, str(tmp_path / "b"), passes=passes, **kwargs)
+    encode_for_scoring(d.path, prepared.schema, str(tmp_path / "a"), **kwargs)
     assert tree(str(tmp_path / "a")) == tree(str(tmp_path / "b"))
 
 

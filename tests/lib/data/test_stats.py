@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import collections
 
+import numpy as np
 import pytest
 
 from estimator_lib.config import PrepareConfig
-from estimator_lib.data.common import DataError, Moments
+from estimator_lib.data.combine import NumericStats
+from estimator_lib.data.common import DataError
 from estimator_lib.data.encode import ChunkResult
 from estimator_lib.data.plan import Decisions
 from estimator_lib.data.stats import Totals, _bounded, build_schema, notes, summary
@@ -28,10 +30,10 @@ def chunk(numbers, categories, classes, missing=(0, 0), eval_rows=0, bad=0, labe
         examples=([b"x"] * len(classes), [b"e"] * eval_rows, [], []),
         bad=[{"reason": "bad"}] * bad,
         missing=[list(missing), [0, 1], [0, 0], [0, 0]],
-        numeric={0: Moments.of(numbers)},
+        numeric={0: NumericStats.of(np.array(numbers, np.float64))},
         categories={1: collections.Counter(categories)},
         class_counts=class_counts,
-        label_moments=Moments.of(label_values),
+        label_moments=NumericStats.of(np.array(label_values, np.float64)),
         labelled=len(classes),
     )
 
@@ -61,7 +63,7 @@ def test_totals_add_sums_counts_and_merges_moments(merged):
     assert merged.counts == [4, 2, 0, 0]
     assert merged.missing == [[3, 0], [0, 2], [0, 0], [0, 0]]
     m = merged.numeric[0]
-    assert (m.count, m.mean, m.min, m.max) == (3, 3.0, 1.0, 5.0) and m.m2 == pytest.approx(8.0)
+    assert (m.count, m.mean, m.min, m.max, m.variance) == (3, 3.0, 1.0, 5.0, 8 / 3)
     assert merged.categories[1] == collections.Counter({"a": 2, "b": 2, "c": 1})
     assert merged.class_counts[0] == collections.Counter({1: 3, 0: 1})
 

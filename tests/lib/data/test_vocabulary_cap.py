@@ -12,7 +12,7 @@ from kfp.dsl import Dataset
 from markup_checks import parse_html
 
 from estimator_lib.config import PrepareConfig
-from estimator_lib.data.common import Moments
+from estimator_lib.data.combine import NumericStats
 from estimator_lib.data.encode import ChunkResult
 from estimator_lib.data.plan import Decisions
 from estimator_lib.data.prepare import prepare
@@ -116,7 +116,7 @@ def _chunk(cities) -> ChunkResult:
         numeric={},
         categories={0: collections.Counter(cities)},
         class_counts=[collections.Counter({0: len(cities)}), collections.Counter(), collections.Counter(), {}],
-        label_moments=Moments(),
+        label_moments=NumericStats(),
         labelled=len(cities),
     )
 
