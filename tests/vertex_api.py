@@ -25,6 +25,7 @@ class FakeVertexAPI:
 
     def __init__(self, monkeypatch):
         from google.api_core import exceptions
+        from google.cloud.aiplatform import initializer
         from google.cloud.aiplatform.compat.services import (
             metadata_service_client_v1,
             pipeline_service_client_v1,
@@ -32,8 +33,6 @@ class FakeVertexAPI:
         )
         from google.cloud.aiplatform.compat.types import context_v1, metadata_store_v1, pipeline_job_v1
         from google.cloud.aiplatform.utils import gcs_utils
-
-        from google.cloud.aiplatform import initializer
 
         # aiplatform keeps credentials it found (google.auth.default) in a process-wide config: a fresh one per
         # test, restored after it, so no test sees credentials another test's fake provided.
