@@ -5,8 +5,9 @@
 Each path runs once per model in a fresh process (TensorFlow and the library imported before the clock), with
 `Timeline` timestamps around its phases: library and TensorFlow entry points wrapped in this process (the
 library itself is unchanged), session hooks and Keras callbacks. Then, outside the timed call, the
-steady-state split: the input pipeline alone (batches/s), and one in-memory batch through a `tf.function` of
-100 steps per call, gradients only and with Adam applied (the optimizer's share).
+steady-state split, in a third process (without op determinism): the input pipelines alone (steps/s), and one
+in-memory batch through a `tf.function` of 100 steps per call, gradients only and with Adam applied (the
+optimizer's share).
 
 Ours (`estimator.train_prepared`): building the input_fn (record checks, counts), the estimator, the input
 graph (`input_fn`), the model graph (`model_fn`), the scaffold (saver, init ops), the session (`tf.Session`,
@@ -34,6 +35,7 @@ from typing import Dict, List, Sequence, Tuple
 import bench_baselines as base
 
 PROFILE_SPE = 100
+SPLIT = "steady-state split"
 
 
 class Timeline:
@@ -177,13 +179,14 @@ def steady_split(data, hidden, steps: int) -> dict:
     per_run = inputs.steps_per_run(100, base.BATCH, data.schema)
     ours = inputs.train_input_fn_builder(data.files, data.schema, 42, 10_000, num_examples=data.count)
     params = {"batch_size": base.BATCH, inputs.STEPS_PER_RUN: per_run}
-    pipelines = (
-        ("input: ours, steps/s", ours(params), per_run),
-        ("input: the cached Keras one, steps/s", data.cached(), 1),
+    pipelines = (  # (name, dataset, batches per element, elements read before the clock: the cache filled)
+        ("input: ours, steps/s", ours(params), per_run, 1),
+        ("input: the cached Keras one, steps/s", data.cached(), 1, data.count // base.BATCH),
     )
-    for name, dataset, batches in pipelines:
+    for name, dataset, batches, warm in pipelines:
         iterator = iter(dataset)
-        next(iterator)
+        for _ in range(warm):
+            next(iterator)
         elements = max(1, steps // batches)
         start = time.perf_counter()
         for _ in range(elements):
@@ -224,15 +227,18 @@ def child_profile(prepared_dir: str, model: str, steps: int) -> None:
     hidden = base.MODELS[model]
     model_dir = tempfile.mkdtemp(prefix="profile-", dir=os.path.dirname(prepared_dir))
     path = os.environ["BENCH_PROFILE_PATH"]
-    result = profile_ours(data, hidden, steps, model_dir) if path == "ours" else profile_keras(data, hidden, steps)
     if path == "ours":
-        result["steady split"] = steady_split(data, hidden, steps)
+        result = profile_ours(data, hidden, steps, model_dir)
+    elif path == SPLIT:
+        result = steady_split(data, hidden, steps)
+    else:
+        result = profile_keras(data, hidden, steps)
     print(json.dumps(result))
 
 
 def main_profile(prepared_dir: str, models: Sequence[str], steps: int) -> None:
     for model in models:
-        for path in ("ours", f"keras-cached-{PROFILE_SPE}"):
+        for path in ("ours", f"keras-cached-{PROFILE_SPE}", SPLIT):
             cmd = [sys.executable, __file__, prepared_dir, model, str(steps)]
             env = dict(base._env(), BENCH_PROFILE_PATH=path)
             done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=base.REPO)
