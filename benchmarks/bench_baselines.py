@@ -389,21 +389,26 @@ def summarise(model: str, results: Dict[str, List[dict]]) -> List[str]:
     return lines
 
 
-def main_table(args) -> None:
-    root = args.workdir or tempfile.mkdtemp(prefix="bench-baselines-")
-    os.makedirs(root, exist_ok=True)
-    prepared_dir = make_data(root, args.rows)
+def table_lines(root: str, rows: int, steps: int, models: Sequence[str], kinds: Sequence[str], count: int) -> List[str]:
+    """The whole comparison (data prepared under `root` once), as the lines of its tables."""
+    prepared_dir = make_data(root, rows)
     started = time.time()
     lines = []
-    for model in args.models:
-        lines += summarise(model, rounds(prepared_dir, model, args.steps, args.kinds, args.rounds))
+    for model in models:
+        lines += summarise(model, rounds(prepared_dir, model, steps, kinds, count))
     load = os.getloadavg()
     lines.append(
-        f"\n{args.rounds} interleaved rounds, {args.steps} steps of batch {BATCH}, {args.rows:,} rows, "
+        f"\n{count} interleaved rounds, {steps} steps of batch {BATCH}, {rows:,} rows, "
         f"cores {os.cpu_count()}, {time.time() - started:.0f} s, "
         f"load average now {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}"
     )
-    print("\n".join(lines))
+    return lines
+
+
+def main_table(args) -> None:
+    root = args.workdir or tempfile.mkdtemp(prefix="bench-baselines-")
+    os.makedirs(root, exist_ok=True)
+    print("\n".join(table_lines(root, args.rows, args.steps, args.models, args.kinds, args.rounds)))
     if not args.workdir:
         shutil.rmtree(root, ignore_errors=True)
 
