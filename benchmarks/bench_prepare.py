@@ -18,9 +18,10 @@ compares with TFDV's statistics, the preparation's real peer: `tfdv.generate_sta
 pass (pass 1: `prepare._profile`, timed by a wrapper in the child; the numeric statistics are completed in pass
 2, so the whole preparation is the like-for-like figure). TFDV runs in its own virtualenv, created under
 `--tfdv-cache` by the benchmark (`python -m venv`, then `pip install tensorflow-data-validation==1.15.1
-tensorflow==2.15.1` from the package index). The benchmark first asks pip's resolver (`pip install --dry-run`,
-at most `--resolve-timeout` seconds); when it does not resolve, it prints why (the resolver's last lines) and
-stops. Each run is a fresh process, timed inside it after its imports; the two are interleaved over rounds.
+tensorflow==2.15.1 apache-beam[gcp]==2.53.0` from the package index, once). The benchmark first asks pip's
+resolver (`pip install --dry-run`, at most `--resolve-timeout` seconds); when it does not resolve, it prints why
+(the resolver's last lines) and stops. Each run is a fresh process, timed inside it after its imports; the two
+are interleaved over rounds.
 """
 
 from __future__ import annotations
@@ -214,7 +215,9 @@ def child_tfdv(path: str) -> None:
 
 # -- TFDV in its own virtualenv ------------------------------------------------------------------------------
 TFDV = "tfdv"
-TFDV_REQUIREMENTS = ("tensorflow-data-validation==1.15.1", "tensorflow==2.15.1")
+# Beam pinned to 2.53 (TFX 1.15's): unpinned, pip's resolver backtracked through the google-cloud-* releases of
+# newer Beams for over 20 minutes without an answer (2026-11-26); with it, it resolves in about 5.
+TFDV_REQUIREMENTS = ("tensorflow-data-validation==1.15.1", "tensorflow==2.15.1", "apache-beam[gcp]==2.53.0")
 
 
 def tfdv_python(cache: str, resolve_timeout: float) -> Tuple[Optional[str], str]:
