@@ -25,6 +25,11 @@ Rows (a "x" ratio is our speed over the alternative's, per round: above 1 we are
                   the same compiled pipeline run by the KFP local runner with every stage executed inside one
                   warm process (the in-process sum of its stages).
   cost growth     training and preparation with rows (and steps) doubled or x10: time and peak memory ratios.
+  baselines       (`--only baselines`, or with the others when named) training against its strongest baselines,
+                  whole call and steady state, each variant in a fresh process (`bench_baselines.py`: Keras `fit`
+                  with steps_per_execution 1/32/100 on streaming and cached tf.data, a hand-written tf.function
+                  loop, the plain TPUEstimator with our model_fn, Keras on NumPy); 100k rows, 3,000 steps
+                  (--quick: 1,000 steps, the tiny model); printed after the table, naming the fastest variant.
 
 Every process-level time is wall time on a shared machine: the load average is printed with the table.
 """
@@ -52,6 +57,7 @@ REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.path.insert(0, REPO)
 
+import bench_baselines  # noqa: E402  (training against its strongest baselines, fresh processes)
 import bench_predict  # noqa: E402  (write_records, timed, machine load)
 import bench_prepare  # noqa: E402  (generate, measure: one process per preparation)
 
@@ -548,11 +554,19 @@ def print_table(rows: List[Row], notes: List[str], sizes: Sizes, started: float)
     )
 
 
+def baselines_lines(root: str, quick: bool, rounds: int) -> List[str]:
+    """Training against its strongest baselines (`bench_baselines.py`), on its own 100k-row data."""
+    steps, models = (1000, ["tiny"]) if quick else (3000, list(bench_baselines.MODELS))
+    return bench_baselines.table_lines(root, 100_000, steps, models, bench_baselines.KINDS, rounds)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="smaller data, fewer rounds, no 1M-row preparation")
     parser.add_argument("--rounds", type=int, help="interleaved rounds per row (default 3, --quick 2)")
-    parser.add_argument("--only", nargs="+", choices=["training", "prediction", "preparation", "run-local", "growth"])
+    parser.add_argument(
+        "--only", nargs="+", choices=["training", "prediction", "preparation", "run-local", "growth", "baselines"]
+    )
     parser.add_argument("--workdir", default=None)
     parser.add_argument("--child-in-process", help=argparse.SUPPRESS)
     parser.add_argument("--child-train", nargs=2, help=argparse.SUPPRESS)
@@ -573,7 +587,7 @@ def main() -> None:
     os.makedirs(root, exist_ok=True)
     rows: List[Row] = []
     notes: List[str] = []
-    training = Training(root, sizes.train_rows)
+    training = Training(root, sizes.train_rows) if only & {"training", "prediction", "growth"} else None
     if "training" in only:
         rows += bench_training(training, sizes, notes)
         rows.append(flops_row(rows, len(training.keys), matmul_peak()))
@@ -585,7 +599,10 @@ def main() -> None:
         rows += bench_run_local(root, sizes)
     if "growth" in only:
         bench_growth(training, root, sizes, notes)
-    print_table(rows, notes, sizes, started)
+    if rows or notes:
+        print_table(rows, notes, sizes, started)
+    if "baselines" in only:
+        print("\n".join(baselines_lines(root, args.quick, sizes.rounds)))
     if not args.workdir:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -68,6 +68,8 @@ BATCH, ITERATIONS_PER_LOOP, SEED, SHUFFLE = 64, 100, 42, 10000
 KINDS = ("plain", "plain+det", "ours", "ours-nodet")
 STRICT = "ours+strict"
 PREPARED = "prepared"
+TRAIN, EVALUATE, PREDICT = "train", "evaluate", "predict"
+SCORED = "train"  # the split evaluated and predicted: the larger one
 
 
 def _prepare(model: str, data_dir: str) -> None:
@@ -121,58 +123,124 @@ def _steady_steps_per_second(model_dir: str) -> float:
     return (last - first) / (times[last] - times[first])
 
 
-def _child(kind: str, model: str, data_dir: str, model_dir: str, steps: int) -> None:
-    """One timed call in this fresh process; prints {"seconds": ..., "steps_per_second": ...}."""
+def _parse_fn(spec, label: str, with_label: bool = True):
+    """The user's parse of a batch of serialized records: every spec feature, int64 as int32, (features, label)."""
     import tensorflow as tf
 
-    from estimator_lib.config.feature_spec import FeatureSpec
-    from estimator_lib.estimator import enable_determinism
-    from estimator_lib.model.user import load_function, prepare, stages
+    parse_spec = {
+        f.name: tf.io.FixedLenFeature(list(f.shape), tf.float32 if f.dtype == "float32" else tf.int64)
+        for f in spec.features
+        if with_label or f.name != label
+    }
 
+    def parse(serialized):
+        parsed = tf.io.parse_example(serialized, parse_spec)
+        parsed = {k: tf.cast(v, tf.int32) if v.dtype == tf.int64 else v for k, v in parsed.items()}
+        return (parsed, parsed.pop(label)) if with_label else parsed
+
+    return parse
+
+
+def _plain_estimator(kind: str, model: str, model_dir: str, steps: int, user_fn):
+    """The TPUEstimator a user writes for their model_fn (with op determinism for plain+det)."""
+    import tensorflow as tf
+
+    from estimator_lib.estimator import enable_determinism
+
+    if kind == "plain+det":
+        enable_determinism(SEED)
+    tpu = tf.compat.v1.estimator.tpu
+    config = tpu.RunConfig(
+        model_dir=model_dir,
+        tf_random_seed=SEED,
+        save_checkpoints_steps=steps,
+        tpu_config=tpu.TPUConfig(iterations_per_loop=ITERATIONS_PER_LOOP),
+    )
+    return tpu.TPUEstimator(
+        model_fn=user_fn,
+        config=config,
+        use_tpu=False,
+        train_batch_size=BATCH,
+        eval_batch_size=BATCH,
+        predict_batch_size=BATCH,
+        params=dict(MODELS[model]["hparams"]),
+    )
+
+
+def _plain_call(stage: str, kind: str, model: str, files: str, model_dir: str, steps: int, user_fn, spec) -> None:
+    """The plain TPUEstimator's call for `stage`: train (the user's input_fn: seeded shuffle, repeat, batch with
+    drop_remainder, parse, prefetch), evaluate every record, or predict every record into JSON Lines."""
+    import tensorflow as tf
+
+    label = MODELS[model]["label"]
+    estimator = _plain_estimator(kind, model, model_dir, steps, user_fn)
+
+    def input_fn(params, train=stage == TRAIN, with_label=stage != PREDICT):
+        dataset = tf.data.TFRecordDataset(files)
+        if train:
+            dataset = dataset.shuffle(SHUFFLE, seed=SEED).repeat()
+        dataset = dataset.batch(params["batch_size"], drop_remainder=train)
+        parse = _parse_fn(spec, label, with_label)
+        return dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+    if stage == TRAIN:
+        estimator.train(input_fn, max_steps=steps)
+    elif stage == EVALUATE:
+        estimator.evaluate(input_fn)
+    else:
+        with open(os.path.join(model_dir, "predictions.jsonl"), "w", encoding="utf-8") as out:
+            for index, row in enumerate(estimator.predict(input_fn, yield_single_examples=True)):
+                out.write(json.dumps({"index": index, **{k: v.tolist() for k, v in row.items()}}) + "\n")
+
+
+def _ours_call(stage: str, kind: str, model: str, data_dir: str, model_dir: str, steps: int) -> None:
+    """Our call for `stage`: the train stage's `stages.train`; the evaluation's metric pass over every record
+    (`run.evaluate`, what `stages.evaluate` runs before its verdict and feature importance); `stages.predict`."""
+    from estimator_lib.model.user import prepare, run, stages
+
+    job = _stage_job(kind, model, steps)
+    prepared = prepare.load_records(os.path.join(data_dir, PREPARED))
+    if stage == TRAIN:
+        stages.train(job, prepared, model_dir)
+    elif stage == EVALUATE:
+        user = stages.user_model(job, prepared)
+        run.evaluate(job, user, prepared.files(SCORED), model_dir, num_examples=prepared.counts[SCORED])
+    else:
+        stages.predict(job, prepared, model_dir, SCORED, tempfile.mkdtemp(prefix="predict-", dir=model_dir))
+
+
+def _child(kind: str, model: str, data_dir: str, model_dir: str, steps: int) -> None:
+    """One timed call in this fresh process; prints {"seconds": ..., "steps_per_second": ...} (training) or
+    {"seconds": ...}. `kind` is "<variant>" (training) or "<stage>:<variant>" (evaluate, predict: `model_dir`
+    then holds the trained model, and they read the prepared train split, the larger one)."""
+    from estimator_lib.config.feature_spec import FeatureSpec
+    from estimator_lib.model.user import load_function
+
+    stage, _, variant = kind.rpartition(":")
+    stage = stage or TRAIN
     m = MODELS[model]
     code = os.path.join(ROOT, "examples", m["example"])
-    files = os.path.join(data_dir, "train.tfrecord")
     spec = FeatureSpec.read(os.path.join(data_dir, "feature_spec.json"), label=m["label"])
     user_fn = load_function(m["model_fn"], "model_fn", code)
+    files = os.path.join(data_dir, "train.tfrecord")
     started = time.perf_counter()
-    if kind.startswith("ours"):
-        job = _stage_job(kind, model, steps)
-        stages.train(job, prepare.load_records(os.path.join(data_dir, PREPARED)), model_dir)
+    if variant.startswith("ours"):
+        _ours_call(stage, variant, model, data_dir, model_dir, steps)
     else:
-        parse_spec = {
-            f.name: tf.io.FixedLenFeature(list(f.shape), tf.float32 if f.dtype == "float32" else tf.int64)
-            for f in spec.features
-        }
-
-        def parse(serialized):
-            parsed = tf.io.parse_example(serialized, parse_spec)
-            parsed = {k: tf.cast(v, tf.int32) if v.dtype == tf.int64 else v for k, v in parsed.items()}
-            return parsed, parsed.pop(m["label"])
-
-        def input_fn(params):
-            dataset = tf.data.TFRecordDataset(files).shuffle(SHUFFLE, seed=SEED).repeat()
-            dataset = dataset.batch(params["batch_size"], drop_remainder=True)
-            return dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
-
-        if kind == "plain+det":
-            enable_determinism(SEED)
-        tpu = tf.compat.v1.estimator.tpu
-        config = tpu.RunConfig(
-            model_dir=model_dir,
-            tf_random_seed=SEED,
-            save_checkpoints_steps=steps,
-            tpu_config=tpu.TPUConfig(iterations_per_loop=ITERATIONS_PER_LOOP),
-        )
-        estimator = tpu.TPUEstimator(
-            model_fn=user_fn, config=config, use_tpu=False, train_batch_size=BATCH, params=dict(m["hparams"])
-        )
-        estimator.train(input_fn, max_steps=steps)
+        _plain_call(stage, variant, model, files, model_dir, steps, user_fn, spec)
     seconds = time.perf_counter() - started
+    if stage != TRAIN:
+        print(json.dumps({"seconds": seconds}))
+        return
     print(json.dumps({"seconds": seconds, "steps_per_second": _steady_steps_per_second(model_dir)}))
 
 
-def _run(kind: str, model: str, data_dir: str, steps: int) -> dict:
-    model_dir = tempfile.mkdtemp(prefix=f"bench-byom-{kind}-")
+def _run(kind: str, model: str, data_dir: str, steps: int, trained: str = "", keep: str = "") -> dict:
+    """One child call in a fresh process: in a new model directory, a copy of `trained` (made before the call),
+    or `keep` (left in place)."""
+    model_dir = keep or tempfile.mkdtemp(prefix=f"bench-byom-{kind.replace(':', '-')}-")
+    if trained:
+        shutil.copytree(trained, model_dir, dirs_exist_ok=True)
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     out = subprocess.run(
         [sys.executable, __file__, "--child", kind, model, data_dir, model_dir, str(steps)],
@@ -183,7 +251,8 @@ def _run(kind: str, model: str, data_dir: str, steps: int) -> dict:
     )
     if out.returncode:
         raise RuntimeError(f"{kind} {model} failed:\n{out.stderr[-3000:]}")
-    shutil.rmtree(model_dir, ignore_errors=True)
+    if not keep:
+        shutil.rmtree(model_dir, ignore_errors=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -205,14 +274,39 @@ def _cell(values: list, digits: int = 2) -> str:
     return f"{statistics.median(values):.{digits}f} [{min(values):.{digits}f}-{max(values):.{digits}f}]"
 
 
-def _rounds(model: str, data_dir: str, steps: int, kinds: tuple, rounds: int) -> dict:
+def _rounds(model: str, data_dir: str, steps: int, kinds: tuple, rounds: int, trained: str = "") -> dict:
     """{kind: [child results]}, the kinds interleaved, the order rotating by round."""
     results = {kind: [] for kind in kinds}
     for r in range(rounds):
         shift = r % len(kinds)
         for kind in kinds[shift:] + kinds[:shift]:
-            results[kind].append(_run(kind, model, data_dir, steps))
+            results[kind].append(_run(kind, model, data_dir, steps, trained=trained))
     return results
+
+
+def _trained(model: str, data_dir: str, steps: int) -> str:
+    """The model the evaluation and prediction calls start from: trained once by the stage, kept."""
+    model_dir = os.path.join(data_dir, f"trained-{steps}")
+    if not os.path.exists(os.path.join(model_dir, "checkpoint")):
+        _run("ours", model, data_dir, steps, keep=model_dir)
+    return model_dir
+
+
+def _stage_table(results: dict) -> None:
+    """Evaluation and prediction: seconds of the whole call and the ratios ours / plain of the medians."""
+    print(
+        "\n| model | stage | plain+det (s) | ours, default (s) | ours / plain+det | plain (s) "
+        "| ours, deterministic=false (s) | ours / plain |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    for (model, stage), by_kind in results.items():
+        t = {k.rpartition(":")[2]: [r["seconds"] for r in v] for k, v in by_kind.items()}
+        med = {k: statistics.median(v) for k, v in t.items()}
+        print(
+            f"| {model} | {stage} | {_cell(t['plain+det'])} | {_cell(t['ours'])} | "
+            f"**{med['ours'] / med['plain+det']:.3f}** | {_cell(t['plain'])} | {_cell(t['ours-nodet'])} | "
+            f"**{med['ours-nodet'] / med['plain']:.3f}** |"
+        )
 
 
 def _tables(results: dict, steps: dict, strict: bool) -> None:
@@ -257,6 +351,8 @@ def main() -> None:
     parser.add_argument("--strict", action="store_true", help="also time the stage with tpu.strict=true")
     examples = [m["example"] for m in MODELS.values()]
     parser.add_argument("--only", nargs="+", choices=examples, default=examples, help="the models to time")
+    stages = (TRAIN, EVALUATE, PREDICT)
+    parser.add_argument("--stages", nargs="+", choices=stages, default=list(stages), help="the calls to time")
     parser.add_argument("--workdir", default=None)
     parser.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     parser.add_argument("--prepare", nargs=2, help=argparse.SUPPRESS)
@@ -272,11 +368,19 @@ def main() -> None:
     dirs = _make_data(workdir)
     started = time.time()
     kinds = KINDS + ((STRICT,) if args.strict else ())
-    steps, results = {}, {}
+    steps, results, scored = {}, {}, {}
     for model, m in ((k, v) for k, v in MODELS.items() if v["example"] in args.only):
         steps[model] = max(1, round(m["steps"] * args.steps_scale / ITERATIONS_PER_LOOP)) * ITERATIONS_PER_LOOP
-        results[model] = _rounds(model, dirs[model], steps[model], kinds, args.rounds)
-    _tables(results, steps, args.strict)
+        if TRAIN in args.stages:
+            results[model] = _rounds(model, dirs[model], steps[model], kinds, args.rounds)
+        for stage in (s for s in args.stages if s != TRAIN):
+            trained = _trained(model, dirs[model], steps[model])
+            stage_kinds = tuple(f"{stage}:{k}" for k in KINDS)
+            scored[model, stage] = _rounds(model, dirs[model], steps[model], stage_kinds, args.rounds, trained)
+    if results:
+        _tables(results, steps, args.strict)
+    if scored:
+        _stage_table(scored)
     load = os.getloadavg()
     print(
         f"\n{args.rounds} interleaved rounds, cores {os.cpu_count()}, {time.time() - started:.0f} s, "
