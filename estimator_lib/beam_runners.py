@@ -24,17 +24,22 @@ except ImportError:  # pragma: no cover - exercised only without the extra
     LocalCluster = None
 
 
-def run_pipeline(build: Callable[[Any], None], config: BeamConfig, purpose: str) -> None:
-    """Builds a pipeline with `build(pipeline)` and runs it to the end on `config`'s runner.
+Run = Callable[[Callable[[Any], None], str], None]
 
-    Raises:
-      RuntimeError: the pipeline failed (a worker's error, or a worker lost beyond the runner's retries).
+
+@contextlib.contextmanager
+def session(config: BeamConfig) -> Iterator[Run]:
+    """Yields `run(build, purpose)`: builds a pipeline with `build(pipeline)` and runs it to the end on
+    `config`'s runner. A Dask cluster is started once for the session's pipelines and closed with it.
+
+    `run` raises RuntimeError when the pipeline failed (a worker's error, or a worker lost beyond the runner's
+    retries).
     """
     if config.runner != DASK_RUNNER:
-        beam_engine.run_pipeline(build, config, purpose)
+        yield lambda build, purpose: beam_engine.run_pipeline(build, config, purpose)
         return
     with local_dask_cluster(config.local_workers) as address:
-        _run_on_dask(build, config, purpose, address)
+        yield lambda build, purpose: _run_on_dask(build, config, purpose, address)
 
 
 @contextlib.contextmanager

@@ -156,14 +156,14 @@ def predict_from_saved_model(
     fields = RowFormatter(schema, columns, RecordOrigins(files, []) if origins is None else keyed).fields
 
     def write_shards(staging: str) -> List[Dict[str, Any]]:
-        with work_directory(config, "predict") as work:
+        with work_directory(config, "predict") as work, beam_runners.session(config) as run:
             shard_dir = staging if config.is_local else storage.join(work, SHARDS)
             tf.io.gfile.makedirs(storage.join(work, PARTS))
-            per_file = _count_files(files, work, config, num_examples)
+            per_file = _count_files(files, work, run, num_examples)
             plan = _Plan(
                 export_dir, schema, columns, batch_size, num_shards, shard_dir, work, tuple(files), per_file, origins
             )
-            beam_runners.run_pipeline(lambda p: _prediction_pipeline(p, plan), config, "batch-predict")
+            run(lambda p: _prediction_pipeline(p, plan), "batch-predict")
             return _collect_shards(plan, staging)
 
     return publish(write_shards, fields, output_dir, num_shards, record)
@@ -218,7 +218,7 @@ def score(
 
 
 # -- pipeline 1: the files' records -----------------------------------------------------------------------------
-def _count_files(files: List[str], work: str, config: BeamConfig, num_examples: Optional[int]) -> Tuple[int, ...]:
+def _count_files(files: List[str], work: str, run: beam_runners.Run, num_examples: Optional[int]) -> Tuple[int, ...]:
     """Each file's records, counted on the workers; the launcher reads one number per file."""
 
     def build(pipeline: Any) -> None:
@@ -229,7 +229,7 @@ def _count_files(files: List[str], work: str, config: BeamConfig, num_examples: 
             | "Count" >> beam.Map(_count_file, work)
         )
 
-    beam_runners.run_pipeline(build, config, "batch-predict-count")
+    run(build, "batch-predict-count")
     per_file = tuple(read_pickles(storage.join(work, COUNTS, f"{i:06d}.pkl") for i in range(len(files))))
     if num_examples is not None and sum(per_file) != num_examples:
         raise PredictionError(
