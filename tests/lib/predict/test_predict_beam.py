@@ -1,6 +1,5 @@
-"""Batch prediction on Apache Beam: byte-identical to `predict_from_saved_model`, manifest included, for several
-shard counts, passthrough columns, keys and a batch that spans two files; on the DirectRunner in this process,
-in multi-processing mode (2 worker processes) and on a local Dask cluster of 2 worker processes."""
+"""Batch prediction on Apache Beam (DirectRunner): byte-identical to `predict_from_saved_model`, manifest
+included, for several shard counts, passthrough columns, keys and a batch that spans two files."""
 
 from __future__ import annotations
 
@@ -16,7 +15,6 @@ pytest.importorskip("apache_beam")
 from test_batch import B, trained, write_rows  # noqa: E402, F401  (the `trained` fixture)
 
 from estimator_lib import storage  # noqa: E402
-from estimator_lib.config.beam import BeamConfig  # noqa: E402
 from estimator_lib.data import places  # noqa: E402
 from estimator_lib.data.common import hash64  # noqa: E402
 from estimator_lib.export import export_model  # noqa: E402
@@ -39,26 +37,13 @@ def exported(trained):  # noqa: F811 - the fixture imported from test_batch
     return export.export_dir, trained.schema, pattern, trained.root
 
 
-MULTI_PROCESS = BeamConfig(direct_num_workers=2)
-DASK = BeamConfig(runner="DaskRunner", dask_num_workers=2)
-
-
 @pytest.mark.determinism
-@pytest.mark.parametrize(
-    "num_shards, passthrough, count, config",
-    [
-        (1, (), None, None),
-        (3, ("colour", "x-2"), 59, None),
-        pytest.param(3, ("colour",), 59, MULTI_PROCESS, id="direct-multi-process"),
-        pytest.param(3, ("colour",), None, DASK, id="dask"),
-    ],
-)
-def test_beam_output_is_byte_identical_to_in_process(exported, tmp_path, num_shards, passthrough, count, config):
+@pytest.mark.parametrize("num_shards, passthrough, count", [(1, (), None), (3, ("colour", "x-2"), 59)])
+def test_beam_output_is_byte_identical_to_in_process(exported, tmp_path, num_shards, passthrough, count):
     export_dir, schema, pattern, _ = exported
     kwargs = dict(batch_size=B, num_shards=num_shards, passthrough=passthrough, num_examples=count)
     here = predict_from_saved_model(export_dir, schema, pattern, str(tmp_path / "inprocess"), **kwargs)
-    out = str(tmp_path / "beam")
-    there = beam_predict.predict_from_saved_model(export_dir, schema, pattern, out, beam_config=config, **kwargs)
+    there = beam_predict.predict_from_saved_model(export_dir, schema, pattern, str(tmp_path / "beam"), **kwargs)
 
     assert tree(str(tmp_path / "beam")) == tree(str(tmp_path / "inprocess"))  # manifest.json included
     assert there.manifest == here.manifest and there.count == here.count == 59
