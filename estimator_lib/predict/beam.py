@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import os
 import queue
 import threading
@@ -107,8 +108,7 @@ class _Plan:
     @property
     def ends(self) -> List[int]:
         """Each shard's end row (exclusive)."""
-        sizes = shard_sizes(self.count, self.num_shards)
-        return [sum(sizes[: i + 1]) for i in range(len(sizes))]
+        return list(itertools.accumulate(shard_sizes(self.count, self.num_shards)))
 
     def formatter(self) -> RowFormatter:
         if self.origins is None:
