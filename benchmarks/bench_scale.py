@@ -246,21 +246,22 @@ def predict_measure(runner: str, workers: int, export_dir: str, data: str, workd
 
 
 def projection(runs: list, args: argparse.Namespace, rows: int = 1_000_000_000) -> str:
-    """1B rows on 10/100/1000 Dataflow workers from the best measured rows/s per worker process."""
-    per_worker = max(r["rows"] / r["seconds"] / r["workers"] for r in runs)
+    """1B rows on 10/100/1000 Dataflow workers from the median measured rows/s per worker process."""
+    per_worker = median(r["rows"] / r["seconds"] / r["workers"] for r in runs)
     lines = [
-        f"Projection for {rows:,} rows from {per_worker:,.0f} rows/s per worker process (the best measured run, "
+        f"Projection for {rows:,} rows from {per_worker:,.0f} rows/s per worker process (the median of the runs, "
         f"whole call; each Dataflow vCPU assumed to run one worker process at that rate, {args.vcpus_per_worker} "
         "vCPUs per worker machine; input in many files (one worker reads a file); start-up of the job and of "
         "autoscaling, and reading/writing through Cloud Storage, not included; the launcher's part is the commit "
         "of the shards, which does not grow with the rows):",
-        f"{'workers':>8} {'vCPUs':>6} {'hours':>7} {'cost $':>8}",
+        f"{'workers':>8} {'vCPUs':>6} {'hours':>7} {'cost $':>8}  "
+        f"(at ${args.vcpu_hour}/vCPU-h + ${args.gb_hour}/GB-h x 4 GB)",
     ]
     for workers in (10, 100, 1000):
         vcpus = workers * args.vcpus_per_worker
         hours = rows / (per_worker * vcpus) / 3600
         cost = hours * vcpus * (args.vcpu_hour + 4 * args.gb_hour)
-        lines.append(f"{workers:>8} {vcpus:>6} {hours:>7.2f} {cost:>8.0f}")
+        lines.append(f"{workers:>8} {vcpus:>6} {hours:>7.2f} {cost:>8.2f}")
     return "\n".join(lines)
 
 
