@@ -77,6 +77,7 @@ def test_output_is_byte_identical_and_the_launcher_does_not_grow_with_the_rows(s
 
 
 @pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # Beam's thread sees the kill
 @pytest.mark.parametrize("runner", RUNNERS)
 def test_a_worker_killed_mid_run_commits_nothing_and_the_rerun_gives_the_same_bytes(scored, tmp_path, runner):
     export_dir, schema, pattern, kwargs, expected, _ = scored
