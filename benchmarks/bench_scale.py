@@ -1,4 +1,5 @@
-"""Benchmark: preparation in-process against Apache Beam's DirectRunner, and a Dataflow estimate for 1B rows.
+"""Benchmark: preparation in-process against Apache Beam's DirectRunner, and a Dataflow estimate for 1B rows;
+with `--predict`, batch prediction on Beam's two local runners and a projection for 1B rows on Dataflow.
 
     python benchmarks/bench_scale.py [--rows 1000000 10000000] [--engines inprocess beam] [--rounds 1]
                                      [--workdir DIR]
@@ -23,18 +24,24 @@ vCPU-hour and GB-hour of Dataflow batch workers (docs/scale.md says where they c
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import os
 import resource
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
 from statistics import median
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 from bench_prepare import generate, measure  # noqa: E402
 
 RUNS_LOG = "runs.jsonl"
+PREDICT_RUNNERS = ("direct", "dask")
+PREDICT_FILES, PREDICT_BATCH = 8, 1024
 
 
 def child(engine: str, path: str, out: str) -> None:
@@ -110,7 +117,7 @@ def estimate(runs: list, args: argparse.Namespace, rows: int = 1_000_000_000) ->
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, nargs="+", default=[1_000_000, 10_000_000])
+    parser.add_argument("--rows", type=int, nargs="+", help="default: 1M 10M; with --predict 0.5M 2M 5M")
     parser.add_argument("--engines", nargs="+", default=["inprocess", "beam"], choices=("inprocess", "beam"))
     parser.add_argument("--rounds", type=int, default=1, help="the engines take turns this many times per size")
     parser.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "bench_scale"))
@@ -118,8 +125,16 @@ def main() -> None:
     parser.add_argument("--vcpus-per-worker", type=int, default=4)
     parser.add_argument("--vcpu-hour", type=float, default=0.056)
     parser.add_argument("--gb-hour", type=float, default=0.003557)
+    parser.add_argument("--predict", action="store_true", help="batch prediction on the local runners instead")
+    parser.add_argument("--runners", nargs="+", default=list(PREDICT_RUNNERS), choices=PREDICT_RUNNERS)
+    parser.add_argument("--worker-counts", type=int, nargs="+", default=[1, 2])
     args = parser.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
+    if args.predict:
+        args.rows = args.rows or [500_000, 2_000_000, 5_000_000]
+        predict_main(args)
+        return
+    args.rows = args.rows or [1_000_000, 10_000_000]
     print(
         f"{'rows':>10} {'engine':>9} {'seconds':>8} {'rows/s':>8} {'CPU s':>7} {'pipelines s':>11} "
         f"{'pipelines CPU s':>15} {'main MB':>8} {'worker MB':>9}"
@@ -145,8 +160,135 @@ def main() -> None:
             print("  " + estimate(results["beam"], args), flush=True)
 
 
+# -- batch prediction on the local runners -------------------------------------------------------------------
+PREDICT_DOC = """Batch prediction (`--predict`): the tiny (64, 32) DNN of bench_predict.py, trained briefly and exported
+once per workdir; N rows of TFRecords in 8 files; `predict.beam.predict_from_saved_model` (batch 1024, 4
+shards) on the DirectRunner in multi-processing mode and on a local Dask cluster, with 1 and 2 worker processes.
+Each run is a fresh process: "launcher MB" is its peak RSS (TensorFlow imported, the Dask scheduler inside),
+"worker MB" the largest worker process's (RUSAGE_CHILDREN: every worker is a reaped child). rows/s covers the whole
+call (counting pipeline, workers' start-up and model load, prediction, commit)."""
+
+
+def predict_child(runner: str, workers: str, export_dir: str, data: str, out: str) -> None:
+    import synthetic
+
+    from estimator_lib.config.beam import BeamConfig
+    from estimator_lib.predict import beam as beam_predict
+
+    n = int(workers)
+    config = (
+        BeamConfig(direct_num_workers=n) if runner == "direct" else BeamConfig(runner="DaskRunner", dask_num_workers=n)
+    )
+    schema = synthetic.make_schema("multiclass")
+    start, cpu = time.perf_counter(), _cpu_seconds()
+    result = beam_predict.predict_from_saved_model(
+        export_dir, schema, data, out, batch_size=PREDICT_BATCH, num_shards=4, beam_config=config
+    )
+    report = {
+        "rows": result.count,
+        "runner": runner,
+        "workers": n,
+        "seconds": time.perf_counter() - start,
+        "cpu": _cpu_seconds() - cpu,
+        "launcher_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "worker_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    with open(os.path.join(os.path.dirname(os.path.dirname(out)), RUNS_LOG), "a", encoding="utf-8") as f:
+        f.write(json.dumps(report) + "\n")
+    print(json.dumps(report))
+
+
+def predict_setup(workdir: str, rows: int) -> tuple:
+    """The exported model (trained once per workdir) and `rows` rows of TFRecords in 8 files."""
+    import bench_predict
+    import synthetic
+
+    from estimator_lib import estimator, export
+    from estimator_lib.config import JobConfig, ModelConfig, TPUSettings, TrainingConfig
+
+    schema = synthetic.make_schema("multiclass")
+    root = os.path.join(workdir, "predict-model")
+    if not os.path.exists(os.path.join(root, "export")):
+        job = JobConfig(
+            tpu=TPUSettings(iterations_per_loop=20),
+            training=TrainingConfig(train_batch_size=64, train_steps=40, save_checkpoints_steps=40),
+            model=ModelConfig(family="dnn", hidden_units=(64, 32)),
+        )
+        train, _ = synthetic.write_dataset(
+            os.path.join(root, "train"), synthetic.make_rows(512, 3, "multiclass"), schema
+        )
+        estimator.train(job, schema, train, os.path.join(root, "model"))
+        export.export_model(job, schema, os.path.join(root, "model"), os.path.join(root, "export"))
+    export_dir = sorted(glob.glob(os.path.join(root, "export", "*")))[-1]
+    data = os.path.join(workdir, f"predict-{rows}")
+    if not os.path.exists(data):
+        bench_predict.write_records(data, rows, schema, shards=PREDICT_FILES)
+    return export_dir, os.path.join(data, "part-*.tfrecord")
+
+
+def predict_measure(runner: str, workers: int, export_dir: str, data: str, workdir: str) -> dict:
+    out = tempfile.mkdtemp(prefix=f"predict-{runner}-{workers}-", dir=workdir)
+    cmd = [
+        sys.executable,
+        __file__,
+        "--predict-child",
+        runner,
+        str(workers),
+        export_dir,
+        data,
+        os.path.join(out, "out"),
+    ]
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    done = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
+    shutil.rmtree(out)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def projection(runs: list, args: argparse.Namespace, rows: int = 1_000_000_000) -> str:
+    """1B rows on 10/100/1000 Dataflow workers from the median measured rows/s per worker process."""
+    per_worker = median(r["rows"] / r["seconds"] / r["workers"] for r in runs)
+    lines = [
+        f"Projection for {rows:,} rows from {per_worker:,.0f} rows/s per worker process (the median of the runs, "
+        f"whole call; each Dataflow vCPU assumed to run one worker process at that rate, {args.vcpus_per_worker} "
+        "vCPUs per worker machine; input in many files (one worker reads a file); start-up of the job and of "
+        "autoscaling, and reading/writing through Cloud Storage, not included; the launcher's part is the commit "
+        "of the shards, which does not grow with the rows):",
+        f"{'workers':>8} {'vCPUs':>6} {'hours':>7} {'cost $':>8}  "
+        f"(at ${args.vcpu_hour}/vCPU-h + ${args.gb_hour}/GB-h x 4 GB)",
+    ]
+    for workers in (10, 100, 1000):
+        vcpus = workers * args.vcpus_per_worker
+        hours = rows / (per_worker * vcpus) / 3600
+        cost = hours * vcpus * (args.vcpu_hour + 4 * args.gb_hour)
+        lines.append(f"{workers:>8} {vcpus:>6} {hours:>7.2f} {cost:>8.2f}")
+    return "\n".join(lines)
+
+
+def predict_main(args: argparse.Namespace) -> None:
+    print(PREDICT_DOC)
+    print(
+        f"{'rows':>10} {'runner':>7} {'workers':>7} {'seconds':>8} {'rows/s':>8} {'launcher MB':>11} {'worker MB':>9}"
+    )
+    runs = []
+    for n in args.rows:
+        export_dir, data = predict_setup(args.workdir, n)
+        for runner in args.runners:
+            for workers in args.worker_counts:
+                r = predict_measure(runner, workers, export_dir, data, args.workdir)
+                runs.append(r)
+                print(
+                    f"{n:>10} {runner:>7} {workers:>7} {r['seconds']:>8.1f} {r['rows'] / r['seconds']:>8.0f} "
+                    f"{r['launcher_mb']:>11.0f} {r['worker_mb']:>9.0f}",
+                    flush=True,
+                )
+    print(projection(runs, args))
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--child"]:  # one measured run, started by `measure`
         child(*sys.argv[2:5])
+    elif sys.argv[1:2] == ["--predict-child"]:  # one measured prediction run, started by `predict_measure`
+        predict_child(*sys.argv[2:7])
     else:
         main()

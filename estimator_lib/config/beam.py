@@ -16,8 +16,12 @@ from estimator_lib.config.base import JsonConfig, require
 
 INPROCESS, BEAM = "inprocess", "beam"
 ENGINES = (INPROCESS, BEAM)
-DIRECT_RUNNER, DATAFLOW_RUNNER = "DirectRunner", "DataflowRunner"
-RUNNERS = (DIRECT_RUNNER, DATAFLOW_RUNNER)
+DIRECT_RUNNER, DASK_RUNNER, DATAFLOW_RUNNER = "DirectRunner", "DaskRunner", "DataflowRunner"
+RUNNERS = (DIRECT_RUNNER, DASK_RUNNER, DATAFLOW_RUNNER)
+DASK_DEFAULT_WORKERS = 2
+# Dask bag partitions of the pipeline's first collection: Beam's Dask runner puts 128 elements in one partition
+# by default (one task, one worker); small partitions spread the input files over the workers.
+DASK_PARTITIONS = 64
 
 
 def check_engine(engine: str, owner: str = "engine") -> None:
@@ -30,9 +34,12 @@ class BeamConfig(JsonConfig):
 
     Attributes:
       runner: "DirectRunner" (this machine: Beam's local FnApiRunner, the one the DirectRunner itself uses
-        for batch pipelines) or "DataflowRunner" (Google Cloud Dataflow).
+        for batch pipelines), "DaskRunner" (Beam's Dask runner on a `dask.distributed` cluster of worker
+        processes on this machine, started and closed for each pipeline; needs the `beam` extra's dask) or
+        "DataflowRunner" (Google Cloud Dataflow).
       direct_num_workers: DirectRunner only: worker processes; None runs in this process (one thread), which
         is the fastest for small inputs.
+      dask_num_workers: DaskRunner only: the local cluster's worker processes (one thread each; None: 2).
       project, region: DataflowRunner: the Google Cloud project and region of the Dataflow job.
       temp_location: DataflowRunner: a gs:// prefix for Beam's staging and for the work files the stages
         exchange (deleted after each run). DirectRunner: a local directory for them (None: the temp dir).
@@ -47,6 +54,7 @@ class BeamConfig(JsonConfig):
 
     runner: str = DIRECT_RUNNER
     direct_num_workers: Optional[int] = None
+    dask_num_workers: Optional[int] = None
     project: Optional[str] = None
     region: Optional[str] = None
     temp_location: Optional[str] = None
@@ -57,11 +65,18 @@ class BeamConfig(JsonConfig):
 
     def __post_init__(self) -> None:
         require(self.runner in RUNNERS, f"beam.runner={self.runner!r} must be one of {RUNNERS}")
-        for name in ("direct_num_workers", "max_workers"):
+        for name in ("direct_num_workers", "dask_num_workers", "max_workers"):
             value = getattr(self, name)
             require(
                 value is None or (isinstance(value, int) and not isinstance(value, bool) and value > 0),
                 f"beam.{name}={value!r} must be None or a positive integer",
+            )
+        for name, runner in (("direct_num_workers", DIRECT_RUNNER), ("dask_num_workers", DASK_RUNNER)):
+            require(
+                getattr(self, name) is None or self.runner == runner,
+                f"beam.{name}={getattr(self, name)!r} applies to runner='{runner}' only, not "
+                f"runner={self.runner!r}; unset it"
+                + ("" if self.runner != DATAFLOW_RUNNER else " and size Dataflow with max_workers"),
             )
         if self.runner == DATAFLOW_RUNNER:
             self._check_dataflow()
@@ -82,17 +97,24 @@ class BeamConfig(JsonConfig):
             f"beam.temp_location={self.temp_location!r} must be a gs:// prefix for the DataflowRunner: Dataflow "
             "workers cannot see this machine's disk",
         )
-        require(
-            self.direct_num_workers is None,
-            "beam.direct_num_workers applies to the DirectRunner only; size Dataflow with max_workers",
-        )
 
     @property
     def is_local(self) -> bool:
-        return self.runner == DIRECT_RUNNER
+        """The pipeline's workers run on this machine (they share its disk)."""
+        return self.runner in (DIRECT_RUNNER, DASK_RUNNER)
+
+    @property
+    def local_workers(self) -> int:
+        """Worker processes of a local runner (1: the DirectRunner in this process)."""
+        if self.runner == DASK_RUNNER:
+            return self.dask_num_workers or DASK_DEFAULT_WORKERS
+        return self.direct_num_workers or 1
 
     def pipeline_args(self, job_name: str) -> List[str]:
-        """Beam's command-line options for this config (`PipelineOptions(args)`)."""
+        """Beam's command-line options for this config (`PipelineOptions(args)`); the DaskRunner's cluster
+        address is added when the cluster is up."""
+        if self.runner == DASK_RUNNER:
+            return ["--runner=DaskRunner", f"--dask_npartitions={DASK_PARTITIONS}"]
         if self.is_local:
             args = ["--runner=DirectRunner"]
             if self.direct_num_workers:

@@ -1,25 +1,29 @@
-"""Batch prediction from an exported SavedModel as an Apache Beam pipeline (`engine="beam"`), with Beam's
-RunInference: the local runner in tests and local runs, Dataflow at scale. Everything runs on the workers'
-CPUs: the `serve` (CPU) meta graph, loaded once per worker process.
+"""Batch prediction from an exported SavedModel as an Apache Beam pipeline (`engine="beam"`): on the
+DirectRunner or a local Dask cluster in tests and local runs, on Dataflow at scale. Everything runs on the
+workers' CPUs: the `serve` (CPU) meta graph, loaded once per worker process.
 
 The output is byte-identical to `saved_model.predict_from_saved_model`'s for the same input: the same batches (rows
 [k * batch_size, (k + 1) * batch_size) of the files in sorted order, across file ends, so the model sees the
 same matrices), the same signature, the same JSON Lines formatter, the same shard ranges and manifest, and
 the same atomic commit (`shards.publish`).
 
-    files --> count records per file (side input: each file's first row, the shard ranges)
-    files --> read a file (one worker per file) --> (batch index, (row, record)) --GroupByKey--> one batch
-          --> RunInference(KeyedModelHandler(SavedModelHandler))  [signature + host columns, per batch]
-          --> format rows, cut at shard ends --> (shard, piece) --GroupByKey--> write the shard (one worker)
+    pipeline 1: files --> count each file's records (one worker per file) --> the launcher reads the counts
+    pipeline 2: (file, first row, rows) --> one worker reads the file, predicts the batches that lie inside
+                it and writes their rows as part files, one per shard it touches
+            +--> rows of batches that span a file end --GroupByKey batch--> predicted, written as part files
+          part references --GroupByKey shard--> one worker concatenates a shard's parts in row order
 
-Each shard is written by one worker, in row order; the launcher then moves the shards into its staging
-directory (with the DirectRunner the workers write there directly) and commits them with the manifest.
+Only references and the rows of batches that span file ends (fewer than 2 batches per file) travel through
+the runner, so nothing on the launcher grows with the rows: the launcher holds the per-file counts, the plan and
+the shards' manifest entries. The launcher then commits the shards with the manifest (with a local runner the
+workers write the shards into its staging directory; Dataflow's are copied there).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import os
 import queue
 import threading
@@ -27,38 +31,64 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
-from estimator_lib import storage
+from estimator_lib import beam_runners, storage
 from estimator_lib.config import JobConfig
 from estimator_lib.config.beam import BeamConfig
-from estimator_lib.data.beam import (
-    beam,
-    beam_passes,
-    read_pickles,
-    require_beam,
-    run_pipeline,
-    work_directory,
-    write_pickle,
-)
+from estimator_lib.data import places
+from estimator_lib.data.beam import beam, beam_passes, read_pickles, require_beam, work_directory, write_pickle
+from estimator_lib.data.common import EVAL
 from estimator_lib.data.prepare import PrepareResult, encode_for_scoring
 from estimator_lib.export import export_model, load_serving_model
 from estimator_lib.model import inputs
 from estimator_lib.model.outputs import PredictionError
-from estimator_lib.predict.batch import encoded_origins, raw_record
+from estimator_lib.predict.batch import raw_record
 from estimator_lib.predict.columns import Column
 from estimator_lib.predict.jsonl import RowFormatter
 from estimator_lib.predict.origins import KeyedOrigins, Origins, RecordOrigins
 from estimator_lib.predict.saved_model import check_saved_model_arguments, predicted_batches, saved_model_provenance
 from estimator_lib.predict.shards import PredictResult, formatted_pieces, publish, shard_name, shard_sizes
-from estimator_lib.predict.sources import encoded_rows_uri, prediction_source, scoring_options, split_origins
+from estimator_lib.predict.sources import encoded_rows_uri, prediction_source, scoring_options
 from estimator_lib.schema import Schema
 
 EXPORT_SUFFIX = "-saved_model"
+COUNTS, PARTS, SHARDS = "counts", "parts", "shards"
+
+
+@dataclasses.dataclass(frozen=True)
+class PlacesRef:
+    """A prepared dataset's places table (`data.places`), named rather than held: each worker process reads
+    it once (`origins`), so the launcher never holds a table that grows with the rows.
+
+    Attributes:
+      output_dir: the preparation (or the rows encoded for scoring) that wrote `<split>_places.npy`.
+      split: whose places ("eval" for rows encoded for scoring).
+      names: the input files in the manifest's `inputs` order.
+      key_column: the keys are a key column's values.
+    """
+
+    output_dir: str
+    split: str
+    names: Tuple[str, ...]
+    key_column: bool
+
+    def origins(self) -> KeyedOrigins:
+        """The rows' origins, the table read once per worker process."""
+        with _LOCK:
+            if self not in _PLACES:
+                _PLACES[self] = KeyedOrigins(
+                    places.read_places(self.output_dir, self.split), self.names, self.key_column
+                )
+            return _PLACES[self]
+
+    @classmethod
+    def of(cls, output_dir: str, manifest: Dict[str, Any], key_column: bool, split: str = EVAL) -> "PlacesRef":
+        return cls(output_dir, split, tuple(d["name"] for d in manifest.get("inputs", [])), key_column)
 
 
 @dataclasses.dataclass(frozen=True)
 class _Plan:
-    """What the workers need: the model, the schema and columns, the batch size, the shards, the input files
-    and the prepared rows' origins (None: TFRecords, placed by file and record index from the layout)."""
+    """What the workers need: the model, the schema and columns, the batch size, the shards, the input files,
+    each file's records and the rows' origins (None: TFRecords, placed by file and record index)."""
 
     export_dir: str
     schema: Schema
@@ -68,7 +98,29 @@ class _Plan:
     shard_dir: str
     work: str
     files: Tuple[str, ...]
-    origins: Optional[KeyedOrigins]
+    per_file: Tuple[int, ...]
+    origins: Optional[KeyedOrigins | PlacesRef]
+
+    @property
+    def count(self) -> int:
+        return sum(self.per_file)
+
+    @property
+    def ends(self) -> List[int]:
+        """Each shard's end row (exclusive)."""
+        return list(itertools.accumulate(shard_sizes(self.count, self.num_shards)))
+
+    def formatter(self) -> RowFormatter:
+        if self.origins is None:
+            origins: Origins = RecordOrigins(self.files, self.per_file)
+        else:
+            origins = self.origins.origins() if isinstance(self.origins, PlacesRef) else self.origins
+        return RowFormatter(self.schema, self.columns, origins)
+
+
+_LOCK = threading.Lock()
+_PLACES: Dict[PlacesRef, KeyedOrigins] = {}
+_PREDICTORS: Dict[Tuple[str, Tuple[str, ...]], "_FedPredictor"] = {}
 
 
 def predict_from_saved_model(
@@ -83,7 +135,7 @@ def predict_from_saved_model(
     num_shards: int = 1,
     beam_config: Optional[BeamConfig] = None,
     provenance: Optional[Dict[str, Any]] = None,
-    origins: Optional[KeyedOrigins] = None,
+    origins: Optional[KeyedOrigins | PlacesRef] = None,
 ) -> PredictResult:
     """`saved_model.predict_from_saved_model` on Apache Beam: the same arguments, the same output.
 
@@ -92,22 +144,27 @@ def predict_from_saved_model(
         `saved_model.predict_from_saved_model`. A wrong `num_examples` fails and publishes nothing.
       beam_config: where the pipeline runs (None: the DirectRunner on this machine).
       provenance: entries added to the manifest (None adds none, keeping it identical to the in-process one).
-      origins: prepared rows' origins, as for `saved_model.predict_from_saved_model`; None places each row by
-        its TFRecord file and record index (from the per-file counts the pipeline makes anyway).
+      origins: prepared rows' origins: a `PlacesRef` (read by the workers) or a `KeyedOrigins` (shipped to
+        them with the plan); None places each row by its TFRecord file and record index.
     """
     require_beam()
     config = beam_config or BeamConfig()
     columns = check_saved_model_arguments(schema, batch_size, passthrough, num_shards, num_examples)
     files = inputs.resolve_files(data)
     record = {**saved_model_provenance(export_dir, files, columns, batch_size), **(provenance or {})}
-    fields = RowFormatter(schema, columns, RecordOrigins(files, []) if origins is None else origins).fields
+    keyed = origins if not isinstance(origins, PlacesRef) else KeyedOrigins(None, origins.names, origins.key_column)
+    fields = RowFormatter(schema, columns, RecordOrigins(files, []) if origins is None else keyed).fields
 
     def write_shards(staging: str) -> List[Dict[str, Any]]:
-        with work_directory(config, "predict") as work:
-            shard_dir = staging if config.is_local else storage.join(work, "shards")
-            plan = _Plan(export_dir, schema, columns, batch_size, num_shards, shard_dir, work, tuple(files), origins)
-            run_pipeline(lambda p: _prediction_pipeline(p, files, plan), config, "batch-predict")
-            return _collect_shards(plan, staging, num_examples)
+        with work_directory(config, "predict") as work, beam_runners.session(config) as run:
+            shard_dir = staging if config.is_local else storage.join(work, SHARDS)
+            tf.io.gfile.makedirs(storage.join(work, PARTS))
+            per_file = _count_files(files, work, run, num_examples)
+            plan = _Plan(
+                export_dir, schema, columns, batch_size, num_shards, shard_dir, work, tuple(files), per_file, origins
+            )
+            run(lambda p: _prediction_pipeline(p, plan), "batch-predict")
+            return _collect_shards(plan, staging)
 
     return publish(write_shards, fields, output_dir, num_shards, record)
 
@@ -132,14 +189,20 @@ def score(
       beam_config: where the pipelines run (None: the DirectRunner on this machine).
     """
     source = prediction_source(data, prepared)
-    uri, count, extra, origins = source.uri, source.count, {}, split_origins(source, prepared)
+    uri, count, extra = source.uri, source.count, {}
+    origins = None
+    if source.split is not None:
+        origins = PlacesRef.of(
+            prepared.output_dir, prepared.manifest, prepared.schema.key_column is not None, source.split
+        )
     if source.raw:
         with beam_passes(beam_config or BeamConfig()) as passes:
             rows = encode_for_scoring(
                 source.uri, prepared.schema, encoded_rows_uri(output_dir), passes=passes, **scoring_options(prepared)
             )
         uri, count = rows.files, rows.count
-        extra, origins = {"raw": raw_record(rows, encoded_rows_uri(output_dir))}, encoded_origins(rows)
+        extra = {"raw": raw_record(rows, encoded_rows_uri(output_dir))}
+        origins = PlacesRef.of(rows.output_dir, rows.manifest, rows.manifest["key_column"] is not None)
     exported = export_model(job, prepared.schema, model_dir, output_dir.rstrip("/") + EXPORT_SUFFIX, verify_rows=uri)
     return predict_from_saved_model(
         exported.export_dir,
@@ -154,90 +217,127 @@ def score(
     )
 
 
-# -- the pipeline ---------------------------------------------------------------------------------------------
-def _prediction_pipeline(pipeline: Any, files: List[str], plan: _Plan) -> None:
-    indexed = pipeline | "Files" >> beam.Create(list(enumerate(files)))
-    counts = indexed | "SpreadCount" >> beam.Reshuffle() | "Count" >> beam.Map(_count)
-    layout = beam.pvalue.AsSingleton(counts | "Layout" >> beam.combiners.ToList() | beam.Map(_layout, plan))
-    _ = (
-        indexed
-        | "SpreadRead" >> beam.Reshuffle()
-        | "Read" >> beam.FlatMap(_batch_rows, layout, plan.batch_size)
+# -- pipeline 1: the files' records -----------------------------------------------------------------------------
+def _count_files(files: List[str], work: str, run: beam_runners.Run, num_examples: Optional[int]) -> Tuple[int, ...]:
+    """Each file's records, counted on the workers; the launcher reads one number per file."""
+
+    def build(pipeline: Any) -> None:
+        _ = (
+            pipeline
+            | "Files" >> beam.Create(list(enumerate(files)))
+            | "Spread" >> beam.Reshuffle()
+            | "Count" >> beam.Map(_count_file, work)
+        )
+
+    run(build, "batch-predict-count")
+    per_file = tuple(read_pickles(storage.join(work, COUNTS, f"{i:06d}.pkl") for i in range(len(files))))
+    if num_examples is not None and sum(per_file) != num_examples:
+        raise PredictionError(
+            f"num_examples={num_examples} but the inputs hold {sum(per_file)} records; pass the right count "
+            "(prepare's manifest) or None to count"
+        )
+    return per_file
+
+
+def _count_file(element: Tuple[int, str], work: str) -> None:
+    index, path = element
+    write_pickle(storage.join(work, COUNTS, f"{index:06d}.pkl"), inputs.count_records([path]))
+
+
+# -- pipeline 2: predicting -------------------------------------------------------------------------------------
+def _prediction_pipeline(pipeline: Any, plan: _Plan) -> None:
+    starts = [sum(plan.per_file[:i]) for i in range(len(plan.files))]
+    tasks = [(i, starts[i], n) for i, n in enumerate(plan.per_file) if n]
+    read = (
+        pipeline
+        | "Files" >> beam.Create(tasks)
+        | "Spread" >> beam.Reshuffle()
+        | "Read" >> beam.FlatMap(_file_rows, plan)
+    )
+    inside = read | "Inside" >> beam.Filter(lambda e: e[0] == _PART) | "Parts" >> beam.Map(lambda e: e[1])
+    spanning = (
+        read
+        | "Spanning" >> beam.Filter(lambda e: e[0] == _ROW)
+        | "Rows" >> beam.Map(lambda e: e[1])
         | "Batch" >> beam.GroupByKey()
-        | "Order" >> beam.Map(_ordered_batch, plan.batch_size)
-        | "Predict" >> RunInference(KeyedModelHandler(SavedModelHandler(plan)))
-        | "Format" >> beam.FlatMap(_pieces, layout, plan)
+        | "PredictSpanning" >> beam.FlatMap(_spanning_batch, plan)
+    )
+    _ = (
+        (inside, spanning)
+        | "AllParts" >> beam.Flatten()
         | "Shard" >> beam.GroupByKey()
         | "Write" >> beam.Map(_write_shard, plan)
     )
 
 
-def _count(element: Tuple[int, str]) -> Tuple[int, int]:
-    index, path = element
-    return index, inputs.count_records([path])
+_PART, _ROW = "part", "row"
+PartRef = Tuple[int, Tuple[int, int, str]]  # (shard, (first row, rows, part file URI))
 
 
-def _layout(counts: List[Tuple[int, int]], plan: _Plan) -> Dict[str, Any]:
-    """Each file's first row, the row count, and the shards' ends, from the per-file record counts."""
-    per_file = [n for _, n in sorted(counts)]
-    starts = [sum(per_file[:i]) for i in range(len(per_file))]
-    total = sum(per_file)
-    ends, end = [], 0
-    for size in shard_sizes(total, plan.num_shards):
-        end += size
-        ends.append(end)
-    write_pickle(storage.join(plan.work, "count.pkl"), total)
-    return {"starts": starts, "count": total, "ends": ends, "per_file": per_file}
+def _file_rows(task: Tuple[int, int, int], plan: _Plan) -> Iterator[Tuple[str, Any]]:
+    """Reads one file: predicts the batches that lie inside it and writes their rows as part files
+    ((_PART, part reference)); the rows of batches that span one of its ends go on as (_ROW, (batch, (row,
+    record))) to be batched with the neighbouring files' rows."""
+    index, start, n = task
+    low, high = _inside(start, start + n, plan.batch_size, plan.count)
+    dataset = tf.data.TFRecordDataset([plan.files[index]])
+    for offset, record in enumerate(dataset.take(low - start).as_numpy_iterator()):
+        yield _ROW, ((start + offset) // plan.batch_size, (start + offset, record))
+    if high > low:
+        batches = dataset.skip(low - start).take(high - low).batch(plan.batch_size)
+        for ref in _write_parts(plan, low, (list(b) for b in batches.as_numpy_iterator())):
+            yield _PART, ref
+    for offset, record in enumerate(dataset.skip(high - start).as_numpy_iterator()):
+        yield _ROW, ((high + offset) // plan.batch_size, (high + offset, record))
 
 
-def _batch_rows(element: Tuple[int, str], layout: Dict[str, Any], batch_size: int) -> Iterator[Tuple[int, Tuple]]:
-    """A file's records as (batch index, (input row, serialized Example)), batch k being rows
-    [k * batch_size, (k + 1) * batch_size) of all files in order, as `predict_from_saved_model` batches them."""
-    index, path = element
-    row = layout["starts"][index]
-    for serialized in tf.data.TFRecordDataset([path]).as_numpy_iterator():
-        yield row // batch_size, (row, serialized)
-        row += 1
+def _inside(start: int, end: int, batch_size: int, count: int) -> Tuple[int, int]:
+    """Rows [low, high) of a file holding rows [start, end): the batches lying wholly inside it (the last
+    batch of the input ends at `count`)."""
+    low = min(-(-start // batch_size) * batch_size, end)
+    high = end if end == count else end // batch_size * batch_size
+    return low, max(high, low)
 
 
-def _ordered_batch(element: Tuple[int, Any], batch_size: int) -> Tuple[int, Tuple[int, List[bytes]]]:
-    """(batch index, (first row, serialized Examples in row order))."""
-    index, rows = element
+def _spanning_batch(element: Tuple[int, Any], plan: _Plan) -> List[PartRef]:
+    """A batch whose rows came from two or more files, predicted and written as part files."""
+    _, rows = element
     ordered = sorted(rows, key=lambda r: r[0])
-    return index, (index * batch_size, [serialized for _, serialized in ordered])
+    return _write_parts(plan, ordered[0][0], iter([[record for _, record in ordered]]))
 
 
-if beam is not None:
-    from apache_beam.ml.inference.base import KeyedModelHandler, ModelHandler, PredictionResult, RunInference
+def _write_parts(plan: _Plan, first_row: int, batches: Iterator[List[bytes]]) -> List[PartRef]:
+    """Predicts consecutive batches starting at input row `first_row` and writes their JSON Lines as part
+    files, a new one at each shard; returns the parts' references."""
+    predictor, formatter, ends = _predictor(plan), plan.formatter(), plan.ends
+    refs: List[PartRef] = []
+    out, row = None, first_row
+    try:
+        for records in batches:
+            host, outputs = predictor.predict(records)
+            for shard, rows, data in formatted_pieces(host, outputs, formatter, row, ends):
+                if not refs or refs[-1][0] != shard:
+                    if out is not None:
+                        out.close()
+                    uri = storage.join(plan.work, PARTS, f"{shard:05d}-{row:012d}.part")
+                    out, refs = tf.io.gfile.GFile(uri, "wb"), refs + [(shard, (row, 0, uri))]
+                out.write(data)
+                shard_, (first, count, uri) = refs[-1]
+                refs[-1] = (shard_, (first, count + rows, uri))
+                row += rows
+    finally:
+        if out is not None:
+            out.close()
+    return refs
 
-    class SavedModelHandler(ModelHandler):
-        """RunInference's model handler for our export: loads the `serve` meta graph once per worker process
-        (`export.load_serving_model`) and calls its `predict` signature on one whole batch at a time.
 
-        An element is a ready batch (first row, serialized Examples); RunInference is told to pass one
-        element per call so the signature sees exactly the rows `predict_from_saved_model` gives it, through
-        the same tf.data map (`saved_model.predicted_batches`). The result is (host columns, model outputs) as
-        numpy arrays, ready for the JSON Lines formatter.
-        """
-
-        def __init__(self, plan: _Plan):
-            super().__init__(min_batch_size=1, max_batch_size=1)
-            self._plan = plan
-
-        def load_model(self) -> "_FedPredictor":
-            return _FedPredictor(load_serving_model(self._plan.export_dir), self._plan)
-
-        def run_inference(
-            self,
-            batch: Sequence[Tuple[int, List[bytes]]],
-            model: "_FedPredictor",
-            inference_args: Optional[Dict] = None,
-        ) -> Iterator[PredictionResult]:
-            for first_row, records in batch:
-                yield PredictionResult((first_row, len(records)), model.predict(records))
-
-        def get_num_bytes(self, batch: Sequence[Tuple[int, List[bytes]]]) -> int:
-            return sum(len(r) for _, records in batch for r in records)
+def _predictor(plan: _Plan) -> "_FedPredictor":
+    """The worker process's model for this plan, loaded once."""
+    key = (plan.export_dir, tuple(c.name for c in plan.columns))
+    with _LOCK:
+        if key not in _PREDICTORS:
+            _PREDICTORS[key] = _FedPredictor(load_serving_model(plan.export_dir), plan)
+        return _PREDICTORS[key]
 
 
 class _FedPredictor:
@@ -254,53 +354,38 @@ class _FedPredictor:
             yield self._queue.get()
 
     def predict(self, records: List[bytes]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
-        with self._lock:  # RunInference may call from several threads; batch in, its result out
+        with self._lock:  # several threads may predict; batch in, its result out
             self._queue.put(records)
             return next(self._outputs)
 
 
-def _pieces(element: Tuple[int, Any], layout: Dict[str, Any], plan: _Plan) -> Iterator[Tuple[int, Tuple]]:
-    """One predicted batch as formatted JSON Lines pieces keyed by shard: (shard, (first row, rows, bytes))."""
-    _, result = element
-    (first_row, _), (host, outputs) = result.example, result.inference
-    formatter = RowFormatter(plan.schema, plan.columns, _origins(plan, layout))
-    row = first_row
-    for shard, rows, data in formatted_pieces(host, outputs, formatter, first_row, layout["ends"]):
-        yield shard, (row, rows, data)
-        row += rows
-
-
-def _origins(plan: _Plan, layout: Dict[str, Any]) -> Origins:
-    """The rows' origins: the prepared rows' (by key), else each TFRecord row's file and record index."""
-    return RecordOrigins(plan.files, layout["per_file"]) if plan.origins is None else plan.origins
-
-
 def _write_shard(element: Tuple[int, Any], plan: _Plan) -> None:
-    """Writes one shard's pieces in row order (one worker per shard) and records its manifest entry."""
-    shard, pieces = element
+    """Concatenates one shard's parts in row order into the shard file (one worker per shard, streaming) and
+    records its manifest entry."""
+    shard, refs = element
     name = shard_name(shard, plan.num_shards)
     digest, size, rows = hashlib.sha256(), 0, 0
-    ordered = sorted(pieces, key=lambda p: p[0])
-    data = b"".join(p[2] for p in ordered)
-    digest.update(data)
-    size, rows = len(data), sum(p[1] for p in ordered)
-    storage.write_bytes(storage.join(plan.shard_dir, name), data)
+    expected = plan.ends[shard] - shard_sizes(plan.count, plan.num_shards)[shard]
+    with tf.io.gfile.GFile(storage.join(plan.shard_dir, name), "wb") as out:
+        for first, count, uri in sorted(refs):
+            if first != expected:
+                raise PredictionError(f"shard {shard}: a part starts at row {first}, row {expected} was expected")
+            with tf.io.gfile.GFile(uri, "rb") as part:
+                while chunk := part.read(1 << 22):
+                    digest.update(chunk)
+                    out.write(chunk)
+                    size += len(chunk)
+            rows, expected = rows + count, expected + count
     entry = {"file": name, "rows": rows, "bytes": size, "sha256": digest.hexdigest()}
-    write_pickle(storage.join(plan.work, "shards", f"{shard:05d}.pkl"), entry)
+    write_pickle(storage.join(plan.work, SHARDS, f"{shard:05d}.pkl"), entry)
 
 
-def _collect_shards(plan: _Plan, staging: str, num_examples: Optional[int]) -> List[Dict[str, Any]]:
+def _collect_shards(plan: _Plan, staging: str) -> List[Dict[str, Any]]:
     """The shards' manifest entries in order, each shard in `staging`; shards without rows are written empty."""
-    count = next(read_pickles([storage.join(plan.work, "count.pkl")]))
-    if num_examples is not None and count != num_examples:
-        raise PredictionError(
-            f"num_examples={num_examples} but the inputs hold {count} records; pass the right count (prepare's "
-            "manifest) or None to count"
-        )
     entries = []
-    for shard, planned in enumerate(shard_sizes(count, plan.num_shards)):
+    for shard, planned in enumerate(shard_sizes(plan.count, plan.num_shards)):
         name = shard_name(shard, plan.num_shards)
-        entry_uri = storage.join(plan.work, "shards", f"{shard:05d}.pkl")
+        entry_uri = storage.join(plan.work, SHARDS, f"{shard:05d}.pkl")
         if storage.exists(entry_uri):
             entry = next(read_pickles([entry_uri]))
             if plan.shard_dir != staging:

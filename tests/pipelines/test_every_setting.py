@@ -92,6 +92,7 @@ VALID: dict[str, tuple[list[str], Any]] = {
     "validation.on_breach": (["validation.on_breach=warn"], "warn"),
     "validation.schema_changes": (["validation.schema_changes=warn"], "warn"),
     "beam.runner": (DATAFLOW, "DataflowRunner"),
+    "beam.dask_num_workers": (["beam.runner=DaskRunner", "beam.dask_num_workers=3"], 3),
     "beam.project": (["beam.project=my-project"], "my-project"),
     "beam.region": (["beam.region=europe-west4"], "europe-west4"),
     "beam.temp_location": (["beam.temp_location=/tmp/beam"], "/tmp/beam"),

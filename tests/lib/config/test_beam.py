@@ -25,6 +25,17 @@ def test_the_direct_runner_runs_in_this_process_unless_given_workers():
     ]
 
 
+def test_the_dask_runner_runs_a_local_cluster_of_two_workers_unless_told():
+    config = BeamConfig(runner="DaskRunner")
+    assert config.is_local and config.local_workers == 2
+    assert BeamConfig(runner="DaskRunner", dask_num_workers=3).local_workers == 3
+    assert config.pipeline_args("job") == ["--runner=DaskRunner", "--dask_npartitions=64"]
+    with pytest.raises(ConfigError, match=r"beam.dask_num_workers=2 applies to runner='DaskRunner' only, not "):
+        BeamConfig(dask_num_workers=2)
+    with pytest.raises(ConfigError, match=r"beam.direct_num_workers=2 applies to runner='DirectRunner' only"):
+        BeamConfig(runner="DaskRunner", direct_num_workers=2)
+
+
 def test_dataflow_options_name_every_setting():
     config = BeamConfig(**DATAFLOW, max_workers=40, machine_type="n2-standard-4", service_account="sa@p.iam")
     assert not config.is_local
@@ -47,7 +58,10 @@ def test_dataflow_options_name_every_setting():
 @pytest.mark.parametrize(
     "fields, message",
     [
-        ({"runner": "SparkRunner"}, "beam.runner='SparkRunner' must be one of ('DirectRunner', 'DataflowRunner')"),
+        (
+            {"runner": "SparkRunner"},
+            "beam.runner='SparkRunner' must be one of ('DirectRunner', 'DaskRunner', 'DataflowRunner')",
+        ),
         ({"direct_num_workers": 0}, "beam.direct_num_workers=0 must be None or a positive integer"),
         ({"max_workers": True}, "beam.max_workers=True must be None or a positive integer"),
         (
@@ -61,7 +75,8 @@ def test_dataflow_options_name_every_setting():
         ),
         (
             {**DATAFLOW, "direct_num_workers": 2},
-            "beam.direct_num_workers applies to the DirectRunner only; size Dataflow with max_workers",
+            "beam.direct_num_workers=2 applies to runner='DirectRunner' only, not runner='DataflowRunner'; unset it "
+            "and size Dataflow with max_workers",
         ),
     ],
 )
