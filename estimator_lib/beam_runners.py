@@ -10,7 +10,6 @@ between them without passing through this process.
 from __future__ import annotations
 
 import contextlib
-import logging
 from typing import Any, Callable, Iterator
 
 from estimator_lib.config.beam import DASK_RUNNER, BeamConfig
@@ -19,9 +18,8 @@ from estimator_lib.data import beam as beam_engine
 try:  # the Dask runner needs the beam extra's apache-beam, dask and distributed
     from apache_beam.options.pipeline_options import PipelineOptions
     from apache_beam.runners.dask.dask_runner import DaskRunner
-    from distributed import LocalCluster
 except ImportError:  # pragma: no cover - exercised only without the extra
-    LocalCluster = None
+    DaskRunner = None
 
 
 Run = Callable[[Callable[[Any], None], str], None]
@@ -38,29 +36,8 @@ def session(config: BeamConfig) -> Iterator[Run]:
     if config.runner != DASK_RUNNER:
         yield lambda build, purpose: beam_engine.run_pipeline(build, config, purpose)
         return
-    with local_dask_cluster(config.local_workers) as address:
+    with beam_engine.local_dask_cluster(config.local_workers) as address:
         yield lambda build, purpose: _run_on_dask(build, config, purpose, address)
-
-
-@contextlib.contextmanager
-def local_dask_cluster(workers: int) -> Iterator[str]:
-    """A `dask.distributed` cluster of `workers` processes (one thread each) on this machine; yields the
-    scheduler's address and closes the cluster on exit."""
-    if LocalCluster is None:
-        raise ImportError(
-            "beam.runner='DaskRunner' needs dask and distributed: pip install 'tpu-estimator-pipelines[beam]'"
-        )
-    cluster = LocalCluster(
-        n_workers=workers,
-        threads_per_worker=1,
-        processes=True,
-        dashboard_address=None,
-        silence_logs=logging.ERROR,
-    )
-    try:
-        yield cluster.scheduler_address
-    finally:
-        cluster.close()
 
 
 def _run_on_dask(build: Callable[[Any], None], config: BeamConfig, purpose: str, address: str) -> None:

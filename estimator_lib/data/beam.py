@@ -33,6 +33,7 @@ import collections
 import contextlib
 import dataclasses
 import functools
+import logging
 import os
 import pickle
 import shutil
@@ -45,7 +46,7 @@ import numpy as np
 
 from estimator_lib import storage
 from estimator_lib.config import PrepareConfig
-from estimator_lib.config.beam import BeamConfig
+from estimator_lib.config.beam import DASK_RUNNER, BeamConfig
 from estimator_lib.data.combine import merge_all
 from estimator_lib.data.common import SPLITS, DataError
 from estimator_lib.data.encode import ChunkResult, ChunkTask, EncodePlan, encode_chunk
@@ -68,8 +69,9 @@ except ImportError:  # pragma: no cover - exercised only without the extra
     beam = None
 try:  # Beam's Dask runner needs dask and distributed (in the beam extra)
     from apache_beam.runners.dask.dask_runner import DaskRunner
+    from distributed import LocalCluster
 except ImportError:  # pragma: no cover - exercised only without them
-    DaskRunner = None
+    DaskRunner = LocalCluster = None
 
 
 def require_beam() -> None:
@@ -96,6 +98,35 @@ def dask_cluster(scheduler_address: str) -> ClusterRunner:
     return ClusterRunner(DaskRunner, (f"--dask_client_address={scheduler_address}",))
 
 
+@contextlib.contextmanager
+def local_dask_cluster(workers: int) -> Iterator[str]:
+    """A `dask.distributed` cluster of `workers` processes (one thread each) on this machine; yields the
+    scheduler's address and closes the cluster on exit. Its scheduler runs in this process (it holds task
+    metadata, not elements); elements move between the workers without passing through this process."""
+    if LocalCluster is None:
+        raise ImportError(
+            "beam.runner='DaskRunner' needs dask and distributed: pip install 'tpu-estimator-pipelines[beam]'"
+        )
+    cluster = LocalCluster(
+        n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=logging.ERROR
+    )
+    try:
+        yield cluster.scheduler_address
+    finally:
+        cluster.close()
+
+
+@contextlib.contextmanager
+def _runner_cluster(config: BeamConfig, cluster: Optional[ClusterRunner]) -> Iterator[Optional[ClusterRunner]]:
+    """`cluster` when given; for `runner="DaskRunner"`, the Dask runner on a local cluster of
+    `config.local_workers` processes, started for the run; otherwise None (`config`'s own runner)."""
+    if cluster is not None or config.runner != DASK_RUNNER:
+        yield cluster
+        return
+    with local_dask_cluster(config.local_workers) as address:
+        yield dask_cluster(address)
+
+
 def run_pipeline(
     build: Callable[[Any], None], config: BeamConfig, purpose: str, cluster: Optional[ClusterRunner] = None
 ) -> None:
@@ -116,7 +147,11 @@ def run_pipeline(
     pipeline = beam.Pipeline(runner=runner, options=options)
     build(pipeline)
     result = pipeline.run()
-    state = result.wait_until_finish()
+    try:
+        state = result.wait_until_finish()
+    finally:
+        if getattr(result, "client", None) is not None:  # the Dask runner's client: closed before its cluster
+            result.client.close()
     if state not in (None, "DONE"):
         raise RuntimeError(f"the Beam pipeline {purpose!r} ended in state {state} on {config.runner}")
 
@@ -190,9 +225,10 @@ def prepare_on_beam(
 
 @contextlib.contextmanager
 def beam_passes(config: BeamConfig, cluster: Optional[ClusterRunner] = None) -> Iterator[Passes]:
-    """Preparation's `Passes` on Beam (on `cluster` when given), with a work directory for this run."""
+    """Preparation's `Passes` on Beam (on `cluster` when given; for `runner="DaskRunner"` on a local Dask cluster
+    started for the run), with a work directory for this run."""
     require_beam()
-    with work_directory(config, "prepare") as work:
+    with work_directory(config, "prepare") as work, _runner_cluster(config, cluster) as cluster:
         encode = _Encode(config, work, cluster)
         yield Passes(profile=_Profile(config, work, cluster), encode=encode, shard_writers=encode.worker_shards)
 

@@ -20,7 +20,7 @@ from test_prepare import awkward_rows, write_csv  # noqa: E402
 from estimator_lib import storage  # noqa: E402
 from estimator_lib.config import ConfigError, PrepareConfig  # noqa: E402
 from estimator_lib.config.beam import BeamConfig, check_engine  # noqa: E402
-from estimator_lib.data.beam import beam_passes, dask_cluster, prepare_on_beam  # noqa: E402
+from estimator_lib.data.beam import beam_passes, prepare_on_beam  # noqa: E402
 from estimator_lib.data.common import DataError  # noqa: E402
 from estimator_lib.data.embedded import default_dataset  # noqa: E402
 from estimator_lib.data.prepare import encode_for_scoring, prepare  # noqa: E402
@@ -92,7 +92,7 @@ def test_worker_processes_write_the_shards_and_the_launcher_never_receives_a_row
 
 @pytest.mark.slow  # about 15 s: a dask.distributed cluster whose two worker processes import TensorFlow
 def test_beams_dask_runner_on_a_local_cluster_of_two_workers_is_byte_identical(tmp_path):
-    distributed = pytest.importorskip("distributed")
+    pytest.importorskip("distributed")
     rows = awkward_rows(300)
     rows[5][1] = "abc"  # a quarantined row
     path = write_csv(tmp_path / "rows.csv", AWKWARD, rows)
@@ -100,8 +100,7 @@ def test_beams_dask_runner_on_a_local_cluster_of_two_workers_is_byte_identical(t
         data=(path,), label="label", chunk_bytes=2048, num_shards=3, bad_rows="quarantine", max_bad_fraction=0.1
     )
     prepare(config, str(tmp_path / "inprocess"))
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as c:
-        prepare_on_beam(config, str(tmp_path / "dask"), cluster=dask_cluster(c.scheduler_address))
+    prepare_on_beam(config, str(tmp_path / "dask"), BeamConfig(runner="DaskRunner", dask_num_workers=2))
     here, there = tree(str(tmp_path / "inprocess")), tree(str(tmp_path / "dask"))
     assert "quarantine.jsonl" in there and here == there
 
