@@ -197,7 +197,7 @@ def test_two_host_eval_and_predict_equal_a_single_host_run(data, tmp_path):
     model_dir = str(tmp_path / "model")
     estimator.train(job, schema, pattern, model_dir)
     single = estimator.evaluate(job, schema, pattern, model_dir)
-    est = estimator.build_estimator(job, schema, model_dir)
+    est = estimator.build_estimator(job, schema, model_dir, eval_rows_per_step=single.num_examples / single.steps)
     eval_builder = inputs.eval_input_fn_builder(pattern, schema)
     two_hosts = est.evaluate(lambda params: merged(eval_builder, 4), steps=single.steps)
     assert single.steps == 4
