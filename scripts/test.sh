@@ -18,7 +18,7 @@ run_pytest() {
   return "$status"
 }
 
-run_pytest .venv/bin/python -m pytest "$@"
+run_pytest .venv/bin/python -m pytest --durations=25 "$@"
 status=$?
 if [ "$#" -eq 0 ]; then
   echo "test.sh: the determinism tests again with oneDNN off (TF_ENABLE_ONEDNN_OPTS=0)"

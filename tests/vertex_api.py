@@ -37,6 +37,10 @@ class FakeVertexAPI:
         # aiplatform keeps credentials it found (google.auth.default) in a process-wide config: a fresh one per
         # test, restored after it, so no test sees credentials another test's fake provided.
         monkeypatch.setattr(initializer, "global_config", initializer._Config())
+        # The GCS emulator sets GOOGLE_CLOUD_PROJECT for the session, which a fresh config would send to the
+        # Resource Manager (the network, retried for about a minute) to turn into a project id.
+        monkeypatch.delenv("GOOGLE_CLOUD_PROJECT", raising=False)
+        monkeypatch.delenv("CLOUD_ML_PROJECT_ID", raising=False)
         self.pipeline_jobs, self.schedules, self.buckets = [], [], []
         self.contexts: dict[str, Any] = {}
         self.created_contexts, self.context_children = [], []
