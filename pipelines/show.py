@@ -81,7 +81,11 @@ def format_run(summary: dict[str, Any], path: str) -> str:
     run = summary.get("run", {})
     lines = [_headline(summary)]
     if run.get("seconds"):
-        lines.append("  stages: " + ", ".join(f"{stage} {seconds:.1f} s" for stage, seconds in run["seconds"].items()))
+        order = ("resolve", *ARTIFACT_ORDER)
+        ranked = sorted(
+            run["seconds"].items(), key=lambda item: (order.index(item[0]) if item[0] in order else 99, item)
+        )
+        lines.append("  stages: " + ", ".join(f"{stage} {seconds:.1f} s" for stage, seconds in ranked))
     if summary.get("status") != runs.OK:
         stage = summary.get("stage") or "start-up"
         lines.append(f"  {summary.get('status')} at {stage}: {summary.get('error')}")

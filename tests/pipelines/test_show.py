@@ -175,8 +175,8 @@ def test_show_prints_the_worst_slices_with_their_verdicts(tmp_path, capsys):
 
 
 def test_show_prints_each_stages_seconds_after_the_headline(tmp_path, capsys):
-    run = {**OK_RUN["run"], "seconds": {"prepare": 2.04, "train": 11.96}}
+    run = {**OK_RUN["run"], "seconds": {"release": 0.1, "prepare": 2.04, "train": 11.96}}
     folder = record(str(tmp_path), {**OK_RUN, "run": run})
     assert cli.main(["show", folder.path]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[1] == "  stages: prepare 2.0 s, train 12.0 s"
+    assert lines[1] == "  stages: prepare 2.0 s, train 12.0 s, release 0.1 s"  # in the DAG's order
