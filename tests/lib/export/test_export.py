@@ -277,7 +277,8 @@ def test_regression_export_and_outputs_agree(tmp_path):
     batch_predict(reg.job, reg.schema, reg.model_dir, reg.data, str(tmp_path / "ckpt"))
     predict_from_saved_model(reg.result.export_dir, reg.schema, reg.data, str(tmp_path / "sm"), batch_size=4)
     a, b = read_predictions(str(tmp_path / "ckpt")), read_predictions(str(tmp_path / "sm"))
-    assert [list(r) for r in a] == [["key", "value"]] * (B + 1)
-    assert [r["key"] for r in a] == [r["key"] for r in b]
+    assert [list(r) for r in a] == [["key", "file", "record", "value"]] * (B + 1)  # TFRecords: file and record
+    assert [(r["key"], r["file"], r["record"]) for r in a] == [(r["key"], r["file"], r["record"]) for r in b]
+    assert len({(r["file"], r["record"]) for r in a}) == B + 1  # each row's own place in its file
     np.testing.assert_allclose([r["value"] for r in b], [r["value"] for r in a], atol=1e-5, rtol=0)
     assert json.loads(json.dumps(a)) == a
