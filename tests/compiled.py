@@ -13,6 +13,18 @@ import sys
 import yaml
 from repo import ROOT
 
+# The compiled pipeline's stage tasks and the stage each runs: what the tests expect a compiled spec to hold.
+STAGE_TASKS = {
+    "resolve-inputs": "resolve",
+    "prepare-data": "prepare",
+    "train-model": "train",
+    "evaluate-model": "evaluate",
+    "batch-predict": "batch_predict",
+    "export-model": "export",
+    "check-serving": "serving_check",
+    "release-model": "release",
+}
+
 
 def compiled_spec(output: str, *args: str) -> dict:
     """Compiles with `args` to `output` and returns the parsed pipeline spec."""

@@ -3,21 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from compiled import compiled_spec
+from compiled import STAGE_TASKS, compiled_spec
 
 from pipelines.pipeline import CACHED
 
 IMAGE = "us-central1-docker.pkg.dev/proj/repo/tpu-pipeline@sha256:" + "ab" * 32
-TASKS = {
-    "resolve-inputs": "resolve",
-    "prepare-data": "prepare",
-    "train-model": "train",
-    "evaluate-model": "evaluate",
-    "batch-predict": "batch_predict",
-    "export-model": "export",
-    "check-serving": "serving_check",
-    "release-model": "release",
-}
 
 
 @pytest.fixture(scope="module", params=[("--cpu",), ("--tpu", "v3-8")], ids=["cpu", "tpu"])
@@ -32,10 +22,10 @@ def _from_resolve(task: dict, parameter: str, output: str) -> bool:
 
 def test_each_task_is_cached_exactly_when_it_may_be(spec):
     tasks = spec["root"]["dag"]["tasks"]
-    assert set(tasks) == set(TASKS) | {"record-run-cost"}  # the run's cost record: never cached
+    assert set(tasks) == set(STAGE_TASKS) | {"record-run-cost"}  # the run's cost record: never cached
     cached = {name for name, task in tasks.items() if task.get("cachingOptions", {}).get("enableCache")}
     assert cached == {"prepare-data", "train-model", "batch-predict", "export-model", "check-serving"}
-    assert cached == {name for name, stage in TASKS.items() if CACHED[stage]}
+    assert cached == {name for name, stage in STAGE_TASKS.items() if CACHED[stage]}
 
 
 def test_the_cached_tasks_are_keyed_by_what_they_read(spec):

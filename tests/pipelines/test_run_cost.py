@@ -9,7 +9,7 @@ import json
 
 import google.auth
 import pytest
-from compiled import compiled_spec
+from compiled import STAGE_TASKS, compiled_spec
 from google.api_core import exceptions
 from google.auth.credentials import AnonymousCredentials
 from google.cloud.aiplatform.compat.services import pipeline_service_client_v1
@@ -23,16 +23,6 @@ from pipelines.tpu import TPUTarget, preset
 
 IMAGE = "us-central1-docker.pkg.dev/proj/repo/tpu-pipeline@sha256:" + "cd" * 32
 JOB = "projects/my-project/locations/us-central1/pipelineJobs/tpu-estimator-pipeline-20261125"
-STAGE_TASKS = {
-    "resolve-inputs": "resolve",
-    "prepare-data": "prepare",
-    "train-model": "train",
-    "evaluate-model": "evaluate",
-    "batch-predict": "batch_predict",
-    "export-model": "export",
-    "check-serving": "serving_check",
-    "release-model": "release",
-}
 CPU = {"spot": False, "dataflow": False}
 V3_8_SPOT = {**CPU, "machineType": "cloud-tpu", "accelerator": {"type": "TPU_V3", "count": 8.0}, "spot": True}
 T0 = datetime.datetime(2026, 11, 25, 10, 0, tzinfo=datetime.timezone.utc)

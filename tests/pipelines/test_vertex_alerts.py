@@ -9,7 +9,7 @@ import json
 
 import google.auth
 import pytest
-from compiled import compiled_spec
+from compiled import STAGE_TASKS, compiled_spec
 from google.auth.credentials import AnonymousCredentials
 from google.cloud.aiplatform.compat.services import pipeline_service_client_v1
 from google.cloud.aiplatform.compat.types import pipeline_job_v1
@@ -24,16 +24,6 @@ IMAGE = "us-central1-docker.pkg.dev/proj/repo/tpu-pipeline@sha256:" + "cd" * 32
 ROOT = "gs://bucket/pipeline-root"
 VERTEX = ["--project", "my-project", "--region", "us-central1", "--pipeline-root", ROOT, "--image", IMAGE]
 HOOK = "https://hooks.example.com/services/T0/s3cr3t"
-STAGE_TASKS = {
-    "resolve-inputs": "resolve",
-    "prepare-data": "prepare",
-    "train-model": "train",
-    "evaluate-model": "evaluate",
-    "batch-predict": "batch_predict",
-    "export-model": "export",
-    "check-serving": "serving_check",
-    "release-model": "release",
-}
 JOB = "projects/my-project/locations/us-central1/pipelineJobs/tpu-estimator-pipeline-20261125"
 
 
