@@ -110,7 +110,7 @@ def record_origins(files: Sequence[str]) -> RecordOrigins:
     """The origins of the records of `files` (read in this order): one framing pass per file (`file_records`).
 
     Raises:
-      DataError: a truncated file (naming it and the record's offset).
+      DataError: a truncated or corrupt file (`file_records`).
     """
     return RecordOrigins(files, [file_records(f) for f in files])
 
@@ -144,7 +144,8 @@ def file_records(path: str) -> int:
                 start = offset + position
                 position += _LENGTH.unpack_from(data, position)[0] + _FRAMING_BYTES
                 count += 1
-    if position > len(data):  # a shorter tail than a header ends the file, as TensorFlow's reader takes it
+    # A tail too short for a header is left, as TensorFlow's reader leaves it; a record past the end is not.
+    if position > len(data):
         raise _cut_short(path, start, offset + len(data))
     return count
 
