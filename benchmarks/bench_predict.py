@@ -17,9 +17,10 @@ Paths (same model, same records, same batch size):
   generator alone   batch_predict's estimator side only: the same input_fn and whole-batch generator, the
                     outputs dropped (read + parse + model; no formatting or writing), with its own start-up
                     row, to tell the estimator's cost from the formatting's.
-  part alone        two pieces of work every end-to-end path has and the ceiling has not, each timed alone:
-                    reading + batching the records (no parsing), and formatting + hashing the output rows
-                    (no model). With the tiny model they show what bounds batch prediction on this machine.
+  part alone        pieces of work every end-to-end path has and the ceiling has not, each timed alone:
+                    reading + batching the records (no parsing), formatting + hashing the output rows (no
+                    model), and counting each input file's records for the rows' origins (`record_origins`).
+                    With the tiny model they show what bounds batch prediction on this machine.
 Targets: batch_predict >= 0.8x the ceiling and >= 5x naive. The ceiling has no start-up, so the like-for-like
 comparison is the "minus start-up" row; the end-to-end rows are printed next to it.
 
@@ -29,7 +30,7 @@ the ceiling. Printed per path: the best round (ratio best to best), the median r
 this shared machine hits both runs of a pair alike) and the process CPU time per row (all threads), which a
 slow spell does not inflate, the cores it kept busy (CPU time / wall time) and the machine's CPU steal
 during it (/proc/stat: time the hypervisor gave this VM's vCPUs to something else). A last line gives the bound
-this machine sets: the ceiling's CPU per row plus the two "part alone" ones, spread over every core.
+this machine sets: the ceiling's CPU per row plus the "part alone" ones, spread over every core.
 
 Two model sizes, each trained briefly on the same synthetic data: the tiny (64, 32) DNN, where the ceiling
 measures mostly Example parsing, and a (512, 256, 128) DNN with 32-wide embeddings, where the model dominates.
@@ -62,7 +63,7 @@ from estimator_lib.data import records  # noqa: E402
 from estimator_lib.model import inputs  # noqa: E402
 from estimator_lib.predict import jsonl as predict_jsonl  # noqa: E402
 from estimator_lib.predict import shards as predict_shards  # noqa: E402
-from estimator_lib.predict.origins import RecordOrigins  # noqa: E402
+from estimator_lib.predict.origins import RecordOrigins, record_origins  # noqa: E402
 from estimator_lib.schema import KEY_FEATURE  # noqa: E402
 
 
@@ -169,6 +170,7 @@ def bench_model(name: str, model: ModelConfig, args, root: str, schema, data: st
         ),
         "part alone: read + batch the records": lambda: read_only(data, args.batch_size),
         "part alone: format + sha256 the output rows": Formatting(schema, args.rows, args.batch_size).run,
+        "part alone: count each file's records (origins)": lambda: record_origins(inputs.resolve_files(data)).count,
     }
     ceiling = "ceiling: SavedModel signature loop"
     # Every run is paired with a ceiling run just before it: a slow spell of the machine (CPU steal on this
@@ -248,7 +250,8 @@ def read_only(pattern: str, batch_size: int) -> int:
 
 
 class Formatting:
-    """What every path pays after the model: rows formatted as batch_predict does (256 at a time) and hashed."""
+    """What every path pays after the model: rows formatted as batch_predict does (`shards.FORMAT_ROWS` at a
+    time) and hashed."""
 
     def __init__(self, schema, rows: int, batch_size: int):
         rng = np.random.default_rng(0)
@@ -324,18 +327,19 @@ def print_table(name: str, table, args) -> None:
 
 
 def print_bound(table, rows: int, best_ceiling: float) -> None:
-    """What this machine allows: batch prediction does the ceiling's work plus the two parts timed alone, so
+    """What this machine allows: batch prediction does the ceiling's work plus the parts timed alone, so
     even with every core busy it cannot go faster than cores / (the sum of their CPU time per row)."""
 
     def cpu_per_row(prefix: str) -> float:
         runs = next(runs for path, _, runs in table if path.startswith(prefix))
         return statistics.median(r.cpu_seconds for r in runs) / rows * 1e6
 
-    floor = cpu_per_row("ceiling") + cpu_per_row("part alone: read") + cpu_per_row("part alone: format")
+    parts = ("ceiling", "part alone: read", "part alone: format", "part alone: count")
+    floor = sum(cpu_per_row(prefix) for prefix in parts)
     cores = os.cpu_count() or 1
     bound = cores / floor * 1e6
     print(
-        f"bound: ceiling + read + format = {floor:.2f} us of CPU per row; with all {cores} cores busy at most"
+        f"bound: ceiling + read + format + count = {floor:.2f} us of CPU per row; with all {cores} cores busy at most"
         f" {bound:.0f} ex/s = {bound / best_ceiling:.2f}x the best ceiling round"
     )
 

@@ -80,7 +80,7 @@ def batch_predict(
       checkpoint_path: the checkpoint to use; by default the model's (`model.checkpoints.selected_checkpoint`:
         the best by validation loss, else the newest).
       origins: where the records came from (`origins.prepared_origins` for prepared rows); None: each row's
-        TFRecord file and record index (`origins.record_origins`, one counting pass, which then gives
+        TFRecord file and record index (`origins.record_origins`, one pass over the record lengths, which then gives
         `num_examples`).
 
     Returns:

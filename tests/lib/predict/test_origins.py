@@ -7,16 +7,21 @@ the linear model test_scoring trains, and each row's file and line are checked a
 from __future__ import annotations
 
 import csv
+import re
 from typing import Dict
 
 import numpy as np
+import pytest
+import tensorflow as tf
 from test_scoring import FEATURES, make_rows, trained, write_csv  # noqa: F401  (the `trained` fixture)
 
 from estimator_lib.data import places
-from estimator_lib.data.common import hash64
+from estimator_lib.data.common import DataError, hash64
+from estimator_lib.model import inputs
+from estimator_lib.predict import origins as origins_module
 from estimator_lib.predict import read_predictions, sources
 from estimator_lib.predict.batch import predict_raw
-from estimator_lib.predict.origins import KeyedOrigins, RecordOrigins
+from estimator_lib.predict.origins import KeyedOrigins, RecordOrigins, file_records
 
 
 def csv_lines(path: str) -> Dict[str, int]:
@@ -41,6 +46,34 @@ def test_record_origins_count_records_per_file_across_file_ends():
     assert records == [b"1", b"0", b"1", b"2"]
     assert origins.texts(np.array([b"k"], object), first_row=5) == ([b"null"], [b"null"])  # past the input
     assert origins.count == 5 and origins.field == "record"
+
+
+@pytest.mark.parametrize("read_bytes", [7, 64, origins_module._READ_BYTES])
+def test_file_records_counts_from_the_framing_across_read_chunks(tmp_path, monkeypatch, read_bytes):
+    monkeypatch.setattr(origins_module, "_READ_BYTES", read_bytes)  # records and lengths cut across reads
+    for name, sizes in (("none", []), ("empty-records", [0, 0]), ("mixed", [5, 0, 100, 3, 70])):
+        path = str(tmp_path / f"{name}.tfrecord")
+        with tf.io.TFRecordWriter(path) as writer:
+            for size in sizes:
+                writer.write(b"x" * size)
+        assert file_records(path) == len(sizes) == inputs.count_records([path])
+
+
+def test_file_records_names_a_truncated_file_and_its_last_record(tmp_path):
+    path = str(tmp_path / "cut.tfrecord")
+    with tf.io.TFRecordWriter(path) as writer:
+        writer.write(b"x" * 5)  # bytes [0, 21)
+        writer.write(b"y" * 100)  # bytes [21, 137)
+    data = open(path, "rb").read()
+    for cut in (100, 33):  # inside the second record's data; right after its 12-byte header
+        open(path, "wb").write(data[:cut])
+        with pytest.raises(
+            DataError, match=rf"^{re.escape(path)}: corrupt or truncated TFRecord \(.*truncated record at 21"
+        ):
+            file_records(path)
+    for cut in (25, 32):  # too few bytes for a header after the first record: TensorFlow reads one record
+        open(path, "wb").write(data[:cut])
+        assert file_records(path) == 1 == inputs.count_records([path])
 
 
 def test_keyed_origins_place_known_keys_and_leave_others_null():
