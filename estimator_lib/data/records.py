@@ -8,6 +8,7 @@ the feature is left out of the Example and parsing imputes it.
 from __future__ import annotations
 
 import contextlib
+import struct
 from typing import Any, Dict, Iterable, Iterator, Mapping, Optional, Sequence
 
 import tensorflow as tf
@@ -156,3 +157,46 @@ def named_data_loss(files: Sequence[str]) -> Iterator[None]:
     except tf.errors.DataLossError as e:
         where = find_corrupt_file(files) or f"one of {list(files)}: corrupt TFRecord ({e.message.strip()})"
         raise DataError(f"{where}; re-create the file (run prepare again) or leave it out") from None
+
+
+# A TFRecord is a little-endian uint64 length, its 4-byte masked CRC, the data, and the data's 4-byte CRC.
+_LENGTH = struct.Struct("<Q")
+_HEADER_BYTES = _LENGTH.size + 4
+_FRAMING_BYTES = _HEADER_BYTES + 4
+_READ_BYTES = 4 << 20
+
+
+def file_records(path: str) -> int:
+    """The records in an uncompressed TFRecord file (local or gs://), from the record lengths alone.
+
+    The file is read once, a few MB at a time, and only each record's length is parsed: well under a
+    microsecond per record, where a `tf.data` count costs microseconds and a tenth of a second to start. The
+    count is `tf.data`'s (bytes after the last record too few for a header end the file there too); no CRC is
+    checked (a read of the records checks them).
+
+    Raises:
+      DataError: a record running past the file's end: a truncated or corrupt file (named, with TensorFlow's
+        description of the first bad record).
+    """
+    count, start = 0, 0  # start: the last record's offset in the file
+    data, offset, position = b"", 0, 0  # unparsed bytes, their offset in the file, the next record's start in them
+    with tf.io.gfile.GFile(path, "rb") as f:
+        while chunk := f.read(_READ_BYTES):
+            kept = min(position, len(data))  # a record's data may run past the chunk: skip into the next
+            data, offset, position = data[kept:] + chunk, offset + kept, position - kept
+            while position + _HEADER_BYTES <= len(data):
+                start = offset + position
+                position += _LENGTH.unpack_from(data, position)[0] + _FRAMING_BYTES
+                count += 1
+    # A tail too short for a header is left, as TensorFlow's reader leaves it; a record past the end is not.
+    if position > len(data):
+        raise _cut_short(path, start, offset + len(data))
+    return count
+
+
+def _cut_short(path: str, record_start: int, end: int) -> DataError:
+    """The error for a file whose record lengths run past its end: TensorFlow's description of the first bad
+    record (truncated or corrupt, and where), as every other read of records gives it."""
+    found = find_corrupt_file([path])
+    where = found or f"{path}: the record at byte {record_start} runs past the file's end at byte {end}"
+    return DataError(f"{where}; re-create the file (run prepare again) or leave it out")

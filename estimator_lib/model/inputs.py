@@ -199,9 +199,16 @@ def _record_count(files: Sequence[str], compression: str = "") -> tf.Tensor:
 
 
 def count_records(patterns: Patterns, compression: str = "") -> int:
-    """Counts the records in TFRecord files (one pass over the data, a batch at a time); `compression` is
-    "GZIP" for gzip-compressed files."""
-    return int(_record_count(resolve_files(patterns), compression).numpy())
+    """Counts the records in TFRecord files: from their framing for uncompressed files (`records.file_records`),
+    else one `tf.data` pass over the data, a batch at a time; `compression` is "GZIP" for gzip-compressed files.
+
+    Raises:
+      DataError: an uncompressed file whose records run past its end, named.
+    """
+    files = resolve_files(patterns)
+    if compression:
+        return int(_record_count(files, compression).numpy())
+    return sum(records.file_records(path) for path in files)
 
 
 def eval_steps(num_examples: int, global_batch_size: int) -> int:
