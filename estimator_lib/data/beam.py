@@ -238,6 +238,7 @@ def beam_passes(config: BeamConfig, cluster: Optional[ClusterRunner] = None) -> 
             encode=encode,
             keys=_Keys(config, work, cluster),
             shard_writers=encode.worker_shards,
+            train_numbers=encode.stored_numbers,
         )
 
 
@@ -328,6 +329,15 @@ class _Encode(_Pass):
     def __init__(self, config: BeamConfig, work: str, cluster: Optional[ClusterRunner] = None):
         super().__init__(config, work, cluster)
         self._shards: Optional[ShardPlan] = None
+        self._numbered: List[Tuple[int, int]] = []
+
+    def stored_numbers(self) -> Iterator[Dict[int, np.ndarray]]:
+        """`Passes.train_numbers`: the training values of each chunk of the last pass that wrote shards, as its
+        workers stored them (the chunk results the launcher reads come without them)."""
+        for file_index, chunk in self._numbered:
+            uri = numbers_uri(self._work, file_index, chunk)
+            if storage.exists(uri):  # a chunk without training rows stores none
+                yield next(read_pickles([uri]))
 
     def worker_shards(self, staging: str, splits: Sequence[str], num_shards: int) -> WorkerShards:
         """`Passes.shard_writers`: called by `prepare` before the pass runs."""
@@ -357,6 +367,7 @@ class _Encode(_Pass):
             place = _EncodeAndPlace(encode_chunk, init_encoder, plan, self._work, ENCODE, shards)
             write = _WriteShard(shards, self._work)
             build = functools.partial(_shard_pipeline, files=files, place=place, write=write)
+            self._numbered = list(table)
         run_pipeline(build, self._config, "prepare-encode", self._cluster)
         yield from _results(self._work, ENCODE, list(table))
 
@@ -479,6 +490,11 @@ def _shard_pipeline(pipeline: Any, files: List[Tuple[int, int]], place: Any, wri
         | "GroupByShard" >> beam.GroupByKey()
         | "WriteShard" >> beam.ParDo(write)
     )
+
+
+def numbers_uri(work: str, file_index: int, chunk: int) -> str:
+    """Where an encoded chunk's training values (`ChunkResult.train_numbers`) wait for prepare's profile."""
+    return chunk_result_uri(work, "numbers", file_index, chunk)
 
 
 def piece_uri(work: str, split: str, shard: int, file_index: int, chunk: int) -> str:
@@ -609,7 +625,10 @@ if beam is not None:
             for split, shard, framed in _pieces(result, self._shards.num_shards):
                 storage.write_bytes(piece_uri(self._work, split, shard, file_index, chunk), b"".join(framed))
                 yield (split, shard), (file_index, chunk, len(framed))
-            write_pickle(chunk_result_uri(self._work, self._stage, file_index, chunk), result.without_rows())
+            if result.train_numbers:
+                write_pickle(numbers_uri(self._work, file_index, chunk), result.train_numbers)
+            stored = dataclasses.replace(result.without_rows(), train_numbers={})
+            write_pickle(chunk_result_uri(self._work, self._stage, file_index, chunk), stored)
 
     class _WriteShard(beam.DoFn):
         """((split, shard), pieces) -> the shard's file: its pieces in input order (file, then chunk), written

@@ -32,10 +32,10 @@ import numpy as np
 
 from estimator_lib import storage
 from estimator_lib.config import DEFAULT_MISSING_VALUES, PrepareConfig, require
-from estimator_lib.data import keys
+from estimator_lib.data import keys, quantiles
 from estimator_lib.data import score as scoring
 from estimator_lib.data.common import SPLITS, TRAIN, VALID, DataError
-from estimator_lib.data.distribution import PROFILE, SAMPLE_ROWS, profile_split, profile_values
+from estimator_lib.data.distribution import PROFILE, profile_split, profile_summaries
 from estimator_lib.data.encode import ChunkResult, ChunkTask, EncodePlan, encode_chunk
 from estimator_lib.data.encode import init_worker as init_encoder
 from estimator_lib.data.keys import KeyPlan
@@ -157,6 +157,9 @@ class Passes:
     # (staging, splits, num_shards) -> writers with ShardWriters' interface, called before the encode pass, for
     # an encode pass whose workers write the shards themselves (`data.beam`).
     shard_writers: Optional[Callable[[str, List[str], int], Any]] = None
+    # Where prepare's profile reads the chunks' training values (`ChunkResult.train_numbers`): None, from the
+    # results the encode pass yields; else a fresh pass over them as the workers stored them (`data.beam`).
+    train_numbers: Optional[quantiles.Chunks] = None
 
 
 def prepare(
@@ -303,20 +306,22 @@ def _prepare_into(
     key_plan = keys.prepare_plan([i.name for i in inputs], config.key_column is not None, fractions, profile.rows)
     repeats = passes.keys(profile, chunk_rows, key_plan, staging)
     decisions = decide_schema(profile, config, supplied, reference)
-    gather = profile.train_rows <= SAMPLE_ROWS  # the profile then comes from the workers' values
-    plan = dataclasses.replace(encode_plan(decisions, config), train_numbers=gather)
+    plan = dataclasses.replace(encode_plan(decisions, config), train_numbers=True)  # for profile.json
     facts = chunk_facts(profile, chunk_rows, repeats, config.key_column is not None)
     parts = passes.encode(inputs, config, plan, facts, scans)
     splits = list(key_plan.splits)
     writers = (passes.shard_writers or ShardWriters)(staging, splits, config.num_shards)
-    numbers: Dict[int, List[np.ndarray]] = {}
+    numbers: List[Dict[int, np.ndarray]] = []
     totals = _encode(parts, plan, writers, QuarantineWriter(staging), profile.rows, config, "prepare", numbers)
     shard_records = writers.records
     counts = dict(zip(SPLITS, totals.counts))
     _check_splits(counts, splits, config)
     schema = build_schema(decisions, totals, config)
     _write_schema(staging, schema)
-    write_json(os.path.join(staging, PROFILE), _training_profile(staging, schema, totals, numbers, writers, plan))
+    write_json(
+        os.path.join(staging, PROFILE),
+        _training_profile(staging, schema, totals, passes.train_numbers or (lambda: iter(numbers)), writers),
+    )
     manifest = _manifest(
         staging, inputs, scans, file_starts, profile.rows, decisions, schema, totals, shard_records, config
     )
@@ -325,17 +330,12 @@ def _prepare_into(
 
 
 def _training_profile(
-    staging: str,
-    schema: Schema,
-    totals: Totals,
-    numbers: Dict[int, List[np.ndarray]],
-    writers: ShardWriters,
-    plan: EncodePlan,
+    staging: str, schema: Schema, totals: Totals, numbers: quantiles.Chunks, writers: ShardWriters
 ) -> Dict[str, Any]:
-    """profile.json: from the values the workers encoded when they suffice, else read back from the shards."""
-    gathered = {i: np.concatenate(parts) for i, parts in numbers.items()} if plan.train_numbers else None
+    """profile.json: from the chunks' training values (`numbers`: a pass over them), else read back from the
+    shards (a category count is incomplete)."""
     rows = totals.counts[0]
-    found = profile_values(schema, gathered, totals.categories, totals.missing[0], rows)
+    found = profile_summaries(schema, quantiles.profile_numbers(numbers), totals.categories, totals.missing[0], rows)
     if found is not None:
         return found
     return profile_split([os.path.join(staging, name) for name in writers.names[TRAIN]], schema, rows)
@@ -519,11 +519,11 @@ def _encode(
     total_rows: int,
     config: PrepareConfig,
     what: str,
-    train_numbers: Optional[Dict[int, List[np.ndarray]]] = None,
+    train_numbers: Optional[List[Dict[int, np.ndarray]]] = None,
 ) -> Totals:
     """Pass 2's results, merged in input order: write good rows to shards (`ShardWriters` or
     `ConsecutiveShards`; closed here), bad rows to quarantine (or fail), merge statistics, and gather the
-    chunks' `train_numbers` into `train_numbers` (per feature, in input order); rows done, rate and ETA are
+    chunks' `train_numbers` into `train_numbers` (per chunk); rows done, rate and ETA are
     reported as `what`."""
     totals = Totals(len(plan.features), max(100_000, 10 * config.max_vocabulary_size))
     progress = RowProgress(f"{what} (pass 2 of 2, encoding)", total=total_rows)
@@ -534,8 +534,8 @@ def _encode(
                 if part.examples[s]:
                     writers.write(split, part.examples[s], part.hashes[s])
             totals.add(part)
-            for index, values in part.train_numbers.items():
-                train_numbers.setdefault(index, []).append(values)  # type: ignore[union-attr]
+            if part.train_numbers:
+                train_numbers.append(part.train_numbers)  # type: ignore[union-attr]
             progress.update(part.rows)
     finally:
         writers.close()
