@@ -1,6 +1,7 @@
-"""On the Beam engine the launcher (the process calling `prepare`) holds no per-row data between the passes:
-the merged pass-1 profile and the facts it hands the encode pass are the same size at 2k and 8k rows (the
-same number of chunks), while the workers find the repeated keys and the outputs equal the in-process ones."""
+"""On the Beam engine the launcher (the process calling `prepare`) holds no per-row data: the merged pass-1
+profile and the facts it hands the encode pass are the same size at 2k and 8k rows (the same number of chunks),
+the chunk results it merges hold no row and no training value, while the workers find the repeated keys and the
+outputs (places tables and profile.json included) equal the in-process ones."""
 
 from __future__ import annotations
 
@@ -45,13 +46,24 @@ def _launcher_held(tmp_path, monkeypatch, rows: int) -> int:
         assert profile.key_hashes == [] and all(f.key_hashes is None and not f.duplicates for f in facts)
         return iter(facts)
 
+    encode = preparation._encode
+
+    def bare(parts, *args):
+        """The chunk results the launcher merges: no encoded row, no training value."""
+        return encode((p for p in parts if not (p.train_numbers or any(p.examples)) or _fail(p)), *args)
+
     with monkeypatch.context() as patch:
         patch.setattr(preparation, "chunk_facts", recorded)
+        patch.setattr(preparation, "_encode", bare)
         prepare_on_beam(config, str(tmp_path / f"beam-{rows}"), BeamConfig())
     here, there = tree(str(tmp_path / f"inprocess-{rows}")), tree(str(tmp_path / f"beam-{rows}"))
     assert here == there and there["quarantine.jsonl"].count(b"duplicate") == rows // 2
     assert len(held) == 1 and len(facts_of(held[0])) == 8
     return len(held[0])
+
+
+def _fail(part):
+    raise AssertionError(f"the launcher received rows of a chunk: {sorted(part.train_numbers)} {part.split_counts()}")
 
 
 def facts_of(pickled: bytes):
