@@ -48,7 +48,7 @@ import numpy as np
 from estimator_lib import storage
 from estimator_lib.config import PrepareConfig
 from estimator_lib.config.beam import DASK_RUNNER, BeamConfig
-from estimator_lib.data import keys, places
+from estimator_lib.data import keys, places, quantiles
 from estimator_lib.data.combine import merge_all
 from estimator_lib.data.common import SPLITS, DataError
 from estimator_lib.data.encode import ChunkResult, ChunkTask, EncodePlan, encode_chunk
@@ -331,7 +331,7 @@ class _Encode(_Pass):
         self._shards: Optional[ShardPlan] = None
         self._numbered: List[Tuple[int, int]] = []
 
-    def stored_numbers(self) -> Iterator[Dict[int, np.ndarray]]:
+    def stored_numbers(self) -> Iterator[quantiles.ChunkNumbers]:
         """`Passes.train_numbers`: the training values of each chunk of the last pass that wrote shards, as its
         workers stored them (the chunk results the launcher reads come without them)."""
         for file_index, chunk in self._numbered:
@@ -626,7 +626,7 @@ if beam is not None:
                 storage.write_bytes(piece_uri(self._work, split, shard, file_index, chunk), b"".join(framed))
                 yield (split, shard), (file_index, chunk, len(framed))
             if result.train_numbers:
-                write_pickle(numbers_uri(self._work, file_index, chunk), result.train_numbers)
+                write_pickle(numbers_uri(self._work, file_index, chunk), quantiles.chunk_numbers(result.train_numbers))
             stored = dataclasses.replace(result.without_rows(), train_numbers={})
             write_pickle(chunk_result_uri(self._work, self._stage, file_index, chunk), stored)
 

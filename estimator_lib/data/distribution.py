@@ -98,7 +98,8 @@ def profile_values(
     """
     if numbers is None:
         return None
-    return profile_summaries(schema, quantiles.profile_numbers(lambda: iter([numbers])), categories, missing, rows)
+    summary = quantiles.chunk_numbers(numbers)
+    return profile_summaries(schema, quantiles.profile_numbers(lambda: iter([summary])), categories, missing, rows)
 
 
 def profile_summaries(

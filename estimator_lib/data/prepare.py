@@ -311,7 +311,7 @@ def _prepare_into(
     parts = passes.encode(inputs, config, plan, facts, scans)
     splits = list(key_plan.splits)
     writers = (passes.shard_writers or ShardWriters)(staging, splits, config.num_shards)
-    numbers: List[Dict[int, np.ndarray]] = []
+    numbers: List[quantiles.ChunkNumbers] = []
     totals = _encode(parts, plan, writers, QuarantineWriter(staging), profile.rows, config, "prepare", numbers)
     shard_records = writers.records
     counts = dict(zip(SPLITS, totals.counts))
@@ -519,11 +519,11 @@ def _encode(
     total_rows: int,
     config: PrepareConfig,
     what: str,
-    train_numbers: Optional[List[Dict[int, np.ndarray]]] = None,
+    train_numbers: Optional[List[quantiles.ChunkNumbers]] = None,
 ) -> Totals:
     """Pass 2's results, merged in input order: write good rows to shards (`ShardWriters` or
     `ConsecutiveShards`; closed here), bad rows to quarantine (or fail), merge statistics, and gather the
-    chunks' `train_numbers` into `train_numbers` (per chunk); rows done, rate and ETA are
+    chunks' `train_numbers` into `train_numbers` (`quantiles.chunk_numbers` of each chunk); rows done, rate and ETA are
     reported as `what`."""
     totals = Totals(len(plan.features), max(100_000, 10 * config.max_vocabulary_size))
     progress = RowProgress(f"{what} (pass 2 of 2, encoding)", total=total_rows)
@@ -535,7 +535,7 @@ def _encode(
                     writers.write(split, part.examples[s], part.hashes[s])
             totals.add(part)
             if part.train_numbers:
-                train_numbers.append(part.train_numbers)  # type: ignore[union-attr]
+                train_numbers.append(quantiles.chunk_numbers(part.train_numbers))  # type: ignore[union-attr]
             progress.update(part.rows)
     finally:
         writers.close()

@@ -7,11 +7,13 @@ still wanted (at most 2 * 101 prefixes of 256 counts); four reads of the chunks 
 `percentiles` then interpolates as numpy does, so the result is `np.percentile`'s, bit for bit, and it does not
 depend on how the values were cut into chunks or in which order the chunks come.
 
-A chunk is {feature index: '<f4' [values]}, NaN for a missing value (left out).
+A chunk's values are {feature index: '<f4' [values]}, NaN for a missing value (left out), read as a
+`ChunkNumbers` (`chunk_numbers`: a worker's summary of its chunk).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable, Dict, Iterable, Iterator, List, Tuple
 
 import numpy as np
@@ -22,8 +24,26 @@ POINTS = np.arange(101)
 _DIGIT_BITS = 8
 _ROUNDS = 32 // _DIGIT_BITS
 _SIGN = np.uint32(0x80000000)
+_NONE = np.zeros(0, np.uint64)
 
-Chunks = Callable[[], Iterator[Dict[int, np.ndarray]]]  # a fresh pass over the chunks, in any order
+
+@dataclasses.dataclass(frozen=True)
+class ChunkNumbers:
+    """One chunk's training values as the selection reads them (`chunk_numbers`; a worker stores it).
+
+    Attributes:
+      features: the numeric feature indices, ascending. counts: present values of each. stats: the exact
+        statistics of each one's present values (float64 of the float32 values). keys: uint32 [sum(counts)],
+        the present values' `order_keys`, feature after feature.
+    """
+
+    features: Tuple[int, ...]
+    counts: Tuple[int, ...]
+    stats: Tuple[NumericStats, ...]
+    keys: np.ndarray
+
+
+Chunks = Callable[[], Iterator[ChunkNumbers]]  # a fresh pass over the chunks, in any order
 
 
 def ranks(n: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -71,42 +91,53 @@ def present(values: np.ndarray) -> np.ndarray:
     return values[~np.isnan(values)]
 
 
-def summaries(chunks: Iterable[Dict[int, np.ndarray]]) -> Dict[int, Tuple[int, NumericStats]]:
-    """Per feature, (present values, the exact statistics of their float64 values) over every chunk."""
+def chunk_numbers(values: Dict[int, np.ndarray]) -> ChunkNumbers:
+    """A chunk's `ChunkNumbers` from its training values ({feature index: '<f4' [rows]}, NaN where missing)."""
+    features = tuple(sorted(values))
+    found = [present(values[i]) for i in features]
+    keys = np.concatenate([order_keys(v) for v in found]) if found else np.zeros(0, np.uint32)
+    stats = tuple(NumericStats.of(v.astype(np.float64)) for v in found)
+    return ChunkNumbers(features, tuple(len(v) for v in found), stats, keys)
+
+
+def summaries(chunks: Iterable[ChunkNumbers]) -> Dict[int, Tuple[int, NumericStats]]:
+    """Per feature, (present values, their exact statistics) over every chunk."""
     out: Dict[int, Tuple[int, NumericStats]] = {}
     for chunk in chunks:
-        for index, values in chunk.items():
-            mine = present(values)
-            count, stats = out.get(index, (0, NumericStats()))
-            out[index] = (count + len(mine), stats.merge(NumericStats.of(mine.astype(np.float64))))
+        for index, n, stats in zip(chunk.features, chunk.counts, chunk.stats):
+            count, merged = out.get(index, (0, NumericStats()))
+            out[index] = (count + n, merged.merge(stats))
     return out
 
 
 def select(chunks: Chunks, wanted: Dict[int, np.ndarray]) -> Dict[int, Dict[int, float]]:
     """{feature: {rank: value}}: the values at the `wanted` ranks ({feature: int ranks}) of the sorted present
-    values of every chunk, by four rounds of 8-bit radix selection (four passes over `chunks`)."""
-    prefix = {i: np.zeros(len(r), np.uint64) for i, r in wanted.items()}
-    remaining = {i: np.asarray(r, np.int64).copy() for i, r in wanted.items()}
+    values of every chunk, by four rounds of 8-bit radix selection (four passes over `chunks`; each chunk's
+    features counted at once, a group being a feature index and a prefix of the key)."""
+    features = sorted(wanted)
+    feature = np.concatenate([np.full(len(wanted[i]), i, np.uint64) for i in features]) if features else _NONE
+    rank = np.concatenate([np.asarray(wanted[i], np.int64) for i in features]) if features else _NONE.astype(np.int64)
+    prefix, remaining = np.zeros(len(rank), np.uint64), rank.copy()
     for round_ in range(_ROUNDS):
         shift = 32 - _DIGIT_BITS * (round_ + 1)
-        groups = {i: np.unique(p) for i, p in prefix.items()}
-        counts = {i: np.zeros(len(g) << _DIGIT_BITS, np.int64) for i, g in groups.items()}
+        groups = np.unique((feature << np.uint64(32)) | prefix)
+        counts = np.zeros(len(groups) << _DIGIT_BITS, np.int64)
         for chunk in chunks():
-            for index, values in chunk.items():
-                if index in groups:
-                    counts[index] += _digit_counts(order_keys(present(values)), groups[index], shift)
-        for index in wanted:
-            _descend(prefix[index], remaining[index], groups[index], counts[index])
-    return {
-        i: dict(zip(np.asarray(r).tolist(), key_values(prefix[i].astype(np.uint32)).astype(np.float64).tolist()))
-        for i, r in wanted.items()
-    }
+            counts += _digit_counts(chunk, groups, shift)
+        _descend(prefix, remaining, (feature << np.uint64(32)) | prefix, groups, counts)
+    values = key_values(prefix.astype(np.uint32)).astype(np.float64)
+    out: Dict[int, Dict[int, float]] = {i: {} for i in features}
+    for i, r, v in zip(feature.tolist(), rank.tolist(), values.tolist()):
+        out[int(i)][r] = v
+    return out
 
 
-def _digit_counts(keys: np.ndarray, groups: np.ndarray, shift: int) -> np.ndarray:
-    """Counts of the keys under each prefix of `groups` (sorted) by their next 8 bits, [len(groups) * 256]."""
-    wide = keys.astype(np.uint64)
-    high = wide >> np.uint64(shift + _DIGIT_BITS)
+def _digit_counts(chunk: ChunkNumbers, groups: np.ndarray, shift: int) -> np.ndarray:
+    """Counts of the chunk's keys under each group of `groups` (sorted (feature << 32) | prefix) by their next
+    8 bits, [len(groups) * 256]."""
+    feature = np.repeat(np.asarray(chunk.features, np.uint64), chunk.counts)
+    wide = chunk.keys.astype(np.uint64)
+    high = (feature << np.uint64(32)) | (wide >> np.uint64(shift + _DIGIT_BITS))
     digit = ((wide >> np.uint64(shift)) & np.uint64(0xFF)).astype(np.int64)
     at = np.searchsorted(groups, high)
     inside = at < len(groups)
@@ -114,11 +145,11 @@ def _digit_counts(keys: np.ndarray, groups: np.ndarray, shift: int) -> np.ndarra
     return np.bincount((at[inside] << _DIGIT_BITS) + digit[inside], minlength=len(groups) << _DIGIT_BITS)
 
 
-def _descend(prefix: np.ndarray, remaining: np.ndarray, groups: np.ndarray, counts: np.ndarray) -> None:
+def _descend(prefix: np.ndarray, remaining: np.ndarray, group_of: np.ndarray, groups: np.ndarray, counts) -> None:
     """One round's choice for each wanted rank: the digit whose keys hold it; its rank among them."""
-    table = counts.reshape(len(groups), 1 << _DIGIT_BITS)
+    table = np.cumsum(counts.reshape(len(groups), 1 << _DIGIT_BITS), axis=1)
     for k in range(len(prefix)):
-        cumulative = np.cumsum(table[int(np.searchsorted(groups, prefix[k]))])
+        cumulative = table[int(np.searchsorted(groups, group_of[k]))]
         digit = int(np.searchsorted(cumulative, remaining[k], side="right"))
         if digit == len(cumulative):
             raise AssertionError(f"rank {remaining[k]} is beyond the {int(cumulative[-1])} values counted")

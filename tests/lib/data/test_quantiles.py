@@ -30,7 +30,8 @@ def test_chunked_percentiles_are_np_percentiles(kind):
         values = _values(kind, n, rng)
         parts = np.split(values, sorted(rng.integers(0, n, 4).tolist()))
         order = rng.permutation(len(parts))
-        found = quantiles.profile_numbers(lambda parts=parts, order=order: iter([{2: parts[i]} for i in order]))
+        chunks = [quantiles.chunk_numbers({2: parts[i], 5: parts[i][::-1] * 2}) for i in order]
+        found = quantiles.profile_numbers(lambda chunks=chunks: iter(chunks))
         present = values[~np.isnan(values)].astype(np.float64)
         if not len(present):
             assert found[2][0] == 0
@@ -39,6 +40,9 @@ def test_chunked_percentiles_are_np_percentiles(kind):
         with np.errstate(invalid="ignore"):
             assert np.array_equal(np.array(found[2][2]), expected, equal_nan=True), (kind, n)
         assert found[2][0] == len(present) and found[2][1] == NumericStats.of(present)
+        doubled = np.percentile(present * np.float32(2), np.arange(101)) if kind != "special" else None
+        if doubled is not None:  # a second feature, selected in the same rounds
+            assert np.array_equal(np.array(found[5][2]), doubled), (kind, n)
 
 
 def test_order_keys_sort_as_the_values_and_map_back():
