@@ -15,11 +15,16 @@ through the work directory (`temp_location` on Dataflow):
     pass 1: input files --Reshuffle--> cut a file into chunks, store each --Reshuffle--> profile a chunk
                                        (one worker per file: cutting is      (any worker)
                                         sequential)
+    keys:   chunk references --Reshuffle--> cut a chunk's keys (its stored profile) into hash buckets --GroupByKey
+            (bucket)--> resolve a bucket: repeated keys, places (`data.keys`) --GroupByKey(chunk)--> a chunk's repeats
     pass 2: chunk references --Reshuffle--> encode a stored chunk with its pass-1 facts, store its records
-            per (split, shard) (any worker) --GroupByKey(split, shard)--> write one shard (one worker each)
+            per (split, shard) and its training values (any worker) --GroupByKey(split, shard)--> write one
+            shard (one worker each)
 
 The launcher reads the chunks' results back in input order (statistics, counts and bad rows, never an encoded
-row) and merges them (`Passes`). Pass 2 encodes the chunks pass 1 stored, so the input is read once.
+row) and merges them (`Passes`); it holds no per-row data: it writes the places tables from the buckets' parts
+and reads the training values one chunk at a time for profile.json's exact percentiles (`data.quantiles`).
+Pass 2 encodes the chunks pass 1 stored, so the input is read once.
 `encode_for_scoring`'s shards (consecutive rows) are still written by the launcher.
 
 Errors keep their order: a `DataError` in a worker (a malformed record, bytes that are not UTF-8) is stored as
@@ -334,10 +339,7 @@ class _Encode(_Pass):
     def stored_numbers(self) -> Iterator[quantiles.ChunkNumbers]:
         """`Passes.train_numbers`: the training values of each chunk of the last pass that wrote shards, as its
         workers stored them (the chunk results the launcher reads come without them)."""
-        for file_index, chunk in self._numbered:
-            uri = numbers_uri(self._work, file_index, chunk)
-            if storage.exists(uri):  # a chunk without training rows stores none
-                yield next(read_pickles([uri]))
+        yield from read_pickles(numbers_uri(self._work, f, c) for f, c in self._numbered)
 
     def worker_shards(self, staging: str, splits: Sequence[str], num_shards: int) -> WorkerShards:
         """`Passes.shard_writers`: called by `prepare` before the pass runs."""
@@ -625,8 +627,7 @@ if beam is not None:
             for split, shard, framed in _pieces(result, self._shards.num_shards):
                 storage.write_bytes(piece_uri(self._work, split, shard, file_index, chunk), b"".join(framed))
                 yield (split, shard), (file_index, chunk, len(framed))
-            if result.train_numbers:
-                write_pickle(numbers_uri(self._work, file_index, chunk), quantiles.chunk_numbers(result.train_numbers))
+            write_pickle(numbers_uri(self._work, file_index, chunk), quantiles.chunk_numbers(result.train_numbers))
             stored = dataclasses.replace(result.without_rows(), train_numbers={})
             write_pickle(chunk_result_uri(self._work, self._stage, file_index, chunk), stored)
 

@@ -5,7 +5,8 @@ Two streaming passes over the input, each chunk by chunk on all cores (`parallel
   1. profile (`profile`): column types, label values, each row's key hash, hence its split;
   2. encode (`encode`): check each row against the decided schema, write good rows, set bad rows
      aside (or fail on the first), gather training statistics.
-Between them `plan` decides the schema's shape; after them `stats` fills in statistics.
+Between them `plan` decides the schema's shape and `keys` finds repeated keys and the rows' places (per bucket
+of key hashes); after them `stats` fills in statistics and `quantiles` profile.json's percentiles.
 
 Splits are stable: a row's split comes from a hash of its key (the key column, or its content), so preparing
 a superset of the data keeps every old row in its old split. Identical inputs give bitwise identical outputs,
