@@ -121,9 +121,7 @@ def select(chunks: Chunks, wanted: Dict[int, np.ndarray]) -> Dict[int, Dict[int,
     for round_ in range(_ROUNDS):
         shift = 32 - _DIGIT_BITS * (round_ + 1)
         groups = np.unique((feature << np.uint64(32)) | prefix)
-        counts = np.zeros(len(groups) << _DIGIT_BITS, np.int64)
-        for chunk in chunks():
-            counts += _digit_counts(chunk, groups, shift)
+        counts = _counted(chunks(), groups, shift)
         _descend(prefix, remaining, (feature << np.uint64(32)) | prefix, groups, counts)
     values = key_values(prefix.astype(np.uint32)).astype(np.float64)
     out: Dict[int, Dict[int, float]] = {i: {} for i in features}
@@ -132,9 +130,28 @@ def select(chunks: Chunks, wanted: Dict[int, np.ndarray]) -> Dict[int, Dict[int,
     return out
 
 
-def _digit_counts(chunk: ChunkNumbers, groups: np.ndarray, shift: int) -> np.ndarray:
-    """Counts of the chunk's keys under each group of `groups` (sorted (feature << 32) | prefix) by their next
-    8 bits, [len(groups) * 256]."""
+def _counted(chunks: Iterator[ChunkNumbers], groups: np.ndarray, shift: int) -> np.ndarray:
+    """Counts of every chunk's keys under each group of `groups` by their next 8 bits, [len(groups) * 256]. The
+    chunks' slots are counted a batch at a time, each batch about as long as the counts (bounded by the groups,
+    not the rows), so the counting costs no more than the keys."""
+    size = len(groups) << _DIGIT_BITS
+    counts = np.zeros(size, np.int64)
+    batch: List[np.ndarray] = []
+    held = 0
+    for chunk in chunks:
+        batch.append(_slots(chunk, groups, shift))
+        held += len(batch[-1])
+        if held >= size:
+            counts += np.bincount(np.concatenate(batch), minlength=size)
+            batch, held = [], 0
+    if batch:
+        counts += np.bincount(np.concatenate(batch), minlength=size)
+    return counts
+
+
+def _slots(chunk: ChunkNumbers, groups: np.ndarray, shift: int) -> np.ndarray:
+    """The counting slot (group * 256 + next 8 bits) of each of the chunk's keys under a group of `groups`
+    (sorted (feature << 32) | prefix)."""
     feature = np.repeat(np.asarray(chunk.features, np.uint64), chunk.counts)
     wide = chunk.keys.astype(np.uint64)
     high = (feature << np.uint64(32)) | (wide >> np.uint64(shift + _DIGIT_BITS))
@@ -142,19 +159,19 @@ def _digit_counts(chunk: ChunkNumbers, groups: np.ndarray, shift: int) -> np.nda
     at = np.searchsorted(groups, high)
     inside = at < len(groups)
     inside[inside] = groups[at[inside]] == high[inside]
-    return np.bincount((at[inside] << _DIGIT_BITS) + digit[inside], minlength=len(groups) << _DIGIT_BITS)
+    return (at[inside] << _DIGIT_BITS) + digit[inside]
 
 
 def _descend(prefix: np.ndarray, remaining: np.ndarray, group_of: np.ndarray, groups: np.ndarray, counts) -> None:
     """One round's choice for each wanted rank: the digit whose keys hold it; its rank among them."""
-    table = np.cumsum(counts.reshape(len(groups), 1 << _DIGIT_BITS), axis=1)
-    for k in range(len(prefix)):
-        cumulative = table[int(np.searchsorted(groups, group_of[k]))]
-        digit = int(np.searchsorted(cumulative, remaining[k], side="right"))
-        if digit == len(cumulative):
-            raise AssertionError(f"rank {remaining[k]} is beyond the {int(cumulative[-1])} values counted")
-        remaining[k] -= int(cumulative[digit - 1]) if digit else 0
-        prefix[k] = (int(prefix[k]) << _DIGIT_BITS) | digit
+    cumulative = np.cumsum(counts.reshape(len(groups), 1 << _DIGIT_BITS), axis=1)[np.searchsorted(groups, group_of)]
+    digit = np.count_nonzero(cumulative <= remaining[:, None], axis=1)
+    if (digit == 1 << _DIGIT_BITS).any():
+        k = int(np.argmax(digit == 1 << _DIGIT_BITS))
+        raise AssertionError(f"rank {remaining[k]} is beyond the {int(cumulative[k, -1])} values counted")
+    below = np.where(digit > 0, cumulative[np.arange(len(digit)), np.maximum(digit - 1, 0)], 0)
+    remaining -= below
+    prefix[:] = (prefix << np.uint64(_DIGIT_BITS)) | digit.astype(np.uint64)
 
 
 def profile_numbers(chunks: Chunks) -> Dict[int, Tuple[int, NumericStats, List[float]]]:
