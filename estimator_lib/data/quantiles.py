@@ -25,6 +25,8 @@ _DIGIT_BITS = 8
 _ROUNDS = 32 // _DIGIT_BITS
 _SIGN = np.uint32(0x80000000)
 _NONE = np.zeros(0, np.uint64)
+_BATCH = 1 << 16  # slots counted at once, at least
+_BLOCK = 1024  # wanted ranks given their digit at once
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,8 +134,8 @@ def select(chunks: Chunks, wanted: Dict[int, np.ndarray]) -> Dict[int, Dict[int,
 
 def _counted(chunks: Iterator[ChunkNumbers], groups: np.ndarray, shift: int) -> np.ndarray:
     """Counts of every chunk's keys under each group of `groups` by their next 8 bits, [len(groups) * 256]. The
-    chunks' slots are counted a batch at a time, each batch about as long as the counts (bounded by the groups,
-    not the rows), so the counting costs no more than the keys."""
+    chunks' slots are counted a batch at a time, each batch an eighth of the counts' length or more (bounded by
+    the groups, not the rows), so the counting costs a few times the keys' at most."""
     size = len(groups) << _DIGIT_BITS
     counts = np.zeros(size, np.int64)
     batch: List[np.ndarray] = []
@@ -141,7 +143,7 @@ def _counted(chunks: Iterator[ChunkNumbers], groups: np.ndarray, shift: int) -> 
     for chunk in chunks:
         batch.append(_slots(chunk, groups, shift))
         held += len(batch[-1])
-        if held >= size:
+        if held >= max(_BATCH, size // 8):
             counts += np.bincount(np.concatenate(batch), minlength=size)
             batch, held = [], 0
     if batch:
@@ -163,8 +165,16 @@ def _slots(chunk: ChunkNumbers, groups: np.ndarray, shift: int) -> np.ndarray:
 
 
 def _descend(prefix: np.ndarray, remaining: np.ndarray, group_of: np.ndarray, groups: np.ndarray, counts) -> None:
-    """One round's choice for each wanted rank: the digit whose keys hold it; its rank among them."""
-    cumulative = np.cumsum(counts.reshape(len(groups), 1 << _DIGIT_BITS), axis=1)[np.searchsorted(groups, group_of)]
+    """One round's choice for each wanted rank: the digit whose keys hold it; its rank among them (a block of
+    ranks at a time: each rank's cumulative counts are 2 KB)."""
+    table = counts.reshape(len(groups), 1 << _DIGIT_BITS)
+    for start in range(0, len(prefix), _BLOCK):
+        block = slice(start, start + _BLOCK)
+        _choose(prefix[block], remaining[block], table[np.searchsorted(groups, group_of[block])])
+
+
+def _choose(prefix: np.ndarray, remaining: np.ndarray, counts: np.ndarray) -> None:
+    cumulative = np.cumsum(counts, axis=1)
     digit = np.count_nonzero(cumulative <= remaining[:, None], axis=1)
     if (digit == 1 << _DIGIT_BITS).any():
         k = int(np.argmax(digit == 1 << _DIGIT_BITS))
