@@ -339,7 +339,8 @@ class _Encode(_Pass):
     def stored_numbers(self) -> Iterator[quantiles.ChunkNumbers]:
         """`Passes.train_numbers`: the training values of each chunk of the last pass that wrote shards, as its
         workers stored them (the chunk results the launcher reads come without them)."""
-        yield from read_pickles(numbers_uri(self._work, f, c) for f, c in self._numbered)
+        for file_index, chunk in self._numbered:  # one at a time: this pass runs five times
+            yield pickle.loads(storage.read_bytes(numbers_uri(self._work, file_index, chunk)))
 
     def worker_shards(self, staging: str, splits: Sequence[str], num_shards: int) -> WorkerShards:
         """`Passes.shard_writers`: called by `prepare` before the pass runs."""
