@@ -15,11 +15,16 @@ through the work directory (`temp_location` on Dataflow):
     pass 1: input files --Reshuffle--> cut a file into chunks, store each --Reshuffle--> profile a chunk
                                        (one worker per file: cutting is      (any worker)
                                         sequential)
+    keys:   chunk references --Reshuffle--> cut a chunk's keys (its stored profile) into hash buckets --GroupByKey
+            (bucket)--> resolve a bucket: repeated keys, places (`data.keys`) --GroupByKey(chunk)--> a chunk's repeats
     pass 2: chunk references --Reshuffle--> encode a stored chunk with its pass-1 facts, store its records
-            per (split, shard) (any worker) --GroupByKey(split, shard)--> write one shard (one worker each)
+            per (split, shard) and its training values (any worker) --GroupByKey(split, shard)--> write one
+            shard (one worker each)
 
 The launcher reads the chunks' results back in input order (statistics, counts and bad rows, never an encoded
-row) and merges them (`Passes`). Pass 2 encodes the chunks pass 1 stored, so the input is read once.
+row) and merges them (`Passes`); it holds no per-row data: it writes the places tables from the buckets' parts
+and reads the training values one chunk at a time for profile.json's exact percentiles (`data.quantiles`).
+Pass 2 encodes the chunks pass 1 stored, so the input is read once.
 `encode_for_scoring`'s shards (consecutive rows) are still written by the launcher.
 
 Errors keep their order: a `DataError` in a worker (a malformed record, bytes that are not UTF-8) is stored as
@@ -33,6 +38,7 @@ import collections
 import contextlib
 import dataclasses
 import functools
+import io
 import logging
 import os
 import pickle
@@ -47,6 +53,7 @@ import numpy as np
 from estimator_lib import storage
 from estimator_lib.config import PrepareConfig
 from estimator_lib.config.beam import DASK_RUNNER, BeamConfig
+from estimator_lib.data import keys, places, quantiles
 from estimator_lib.data.combine import merge_all
 from estimator_lib.data.common import SPLITS, DataError
 from estimator_lib.data.encode import ChunkResult, ChunkTask, EncodePlan, encode_chunk
@@ -207,6 +214,7 @@ def file_result_uri(work: str, stage: str, file_index: int) -> str:
 
 # -- the passes -----------------------------------------------------------------------------------------------
 CHUNKS, CUTS, PROFILE, ENCODE, FACTS = "chunks", "cut", "profile", "encode", "facts.pkl"
+KEYS = "keys"  # `_Keys`: keys/pieces/<bucket>/<chunk>.npy, keys/places/<split>-<bucket>.npy, keys/repeats/...
 PIECES, SHARDS, SHARD_RECORDS = "pieces", "shards", "shard-records"
 
 
@@ -230,7 +238,13 @@ def beam_passes(config: BeamConfig, cluster: Optional[ClusterRunner] = None) -> 
     require_beam()
     with work_directory(config, "prepare") as work, _runner_cluster(config, cluster) as cluster:
         encode = _Encode(config, work, cluster)
-        yield Passes(profile=_Profile(config, work, cluster), encode=encode, shard_writers=encode.worker_shards)
+        yield Passes(
+            profile=_Profile(config, work, cluster),
+            encode=encode,
+            keys=_Keys(config, work, cluster),
+            shard_writers=encode.worker_shards,
+            train_numbers=encode.stored_numbers,
+        )
 
 
 class _Pass:
@@ -261,7 +275,7 @@ class _Profile(_Pass):
             count, scan, error = next(read_pickles([file_result_uri(self._work, CUTS, file_index)]))
             scans.append(scan)
             for part in _results(self._work, PROFILE, [(file_index, c) for c in range(count)]):
-                yield file_index, part
+                yield file_index, part.without_rows()  # its rows' keys stay in its stored profile (`_Keys`)
             if error is not None:  # reading the file failed after `count` chunks
                 raise error
 
@@ -320,6 +334,13 @@ class _Encode(_Pass):
     def __init__(self, config: BeamConfig, work: str, cluster: Optional[ClusterRunner] = None):
         super().__init__(config, work, cluster)
         self._shards: Optional[ShardPlan] = None
+        self._numbered: List[Tuple[int, int]] = []
+
+    def stored_numbers(self) -> Iterator[quantiles.ChunkNumbers]:
+        """`Passes.train_numbers`: the training values of each chunk of the last pass that wrote shards, as its
+        workers stored them (the chunk results the launcher reads come without them)."""
+        for file_index, chunk in self._numbered:  # one at a time: this pass runs five times
+            yield pickle.loads(storage.read_bytes(numbers_uri(self._work, file_index, chunk)))
 
     def worker_shards(self, staging: str, splits: Sequence[str], num_shards: int) -> WorkerShards:
         """`Passes.shard_writers`: called by `prepare` before the pass runs."""
@@ -334,10 +355,10 @@ class _Encode(_Pass):
         facts: Iterator[ChunkFacts],
         scans: List[FileScan],
     ) -> Iterator[ChunkResult]:
-        table: Dict[Tuple[int, int], Tuple[int, Any, Any]] = {}
+        table: Dict[Tuple[int, int], Tuple[int, int]] = {}
         counts = [0] * len(inputs)
-        for fact in facts:  # the key hashes stay in the chunks' stored profiles
-            table[(fact.file_index, counts[fact.file_index])] = (fact.first_row, fact.duplicates, fact.occurrences)
+        for index, fact in enumerate(facts):  # key hashes and repeats: the workers read them (`_Keys`)
+            table[(fact.file_index, counts[fact.file_index])] = (fact.first_row, index)
             counts[fact.file_index] += 1
         write_pickle(storage.join(self._work, FACTS), table)
         files = list(enumerate(counts))
@@ -349,8 +370,86 @@ class _Encode(_Pass):
             place = _EncodeAndPlace(encode_chunk, init_encoder, plan, self._work, ENCODE, shards)
             write = _WriteShard(shards, self._work)
             build = functools.partial(_shard_pipeline, files=files, place=place, write=write)
+            self._numbered = list(table)
         run_pipeline(build, self._config, "prepare-encode", self._cluster)
         yield from _results(self._work, ENCODE, list(table))
+
+
+class _Keys(_Pass):
+    """Between the passes (`data.keys`, `Passes.keys`): each chunk's keys (from its stored profile) cut into
+    buckets of key hashes (any worker), each bucket resolved (one worker per bucket), each chunk's repeat facts
+    gathered (one worker per chunk with repeats), all into the work directory. The launcher holds no row's key:
+    it writes the places tables from the buckets' parts one part at a time, and the encode pass's workers read
+    their chunk's repeats."""
+
+    def __call__(self, profile: Profile, chunk_rows: List[Tuple[int, int]], plan: keys.KeyPlan, staging: str) -> None:
+        refs, first_row, counts = [], 0, collections.Counter()
+        for index, (file_index, n) in enumerate(chunk_rows):
+            refs.append((file_index, counts[file_index], index, first_row))
+            counts[file_index] += 1
+            first_row += n
+        build = functools.partial(_keys_pipeline, refs=refs, plan=plan, work=self._work)
+        run_pipeline(build, self._config, "prepare-keys", self._cluster)
+        for split in plan.splits:
+            parts = [_places_part_uri(self._work, split, b) for b in range(1 << plan.bits)]
+            found = [uri for uri in parts if storage.exists(uri)]
+            count = sum(_npy_rows(uri) for uri in found)
+            path = os.path.join(staging, places.places_file(split))
+            keys.write_places(path, (_read_npy(uri) for uri in found), count)
+        return None
+
+
+def _keys_pipeline(pipeline: Any, refs: List[Tuple[int, int, int, int]], plan: keys.KeyPlan, work: str) -> None:
+    """chunk references --Reshuffle--> cut each chunk's keys into buckets --GroupByKey(bucket)--> resolve each
+    bucket --GroupByKey(chunk)--> gather each chunk's repeats. Only references travel through Beam."""
+    _ = (
+        pipeline
+        | "Chunks" >> beam.Create(refs)
+        | "SpreadChunks" >> beam.Reshuffle()
+        | "CutKeys" >> beam.ParDo(_CutKeys(plan, work))
+        | "GroupByBucket" >> beam.GroupByKey()
+        | "Resolve" >> beam.ParDo(_Resolve(plan, work))
+        | "GroupByChunk" >> beam.GroupByKey()
+        | "GatherRepeats" >> beam.ParDo(_GatherRepeats(work))
+    )
+
+
+def _piece_uri(work: str, bucket: int, chunk: int) -> str:
+    return storage.join(work, KEYS, "pieces", f"{bucket:05d}", f"{chunk:09d}.npy")
+
+
+def _places_part_uri(work: str, split: str, bucket: int) -> str:
+    return storage.join(work, KEYS, "places", f"{split}-{bucket:05d}.npy")
+
+
+def _repeats_uri(work: str, chunk: int, bucket: Optional[int] = None) -> str:
+    name = f"{chunk:09d}.pkl" if bucket is None else f"{chunk:09d}-{bucket:05d}.pkl"
+    return storage.join(work, KEYS, "repeats", name)
+
+
+def read_repeats(work: str, chunk: int, key_column: bool) -> Tuple[Dict[int, Any], Dict[int, int]]:
+    """A chunk's (duplicates, occurrences) as `_Keys` stored them (none stored: the chunk has no repeat)."""
+    uri = _repeats_uri(work, chunk)
+    found = next(read_pickles([uri])) if storage.exists(uri) else {}
+    return keys.split_facts(found, key_column)
+
+
+def _write_npy(uri: str, array: np.ndarray) -> None:
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=False)
+    storage.write_bytes(uri, buffer.getvalue())
+
+
+def _read_npy(uri: str) -> np.ndarray:
+    return np.load(io.BytesIO(storage.read_bytes(uri)), allow_pickle=False)
+
+
+def _npy_rows(uri: str) -> int:
+    """The entries of a stored one-dimensional array, from its header."""
+    with storage.open_read(uri) as f:
+        np.lib.format.read_magic(f)
+        shape, _, _ = np.lib.format.read_array_header_1_0(f)
+    return shape[0]
 
 
 def check_headers(inputs: Sequence[InputFile], chunk_bytes: int, header_check: Callable[[Chunk], None]) -> None:
@@ -394,6 +493,11 @@ def _shard_pipeline(pipeline: Any, files: List[Tuple[int, int]], place: Any, wri
         | "GroupByShard" >> beam.GroupByKey()
         | "WriteShard" >> beam.ParDo(write)
     )
+
+
+def numbers_uri(work: str, file_index: int, chunk: int) -> str:
+    """Where an encoded chunk's training values (`ChunkResult.train_numbers`) wait for prepare's profile."""
+    return chunk_result_uri(work, "numbers", file_index, chunk)
 
 
 def piece_uri(work: str, split: str, shard: int, file_index: int, chunk: int) -> str:
@@ -501,7 +605,8 @@ if beam is not None:
                     chunk_result_uri(self._work, PROFILE, file_index, chunk),
                 ]
             )
-            first_row, duplicates, occurrences = self._facts[(file_index, chunk)]
+            first_row, index = self._facts[(file_index, chunk)]
+            duplicates, occurrences = read_repeats(self._work, index, self._plan.key_column is not None)
             return ChunkTask(text, first_row, duplicates, occurrences, profile.key_hashes[0])
 
     class _EncodeAndPlace(_EncodeChunk):
@@ -523,7 +628,9 @@ if beam is not None:
             for split, shard, framed in _pieces(result, self._shards.num_shards):
                 storage.write_bytes(piece_uri(self._work, split, shard, file_index, chunk), b"".join(framed))
                 yield (split, shard), (file_index, chunk, len(framed))
-            write_pickle(chunk_result_uri(self._work, self._stage, file_index, chunk), result.without_rows())
+            write_pickle(numbers_uri(self._work, file_index, chunk), quantiles.chunk_numbers(result.train_numbers))
+            stored = dataclasses.replace(result.without_rows(), train_numbers={})
+            write_pickle(chunk_result_uri(self._work, self._stage, file_index, chunk), stored)
 
     class _WriteShard(beam.DoFn):
         """((split, shard), pieces) -> the shard's file: its pieces in input order (file, then chunk), written
@@ -540,3 +647,50 @@ if beam is not None:
             storage.write_bytes(storage.join(self._shards.directory, name), data)
             count = sum(n for _, _, n in ordered)
             write_pickle(storage.join(self._work, SHARD_RECORDS, f"{split}-{shard:05d}.pkl"), count)
+
+    class _CutKeys(beam.DoFn):
+        """(file index, chunk number, chunk index, first row) -> the chunk's keys (its stored profile's) stored
+        per bucket, and (bucket, chunk index) per bucket it has keys in."""
+
+        def __init__(self, plan: keys.KeyPlan, work: str):
+            self._plan, self._work = plan, work
+
+        def process(self, element: Tuple[int, int, int, int]) -> Iterator[Tuple[int, int]]:
+            file_index, chunk, index, first_row = element
+            profile = next(read_pickles([chunk_result_uri(self._work, PROFILE, file_index, chunk)]))
+            if isinstance(profile, DataError):  # the launcher raised it in pass 1 already
+                return
+            arrays = profile.key_hashes[0], profile.valid[0], profile.lines[0]
+            entries = keys.chunk_entries(*arrays, file_index, index, first_row)
+            for bucket, part in keys.buckets(entries, self._plan.bits):
+                _write_npy(_piece_uri(self._work, bucket, index), part)
+                yield bucket, index
+
+    class _Resolve(beam.DoFn):
+        """(bucket, chunk indices) -> the bucket's places parts per split and its repeats per chunk, stored;
+        (chunk index, bucket) per chunk with repeats here."""
+
+        def __init__(self, plan: keys.KeyPlan, work: str):
+            self._plan, self._work = plan, work
+
+        def process(self, element: Tuple[int, Iterable[int]]) -> Iterator[Tuple[int, int]]:
+            bucket, chunks = element
+            parts = [_read_npy(_piece_uri(self._work, bucket, c)) for c in sorted(chunks)]
+            resolved = keys.resolve_all(parts, self._plan)
+            for split, table in resolved.places.items():
+                if len(table):
+                    _write_npy(_places_part_uri(self._work, split, bucket), table)
+            for chunk, facts in resolved.facts.items():
+                write_pickle(_repeats_uri(self._work, chunk, bucket), facts)
+                yield chunk, bucket
+
+    class _GatherRepeats(beam.DoFn):
+        """(chunk index, buckets) -> the chunk's repeats from its buckets, stored for the encode pass."""
+
+        def __init__(self, work: str):
+            self._work = work
+
+        def process(self, element: Tuple[int, Iterable[int]]) -> None:
+            chunk, buckets = element
+            parts = list(read_pickles(_repeats_uri(self._work, chunk, b) for b in sorted(buckets)))
+            write_pickle(_repeats_uri(self._work, chunk), keys.merge_facts(parts))

@@ -7,14 +7,15 @@ for the training split: the row count and, per feature (original name), the miss
   * categorical: the count of each value (the `MAX_VALUES` most frequent; `other` counts the rest).
 
 Percentiles make two profiles comparable without sharing bin edges: `estimator_lib.data.validation` bins both
-on the reference's deciles. Computed on the host CPU: `prepare` builds it from the values its workers encoded
-(`profile_values`) when the split has at most `SAMPLE_ROWS` rows and every category was counted, otherwise by
-reading the split's TFRecords back once (`profile_split`); both give the same profile.
+on the reference's deciles. Computed on the host CPU: `prepare` builds it from what its workers encoded, chunk by
+chunk (`profile_summaries` of `quantiles.profile_numbers`: exact over every value, whatever the split's size, and
+no process holds them all), when every category was counted; otherwise by reading the split's TFRecords back
+once (`profile_split`).
 
-Memory stays bounded whatever the split's size: the numeric statistics hold at most `SAMPLE_ROWS` values per
-feature. A larger split's numeric statistics come from an evenly spaced sample (every k-th record in shard
-order, k = ceil(rows / SAMPLE_ROWS), recorded as `sample_every`: every k-th present value, the first one
-included); row, missing and category counts always cover every record.
+`profile_split`'s memory stays bounded whatever the split's size: its numeric statistics hold at most
+`SAMPLE_ROWS` values per feature. A larger split's numeric statistics come from an evenly spaced sample (every
+k-th record in shard order, k = ceil(rows / SAMPLE_ROWS), recorded as `sample_every`: every k-th present value,
+the first one included); row, missing and category counts always cover every record.
 
 The statistics do not depend on the order of the records: mean and standard deviation are exact and rounded
 once (`combine.NumericStats`), percentiles come from the sorted values.
@@ -23,11 +24,12 @@ once (`combine.NumericStats`), percentiles come from the sorted values.
 from __future__ import annotations
 
 import collections
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
 
+from estimator_lib.data import quantiles
 from estimator_lib.data.combine import NumericStats
 from estimator_lib.schema import NUMERIC, Schema
 
@@ -92,24 +94,41 @@ def profile_values(
         they were not gathered.
       categories: {feature index: Counter} of the present values; missing: per feature, the records without one.
 
-    Returns None when the numbers were not gathered, the split needs a sample (more than `SAMPLE_ROWS` rows)
-    or a category count is incomplete (`stats` keeps only the most frequent of very many values):
+    Returns None when the numbers were not gathered or a category count is incomplete (see `profile_summaries`).
+    """
+    if numbers is None:
+        return None
+    summary = quantiles.chunk_numbers(numbers)
+    return profile_summaries(schema, quantiles.profile_numbers(lambda: iter([summary])), categories, missing, rows)
+
+
+def profile_summaries(
+    schema: Schema,
+    numbers: Dict[int, Tuple[int, NumericStats, List[float]]],
+    categories: Dict[int, collections.Counter],
+    missing: Sequence[int],
+    rows: int,
+) -> Optional[Dict[str, Any]]:
+    """`profile_split` of a split of `rows` records from the summaries of what was written into it.
+
+    Args:
+      numbers: {feature index: (present values, their statistics, their 0th..100th percentiles)} of every
+        record's value (`quantiles.profile_numbers`); a numeric feature it lacks has no present value.
+      categories: {feature index: Counter} of the present values; missing: per feature, the records without one.
+
+    Returns None when a category count is incomplete (`stats` keeps only the most frequent of very many values):
     `profile_split` then reads the split back.
     """
     categories = {
         i: categories.get(i, collections.Counter()) for i, f in enumerate(schema.features) if f.kind != NUMERIC
     }
-    complete = all(sum(c.values()) + missing[i] == rows for i, c in categories.items())
-    if numbers is None or rows > SAMPLE_ROWS or not complete:
+    if not all(sum(c.values()) + missing[i] == rows for i, c in categories.items()):
         return None
     features = {}
     for index, f in enumerate(schema.features):
         if f.kind == NUMERIC:
-            values = numbers.get(index, np.zeros(0, np.float32))
-            if len(values) != rows:
-                raise AssertionError(f"profile: {len(values)} values of {f.name!r} gathered, not the {rows} written")
-            present = values[~np.isnan(values)]
-            features[f.name] = _numeric(present.astype(np.float64), rows - len(present), rows, 1)
+            present, stats, points = numbers.get(index, (0, NumericStats(), []))
+            features[f.name] = _numeric_entry(present, rows - present, stats, points, 1)
         else:
             counts = collections.Counter({v.encode("utf-8"): n for v, n in categories[index].items()})
             counts[b""] += missing[index]  # a missing value reads back as b""
@@ -120,16 +139,16 @@ def profile_values(
 def _numeric(present: np.ndarray, missing: int, rows: int, every: int) -> Dict[str, Any]:
     """Statistics of a numeric column: `present` holds every `every`-th present value, `missing` counts the
     split's `rows` records without one."""
-    out: Dict[str, Any] = {"kind": NUMERIC, "missing": missing, "present": rows - missing}
+    points = [float(v) for v in np.percentile(present, np.arange(101))] if present.size else []
+    return _numeric_entry(rows - missing, missing, NumericStats.of(present), points, every)
+
+
+def _numeric_entry(present: int, missing: int, stats: NumericStats, points: List[float], every: int) -> Dict[str, Any]:
+    out: Dict[str, Any] = {"kind": NUMERIC, "missing": missing, "present": present}
     if every > 1:
         out["sample_every"] = every
-    if present.size:
-        stats = NumericStats.of(present)
-        out.update(
-            mean=stats.mean,
-            std=stats.std,
-            percentiles=[float(v) for v in np.percentile(present, np.arange(101))],
-        )
+    if points:
+        out.update(mean=stats.mean, std=stats.std, percentiles=points)
     return out
 
 

@@ -5,7 +5,8 @@ Two streaming passes over the input, each chunk by chunk on all cores (`parallel
   1. profile (`profile`): column types, label values, each row's key hash, hence its split;
   2. encode (`encode`): check each row against the decided schema, write good rows, set bad rows
      aside (or fail on the first), gather training statistics.
-Between them `plan` decides the schema's shape; after them `stats` fills in statistics.
+Between them `plan` decides the schema's shape and `keys` finds repeated keys and the rows' places (per bucket
+of key hashes); after them `stats` fills in statistics and `quantiles` profile.json's percentiles.
 
 Splits are stable: a row's split comes from a hash of its key (the key column, or its content), so preparing
 a superset of the data keeps every old row in its old split. Identical inputs give bitwise identical outputs,
@@ -23,7 +24,6 @@ row's shard and every statistic are independent of processing order, so both eng
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import json
 import os
@@ -33,12 +33,13 @@ import numpy as np
 
 from estimator_lib import storage
 from estimator_lib.config import DEFAULT_MISSING_VALUES, PrepareConfig, require
-from estimator_lib.data import places
+from estimator_lib.data import keys, quantiles
 from estimator_lib.data import score as scoring
-from estimator_lib.data.common import EVAL, SPLITS, TRAIN, VALID, DataError, split_indices
-from estimator_lib.data.distribution import PROFILE, SAMPLE_ROWS, profile_split, profile_values
+from estimator_lib.data.common import SPLITS, TRAIN, VALID, DataError
+from estimator_lib.data.distribution import PROFILE, profile_split, profile_summaries
 from estimator_lib.data.encode import ChunkResult, ChunkTask, EncodePlan, encode_chunk
 from estimator_lib.data.encode import init_worker as init_encoder
+from estimator_lib.data.keys import KeyPlan
 from estimator_lib.data.output import (
     MANIFEST,
     SCHEMA,
@@ -50,8 +51,8 @@ from estimator_lib.data.output import (
     write_json,
 )
 from estimator_lib.data.parallel import ordered_map
-from estimator_lib.data.plan import Decisions, decide_schema, encode_plan, find_duplicates, row_place
-from estimator_lib.data.profile import Profile, ProfilePlan, concat, profile_chunk
+from estimator_lib.data.plan import Decisions, decide_schema, encode_plan
+from estimator_lib.data.profile import Profile, ProfilePlan, profile_chunk
 from estimator_lib.data.profile import init_worker as init_profiler
 from estimator_lib.data.read import CSV, Chunk, FileScan, InputFile, iter_chunks, resolve_inputs, with_help
 from estimator_lib.data.score import ScoringData
@@ -104,7 +105,7 @@ class ChunkFacts:
     first_row: int
     duplicates: Dict[int, Tuple[str, int]]
     occurrences: Dict[int, int]
-    key_hashes: np.ndarray  # uint64 [rows of the chunk]
+    key_hashes: Optional[np.ndarray]  # uint64 [rows of the chunk]; None where the pass reads them itself (Beam)
 
 
 class ProfilePass(Protocol):
@@ -135,6 +136,16 @@ class EncodePass(Protocol):
     ) -> Iterator[ChunkResult]: ...
 
 
+class KeysPass(Protocol):
+    """Between the passes (`data.keys`): the repeated keys and the places of every chunk's rows (`chunk_rows`:
+    (file index, rows) per chunk, in input order) by `plan`; writes the places tables into `staging`. Returns
+    {chunk index: {row: repeat fact}} for the encode pass, or None when its workers read them themselves."""
+
+    def __call__(
+        self, profile: Profile, chunk_rows: List[Tuple[int, int]], plan: KeyPlan, staging: str
+    ) -> Optional[Dict[int, Dict[int, Any]]]: ...
+
+
 @dataclasses.dataclass(frozen=True)
 class Passes:
     """Who runs the two passes' per-chunk work: worker processes on this host (`IN_PROCESS`), or Apache Beam
@@ -142,10 +153,14 @@ class Passes:
 
     profile: ProfilePass
     encode: EncodePass
+    keys: KeysPass
     # Who writes prepare's shards: None, this process (`ShardWriters`, fed the encoded rows); else a factory
     # (staging, splits, num_shards) -> writers with ShardWriters' interface, called before the encode pass, for
     # an encode pass whose workers write the shards themselves (`data.beam`).
     shard_writers: Optional[Callable[[str, List[str], int], Any]] = None
+    # Where prepare's profile reads the chunks' training values (`ChunkResult.train_numbers`): None, from the
+    # results the encode pass yields; else a fresh pass over them as the workers stored them (`data.beam`).
+    train_numbers: Optional[quantiles.Chunks] = None
 
 
 def prepare(
@@ -288,23 +303,26 @@ def _prepare_into(
     reference: Optional[Schema] = None,
 ) -> Tuple[Schema, Dict[str, int], Dict[str, Any]]:
     profile, chunk_rows, file_starts, scans = _profile(inputs, config, _header_check(config), passes, "prepare")
-    _write_places(staging, profile, file_starts, config)
+    fractions = (config.eval_fraction, config.test_fraction, config.valid_fraction)
+    key_plan = keys.prepare_plan([i.name for i in inputs], config.key_column is not None, fractions, profile.rows)
+    repeats = passes.keys(profile, chunk_rows, key_plan, staging)
     decisions = decide_schema(profile, config, supplied, reference)
-    gather = _training_rows(profile, config) <= SAMPLE_ROWS  # the profile then comes from the workers' values
-    plan = dataclasses.replace(encode_plan(decisions, config), train_numbers=gather)
-    facts = chunk_facts(inputs, config, profile, chunk_rows, file_starts)
+    plan = dataclasses.replace(encode_plan(decisions, config), train_numbers=True)  # for profile.json
+    facts = chunk_facts(profile, chunk_rows, repeats, config.key_column is not None)
     parts = passes.encode(inputs, config, plan, facts, scans)
-    fractions = (1.0, config.eval_fraction, config.test_fraction, config.valid_fraction)
-    splits = [s for s, f in zip(SPLITS, fractions) if f > 0]
+    splits = list(key_plan.splits)
     writers = (passes.shard_writers or ShardWriters)(staging, splits, config.num_shards)
-    numbers: Dict[int, List[np.ndarray]] = {}
+    numbers: List[quantiles.ChunkNumbers] = []
     totals = _encode(parts, plan, writers, QuarantineWriter(staging), profile.rows, config, "prepare", numbers)
     shard_records = writers.records
     counts = dict(zip(SPLITS, totals.counts))
     _check_splits(counts, splits, config)
     schema = build_schema(decisions, totals, config)
     _write_schema(staging, schema)
-    write_json(os.path.join(staging, PROFILE), _training_profile(staging, schema, totals, numbers, writers, plan))
+    write_json(
+        os.path.join(staging, PROFILE),
+        _training_profile(staging, schema, totals, passes.train_numbers or (lambda: iter(numbers)), writers),
+    )
     manifest = _manifest(
         staging, inputs, scans, file_starts, profile.rows, decisions, schema, totals, shard_records, config
     )
@@ -312,42 +330,13 @@ def _prepare_into(
     return schema, counts, manifest
 
 
-def _write_places(staging: str, profile: Profile, file_starts: List[int], config: Optional[PrepareConfig]) -> None:
-    """The rows' input files and lines, by key (`places`): pass 1 knows them, the records do not. One file per
-    split `config` writes; without a config (scoring: one slot, every row) the eval slot's holds them all."""
-    hashes, valid, lines = (
-        concat(a, t) for a, t in ((profile.key_hashes, np.uint64), (profile.valid, bool), (profile.lines, np.uint32))
-    )
-    if config is None:
-        tables = {EVAL: places.input_places(hashes, valid, lines, file_starts)}
-    else:
-        fractions = (config.eval_fraction, config.test_fraction, config.valid_fraction)
-        written = [s for s, f in zip(SPLITS, (1.0, *fractions)) if f > 0]  # as the shard writers' splits
-        tables = {s: places.split_places(hashes, valid, lines, file_starts, fractions, s) for s in written}
-    for split, table in tables.items():
-        places.write_places(os.path.join(staging, places.places_file(split)), table)
-
-
-def _training_rows(profile: Profile, config: PrepareConfig) -> int:
-    """Pass 1's count of the training split's rows: at least the good rows pass 2 writes there."""
-    valid = concat(profile.valid, bool)
-    hashes = concat(profile.key_hashes, np.uint64)[valid]
-    splits = split_indices(hashes, config.eval_fraction, config.test_fraction, config.valid_fraction)
-    return int(np.count_nonzero(splits == 0))
-
-
 def _training_profile(
-    staging: str,
-    schema: Schema,
-    totals: Totals,
-    numbers: Dict[int, List[np.ndarray]],
-    writers: ShardWriters,
-    plan: EncodePlan,
+    staging: str, schema: Schema, totals: Totals, numbers: quantiles.Chunks, writers: ShardWriters
 ) -> Dict[str, Any]:
-    """profile.json: from the values the workers encoded when they suffice, else read back from the shards."""
-    gathered = {i: np.concatenate(parts) for i, parts in numbers.items()} if plan.train_numbers else None
+    """profile.json: from the chunks' training values (`numbers`: a pass over them), else read back from the
+    shards (a category count is incomplete)."""
     rows = totals.counts[0]
-    found = profile_values(schema, gathered, totals.categories, totals.missing[0], rows)
+    found = profile_summaries(schema, quantiles.profile_numbers(numbers), totals.categories, totals.missing[0], rows)
     if found is not None:
         return found
     return profile_split([os.path.join(staging, name) for name in writers.names[TRAIN]], schema, rows)
@@ -360,8 +349,9 @@ def _score_into(
     header_check = scoring.header_check(schema, config.key_column)
     profile, chunk_rows, file_starts, scans = _profile(inputs, config, header_check, passes, "encode for scoring")
     extra = scoring.check_columns(profile, schema, config)
-    _write_places(staging, profile, file_starts, None)
-    facts = chunk_facts(inputs, config, profile, chunk_rows, file_starts)
+    key_plan = keys.scoring_plan([i.name for i in inputs], config.key_column is not None, profile.rows)
+    repeats = passes.keys(profile, chunk_rows, key_plan, staging)
+    facts = chunk_facts(profile, chunk_rows, repeats, config.key_column is not None)
     writers = ConsecutiveShards(staging, SPLITS[scoring.SPLIT], config.num_shards, profile.rows)
     plan = scoring.encode_plan(schema, config)
     parts = passes.encode(inputs, config, plan, facts, scans)
@@ -476,27 +466,18 @@ def _check_header(chunk: Chunk, config: PrepareConfig, first: Optional[Tuple[str
 
 
 def chunk_facts(
-    inputs: List[InputFile],
-    config: PrepareConfig,
     profile: Profile,
     chunk_rows: List[Tuple[int, int]],
-    file_starts: List[int],
+    repeats: Optional[Dict[int, Dict[int, Any]]],
+    key_column: bool,
 ) -> Iterator[ChunkFacts]:
-    """Pass-2 facts of every chunk, in input order: its first row index and its rows' duplicate facts."""
-    hashes = concat(profile.key_hashes, np.uint64)
-    repeats = find_duplicates(hashes, concat(profile.valid, bool))
-    rows = sorted(repeats)
-    lines = concat(profile.lines, np.uint32)
-    names = [i.name for i in inputs]
+    """Pass-2 facts of every chunk, in input order: its first row index, its rows' repeat facts (`repeats`, by
+    chunk; None: the encode pass reads them itself) and key hashes (when the merged profile kept them)."""
     first_row = 0
-    for file_index, n in chunk_rows:
-        mine = rows[bisect.bisect_left(rows, first_row) : bisect.bisect_left(rows, first_row + n)]
-        chunk_hashes = hashes[first_row : first_row + n]
-        if config.key_column is None:
-            yield ChunkFacts(file_index, first_row, {}, {r: repeats[r][1] for r in mine}, chunk_hashes)
-        else:
-            places = {r: row_place(repeats[r][0], lines, names, file_starts) for r in mine}
-            yield ChunkFacts(file_index, first_row, places, {}, chunk_hashes)
+    for index, (file_index, n) in enumerate(chunk_rows):
+        duplicates, occurrences = keys.split_facts((repeats or {}).get(index, {}), key_column)
+        hashes = profile.key_hashes[index] if profile.key_hashes else None
+        yield ChunkFacts(file_index, first_row, duplicates, occurrences, hashes)
         first_row += n
 
 
@@ -528,7 +509,7 @@ def _check_unchanged(scans: List[FileScan], rescans: List[FileScan], inputs: Lis
             raise DataError(_changed_message(item.name))
 
 
-IN_PROCESS = Passes(profile=_profile_in_process, encode=_encode_in_process)
+IN_PROCESS = Passes(profile=_profile_in_process, encode=_encode_in_process, keys=keys.in_process)
 
 
 def _encode(
@@ -539,11 +520,11 @@ def _encode(
     total_rows: int,
     config: PrepareConfig,
     what: str,
-    train_numbers: Optional[Dict[int, List[np.ndarray]]] = None,
+    train_numbers: Optional[List[quantiles.ChunkNumbers]] = None,
 ) -> Totals:
     """Pass 2's results, merged in input order: write good rows to shards (`ShardWriters` or
     `ConsecutiveShards`; closed here), bad rows to quarantine (or fail), merge statistics, and gather the
-    chunks' `train_numbers` into `train_numbers` (per feature, in input order); rows done, rate and ETA are
+    chunks' `train_numbers` into `train_numbers` (`quantiles.chunk_numbers` of each chunk); rows done, rate and ETA are
     reported as `what`."""
     totals = Totals(len(plan.features), max(100_000, 10 * config.max_vocabulary_size))
     progress = RowProgress(f"{what} (pass 2 of 2, encoding)", total=total_rows)
@@ -554,8 +535,8 @@ def _encode(
                 if part.examples[s]:
                     writers.write(split, part.examples[s], part.hashes[s])
             totals.add(part)
-            for index, values in part.train_numbers.items():
-                train_numbers.setdefault(index, []).append(values)  # type: ignore[union-attr]
+            if part.train_numbers:
+                train_numbers.append(quantiles.chunk_numbers(part.train_numbers))  # type: ignore[union-attr]
             progress.update(part.rows)
     finally:
         writers.close()

@@ -54,6 +54,9 @@ class Profile:
     """Pass-1 findings for a chunk, and (merged in input order) for the whole input."""
 
     rows: int = 0
+    train_rows: int = 0  # rows with a usable key whose hash puts them in the training split
+    # Per row, in per-chunk arrays: a chunk's own, and the in-process engine's merge; the Beam engine's launcher
+    # merges the chunks without them (they stay in the chunks' stored profiles, `data.keys`).
     key_hashes: List[np.ndarray] = dataclasses.field(default_factory=list)  # uint64 per row
     valid: List[np.ndarray] = dataclasses.field(default_factory=list)  # bool per row: readable, key present
     lines: List[np.ndarray] = dataclasses.field(default_factory=list)  # uint32 per row
@@ -66,8 +69,13 @@ class Profile:
     # unknown, so an input of nothing else has no columns, and that record's reason is what to tell.
     unreadable: Optional[str] = None
 
+    def without_rows(self) -> "Profile":
+        """This profile without its per-row arrays (counts, columns and labels only)."""
+        return dataclasses.replace(self, key_hashes=[], valid=[], lines=[])
+
     def merge(self, other: "Profile", max_label_values: int) -> None:
         self.rows += other.rows
+        self.train_rows += other.train_rows
         self.key_hashes += other.key_hashes
         self.valid += other.valid
         self.lines += other.lines
@@ -95,9 +103,11 @@ def init_worker(plan: ProfilePlan) -> None:
 def profile_chunk(chunk: Chunk) -> Profile:
     """Profiles one chunk (runs in a worker process; `init_worker` set the plan)."""
     plan = _PLAN.get()
-    if chunk.fmt == CSV:
-        return _profile_csv(chunk, plan)
-    return _profile_rows(chunk, plan)
+    profile = _profile_csv(chunk, plan) if chunk.fmt == CSV else _profile_rows(chunk, plan)
+    hashes = concat(profile.key_hashes, np.uint64)[concat(profile.valid, bool)]
+    splits = split_indices(hashes, plan.eval_fraction, plan.test_fraction, plan.valid_fraction)
+    profile.train_rows = int(np.count_nonzero(splits == 0))
+    return profile
 
 
 def _profile_rows(chunk: Chunk, plan: ProfilePlan) -> Profile:

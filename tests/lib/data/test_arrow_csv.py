@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 from estimator_lib.config import PrepareConfig
-from estimator_lib.data import arrow_csv, encode, prepare, profile
+from estimator_lib.data import arrow_csv, encode, keys, prepare, profile
 from estimator_lib.data.common import DataError, content_text
 from estimator_lib.data.read import Chunk, iter_chunks, resolve_inputs
 
@@ -195,7 +195,10 @@ def test_arrow_chunks_profile_and_encode_as_row_by_row(tmp_path):
         inputs, config, prepare._header_check(config), prepare.IN_PROCESS, "test"
     )
     plan = prepare.encode_plan(prepare.decide_schema(found, config, None, None), config)
-    facts = prepare.chunk_facts(inputs, config, found, chunk_rows, starts)
+    key_plan = keys.prepare_plan(
+        [i.name for i in inputs], False, (config.eval_fraction, config.test_fraction, config.valid_fraction), found.rows
+    )
+    facts = prepare.chunk_facts(found, chunk_rows, keys.in_process(found, chunk_rows, key_plan, str(tmp_path)), False)
     encode.init_worker(plan)
     profile_plan = profile.ProfilePlan("label", None, frozenset(config.missing_values), 0.2, 0.0, 0.0, 20)
     for task in prepare._tasks(inputs, config, facts, scans):

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import tempfile
 
 import numpy as np
 import pytest
 
 from estimator_lib.config import PrepareConfig
-from estimator_lib.data import encode, prepare, profile, score
+from estimator_lib.data import encode, keys, prepare, profile, score
 from estimator_lib.data.plan import decide_schema, encode_plan
 from estimator_lib.data.read import Chunk, clean_column, csv_records, iter_chunks, records, resolve_inputs, spaced
 from estimator_lib.schema import CATEGORICAL, CLASSIFICATION, NUMERIC, FeatureSpec, LabelSpec, Schema, safe_key
@@ -72,8 +73,17 @@ def _tasks(config: PrepareConfig, plan: encode.EncodePlan = None):
     found, chunk_rows, starts, scans = prepare._profile(inputs, config, header_check, prepare.IN_PROCESS, "test")
     if plan is None:
         plan = encode_plan(decide_schema(found, config, None, None), config)
-    facts = prepare.chunk_facts(inputs, config, found, chunk_rows, starts)
+    facts = _facts(inputs, config, found, chunk_rows)
     return plan, list(prepare._tasks(inputs, config, facts, scans))
+
+
+def _facts(inputs, config: PrepareConfig, found, chunk_rows):
+    """Pass 2's facts as `prepare` gives them in-process (the places tables go to a directory thrown away)."""
+    fractions = (config.eval_fraction, config.test_fraction, config.valid_fraction)
+    key_plan = keys.prepare_plan([i.name for i in inputs], config.key_column is not None, fractions, found.rows)
+    with tempfile.TemporaryDirectory() as staging:
+        repeats = keys.in_process(found, chunk_rows, key_plan, staging)
+    return prepare.chunk_facts(found, chunk_rows, repeats, config.key_column is not None)
 
 
 def _encoded_alike(tasks, plan) -> int:

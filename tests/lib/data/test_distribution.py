@@ -100,5 +100,6 @@ def test_the_profile_of_the_values_written_defers_to_the_read_back_when_they_do_
     assert distribution.profile_values(SCHEMA, {0: sizes}, {1: colours}, [0, 1], 4) is not None
     assert distribution.profile_values(SCHEMA, None, {1: colours}, [0, 1], 4) is None  # not gathered
     assert distribution.profile_values(SCHEMA, {0: sizes}, {1: colours}, [0, 0], 4) is None  # counts cut short
-    big = distribution.SAMPLE_ROWS + 1
-    assert distribution.profile_values(SCHEMA, {0: np.zeros(big, np.float32)}, {1: colours}, [0, big - 3], big) is None
+    big = distribution.SAMPLE_ROWS + 1  # no sample: the values written give every percentile exactly
+    found = distribution.profile_values(SCHEMA, {0: np.zeros(big, np.float32)}, {1: colours}, [0, big - 3], big)
+    assert "sample_every" not in found["features"]["size"] and found["features"]["size"]["present"] == big

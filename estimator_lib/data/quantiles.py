@@ -1,0 +1,193 @@
+"""Exact percentiles of values spread over many chunks, holding none of them all at once. Host CPU only.
+
+`np.percentile(values, range(101))` (linear interpolation) reads the sorted values at a few ranks only: two per
+percentile (`ranks`). `select` finds the values at those ranks by a radix selection over the chunks: the float32
+values as order-keeping 32-bit keys, 8 bits a round, each round counting the chunks' keys under the prefixes
+still wanted (at most 2 * 101 prefixes of 256 counts); four reads of the chunks give every wanted key exactly.
+`percentiles` then interpolates as numpy does, so the result is `np.percentile`'s, bit for bit, and it does not
+depend on how the values were cut into chunks or in which order the chunks come.
+
+A chunk's values are {feature index: '<f4' [values]}, NaN for a missing value (left out), read as a
+`ChunkNumbers` (`chunk_numbers`: a worker's summary of its chunk).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Dict, Iterable, Iterator, List, Tuple
+
+import numpy as np
+
+from estimator_lib.data.combine import NumericStats
+
+POINTS = np.arange(101)
+_DIGIT_BITS = 8
+_ROUNDS = 32 // _DIGIT_BITS
+_SIGN = np.uint32(0x80000000)
+_NONE = np.zeros(0, np.uint64)
+_BATCH = 1 << 16  # slots counted at once, at least
+_BLOCK = 1024  # wanted ranks given their digit at once
+
+
+@dataclasses.dataclass(frozen=True)
+class ChunkNumbers:
+    """One chunk's training values as the selection reads them (`chunk_numbers`; a worker stores it).
+
+    Attributes:
+      features: the numeric feature indices, ascending. counts: present values of each. stats: the exact
+        statistics of each one's present values (float64 of the float32 values). keys: uint32 [sum(counts)],
+        the present values' `order_keys`, feature after feature.
+    """
+
+    features: Tuple[int, ...]
+    counts: Tuple[int, ...]
+    stats: Tuple[NumericStats, ...]
+    keys: np.ndarray
+
+
+Chunks = Callable[[], Iterator[ChunkNumbers]]  # a fresh pass over the chunks, in any order
+
+
+def ranks(n: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(previous rank, next rank, weight) per percentile 0..100 of `n` sorted values, as `np.percentile`'s linear
+    method computes them (a rank numpy sets to -1, the last value, given as n - 1)."""
+    virtual = (n - 1) * np.true_divide(POINTS, 100)
+    previous = np.floor(virtual)
+    following = previous + 1
+    above = virtual >= n - 1
+    previous[above] = -1
+    following[above] = -1
+    previous, following = previous.astype(np.intp), following.astype(np.intp)
+    gamma = virtual - previous
+    return np.where(previous < 0, n - 1, previous), np.where(following < 0, n - 1, following), gamma
+
+
+def percentiles(n: int, value_at: Dict[int, float]) -> List[float]:
+    """The 0th..100th percentiles of `n` values from the values at `ranks(n)` ({rank: value}), as numpy's
+    `_lerp` interpolates (the same float64 operations in the same order)."""
+    previous, following, gamma = ranks(n)
+    a = np.array([value_at[int(r)] for r in previous], dtype=np.float64)
+    b = np.array([value_at[int(r)] for r in following], dtype=np.float64)
+    with np.errstate(invalid="ignore"):  # infinite values give NaN, as in numpy
+        diff = np.subtract(b, a)
+        out = np.asanyarray(np.add(a, diff * gamma))
+        np.subtract(b, diff * (1 - gamma), out=out, where=gamma >= 0.5, casting="unsafe", dtype=type(out.dtype))
+    return [float(v) for v in out]
+
+
+def order_keys(values: np.ndarray) -> np.ndarray:
+    """uint32 keys that sort as the float32 values do (-0.0 taken as 0.0: numpy's sort does not tell them apart)."""
+    values = np.asarray(values, dtype=np.float32) + np.float32(0.0)  # -0.0 + 0.0 is 0.0
+    bits = values.view(np.uint32)
+    return np.where(bits & _SIGN, ~bits, bits | _SIGN)
+
+
+def key_values(keys: np.ndarray) -> np.ndarray:
+    """The float32 values of `order_keys`' keys."""
+    keys = np.asarray(keys, dtype=np.uint32)
+    return np.where(keys & _SIGN, keys & ~_SIGN, ~keys).view(np.float32)
+
+
+def present(values: np.ndarray) -> np.ndarray:
+    values = np.asarray(values, dtype=np.float32)
+    return values[~np.isnan(values)]
+
+
+def chunk_numbers(values: Dict[int, np.ndarray]) -> ChunkNumbers:
+    """A chunk's `ChunkNumbers` from its training values ({feature index: '<f4' [rows]}, NaN where missing)."""
+    features = tuple(sorted(values))
+    found = [present(values[i]) for i in features]
+    keys = np.concatenate([order_keys(v) for v in found]) if found else np.zeros(0, np.uint32)
+    stats = tuple(NumericStats.of(v.astype(np.float64)) for v in found)
+    return ChunkNumbers(features, tuple(len(v) for v in found), stats, keys)
+
+
+def summaries(chunks: Iterable[ChunkNumbers]) -> Dict[int, Tuple[int, NumericStats]]:
+    """Per feature, (present values, their exact statistics) over every chunk."""
+    out: Dict[int, Tuple[int, NumericStats]] = {}
+    for chunk in chunks:
+        for index, n, stats in zip(chunk.features, chunk.counts, chunk.stats):
+            count, merged = out.get(index, (0, NumericStats()))
+            out[index] = (count + n, merged.merge(stats))
+    return out
+
+
+def select(chunks: Chunks, wanted: Dict[int, np.ndarray]) -> Dict[int, Dict[int, float]]:
+    """{feature: {rank: value}}: the values at the `wanted` ranks ({feature: int ranks}) of the sorted present
+    values of every chunk, by four rounds of 8-bit radix selection (four passes over `chunks`; each chunk's
+    features counted at once, a group being a feature index and a prefix of the key)."""
+    features = sorted(wanted)
+    feature = np.concatenate([np.full(len(wanted[i]), i, np.uint64) for i in features]) if features else _NONE
+    rank = np.concatenate([np.asarray(wanted[i], np.int64) for i in features]) if features else _NONE.astype(np.int64)
+    prefix, remaining = np.zeros(len(rank), np.uint64), rank.copy()
+    for round_ in range(_ROUNDS):
+        shift = 32 - _DIGIT_BITS * (round_ + 1)
+        groups = np.unique((feature << np.uint64(32)) | prefix)
+        counts = _counted(chunks(), groups, shift)
+        _descend(prefix, remaining, (feature << np.uint64(32)) | prefix, groups, counts)
+    values = key_values(prefix.astype(np.uint32)).astype(np.float64)
+    out: Dict[int, Dict[int, float]] = {i: {} for i in features}
+    for i, r, v in zip(feature.tolist(), rank.tolist(), values.tolist()):
+        out[int(i)][r] = v
+    return out
+
+
+def _counted(chunks: Iterator[ChunkNumbers], groups: np.ndarray, shift: int) -> np.ndarray:
+    """Counts of every chunk's keys under each group of `groups` by their next 8 bits, [len(groups) * 256]. The
+    chunks' slots are counted a batch at a time, each batch an eighth of the counts' length or more (bounded by
+    the groups, not the rows), so the counting costs a few times the keys' at most."""
+    size = len(groups) << _DIGIT_BITS
+    counts = np.zeros(size, np.int64)
+    batch: List[np.ndarray] = []
+    held = 0
+    for chunk in chunks:
+        batch.append(_slots(chunk, groups, shift))
+        held += len(batch[-1])
+        if held >= max(_BATCH, size // 8):
+            counts += np.bincount(np.concatenate(batch), minlength=size)
+            batch, held = [], 0
+    if batch:
+        counts += np.bincount(np.concatenate(batch), minlength=size)
+    return counts
+
+
+def _slots(chunk: ChunkNumbers, groups: np.ndarray, shift: int) -> np.ndarray:
+    """The counting slot (group * 256 + next 8 bits) of each of the chunk's keys under a group of `groups`
+    (sorted (feature << 32) | prefix)."""
+    feature = np.repeat(np.asarray(chunk.features, np.uint64), chunk.counts)
+    wide = chunk.keys.astype(np.uint64)
+    high = (feature << np.uint64(32)) | (wide >> np.uint64(shift + _DIGIT_BITS))
+    digit = ((wide >> np.uint64(shift)) & np.uint64(0xFF)).astype(np.int64)
+    at = np.searchsorted(groups, high)
+    inside = at < len(groups)
+    inside[inside] = groups[at[inside]] == high[inside]
+    return (at[inside] << _DIGIT_BITS) + digit[inside]
+
+
+def _descend(prefix: np.ndarray, remaining: np.ndarray, group_of: np.ndarray, groups: np.ndarray, counts) -> None:
+    """One round's choice for each wanted rank: the digit whose keys hold it; its rank among them (a block of
+    ranks at a time: each rank's cumulative counts are 2 KB)."""
+    table = counts.reshape(len(groups), 1 << _DIGIT_BITS)
+    for start in range(0, len(prefix), _BLOCK):
+        block = slice(start, start + _BLOCK)
+        _choose(prefix[block], remaining[block], table[np.searchsorted(groups, group_of[block])])
+
+
+def _choose(prefix: np.ndarray, remaining: np.ndarray, counts: np.ndarray) -> None:
+    cumulative = np.cumsum(counts, axis=1)
+    digit = np.count_nonzero(cumulative <= remaining[:, None], axis=1)
+    if (digit == 1 << _DIGIT_BITS).any():
+        k = int(np.argmax(digit == 1 << _DIGIT_BITS))
+        raise AssertionError(f"rank {remaining[k]} is beyond the {int(cumulative[k, -1])} values counted")
+    below = np.where(digit > 0, cumulative[np.arange(len(digit)), np.maximum(digit - 1, 0)], 0)
+    remaining -= below
+    prefix[:] = (prefix << np.uint64(_DIGIT_BITS)) | digit.astype(np.uint64)
+
+
+def profile_numbers(chunks: Chunks) -> Dict[int, Tuple[int, NumericStats, List[float]]]:
+    """Per feature: (present values, the exact statistics of their float64 values, their 0th..100th percentiles
+    as `np.percentile` gives them; [] without values), from five passes over `chunks`, one chunk at a time."""
+    found = summaries(chunks())
+    wanted = {i: np.unique(np.concatenate(ranks(n)[:2])) for i, (n, _) in found.items() if n}
+    values = select(chunks, wanted)
+    return {i: (n, stats, percentiles(n, values[i]) if n else []) for i, (n, stats) in found.items()}
