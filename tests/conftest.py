@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -55,6 +56,38 @@ def _fake_gcs_server(port: int) -> subprocess.Popen:
     raise RuntimeError(f"fake-gcs-server did not listen on 127.0.0.1:{port} within 30 s")
 
 
+class _EmulatorKeeper:
+    """fake-gcs-server on `port` with the bucket, started again on the same port (and said so on stderr) when
+    its process ends before the session does: the test that was using it fails, the later ones still run."""
+
+    def __init__(self, port: int):
+        self._port, self._server, self._stopping = port, None, threading.Event()
+        self._watch = threading.Thread(target=self._keep, daemon=True)
+
+    def start(self) -> None:
+        self._launch()
+        self._watch.start()
+
+    def _launch(self) -> None:
+        from estimator_lib import storage
+
+        self._server = _fake_gcs_server(self._port)
+        storage.reset_client()
+        storage._client().create_bucket(EMULATOR_BUCKET)
+
+    def _keep(self) -> None:
+        while not self._stopping.wait(0.5):
+            code = self._server.poll()
+            if code is not None and not self._stopping.is_set():
+                sys.stderr.write(f"conftest: fake-gcs-server exited with {code}; starting it again on {self._port}\n")
+                self._launch()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._server.terminate()
+        self._server.wait(timeout=10)
+
+
 @pytest.fixture(scope="session")
 def gcs_emulator():
     """A real Cloud Storage emulator server (fake-gcs-server) on 127.0.0.1 with bucket "test-bucket".
@@ -65,17 +98,16 @@ def gcs_emulator():
     from estimator_lib import storage
 
     port = _free_port()
-    server = _fake_gcs_server(port)
+    server = _EmulatorKeeper(port)
     previous = os.environ.get("STORAGE_EMULATOR_HOST")
     os.environ["STORAGE_EMULATOR_HOST"] = f"http://127.0.0.1:{port}"
     os.environ.setdefault("GOOGLE_CLOUD_PROJECT", "test-project")
     storage.reset_client()
     try:
-        storage._client().create_bucket(EMULATOR_BUCKET)
+        server.start()
         yield f"gs://{EMULATOR_BUCKET}"
     finally:
-        server.terminate()
-        server.wait(timeout=10)
+        server.stop()
         storage.reset_client()
         if previous is None:
             os.environ.pop("STORAGE_EMULATOR_HOST", None)
