@@ -192,27 +192,6 @@ def test_several_batches_per_session_run_write_the_bytes_of_one_batch_per_run(tr
     assert [line["x-2"] for line in lines][:18:17] == [None, None]
 
 
-@pytest.mark.determinism
-def test_the_predict_batch_size_changes_no_byte_of_the_shards(trained, tmp_path):
-    """A row's bytes do not depend on how the rows were batched: predict batches of B, 3 and 32 (one padded
-    batch for all the rows) write the same shard files."""
-    model = dnn_trained(trained)
-    pattern, rows = write_rows(trained, "data-batch-sizes", 2 * B + 5)
-
-    def shards(batch_size: int) -> Dict[str, bytes]:
-        job = dataclasses.replace(
-            model.job, training=dataclasses.replace(model.job.training, predict_batch_size=batch_size)
-        )
-        out = tmp_path / f"out-{batch_size}"
-        result = batch_predict(job, model.schema, model.model_dir, pattern, str(out), num_shards=2)
-        assert result.manifest["predict_batch_size"] == batch_size
-        return {name: (out / name).read_bytes() for name in (shard_name(0, 2), shard_name(1, 2))}
-
-    by_b = shards(B)
-    assert shards(3) == by_b and shards(32) == by_b
-    assert [json.loads(line)["key"] for data in by_b.values() for line in data.splitlines()] == [r["key"] for r in rows]
-
-
 def test_passthrough_columns_keep_original_names_values_and_nulls(trained, tmp_path):
     pattern, rows = write_rows(trained, "data-pass", 20)
     out = str(tmp_path / "out")
