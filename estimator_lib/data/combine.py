@@ -12,11 +12,6 @@ values instead, and rounds once when the result is read:
     variance are the exact quotients rounded once; the standard deviation is `math.sqrt` of that variance.
   * `Vocabulary`: the count of every distinct value (a Counter's sum is exact); ranked most frequent first,
     ties by text, only when read.
-  * `QuantileSketch`: counts of the values in fixed bins of the float64 bit pattern (sign, exponent and the top
-    `precision` significand bits: a relative width under `2**-precision`), each bin with its exact min and max.
-    Bins are fixed, not data-dependent, so merging is adding counts; a quantile is a value of the data in the
-    bin holding that rank (exact where the bin holds one distinct value, at the 0th and 100th percentile, and
-    within the bin's relative width otherwise).
 
 Every class has `merge(other) -> new` (commutative and associative, bit for bit) and an empty value as its
 identity. Host CPU only; nothing here touches TensorFlow.
@@ -27,7 +22,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import math
-from typing import Dict, Iterable, List, Sequence, Tuple
+from typing import Dict, Iterable, List, Tuple
 
 import numpy as np
 
@@ -37,7 +32,6 @@ _SIGNIFICAND = 53
 _BLOCK = 1 << 24  # values per exact int64 partial sum (see `_exact_integers`)
 _LOW26 = (1 << 26) - 1
 _LOW18 = (1 << 18) - 1
-_MAGNITUDE = np.int64(0x7FFFFFFFFFFFFFFF)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,70 +136,6 @@ class Vocabulary:
         return out if limit < 0 else out[:limit]
 
 
-@dataclasses.dataclass(frozen=True)
-class QuantileSketch:
-    """Counts of values in fixed bins of their bit pattern, each bin as (count, min, max): mergeable in any order.
-
-    A bin holds the finite values of one sign and exponent whose significands agree in the top `precision` bits;
-    at most 2 * 2046 * 2**precision bins exist, far fewer for real columns (one per value at most)."""
-
-    precision: int = 7
-    bins: Dict[int, Tuple[int, float, float]] = dataclasses.field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if not 0 <= self.precision <= 52:
-            raise ValueError(f"QuantileSketch precision={self.precision} is outside 0..52 significand bits")
-
-    @classmethod
-    def of(cls, values: np.ndarray, precision: int = 7) -> "QuantileSketch":
-        """The sketch of the finite values of a float array."""
-        values = np.asarray(values, dtype=np.float64).ravel()
-        values = values[np.isfinite(values)]
-        ordered = _ordered_bits(values)
-        order = np.argsort(ordered, kind="stable")
-        ordered, values = ordered[order], values[order]
-        keys = ordered >> np.int64(52 - precision)
-        starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if len(keys) else np.zeros(0, np.int64)
-        ends = np.r_[starts[1:], len(keys)]
-        bins = {
-            int(keys[s]): (int(e - s), float(values[s]), float(values[e - 1]))
-            for s, e in zip(starts.tolist(), ends.tolist())
-        }
-        return cls(precision, bins)
-
-    def merge(self, other: "QuantileSketch") -> "QuantileSketch":
-        if other.precision != self.precision:
-            raise ValueError(f"cannot merge quantile sketches of precision {self.precision} and {other.precision}")
-        bins = dict(self.bins)
-        for key, (count, low, high) in other.bins.items():
-            if key in bins:
-                have = bins[key]
-                bins[key] = (have[0] + count, _smaller(have[1], low), _larger(have[2], high))
-            else:
-                bins[key] = (count, low, high)
-        return QuantileSketch(self.precision, bins)
-
-    @property
-    def count(self) -> int:
-        return sum(count for count, _, _ in self.bins.values())
-
-    def percentiles(self, points: Sequence[int] = tuple(range(101))) -> List[float]:
-        """For each integer p in 0..100, the value at rank floor(p * (n - 1) / 100) of the sorted values, as its
-        bin gives it: the bin's max when the rank is the bin's last, else its min (an empty sketch gives [])."""
-        n = self.count
-        if n == 0:
-            return []
-        keys = sorted(self.bins)
-        ends = np.cumsum([self.bins[k][0] for k in keys])
-        out = []
-        for p in points:
-            rank = p * (n - 1) // 100
-            at = int(np.searchsorted(ends, rank, side="right"))
-            _, low, high = self.bins[keys[at]]
-            out.append(high if rank == int(ends[at]) - 1 else low)
-        return out
-
-
 def merge_all(parts: Iterable):
     """The merge of every part (at least one), left to right; any order gives the same result."""
     iterator = iter(parts)
@@ -287,9 +217,3 @@ def _larger(a: float, b: float) -> float:
     if a == b:
         return b if math.copysign(1.0, a) < 0 else a
     return a if a > b else b
-
-
-def _ordered_bits(values: np.ndarray) -> np.ndarray:
-    """int64 keys that sort as the float64 values do (-0.0 just below 0.0)."""
-    bits = values.view(np.int64)
-    return np.where(bits < 0, -(bits & _MAGNITUDE) - 1, bits)

@@ -11,7 +11,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from estimator_lib.data.combine import NumericStats, QuantileSketch, Vocabulary, merge_all
+from estimator_lib.data.combine import NumericStats, Vocabulary, merge_all
 
 
 def hard_values(rows: int = 3000, seed: int = 7) -> np.ndarray:
@@ -141,41 +141,6 @@ def test_vocabulary_counts_merge_in_any_order_and_rank_by_count_then_text():
         assert merged.ranked() == whole.ranked()
     assert whole.ranked(4) == [("a", 150), ("b", 60), ("r", 60), ("c", 30)]
     assert whole.ranked()[-3:] == [("yy", 3), ("zz", 3), ("é", 3)]
-
-
-# -- QuantileSketch -------------------------------------------------------------------------------------------
-def test_quantile_sketch_is_the_same_in_any_partition_and_merge_order():
-    values = hard_values()
-    whole = QuantileSketch.of(values)
-    for seed in range(8):
-        merged = combined(partitions(values, seed), QuantileSketch.of, seed)
-        assert merged.bins == whole.bins
-        assert [v.hex() for v in merged.percentiles()] == [v.hex() for v in whole.percentiles()]
-
-
-def test_quantile_sketch_at_full_precision_gives_the_exact_order_statistics():
-    values = hard_values()
-    ranked = sorted(values.tolist())
-    got = QuantileSketch.of(values, precision=52).percentiles()
-    assert got == [ranked[p * (len(ranked) - 1) // 100] for p in range(101)]
-
-
-def test_quantile_sketch_stays_within_its_relative_bin_width():
-    values = np.random.default_rng(3).lognormal(0.0, 3.0, 5000) * np.where(np.arange(5000) % 3, 1, -1)
-    ranked = sorted(values.tolist())
-    got = QuantileSketch.of(values, precision=7).percentiles()
-    for p, value in enumerate(got):
-        exact = ranked[p * (len(ranked) - 1) // 100]
-        assert abs(value - exact) <= abs(exact) * 2**-7, p
-    assert (got[0], got[100]) == (ranked[0], ranked[-1])
-
-
-def test_quantile_sketch_refuses_other_precisions():
-    with pytest.raises(ValueError, match="cannot merge quantile sketches of precision 7 and 8"):
-        QuantileSketch.of(np.ones(2)).merge(QuantileSketch.of(np.ones(2), precision=8))
-    with pytest.raises(ValueError, match="QuantileSketch precision=60 is outside 0..52"):
-        QuantileSketch(60)
-    assert QuantileSketch().percentiles() == []
 
 
 def test_merge_all_merges_left_to_right():
