@@ -1,24 +1,27 @@
-"""Benchmark: preparation in-process against Apache Beam's DirectRunner, and a Dataflow estimate for 1B rows;
-with `--predict`, batch prediction on Beam's two local runners and a projection for 1B rows on Dataflow.
+"""Benchmark: preparation at scale, in-process and on Apache Beam's two local runners, and a Dataflow estimate
+for 1B rows; with `--predict`, batch prediction on the local runners and a projection for 1B rows on Dataflow.
 
-    python benchmarks/bench_scale.py [--rows 1000000 10000000] [--engines inprocess beam] [--rounds 1]
+    python benchmarks/bench_scale.py [--rows 500000 2000000 5000000] [--engines inprocess beam]
+                                     [--runners direct dask] [--worker-counts 1 2] [--files 8] [--rounds 1]
                                      [--workdir DIR]
                                      [--vcpus-per-worker 4 --workers 100 --vcpu-hour 0.056 --gb-hour 0.003557]
 
-The synthetic CSV is bench_prepare.py's (30 numeric columns, 3 categorical, a binary label). Every run is its
-own subprocess, so peak memory is that run's alone ("main MB": the launcher; "worker MB": the largest worker
-process); times and "CPU s" (all the run's processes) cover the `prepare` call only; every run's full report is
-appended to WORKDIR/runs.jsonl. Both engines use the machine's 2 cores: `num_workers=2`
-in-process, `direct_num_workers=2` (multi_processing) on the DirectRunner. With `--rounds N` the engines take
-turns N times at each size, so load from other work on the machine falls on both alike; the estimate uses the
-median of the Beam runs.
+The synthetic CSV is bench_prepare.py's (30 numeric columns, 3 categorical, a binary label), cut into `--files`
+files. Every run is its own subprocess, so peak memory is that run's alone ("main MB": the launcher, the process
+calling `prepare`, with the Dask scheduler inside on the Dask runner; "worker MB": the largest worker process);
+times and "CPU s" (all the run's processes) cover the `prepare` call only; every run's full report is appended
+to WORKDIR/runs.jsonl. Beam runs on the DirectRunner in multi-processing mode (`direct_num_workers`) and on a
+local `dask.distributed` cluster (`dask_num_workers`), with each of `--worker-counts` worker processes; the
+in-process engine runs once per round with the largest count. With `--rounds N` the variants take turns N times
+at each size, so load from other work on the machine falls on all alike.
 
-For the Beam runs the time inside the two Beam pipelines (reading, profiling, encoding: the work Dataflow
-spreads over workers) is measured apart from the launcher's sequential part (merging the chunks' results in
-input order and writing the shards). The 1B-row estimate divides the pipelines' CPU time over the workers'
-vCPUs and keeps the launcher's part sequential (between its CPU time and its wall time here); prices are per
-vCPU-hour and GB-hour of Dataflow batch workers (docs/scale.md says where they come from), memory assumed
-4 GB per vCPU (n2-standard machines).
+For the Beam runs the time inside the Beam pipelines (the work Dataflow spreads over workers) is measured apart
+from the launcher's part (planning between the passes, merging the chunks' bounded results, writing the
+manifest, committing). The 1B-row estimate divides the pipelines' CPU time over the workers' vCPUs and keeps the
+launcher's part sequential (between its CPU time and its wall time here), from the DirectRunner runs (a Dask
+worker's CPU is counted only once the cluster closes); prices are per vCPU-hour and GB-hour
+of Dataflow batch workers (docs/scale.md says where they come from), memory assumed 4 GB per vCPU (n2-standard
+machines).
 """
 
 from __future__ import annotations
@@ -37,14 +40,14 @@ from statistics import median
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
-from bench_prepare import generate, measure  # noqa: E402
+from bench_prepare import generate  # noqa: E402
 
 RUNS_LOG = "runs.jsonl"
 PREDICT_RUNNERS = ("direct", "dask")
 PREDICT_FILES, PREDICT_BATCH = 8, 1024
 
 
-def child(engine: str, path: str, out: str) -> None:
+def child(engine: str, path: str, out: str, runner: str = "direct", workers: str = "2") -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from estimator_lib.config import PrepareConfig
     from estimator_lib.config.beam import BeamConfig
@@ -61,12 +64,17 @@ def child(engine: str, path: str, out: str) -> None:
         pipeline_cpu.append(_cpu_seconds() - cpu)
 
     beam_engine.run_pipeline = timed
-    config = PrepareConfig(data=(path,), label="label", num_workers=2)
+    n = int(workers)
+    config = PrepareConfig(data=(path,), label="label", num_workers=n)
     start, start_cpu = time.perf_counter(), _cpu_seconds()
     if engine == "beam":
-        result = beam_engine.prepare_on_beam(
-            config, out, BeamConfig(direct_num_workers=2, temp_location=os.path.dirname(out))
+        temp = os.path.dirname(out)
+        beam_config = (
+            BeamConfig(direct_num_workers=n, temp_location=temp)
+            if runner == "direct"
+            else BeamConfig(runner="DaskRunner", dask_num_workers=n, temp_location=temp)
         )
+        result = beam_engine.prepare_on_beam(config, out, beam_config)
     else:
         result = prepare(config, out)
     seconds = time.perf_counter() - start
@@ -81,6 +89,8 @@ def child(engine: str, path: str, out: str) -> None:
         "worker_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
         "fingerprint": result.manifest["fingerprint"],
         "engine": engine,
+        "runner": runner if engine == "beam" else "-",
+        "workers": n,
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     # Every run's full report is kept beside the data (WORKDIR/runs.jsonl): the table shows only part of it.
@@ -109,7 +119,7 @@ def estimate(runs: list, args: argparse.Namespace, rows: int = 1_000_000_000) ->
     return (
         f"1B rows on {args.workers} x {args.vcpus_per_worker} vCPU Dataflow workers: {cpu_per_row * 1e6:.1f} us of "
         f"worker CPU per row -> {parallel_h:.2f} h in the pipelines (cost ${worker_cost:.0f} at "
-        f"${args.vcpu_hour}/vCPU-h + ${args.gb_hour}/GB-h x 4 GB/vCPU); the launcher's sequential merge and write "
+        f"${args.vcpu_hour}/vCPU-h + ${args.gb_hour}/GB-h x 4 GB/vCPU); the launcher's part "
         f"{launcher_cpu * 1e6:.1f} us CPU ({launcher_wall * 1e6:.1f} us wall here) per row -> {low:.2f}-{high:.2f} h "
         f"on one machine; total about {parallel_h + low:.1f}-{parallel_h + high:.1f} h plus the jobs' start-up"
     )
@@ -117,7 +127,7 @@ def estimate(runs: list, args: argparse.Namespace, rows: int = 1_000_000_000) ->
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, nargs="+", help="default: 1M 10M; with --predict 0.5M 2M 5M")
+    parser.add_argument("--rows", type=int, nargs="+", help="default: 0.5M 2M 5M")
     parser.add_argument("--engines", nargs="+", default=["inprocess", "beam"], choices=("inprocess", "beam"))
     parser.add_argument("--rounds", type=int, default=1, help="the engines take turns this many times per size")
     parser.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "bench_scale"))
@@ -128,36 +138,74 @@ def main() -> None:
     parser.add_argument("--predict", action="store_true", help="batch prediction on the local runners instead")
     parser.add_argument("--runners", nargs="+", default=list(PREDICT_RUNNERS), choices=PREDICT_RUNNERS)
     parser.add_argument("--worker-counts", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--files", type=int, default=8, help="preparation: the input CSV cut into this many files")
     args = parser.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
     if args.predict:
         args.rows = args.rows or [500_000, 2_000_000, 5_000_000]
         predict_main(args)
         return
-    args.rows = args.rows or [1_000_000, 10_000_000]
-    print(
-        f"{'rows':>10} {'engine':>9} {'seconds':>8} {'rows/s':>8} {'CPU s':>7} {'pipelines s':>11} "
-        f"{'pipelines CPU s':>15} {'main MB':>8} {'worker MB':>9}"
-    )
-    for n in args.rows:
-        path = os.path.join(args.workdir, f"synthetic-{n}.csv")
+    args.rows = args.rows or [500_000, 2_000_000, 5_000_000]
+    prepare_main(args)
+
+
+def prepare_data(workdir: str, rows: int, files: int) -> str:
+    """bench_prepare.py's synthetic CSV, `rows` rows cut into `files` files (each its own seed and header); the
+    glob of them."""
+    directory = os.path.join(workdir, f"synthetic-{rows}-{files}")
+    for i in range(files):
+        path = os.path.join(directory, f"part-{i:03d}.csv")
         if not os.path.exists(path):
-            generate(path, n)
-        results: dict = {engine: [] for engine in args.engines}
+            os.makedirs(directory, exist_ok=True)
+            generate(path, rows // files + (i < rows % files), seed=i)
+    return os.path.join(directory, "part-*.csv")
+
+
+def prepare_variants(args: argparse.Namespace) -> list:
+    """(engine, runner, workers) of every measured variant: the in-process engine with the largest worker count;
+    Beam on each runner with each worker count."""
+    out = [("inprocess", "-", max(args.worker_counts))] if "inprocess" in args.engines else []
+    if "beam" in args.engines:
+        out += [("beam", runner, n) for runner in args.runners for n in args.worker_counts]
+    return out
+
+
+def prepare_measure(variant: tuple, path: str, workdir: str) -> dict:
+    engine, runner, workers = variant
+    out = tempfile.mkdtemp(prefix=f"{engine}-{runner}-{workers}-", dir=workdir)
+    cmd = [sys.executable, __file__, "--child", engine, path, os.path.join(out, "out"), runner, str(workers)]
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    done = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
+    shutil.rmtree(out)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def prepare_main(args: argparse.Namespace) -> None:
+    print(
+        f"{'rows':>10} {'engine':>9} {'runner':>6} {'workers':>7} {'seconds':>8} {'rows/s':>8} {'CPU s':>7} "
+        f"{'pipelines s':>11} {'pipelines CPU s':>15} {'main MB':>8} {'worker MB':>9}"
+    )
+    beam_runs = []
+    for n in args.rows:
+        path = prepare_data(args.workdir, n, args.files)
+        runs = []
         for _ in range(args.rounds):
-            for engine in args.engines:
-                r = measure(engine, path, args.workdir, __file__)
-                results[engine].append(r)
+            for variant in prepare_variants(args):
+                r = prepare_measure(variant, path, args.workdir)
+                runs.append(r)
                 print(
-                    f"{n:>10} {engine:>9} {r['seconds']:>8.1f} {r['rows'] / r['seconds']:>8.0f} "
-                    f"{r['prepare_cpu']:>7.0f} {r['pipelines']:>11.1f} {r['pipelines_cpu']:>15.1f} "
-                    f"{r['main_mb']:>8.0f} {r['worker_mb']:>9.0f}",
+                    f"{n:>10} {r['engine']:>9} {r['runner']:>6} {r['workers']:>7} {r['seconds']:>8.1f} "
+                    f"{r['rows'] / r['seconds']:>8.0f} {r['prepare_cpu']:>7.0f} {r['pipelines']:>11.1f} "
+                    f"{r['pipelines_cpu']:>15.1f} {r['main_mb']:>8.0f} {r['worker_mb']:>9.0f}",
                     flush=True,
                 )
-        if len({r["fingerprint"] for runs in results.values() for r in runs}) > 1:
-            print("  FINGERPRINTS DIFFER between engines", flush=True)
-        if results.get("beam"):
-            print("  " + estimate(results["beam"], args), flush=True)
+        if len({r["fingerprint"] for r in runs}) > 1:
+            print("  FINGERPRINTS DIFFER between variants", flush=True)
+        beam_runs += [r for r in runs if r["engine"] == "beam"]
+    # The Dask workers are reaped only when the cluster closes, after the pipelines: their CPU is not counted.
+    direct = [r for r in beam_runs if r["runner"] == "direct"]
+    if direct:
+        print("  " + estimate(direct, args), flush=True)
 
 
 # -- batch prediction on the local runners -------------------------------------------------------------------
@@ -287,7 +335,7 @@ def predict_main(args: argparse.Namespace) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--child"]:  # one measured run, started by `measure`
-        child(*sys.argv[2:5])
+        child(*sys.argv[2:7])
     elif sys.argv[1:2] == ["--predict-child"]:  # one measured prediction run, started by `predict_measure`
         predict_child(*sys.argv[2:7])
     else:
