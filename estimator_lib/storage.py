@@ -219,19 +219,8 @@ def write_bytes(uri: str, data: bytes) -> None:
         with _named_errors(uri):
             _blob(uri).upload_from_string(data, retry=_retry())
         return
-    os.makedirs(os.path.dirname(os.path.abspath(uri)), exist_ok=True)
-    tmp = temporary_path(uri)
-    try:
-        with _naming(uri, tmp):
-            with open(tmp, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, uri)
-    except BaseException:
-        with contextlib.suppress(OSError):  # absent; or the disk refuses this too (`remove_temporaries_under`)
-            os.remove(tmp)
-        raise
+    with open_write(uri) as f:
+        f.write(data)
 
 
 _STREAM_CHUNK = 16 * 1024 * 1024  # a streamed upload's request size (a multiple of 256 KiB)
