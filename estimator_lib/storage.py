@@ -229,10 +229,11 @@ _STREAM_CHUNK = 16 * 1024 * 1024  # a streamed upload's request size (a multiple
 @contextlib.contextmanager
 def open_write(uri: str) -> Iterator[IO[bytes]]:
     """A binary file object whose bytes become `uri` only when the block exits cleanly: whole or absent, never
-    held in memory whole. Local: a temporary file beside `uri`, fsynced and renamed into place (as
-    `write_bytes`). gs://: a streamed resumable upload; Cloud Storage creates the object only when the upload
-    is finalized, on a clean exit. On an error (or a kill) nothing is published: the temporary file is deleted
-    (or left to `remove_temporaries_under`), the upload is cancelled (or left unfinished), and the error raised.
+    held in memory whole. Local: a temporary file beside `uri`, fsynced and renamed into place. gs://: a
+    streamed resumable upload (one request per `_STREAM_CHUNK` bytes) that Cloud Storage turns into the object
+    only when it is finalized, on a clean exit. On an error (or a kill) nothing is published: the temporary
+    file is deleted (or left to `remove_temporaries_under`), the upload cancelled (or left unfinished), and the
+    error raised.
     """
     if is_gcs(uri):
         with _named_errors(uri):
