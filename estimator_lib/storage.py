@@ -12,6 +12,9 @@ Publishing is atomic:
     for the same destination deletes those whose owner is gone (killed mid-run), on the same host;
   * gs://: objects are uploaded, then a commit marker object is written last. Readers treat a gs:// output
     without its marker as absent (`is_committed`), and a rerun deletes such leftovers first.
+A commit may include members stored outside staging (files that workers wrote, `commit_directory`'s
+`elsewhere`): they are renamed in locally and copied on the server from gs:// to gs://, so their bytes need not
+pass through the committing process. A large file is written by streaming it (`open_write`), whole or absent.
 
 A local write the disk refuses (full, read-only) raises an OSError that names the file being written (not its
 temporary), and deletes that temporary; what a killed writer left, `remove_temporaries_under` deletes.
@@ -33,7 +36,7 @@ import shutil
 import socket
 import tempfile
 import uuid
-from typing import IO, Callable, Dict, Iterator, List, Optional, Tuple, TypeVar
+from typing import IO, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, TypeVar
 
 COMMIT_MARKER = "_COMMITTED"
 # Files a writer renames into place once written, left behind when it was killed or its disk refused them:
@@ -216,12 +219,40 @@ def write_bytes(uri: str, data: bytes) -> None:
         with _named_errors(uri):
             _blob(uri).upload_from_string(data, retry=_retry())
         return
+    with open_write(uri) as f:
+        f.write(data)
+
+
+_STREAM_CHUNK = 16 * 1024 * 1024  # a streamed upload's request size (a multiple of 256 KiB)
+
+
+@contextlib.contextmanager
+def open_write(uri: str) -> Iterator[IO[bytes]]:
+    """A binary file object whose bytes become `uri` only when the block exits cleanly: whole or absent, never
+    held in memory whole. Local: a temporary file beside `uri`, fsynced and renamed into place. gs://: a
+    streamed resumable upload (one request per `_STREAM_CHUNK` bytes) that Cloud Storage turns into the object
+    only when it is finalized, on a clean exit. On an error (or a kill) nothing is published: the temporary
+    file is deleted (or left to `remove_temporaries_under`), the upload cancelled (or left unfinished), and the
+    error raised.
+    """
+    if is_gcs(uri):
+        with _named_errors(uri):
+            writer = _blob(uri).open("wb", chunk_size=_STREAM_CHUNK, ignore_flush=True, retry=_retry())
+        try:
+            yield writer
+        except BaseException:
+            with contextlib.suppress(Exception):  # an unfinished upload never becomes an object anyway
+                writer.terminate()
+            raise
+        with _named_errors(uri):
+            writer.close()
+        return
     os.makedirs(os.path.dirname(os.path.abspath(uri)), exist_ok=True)
     tmp = temporary_path(uri)
     try:
         with _naming(uri, tmp):
             with open(tmp, "wb") as f:
-                f.write(data)
+                yield f
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, uri)
@@ -483,12 +514,57 @@ def is_committed(destination: str) -> bool:
     return exists(join(destination, COMMIT_MARKER))
 
 
-def commit_directory(staging: str, destination: str) -> None:
+def copy_object(source: str, uri: str) -> None:
+    """Copies the Cloud Storage object `source` to `uri` on the server (a rewrite, resumed until done): no byte
+    of it passes through this process."""
+    target = _blob(uri)
+    token = None
+    with _named_errors(source):
+        while True:
+            token, _, _ = target.rewrite(_blob(source), token=token, retry=_retry())
+            if token is None:
+                return
+
+
+def _move_in(source: str, path: str) -> None:
+    """Moves the local file `source` to `path` (a rename on the same file system, else a copy), or downloads
+    the object `source` to it."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    if is_gcs(source):
+        download_file(source, path)
+        return
+    try:
+        os.replace(source, path)
+    except OSError as e:
+        if e.errno != errno.EXDEV:
+            raise
+        shutil.copyfile(source, path)
+
+
+def _publish_elsewhere(elsewhere: Mapping[str, str], destination: str) -> None:
+    """Copies members stored outside staging into the gs:// `destination`: on the server from gs://, uploaded
+    from a local file."""
+    for name, source in sorted(elsewhere.items()):
+        target = join(destination, name)
+        if is_gcs(source):
+            copy_object(source, target)
+        else:
+            upload_file(source, target)
+
+
+def commit_directory(staging: str, destination: str, elsewhere: Optional[Mapping[str, str]] = None) -> None:
     """Publishes the finished `staging` directory as `destination`, all or nothing.
 
     A previous output at `destination` is replaced. Local: staging is renamed into place (the old output is
     moved aside first and deleted after). gs://: leftovers are deleted, files uploaded, marker written last.
+    `elsewhere` ({relative "/"-separated name: local path or gs:// URI}) names members stored outside staging
+    (files workers wrote): for a local destination they are moved into staging before its rename; for a gs://
+    one they are copied on the server (from gs://) or uploaded (from a local path) before the marker.
     """
+    elsewhere = elsewhere or {}
+    if not is_gcs(destination):
+        for name, source in sorted(elsewhere.items()):
+            _move_in(source, os.path.join(staging, *name.split("/")))
     marker = os.path.join(staging, COMMIT_MARKER)
     with _naming(marker), open(marker, "w", encoding="utf-8") as f:
         f.write("complete\n")
@@ -497,6 +573,7 @@ def commit_directory(staging: str, destination: str) -> None:
         files = [p for p in list_files(staging) if os.path.basename(p) != COMMIT_MARKER]
         for path in files:
             upload_file(path, join(destination, os.path.relpath(path, staging).replace(os.sep, "/")))
+        _publish_elsewhere(elsewhere, destination)
         upload_file(marker, join(destination, COMMIT_MARKER))
         discard_staging(staging)
         return
@@ -514,8 +591,9 @@ def commit_directory(staging: str, destination: str) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def commit_staged(destination: str, fill: Callable[[str], T]) -> T:
-    """Runs `fill(staging)` in a fresh local staging directory, then commits it as `destination`.
+def commit_staged(destination: str, fill: Callable[[str], T], elsewhere: Optional[Mapping[str, str]] = None) -> T:
+    """Runs `fill(staging)` in a fresh local staging directory, then commits it as `destination`, with the
+    members `elsewhere` names (`commit_directory`; read once `fill` returned, so `fill` may add to it).
 
     On any error (in `fill` or while committing) the staging directory is deleted and `destination` keeps
     its previous content. Returns what `fill` returned.
@@ -523,7 +601,7 @@ def commit_staged(destination: str, fill: Callable[[str], T]) -> T:
     staging = local_staging_dir(destination)
     try:
         result = fill(staging)
-        commit_directory(staging, destination)
+        commit_directory(staging, destination, elsewhere)
     except BaseException:
         discard_staging(staging)
         raise

@@ -25,6 +25,9 @@ The launcher reads the chunks' results back in input order (statistics, counts a
 row) and merges them (`Passes`); it holds no per-row data: it writes the places tables from the buckets' parts
 and reads the training values one chunk at a time for profile.json's exact percentiles (`data.quantiles`).
 Pass 2 encodes the chunks pass 1 stored, so the input is read once.
+The shards stay where their workers wrote them (streamed, whole or absent): the launcher reads each one's
+record (records, sha256, bytes) for the manifest, and the commit moves them into the output (a rename
+locally, a server-side copy on Cloud Storage), so no shard byte passes through the launcher.
 `encode_for_scoring`'s shards (consecutive rows) are still written by the launcher.
 
 Errors keep their order: a `DataError` in a worker (a malformed record, bytes that are not UTF-8) is stored as
@@ -38,6 +41,7 @@ import collections
 import contextlib
 import dataclasses
 import functools
+import hashlib
 import io
 import logging
 import os
@@ -292,13 +296,17 @@ class ShardPlan:
 
 class WorkerShards:
     """`ShardWriters`' interface for shards the encode pass's workers write (`_WriteShard`): the launcher never
-    receives an encoded row (`write` refuses one); `close` brings the shards into staging (an empty file for a
-    shard without rows, as `ShardWriters` leaves) and reads their record counts."""
+    receives an encoded row (`write` refuses one) nor reads a shard's bytes. `close` reads each shard's record
+    ({records, sha256, bytes}, as its writer stored it) and leaves the shard where it was written: `elsewhere`
+    ({name in the output: where it is}) for the commit, `fingerprints` for the manifest. A shard without rows
+    is an empty file in staging, as `ShardWriters` leaves it."""
 
     def __init__(self, plan: ShardPlan, staging: str, work: str):
         self._plan, self._staging, self._work = plan, staging, work
         self.names = {s: [shard_name(s, k, plan.num_shards) for k in range(plan.num_shards)] for s in plan.splits}
         self.records = {name: 0 for names in self.names.values() for name in names}
+        self.elsewhere: Dict[str, str] = {}
+        self.fingerprints: Dict[str, Dict[str, Any]] = {}
         for split in plan.splits:
             os.makedirs(os.path.join(staging, split), exist_ok=True)
 
@@ -308,19 +316,24 @@ class WorkerShards:
         )
 
     def close(self) -> None:
-        for split, names in self.names.items():
-            for k, name in enumerate(names):
-                counted = storage.join(self._work, SHARD_RECORDS, f"{split}-{k:05d}.pkl")
-                local = os.path.join(self._staging, name)
-                if not storage.exists(counted):  # no rows (or the pass failed): an empty shard
-                    open(local, "wb").close()
-                    continue
-                self.records[name] = next(read_pickles([counted]))
-                written = storage.join(self._plan.directory, name)
-                if storage.is_gcs(written):
-                    storage.download_file(written, local)
-                else:
-                    shutil.move(written, local)
+        stored = set(storage.list_files(storage.join(self._work, SHARD_RECORDS)))
+        written = [
+            (name, uri)
+            for split, names in self.names.items()
+            for k, name in enumerate(names)
+            if (uri := shard_record_uri(self._work, split, k)) in stored
+        ]
+        for (name, _), record in zip(written, read_pickles(uri for _, uri in written)):
+            self.records[name] = record["records"]
+            self.fingerprints[name] = {"sha256": record["sha256"], "bytes": record["bytes"]}
+            self.elsewhere[name] = storage.join(self._plan.directory, name)
+        for name in self.records.keys() - self.elsewhere.keys():  # no rows (or the pass failed): an empty shard
+            open(os.path.join(self._staging, name), "wb").close()
+
+
+def shard_record_uri(work: str, split: str, shard: int) -> str:
+    """Where a written shard's record ({records, sha256, bytes}) waits for the launcher."""
+    return storage.join(work, SHARD_RECORDS, f"{split}-{shard:05d}.pkl")
 
 
 class _Encode(_Pass):
@@ -633,8 +646,9 @@ if beam is not None:
             write_pickle(chunk_result_uri(self._work, self._stage, file_index, chunk), stored)
 
     class _WriteShard(beam.DoFn):
-        """((split, shard), pieces) -> the shard's file: its pieces in input order (file, then chunk), written
-        at once under a temporary name and renamed, so a shard is whole or absent; then its record count."""
+        """((split, shard), pieces) -> the shard's file: its pieces in input order (file, then chunk), streamed
+        one piece at a time into a file published whole or not at all (`storage.open_write`); then its record
+        {records, sha256, bytes}, computed while writing, for the launcher's manifest."""
 
         def __init__(self, shards: ShardPlan, work: str):
             self._shards, self._work = shards, work
@@ -642,11 +656,16 @@ if beam is not None:
         def process(self, element: Tuple[Tuple[str, int], Iterable[Tuple[int, int, int]]]) -> None:
             (split, shard), pieces = element
             ordered = sorted(pieces)
-            data = b"".join(storage.read_bytes(piece_uri(self._work, split, shard, f, c)) for f, c, _ in ordered)
             name = shard_name(split, shard, self._shards.num_shards)
-            storage.write_bytes(storage.join(self._shards.directory, name), data)
-            count = sum(n for _, _, n in ordered)
-            write_pickle(storage.join(self._work, SHARD_RECORDS, f"{split}-{shard:05d}.pkl"), count)
+            digest, size = hashlib.sha256(), 0
+            with storage.open_write(storage.join(self._shards.directory, name)) as f:
+                for file_index, chunk, _ in ordered:
+                    piece = storage.read_bytes(piece_uri(self._work, split, shard, file_index, chunk))
+                    digest.update(piece)
+                    f.write(piece)
+                    size += len(piece)
+            record = {"records": sum(n for _, _, n in ordered), "sha256": digest.hexdigest(), "bytes": size}
+            write_pickle(shard_record_uri(self._work, split, shard), record)
 
     class _CutKeys(beam.DoFn):
         """(file index, chunk number, chunk index, first row) -> the chunk's keys (its stored profile's) stored

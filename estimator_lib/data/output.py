@@ -1,5 +1,6 @@
 """Writing preparation's outputs into the staging directory: TFRecord shards, the quarantine file, the
-fingerprints and the manifest.
+fingerprints and the manifest. (Shards that Beam workers wrote stay where they are until the commit; their
+fingerprints come from their writers: `output_fingerprints`' `elsewhere`.)
 
 Layout (relative to the output directory):
   train/part-00000-of-00002.tfrecord ...   eval/...   valid/... (when valid_fraction > 0)   test/... (when
@@ -15,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -46,6 +47,10 @@ class ShardWriters:
             os.makedirs(os.path.join(staging, split), exist_ok=True)
         self._files = {s: [open(os.path.join(staging, n), "wb") for n in names] for s, names in self.names.items()}
         self.records = {name: 0 for names in self.names.values() for name in names}
+        # Shards stored outside staging (none here; `data.beam.WorkerShards` has them): {name: where it is},
+        # and {name: {sha256, bytes}} for the manifest.
+        self.elsewhere: Dict[str, str] = {}
+        self.fingerprints: Dict[str, Dict[str, Any]] = {}
 
     def write(self, split: str, framed: List[bytes], key_hashes: np.ndarray) -> None:
         """Appends `framed` records (in input order) to their shards, `key_hashes[i]` being record i's."""
@@ -124,9 +129,17 @@ def sha256_file(path: str) -> str:
     return digest.hexdigest()
 
 
-def output_fingerprints(staging: str, records: Dict[str, int]) -> Dict[str, Dict[str, Any]]:
-    """{relative path: {sha256, bytes[, records]}} of every output file written so far."""
+def output_fingerprints(
+    staging: str, records: Dict[str, int], elsewhere: Optional[Dict[str, Dict[str, Any]]] = None
+) -> Dict[str, Dict[str, Any]]:
+    """{relative path: {sha256, bytes[, records]}} of every output file written so far: those in `staging`,
+    read here, and those stored elsewhere (workers' shards) from `elsewhere`'s {relative path: {sha256, bytes}},
+    which their writers computed (never read again here)."""
     out: Dict[str, Dict[str, Any]] = {}
+    for rel, known in (elsewhere or {}).items():
+        out[rel] = {"sha256": known["sha256"], "bytes": known["bytes"]}
+        if rel in records:
+            out[rel]["records"] = records[rel]
     for root, _, files in os.walk(staging):
         for name in files:
             path = os.path.join(root, name)

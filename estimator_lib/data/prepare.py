@@ -18,7 +18,9 @@ optional, rows in input order) for batch prediction; its own pieces are in `scor
 Who runs each pass's per-chunk work is a `Passes`: worker processes on this host (`IN_PROCESS`, the default),
 or Apache Beam pipelines (`estimator_lib.data.beam.beam_passes`, the "beam" engine). Everything else (the plan
 between the passes, merging the chunks' statistics and bad rows, the schema and the manifest) is this module's,
-whichever runs the passes; the shards are written here, or by the Beam workers (`Passes.shard_writers`). A
+whichever runs the passes; the shards are written here, or by the Beam workers (`Passes.shard_writers`: then
+they stay where the workers wrote them until the commit moves them in, and their fingerprints come from their
+writers). A
 row's shard and every statistic are independent of processing order, so both engines give byte-identical outputs.
 """
 
@@ -189,8 +191,11 @@ def prepare(
     )
     inputs = resolve_inputs(config.data, config.input_format)
     supplied = _supplied_schema(config)
+    elsewhere: Dict[str, str] = {}  # shards the workers wrote, where they are (`_prepare_into` fills it)
     schema, counts, manifest = storage.commit_staged(
-        output_dir, lambda staging: _prepare_into(staging, inputs, supplied, config, passes or IN_PROCESS, reference)
+        output_dir,
+        lambda staging: _prepare_into(staging, inputs, supplied, config, passes or IN_PROCESS, reference, elsewhere),
+        elsewhere,
     )
     return PrepareResult(output_dir, schema, counts, manifest)
 
@@ -301,7 +306,10 @@ def _prepare_into(
     config: PrepareConfig,
     passes: Passes,
     reference: Optional[Schema] = None,
+    elsewhere: Optional[Dict[str, str]] = None,
 ) -> Tuple[Schema, Dict[str, int], Dict[str, Any]]:
+    """Writes the preparation into `staging`; adds to `elsewhere` the shards stored outside it (written by the
+    encode pass's workers: {name in the output: where it is}) for the commit to bring in."""
     profile, chunk_rows, file_starts, scans = _profile(inputs, config, _header_check(config), passes, "prepare")
     fractions = (config.eval_fraction, config.test_fraction, config.valid_fraction)
     key_plan = keys.prepare_plan([i.name for i in inputs], config.key_column is not None, fractions, profile.rows)
@@ -315,6 +323,8 @@ def _prepare_into(
     numbers: List[quantiles.ChunkNumbers] = []
     totals = _encode(parts, plan, writers, QuarantineWriter(staging), profile.rows, config, "prepare", numbers)
     shard_records = writers.records
+    if elsewhere is not None:
+        elsewhere.update(writers.elsewhere)
     counts = dict(zip(SPLITS, totals.counts))
     _check_splits(counts, splits, config)
     schema = build_schema(decisions, totals, config)
@@ -324,7 +334,17 @@ def _prepare_into(
         _training_profile(staging, schema, totals, passes.train_numbers or (lambda: iter(numbers)), writers),
     )
     manifest = _manifest(
-        staging, inputs, scans, file_starts, profile.rows, decisions, schema, totals, shard_records, config
+        staging,
+        inputs,
+        scans,
+        file_starts,
+        profile.rows,
+        decisions,
+        schema,
+        totals,
+        shard_records,
+        config,
+        writers.fingerprints,
     )
     write_json(os.path.join(staging, MANIFEST), manifest)
     return schema, counts, manifest
@@ -334,12 +354,14 @@ def _training_profile(
     staging: str, schema: Schema, totals: Totals, numbers: quantiles.Chunks, writers: ShardWriters
 ) -> Dict[str, Any]:
     """profile.json: from the chunks' training values (`numbers`: a pass over them), else read back from the
-    shards (a category count is incomplete)."""
+    training shards where they are (a category count is incomplete: rare; this reads every training shard
+    here, also those the workers wrote)."""
     rows = totals.counts[0]
     found = profile_summaries(schema, quantiles.profile_numbers(numbers), totals.categories, totals.missing[0], rows)
     if found is not None:
         return found
-    return profile_split([os.path.join(staging, name) for name in writers.names[TRAIN]], schema, rows)
+    shards = [writers.elsewhere.get(name, os.path.join(staging, name)) for name in writers.names[TRAIN]]
+    return profile_split(shards, schema, rows)
 
 
 def _score_into(
@@ -604,9 +626,12 @@ def _manifest(
     totals: Totals,
     shard_records: Dict[str, int],
     config: PrepareConfig,
+    elsewhere: Optional[Dict[str, Dict[str, Any]]] = None,
 ) -> Dict[str, Any]:
+    """The manifest; `elsewhere` holds the fingerprints ({sha256, bytes}) of the shards stored outside `staging`,
+    as their writers computed them."""
     described = _described_inputs(inputs, scans, file_starts, total_rows)
-    outputs = output_fingerprints(staging, shard_records)
+    outputs = output_fingerprints(staging, shard_records, elsewhere)
     caps = vocabulary_caps(decisions, schema, totals, config)
     manifest: Dict[str, Any] = {
         "format_version": FORMAT_VERSION,
