@@ -16,7 +16,8 @@ the same atomic commit (`shards.publish`).
 Only references and the rows of batches that span file ends (fewer than 2 batches per file) travel through
 the runner, so nothing on the launcher grows with the rows: the launcher holds the per-file counts, the plan and
 the shards' manifest entries. The launcher then commits the shards with the manifest (with a local runner the
-workers write the shards into its staging directory; Dataflow's are copied there).
+workers write the shards into its staging directory; Dataflow's stay in the work directory until the commit
+copies them on the server into the output: no shard's bytes pass through the launcher).
 """
 
 from __future__ import annotations
@@ -155,8 +156,10 @@ def predict_from_saved_model(
     keyed = origins if not isinstance(origins, PlacesRef) else KeyedOrigins(None, origins.names, origins.key_column)
     fields = RowFormatter(schema, columns, RecordOrigins(files, []) if origins is None else keyed).fields
 
-    def write_shards(staging: str) -> List[Dict[str, Any]]:
-        with work_directory(config, "predict") as work, beam_runners.session(config) as run:
+    elsewhere: Dict[str, str] = {}  # Dataflow's shards, where its workers wrote them (`_collect_shards`)
+
+    def write_shards(staging: str, work: str) -> List[Dict[str, Any]]:
+        with beam_runners.session(config) as run:
             shard_dir = staging if config.is_local else storage.join(work, SHARDS)
             tf.io.gfile.makedirs(storage.join(work, PARTS))
             per_file = _count_files(files, work, run, num_examples)
@@ -164,9 +167,10 @@ def predict_from_saved_model(
                 export_dir, schema, columns, batch_size, num_shards, shard_dir, work, tuple(files), per_file, origins
             )
             run(lambda p: _prediction_pipeline(p, plan), "batch-predict")
-            return _collect_shards(plan, staging)
+            return _collect_shards(plan, staging, elsewhere)
 
-    return publish(write_shards, fields, output_dir, num_shards, record)
+    with work_directory(config, "predict") as work:  # kept until the commit has copied the shards out of it
+        return publish(lambda staging: write_shards(staging, work), fields, output_dir, num_shards, record, elsewhere)
 
 
 def score(
@@ -380,8 +384,10 @@ def _write_shard(element: Tuple[int, Any], plan: _Plan) -> None:
     write_pickle(storage.join(plan.work, SHARDS, f"{shard:05d}.pkl"), entry)
 
 
-def _collect_shards(plan: _Plan, staging: str) -> List[Dict[str, Any]]:
-    """The shards' manifest entries in order, each shard in `staging`; shards without rows are written empty."""
+def _collect_shards(plan: _Plan, staging: str, elsewhere: Dict[str, str]) -> List[Dict[str, Any]]:
+    """The shards' manifest entries in order. A shard the workers wrote outside `staging` is added to
+    `elsewhere` ({name: where it is}: the commit copies it from there, on the server between gs:// locations);
+    shards without rows are written empty into `staging`."""
     entries = []
     for shard, planned in enumerate(shard_sizes(plan.count, plan.num_shards)):
         name = shard_name(shard, plan.num_shards)
@@ -389,7 +395,7 @@ def _collect_shards(plan: _Plan, staging: str) -> List[Dict[str, Any]]:
         if storage.exists(entry_uri):
             entry = next(read_pickles([entry_uri]))
             if plan.shard_dir != staging:
-                storage.download_file(storage.join(plan.shard_dir, name), os.path.join(staging, name))
+                elsewhere[name] = storage.join(plan.shard_dir, name)
         else:
             open(os.path.join(staging, name), "wb").close()
             entry = {"file": name, "rows": 0, "bytes": 0, "sha256": hashlib.sha256(b"").hexdigest()}

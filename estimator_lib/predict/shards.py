@@ -15,7 +15,7 @@ import hashlib
 import itertools
 import json
 import os
-from typing import Any, Callable, Dict, Iterator, List, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from estimator_lib import storage
 from estimator_lib.model.outputs import PredictionError
@@ -196,10 +196,12 @@ def publish(
     output_dir: str,
     num_shards: int,
     provenance: Dict[str, Any],
+    elsewhere: Optional[Mapping[str, str]] = None,
 ) -> PredictResult:
     """Publishes a prediction output in one commit: `write_shards(staging)` writes the shards into a local
-    staging directory and returns their manifest entries ({"file", "rows", "bytes", "sha256"}, in order);
-    the manifest is written beside them."""
+    staging directory (or leaves them where `elsewhere` says: {file name: path or gs:// URI}, filled by the
+    time it returns) and returns their manifest entries ({"file", "rows", "bytes", "sha256"}, in order); the
+    manifest is written beside them."""
 
     def fill(staging: str) -> Dict[str, Any]:
         shards = write_shards(staging)
@@ -209,7 +211,7 @@ def publish(
         storage.write_text(os.path.join(staging, PREDICTIONS_MANIFEST), json.dumps(manifest, indent=2, sort_keys=True))
         return manifest
 
-    manifest = storage.commit_staged(output_dir, fill)
+    manifest = storage.commit_staged(output_dir, fill, elsewhere)
     if not storage.is_committed(output_dir):
         raise PredictionError(f"published {output_dir!r} but its commit marker is missing")
     uris = tuple(storage.join(output_dir, s["file"]) for s in manifest["shards"])
