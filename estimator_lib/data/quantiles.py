@@ -27,7 +27,8 @@ from estimator_lib.data.combine import NumericStats
 
 POINTS = np.arange(101)
 _DIGIT_BITS = 8
-_ROUNDS = 32 // _DIGIT_BITS
+ROUNDS = 32 // _DIGIT_BITS
+BINS = 1 << _DIGIT_BITS  # counts per group and round
 _SIGN = np.uint32(0x80000000)
 _NONE = np.zeros(0, np.uint64)
 _BATCH = 1 << 16  # slots counted at once, at least
@@ -70,29 +71,74 @@ class ChunkSummary:
     first: np.ndarray
 
 
+@dataclasses.dataclass(frozen=True)
+class Selection:
+    """A radix selection under way (`selection`, then one `descend` a round until `done`), one entry per wanted
+    rank: its feature (uint64), its rank (int64), the key bits chosen so far (`prefix`, uint64) and its rank
+    among the keys under that prefix (`remaining`, int64). Small: 2 x 101 entries per feature at most."""
+
+    feature: np.ndarray
+    rank: np.ndarray
+    prefix: np.ndarray
+    remaining: np.ndarray
+    rounds: int = 0
+
+    @property
+    def done(self) -> bool:
+        return self.rounds == ROUNDS
+
+    @property
+    def shift(self) -> int:
+        """The lowest bit of this round's 8 (the keys are counted by `(key >> shift) & 0xFF`)."""
+        return 32 - _DIGIT_BITS * (self.rounds + 1)
+
+    def groups(self) -> np.ndarray:
+        """This round's groups, sorted: (feature << 32) | prefix of each wanted rank, once each."""
+        return np.unique(self._group_of())
+
+    def descend(self, counts: np.ndarray) -> "Selection":
+        """The next round's selection, given this round's counts (int64 [len(groups()) * 256], `Counter`'s)."""
+        prefix, remaining = self.prefix.copy(), self.remaining.copy()
+        _descend(prefix, remaining, self._group_of(), self.groups(), counts)
+        return dataclasses.replace(self, prefix=prefix, remaining=remaining, rounds=self.rounds + 1)
+
+    def values(self) -> Dict[int, Dict[int, float]]:
+        """{feature: {rank: value}} once `done`."""
+        values = key_values(self.prefix.astype(np.uint32)).astype(np.float64)
+        out: Dict[int, Dict[int, float]] = {int(i): {} for i in np.unique(self.feature).tolist()}
+        for i, r, v in zip(self.feature.tolist(), self.rank.tolist(), values.tolist()):
+            out[int(i)][r] = v
+        return out
+
+    def _group_of(self) -> np.ndarray:
+        return (self.feature << np.uint64(32)) | self.prefix
+
+
 @runtime_checkable
 class Counter(Protocol):
-    """Who counts the chunks' keys for `profile_numbers`; every answer is a sum over the chunks."""
+    """Who counts the chunks' keys for `profile_numbers`; every count is a sum over the chunks."""
 
     def summaries(self) -> Dict[int, Tuple[int, NumericStats]]:
         """Per feature, (present values, their exact statistics) over every chunk (as `summaries`)."""
 
-    def count(self, groups: np.ndarray, shift: int) -> np.ndarray:
-        """int64 [len(groups) * 256]: the keys under each group of `groups` (sorted (feature << 32) | prefix of
-        the key's bits above `shift + 8`) counted by their 8 bits from `shift`, over every chunk."""
+    def select(self, selection: Selection) -> Selection:
+        """`selection` carried to its end: each round descends by the chunks' keys under its `groups()`
+        counted by their 8 bits from its `shift` (int64 [len(groups) * 256])."""
 
 
 @dataclasses.dataclass(frozen=True)
 class ChunkCounter:
-    """`Counter` in this process: one pass over `chunks` per call."""
+    """`Counter` in this process: one pass over `chunks` per call and per round."""
 
     chunks: Chunks
 
     def summaries(self) -> Dict[int, Tuple[int, NumericStats]]:
         return summaries(self.chunks())
 
-    def count(self, groups: np.ndarray, shift: int) -> np.ndarray:
-        return _counted(self.chunks(), groups, shift)
+    def select(self, selection: Selection) -> Selection:
+        while not selection.done:
+            selection = selection.descend(_counted(self.chunks(), selection.groups(), selection.shift))
+        return selection
 
 
 Numbers = Union[Chunks, Counter]  # what `profile_numbers` counts: chunks (in this process), or a counter
@@ -171,8 +217,8 @@ def first_counts(chunks: Iterable[ChunkSummary]) -> Dict[int, np.ndarray]:
 
 
 def first_round(first: Dict[int, np.ndarray], groups: np.ndarray) -> np.ndarray:
-    """`Counter.count` of the first round (shift `FIRST_SHIFT`) from `first_counts`: every group is a feature
-    with no prefix yet."""
+    """The first round's counts (shift `FIRST_SHIFT`) from `first_counts`: every group is a feature with no
+    prefix yet."""
     if (np.asarray(groups, np.uint64) & np.uint64(0xFFFFFFFF)).any():
         raise ValueError(f"the first round's groups are features without a prefix; got {groups[:4].tolist()}...")
     empty = np.zeros(1 << _DIGIT_BITS, np.int64)
@@ -181,8 +227,8 @@ def first_round(first: Dict[int, np.ndarray], groups: np.ndarray) -> np.ndarray:
 
 
 def chunk_counts(chunk: ChunkNumbers, groups: np.ndarray, shift: int) -> Tuple[np.ndarray, np.ndarray]:
-    """One chunk's share of `Counter.count(groups, shift)`, sparse: (slots, their counts), int64 [distinct slots]
-    each, at most the chunk's keys and the counts' length."""
+    """One chunk's share of a round's counts under `groups` (`Counter.select`), sparse: (slots, their counts),
+    int64 [distinct slots] each, at most the chunk's keys and the counts' length."""
     slots = _slots(chunk, groups, shift)
     counted = np.bincount(slots, minlength=len(groups) << _DIGIT_BITS) if len(slots) else np.zeros(0, np.int64)
     at = np.flatnonzero(counted)
@@ -199,24 +245,19 @@ def summaries(chunks: Iterable[ChunkNumbers | ChunkSummary]) -> Dict[int, Tuple[
     return out
 
 
-def select(counter: Counter, wanted: Dict[int, np.ndarray]) -> Dict[int, Dict[int, float]]:
-    """{feature: {rank: value}}: the values at the `wanted` ranks ({feature: int ranks}) of the sorted present
-    values of every chunk, by four rounds of 8-bit radix selection (four `counter.count`s; each chunk's
-    features counted at once, a group being a feature index and a prefix of the key)."""
+def selection(wanted: Dict[int, np.ndarray]) -> Selection:
+    """The `Selection` of the `wanted` ranks ({feature: int ranks}) before its first round."""
     features = sorted(wanted)
     feature = np.concatenate([np.full(len(wanted[i]), i, np.uint64) for i in features]) if features else _NONE
     rank = np.concatenate([np.asarray(wanted[i], np.int64) for i in features]) if features else _NONE.astype(np.int64)
-    prefix, remaining = np.zeros(len(rank), np.uint64), rank.copy()
-    for round_ in range(_ROUNDS):
-        shift = 32 - _DIGIT_BITS * (round_ + 1)
-        groups = np.unique((feature << np.uint64(32)) | prefix)
-        counts = counter.count(groups, shift)
-        _descend(prefix, remaining, (feature << np.uint64(32)) | prefix, groups, counts)
-    values = key_values(prefix.astype(np.uint32)).astype(np.float64)
-    out: Dict[int, Dict[int, float]] = {i: {} for i in features}
-    for i, r, v in zip(feature.tolist(), rank.tolist(), values.tolist()):
-        out[int(i)][r] = v
-    return out
+    return Selection(feature, rank, np.zeros(len(rank), np.uint64), rank.copy())
+
+
+def select(counter: Counter, wanted: Dict[int, np.ndarray]) -> Dict[int, Dict[int, float]]:
+    """{feature: {rank: value}}: the values at the `wanted` ranks ({feature: int ranks}) of the sorted present
+    values of every chunk, by four rounds of 8-bit radix selection (`counter.select`; each chunk's features
+    counted at once, a group being a feature index and a prefix of the key)."""
+    return counter.select(selection(wanted)).values()
 
 
 def _counted(chunks: Iterator[ChunkNumbers], groups: np.ndarray, shift: int) -> np.ndarray:

@@ -1,5 +1,5 @@
 """data/beam_quantiles.py: on the Beam engine profile.json's percentiles are counted on the workers; the launcher
-reads no chunk's training values, only their summaries and three small arrays of counts, and the percentiles are
+reads no chunk's training values, only their summaries and the selection one pipeline ends with, and the percentiles are
 `np.percentile`'s over every training value."""
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def test_the_launcher_reads_no_stored_values_and_the_percentiles_are_np_percenti
     beam_engine.prepare_on_beam(config, out, BeamConfig())
     summaries = [u for u in launcher_reads if "/numbers-summary/" in u]
     assert [u for u in launcher_reads if "/numbers/" in u] == [] and len(summaries) >= 8
-    assert purposes.count("prepare-quantiles") == 3 and len([u for u in launcher_reads if "quantile-counts" in u]) == 3
+    assert purposes.count("prepare-quantiles") == 1 and len([u for u in launcher_reads if "quantile-select" in u]) == 1
     profile, schema = json.load(open(os.path.join(out, "profile.json"))), read_schema(os.path.join(out, "schema.json"))
     train = sorted(str(p) for p in (tmp_path / "beam" / "train").iterdir())
     expected = distribution.profile_split(train, schema, profile["rows"])  # np.percentile of the values read back

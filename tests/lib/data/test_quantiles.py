@@ -71,15 +71,21 @@ class _SummedPerChunk:
     def summaries(self):
         return quantiles.summaries([quantiles.chunk_summary(c) for c in self._shuffled()])
 
-    def count(self, groups, shift):
-        self.rounds.append(shift)
-        if shift == quantiles.FIRST_SHIFT:
-            return quantiles.first_round(quantiles.first_counts(map(quantiles.chunk_summary, self._shuffled())), groups)
-        total = np.zeros(len(groups) * 256, np.int64)
-        for chunk in self._shuffled():
-            slots, counts = quantiles.chunk_counts(chunk, groups, shift)
-            total[slots] += counts
-        return total
+    def select(self, selection):
+        while not selection.done:
+            groups, shift = selection.groups(), selection.shift
+            self.rounds.append(shift)
+            if shift == quantiles.FIRST_SHIFT:
+                counts = quantiles.first_round(
+                    quantiles.first_counts(map(quantiles.chunk_summary, self._shuffled())), groups
+                )
+            else:
+                counts = np.zeros(len(groups) * quantiles.BINS, np.int64)
+                for chunk in self._shuffled():
+                    slots, found = quantiles.chunk_counts(chunk, groups, shift)
+                    counts[slots] += found
+            selection = selection.descend(counts)
+        return selection
 
 
 @pytest.mark.parametrize("kind", ["wide", "special"])
