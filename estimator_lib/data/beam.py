@@ -23,7 +23,8 @@ through the work directory (`temp_location` on Dataflow):
 
 The launcher reads the chunks' results back in input order (statistics, counts and bad rows, never an encoded
 row) and merges them (`Passes`); it holds no per-row data: it writes the places tables from the buckets' parts
-and reads the training values one chunk at a time for profile.json's exact percentiles (`data.quantiles`).
+and merges the chunks' small summaries of their training values for profile.json's exact percentiles, whose
+selection rounds count the stored values on the workers (`data.beam_quantiles`).
 Pass 2 encodes the chunks pass 1 stored, so the input is read once.
 The shards stay where their workers wrote them (streamed, whole or absent): the launcher reads each one's
 record (records, sha256, bytes) for the manifest, and the commit moves them into the output (a rename
@@ -57,7 +58,7 @@ import numpy as np
 from estimator_lib import storage
 from estimator_lib.config import PrepareConfig
 from estimator_lib.config.beam import DASK_RUNNER, BeamConfig
-from estimator_lib.data import keys, places, quantiles
+from estimator_lib.data import beam_quantiles, keys, places
 from estimator_lib.data.combine import merge_all
 from estimator_lib.data.common import SPLITS, DataError
 from estimator_lib.data.encode import ChunkResult, ChunkTask, EncodePlan, encode_chunk
@@ -247,7 +248,7 @@ def beam_passes(config: BeamConfig, cluster: Optional[ClusterRunner] = None) -> 
             encode=encode,
             keys=_Keys(config, work, cluster),
             shard_writers=encode.worker_shards,
-            train_numbers=encode.stored_numbers,
+            train_numbers=encode.stored_numbers(),
         )
 
 
@@ -349,11 +350,16 @@ class _Encode(_Pass):
         self._shards: Optional[ShardPlan] = None
         self._numbered: List[Tuple[int, int]] = []
 
-    def stored_numbers(self) -> Iterator[quantiles.ChunkNumbers]:
-        """`Passes.train_numbers`: the training values of each chunk of the last pass that wrote shards, as its
-        workers stored them (the chunk results the launcher reads come without them)."""
-        for file_index, chunk in self._numbered:  # one at a time: this pass runs five times
-            yield pickle.loads(storage.read_bytes(numbers_uri(self._work, file_index, chunk)))
+    def stored_numbers(self) -> beam_quantiles.StoredCounter:
+        """`Passes.train_numbers`: a counter over the training values of each chunk of the last pass that wrote
+        shards, as its workers stored them; it counts them on the workers (the launcher reads no chunk's values)."""
+        return beam_quantiles.StoredCounter(self._numbered_chunks, self._work, self._run, read_pickles)
+
+    def _run(self, build: Callable[[Any], None], purpose: str) -> None:
+        run_pipeline(build, self._config, purpose, self._cluster)
+
+    def _numbered_chunks(self) -> List[beam_quantiles.StoredChunk]:
+        return [stored_numbers_uris(self._work, file_index, chunk) for file_index, chunk in self._numbered]
 
     def worker_shards(self, staging: str, splits: Sequence[str], num_shards: int) -> WorkerShards:
         """`Passes.shard_writers`: called by `prepare` before the pass runs."""
@@ -513,6 +519,12 @@ def numbers_uri(work: str, file_index: int, chunk: int) -> str:
     return chunk_result_uri(work, "numbers", file_index, chunk)
 
 
+def stored_numbers_uris(work: str, file_index: int, chunk: int) -> beam_quantiles.StoredChunk:
+    """Where an encoded chunk's training values wait for prepare's profile, as `beam_quantiles.store_numbers`
+    stores them: (its `ChunkNumbers`, read by the workers; its `ChunkSummary`, read by the launcher)."""
+    return numbers_uri(work, file_index, chunk), chunk_result_uri(work, "numbers-summary", file_index, chunk)
+
+
 def piece_uri(work: str, split: str, shard: int, file_index: int, chunk: int) -> str:
     """Where a chunk's framed records for one shard wait for the shard's writer."""
     return storage.join(work, PIECES, f"{split}-{shard:05d}", f"{file_index:06d}-{chunk:09d}.bin")
@@ -641,7 +653,7 @@ if beam is not None:
             for split, shard, framed in _pieces(result, self._shards.num_shards):
                 storage.write_bytes(piece_uri(self._work, split, shard, file_index, chunk), b"".join(framed))
                 yield (split, shard), (file_index, chunk, len(framed))
-            write_pickle(numbers_uri(self._work, file_index, chunk), quantiles.chunk_numbers(result.train_numbers))
+            beam_quantiles.store_numbers(stored_numbers_uris(self._work, file_index, chunk), result.train_numbers)
             stored = dataclasses.replace(result.without_rows(), train_numbers={})
             write_pickle(chunk_result_uri(self._work, self._stage, file_index, chunk), stored)
 

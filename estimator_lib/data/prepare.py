@@ -160,9 +160,10 @@ class Passes:
     # (staging, splits, num_shards) -> writers with ShardWriters' interface, called before the encode pass, for
     # an encode pass whose workers write the shards themselves (`data.beam`).
     shard_writers: Optional[Callable[[str, List[str], int], Any]] = None
-    # Where prepare's profile reads the chunks' training values (`ChunkResult.train_numbers`): None, from the
-    # results the encode pass yields; else a fresh pass over them as the workers stored them (`data.beam`).
-    train_numbers: Optional[quantiles.Chunks] = None
+    # Who counts the chunks' training values (`ChunkResult.train_numbers`) for prepare's profile: None, this
+    # process, from the results the encode pass yields; else a `quantiles.Counter` over them as the workers
+    # stored them, counting where they are (`data.beam_quantiles`).
+    train_numbers: Optional[quantiles.Counter] = None
 
 
 def prepare(
@@ -351,11 +352,11 @@ def _prepare_into(
 
 
 def _training_profile(
-    staging: str, schema: Schema, totals: Totals, numbers: quantiles.Chunks, writers: ShardWriters
+    staging: str, schema: Schema, totals: Totals, numbers: quantiles.Numbers, writers: ShardWriters
 ) -> Dict[str, Any]:
-    """profile.json: from the chunks' training values (`numbers`: a pass over them), else read back from the
-    training shards where they are (a category count is incomplete: rare; this reads every training shard
-    here, also those the workers wrote)."""
+    """profile.json: from the chunks' training values (`numbers`: a pass over them, or a counter of them), else
+    read back from the training shards where they are (a category count is incomplete: rare; this reads every
+    training shard here, also those the workers wrote)."""
     rows = totals.counts[0]
     found = profile_summaries(schema, quantiles.profile_numbers(numbers), totals.categories, totals.missing[0], rows)
     if found is not None:

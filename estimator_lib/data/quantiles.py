@@ -9,12 +9,17 @@ depend on how the values were cut into chunks or in which order the chunks come.
 
 A chunk's values are {feature index: '<f4' [values]}, NaN for a missing value (left out), read as a
 `ChunkNumbers` (`chunk_numbers`: a worker's summary of its chunk).
+
+Who reads the chunks is a `Counter`: the statistics and every round's counts are sums over the chunks, exact and
+order-independent, so a counter may compute them anywhere and add them up in any order. `ChunkCounter` reads the
+chunks in this process; the Beam engine's counter (`data.beam_quantiles`) counts on its workers, from each chunk's
+`ChunkSummary` (statistics and first round) and per-chunk `chunk_counts` (later rounds).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Dict, Iterable, Iterator, List, Tuple
+from typing import Callable, Dict, Iterable, Iterator, List, Protocol, Tuple, Union, runtime_checkable
 
 import numpy as np
 
@@ -22,11 +27,13 @@ from estimator_lib.data.combine import NumericStats
 
 POINTS = np.arange(101)
 _DIGIT_BITS = 8
-_ROUNDS = 32 // _DIGIT_BITS
+ROUNDS = 32 // _DIGIT_BITS
+BINS = 1 << _DIGIT_BITS  # counts per group and round
 _SIGN = np.uint32(0x80000000)
 _NONE = np.zeros(0, np.uint64)
 _BATCH = 1 << 16  # slots counted at once, at least
 _BLOCK = 1024  # wanted ranks given their digit at once
+FIRST_SHIFT = 32 - _DIGIT_BITS  # the first round's: its keys counted by their first 8 bits, under no prefix
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,6 +53,95 @@ class ChunkNumbers:
 
 
 Chunks = Callable[[], Iterator[ChunkNumbers]]  # a fresh pass over the chunks, in any order
+
+
+@dataclasses.dataclass(frozen=True)
+class ChunkSummary:
+    """What a chunk adds to `summaries` and to the first round's counts (`chunk_summary`): features x 256 counts
+    at most, whatever the chunk's rows, so a launcher can merge every chunk's while the keys stay stored.
+
+    Attributes:
+      features, counts, stats: as the chunk's `ChunkNumbers`. first: int64 [len(features), 256], each feature's
+        keys counted by their first 8 bits.
+    """
+
+    features: Tuple[int, ...]
+    counts: Tuple[int, ...]
+    stats: Tuple[NumericStats, ...]
+    first: np.ndarray
+
+
+@dataclasses.dataclass(frozen=True)
+class Selection:
+    """A radix selection under way (`selection`, then one `descend` a round until `done`), one entry per wanted
+    rank: its feature (uint64), its rank (int64), the key bits chosen so far (`prefix`, uint64) and its rank
+    among the keys under that prefix (`remaining`, int64). Small: 2 x 101 entries per feature at most."""
+
+    feature: np.ndarray
+    rank: np.ndarray
+    prefix: np.ndarray
+    remaining: np.ndarray
+    rounds: int = 0
+
+    @property
+    def done(self) -> bool:
+        return self.rounds == ROUNDS
+
+    @property
+    def shift(self) -> int:
+        """The lowest bit of this round's 8 (the keys are counted by `(key >> shift) & 0xFF`)."""
+        return 32 - _DIGIT_BITS * (self.rounds + 1)
+
+    def groups(self) -> np.ndarray:
+        """This round's groups, sorted: (feature << 32) | prefix of each wanted rank, once each."""
+        return np.unique(self._group_of())
+
+    def descend(self, counts: np.ndarray) -> "Selection":
+        """The next round's selection, given this round's counts (int64 [len(groups()) * 256], `Counter`'s)."""
+        prefix, remaining = self.prefix.copy(), self.remaining.copy()
+        _descend(prefix, remaining, self._group_of(), self.groups(), counts)
+        return dataclasses.replace(self, prefix=prefix, remaining=remaining, rounds=self.rounds + 1)
+
+    def values(self) -> Dict[int, Dict[int, float]]:
+        """{feature: {rank: value}} once `done`."""
+        values = key_values(self.prefix.astype(np.uint32)).astype(np.float64)
+        out: Dict[int, Dict[int, float]] = {int(i): {} for i in np.unique(self.feature).tolist()}
+        for i, r, v in zip(self.feature.tolist(), self.rank.tolist(), values.tolist()):
+            out[int(i)][r] = v
+        return out
+
+    def _group_of(self) -> np.ndarray:
+        return (self.feature << np.uint64(32)) | self.prefix
+
+
+@runtime_checkable
+class Counter(Protocol):
+    """Who counts the chunks' keys for `profile_numbers`; every count is a sum over the chunks."""
+
+    def summaries(self) -> Dict[int, Tuple[int, NumericStats]]:
+        """Per feature, (present values, their exact statistics) over every chunk (as `summaries`)."""
+
+    def select(self, selection: Selection) -> Selection:
+        """`selection` carried to its end: each round descends by the chunks' keys under its `groups()`
+        counted by their 8 bits from its `shift` (int64 [len(groups) * 256])."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ChunkCounter:
+    """`Counter` in this process: one pass over `chunks` per call and per round."""
+
+    chunks: Chunks
+
+    def summaries(self) -> Dict[int, Tuple[int, NumericStats]]:
+        return summaries(self.chunks())
+
+    def select(self, selection: Selection) -> Selection:
+        while not selection.done:
+            selection = selection.descend(_counted(self.chunks(), selection.groups(), selection.shift))
+        return selection
+
+
+Numbers = Union[Chunks, Counter]  # what `profile_numbers` counts: chunks (in this process), or a counter
 
 
 def ranks(n: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -102,7 +198,44 @@ def chunk_numbers(values: Dict[int, np.ndarray]) -> ChunkNumbers:
     return ChunkNumbers(features, tuple(len(v) for v in found), stats, keys)
 
 
-def summaries(chunks: Iterable[ChunkNumbers]) -> Dict[int, Tuple[int, NumericStats]]:
+def chunk_summary(chunk: ChunkNumbers) -> ChunkSummary:
+    """A chunk's `ChunkSummary` (its statistics, its keys counted by their first 8 bits per feature)."""
+    width = 1 << _DIGIT_BITS
+    position = np.repeat(np.arange(len(chunk.features), dtype=np.int64), chunk.counts)
+    slot = position * width + (chunk.keys >> np.uint32(FIRST_SHIFT)).astype(np.int64)
+    first = np.bincount(slot, minlength=len(chunk.features) * width).reshape(len(chunk.features), width)
+    return ChunkSummary(chunk.features, chunk.counts, chunk.stats, first)
+
+
+def first_counts(chunks: Iterable[ChunkSummary]) -> Dict[int, np.ndarray]:
+    """Per feature, its keys over every chunk counted by their first 8 bits, int64 [256]."""
+    out: Dict[int, np.ndarray] = {}
+    for chunk in chunks:
+        for index, counts in zip(chunk.features, chunk.first):
+            out[index] = out[index] + counts if index in out else counts.astype(np.int64)
+    return out
+
+
+def first_round(first: Dict[int, np.ndarray], groups: np.ndarray) -> np.ndarray:
+    """The first round's counts (shift `FIRST_SHIFT`) from `first_counts`: every group is a feature with no
+    prefix yet."""
+    if (np.asarray(groups, np.uint64) & np.uint64(0xFFFFFFFF)).any():
+        raise ValueError(f"the first round's groups are features without a prefix; got {groups[:4].tolist()}...")
+    empty = np.zeros(1 << _DIGIT_BITS, np.int64)
+    parts = [first.get(int(g) >> 32, empty) for g in groups.tolist()]
+    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+
+def chunk_counts(chunk: ChunkNumbers, groups: np.ndarray, shift: int) -> Tuple[np.ndarray, np.ndarray]:
+    """One chunk's share of a round's counts under `groups` (`Counter.select`), sparse: (slots, their counts),
+    int64 [distinct slots] each, at most the chunk's keys and the counts' length."""
+    slots = _slots(chunk, groups, shift)
+    counted = np.bincount(slots, minlength=len(groups) << _DIGIT_BITS) if len(slots) else np.zeros(0, np.int64)
+    at = np.flatnonzero(counted)
+    return at, counted[at]
+
+
+def summaries(chunks: Iterable[ChunkNumbers | ChunkSummary]) -> Dict[int, Tuple[int, NumericStats]]:
     """Per feature, (present values, their exact statistics) over every chunk."""
     out: Dict[int, Tuple[int, NumericStats]] = {}
     for chunk in chunks:
@@ -112,24 +245,19 @@ def summaries(chunks: Iterable[ChunkNumbers]) -> Dict[int, Tuple[int, NumericSta
     return out
 
 
-def select(chunks: Chunks, wanted: Dict[int, np.ndarray]) -> Dict[int, Dict[int, float]]:
-    """{feature: {rank: value}}: the values at the `wanted` ranks ({feature: int ranks}) of the sorted present
-    values of every chunk, by four rounds of 8-bit radix selection (four passes over `chunks`; each chunk's
-    features counted at once, a group being a feature index and a prefix of the key)."""
+def selection(wanted: Dict[int, np.ndarray]) -> Selection:
+    """The `Selection` of the `wanted` ranks ({feature: int ranks}) before its first round."""
     features = sorted(wanted)
     feature = np.concatenate([np.full(len(wanted[i]), i, np.uint64) for i in features]) if features else _NONE
     rank = np.concatenate([np.asarray(wanted[i], np.int64) for i in features]) if features else _NONE.astype(np.int64)
-    prefix, remaining = np.zeros(len(rank), np.uint64), rank.copy()
-    for round_ in range(_ROUNDS):
-        shift = 32 - _DIGIT_BITS * (round_ + 1)
-        groups = np.unique((feature << np.uint64(32)) | prefix)
-        counts = _counted(chunks(), groups, shift)
-        _descend(prefix, remaining, (feature << np.uint64(32)) | prefix, groups, counts)
-    values = key_values(prefix.astype(np.uint32)).astype(np.float64)
-    out: Dict[int, Dict[int, float]] = {i: {} for i in features}
-    for i, r, v in zip(feature.tolist(), rank.tolist(), values.tolist()):
-        out[int(i)][r] = v
-    return out
+    return Selection(feature, rank, np.zeros(len(rank), np.uint64), rank.copy())
+
+
+def select(counter: Counter, wanted: Dict[int, np.ndarray]) -> Dict[int, Dict[int, float]]:
+    """{feature: {rank: value}}: the values at the `wanted` ranks ({feature: int ranks}) of the sorted present
+    values of every chunk, by four rounds of 8-bit radix selection (`counter.select`; each chunk's features
+    counted at once, a group being a feature index and a prefix of the key)."""
+    return counter.select(selection(wanted)).values()
 
 
 def _counted(chunks: Iterator[ChunkNumbers], groups: np.ndarray, shift: int) -> np.ndarray:
@@ -184,10 +312,12 @@ def _choose(prefix: np.ndarray, remaining: np.ndarray, counts: np.ndarray) -> No
     prefix[:] = (prefix << np.uint64(_DIGIT_BITS)) | digit.astype(np.uint64)
 
 
-def profile_numbers(chunks: Chunks) -> Dict[int, Tuple[int, NumericStats, List[float]]]:
+def profile_numbers(numbers: Numbers) -> Dict[int, Tuple[int, NumericStats, List[float]]]:
     """Per feature: (present values, the exact statistics of their float64 values, their 0th..100th percentiles
-    as `np.percentile` gives them; [] without values), from five passes over `chunks`, one chunk at a time."""
-    found = summaries(chunks())
+    as `np.percentile` gives them; [] without values), from a `Counter`'s summaries and four counts (`Chunks`:
+    five passes over them in this process, one chunk at a time)."""
+    counter = numbers if isinstance(numbers, Counter) else ChunkCounter(numbers)
+    found = counter.summaries()
     wanted = {i: np.unique(np.concatenate(ranks(n)[:2])) for i, (n, _) in found.items() if n}
-    values = select(chunks, wanted)
+    values = select(counter, wanted)
     return {i: (n, stats, percentiles(n, values[i]) if n else []) for i, (n, stats) in found.items()}
