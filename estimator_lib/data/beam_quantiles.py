@@ -6,9 +6,9 @@ keys, about 4 bytes a value) and its `ChunkSummary` (statistics and first-round 
 The launcher merges the summaries (their number grows with the chunks, not the rows) for the statistics and the
 first round; the three later rounds are one small pipeline, each round's selection a side input of the next:
 
-    numbers references --Reshuffle--> per round: a chunk's sparse counts under the round's groups (any worker)
-    --CombineGlobally(sum)--> int64 [groups x 256] --> the next round's `Selection`; the last one written to the
-    work directory
+    batches of numbers references --Reshuffle--> per round: a batch's counts under the round's groups, stored
+    (any worker) --GroupByKey--> summed per group, stored --ToList--> summed by one worker, int64 [groups x 256]
+    --> the next round's `Selection`; the last one written to the work directory
 
 Counts are sums of int64 (exact, order-independent), so the percentiles are `np.percentile`'s bit for bit, as
 the in-process engine's, whichever worker counted which chunk.
@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import pickle
+import posixpath
 import uuid
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
@@ -36,6 +37,8 @@ except ImportError:  # pragma: no cover - exercised only without the extra
 Run = Callable[[Callable[[Any], None], str], None]  # (build(pipeline), purpose) -> the pipeline run to its end
 StoredChunk = Tuple[str, str]  # a chunk's (ChunkNumbers URI, ChunkSummary URI)
 SELECTIONS = "quantile-selections"  # the selections the pipelines end with, in the work directory
+BATCH_CHUNKS = 32  # chunks counted by one task (one stored count file per batch)
+SUM_GROUPS = 32  # batch counts summed by as many tasks before the one that descends
 PURPOSE = "prepare-quantiles"
 
 
@@ -86,24 +89,67 @@ class StoredCounter:
         """(the chunks, their merged `summaries`, their `first_counts`), merged once per set of stored chunks."""
         chunks = list(self._chunks())
         if self._merged is None or self._merged[0] != chunks:
-            parts = list(self._read(summary for _, summary in chunks))
-            self._merged = chunks, quantiles.summaries(parts), quantiles.first_counts(parts)
+            found: Dict[int, Tuple[int, NumericStats]] = {}
+            first: Dict[int, np.ndarray] = {}
+            for part in self._read(summary for _, summary in chunks):  # one held at a time, not all
+                found = quantiles.summaries([part], found)
+                first = quantiles.first_counts([part], first)
+            self._merged = chunks, found, first
         return self._merged
 
 
 def _rounds_pipeline(pipeline: Any, numbers: List[str], start: quantiles.Selection, result: str) -> None:
-    """numbers references --Reshuffle--> per round left: each chunk's sparse counts under the round's groups
-    --CombineGlobally(sum)--> the next `Selection` (a side input of the next round) --> the last one at `result`."""
-    chunks = pipeline | "Chunks" >> beam.Create(numbers) | "SpreadChunks" >> beam.Reshuffle()
+    """Batches of numbers references --Reshuffle--> per round left: a batch's counts under the round's groups,
+    summed and stored (any worker) --GroupByKey(batch % SUM_GROUPS)--> each group's sum stored (one worker per
+    group) --ToList--> summed by one worker into the next `Selection` (a side input of the next round) --> the
+    last one at `result`. Only references and selections cross the runner (on the DirectRunner, the launcher):
+    never a count array."""
+    batches = [numbers[i : i + BATCH_CHUNKS] for i in range(0, len(numbers), BATCH_CHUNKS)]
+    chunks = pipeline | "Batches" >> beam.Create(list(enumerate(batches))) | "SpreadBatches" >> beam.Reshuffle()
     state = pipeline | "Start" >> beam.Create([start])
+    counts_dir = storage.join(posixpath.dirname(result), f"counts-{uuid.uuid4().hex}")
     for n in range(start.rounds, quantiles.ROUNDS):
-        counts = (
+        directory, selection = storage.join(counts_dir, str(n)), beam.pvalue.AsSingleton(state)
+        state = (
             chunks
-            | f"Count{n}" >> beam.Map(_chunk_counts, beam.pvalue.AsSingleton(state))
-            | f"Sum{n}" >> beam.CombineGlobally(_SumCounts())
+            | f"Count{n}" >> beam.Map(_count_batch, selection, directory)
+            | f"Group{n}" >> beam.GroupByKey()
+            | f"Sum{n}" >> beam.Map(_sum_group, selection, directory)
+            | f"Gather{n}" >> beam.combiners.ToList()
+            | f"Descend{n}" >> beam.Map(_summed_and_descended, selection)
         )
-        state = counts | f"Descend{n}" >> beam.Map(_descended, beam.pvalue.AsSingleton(state))
     _ = state | "Write" >> beam.Map(_store, result)
+
+
+def _count_batch(batch: Tuple[int, List[str]], selection: quantiles.Selection, directory: str) -> Tuple[int, str]:
+    """A batch's chunks counted under `selection`'s groups, stored sparse: (its sum group, where it is)."""
+    index, uris = batch
+    total = np.zeros(len(selection.groups()) * quantiles.BINS, np.int64)
+    for uri in uris:
+        _, slots, counts = _chunk_counts(uri, selection)
+        total[slots] += counts  # each slot once per chunk
+    return index % SUM_GROUPS, _store_counts(storage.join(directory, f"batch-{index:09d}.pkl"), total)
+
+
+def _sum_group(group: Tuple[int, Iterable[str]], selection: quantiles.Selection, directory: str) -> str:
+    """A sum group's stored batch counts summed and stored sparse; where it is."""
+    key, parts = group
+    return _store_counts(storage.join(directory, f"group-{key:05d}.pkl"), _summed(parts, selection))
+
+
+def _summed(parts: Iterable[str], selection: quantiles.Selection) -> np.ndarray:
+    """The stored sparse counts `parts`, summed one at a time (int64 sums: exact in any order)."""
+    total = np.zeros(len(selection.groups()) * quantiles.BINS, np.int64)
+    for uri in parts:
+        slots, counts = pickle.loads(storage.read_bytes(uri))
+        total[slots] += counts  # each slot once per part
+    return total
+
+
+def _store_counts(uri: str, total: np.ndarray) -> str:
+    slots = np.flatnonzero(total)
+    _write_pickle(uri, (slots, total[slots]))
+    return uri
 
 
 def _chunk_counts(uri: str, selection: quantiles.Selection) -> Tuple[int, np.ndarray, np.ndarray]:
@@ -113,48 +159,14 @@ def _chunk_counts(uri: str, selection: quantiles.Selection) -> Tuple[int, np.nda
     return len(groups) * quantiles.BINS, slots, counts
 
 
-def _descended(counts: np.ndarray, selection: quantiles.Selection) -> quantiles.Selection:
-    return selection.descend(counts)
+def _summed_and_descended(parts: List[str], selection: quantiles.Selection) -> quantiles.Selection:
+    """The next `Selection` from the sum groups' stored counts (`parts`)."""
+    return selection.descend(_summed(parts, selection))
 
 
 def _store(selection: quantiles.Selection, uri: str) -> None:
     _write_pickle(uri, selection)
 
 
-def _grown(accumulator: np.ndarray, size: int) -> np.ndarray:
-    if len(accumulator) >= size:
-        return accumulator
-    grown = np.zeros(size, np.int64)
-    grown[: len(accumulator)] = accumulator
-    return grown
-
-
 def _write_pickle(uri: str, value: Any) -> None:
     storage.write_bytes(uri, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
-
-
-if beam is not None:
-
-    class _SumCounts(beam.CombineFn):
-        """Sums the chunks' sparse counts (length, slots, counts) into one int64 [length] array: exact, in any
-        order and grouping. The length (the round's groups x 256) comes with each part: the groups are known
-        only once the previous round is done."""
-
-        def create_accumulator(self) -> np.ndarray:
-            return np.zeros(0, np.int64)
-
-        def add_input(self, accumulator: np.ndarray, part: Tuple[int, np.ndarray, np.ndarray]) -> np.ndarray:
-            size, slots, counts = part
-            accumulator = _grown(accumulator, size)
-            accumulator[slots] += counts  # each slot once per part
-            return accumulator
-
-        def merge_accumulators(self, accumulators: Iterable[np.ndarray]) -> np.ndarray:
-            accumulators = list(accumulators)
-            total = np.zeros(max((len(a) for a in accumulators), default=0), np.int64)
-            for accumulator in accumulators:
-                total[: len(accumulator)] += accumulator
-            return total
-
-        def extract_output(self, accumulator: np.ndarray) -> np.ndarray:
-            return accumulator

@@ -19,7 +19,7 @@ chunks in this process; the Beam engine's counter (`data.beam_quantiles`) counts
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Dict, Iterable, Iterator, List, Protocol, Tuple, Union, runtime_checkable
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Protocol, Tuple, Union, runtime_checkable
 
 import numpy as np
 
@@ -207,9 +207,9 @@ def chunk_summary(chunk: ChunkNumbers) -> ChunkSummary:
     return ChunkSummary(chunk.features, chunk.counts, chunk.stats, first)
 
 
-def first_counts(chunks: Iterable[ChunkSummary]) -> Dict[int, np.ndarray]:
-    """Per feature, its keys over every chunk counted by their first 8 bits, int64 [256]."""
-    out: Dict[int, np.ndarray] = {}
+def first_counts(chunks: Iterable[ChunkSummary], into: Optional[Dict[int, np.ndarray]] = None) -> Dict[int, np.ndarray]:
+    """Per feature, its keys over every chunk counted by their first 8 bits, int64 [256] (added to `into`'s)."""
+    out: Dict[int, np.ndarray] = dict(into or {})
     for chunk in chunks:
         for index, counts in zip(chunk.features, chunk.first):
             out[index] = out[index] + counts if index in out else counts.astype(np.int64)
@@ -235,9 +235,11 @@ def chunk_counts(chunk: ChunkNumbers, groups: np.ndarray, shift: int) -> Tuple[n
     return at, counted[at]
 
 
-def summaries(chunks: Iterable[ChunkNumbers | ChunkSummary]) -> Dict[int, Tuple[int, NumericStats]]:
-    """Per feature, (present values, their exact statistics) over every chunk."""
-    out: Dict[int, Tuple[int, NumericStats]] = {}
+def summaries(
+    chunks: Iterable[ChunkNumbers | ChunkSummary], into: Optional[Dict[int, Tuple[int, NumericStats]]] = None
+) -> Dict[int, Tuple[int, NumericStats]]:
+    """Per feature, (present values, their exact statistics) over every chunk (merged into `into`'s)."""
+    out: Dict[int, Tuple[int, NumericStats]] = dict(into or {})
     for chunk in chunks:
         for index, n, stats in zip(chunk.features, chunk.counts, chunk.stats):
             count, merged = out.get(index, (0, NumericStats()))

@@ -18,6 +18,7 @@ from estimator_lib import storage  # noqa: E402
 from estimator_lib.config import PrepareConfig  # noqa: E402
 from estimator_lib.config.beam import BeamConfig  # noqa: E402
 from estimator_lib.data import beam as beam_engine  # noqa: E402
+from estimator_lib.data import beam_quantiles  # noqa: E402
 from estimator_lib.data import distribution  # noqa: E402
 from estimator_lib.schema import read_schema  # noqa: E402
 
@@ -49,6 +50,9 @@ def test_the_launcher_reads_no_stored_values_and_the_percentiles_are_np_percenti
         return read(uri)
 
     monkeypatch.setattr(beam_engine, "run_pipeline", running)
+    # Several batches of chunks and several sum groups, as at scale.
+    monkeypatch.setattr(beam_quantiles, "BATCH_CHUNKS", 3)
+    monkeypatch.setattr(beam_quantiles, "SUM_GROUPS", 2)
     monkeypatch.setattr(storage, "read_bytes", reading)
     out = str(tmp_path / "beam")
     beam_engine.prepare_on_beam(config, out, BeamConfig())
