@@ -18,8 +18,7 @@ from estimator_lib import storage  # noqa: E402
 from estimator_lib.config import PrepareConfig  # noqa: E402
 from estimator_lib.config.beam import BeamConfig  # noqa: E402
 from estimator_lib.data import beam as beam_engine  # noqa: E402
-from estimator_lib.data import beam_quantiles  # noqa: E402
-from estimator_lib.data import distribution  # noqa: E402
+from estimator_lib.data import beam_quantiles, distribution  # noqa: E402
 from estimator_lib.schema import read_schema  # noqa: E402
 
 
