@@ -449,7 +449,7 @@ def child_in_process(output: str) -> None:
 
     subprocess_task_handler.run_local_subprocess = in_process
     settings = RunConfig(
-        publish_root=os.path.join(output, "published"), job=JobConfig().with_overrides(local.local_job_settings())
+        publish_root=os.path.join(output, "published"), job=JobConfig().with_overrides(local.local_job_defaults())
     )
     kfp_local.init(
         runner=kfp_local.SubprocessRunner(use_venv=False),
