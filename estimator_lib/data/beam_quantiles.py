@@ -124,9 +124,11 @@ def _rounds_pipeline(pipeline: Any, numbers: List[str], start: quantiles.Selecti
 def _count_batch(batch: Tuple[int, List[str]], selection: quantiles.Selection, directory: str) -> Tuple[int, str]:
     """A batch's chunks counted under `selection`'s groups, stored sparse: (its sum group, where it is)."""
     index, uris = batch
-    total = np.zeros(len(selection.groups()) * quantiles.BINS, np.int64)
+    groups = selection.groups()
+    total = np.zeros(len(groups) * quantiles.BINS, np.int64)
     for uri in uris:
-        _, slots, counts = _chunk_counts(uri, selection)
+        chunk = pickle.loads(storage.read_bytes(uri))
+        slots, counts = quantiles.chunk_counts(chunk, groups, selection.shift)
         total[slots] += counts  # each slot once per chunk
     return index % SUM_GROUPS, _store_counts(storage.join(directory, f"batch-{index:09d}.pkl"), total)
 
@@ -150,13 +152,6 @@ def _store_counts(uri: str, total: np.ndarray) -> str:
     slots = np.flatnonzero(total)
     _write_pickle(uri, (slots, total[slots]))
     return uri
-
-
-def _chunk_counts(uri: str, selection: quantiles.Selection) -> Tuple[int, np.ndarray, np.ndarray]:
-    """(the round's counts' length, a stored chunk's sparse counts under `selection`'s groups)."""
-    groups = selection.groups()
-    slots, counts = quantiles.chunk_counts(pickle.loads(storage.read_bytes(uri)), groups, selection.shift)
-    return len(groups) * quantiles.BINS, slots, counts
 
 
 def _summed_and_descended(parts: List[str], selection: quantiles.Selection) -> quantiles.Selection:
