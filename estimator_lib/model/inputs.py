@@ -357,7 +357,7 @@ def _file_counts(files: List[str], num_examples: Optional[int], schema: Schema) 
     """Records per file when the parsed training data fits in `CACHE_BYTES` (None otherwise, or when unknown)."""
     if num_examples is None or num_examples * row_bytes(schema) > CACHE_BYTES:
         return None
-    return {f: int(_record_count([f]).numpy()) for f in files}
+    return {f: records.file_records(f) for f in files}
 
 
 def _split_steps(features: Dict[str, tf.Tensor], label: tf.Tensor, steps: int, batch_size: int):
@@ -405,7 +405,10 @@ def train_input_fn_builder(
     check_records(files, schema)
     counts = _file_counts(files, num_examples, schema)
 
-    def input_fn(params: Dict) -> tf.data.Dataset:
+    # AutoGraph would rewrite every function given to tf.data below (the parse, the per-epoch order, the gather)
+    # from its source, about 0.4 s per train() call; none branches or loops on a tensor, so the graph is the same.
+    @tf.autograph.experimental.do_not_convert
+    def build(params: Dict) -> tf.data.Dataset:
         batch_size = params["batch_size"]
         steps = params.get(STEPS_PER_RUN, 1) if params.get("context") is None else 1
         own_files = host_files(files, params)
@@ -423,6 +426,9 @@ def train_input_fn_builder(
         if steps > 1:
             dataset = dataset.map(lambda f, label: _split_steps(f, label, steps, batch_size))
         return dataset.prefetch(_AUTOTUNE)
+
+    def input_fn(params: Dict) -> tf.data.Dataset:  # TPUEstimator reads `params` from this signature
+        return build(params)
 
     return input_fn
 
