@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import struct
-from typing import Any, Dict, Iterable, Iterator, Mapping, Optional, Sequence
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence
 
 import tensorflow as tf
 
-from estimator_lib.data import numbers, wire
+from estimator_lib.data import numbers, tfrecord, wire
 from estimator_lib.data.common import DataError
 from estimator_lib.schema import CLASSIFICATION, KEY_FEATURE, LABEL_KEY, NUMERIC, Schema, SchemaError
 
@@ -192,6 +192,27 @@ def file_records(path: str) -> int:
     if position > len(data):
         raise _cut_short(path, start, offset + len(data))
     return count
+
+
+def first_records(path: str, count: int) -> Optional[List[bytes]]:
+    """The first `count` records of an uncompressed TFRecord file (all of them when it holds fewer), read from
+    their framing with both CRCs checked: the records `tf.data` reads, without its start-up (about 0.03 s a
+    file, the first time more). None when the framing or a CRC does not hold there: the caller then reads the
+    file with TensorFlow, whose error describes the fault."""
+    found: List[bytes] = []
+    with tf.io.gfile.GFile(path, "rb") as f:
+        while len(found) < count:
+            head = f.read(_HEADER_BYTES)
+            if len(head) < _HEADER_BYTES:  # as TensorFlow's reader: too few bytes for a header end the file
+                return found
+            if tfrecord.masked_crc(head[: _LENGTH.size]) != head[_LENGTH.size :]:
+                return None
+            length = _LENGTH.unpack_from(head)[0]
+            data = f.read(length + 4)
+            if len(data) != length + 4 or tfrecord.masked_crc(data[:length]) != data[length:]:
+                return None
+            found.append(data[:length])
+    return found
 
 
 def _cut_short(path: str, record_start: int, end: int) -> DataError:

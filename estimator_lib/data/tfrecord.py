@@ -26,6 +26,11 @@ def frame(records: Sequence[bytes]) -> List[bytes]:
     return list(map(b"".join, zip(heads, head_ends, records, tails)))
 
 
+def masked_crc(item: bytes) -> bytes:
+    """TFRecord's masked CRC32C of `item`, as the 4 bytes a record holds."""
+    return _masked_crcs([item]).tobytes()
+
+
 def _masked_crcs(items: Sequence[bytes]) -> np.ndarray:
     """'<u4' [items]: TFRecord's masked CRC32C of each item (rotate right by 15 bits, add a constant)."""
     crc = np.fromiter(map(google_crc32c.value, items), np.uint64, len(items))

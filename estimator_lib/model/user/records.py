@@ -16,6 +16,7 @@ import numpy as np
 import tensorflow as tf
 
 from estimator_lib.config.feature_spec import Feature, FeatureSpec
+from estimator_lib.data import records as data_records
 
 _TF_DTYPES = {"float32": tf.float32, "int64": tf.int64, "int32": tf.int64, "bytes": tf.string}
 GZIP_MAGIC = b"\x1f\x8b"
@@ -122,10 +123,16 @@ class Mismatch:
         )
 
 
-def _read_records(path: str) -> Iterator[bytes]:
+def _read_records(path: str, limit: Optional[int] = None) -> Iterator[bytes]:
+    """The records of `path` in order (its first `limit` when given: read from their framing when the file is
+    not compressed, `data.records.first_records`)."""
     with tf.io.gfile.GFile(path, "rb") as raw:
         head = raw.read(2)
     reader_options = "GZIP" if head == GZIP_MAGIC else ""
+    first = data_records.first_records(path, limit) if limit is not None and not reader_options else None
+    if first is not None:
+        yield from first
+        return
     for record in tf.data.TFRecordDataset([path], compression_type=reader_options).batch(1024).as_numpy_iterator():
         yield from record
 
@@ -167,7 +174,7 @@ def first_mismatch(
     """The first record of `files` (in order; the first `per_file` of each file when given) whose `features`
     do not match the spec, or None."""
     for path in files:
-        for index, record in enumerate(itertools.islice(_read_records(path), per_file)):
+        for index, record in enumerate(itertools.islice(_read_records(path, per_file), per_file)):
             try:
                 example = tf.train.Example.FromString(record)
             except Exception:  # noqa: BLE001 - protobuf's DecodeError is not exported by a stable name
