@@ -3,33 +3,38 @@ both measured in this invocation, interleaved, over several rounds.
 
     python benchmarks/bench_all.py [--quick] [--rounds N] [--workdir DIR]
 
-Rows (a "x" ratio is our speed over the alternative's, per round: above 1 we are faster):
-  training        `estimator.train` (no validation split, the default JobConfig otherwise) on 30 float columns
-                  prepared by `prepare`, batch 256, Adam, against Keras `fit` on a tf.data pipeline over the same
-                  TFRecords (shuffle, batch, parse, prefetch) and on the same rows as in-memory NumPy arrays; a
-                  (64, 32) and a (512, 256, 128) DNN. Both sides train the same model: inputs standardised with
-                  the schema's statistics, L2 on every kernel (`model.l2`), Adam with the cosine decay over the
-                  steps; same process, so the same TensorFlow threads. Steady state: steps/s after the first
-                  `session.run` (ours, a session hook) or the first batch (Keras, a callback); our start-up is
-                  printed below the table.
-  FLOP/s          the (512, 256, 128) model's training FLOP/s (6 x batch x weights per step) beside the
-                  machine's fp32 matmul peak (a 2048^2 matmul in a loop, best of three).
+Rows (a "x" ratio is our speed over the alternative's, per round: above 1 we are faster; for a time, the
+alternative's time over ours). Where a row has several alternatives, it is compared with the fastest (by
+median), named in the table. The default runs every row but `training`:
+  baselines       training against its strongest baselines (`bench_baselines.py`): `estimator.train_prepared`,
+                  default (op determinism) and `training.deterministic=false`, against every variant a user
+                  writes: Keras `fit` with steps_per_execution 1/32/100 over a streaming and over a parsed-once
+                  cached tf.data pipeline, a hand-written tf.function loop, the plain TPUEstimator with our
+                  model_fn, Keras on NumPy arrays (the old table's two columns are keras-stream-1 and
+                  keras-numpy). Each call in a fresh process; 100k rows x 30 floats, 3,000 steps of batch 256,
+                  Adam, a (64, 32) and a (512, 256, 128) DNN (--quick: 1,000 steps, the tiny model). Two rows
+                  each: the whole call (seconds, what a user waits for) and the steady state (steps/s after the
+                  first execution). Every variant's medians are printed above the table.
+  FLOP/s          the (512, 256, 128) model's training FLOP/s (6 x batch x weights per step) at our steady rate,
+                  beside the machine's fp32 matmul peak (a 2048^2 matmul chained in a tf.function, best of three).
   prediction      `predict.batch_predict` (end to end, JSON Lines written, `num_examples` given) against the
                   loop one writes by hand: load the SavedModel, TFRecordDataset -> batch -> prefetch -> a
                   `tf.function` calling the `predict` signature on serialized Examples -> `.numpy()`, writing
                   nothing. Two models (tiny, large) on two datasets (mixed: `tests/synthetic` rows with a
                   categorical column; floats: the 30-float training data).
   preparation     `prepare` against pandas `read_csv` + a `tf.train.Example` per row (`bench_prepare.run_pandas`),
-                  each run in its own process, TensorFlow imported before the clock starts.
+                  each run in its own process, TensorFlow imported before the clock starts; at 100k rows also
+                  against TFDV 1.15.1's `generate_statistics_from_csv` on the same CSV (statistics alone, in its
+                  own virtualenv, installed under --tfdv-cache on first use; --no-tfdv leaves it out).
   run-local       `python -m pipelines run-local` on the embedded data (a new output folder each time) against
                   the same compiled pipeline run by the KFP local runner with every stage executed inside one
                   warm process (the in-process sum of its stages).
+  byom            a user's model_fn (`examples/`: a digits CNN, a BERT-style Transformer) through our train,
+                  evaluate and predict calls against the same model_fn in a plain TPUEstimator
+                  (`bench_byom.py`), each call in a fresh process; the target is at most 1.05x its time.
   cost growth     training and preparation with rows (and steps) doubled or x10: time and peak memory ratios.
-  baselines       (`--only baselines`, or with the others when named) training against its strongest baselines,
-                  whole call and steady state, each variant in a fresh process (`bench_baselines.py`: Keras `fit`
-                  with steps_per_execution 1/32/100 on streaming and cached tf.data, a hand-written tf.function
-                  loop, the plain TPUEstimator with our model_fn, Keras on NumPy); 100k rows, 3,000 steps
-                  (--quick: 1,000 steps, the tiny model); printed after the table, naming the fastest variant.
+  training        (only when named) the older in-process rows: `estimator.train`'s steady rate against Keras
+                  `fit` at its defaults on streaming tf.data and on NumPy arrays.
 
 Every process-level time is wall time on a shared machine: the load average is printed with the table.
 """
@@ -75,8 +80,11 @@ class Row:
     alt: List[float]
     alt_name: str
     target: Optional[float] = None
+    seconds: bool = False  # the values are times (lower is faster): the ratio is the alternative's over ours
 
     def ratios(self) -> List[float]:
+        if self.seconds:
+            return [a / o for o, a in zip(self.ours, self.alt)]
         return [o / a for o, a in zip(self.ours, self.alt)]
 
 
@@ -90,10 +98,12 @@ class Sizes:
     prepare_rows: Sequence[int]
     prepare_rounds_large: int
     run_local_rounds: int
+    byom_rounds: int
+    byom_steps_scale: float
 
 
-FULL = Sizes(3, 200_000, 400, 1500, 200_000, (100_000, 1_000_000), 1, 4)
-QUICK = Sizes(2, 50_000, 300, 1000, 50_000, (100_000,), 1, 1)
+FULL = Sizes(3, 200_000, 400, 1500, 200_000, (100_000, 1_000_000), 1, 4, 5, 1.0)
+QUICK = Sizes(2, 50_000, 300, 1000, 50_000, (100_000,), 1, 1, 1, 0.25)
 
 
 # -- training ----------------------------------------------------------------------------------------------
@@ -276,13 +286,13 @@ def matmul_peak() -> float:
     return 2 * n**3 * reps / best
 
 
-def flops_row(training_rows: List[Row], n_inputs: int, peak: float) -> Row:
+def flops_row(steps_per_second: List[float], n_inputs: int, peak: float) -> Row:
+    """The large model's training FLOP/s (6 x batch x weights per step) at our steady rates, beside the peak."""
     hidden = MODELS["large (512, 256, 128)"]
     sizes = [n_inputs, *hidden, 1]
     per_step = 6 * BATCH * sum(a * b for a, b in zip(sizes, sizes[1:]))
-    large = next(r for r in training_rows if "512" in r.name and "NumPy" in r.alt_name)
-    ours = [rate * per_step for rate in large.ours]
-    return Row("training FLOP/s, large", "GFLOP/s", [x / 1e9 for x in ours], [peak / 1e9] * len(ours), "matmul peak")
+    ours = [rate * per_step / 1e9 for rate in steps_per_second]
+    return Row("training FLOP/s, large", "GFLOP/s", ours, [peak / 1e9] * len(ours), "matmul peak")
 
 
 # -- prediction --------------------------------------------------------------------------------------------
@@ -365,19 +375,37 @@ def bench_prediction(training: Training, root: str, sizes: Sizes) -> List[Row]:
 
 
 # -- preparation -------------------------------------------------------------------------------------------
-def bench_preparation(root: str, sizes: Sizes, notes: List[str]) -> List[Row]:
+def bench_preparation(root: str, sizes: Sizes, notes: List[str], tfdv_python: Optional[str] = None) -> List[Row]:
+    """`prepare` against the pandas script at each size; at the smallest, also against TFDV's statistics
+    (`tfdv.generate_statistics_from_csv` in its own virtualenv, `tfdv_python`) when given: the three
+    interleaved, the order rotating by round."""
     rows, results = [], {}
     for n in sizes.prepare_rows:
         path = os.path.join(root, f"prepare-{n}.csv")
         bench_prepare.generate(path, n)
         rounds = sizes.rounds if n <= 100_000 else sizes.prepare_rounds_large
-        runs: Dict[str, List[dict]] = {"prepare": [], "pandas": []}
+        impls = ["pandas", "prepare"] + ([bench_prepare.TFDV] if tfdv_python and n == min(sizes.prepare_rows) else [])
+        runs: Dict[str, List[dict]] = {impl: [] for impl in impls}
         for r in range(rounds):
-            for impl in ("pandas", "prepare") if r % 2 == 0 else ("prepare", "pandas"):
-                runs[impl].append(bench_prepare.measure(impl, path, root))
+            for impl in impls[r % len(impls) :] + impls[: r % len(impls)]:
+                python = tfdv_python if impl == bench_prepare.TFDV else sys.executable
+                runs[impl].append(bench_prepare.measure(impl, path, root, python=python))
         results[n] = runs
         rate = lambda impl, runs=runs: [x["rows"] / x["seconds"] for x in runs[impl]]
         rows.append(Row(f"preparation {n:,} rows", "rows/s", rate("prepare"), rate("pandas"), "pandas + Example", 4.0))
+        if bench_prepare.TFDV in runs:
+            seconds = lambda impl, runs=runs: [x["seconds"] for x in runs[impl]]
+            rows.append(
+                Row(
+                    f"preparation {n:,} rows (whole)",
+                    "s",
+                    seconds("prepare"),
+                    seconds(bench_prepare.TFDV),
+                    "TFDV 1.15 statistics alone",
+                    1.0,
+                    seconds=True,
+                )
+            )
         memory = statistics.median(x["main_mb"] for x in runs["prepare"])
         pandas_memory = statistics.median(x["main_mb"] for x in runs["pandas"])
         notes.append(f"preparation {n:,} rows: peak RSS prepare {memory:.0f} MB, pandas script {pandas_memory:.0f} MB")
@@ -525,25 +553,79 @@ def bench_growth(training: Training, root: str, sizes: Sizes, notes: List[str]) 
     )
 
 
+# -- training against its strongest baselines, and [byom] --------------------------------------------------
+def bench_baselines_rows(root: str, quick: bool, sizes: Sizes, details: List[str]) -> List[Row]:
+    """Training, ours (default, and deterministic=false) against the fastest of every baseline variant
+    (`bench_baselines.KINDS`, each in a fresh process): the whole call by its median, the steady state by its
+    median rate; the per-variant tables go to `details`. Then the large model's FLOP/s at our steady rate."""
+    steps, models = (1000, ["tiny"]) if quick else (3000, list(bench_baselines.MODELS))
+    prepared_dir = bench_baselines.make_data(root, 100_000)
+    rows: List[Row] = []
+    for model in models:
+        results = bench_baselines.rounds(prepared_dir, model, steps, bench_baselines.KINDS, sizes.rounds)
+        details += bench_baselines.summarise(model, results)
+        values = lambda kind, field, results=results: [r[field] for r in results[kind]]  # noqa: E731
+        others = [k for k in results if k not in bench_baselines.OURS]
+        by_call = min(others, key=lambda k: statistics.median(values(k, "call")))
+        by_steady = max(others, key=lambda k: statistics.median(values(k, "steady")))
+        name = f"training {model} {bench_baselines.MODELS[model]}"
+        for ours, label in (("ours", "default"), ("ours-nodet", "deterministic=false")):
+            call, steady = values(ours, "call"), values(ours, "steady")
+            rows.append(Row(f"{name}, {label}, call", "s", call, values(by_call, "call"), by_call, 1.2, seconds=True))
+            rows.append(Row(f"{name}, {label}, steady", "steps/s", steady, values(by_steady, "steady"), by_steady, 1.2))
+        if model == "large":
+            n_inputs = len(bench_baselines.Data(prepared_dir).keys)
+            rows.append(flops_row(values("ours", "steady"), n_inputs, matmul_peak()))
+    details.append(f"\n{sizes.rounds} interleaved rounds, {steps} steps of batch {BATCH}, 100,000 rows")
+    return rows
+
+
+def bench_byom_rows(root: str, sizes: Sizes) -> List[Row]:
+    """[byom]: a user's model_fn through our stages against the same model_fn in a plain TPUEstimator
+    (`bench_byom.py`): train, evaluate and predict, each call in a fresh process, interleaved; the default
+    (deterministic) against the plain estimator with op determinism, deterministic=false against the plain one.
+    The target: at most 1.05x the plain call's time (x >= 0.95)."""
+    import bench_byom
+
+    dirs = bench_byom.make_data(os.path.join(root, "byom"))
+    rows: List[Row] = []
+    for model in bench_byom.MODELS:
+        steps = bench_byom.training_steps(model, sizes.byom_steps_scale)
+        trains = bench_byom.interleaved(model, dirs[model], steps, bench_byom.KINDS, sizes.byom_rounds)
+        results = {bench_byom.TRAIN: trains}
+        trained = bench_byom.trained_model(model, dirs[model], steps)
+        for stage in (bench_byom.EVALUATE, bench_byom.PREDICT):
+            kinds = tuple(f"{stage}:{k}" for k in bench_byom.KINDS)
+            by_kind = bench_byom.interleaved(model, dirs[model], steps, kinds, sizes.byom_rounds, trained)
+            results[stage] = {k.rpartition(":")[2]: v for k, v in by_kind.items()}
+        for stage, by_kind in results.items():
+            seconds = lambda kind, by_kind=by_kind: [r["seconds"] for r in by_kind[kind]]  # noqa: E731
+            for ours, plain in (("ours", "plain+det"), ("ours-nodet", "plain")):
+                name = f"[byom] {model}, {stage}, {ours}"
+                alt = f"plain TPUEstimator{', op determinism' if plain == 'plain+det' else ''}"
+                rows.append(Row(name, "s", seconds(ours), seconds(plain), alt, 1 / 1.05, seconds=True))
+    return rows
+
+
 # -- the table ---------------------------------------------------------------------------------------------
 def _fmt(value: float) -> str:
     return f"{value:,.0f}" if value >= 100 else f"{value:.2f}" if value < 10 else f"{value:.1f}"
 
 
 def print_table(rows: List[Row], notes: List[str], sizes: Sizes, started: float) -> None:
-    print(
-        f"\n{'row':<44} {'ours (median)':>17} {'alternative':<30} {'alt (median)':>13} "
-        f"{'x (median [range])':>22} {'target':>7}"
-    )
+    """The table, in Markdown: per row our median, the alternative (the fastest variant where there are
+    several) and its median, the ratio per round (median [min-max]; above 1 we are faster), the target."""
+    columns = ("row", "ours (median)", "alternative (the fastest variant)", "its median", "x (median [range])")
+    print("\n| " + " | ".join(columns + ("target", "met")) + " |")
+    print("|---|---:|---|---:|---:|---:|---|")
     for row in rows:
         ratios = row.ratios()
         ratio = f"{statistics.median(ratios):.2f} [{min(ratios):.2f}-{max(ratios):.2f}]"
-        target = f">={row.target:.2f}" if row.target else ""
+        target = f">= {row.target:.2f}" if row.target else ""
+        met = "" if not row.target else "yes" if statistics.median(ratios) >= row.target else "no"
         ours = f"{_fmt(statistics.median(row.ours))} {row.unit}"
-        print(
-            f"{row.name:<44} {ours:>17} {row.alt_name:<30} {_fmt(statistics.median(row.alt)):>13} "
-            f"{ratio:>22} {target:>7}"
-        )
+        alt = f"{_fmt(statistics.median(row.alt))} {row.unit}"
+        print(f"| {row.name} | {ours} | {row.alt_name} | {alt} | {ratio} | {target} | {met} |")
     for note in notes:
         print(f"- {note}")
     load = os.getloadavg()
@@ -554,19 +636,18 @@ def print_table(rows: List[Row], notes: List[str], sizes: Sizes, started: float)
     )
 
 
-def baselines_lines(root: str, quick: bool, rounds: int) -> List[str]:
-    """Training against its strongest baselines (`bench_baselines.py`), on its own 100k-row data."""
-    steps, models = (1000, ["tiny"]) if quick else (3000, list(bench_baselines.MODELS))
-    return bench_baselines.table_lines(root, 100_000, steps, models, bench_baselines.KINDS, rounds)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="smaller data, fewer rounds, no 1M-row preparation")
     parser.add_argument("--rounds", type=int, help="interleaved rounds per row (default 3, --quick 2)")
     parser.add_argument(
-        "--only", nargs="+", choices=["training", "prediction", "preparation", "run-local", "growth", "baselines"]
+        "--only",
+        nargs="+",
+        choices=["baselines", "prediction", "preparation", "run-local", "byom", "growth", "training"],
+        help="the rows to run (default: all but training, the older in-process Keras rows)",
     )
+    parser.add_argument("--no-tfdv", action="store_true", help="leave TFDV out of the preparation rows")
+    parser.add_argument("--tfdv-cache", default=os.path.join(tempfile.gettempdir(), "bench_prepare_cache"))
     parser.add_argument("--workdir", default=None)
     parser.add_argument("--child-in-process", help=argparse.SUPPRESS)
     parser.add_argument("--child-train", nargs=2, help=argparse.SUPPRESS)
@@ -581,7 +662,7 @@ def main() -> None:
     sizes = QUICK if args.quick else FULL
     if args.rounds:
         sizes = dataclasses.replace(sizes, rounds=args.rounds)
-    only = set(args.only or ["training", "prediction", "preparation", "run-local", "growth"])
+    only = set(args.only or ["baselines", "prediction", "preparation", "run-local", "byom", "growth"])
     started = time.perf_counter()
     root = args.workdir or tempfile.mkdtemp(prefix="bench-all-")
     os.makedirs(root, exist_ok=True)
@@ -589,20 +670,32 @@ def main() -> None:
     notes: List[str] = []
     training = Training(root, sizes.train_rows) if only & {"training", "prediction", "growth"} else None
     if "training" in only:
-        rows += bench_training(training, sizes, notes)
-        rows.append(flops_row(rows, len(training.keys), matmul_peak()))
+        training_rows = bench_training(training, sizes, notes)
+        rows += training_rows
+        large = next(r for r in training_rows if "512" in r.name and "NumPy" in r.alt_name)
+        rows.append(flops_row(large.ours, len(training.keys), matmul_peak()))
     if "prediction" in only:
         rows += bench_prediction(training, root, sizes)
+    details: List[str] = []
+    if "baselines" in only:
+        rows = bench_baselines_rows(root, args.quick, sizes, details) + rows
     if "preparation" in only:
-        rows += bench_preparation(root, sizes, notes)
+        tfdv = None
+        if not (args.quick or args.no_tfdv):
+            tfdv, why = bench_prepare.tfdv_python(args.tfdv_cache, 1800.0)
+            if tfdv is None:
+                notes.append(f"TFDV 1.15.1 not measured: it does not install beside TensorFlow 2.15 here: {why}")
+        rows += bench_preparation(root, sizes, notes, tfdv)
     if "run-local" in only:
         rows += bench_run_local(root, sizes)
+    if "byom" in only:
+        rows += bench_byom_rows(root, sizes)
     if "growth" in only:
         bench_growth(training, root, sizes, notes)
+    if details:
+        print("\n".join(["\nTraining, every variant (`bench_baselines.py`):"] + details))
     if rows or notes:
         print_table(rows, notes, sizes, started)
-    if "baselines" in only:
-        print("\n".join(baselines_lines(root, args.quick, sizes.rounds)))
     if not args.workdir:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -256,7 +256,12 @@ def _run(kind: str, model: str, data_dir: str, steps: int, trained: str = "", ke
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def _make_data(workdir: str) -> dict:
+def training_steps(model: str, scale: float = 1.0) -> int:
+    """The model's training steps times `scale`, in whole loops of `ITERATIONS_PER_LOOP`."""
+    return max(1, round(MODELS[model]["steps"] * scale / ITERATIONS_PER_LOOP)) * ITERATIONS_PER_LOOP
+
+
+def make_data(workdir: str) -> dict:
     dirs = {}
     for model, m in MODELS.items():
         directory = os.path.join(workdir, m["example"])
@@ -274,7 +279,7 @@ def _cell(values: list, digits: int = 2) -> str:
     return f"{statistics.median(values):.{digits}f} [{min(values):.{digits}f}-{max(values):.{digits}f}]"
 
 
-def _rounds(model: str, data_dir: str, steps: int, kinds: tuple, rounds: int, trained: str = "") -> dict:
+def interleaved(model: str, data_dir: str, steps: int, kinds: tuple, rounds: int, trained: str = "") -> dict:
     """{kind: [child results]}, the kinds interleaved, the order rotating by round."""
     results = {kind: [] for kind in kinds}
     for r in range(rounds):
@@ -284,7 +289,7 @@ def _rounds(model: str, data_dir: str, steps: int, kinds: tuple, rounds: int, tr
     return results
 
 
-def _trained(model: str, data_dir: str, steps: int) -> str:
+def trained_model(model: str, data_dir: str, steps: int) -> str:
     """The model the evaluation and prediction calls start from: trained once by the stage, kept."""
     model_dir = os.path.join(data_dir, f"trained-{steps}")
     if not os.path.exists(os.path.join(model_dir, "checkpoint")):
@@ -365,18 +370,18 @@ def main() -> None:
         _prepare(*args.prepare)
         return
     workdir = args.workdir or tempfile.mkdtemp(prefix="bench-byom-")
-    dirs = _make_data(workdir)
+    dirs = make_data(workdir)
     started = time.time()
     kinds = KINDS + ((STRICT,) if args.strict else ())
     steps, results, scored = {}, {}, {}
-    for model, m in ((k, v) for k, v in MODELS.items() if v["example"] in args.only):
-        steps[model] = max(1, round(m["steps"] * args.steps_scale / ITERATIONS_PER_LOOP)) * ITERATIONS_PER_LOOP
+    for model in (k for k, v in MODELS.items() if v["example"] in args.only):
+        steps[model] = training_steps(model, args.steps_scale)
         if TRAIN in args.stages:
-            results[model] = _rounds(model, dirs[model], steps[model], kinds, args.rounds)
+            results[model] = interleaved(model, dirs[model], steps[model], kinds, args.rounds)
         for stage in (s for s in args.stages if s != TRAIN):
-            trained = _trained(model, dirs[model], steps[model])
+            trained = trained_model(model, dirs[model], steps[model])
             stage_kinds = tuple(f"{stage}:{k}" for k in KINDS)
-            scored[model, stage] = _rounds(model, dirs[model], steps[model], stage_kinds, args.rounds, trained)
+            scored[model, stage] = interleaved(model, dirs[model], steps[model], stage_kinds, args.rounds, trained)
     if results:
         _tables(results, steps, args.strict)
     if scored:

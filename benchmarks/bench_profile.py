@@ -205,7 +205,7 @@ def steady_split(data, hidden, steps: int) -> dict:
                 if apply:
                     adam.apply_gradients(zip(grads, model.trainable_variables))
                 else:
-                    loss += tf.add_n([tf.reduce_sum(g) for g in grads]) * 0.0
+                    loss += tf.add_n([tf.reduce_sum(g) for g in grads]) * 1e-30  # used: not pruned
             return loss
 
         run(tf.constant(base.LOOP_STEPS)).numpy()
