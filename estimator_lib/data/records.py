@@ -166,6 +166,12 @@ _FRAMING_BYTES = _HEADER_BYTES + 4
 _READ_BYTES = 4 << 20
 
 
+def _open(path: str):
+    """A local file through Python's own reader (TensorFlow's GFile reads one about 5x slower), anything else
+    (gs://, ...) through GFile."""
+    return tf.io.gfile.GFile(path, "rb") if "://" in path else open(path, "rb")  # noqa: SIM115
+
+
 def file_records(path: str) -> int:
     """The records in an uncompressed TFRecord file (local or gs://), from the record lengths alone.
 
@@ -180,7 +186,7 @@ def file_records(path: str) -> int:
     """
     count, start = 0, 0  # start: the last record's offset in the file
     data, offset, position = b"", 0, 0  # unparsed bytes, their offset in the file, the next record's start in them
-    with tf.io.gfile.GFile(path, "rb") as f:
+    with _open(path) as f:
         while chunk := f.read(_READ_BYTES):
             kept = min(position, len(data))  # a record's data may run past the chunk: skip into the next
             data, offset, position = data[kept:] + chunk, offset + kept, position - kept
@@ -200,7 +206,7 @@ def first_records(path: str, count: int) -> Optional[List[bytes]]:
     file, the first time more). None when the framing or a CRC does not hold there: the caller then reads the
     file with TensorFlow, whose error describes the fault."""
     found: List[bytes] = []
-    with tf.io.gfile.GFile(path, "rb") as f:
+    with _open(path) as f:
         while len(found) < count:
             head = f.read(_HEADER_BYTES)
             if len(head) < _HEADER_BYTES:  # as TensorFlow's reader: too few bytes for a header end the file
