@@ -65,10 +65,13 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
         return None
 
     def after_run(self, run_context, run_values) -> None:
+        now = self._clock()
+        if self._summary_dir is None and not self._progress.due(now):
+            return  # nothing to write: no second session.run (a user model on CPU runs one step per run)
         # The step is read after the run: fetched with the train op, it could be the value before the run's
         # steps (a loop of them, on a TPU and on CPU). TPUEstimator's own stop hook reads it the same way.
         values = run_context.session.run(self._fetches)
-        step, now = int(values["step"]), self._clock()
+        step = int(values["step"])
         if step <= self._progress.start_step:
             return
         scalars = {"steps_per_second": self._progress.steps_per_second(step, now)}
