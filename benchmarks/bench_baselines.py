@@ -433,6 +433,7 @@ def main() -> None:
         import bench_profile
 
         root = args.workdir or tempfile.mkdtemp(prefix="bench-profile-")
+        os.makedirs(root, exist_ok=True)
         return bench_profile.main_profile(make_data(root, args.rows), args.models, args.steps)
     main_table(args)
 

@@ -131,3 +131,19 @@ def test_a_scalar_columns_values_keep_their_type(tmp_path):
     assert records.read_column([path], spec.feature("w")) == [0.25, 1.5]
     assert records.read_column([path], spec.feature("n")) == [3, -2]
     assert [type(v) for v in records.read_column([path], spec.feature("n"))] == [int, int]
+
+
+def test_float32_predictions_are_their_shortest_text_for_every_bit_pattern_and_shape():
+    """The native conversion gives what a per-value shortest float32 format gives, over random bit patterns
+    (subnormals and extremes included), in every shape; non-finite values keep the per-value path."""
+    patterns = np.random.default_rng(5).integers(0, 2**32, 200_000, dtype=np.uint64).astype(np.uint32)
+    values = patterns.view(np.float32)
+    values = values[np.isfinite(values)]
+    per_value = [float(np.format_float_scientific(v, unique=True)) for v in values]
+    native = records.as_json_value(values)
+    assert [repr(v) for v in native] == [repr(v) for v in per_value]
+    assert records.as_json_value(values[:6].reshape(2, 3)) == [per_value[:3], per_value[3:6]]
+    assert records.as_json_value(np.zeros((2, 0), np.float32)) == [[], []]
+    assert repr(records.as_json_value(np.float32(-0.0))) == "-0.0"
+    with_nan = records.as_json_value(np.array([0.1, np.nan, np.inf], np.float32))
+    assert with_nan[0] == 0.1 and np.isnan(with_nan[1]) and with_nan[2] == float("inf")
