@@ -629,7 +629,7 @@ def print_table(rows: List[Row], notes: List[str], sizes: Sizes, started: float)
         print(f"- {note}")
     load = os.getloadavg()
     print(
-        f"- rounds {sizes.rounds}, cores {os.cpu_count()}, "
+        f"- rounds {sizes.rounds} ([byom] {sizes.byom_rounds}), cores {os.cpu_count()}, "
         f"load average now {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}, "
         f"wall time {(time.perf_counter() - started) / 60:.1f} min"
     )
