@@ -12,7 +12,7 @@ import logging
 import re
 import sys
 import time
-from typing import IO, Callable, Optional
+from typing import IO, Callable, Optional, Tuple
 
 log = logging.getLogger("estimator_lib.progress")
 
@@ -104,7 +104,9 @@ class TrainingProgress:
     """The progress of one training stage, over all its `train()` calls and validation rounds.
 
     The rate is measured over the stage's wall time since `started`: it includes checkpoint saves and the set-up
-    of each round's `train()` call (graph, session, restore), which recur with the steps. Validation is timed on
+    of each round's `train()` call (graph, session, restore), which recur with the steps. The ETA's rate counts
+    from the first step measured in the stage (`measured`) once a later one is, so the stage's one-time start is
+    not extrapolated over the steps left. Validation is timed on
     its own (`validated`), because it recurs with the rounds: the ETA is the budget's remaining steps at the
     training wall rate plus the validations still to come at their measured mean cost. With early stopping it
     also says the soonest step at which the stage can stop (after `patience` rounds without an improvement).
@@ -130,6 +132,12 @@ class TrainingProgress:
     validation_seconds: float = 0.0
     rounds_since_best: int = 0
     last_line: Optional[float] = None
+    first_measured: Optional[Tuple[int, float, float]] = None  # (step, time, validation seconds then)
+
+    def measured(self, step: int, now: float) -> None:
+        """Records a step read after a run; the first one in the stage anchors the ETA's rate (`eta`)."""
+        if self.first_measured is None and step > self.start_step:
+            self.first_measured = (step, now, self.validation_seconds)
 
     def validated(self, seconds: float, improved: bool) -> None:
         """Records one validation round: its wall time and whether it improved the best loss."""
@@ -155,6 +163,12 @@ class TrainingProgress:
         until = self.budget if until is None else until
         trained = step - self.start_step
         training_seconds = now - self.started - self.validation_seconds
+        if self.first_measured is not None and step > self.first_measured[0]:
+            # From the first measured step on: the steps and round set-ups that recur, not the stage's one-time
+            # start (the process's first graph, session and execution), which would inflate a short stage's ETA.
+            first_step, first_time, validated_then = self.first_measured
+            trained = step - first_step
+            training_seconds = now - first_time - (self.validation_seconds - validated_then)
         if trained <= 0 or training_seconds <= 0:
             return None
         per_validation = self.validation_seconds / self.validations if self.validations else 0.0

@@ -74,6 +74,7 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
         step = int(values["step"])
         if step <= self._progress.start_step:
             return
+        self._progress.measured(step, now)
         scalars = {"steps_per_second": self._progress.steps_per_second(step, now)}
         if "learning_rate" in values:
             scalars["learning_rate"] = float(values["learning_rate"])

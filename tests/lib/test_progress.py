@@ -87,6 +87,22 @@ def test_eta_is_the_steps_left_at_the_training_wall_rate_plus_the_validations_le
     assert resumed.eta(400, 120.0) == 60.0  # a resumed stage's rate counts its own steps only
 
 
+def test_the_eta_counts_from_the_first_measured_step_not_the_stages_one_time_start():
+    """The first round took 10 s to its first 100 steps (the process's first graph, session and execution); the
+    next 200 steps took 2 s, plus a 1 s validation. 700 steps left at 100 steps/s: 7 s, and the 8 validations at
+    300..1000 at their mean cost (1 s): 8 s; extrapolating from the stage's start would say 28 + 8 s."""
+    progress = TrainingProgress(budget=1000, batch_size=8, start_step=0, started=0.0, round_steps=100)
+    progress.measured(100, 10.0)
+    assert progress.eta(100, 10.0) == 900 * 10.0 / 100 + 10 * 0.0  # one step measured: the stage's rate
+    progress.validated(1.0, improved=True)
+    progress.measured(300, 13.0)  # a later step does not move the anchor
+    assert progress.eta(300, 13.0) == 7.0 + 8 * 1.0
+    resumed = TrainingProgress(budget=1000, batch_size=8, start_step=200, started=0.0)
+    resumed.measured(200, 1.0)  # no step trained yet in this stage: not an anchor
+    resumed.measured(300, 5.0)
+    assert resumed.eta(500, 7.0) == 500 * 2.0 / 200
+
+
 def test_early_stopping_gives_the_soonest_stop_and_its_eta():
     progress = TrainingProgress(
         budget=1000, batch_size=10, start_step=0, started=0.0, round_steps=100, patience=3, every_seconds=5
