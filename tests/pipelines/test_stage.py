@@ -79,7 +79,7 @@ def alive(pid: int) -> bool:
 def wait_gone(pid: int, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        with contextlib.suppress(FileNotFoundError):
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):  # gone, or reaped while /proc was read
             if alive(pid):
                 time.sleep(0.05)
                 continue
