@@ -46,6 +46,8 @@ class TPUSettings(JsonConfig):
       eval_on_tpu: run evaluation on the TPU too (needs fixed steps and padded batches, which we provide).
       strict: before running, build the graphs the TPU would run and reject what a TPU would refuse
         (`estimator_lib.strict`). On in tests and local pipeline runs; costs a few seconds.
+      strict_accept: strict-mode findings accepted by name, "RULE:WHERE" with shell wildcards (e.g.
+        "cross-shard:*"): a matching finding is reported and recorded, and does not block (docs/strict_mode.md).
     """
 
     use_tpu: bool = False
@@ -57,8 +59,16 @@ class TPUSettings(JsonConfig):
     per_host_input: str = PER_HOST_V2
     eval_on_tpu: bool = True
     strict: bool = False
+    strict_accept: Tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "strict_accept", tuple(self.strict_accept))
+        bad = [p for p in self.strict_accept if not isinstance(p, str) or ":" not in p or not all(p.split(":", 1))]
+        require(
+            not bad,
+            f"tpu.strict_accept={list(self.strict_accept)}: {bad[0] if bad else ''!r} is not 'RULE:WHERE' "
+            "(e.g. 'cross-shard:*'); the rule and where come from the finding's own line",
+        )
         positive_int("tpu", "num_cores", self.num_cores)
         positive_int("tpu", "iterations_per_loop", self.iterations_per_loop)
         require(
@@ -246,6 +256,8 @@ class ModelConfig(JsonConfig):
         above do not apply to it.
       code: where the user's code is (`--code`): a local folder (put first on the import path), or the staged
         wheel of one (a local or gs:// .whl, `tpu_pipeline_user_code-0+<fingerprint>`); None: installed.
+      input_fn: the user's own training input_fn, "package.module:function" (`--input-fn`), called as TPUEstimator
+        calls it (`params['batch_size']` per shard); None: the training input is built from the feature spec.
     """
 
     family: str = "dnn"
@@ -257,6 +269,7 @@ class ModelConfig(JsonConfig):
     hparams: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     model_fn: Optional[str] = None
     code: Optional[str] = None
+    input_fn: Optional[str] = None
 
     def __post_init__(self) -> None:
         require(
@@ -284,8 +297,15 @@ class ModelConfig(JsonConfig):
             f"model.model_fn={self.model_fn!r} must be 'package.module:function', e.g. my_model.model:model_fn",
         )
         require(self.code is None or bool(self.code), "model.code is empty; give your code's folder or null")
+        require(
+            self.input_fn is None or _is_reference(self.input_fn),
+            f"model.input_fn={self.input_fn!r} must be 'package.module:function', e.g. my_model.data:input_fn",
+        )
         if self.model_fn is None:
             require(self.code is None, f"model.code={self.code!r} is set without model.model_fn (--model-fn)")
+            require(
+                self.input_fn is None, f"model.input_fn={self.input_fn!r} is set without model.model_fn (--model-fn)"
+            )
             return
         reserved = sorted(set(self.hparams) & set(RESERVED_PARAMS))
         require(

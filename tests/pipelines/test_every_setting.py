@@ -61,6 +61,8 @@ VALID: dict[str, tuple[list[str], Any]] = {
     "model.hparams": (['model.hparams={"depth": 3}'], {"depth": 3}),
     "model.model_fn": (USER_MODEL, "digits_cnn.model:model_fn"),
     "model.code": ([*USER_MODEL, "model.code=/code"], "/code"),
+    "model.input_fn": ([*USER_MODEL, "model.input_fn=digits_cnn.data:input_fn"], "digits_cnn.data:input_fn"),
+    "tpu.strict_accept": (["tpu.strict_accept=cross-shard:*"], ("cross-shard:*",)),
     "prepare.feature_spec": (USER_MODEL, "gs://bucket/feature_spec.json"),
     "prepare.eval_data": ([*USER_MODEL, "prepare.eval_data=gs://bucket/eval.tfrecord"], ("gs://bucket/eval.tfrecord",)),
     "blessing.directions": ([*USER_MODEL, 'blessing.directions={"nll": "lower"}'], {"nll": "lower"}),
@@ -126,6 +128,8 @@ INVALID: dict[str, str] = {
     "model.hparams": "[1, 2]",
     "model.model_fn": "digits_cnn.model",
     "model.code": "",
+    "model.input_fn": "digits_cnn.data",
+    "tpu.strict_accept": "cross-shard",
     "prepare.feature_spec": "spec.json",  # without a model_fn
     "prepare.eval_data": "eval.tfrecord",  # without a feature spec
     "blessing.directions": '{"nll": "up"}',
