@@ -42,7 +42,7 @@ from estimator_lib.config.base import (
 from estimator_lib.config.beam import BEAM, INPROCESS, BeamConfig, check_engine
 from estimator_lib.config.blessing import BlessingConfig
 from estimator_lib.config.feature_spec import FeatureSpec, FeatureSpecError
-from estimator_lib.config.job import TASKS, JobConfig
+from estimator_lib.config.job import TASKS, USER_UNREAD_TRAINING, JobConfig
 from estimator_lib.config.prepare import PrepareConfig
 from estimator_lib.config.stages import EvaluateSpec, PredictSpec, PrepareSpec, StageSpecs, TrainSpec
 from estimator_lib.config.validation import ValidationConfig
@@ -178,23 +178,15 @@ class RunConfig(JsonConfig):
         """The settings a run of a user's model_fn would not read, set to other than their defaults."""
         defaults = JobConfig().training
         out = [f"prepare.{name}" for name in sorted(self.prepare_options) if name not in USER_PREPARE_OPTIONS]
-        if self.job.training.optimizer != defaults.optimizer:
-            out.append("training.optimizer")
-        if self.job.training.early_stopping != defaults.early_stopping:
-            out.append("training.early_stopping")
+        out += [
+            f"training.{name}"
+            for name in USER_UNREAD_TRAINING
+            if getattr(self.job.training, name) != getattr(defaults, name)
+        ]
         if self.validation != ValidationConfig():
             out.append("validation")
         blessing = BlessingConfig()
-        for name in (
-            "beat_trivial",
-            "confidence",
-            "reference_metric",
-            "reference_margin",
-            "bootstrap_replicates",  # no per-row outputs to resample: the metric_fn's aggregates only
-            "bootstrap_seed",
-        ):
-            if getattr(self.blessing, name) != getattr(blessing, name):
-                out.append(f"blessing.{name}")
+        out += [f"blessing.{n}" for n in USER_UNREAD_BLESSING if getattr(self.blessing, n) != getattr(blessing, n)]
         return out
 
     def _check_user_model(self) -> None:
@@ -281,12 +273,16 @@ class RunConfig(JsonConfig):
         config as a JSON object, and the hyperparameters read from the job config (a view: nothing reads them
         back)."""
         plain = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in CONFIG_PARAMETERS}
+        blessing, validation = self.blessing.to_dict(), self.validation.to_dict()
+        if self.job.model.model_fn:  # only what a user's model_fn run reads (the rest is refused off its default)
+            blessing = {k: v for k, v in blessing.items() if k not in USER_UNREAD_BLESSING}
+            validation = {}
         return {
             **plain,
             "prepare_options": without_nulls(dict(self.prepare_options)),
-            "job_config": without_nulls(self.job.to_dict()),
-            "blessing_config": without_nulls(self.blessing.to_dict()),
-            "validation_config": without_nulls(self.validation.to_dict()),
+            "job_config": without_nulls(self.job.settings_read()),
+            "blessing_config": without_nulls(blessing),
+            "validation_config": without_nulls(validation),
             "beam_options": without_nulls(self.beam.to_dict()),
             **hyperparameters(self.job),
         }
@@ -327,6 +323,21 @@ class RunConfig(JsonConfig):
         }
         return cls.from_dict(run)
 
+
+# The blessing settings a user model's run does not read: the built-in checks (trivial model, linear reference),
+# and the bootstrap (a metric_fn gives aggregates only, no per-row outputs to resample).
+USER_UNREAD_BLESSING = (
+    "beat_trivial",
+    "confidence",
+    "reference_metric",
+    "reference_margin",
+    "bootstrap_replicates",
+    "bootstrap_seed",
+)
+# A user model's blessing defaults: feature importance off (it evaluates the model once more per feature and
+# repeat, plus integrated gradients, which for an image or text model costs many times the evaluation itself);
+# `--set blessing.importance_rows=N` turns it on.
+USER_MODEL_BLESSING_DEFAULTS = {"importance_rows": None}
 
 # What a user model's run reads of the prepare options (the run's own fields aside): the rest is about raw rows.
 USER_PREPARE_OPTIONS = ("num_shards", "num_workers")
@@ -443,7 +454,8 @@ def resolve_configs(
     declared type: `training.train_steps=300`, `model.hidden_units=64,32`, `blessing.min_improvement=0.01`,
     `blessing.thresholds={"accuracy": 0.9}`, `prepare.num_shards=4`, `training.warm_start_from=null`.
     Layers, each over the one before: `JobConfig`'s defaults, `job_defaults` (dotted keys an environment
-    defaults, e.g. run-local's `tpu.strict`), the file, the overrides.
+    defaults, e.g. run-local's `tpu.strict`), the file, the overrides. A user model's run (`model.model_fn`) has
+    blessing defaults of its own, `USER_MODEL_BLESSING_DEFAULTS`, under the file and the overrides.
 
     Returns:
       {"job": JobConfig, "blessing": BlessingConfig, "prepare": dict, "validation": ValidationConfig, "beam":
@@ -456,6 +468,8 @@ def resolve_configs(
     for text in overrides:
         section, dotted, value = typed_override(text)
         set_dotted(sections[section], dotted, value, create=True)
+    if sections["job"].get("model", {}).get("model_fn"):
+        sections["blessing"] = {**USER_MODEL_BLESSING_DEFAULTS, **sections["blessing"]}
     return {
         "job": JobConfig.from_dict(sections["job"]),
         "blessing": BlessingConfig.from_dict(sections["blessing"], "blessing."),

@@ -187,6 +187,28 @@ def test_resolve_configs_routes_sections_and_overrides():
     }
 
 
+def test_a_user_model_run_has_importance_off_unless_set():
+    user = ["model.model_fn=m.model:model_fn"]
+    assert resolve_configs(None, user)["blessing"].importance_rows is None
+    assert resolve_configs(None, [*user, "blessing.importance_rows=200"])["blessing"].importance_rows == 200
+    assert resolve_configs({"blessing": {"importance_rows": 300}}, user)["blessing"].importance_rows == 300
+    assert resolve_configs(None, [])["blessing"].importance_rows == BlessingConfig().importance_rows == 1000
+
+
+def test_a_user_model_runs_view_shows_only_the_settings_it_reads():
+    user = ["model.model_fn=m.model:model_fn", 'model.hparams={"units": 8}', "training.train_steps=9"]
+    given = {"publish_root": "/p", "data": "gs://b/r.tfrecord", "label": "y", "feature_spec": "gs://b/spec.json"}
+    view = resolve_run(None, [*user, "blessing.comparison_metric=accuracy"], given).view()
+    assert sorted(view["job_config"]["model"]) == ["hparams", "model_fn"]
+    assert "optimizer" not in view["job_config"]["training"] and "early_stopping" not in view["job_config"]["training"]
+    assert view["job_config"]["training"]["train_steps"] == 9
+    assert not {"beat_trivial", "confidence", "reference_metric", "bootstrap_seed"} & set(view["blessing_config"])
+    assert view["validation_config"] == {} and "model_family" not in view
+    builtin = resolve_run(None, [], {"publish_root": "/p"}).view()
+    assert builtin["job_config"]["model"]["family"] == "dnn" and "optimizer" in builtin["job_config"]["training"]
+    assert builtin["blessing_config"]["beat_trivial"] is True and builtin["validation_config"]
+
+
 def test_resolve_configs_refuses_what_is_not_an_object():
     with pytest.raises(ConfigError, match="the config file must hold a JSON object, got list"):
         resolve_configs([1], [])
