@@ -1165,6 +1165,6 @@ def summarize(outputs: Mapping[str, Any], arguments: Mapping[str, Any]) -> dict[
             for name in ("dataset", "model", "blessing", "predictions", "exported", "publication")
         },
         # Read back through its type: metadata numbers come through KFP as floats, the config's ints stay ints.
-        "config": {**arguments, "job_config": trained_job(model.uri).to_dict()},
+        "config": {**arguments, "job_config": trained_job(model.uri).settings_read()},
         "manifests": {stage: records.manifest_uri(outputs[name].uri) for stage, name in STAGE_OUTPUTS.items()},
     }

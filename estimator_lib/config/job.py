@@ -22,6 +22,8 @@ OPTIMIZERS = ("sgd", "momentum", "adam", "adagrad", "rmsprop")
 SCHEDULES = ("constant", "exponential_decay", "cosine_decay", "linear_decay")
 BUILTIN_FAMILIES = ("linear", "dnn")
 FAMILY_FIELDS = ("family", "features", "hidden_units", "embedding_dim", "dropout", "l2")
+# The training settings a user's model_fn does not read: it builds its own optimizer, and has no validation split.
+USER_UNREAD_TRAINING = ("optimizer", "early_stopping")
 # The `params` keys TPUEstimator sets itself: no hyperparameter may take them.
 RESERVED_PARAMS = ("batch_size", "context")
 TASKS = ("classification", "regression")
@@ -372,6 +374,18 @@ class JobConfig(JsonConfig):
         ipl = self.tpu.iterations_per_loop
         epoch = math.ceil(max(num_examples, 1) / self.training.train_batch_size)
         return ipl * math.ceil(epoch / ipl)
+
+    def settings_read(self) -> dict[str, Any]:
+        """The job as a JSON object, less the settings its model does not read: a user's model_fn reads none of
+        the built-in family's fields (`FAMILY_FIELDS`), nor `USER_UNREAD_TRAINING` (they are refused at their
+        defaults' side, so nothing is lost). What a run's summary shows and compares."""
+        data = self.to_dict()
+        if self.model.model_fn:
+            for name in FAMILY_FIELDS:
+                data["model"].pop(name)
+            for name in USER_UNREAD_TRAINING:
+                data["training"].pop(name)
+        return data
 
     def with_overrides(self, overrides: Mapping[str, Any]) -> "JobConfig":
         """Returns a copy with dotted keys replaced, e.g. {"training.train_steps": 200}."""
