@@ -6,12 +6,15 @@ import dataclasses
 import math
 from typing import Mapping, Optional, Sequence, Tuple
 
+from estimator_lib import vocabulary
 from estimator_lib.config.base import ConfigError, JsonConfig
 from estimator_lib.schema import CLASSIFICATION, REGRESSION
 
-HIGHER_IS_BETTER = ("accuracy", "auc", "r2")
-LOWER_IS_BETTER = ("log_loss", "rmse", "mae")
 TASK_METRICS = {CLASSIFICATION: ("accuracy", "log_loss", "auc"), REGRESSION: ("rmse", "mae", "r2")}
+# The built-in metrics a blessing may name; their directions are the vocabulary's.
+BLESSING_METRICS = TASK_METRICS[CLASSIFICATION] + TASK_METRICS[REGRESSION]
+HIGHER_IS_BETTER = tuple(m for m in BLESSING_METRICS if vocabulary.BY_NAME[m].better == vocabulary.HIGHER)
+LOWER_IS_BETTER = tuple(m for m in BLESSING_METRICS if vocabulary.BY_NAME[m].better == vocabulary.LOWER)
 DEFAULT_COMPARISON = {CLASSIFICATION: "accuracy", REGRESSION: "rmse"}
 # Scale-free metrics, so one default margin means the same on every table.
 DEFAULT_REFERENCE_METRIC = {CLASSIFICATION: "accuracy", REGRESSION: "r2"}
@@ -21,7 +24,7 @@ class BlessingError(ConfigError):
     """The blessing configuration does not fit the task, or predictions do not cover the eval rows."""
 
 
-DIRECTIONS = ("higher", "lower")
+DIRECTIONS = (vocabulary.HIGHER, vocabulary.LOWER)
 BASELINE_TESTS = ("paired", "plain")
 MIN_REPLICATES, MAX_REPLICATES = 100, 100_000
 
