@@ -243,7 +243,8 @@ def train(
     )
     valid_fn = _validation_input_fn(valid_files, schema, num_valid_examples)
     if job.tpu.strict:  # every mode: a model that cannot predict on a TPU should not be trained for one
-        strict.check_model(job, schema, build_model_fn(schema, job), train_input_fn=input_fn, eval_input_fn=valid_fn)
+        model_fn, accept = build_model_fn(schema, job), job.tpu.strict_accept
+        strict.check_model(job, schema, model_fn, train_input_fn=input_fn, eval_input_fn=valid_fn, accept=accept)
     progress = _stage_progress(job, model_dir, count, valid_fn is not None, progress_seconds)
     if valid_fn is None:
         _train_to(job, schema, model_dir, input_fn, job.training.train_steps, progress)
@@ -396,8 +397,10 @@ def evaluate(
         raise FileNotFoundError(f"no checkpoint in {model_dir!r} to evaluate; train first")
     if job.tpu.strict:
         steps = inputs.eval_steps(count, job.training.eval_batch_size)
-        model_fn = build_model_fn(schema, job)
-        strict.check_model(job, schema, model_fn, eval_input_fn=input_fn, eval_steps=steps, modes=("eval",))
+        model_fn, accept = build_model_fn(schema, job), job.tpu.strict_accept
+        strict.check_model(
+            job, schema, model_fn, eval_input_fn=input_fn, eval_steps=steps, modes=("eval",), accept=accept
+        )
     return _evaluate(job, schema, model_dir, input_fn, checkpoint, name)
 
 

@@ -1,8 +1,9 @@
 """TPU-strict mode: build on the CPU the graphs a TPU would run, and refuse what a TPU would reject.
 
-`checks` runs the checks (`check_model`, `check_export`); `inputs` checks input functions and carries the
-simulated TPU context; `graph` checks the model graph; `xla` compiles one step with XLA on the CPU; `export`
-checks a SavedModel's TPU meta graph.
+`checks` runs the checks (`check_model`, `check_export`) into a `StrictReport` of `Finding`s (`findings`: each
+`fails`, `differs` or `note`); `inputs` checks input functions and carries the simulated TPU context; `graph`
+checks the model graph; `xla` compiles one step with XLA on the CPU; `export` checks a SavedModel's TPU meta
+graph; `user_code` names an exception the user's own model_fn raised (`ModelBuildError`).
 """
 
 from estimator_lib.strict.checks import (
@@ -11,7 +12,21 @@ from estimator_lib.strict.checks import (
     TPUStrictError,
     check_export,
     check_model,
-    config_violations,
+    config_findings,
 )
+from estimator_lib.strict.findings import DIFFERS, FAILS, NOTE, Finding
+from estimator_lib.strict.user_code import ModelBuildError
 
-__all__ = ["ALL_MODES", "StrictReport", "TPUStrictError", "check_export", "check_model", "config_violations"]
+__all__ = [
+    "ALL_MODES",
+    "DIFFERS",
+    "FAILS",
+    "NOTE",
+    "Finding",
+    "ModelBuildError",
+    "StrictReport",
+    "TPUStrictError",
+    "check_export",
+    "check_model",
+    "config_findings",
+]

@@ -13,6 +13,8 @@ from typing import List, Tuple
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 
+from estimator_lib.strict.findings import FAILS, Finding
+
 TPU_TAGS = frozenset({"serve", "tpu"})
 TPU_CALL_OP = "TPUPartitionedCall"
 EXPORT_CHECKS = (
@@ -41,24 +43,26 @@ def graph_op_types(meta_graph) -> set:
     return types
 
 
-def export_violations(export_dir: str) -> Tuple[Tuple[str, ...], List[str]]:
-    """(checks run, violation messages) for the SavedModel in `export_dir`."""
+def export_findings(export_dir: str) -> Tuple[Tuple[str, ...], List[Finding]]:
+    """(checks run, findings) for the SavedModel in `export_dir`."""
     proto = read_saved_model(export_dir)
     tag_sets = [frozenset(m.meta_info_def.tags) for m in proto.meta_graphs]
     tpu_graphs = [m for m, tags in zip(proto.meta_graphs, tag_sets) if tags == TPU_TAGS]
     if not tpu_graphs:
         found = sorted(",".join(sorted(tags)) for tags in tag_sets)
-        return EXPORT_CHECKS[:1], [
-            f"[export] SavedModel {export_dir!r} has no meta graph tagged 'serve,tpu' (found {found}): TPU serving "
-            "finds no TPU graph. Fix: export with TPUEstimator(export_to_tpu=True), as "
-            "estimator_lib.estimator.build_estimator does"
-        ]
+        message = (
+            f"SavedModel {export_dir!r} has no meta graph tagged 'serve,tpu' (found {found}): TPU serving finds no "
+            "TPU graph. Fix: export with TPUEstimator(export_to_tpu=True), as estimator_lib.estimator.build_estimator "
+            "does"
+        )
+        return EXPORT_CHECKS[:1], [Finding("export", "serve,tpu", FAILS, message)]
     if TPU_CALL_OP not in graph_op_types(tpu_graphs[0]):
-        return EXPORT_CHECKS, [
-            f"[export] the 'serve,tpu' meta graph of {export_dir!r} has no {TPU_CALL_OP} op (neither in its graph "
-            "nor in its function library): the model would run on the TPU host's CPU. Fix: export with "
+        message = (
+            f"the 'serve,tpu' meta graph of {export_dir!r} has no {TPU_CALL_OP} op (neither in its graph nor in its "
+            "function library): the model would run on the TPU host's CPU. Fix: export with "
             "export_saved_model_api_version=1, where TPUEstimator wraps the model in TPUPartitionedCall; with "
             "version 2 the model_fn must call tf.compat.v1.tpu.inference_on_tpu (or tpu.rewrite inside "
             "TPUPartitionedCall) in PREDICT mode when params['use_tpu'] is true"
-        ]
+        )
+        return EXPORT_CHECKS, [Finding("export", TPU_CALL_OP, FAILS, message)]
     return EXPORT_CHECKS, []

@@ -1,14 +1,17 @@
 """Strict-mode checks of the graph a model_fn builds for the TPU, and of its host-side functions.
 
-`build_mode_graph` calls the model_fn in a fresh graph exactly as TPUEstimator would on a TPU
-(`params={'batch_size': per-replica batch, 'use_tpu': True, 'context': ...}`, inside a TPU shard context of
-`num_replicas` shards) with placeholders of the input's static shapes. The checks then read that graph:
+`build_mode_graph` calls the model_fn in a fresh graph exactly as TPUEstimator would on a TPU (the global
+step created first; `params={'batch_size': per-replica batch, 'use_tpu': True, 'context': ...}`, inside a TPU
+shard context of `num_replicas` shards) with placeholders of the input's static shapes. The checks then read
+that graph and return `Finding`s:
 
-  * the TPU computation has static shapes and no string tensors;
+  * EVAL and PREDICT return a TPUEstimatorSpec (TPUEstimator's TPU loops refuse a plain EstimatorSpec);
+  * the TPU computation has static shapes (outputs XLA handles itself excepted) and no string tensors;
   * `host_call` and `eval_metrics` tensors keep a batch dimension (the outfeed concatenates along axis 0);
   * `metric_fn` and the `host_call` function take their tensors as arguments (they run on the host CPU);
-  * every trainable variable is updated with gradients summed across replicas (`CrossShardOptimizer`), and
-    those gradients come from `CrossShardOptimizer.compute_gradients` (which scales the loss per replica).
+  * every trainable variable is updated with gradients summed across replicas (`CrossShardOptimizer`); and
+    gradients that did not come from `CrossShardOptimizer.compute_gradients` (which scales the loss per
+    replica) are one `differs` finding: the update is the replicas' sum, not their mean.
 """
 
 from __future__ import annotations
@@ -24,23 +27,41 @@ from tensorflow.python.tpu import tpu_function, tpu_optimizer
 from tensorflow.python.util import function_utils
 
 from estimator_lib.model.calling import call_as_tpu_estimator
+from estimator_lib.strict.findings import DIFFERS, FAILS, Finding
 from estimator_lib.strict.inputs import InputInfo, SimulatedTPUContext, TPUTarget, callable_name
+from estimator_lib.strict.user_code import model_build_error, raised_by_user_code, stack_frames, user_frame
 
 ModeKeys = tf.estimator.ModeKeys
 _SKIP_SHAPE_DTYPES = (tf.resource, tf.variant)
+TPUEstimatorSpec = tf.compat.v1.estimator.tpu.TPUEstimatorSpec
+# Outputs of unknown static shape that XLA handles itself: the opaque reserve-space buffers of fused batch norm
+# (forward outputs 3-5, gradient outputs 3-4), by op type -> first such output index.
+_XLA_OPAQUE_OUTPUTS = {
+    "FusedBatchNorm": 3,
+    "FusedBatchNormV2": 3,
+    "FusedBatchNormV3": 3,
+    "FusedBatchNormGrad": 3,
+    "FusedBatchNormGradV2": 3,
+    "FusedBatchNormGradV3": 3,
+}
+# Ops whose output has their first input's shape (the gradient's zeros for an unused reserve-space output).
+_SAME_SHAPE_OPS = ("ZerosLike", "OnesLike", "Identity", "StopGradient")
 
 
 @dataclasses.dataclass
 class CrossShardRecord:
-    """Gradients seen by `CrossShardOptimizer` while the model_fn ran."""
+    """Gradients seen by `CrossShardOptimizer` while the model_fn ran, the optimizers it wrapped and the user's
+    functions that called its `apply_gradients`."""
 
     computed: List[Any] = dataclasses.field(default_factory=list)
     applied: List[Tuple[Any, Any]] = dataclasses.field(default_factory=list)
+    optimizers: List[str] = dataclasses.field(default_factory=list)
+    callers: List[str] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
 class ModeGraph:
-    """A model_fn's TPUEstimatorSpec for one mode, the graph holding it and what fed it."""
+    """A model_fn's TPUEstimatorSpec (or EstimatorSpec) for one mode, the graph holding it and what fed it."""
 
     mode: str
     graph: tf.Graph
@@ -66,6 +87,9 @@ def _watch_cross_shard(record: CrossShardRecord) -> Iterator[None]:
     def apply_gradients(self, grads_and_vars, *args, **kwargs):
         grads_and_vars = list(grads_and_vars)
         record.applied.extend((g, v) for g, v in grads_and_vars if g is not None)
+        record.optimizers.append(type(getattr(self, "_opt", self)).__name__)
+        caller = user_frame(list(stack_frames())[::-1])
+        record.callers.append(caller.function if caller else "apply_gradients")
         return apply(self, grads_and_vars, *args, **kwargs)
 
     cls.compute_gradients, cls.apply_gradients = compute_gradients, apply_gradients
@@ -93,21 +117,39 @@ def placeholders(info: InputInfo, batch: int) -> Tuple[Dict[str, tf.Tensor], Any
     return features, labels
 
 
+def tpu_params(target: TPUTarget, mode: str) -> Dict[str, Any]:
+    """The params TPUEstimator gives a model_fn on the TPU target."""
+    return {"batch_size": target.batch_sizes[mode], "use_tpu": True, "context": SimulatedTPUContext(target)}
+
+
 def call_model_fn(model_fn: Callable, mode: str, features, labels, target: TPUTarget, model_dir: str):
-    """Calls model_fn with the params, config and graph seed TPUEstimator gives it on a TPU."""
-    params = {"batch_size": target.batch_sizes[mode], "use_tpu": True, "context": SimulatedTPUContext(target)}
+    """Calls model_fn as TPUEstimator does on a TPU: in a graph holding the global step (TPUEstimator creates it
+    before it calls the model_fn, in every mode), with its params, config and graph seed."""
     config = tf.compat.v1.estimator.tpu.RunConfig(model_dir=model_dir, tf_random_seed=target.seed)
     tf.compat.v1.set_random_seed(target.seed)
+    tf.compat.v1.train.get_or_create_global_step()
     with tpu_function.tpu_shard_context(target.num_replicas):
-        return call_as_tpu_estimator(model_fn, features, labels, mode, params, config)
+        return call_as_tpu_estimator(model_fn, features, labels, mode, tpu_params(target, mode), config)
 
 
 def build_mode_graph(model_fn: Callable, mode: str, info: InputInfo, target: TPUTarget, model_dir: str) -> ModeGraph:
-    """Builds the model_fn's graph for `mode` in a fresh graph (raises what the model_fn raises)."""
+    """Builds the model_fn's graph for `mode` in a fresh graph.
+
+    Raises:
+      ModelBuildError: the user's own code raised (a KeyError, a NameError, absl's UnparsedFlagAccessError ...),
+        naming the exception, the user's file and line, and the mode.
+      Exception: what TensorFlow raised while the model_fn built its graph, unchanged.
+    """
     graph, record = tf.Graph(), CrossShardRecord()
     with graph.as_default(), _watch_cross_shard(record):
         features, labels = placeholders(info, target.batch_sizes[mode])
-        spec = call_model_fn(model_fn, mode, features, labels, target, model_dir)
+        try:
+            spec = call_model_fn(model_fn, mode, features, labels, target, model_dir)
+        except Exception as e:
+            if raised_by_user_code(e):
+                params = {k: v for k, v in tpu_params(target, mode).items() if k != "context"}
+                raise model_build_error(e, model_fn, mode, f"{params} and a TPU context") from e
+            raise
     inputs = tf.nest.flatten(features) + ([] if labels is None else tf.nest.flatten(labels))
     return ModeGraph(mode, graph, spec, inputs, record)
 
@@ -140,47 +182,101 @@ def _routes_to_assert(op: tf.Operation, seen: set) -> bool:
     return all(_only_asserted(out, seen) for out in op.outputs if out.dtype == tf.string)
 
 
-def check_graph_strings(g: ModeGraph, fn_name: str) -> List[str]:
+def check_spec(g: ModeGraph, fn_name: str) -> List[Finding]:
+    """EVAL and PREDICT: a TPUEstimatorSpec. TPUEstimator accepts a plain EstimatorSpec in TRAIN, on the CPU and
+    when it exports, but its TPU evaluation and prediction loops raise RuntimeError for one."""
+    if g.mode == ModeKeys.TRAIN or isinstance(g.spec, TPUEstimatorSpec):
+        return []
+    loop, arguments = {
+        ModeKeys.EVAL: ("evaluation", "loss=..., eval_metrics=(metric_fn, tensors)"),
+        ModeKeys.PREDICT: ("prediction", "predictions=..., export_outputs=... (the same arguments)"),
+    }[g.mode]
+    return [
+        Finding(
+            "spec",
+            g.mode,
+            FAILS,
+            f"{g.mode} model_fn {fn_name} returned a {type(g.spec).__name__}, not a TPUEstimatorSpec: TPUEstimator "
+            f"accepts it on the CPU and when exporting, but its TPU {loop} loop raises RuntimeError ('estimator_spec "
+            f"used by TPU {loop} must have type TPUEstimatorSpec'). Fix: return "
+            f"tf.compat.v1.estimator.tpu.TPUEstimatorSpec(mode, {arguments})",
+        )
+    ]
+
+
+def check_graph_strings(g: ModeGraph, fn_name: str) -> List[Finding]:
     """No tensor of the model graph is a string: strings cannot exist inside a TPU computation (the messages of
     asserts excepted)."""
     return [
-        f"{g.mode} model_fn {fn_name}: op {op.name!r} ({op.type}) makes string tensor {t.name!r} inside the TPU "
-        "computation. Fix: do string work on the host, in the input pipeline (estimator_lib.model.transform), and "
-        "summaries through host_call"
+        Finding(
+            "dtype",
+            op.name,
+            FAILS,
+            f"{g.mode} model_fn {fn_name}: op {op.name!r} ({op.type}) makes string tensor {t.name!r} inside the TPU "
+            "computation. Fix: do string work on the host, in the input pipeline (estimator_lib.model.transform), "
+            "and summaries through host_call",
+        )
         for op in _model_ops(g)
         for t in op.outputs
         if t.dtype == tf.string and not _only_asserted(t)
     ]
 
 
-def check_graph_shapes(g: ModeGraph, fn_name: str) -> List[str]:
-    """No tensor of the model graph has a dynamic shape: XLA compiles static shapes only."""
+def _xla_handled(t: tf.Tensor) -> bool:
+    """An output of unknown static shape that XLA handles itself (fused batch norm's reserve space), or a tensor
+    shaped like one (the gradient's zeros for it)."""
+    op = t.op
+    if op.type in _SAME_SHAPE_OPS and op.inputs:
+        return _xla_handled(op.inputs[0])
+    first = _XLA_OPAQUE_OUTPUTS.get(op.type)
+    return first is not None and t.value_index >= first
+
+
+def check_graph_shapes(g: ModeGraph, fn_name: str) -> List[Finding]:
+    """No tensor of the model graph has a dynamic shape (XLA compiles static shapes only), except the outputs XLA
+    sizes itself (`_XLA_OPAQUE_OUTPUTS`)."""
     return [
-        f"{g.mode} model_fn {fn_name}: op {op.name!r} ({op.type}) makes tensor {t.name!r} of dynamic shape "
-        f"{t.shape}: XLA compiles static shapes only. Fix: keep shapes fixed (use masks and weights instead of "
-        "tf.boolean_mask/tf.where/tf.unique, and constant sizes in reshapes)"
+        Finding(
+            "static-shape",
+            op.name,
+            FAILS,
+            f"{g.mode} model_fn {fn_name}: op {op.name!r} ({op.type}) makes tensor {t.name!r} of dynamic shape "
+            f"{t.shape}: XLA compiles static shapes only. Fix: keep shapes fixed (use masks and weights instead of "
+            "tf.boolean_mask/tf.where/tf.unique, and constant sizes in reshapes)",
+        )
         for op in _model_ops(g)
         for t in op.outputs
-        if t.dtype not in _SKIP_SHAPE_DTYPES and t.dtype != tf.string and not t.shape.is_fully_defined()
+        if t.dtype not in _SKIP_SHAPE_DTYPES
+        and t.dtype != tf.string
+        and not t.shape.is_fully_defined()
+        and not _xla_handled(t)
     ]
 
 
-def check_predictions(g: ModeGraph, fn_name: str, batch: int) -> List[str]:
+def check_predictions(g: ModeGraph, fn_name: str, batch: int) -> List[Finding]:
     """PREDICT: every prediction keeps a static batch dimension (TPUEstimator's own rule on a TPU)."""
     predictions = g.spec.predictions
     if not isinstance(predictions, dict):
         return [
-            f"predict model_fn {fn_name}: TPUEstimatorSpec.predictions is {type(predictions).__name__}; a TPU "
-            "needs a dict of batch-major tensors. Fix: return {'name': tensor [batch, ...]}"
-        ]
-    out = []
-    for key, t in sorted(predictions.items()):
-        if t.shape.rank in (None, 0) or t.shape[0] != batch:
-            out.append(
-                f"predict model_fn {fn_name}: predictions[{key!r}] {t.name!r} has shape {t.shape}, expected "
-                f"static [{batch}, ...]: TPU predictions are outfed per row. Fix: keep the batch dimension"
+            Finding(
+                "static-shape",
+                "predictions",
+                FAILS,
+                f"predict model_fn {fn_name}: {type(g.spec).__name__}.predictions is {type(predictions).__name__}; a "
+                "TPU needs a dict of batch-major tensors. Fix: return {'name': tensor [batch, ...]}",
             )
-    return out
+        ]
+    return [
+        Finding(
+            "static-shape",
+            f"predictions/{key}",
+            FAILS,
+            f"predict model_fn {fn_name}: predictions[{key!r}] {t.name!r} has shape {t.shape}, expected "
+            f"static [{batch}, ...]: TPU predictions are outfed per row. Fix: keep the batch dimension",
+        )
+        for key, t in sorted(predictions.items())
+        if t.shape.rank in (None, 0) or t.shape[0] != batch
+    ]
 
 
 def _call_tensors(call) -> List[Tuple[str, tf.Tensor]]:
@@ -194,25 +290,28 @@ def _call_tensors(call) -> List[Tuple[str, tf.Tensor]]:
     return [(names[i] if i < len(names) else f"#{i}", t) for i, t in enumerate(tensors)]
 
 
-def check_outfeed(g: ModeGraph, name: str, call, batch: Optional[int]) -> List[str]:
+def check_outfeed(g: ModeGraph, name: str, call, batch: Optional[int]) -> List[Finding]:
     """`host_call`/`eval_metrics` tensors: static, rank >= 1, and (eval_metrics) batch-major."""
     out = []
     for arg, t in _call_tensors(call):
         where = f"{g.mode} {name} argument {arg!r} (tensor {getattr(t, 'name', t)!r}, shape {t.shape})"
         if t.shape.rank == 0:
-            out.append(
+            message = (
                 f"{where} is a scalar: all tensors outfed from a TPU must keep a batch dimension (they are "
                 "concatenated across replicas along axis 0). Fix: pass a rank >= 1 tensor, e.g. "
                 "tf.reshape(x, [1]) for a host_call value, or the per-example tensor [batch] for a metric"
             )
         elif not t.shape.is_fully_defined():
-            out.append(f"{where} has a dynamic shape: the TPU outfeed needs static shapes. Fix: keep shapes fixed")
+            message = f"{where} has a dynamic shape: the TPU outfeed needs static shapes. Fix: keep shapes fixed"
         elif batch is not None and t.shape[0] != batch:
-            out.append(
+            message = (
                 f"{where} is not batch-major: its first dimension must be the replica batch {batch}, or it "
                 "does not line up with the labels once replicas are concatenated. Fix: pass per-example "
                 "tensors [batch, ...] and reduce inside metric_fn"
             )
+        else:
+            continue
+        out.append(Finding("outfeed", f"{name}/{arg}", FAILS, message))
     return out
 
 
@@ -266,7 +365,7 @@ def _host_placeholders(call, num_replicas: int):
     return tf.nest.map_structure(make, tensors)
 
 
-def check_host_fn(g: ModeGraph, name: str, call, num_replicas: int) -> List[str]:
+def check_host_fn(g: ModeGraph, name: str, call, num_replicas: int) -> List[Finding]:
     """The host function takes its tensors as arguments: no model-graph tensor is captured, and it builds
     in a graph of its own from fresh tensors, as it does on the TPU host."""
     fn = call[0]
@@ -274,9 +373,14 @@ def check_host_fn(g: ModeGraph, name: str, call, num_replicas: int) -> List[str]
     captured = captured_graph_objects(fn)
     if captured:
         return [
-            f"{g.mode} {name} function {fn_name} closes over model-graph tensor {getattr(obj, 'name', obj)!r} (as "
-            f"{python_name!r}): it runs on the host CPU, outside the TPU computation, and cannot reach TPU tensors. "
-            f"Fix: add the tensor to {name}[1] and take it as an argument of {fn_name}"
+            Finding(
+                "host-fn",
+                fn_name,
+                FAILS,
+                f"{g.mode} {name} function {fn_name} closes over model-graph tensor {getattr(obj, 'name', obj)!r} (as "
+                f"{python_name!r}): it runs on the host CPU, outside the TPU computation, and cannot reach TPU "
+                f"tensors. Fix: add the tensor to {name}[1] and take it as an argument of {fn_name}",
+            )
             for python_name, obj in captured
         ]
     with tf.Graph().as_default() as host_graph:
@@ -284,18 +388,20 @@ def check_host_fn(g: ModeGraph, name: str, call, num_replicas: int) -> List[str]
         try:
             results = fn(**args) if isinstance(args, dict) else fn(*args)
         except Exception as e:  # noqa: BLE001 - any failure here is what a TPU host would hit
-            return [
+            message = (
                 f"{g.mode} {name} function {fn_name} fails on the host when given fresh tensors "
-                f"({type(e).__name__}: {str(e).splitlines()[0]}). Fix: take every tensor it needs as an argument "
-                f"listed in {name}[1]; do not use tensors of the model graph"
-            ]
+                f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}). Fix: take every tensor it needs "
+                f"as an argument listed in {name}[1]; do not use tensors of the model graph"
+            )
+            return [Finding("host-fn", fn_name, FAILS, message)]
     foreign = [x for x in tf.nest.flatten(results) if getattr(x, "graph", host_graph) is not host_graph]
     if foreign:
-        return [
+        message = (
             f"{g.mode} {name} function {fn_name} fails on the host when given fresh tensors: it builds "
             f"{foreign[0].name!r} in the model graph, so it reaches model-graph tensors it was not given. Fix: "
             f"take every tensor it needs as an argument listed in {name}[1]"
-        ]
+        )
+        return [Finding("host-fn", fn_name, FAILS, message)]
     return []
 
 
@@ -345,29 +451,57 @@ def _tensor_ops(t: Any) -> List[tf.Operation]:
     return [t.op]
 
 
-def check_cross_shard(g: ModeGraph, fn_name: str) -> List[str]:
-    """TRAIN: trainable variables are updated with gradients summed across replicas by CrossShardOptimizer,
-    and the gradients it applies are derived from its own compute_gradients."""
+def check_cross_shard(g: ModeGraph, fn_name: str, num_replicas: int) -> List[Finding]:
+    """TRAIN: trainable variables are updated with gradients summed across replicas by CrossShardOptimizer
+    (`fails` for each variable without, as each replica would train its own copy); gradients it applies that
+    its own compute_gradients did not scale are one `differs` finding (the update sums the replicas' gradients)."""
     summed = _descendants([op for op in g.graph.get_operations() if op.type == "CrossReplicaSum"])
-    out = []
-    for variable, op in _variable_updates(g):
-        if not any(t.op in summed for t in op.inputs[1:]):
-            out.append(
-                f"train model_fn {fn_name}: variable {variable.op.name!r} is updated by {op.name!r} ({op.type}) with "
-                "a gradient not summed across TPU replicas (no CrossReplicaSum): each replica would train its own "
-                "copy. Fix: when params['use_tpu'], wrap the optimizer in tf.compat.v1.tpu.CrossShardOptimizer and "
-                "apply every gradient through it"
-            )
-    computed = {op for t in g.cross_shard.computed for op in _tensor_ops(t)}
-    for grad, variable in g.cross_shard.applied:
-        if not computed & _ancestors(_tensor_ops(grad), control=False):
-            out.append(
-                f"train model_fn {fn_name}: the gradient of {variable.op.name!r} passed to "
-                "CrossShardOptimizer.apply_gradients was computed outside CrossShardOptimizer.compute_gradients, "
-                "which scales the loss by 1/num_replicas: on a TPU the update would be num_replicas times too "
-                "large. Fix: grads_and_vars = optimizer.compute_gradients(loss) with the CrossShardOptimizer"
-            )
+    out = [
+        Finding(
+            "cross-shard",
+            variable.op.name,
+            FAILS,
+            f"train model_fn {fn_name}: variable {variable.op.name!r} is updated by {op.name!r} ({op.type}) with a "
+            "gradient not summed across TPU replicas (no CrossReplicaSum): each replica would train its own copy. "
+            "Fix: when params['use_tpu'], wrap the optimizer in tf.compat.v1.tpu.CrossShardOptimizer and apply "
+            "every gradient through it",
+        )
+        for variable, op in _variable_updates(g)
+        if not any(t.op in summed for t in op.inputs[1:])
+    ]
+    unscaled = _unscaled_gradients(g.cross_shard)
+    if unscaled:
+        out.append(_summed_not_averaged(g.cross_shard, unscaled, fn_name, num_replicas))
     return out
+
+
+def _unscaled_gradients(record: CrossShardRecord) -> List[str]:
+    """Variables whose gradient reached CrossShardOptimizer.apply_gradients without its compute_gradients."""
+    computed = {op for t in record.computed for op in _tensor_ops(t)}
+    return [
+        variable.op.name
+        for grad, variable in record.applied
+        if not computed & _ancestors(_tensor_ops(grad), control=False)
+    ]
+
+
+def _summed_not_averaged(record: CrossShardRecord, unscaled: List[str], fn_name: str, replicas: int) -> Finding:
+    """The one `differs` finding for gradients CrossShardOptimizer sums without having scaled the loss."""
+    callers = sorted(set(record.callers)) or ["apply_gradients"]
+    optimizers = ", ".join(sorted(set(record.optimizers)))
+    return Finding(
+        "cross-shard",
+        callers[0],
+        DIFFERS,
+        f"train model_fn {fn_name}: {len(unscaled)} of the {len(record.applied)} gradients passed to "
+        f"CrossShardOptimizer.apply_gradients (by {', '.join(callers)}; optimizer {optimizers}; e.g. "
+        f"{unscaled[0]!r}) were not computed by CrossShardOptimizer.compute_gradients (e.g. tf.gradients), so "
+        f"the loss is not scaled by 1/num_replicas as compute_gradients does: on {replicas} replicas the update "
+        f"applies the SUM of the shards' gradients, not their mean. Harmless for scale-invariant Adam-type "
+        f"optimizers (Adam, AdamW, LAMB); with SGD or momentum each step is {replicas} times too large. Fix: "
+        "grads_and_vars = optimizer.compute_gradients(loss) with the CrossShardOptimizer, or divide the loss by "
+        "params['context'].num_replicas before taking its gradients",
+    )
 
 
 def temporary_model_dir() -> tempfile.TemporaryDirectory:

@@ -4,8 +4,8 @@ Runs on the host CPU, builds no model. Each input_fn is called in a fresh graph 
 would pass under PER_HOST_V2 (the per-replica batch size and a `context` describing the slice), so a local
 run with `use_tpu=False` sees the same shapes, dtypes and cardinality the TPU job will.
 
-Every check returns a list of violation messages (empty when the input is fine); `estimator_lib.strict`
-gathers them into one report.
+Every check returns a list of `Finding`s (empty when the input is fine); `estimator_lib.strict` gathers them
+into one report.
 """
 
 from __future__ import annotations
@@ -20,11 +20,13 @@ from estimator_lib.config import JobConfig
 from estimator_lib.data.example_keys import KEY_BYTES_FEATURE
 from estimator_lib.data.example_keys import WIDTH as KEY_WIDTH
 from estimator_lib.schema import CLASSIFICATION, INDEX_FEATURE, NUMERIC, PADDING_FEATURE, Schema
+from estimator_lib.strict.findings import FAILS, NOTE, Finding
 
 ModeKeys = tf.estimator.ModeKeys
 # Cores fed by one TPU host (v2/v3/v4 slices); a slice with more cores has several hosts, each calling input_fn.
 CORES_PER_HOST = 8
-# Dtypes a TPU infeed takes. int64 has no TPU support in most ops, float64 none at all, strings never.
+# Dtypes a TPU infeed takes. int64 runs, but slowly or not at all in some ops (a note); float64 has no TPU
+# support at all and strings never enter a TPU computation (both fail).
 TPU_INPUT_DTYPES = (tf.float32, tf.bfloat16, tf.float16, tf.int32, tf.uint8, tf.bool)
 _DTYPE_FIX = {
     tf.string: "convert it on the host in the input pipeline (a vocabulary lookup or hash to int32 ids, as "
@@ -115,22 +117,33 @@ def schema_input(schema: Schema, mode: str, batch: int) -> InputInfo:
     return InputInfo(features, spec([batch], label_dtype, name="label"), None)
 
 
-def call_input_fn(input_fn: Callable, target: TPUTarget, mode: str) -> Tuple[Optional[InputInfo], List[str]]:
+def call_input_fn(input_fn: Callable, target: TPUTarget, mode: str) -> Tuple[Optional[InputInfo], List[Finding]]:
     """Calls `input_fn` in a fresh graph as the TPU target would; returns its specs and cardinality."""
-    where = f"{mode} input_fn {callable_name(input_fn)}"
+    name = callable_name(input_fn)
+    where = f"{mode} input_fn {name}"
     graph = tf.Graph()
     with graph.as_default():
         try:
             dataset = input_fn(input_params(target, mode))
         except Exception as e:  # noqa: BLE001 - any failure here is a finding to report, not to hide
             return None, [
-                f"{where} raised {type(e).__name__}: {e}. Fix: it must build with the TPU params "
-                f"{{'batch_size': {target.batch_sizes[mode]}, 'context': TPUContext}}"
+                Finding(
+                    "input",
+                    name,
+                    FAILS,
+                    f"{where} raised {type(e).__name__}: {e}. Fix: it must build with the TPU params "
+                    f"{{'batch_size': {target.batch_sizes[mode]}, 'context': TPUContext}}",
+                )
             ]
         if not isinstance(dataset, tf.data.Dataset):
             return None, [
-                f"{where} returned {type(dataset).__name__}, not a tf.data.Dataset: PER_HOST_V2 "
-                "input on a TPU needs a Dataset. Fix: return the Dataset itself"
+                Finding(
+                    "input",
+                    name,
+                    FAILS,
+                    f"{where} returned {type(dataset).__name__}, not a tf.data.Dataset: PER_HOST_V2 input on a TPU "
+                    "needs a Dataset. Fix: return the Dataset itself",
+                )
             ]
         cardinality = tf.data.experimental.cardinality(dataset)
         with tf.compat.v1.Session(graph=graph) as session:
@@ -150,72 +163,91 @@ def callable_name(fn: Callable) -> str:
     return getattr(fn, "__qualname__", None) or type(fn).__name__
 
 
-def _specs(info: InputInfo) -> List[Tuple[str, Any]]:
-    named = [(f"feature {key!r}", spec) for key, spec in sorted(info.features.items())]
+def _specs(info: InputInfo) -> List[Tuple[str, str, Any]]:
+    """(how a message names it, its short name, spec) for every feature and label."""
+    named = [(f"feature {key!r}", key, spec) for key, spec in sorted(info.features.items())]
     if info.labels is not None:
         labels = info.labels if isinstance(info.labels, dict) else {"": info.labels}
-        named += [(f"label {key!r}" if key else "the label", spec) for key, spec in sorted(labels.items())]
+        named += [
+            (f"label {key!r}" if key else "the label", f"label/{key}" if key else "label", spec)
+            for key, spec in sorted(labels.items())
+        ]
     return named
 
 
-def check_static_shapes(info: InputInfo, mode: str, batch: int, replicas: int) -> List[str]:
+def check_static_shapes(info: InputInfo, mode: str, batch: int, replicas: int) -> List[Finding]:
     """Every feature and label is a dense tensor of static shape whose first dimension is the replica batch."""
     out, global_batch = [], batch * replicas
-    for what, spec in _specs(info):
+    for what, name, spec in _specs(info):
         where = f"{mode} input: {what}"
         if not isinstance(spec, tf.TensorSpec):
-            out.append(
+            message = (
                 f"{where} is a {type(spec).__name__}: a TPU infeed takes dense tensors only. Fix: "
                 "densify it in the input pipeline (tf.sparse.to_dense / ragged.to_tensor with a fixed shape)"
             )
         elif not spec.shape.is_fully_defined() or spec.shape.rank == 0 or spec.shape[0] != batch:
-            out.append(
+            message = (
                 f"{where} has shape {spec.shape}, expected static [{batch}, ...]: the TPU compiles one fixed "
                 f"shape and each replica gets {batch} rows (batch {global_batch} / {replicas} replicas). Fix: "
                 "batch with drop_remainder=True using params['batch_size'], and give every other dimension a "
                 "fixed size (pad or truncate)"
             )
+        else:
+            continue
+        out.append(Finding("static-shape", name, FAILS, message))
     return out
 
 
-def check_dtypes(info: InputInfo, mode: str) -> List[str]:
-    """No string, int64 or float64 tensor enters the TPU computation."""
+def check_dtypes(info: InputInfo, mode: str) -> List[Finding]:
+    """No string or float64 tensor enters the TPU computation (fails); an int64 one gets a note with the cast."""
     out = []
-    for what, spec in _specs(info):
+    for what, name, spec in _specs(info):
         dtype = getattr(spec, "dtype", None)
-        if dtype is not None and dtype not in TPU_INPUT_DTYPES:
-            fix = _DTYPE_FIX.get(dtype, "convert it to float32 or int32 in the input pipeline")
-            out.append(f"{mode} input: {what} is {dtype.name}, which cannot enter a TPU computation. Fix: {fix}")
+        if dtype is None or dtype in TPU_INPUT_DTYPES:
+            continue
+        fix = _DTYPE_FIX.get(dtype, "convert it to float32 or int32 in the input pipeline")
+        if dtype == tf.int64:
+            message = (
+                f"{mode} input: {what} is int64: a TPU emulates 64-bit integers (slowly) and a few ops refuse "
+                f"them. Advice: {fix}"
+            )
+            out.append(Finding("dtype", name, NOTE, message))
+        else:
+            message = f"{mode} input: {what} is {dtype.name}, which cannot enter a TPU computation. Fix: {fix}"
+            out.append(Finding("dtype", name, FAILS, message))
     return out
 
 
-def check_finite(info: InputInfo, mode: str, needed: Optional[int], target: TPUTarget, fn_name: str) -> List[str]:
+def check_finite(info: InputInfo, mode: str, needed: Optional[int], target: TPUTarget, fn_name: str) -> List[Finding]:
     """An eval/predict input holds a known, finite number of batches, at least the `needed` ones per host."""
-    count, where = info.cardinality, f"{mode} input_fn {fn_name}"
-    per_host = target.replicas_per_host
+    message = _finite_problem(info.cardinality, f"{mode} input_fn {fn_name}", mode, needed, target.replicas_per_host)
+    return [Finding("finite-input", fn_name, FAILS, message)] if message else []
+
+
+def _finite_problem(count: Optional[int], where: str, mode: str, needed: Optional[int], per_host: int) -> str:
     how = (
         "pad to whole batches and declare the count with tf.data.experimental.assert_cardinality, as "
         "estimator_lib.model.inputs.eval_input_fn_builder does"
     )
     if count == tf.data.INFINITE_CARDINALITY:
-        return [
+        return (
             f"{where} repeats forever: {mode} must read every row exactly once in a fixed number of steps. "
             f"Fix: do not .repeat() it; {how}"
-        ]
+        )
     if count == tf.data.UNKNOWN_CARDINALITY or count is None:
-        return [
+        return (
             f"{where} has unknown cardinality, so nothing proves it lasts the fixed {mode} steps; on a TPU "
             f"running out of input mid-{mode} hangs or fails the job. Fix: {how}"
-        ]
+        )
     if needed is not None and count < needed:
-        return [
+        return (
             f"{where} yields {count} batch(es) per host but {mode} needs {needed} ({needed // per_host} "
             f"step(s) x {per_host} replicas per host): it runs out before the fixed step count. Fix: {how}, "
             "and compute steps with estimator_lib.model.inputs.eval_steps(num_examples, global batch size)"
-        ]
+        )
     if count % per_host:
-        return [
+        return (
             f"{where} yields {count} batch(es), not a multiple of the {per_host} replicas per host: the last "
             f"step would be short. Fix: {how}"
-        ]
-    return []
+        )
+    return ""

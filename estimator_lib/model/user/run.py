@@ -93,6 +93,7 @@ def _strict_check(job: JobConfig, user: UserModel, train_input_fn: InputFn, coun
         train_input_fn=train_input_fn,
         eval_input_fn=eval_input_fn,
         predict_input_fn=user_inputs.padded_input_fn_builder(files, user.spec, count, with_label=False),
+        accept=job.tpu.strict_accept,
     )
 
 
