@@ -1,22 +1,25 @@
 """A user's TFRecords, read by their `FeatureSpec`: parsing (on the host, in the input pipeline), the padding
 record, and the diagnosis that names the file, record and feature when a record does not match the spec.
 
-Parsing never imputes: a record that lacks a feature, holds the wrong number of values, or the wrong list type,
-fails the stage. TensorFlow's parse error does not say which record failed, so on failure `first_mismatch`
-reads the files in Python to find the first record that does not match, and the error names it.
+Parsing never imputes: a record that lacks a feature, holds the wrong number of values (or raw bytes), or the
+wrong list type, fails the stage (the one exception: a label kept in the features, `label_in_features`, reads
+as zeros in prediction and serving when a record has none). TensorFlow's parse error does not say which record
+failed, so on failure `first_mismatch` reads the files in Python to find the first record that does not match,
+and the error names it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 from typing import Dict, Iterator, List, Optional, Sequence
 
 import numpy as np
 import orjson
 import tensorflow as tf
 
-from estimator_lib.config.feature_spec import Feature, FeatureSpec
+from estimator_lib.config.feature_spec import IMAGE, RAW, Feature, FeatureSpec
 from estimator_lib.data import records as data_records
 
 _NUMPY = {"option": orjson.OPT_SERIALIZE_NUMPY}
@@ -40,12 +43,17 @@ def compression(files: Sequence[str]) -> str:
     return kinds.pop() if kinds else ""
 
 
-def _parse_feature(feature: Feature):
+def _parse_feature(feature: Feature, optional: bool = False):
+    """The tf.io feature that parses `feature`: strict, or, when `optional`, the padding record's value for a
+    record without it."""
     if feature.var_len:
         return tf.io.VarLenFeature(_TF_DTYPES[feature.dtype])
+    default = _zero_values(feature) if optional else None
     if feature.decode:
-        return tf.io.FixedLenFeature([], tf.string)
-    return tf.io.FixedLenFeature(list(feature.shape), _TF_DTYPES[feature.dtype])
+        return tf.io.FixedLenFeature([], tf.string, default_value=default[0] if default else None)
+    if default is not None:
+        default = np.reshape(default, feature.shape).tolist()
+    return tf.io.FixedLenFeature(list(feature.shape), _TF_DTYPES[feature.dtype], default_value=default)
 
 
 def parse_spec(spec: FeatureSpec, features: Sequence[Feature]) -> Dict[str, object]:
@@ -53,9 +61,15 @@ def parse_spec(spec: FeatureSpec, features: Sequence[Feature]) -> Dict[str, obje
     return {f.name: _parse_feature(f) for f in features}
 
 
+def _decode_raw(feature: Feature, value: tf.Tensor) -> tf.Tensor:
+    """string [B] of raw bytes -> raw_dtype [B, *shape] (a record of another length fails the batch)."""
+    decoded = tf.io.decode_raw(value, tf.as_dtype(feature.raw_dtype), little_endian=True)
+    return tf.reshape(decoded, [-1, *feature.shape])
+
+
 def _to_tensor(feature: Feature, value) -> tf.Tensor:
     """A parsed feature [B, ...] as the model sees it: var_len padded to its length (longer fails), images
-    decoded to float32 [B, h, w, c], int32 cast from the wire's int64."""
+    decoded to float32 [B, h, w, c], raw bytes to raw_dtype [B, *shape], int32 cast from the wire's int64."""
     if feature.var_len:
         length = feature.shape[0]
         check = tf.debugging.assert_less_equal(
@@ -69,7 +83,9 @@ def _to_tensor(feature: Feature, value) -> tf.Tensor:
             dense, [[0, 0], [0, length - tf.shape(dense)[1]]], constant_values=tf.cast(feature.default, value.dtype)
         )
         value = tf.ensure_shape(dense, [None, length])
-    elif feature.decode:
+    elif feature.decode == RAW:
+        value = _decode_raw(feature, value)
+    elif feature.decode == IMAGE:
         height, width, channels = feature.shape
         decode = lambda b: tf.cast(tf.io.decode_image(b, channels=channels, expand_animations=False), tf.float32)  # noqa: E731
         images = tf.map_fn(decode, value, fn_output_signature=tf.TensorSpec([None, None, channels], tf.float32))
@@ -78,28 +94,39 @@ def _to_tensor(feature: Feature, value) -> tf.Tensor:
 
 
 def parse_batch(serialized: tf.Tensor, spec: FeatureSpec, with_label: bool):
-    """string [B] -> features {name: [B, *shape]} (and the label [B, *shape] when `with_label`)."""
-    wanted = spec.inputs + ((spec.feature(spec.label),) if with_label and spec.label else ())
-    parsed = tf.io.parse_example(serialized, parse_spec(spec, wanted))
+    """string [B] -> features {name: [B, *shape]} (and the label [B, *shape] when `with_label`).
+
+    With `spec.label_in_features` the label is one of the features, and only the features are returned; without
+    `with_label` (prediction, serving) a record may then lack it, and the model gets the padding record's value
+    (zeros) for it."""
+    wanted = spec.model_features + ((spec.feature(spec.label),) if with_label and spec.label else ())
+    wanted = tuple(dict.fromkeys(wanted))  # the label once, when it is among the features
+    optional = spec.label if spec.label_in_features and not with_label else None
+    parsed = tf.io.parse_example(serialized, {f.name: _parse_feature(f, f.name == optional) for f in wanted})
     tensors = {f.name: _to_tensor(f, parsed[f.name]) for f in wanted}
     for tensor in tensors.values():  # a var-len or decoded feature keeps the batch's static size (a TPU needs it)
         tensor.set_shape(tf.TensorShape([serialized.shape[0]]).concatenate(tensor.shape[1:]))
-    if not (with_label and spec.label):
+    if not (with_label and spec.label) or spec.label_in_features:
         return tensors
     label = tensors.pop(spec.label)
     return tensors, label
 
 
-def _zero_value(feature: Feature) -> tf.train.Feature:
-    if feature.decode:
-        image = tf.io.encode_png(tf.zeros(feature.shape, tf.uint8)).numpy()
-        return tf.train.Feature(bytes_list=tf.train.BytesList(value=[image]))
+def _zero_values(feature: Feature) -> list:
+    """The wire values of `feature` in the padding record: zeros of its length, an all-zero image, or the raw
+    bytes of zeros."""
+    if feature.decode == IMAGE:
+        return [tf.io.encode_png(tf.zeros(feature.shape, tf.uint8)).numpy()]
+    if feature.decode == RAW:
+        return [bytes(feature.raw_bytes)]
     if feature.var_len:
-        values: list = []
-    else:
-        values = [b""] if feature.dtype == "bytes" else [0] * feature.size
+        return []
+    return [b""] if feature.dtype == "bytes" else [0] * feature.size
+
+
+def _zero_value(feature: Feature) -> tf.train.Feature:
     kind = {"float_list": tf.train.FloatList, "int64_list": tf.train.Int64List, "bytes_list": tf.train.BytesList}
-    return tf.train.Feature(**{feature.wire_list: kind[feature.wire_list](value=values)})
+    return tf.train.Feature(**{feature.wire_list: kind[feature.wire_list](value=_zero_values(feature))})
 
 
 def padding_record(spec: FeatureSpec) -> bytes:
@@ -140,8 +167,13 @@ def _read_records(path: str, limit: Optional[int] = None) -> Iterator[bytes]:
 
 
 def _expected(feature: Feature) -> str:
-    if feature.decode:
+    if feature.decode == IMAGE:
         return "1 value in bytes_list (an encoded image)"
+    if feature.decode == RAW:
+        return (
+            f"1 value in bytes_list of {feature.raw_bytes} bytes ({math.prod(feature.shape)} {feature.raw_dtype} "
+            f"value(s), shape {list(feature.shape)}, decode raw)"
+        )
     count = f"up to {feature.size}" if feature.var_len else str(feature.size)
     return f"{count} value(s) in {feature.wire_list} ({feature.dtype}, shape {list(feature.shape)})"
 
@@ -160,7 +192,9 @@ def _check(feature: Feature, example: tf.train.Example) -> Optional[str]:
     fits = count <= feature.size if feature.var_len else count == feature.size
     if not fits:
         return f"{count} value(s) in {kind}"
-    if feature.decode:
+    if feature.decode == RAW and len(value.bytes_list.value[0]) != feature.raw_bytes:
+        return f"1 value in bytes_list of {len(value.bytes_list.value[0])} bytes"
+    if feature.decode == IMAGE:
         try:
             image = tf.io.decode_image(value.bytes_list.value[0], channels=feature.shape[2], expand_animations=False)
         except (tf.errors.InvalidArgumentError, ValueError):

@@ -57,7 +57,28 @@ def test_a_spec_file_is_read_and_a_bad_file_is_named(tmp_path):
         ({"dtype": "int64", "shape": [2, 2], "var_len": True}, r"feature 'x': var_len is for rank-1 features"),
         (
             {"dtype": "float32", "shape": [8, 8, 3], "decode": "image"},
-            r"feature 'x': decode must be \"image\", on a bytes",
+            r"feature 'x': decode must be \"image\" or \"raw\", on a bytes feature of fixed length",
+        ),
+        (
+            {"dtype": "bytes", "shape": [64], "decode": "image"},
+            r"feature 'x': decode \"image\" needs the shape \[height, width, channels\], got \[64\]",
+        ),
+        (
+            {"dtype": "bytes", "shape": [64], "decode": "raw"},
+            r"feature 'x': decode \"raw\" needs raw_dtype, the values' dtype in the bytes: one of \['float16', "
+            r"'float32', 'float64', 'int16', 'int32', 'int64', 'int8', 'uint8'\], got None",
+        ),
+        (
+            {"dtype": "bytes", "shape": [64], "decode": "raw", "raw_dtype": "bfloat16"},
+            r"feature 'x': decode \"raw\" needs raw_dtype.*got 'bfloat16'",
+        ),
+        (
+            {"dtype": "bytes", "shape": [4], "var_len": True, "decode": "raw", "raw_dtype": "uint8"},
+            r"feature 'x': decode must be \"image\" or \"raw\", on a bytes feature of fixed length \(no var_len\)",
+        ),
+        (
+            {"dtype": "bytes", "shape": [8, 8, 3], "decode": "image", "raw_dtype": "uint8"},
+            r"feature 'x': raw_dtype is for raw bytes: add \"decode\": \"raw\", or remove raw_dtype",
         ),
         ({"dtype": "bytes", "shape": [4]}, r"feature 'x': a bytes feature is a scalar"),
         (
@@ -82,3 +103,67 @@ def test_label_and_key_must_be_features_and_the_key_a_scalar():
         FeatureSpec.from_json({})
     with pytest.raises(FeatureSpecError, match=r"feature name\(s\) \['is_padding'\] are the pipeline's row markers"):
         FeatureSpec.from_json({**SPEC, "is_padding": {"dtype": "float32"}})
+
+
+RAW = {"image_raw": {"dtype": "bytes", "shape": [8, 8], "decode": "raw", "raw_dtype": "uint8"}}
+LABEL = {"label": {"dtype": "int64", "shape": []}}
+
+
+@pytest.mark.parametrize("raw_dtype, length", [("uint8", 64), ("int32", 256), ("float32", 256), ("float64", 512)])
+def test_raw_bytes_hold_prod_shape_values_of_their_dtype_which_the_model_sees(raw_dtype, length):
+    spec = FeatureSpec.from_json({"x": {**RAW["image_raw"], "raw_dtype": raw_dtype}, **LABEL}, label="label")
+    x = spec.feature("x")
+    assert (x.size, x.raw_bytes, x.tensor_dtype, x.wire_list) == (1, length, raw_dtype, "bytes_list")
+    assert x.to_json() == {"dtype": "bytes", "shape": [8, 8], "decode": "raw", "raw_dtype": raw_dtype}
+    assert FeatureSpec.from_json(spec.to_json(), "label") == spec
+    assert spec.scalars == ("label",)  # a decoded feature is not a slice
+
+
+def test_the_object_form_gives_a_single_input_or_keeps_the_label_in_the_features_and_round_trips():
+    single = FeatureSpec.from_json({"features": {**RAW, **LABEL}, "single_input": "image_raw"}, "label", source="s")
+    assert (single.single_input, single.label_in_features) == ("image_raw", False)
+    assert single.to_json() == {"features": {**RAW, **LABEL}, "single_input": "image_raw"}
+    assert FeatureSpec.from_json(single.to_json(), "label", source="s") == single
+    kept = FeatureSpec.from_json({"features": SPEC, "label_in_features": True}, "label", "id")
+    assert [f.name for f in kept.inputs] == ["image", "tokens", "jpeg"]
+    assert [f.name for f in kept.model_features] == ["image", "tokens", "jpeg", "label"]
+    assert kept.to_json() == {"features": SPEC, "label_in_features": True}
+    assert FeatureSpec.from_json(kept.to_json(), "label", "id") == kept
+    plain = FeatureSpec.from_json({"features": SPEC}, "label")  # the object form without options
+    assert plain.to_json() == SPEC and plain == FeatureSpec.from_json(SPEC, "label")
+    named = FeatureSpec.from_json({"features": {"dtype": "float32", "shape": [2]}, **LABEL}, "label")
+    assert [f.name for f in named.inputs] == ["features"]  # the flat form may name a feature "features"
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        (
+            {"features": {**RAW, **LABEL, "extra": {"dtype": "float32"}}, "single_input": "image_raw"},
+            r"single_input 'image_raw' must be the only feature the model_fn gets besides the label and the key; it "
+            r"gets \['image_raw', 'extra'\]",
+        ),
+        (
+            {"features": {**RAW, **LABEL}, "single_input": "label"},
+            r"single_input 'label' must be the only feature the model_fn gets .* it gets \['image_raw'\]",
+        ),
+        ({"features": {**RAW, **LABEL}, "single_input": 3}, r"single_input 3 must be a feature's name"),
+        ({"features": {**RAW, **LABEL}, "label_in_features": "yes"}, r"label_in_features 'yes' must be true or false"),
+        (
+            {"features": {**RAW, **LABEL}, "single_input": "image_raw", "label_in_features": True},
+            r"single_input and label_in_features exclude each other: a single tensor cannot carry the label",
+        ),
+        (
+            {"features": {**RAW, **LABEL}, "label": "label"},
+            r"unknown key\(s\) \['label'\]; allowed beside features: \['label_in_features', 'single_input'\]",
+        ),
+    ],
+)
+def test_a_wrong_model_input_option_is_named(data, message):
+    with pytest.raises(FeatureSpecError, match="^s.json: " + message):
+        FeatureSpec.from_json(data, "label", source="s.json")
+
+
+def test_label_in_features_needs_a_label():
+    with pytest.raises(FeatureSpecError, match=r"^s: label_in_features is true, but no label is named: give --label"):
+        FeatureSpec.from_json({"features": SPEC, "label_in_features": True}, source="s")

@@ -1,6 +1,6 @@
 """`estimator_lib.model.user.records`: a user's records parsed strictly by their spec (var-length sequences
-padded, encoded images decoded, int32 cast), the padding record, gzip detection, and the record named when one
-does not match."""
+padded, encoded images and raw bytes decoded, int32 cast, a label kept in the features), the padding record, gzip
+detection, and the record named when one does not match."""
 
 from __future__ import annotations
 
@@ -147,3 +147,81 @@ def test_float32_predictions_are_their_shortest_text_for_every_bit_pattern_and_s
     assert repr(records.as_json_value(np.float32(-0.0))) == "-0.0"
     with_nan = records.as_json_value(np.array([0.1, np.nan, np.inf], np.float32))
     assert with_nan[0] == 0.1 and np.isnan(with_nan[1]) and with_nan[2] == float("inf")
+
+
+RAW_SPEC = FeatureSpec.from_json(
+    {
+        "image_raw": {"dtype": "bytes", "shape": [2, 3], "decode": "raw", "raw_dtype": "uint8"},
+        "weights": {"dtype": "bytes", "shape": [2], "decode": "raw", "raw_dtype": "float32"},
+        "label": {"dtype": "int64", "shape": []},
+    },
+    label="label",
+)
+
+
+WEIGHTS = np.array([0.25, -2.0], "<f4")  # little-endian, as decode_raw reads them
+
+
+def raw_example(pixels: bytes, weights=WEIGHTS, label=3) -> bytes:
+    feature = {
+        "image_raw": tf.train.Feature(bytes_list=tf.train.BytesList(value=[pixels])),
+        "weights": tf.train.Feature(bytes_list=tf.train.BytesList(value=[weights.tobytes()])),
+        "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[label])),
+    }
+    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+
+
+def test_raw_bytes_decode_to_their_dtype_and_shape_and_the_padding_record_holds_zero_bytes(tmp_path):
+    pixels = bytes([0, 1, 2, 253, 254, 255])
+    features, label = records.parse_batch(tf.constant([raw_example(pixels)] * 2), RAW_SPEC, with_label=True)
+    assert features["image_raw"].dtype == tf.uint8 and features["image_raw"].shape == (2, 2, 3)
+    assert features["image_raw"].numpy()[1].tolist() == [[0, 1, 2], [253, 254, 255]]
+    assert features["weights"].dtype == tf.float32 and features["weights"].numpy().tolist() == [[0.25, -2.0]] * 2
+    assert label.numpy().tolist() == [3, 3]
+    padding = records.parse_batch(tf.constant([records.padding_record(RAW_SPEC)]), RAW_SPEC, with_label=False)
+    assert padding["image_raw"].numpy().tolist() == [[[0, 0, 0], [0, 0, 0]]]
+    assert padding["weights"].numpy().tolist() == [[0.0, 0.0]]
+    path = str(tmp_path / "padding.tfrecord")
+    with tf.io.TFRecordWriter(path) as w:
+        w.write(records.padding_record(RAW_SPEC))
+    assert records.first_mismatch([path], RAW_SPEC, RAW_SPEC.features) is None  # 6 and 8 bytes of zeros
+
+
+def test_raw_bytes_of_another_length_are_named_with_the_length_expected(tmp_path):
+    path = str(tmp_path / "raw.tfrecord")
+    with tf.io.TFRecordWriter(path) as w:
+        for record in (raw_example(bytes(6)), raw_example(bytes(6), np.zeros(3, "<f4"))):
+            w.write(record)
+    mismatch = records.first_mismatch([path], RAW_SPEC, RAW_SPEC.features)
+    assert mismatch.message() == (
+        f"{path}: record 1: feature 'weights': expected 1 value in bytes_list of 8 bytes (2 float32 value(s), "
+        "shape [2], decode raw), found 1 value in bytes_list of 12 bytes"
+    )
+    with pytest.raises(tf.errors.InvalidArgumentError):  # the pipeline's failure, which `first_mismatch` names
+        records.parse_batch(tf.constant([raw_example(bytes(5))]), RAW_SPEC, with_label=False)
+
+
+KEPT = FeatureSpec.from_json(
+    {
+        "features": {"x": {"dtype": "float32", "shape": [2]}, "label": {"dtype": "int32", "shape": [2]}},
+        "label_in_features": True,
+    },
+    label="label",
+)
+
+
+def kept_example(label=None) -> bytes:
+    feature = {"x": tf.train.Feature(float_list=tf.train.FloatList(value=[1.5, 2.5]))}
+    if label is not None:
+        feature["label"] = tf.train.Feature(int64_list=tf.train.Int64List(value=label))
+    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+
+
+def test_a_label_kept_in_the_features_is_one_of_them_and_reads_as_zeros_where_prediction_records_lack_it():
+    trained = records.parse_batch(tf.constant([kept_example([4, 5])]), KEPT, with_label=True)
+    assert isinstance(trained, dict) and sorted(trained) == ["label", "x"]  # no separate labels
+    assert trained["label"].dtype == tf.int32 and trained["label"].numpy().tolist() == [[4, 5]]
+    predicted = records.parse_batch(tf.constant([kept_example([4, 5]), kept_example()]), KEPT, with_label=False)
+    assert predicted["label"].numpy().tolist() == [[4, 5], [0, 0]] and predicted["label"].shape == (2, 2)
+    with pytest.raises(tf.errors.InvalidArgumentError):  # training and evaluation never impute it
+        records.parse_batch(tf.constant([kept_example()]), KEPT, with_label=True)
