@@ -3,8 +3,9 @@
 TPUEstimator calls `model_fn(features, labels, mode, params[, config])`: `labels` only if the function takes
 them (and a ValueError when the input gives labels to a model_fn without a `labels` argument), `mode` if it
 takes it, `config` only if its signature names it, `params` always (with `batch_size`: per shard on a TPU,
-global on CPU, absent at export; `use_tpu`; `context` on a TPU). `wrap_model_fn` keeps that call and adds
-what the stages need around it, without changing what the user's model computes:
+global on CPU, absent at export; `use_tpu`; `context` on a TPU), and, from the library, `train_steps` (the
+training budget in steps, the same in every mode). `wrap_model_fn` keeps that call and adds what the stages
+need around it, without changing what the user's model computes:
 
 - Evaluation: the padded rows (`is_padding`, from `user.inputs`) are removed from every tensor of
   `eval_metrics=(metric_fn, tensors)` before the user's metric_fn sees them. metric_fn runs on the host (on a
@@ -17,14 +18,19 @@ what the stages need around it, without changing what the user's model computes:
   more per slice, in the same pass, with every tensor masked to the slice's real rows (the padding mask's
   mechanism); its metrics come back as "slice:<slice name>/<metric>" (`slice_metric_name`).
 
-The markers are taken out of `features` before the user's model_fn sees them.
+The markers are taken out of `features` before the user's model_fn sees them; with a spec's `single_input`, the
+model_fn then gets that feature's tensor itself (the eval and predict inputs carry a dict: markers and feature).
+
+Model code that reads absl `FLAGS` (as TPUEstimator samples do inside their model_fn) gets them parsed, with the
+hyperparameters of the same names set on them (`apply_flags`), when it is loaded.
 """
 
 from __future__ import annotations
 
 import importlib
+import json
 import sys
-from typing import Any, Callable, Dict, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 import tensorflow as tf
 from tensorflow.python.util import function_utils
@@ -40,7 +46,11 @@ ModeKeys = tf.estimator.ModeKeys
 MARKERS = (PADDING_FEATURE, INDEX_FEATURE, SLICE_FEATURE)
 SLICE_PREFIX = "slice:"
 SliceNames = Sequence[Sequence[str]]  # per slice spec, its slices' names in id order
-# Keys TPUEstimator adds to params itself (and refuses from a user).
+# The params the library adds: the training budget in steps (model_fn and input_fn), and the train records'
+# files (a user's input_fn).
+TRAIN_STEPS = "train_steps"
+TRAIN_FILES = "train_files"
+FLAGS_PROGRAM = "tpu-pipeline-user-model"  # argv[0] when the user's absl flags are parsed with their defaults
 
 
 class UserCodeError(ValueError):
@@ -79,13 +89,86 @@ def check_model_fn(model_fn: Callable, reference: str) -> None:
         )
 
 
-def check_hparams(hparams: Dict[str, Any]) -> None:
+def check_hparams(hparams: Mapping[str, Any], train_steps: Optional[int] = None) -> None:
+    """Refuses hyperparameters named like the params TPUEstimator or the library set (`train_steps` may be
+    given when it equals the budget `train_steps`)."""
     reserved = sorted(set(hparams) & set(RESERVED_PARAMS))
     if reserved:
         raise UserCodeError(
             f"hyperparameter(s) {reserved}: TPUEstimator sets params['batch_size'] and params['context'] itself; "
             "set the batch sizes with --set training.train_batch_size=... and rename the others"
         )
+    if TRAIN_FILES in hparams:
+        raise UserCodeError(
+            f"hyperparameter {TRAIN_FILES}: the library sets params['{TRAIN_FILES}'] for your input_fn (the train "
+            "records' files); rename it"
+        )
+    given = hparams.get(TRAIN_STEPS, train_steps)
+    if train_steps is not None and given != train_steps:
+        raise UserCodeError(
+            f"hyperparameter {TRAIN_STEPS}={given!r}: params['{TRAIN_STEPS}'] is the training budget, {train_steps} "
+            "steps (training.train_steps, or training.max_epochs over the train records); remove the "
+            "hyperparameter and set the budget with --set training.train_steps=N"
+        )
+
+
+def _package_flags(module_name: str) -> Dict[str, Any]:
+    """{name: absl Flag} of the flags the user's package (the top-level package of `module_name`) defines."""
+    from absl import flags
+
+    package = module_name.split(".")[0]
+    by_module = flags.FLAGS.flags_by_module_dict()
+    return {
+        flag.name: flag
+        for module, defined in by_module.items()
+        if module == package or module.startswith(package + ".")
+        for flag in defined
+    }
+
+
+def _flag_argument(flag: Any, value: Any) -> Any:
+    """The argument absl's parser of `flag` takes for a JSON hyperparameter: its JSON text for a text flag (64 ->
+    "64"), else the value itself, which the flag's parser checks (an int flag refuses 1.5, a bool flag "yes")."""
+    if flag.flag_type() == "string" and not isinstance(value, str):
+        return json.dumps(value)
+    return value
+
+
+def apply_flags(hparams: Mapping[str, Any], module_name: str) -> List[str]:
+    """Lets model code read absl `FLAGS`: when the user's package (`module_name`'s top-level package) defines
+    flags, they are marked parsed (with their defaults) if no program parsed them, and each flag whose name is a
+    hyperparameter is set to its value, parsed by the flag's own parser. Returns the names set.
+
+    Raises:
+      UserCodeError: a hyperparameter's value is not one its flag takes, or a flag's validator refuses the
+        values (names the flag and the hyperparameter).
+    """
+    from absl import flags
+
+    own = _package_flags(module_name)
+    if not own:
+        return []
+    if not flags.FLAGS.is_parsed():
+        flags.FLAGS.mark_as_parsed()
+    names = sorted(set(own) & set(hparams))
+    for name in names:
+        flag = own[name]
+        flag.unparse()  # set, not appended to, when loaded again (a multi flag extends a parsed value)
+        try:
+            flag.parse(_flag_argument(flag, hparams[name]))
+        except (flags.Error, TypeError, ValueError) as e:
+            raise UserCodeError(
+                f"hyperparameter {name}={hparams[name]!r}: your code's absl flag --{name} ({flag.flag_type()}) does "
+                f"not take it: {e}; give a value of its type in --hparams"
+            ) from None
+    try:
+        flags.FLAGS.validate_all_flags()
+    except flags.IllegalFlagValueError as e:
+        raise UserCodeError(
+            f"your code's absl flags are not valid with the hyperparameters {names}: {e}; a flag your code requires "
+            "is given as a hyperparameter of its name (--hparams NAME=VALUE)"
+        ) from None
+    return names
 
 
 def slice_metric_name(slice_name: str, metric: str) -> str:
@@ -174,16 +257,29 @@ def _with_markers(spec, markers: Dict[str, tf.Tensor]):
     return _rebuilt(spec, predictions=predictions)
 
 
-def wrap_model_fn(user_model_fn: Callable, slices: SliceNames = ()) -> Callable:
+def wrap_model_fn(
+    user_model_fn: Callable,
+    slices: SliceNames = (),
+    single_input: Optional[str] = None,
+    params: Optional[Mapping[str, Any]] = None,
+) -> Callable:
     """The model_fn TPUEstimator gets: the user's, called as TPUEstimator would, with padded rows masked out of
     the eval metrics and the row markers added to the predictions (see the module docstring); with `slices`
-    (each spec's slice names, in the ids' order), the eval metrics also per slice of an input with `slice_ids`."""
+    (each spec's slice names, in the ids' order), the eval metrics also per slice of an input with `slice_ids`.
+
+    `single_input`: a feature the user's model_fn gets as `features` itself when the input gives a dict (the
+    spec's eval, predict, serving and training inputs); an input that yields a tensor (the user's own input_fn)
+    passes it unchanged. `params`: what the library adds to TPUEstimator's params (`TRAIN_STEPS`)."""
+    added = dict(params or {})
 
     def model_fn(features, labels, mode, params, config):
         markers = {}
         if isinstance(features, dict) and PADDING_FEATURE in features:
             markers = {k: features[k] for k in MARKERS if k in features}
             features = {k: v for k, v in features.items() if k not in MARKERS}
+        if single_input is not None and isinstance(features, dict):
+            features = features[single_input]
+        params = {**params, **added}
         spec = call_as_tpu_estimator(user_model_fn, features, labels, mode, params, config)
         if not isinstance(spec, (TPUEstimatorSpec, EstimatorSpec)):
             raise UserCodeError(f"model_fn returned {type(spec).__name__}; it must return a TPUEstimatorSpec")

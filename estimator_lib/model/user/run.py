@@ -33,7 +33,10 @@ from estimator_lib.model.inputs import InputFn, Patterns
 from estimator_lib.model.user import compat, records
 from estimator_lib.model.user import inputs as user_inputs
 from estimator_lib.model.user.model_fn import (
+    TRAIN_FILES,
+    TRAIN_STEPS,
     SliceNames,
+    apply_flags,
     check_hparams,
     check_model_fn,
     load_function,
@@ -56,30 +59,62 @@ VERIFY_RTOL, VERIFY_ATOL = 1e-5, 1e-6
 @dataclasses.dataclass(frozen=True)
 class UserModel:
     """A user's model: their model_fn ("package.module:function"), its hyperparameters (`params`), the spec of
-    their records, and the folder holding their code (put first on the import path), if any."""
+    their records, the folder holding their code (put first on the import path), if any, their own training
+    input_fn ("package.module:function"), if any, and the training budget in steps (`params['train_steps']`;
+    None: `training.train_steps`, or what `train` counts)."""
 
     model_fn: str
     spec: FeatureSpec
     hparams: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     code_dir: Optional[str] = None
     slices: SliceNames = ()
+    input_fn: Optional[str] = None
+    train_steps: Optional[int] = None
+
+    @property
+    def params(self) -> Dict[str, Any]:
+        """What the library adds to TPUEstimator's params: the hyperparameters and `train_steps` (when known)."""
+        return {**self.hparams, **({} if self.train_steps is None else {TRAIN_STEPS: self.train_steps})}
 
     def load(self) -> Callable:
-        """The wrapped model_fn TPUEstimator gets; checks TPUEstimator's contract first (`params`, reserved keys).
-        `slices` (each slice spec's slice names) makes its evaluation report the metrics per slice too."""
+        """The wrapped model_fn TPUEstimator gets; checks TPUEstimator's contract first (`params`, reserved keys)
+        and sets the hyperparameters on the code's absl flags (`apply_flags`). `slices` (each slice spec's slice
+        names) makes its evaluation report the metrics per slice too."""
         function = load_function(self.model_fn, "--model-fn", self.code_dir)
         check_model_fn(function, self.model_fn)
-        check_hparams(dict(self.hparams))
-        return wrap_model_fn(function, self.slices)
+        check_hparams(self.hparams, self.train_steps)
+        apply_flags(self.hparams, self.model_fn.partition(":")[0])
+        added = {} if self.train_steps is None else {TRAIN_STEPS: self.train_steps}
+        return wrap_model_fn(function, self.slices, self.spec.single_input, added)
+
+    def load_input_fn(self, train_files: Sequence[str]) -> InputFn:
+        """The user's training input_fn (`input_fn`) as TPUEstimator calls it, with `params` holding the
+        hyperparameters, `train_steps` and `train_files` (the train records' files); what it yields is checked
+        against the spec (`user_inputs.user_input_fn`)."""
+        if self.input_fn is None:
+            raise ValueError("the user model names no input_fn (--input-fn); its training input is the spec's")
+        function = load_function(self.input_fn, "--input-fn", self.code_dir)
+        apply_flags(self.hparams, self.input_fn.partition(":")[0])
+        given = {**self.params, TRAIN_FILES: list(train_files)}
+        return user_inputs.user_input_fn(function, self.input_fn, self.spec, given)
 
 
-def _strict_check(job: JobConfig, user: UserModel, train_input_fn: InputFn, count: Optional[int]) -> None:
+def resolve_train_steps(job: JobConfig, user: UserModel, num_train_examples: Optional[int] = None) -> UserModel:
+    """`user` with its training budget (`params['train_steps']`): its own, else the job's (`training.train_steps`,
+    or `training.max_epochs` over `num_train_examples` when given); unchanged when neither is known."""
+    if user.train_steps is not None or (job.training.train_steps is None and not num_train_examples):
+        return user
+    return dataclasses.replace(user, train_steps=job.training.budget(num_train_examples or 0))
+
+
+def _strict_check(
+    job: JobConfig, user: UserModel, train_input_fn: InputFn, files: Sequence[str], count: Optional[int]
+) -> None:
     """TPU-strict mode (`tpu.strict`): the user's model_fn built for the TPU target in every mode, on the train
-    input_fn and padded eval and predict input_fns over its files (`count` records, counted when None), with
-    their hyperparameters."""
+    input_fn (the spec's or the user's own) and padded eval and predict input_fns over the train `files` (`count`
+    records, counted when None), with their hyperparameters."""
     wrapped = user.load()
-    hparams = dict(user.hparams)
-    files = train_input_fn.files  # type: ignore[attr-defined]
+    hparams = user.params
 
     def model_fn(features, labels, mode, params, config):
         return wrapped(features, labels, mode, {**hparams, **params}, config)
@@ -117,7 +152,17 @@ def _checkpoint(model_dir: str, given: Optional[str], purpose: str) -> str:
 
 
 def _estimator(job: JobConfig, user: UserModel, model_dir: str, warm_start_from: Optional[str] = None):
-    return build_user_estimator(job, user.load(), dict(user.hparams), model_dir, warm_start_from)
+    return build_user_estimator(job, user.load(), user.params, model_dir, warm_start_from)
+
+
+def _check_user_input(job: JobConfig, input_fn: InputFn) -> None:
+    """Builds the user's input_fn once as TPUEstimator does on CPU (global batch), so what it yields is checked
+    against the spec (`user_inputs.check_user_input`) before strict mode or training build anything. On a TPU
+    its first call, with the TPU's params, is checked instead."""
+    if job.tpu.use_tpu:
+        return
+    with tf.Graph().as_default():
+        input_fn({"batch_size": job.training.train_batch_size})
 
 
 def train(
@@ -131,7 +176,12 @@ def train(
     progress_seconds: float = 10.0,
 ) -> int:
     """Trains the user's model to the job's step budget (`training.train_steps`, or `training.max_epochs`
-    passes over the records); a rerun continues from the newest checkpoint in `model_dir`. Returns the step.
+    passes over the records; the model_fn gets it as `params['train_steps']`); a rerun continues from the newest
+    checkpoint in `model_dir`. Returns the step.
+
+    The input is built from the spec, or, when `user.input_fn` names one, is the user's own input_fn, checked
+    first against what the spec gives the model in evaluation and prediction (`user_inputs.check_user_input`);
+    `train_files` are still read for the record count and reach it as `params['train_files']`.
 
     `warm_start_from`: a SavedModel directory (the last published model), a model directory or a checkpoint
     prefix whose trainable variables initialise the model's by name, when this model directory has no
@@ -149,15 +199,22 @@ def train(
     if count is None and job.training.train_steps is None:  # the budget is in epochs: count the records
         count = inputs.count_records(files, records.compression(files))
     budget = job.training.budget(count or 0)
-    input_fn = user_inputs.train_input_fn_builder(
-        files, user.spec, job.training.seed, job.training.shuffle_buffer_size, model_dir
-    )
+    if user.train_steps not in (None, budget):
+        raise ValueError(f"UserModel.train_steps={user.train_steps} is not the job's training budget, {budget} steps")
+    user = dataclasses.replace(user, train_steps=budget)
+    if user.input_fn is not None:
+        input_fn = user.load_input_fn(files)
+        _check_user_input(job, input_fn)
+    else:
+        input_fn = user_inputs.train_input_fn_builder(
+            files, user.spec, job.training.seed, job.training.shuffle_buffer_size, model_dir
+        )
     warm = warm_start_from if inputs.start_step(model_dir) == 0 else None
     with _named_records(files, user.spec, with_label=True):
         if warm is not None:  # the checkpoint checked is the one loaded
             warm = compat.check_warm_start(job, user, files, warm)
         if job.tpu.strict:
-            _strict_check(job, user, input_fn, count)
+            _strict_check(job, user, input_fn, files, count)
         progress = TrainingProgress(
             budget,
             job.training.train_batch_size,
@@ -187,7 +244,7 @@ def evaluate(
     (`split_slice_metrics` takes them apart).
     """
     ids = np.stack([s.ids for s in slices], axis=1) if slices else None
-    user = dataclasses.replace(user, slices=tuple(s.names for s in slices))
+    user = dataclasses.replace(resolve_train_steps(job, user), slices=tuple(s.names for s in slices))
     input_fn = user_inputs.padded_input_fn_builder(eval_files, user.spec, num_examples, True, ids)
     count = input_fn.num_examples  # type: ignore[attr-defined]
     if count == 0:
@@ -239,6 +296,7 @@ def evaluate_published(
         model_fn and spec differs from the published model's (names it and both versions).
     """
     compat.check_spec(compat.published_metadata(export_dir), user.spec)
+    user = resolve_train_steps(job, user)
     input_fn = user_inputs.padded_input_fn_builder(eval_files, user.spec, num_examples, with_label=True)
     count = input_fn.num_examples  # type: ignore[attr-defined]
     published = storage.join(export_dir, compat.VARIABLES_PREFIX)
@@ -301,6 +359,7 @@ def predict(
     {"index": its position in the input, "key": the spec's key feature (when it names one), "file": its TFRecord
     file, "record": its 0-based index in that file, then the user's predictions by their names, tensors as
     nested lists}. Published in one commit, with a manifest."""
+    user = resolve_train_steps(job, user)
     input_fn = user_inputs.padded_input_fn_builder(data, user.spec, num_examples, with_label=False)
     count, files = input_fn.num_examples, input_fn.files  # type: ignore[attr-defined]
     checkpoint = _checkpoint(model_dir, checkpoint_path, "predict with")
@@ -398,6 +457,7 @@ def export(
     {"export_dir", "tag_sets", "rows_checked"}; writes `assets.extra/export_metadata.json` (the spec, the
     model_fn, the hyperparameters, the checkpoint) inside the export: no metadata travels elsewhere."""
     checkpoint = _checkpoint(model_dir, checkpoint_path, "export")
+    user = resolve_train_steps(job, user)
     estimator = _estimator(job, user, model_dir)
     staging = storage.local_staging_dir(storage.join(export_base, "export"))
     try:

@@ -52,10 +52,15 @@ def locate_code(code: Optional[str]) -> Optional[str]:
 
 
 def user_model(job: JobConfig, prepared: PreparedRecords) -> run.UserModel:
-    """The job's model_fn, hyperparameters and code, on the prepared records' spec."""
+    """The job's model_fn, hyperparameters, code and input_fn, on the prepared records' spec, with the training
+    budget resolved once from the train split's count (`params['train_steps']` in every stage)."""
     if not job.model.model_fn:
         raise ValueError("the job names no model_fn (model.model_fn): it trains a built-in family")
-    return run.UserModel(job.model.model_fn, prepared.spec, dict(job.model.hparams), locate_code(job.model.code))
+    model = job.model
+    user = run.UserModel(
+        model.model_fn, prepared.spec, dict(model.hparams), locate_code(model.code), input_fn=model.input_fn
+    )
+    return run.resolve_train_steps(job, user, prepared.counts.get(TRAIN))
 
 
 def train(job: JobConfig, prepared: PreparedRecords, model_dir: str, progress_seconds: float = 10.0) -> TrainResult:
@@ -143,7 +148,7 @@ def export(job: JobConfig, prepared: PreparedRecords, model_dir: str, export_bas
     export_dir = done["export_dir"]
     metadata: Dict[str, Any] = _read_json(storage.join(export_dir, METADATA_FILE))
     metadata["global_step"] = int(tf.train.load_variable(metadata["checkpoint"], "global_step"))
-    metadata["serving"] = {"raw_inputs": [feature.name for feature in prepared.spec.inputs]}  # the raw signature's
+    metadata["serving"] = {"raw_inputs": [feature.name for feature in prepared.spec.model_features]}  # `raw`'s
     tag_sets = tuple(tuple(tags) for tags in done["tag_sets"])
     return ExportResult(export_dir, tag_sets, describe_saved_model(export_dir), metadata)
 

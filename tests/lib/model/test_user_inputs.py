@@ -130,3 +130,72 @@ def test_training_is_bitwise_repeatable_and_a_resumed_run_ends_on_the_uninterrup
         assert sorted(got) == sorted(want)
         for name, value in want.items():
             assert np.asarray(got[name]).tobytes() == np.asarray(value).tobytes(), (other, name)
+
+
+KEPT = FeatureSpec.from_json(
+    {
+        "features": {
+            "ids": {"dtype": "int32", "shape": [3]},
+            "label_ids": {"dtype": "int32", "shape": []},
+            "id": {"dtype": "bytes", "shape": []},
+        },
+        "label_in_features": True,
+    },
+    label="label_ids",
+    key="id",
+    source="kept.json",
+)
+
+
+def batches(*element):
+    return tf.data.Dataset.from_tensors(element if len(element) > 1 else element[0])
+
+
+@pytest.mark.parametrize(
+    "dataset, found",
+    [
+        (batches({"ids": tf.zeros([4, 3], tf.int32), "label_ids": tf.zeros([4], tf.int32)}), None),
+        (
+            batches({"ids": tf.zeros([4, 3], tf.int32)}, tf.zeros([4], tf.int32)),
+            ": the features: a dict of ['ids'], the spec gives a dict of ['ids', 'label_ids']",
+        ),
+        (
+            batches({"ids": tf.zeros([4, 3], tf.int32), "label_ids": tf.zeros([4], tf.int32)}, tf.zeros([4])),
+            ": it yields labels (float32 [batch]), but label_in_features keeps it in the features: yield only the "
+            "features",
+        ),
+        (
+            batches({"ids": tf.zeros([4, 3], tf.int64), "label_ids": tf.zeros([4], tf.int32)}),
+            ": feature 'ids': int64 [batch, 3], the spec gives int32 [batch, 3]",
+        ),
+        (
+            tf.data.Dataset.from_tensors({"ids": tf.zeros([4, 3], tf.int32), "label_ids": tf.zeros([4], tf.int32)})
+            .unbatch()
+            .map(lambda f: {**f, "ids": tf.boolean_mask(f["ids"], f["ids"] >= 0)})
+            .batch(2),
+            ": feature 'ids': int32 [batch, None], the spec gives int32 [batch, 3]",
+        ),
+        (tf.zeros([4, 3]), " returned EagerTensor, not a tf.data.Dataset"),
+    ],
+)
+def test_a_user_input_is_checked_against_what_the_spec_gives_the_model(dataset, found):
+    if found is None:
+        user_inputs.check_user_input(dataset, KEPT, "m:input_fn")
+        return
+    with pytest.raises(user_inputs.UserCodeError) as e:
+        user_inputs.check_user_input(dataset, KEPT, "m:input_fn")
+    assert str(e.value).startswith(f"--input-fn m:input_fn{found}")
+
+
+def test_a_user_input_fn_is_called_as_tpu_estimator_calls_it():
+    calls = []
+
+    def with_config(params, config):
+        calls.append((params, config))
+        return batches({"ids": tf.zeros([params["batch_size"], 3], tf.int32), "label_ids": tf.zeros([2], tf.int32)})
+
+    input_fn = user_inputs.user_input_fn(with_config, "m:with_config", KEPT, {"units": 3, "batch_size": 99})
+    input_fn({"batch_size": 2}, config="the run config", mode="train")
+    assert calls == [({"units": 3, "batch_size": 2}, "the run config")]  # TPUEstimator's batch size wins
+    with pytest.raises(user_inputs.UserCodeError, match=r"^--input-fn m:f: the function must take a `params`"):
+        user_inputs.user_input_fn(lambda batch_size: None, "m:f", KEPT, {})
