@@ -154,6 +154,11 @@ def _add_user_model_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="MODULE:FUNCTION",
         help="your TPUEstimator model_fn, e.g. my_model.model:model_fn",
     )
+    group.add_argument(
+        "--input-fn",
+        metavar="MODULE:FUNCTION",
+        help="your training input_fn (with --model-fn), e.g. my_model.data:input_fn",
+    )
     group.add_argument("--code", metavar="DIR", help="the folder holding your package")
     group.add_argument(
         "--feature-spec",
@@ -678,11 +683,13 @@ def read_hparams(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def user_model_overrides(args: argparse.Namespace) -> list[str]:
-    """The user-model flags as `--set` texts (the same path as every setting): model.model_fn, model.code and
-    model.hparams (a JSON object, so its values keep their JSON types)."""
+    """The user-model flags as `--set` texts (the same path as every setting): model.model_fn, model.input_fn,
+    model.code and model.hparams (a JSON object, so its values keep their JSON types)."""
     out = []
     if args.model_fn:
         out.append(f"model.model_fn={args.model_fn}")
+    if args.input_fn:
+        out.append(f"model.input_fn={args.input_fn}")
     if args.code:
         out.append(f"model.code={args.code}")
     hparams = read_hparams(args)
