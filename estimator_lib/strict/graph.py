@@ -99,7 +99,7 @@ def _watch_cross_shard(record: CrossShardRecord) -> Iterator[None]:
         cls.compute_gradients, cls.apply_gradients = compute, apply
 
 
-def placeholders(info: InputInfo, batch: int) -> Tuple[Dict[str, tf.Tensor], Any]:
+def placeholders(info: InputInfo, batch: int) -> Tuple[Any, Any]:
     """Placeholders for (features, labels) with the input's shapes; an unknown first dimension becomes `batch`."""
 
     def make(spec, name):
@@ -108,7 +108,10 @@ def placeholders(info: InputInfo, batch: int) -> Tuple[Dict[str, tf.Tensor], Any
             shape = tf.TensorShape([shape[0] if shape[0] is not None else batch] + shape.as_list()[1:])
         return tf.compat.v1.placeholder(spec.dtype, shape, name=name)
 
-    features = {k: make(s, k) for k, s in info.features.items()}
+    if isinstance(info.features, dict):
+        features = {k: make(s, k) for k, s in info.features.items()}
+    else:
+        features = make(info.features, "features")
     labels = None
     if isinstance(info.labels, dict):
         labels = {k: make(s, f"label_{k}") for k, s in info.labels.items()}
@@ -196,7 +199,7 @@ def check_spec(g: ModeGraph, fn_name: str) -> List[Finding]:
             "spec",
             g.mode,
             FAILS,
-            f"{g.mode} model_fn {fn_name} returned a {type(g.spec).__name__}, not a TPUEstimatorSpec: TPUEstimator "
+            f"{g.mode} model_fn {fn_name} returned {type(g.spec).__name__}, not a TPUEstimatorSpec: TPUEstimator "
             f"accepts it on the CPU and when exporting, but its TPU {loop} loop raises RuntimeError ('estimator_spec "
             f"used by TPU {loop} must have type TPUEstimatorSpec'). Fix: return "
             f"tf.compat.v1.estimator.tpu.TPUEstimatorSpec(mode, {arguments})",
@@ -442,7 +445,7 @@ def _variable_updates(g: ModeGraph) -> List[Tuple[tf.Variable, tf.Operation]]:
         writes = any(word in op.type for word in ("Apply", "Assign", "Scatter"))
         if writes and op.inputs and op.inputs[0].op in by_handle:
             updates.append((by_handle[op.inputs[0].op], op))
-    return updates
+    return sorted(updates, key=lambda update: (update[0].op.name, update[1].name))
 
 
 def _tensor_ops(t: Any) -> List[tf.Operation]:

@@ -89,9 +89,10 @@ class SimulatedTPUContext:
 
 @dataclasses.dataclass
 class InputInfo:
-    """What one input_fn call produced: the element specs split into features and labels, and cardinality."""
+    """What one input_fn call produced: the element specs split into features (a dict, or one spec when the
+    input_fn yields a tensor as the features) and labels, and cardinality."""
 
-    features: Dict[str, Any]
+    features: Any
     labels: Any
     cardinality: Optional[int]
 
@@ -153,9 +154,7 @@ def call_input_fn(input_fn: Callable, target: TPUTarget, mode: str) -> Tuple[Opt
         features, labels = element
     else:
         features, labels = element, None
-    if not isinstance(features, dict):
-        features = {"features": features}
-    return InputInfo(dict(features), labels, count), []
+    return InputInfo(dict(features) if isinstance(features, dict) else features, labels, count), []
 
 
 def callable_name(fn: Callable) -> str:
@@ -165,7 +164,10 @@ def callable_name(fn: Callable) -> str:
 
 def _specs(info: InputInfo) -> List[Tuple[str, str, Any]]:
     """(how a message names it, its short name, spec) for every feature and label."""
-    named = [(f"feature {key!r}", key, spec) for key, spec in sorted(info.features.items())]
+    if isinstance(info.features, dict):
+        named = [(f"feature {key!r}", key, spec) for key, spec in sorted(info.features.items())]
+    else:  # the input_fn yields one tensor as the features, as TPUEstimator allows
+        named = [("the features", "features", info.features)]
     if info.labels is not None:
         labels = info.labels if isinstance(info.labels, dict) else {"": info.labels}
         named += [

@@ -1,5 +1,7 @@
-"""TPU-strict mode: for each rule a model or input with the mistake is rejected with its message, and the
-correct version passes. Graphs are built, nothing is trained except in the slow export/hook test."""
+"""TPU-strict mode: for each rule a model or input with the mistake is rejected with its message (a `fails`
+finding), and the correct version passes; findings accepted by name do not block; the report and the error
+list every finding grouped and counted. Graphs are built, nothing is trained except in the slow export/hook
+test. (The patterns of the public TPUEstimator models are in test_patterns.py.)"""
 
 from __future__ import annotations
 
@@ -60,11 +62,14 @@ def job_with(family: str = "linear", **tpu) -> JobConfig:
 
 
 def rejected(*args, **kwargs) -> str:
-    """Runs check_model expecting a TPUStrictError; returns its violations, one per line."""
+    """Runs check_model expecting a TPUStrictError; returns its violations (all `fails` findings), one per line."""
     with pytest.raises(strict.TPUStrictError) as excinfo:
         strict.check_model(*args, **kwargs)
-    assert not excinfo.value.report.passed
-    return "\n".join(excinfo.value.report.violations)
+    report = excinfo.value.report
+    assert not report.passed and report.blocking
+    assert all(f.severity == strict.FAILS for f in report.blocking)
+    assert report.violations == tuple(str(f) for f in report.blocking)
+    return "\n".join(report.violations)
 
 
 def train_input(schema, pattern):
@@ -258,7 +263,7 @@ def test_dynamic_shape_inside_the_model_is_rejected(binary):
 
 
 # -- rule: dtypes -----------------------------------------------------------------------------------------------------
-def test_string_and_int64_features_are_rejected(binary):
+def test_string_features_are_rejected_and_int64_ones_get_a_note(binary):
     schema, pattern = binary
     good = train_input(schema, pattern)
 
@@ -270,12 +275,24 @@ def test_string_and_int64_features_are_rejected(binary):
         return good(params).map(add_raw)
 
     message = rejected(JOB, schema, build_model_fn(schema, JOB), train_input_fn=unconverted_input_fn, modes=("train",))
-    assert (
-        "[dtype] train input: feature 'f_colour' is int64, which cannot enter a TPU computation. Fix: cast it to "
-        "int32 in the input pipeline"
-    ) in message
-    assert "[dtype] train input: feature 'raw_colour' is string, which cannot enter a TPU computation." in message
-    strict.check_model(JOB, schema, build_model_fn(schema, JOB), train_input_fn=good, modes=("train",))
+    assert message == (
+        "[dtype] train input: feature 'raw_colour' is string, which cannot enter a TPU computation. Fix: convert it "
+        "on the host in the input pipeline (a vocabulary lookup or hash to int32 ids, as "
+        "estimator_lib.model.transform.categorical_ids does) so only numbers reach the TPU"
+    )
+
+    def int64_input_fn(params):
+        return good(params).map(lambda f, y: (dict(f, f_colour=tf.cast(f["f_colour"], tf.int64)), y))
+
+    model_fn = build_model_fn(schema, JOB)
+    report = strict.check_model(JOB, schema, model_fn, train_input_fn=int64_input_fn, modes=("train",))
+    (note,) = report.notes
+    assert (note.name, note.severity) == ("dtype:f_colour", strict.NOTE)
+    assert note.message.startswith(
+        "train input: feature 'f_colour' is int64: a TPU emulates 64-bit integers (slowly) and a few ops refuse "
+        "them. Advice: cast it to int32 in the input pipeline (tf.cast(x, tf.int32)"
+    )
+    assert strict.check_model(JOB, schema, model_fn, train_input_fn=good, modes=("train",)).findings == ()
 
 
 def test_string_ops_inside_the_model_are_rejected(binary):
@@ -390,14 +407,16 @@ def test_training_without_cross_shard_optimizer_is_rejected(binary):
     assert "train: cross-shard" in passed_checks(schema, "train")
 
 
-def test_gradients_computed_outside_cross_shard_optimizer_are_rejected(binary):
+def test_gradients_computed_outside_cross_shard_optimizer_differ_and_do_not_block(binary):
     schema, _ = binary
-    message = rejected(JOB, schema, model_fn_builder(schema, train_op=outside_gradients_train_op), modes=("train",))
-    assert "CrossReplicaSum" not in message  # the sum is there; the scaling is not
-    assert (
-        "the gradient of 'linear/numeric/kernel' passed to CrossShardOptimizer.apply_gradients was computed outside "
-        "CrossShardOptimizer.compute_gradients, which scales the loss by 1/num_replicas"
-    ) in message
+    report = strict.check_model(
+        JOB, schema, model_fn_builder(schema, train_op=outside_gradients_train_op), modes=("train",)
+    )
+    (finding,) = report.findings
+    assert report.passed and report.differs == (finding,) and report.violations == ()
+    assert (finding.name, finding.severity) == ("cross-shard:outside_gradients_train_op", strict.DIFFERS)
+    assert "CrossReplicaSum" not in finding.message  # the sum is there; the scaling is not
+    assert "on 8 replicas the update applies the SUM of the shards' gradients, not their mean" in finding.message
 
 
 # -- rule: XLA --------------------------------------------------------------------------------------------------------
@@ -409,10 +428,76 @@ def test_op_xla_cannot_compile_is_rejected_with_where_it_was_created(binary):
         "[xla] train step of model_fn estimator_lib.model.model_fn.build_model_fn.<locals>.model_fn: "
         "XLA cannot compile op EagerPyFunc (node 'EagerPyFunc'), created at test_strict.py:"
     ) in message
-    assert "in py_function_logits; the TPU compiler would refuse it too." in message
+    assert "(in py_function_logits); the TPU compiler would refuse it too." in message
     assert "[xla] infer step of model_fn" in message
     assert "[static-shape]" not in message and "[dtype]" not in message
     strict.check_model(JOB, schema, build_model_fn(schema, JOB), modes=("train", "infer"))
+
+
+# -- accepting findings by name; the report and the error -------------------------------------------------------
+def test_a_failure_accepted_by_name_does_not_block_and_stays_in_the_report(binary):
+    schema, _ = binary
+    job = job_with(plugin("py_function_logits"))
+    model_fn = build_model_fn(schema, job)
+    report = strict.check_model(job, schema, model_fn, modes=("train", "infer"), accept=["xla:EagerPy*"])
+    assert report.passed and report.blocking == ()
+    assert [(f.name, f.severity) for f in report.accepted] == [("xla:EagerPyFunc", strict.FAILS)] * 2
+    assert "accepted by tpu.strict_accept (not blocking), 2:" in report.describe()
+    message = rejected(job, schema, model_fn, modes=("infer",), accept=["xla:Other", "static-shape:*"])
+    assert message.startswith("[xla] infer step of model_fn")
+
+
+def test_the_error_lists_every_finding_grouped_by_rule_and_counted():
+    found = (
+        strict.Finding("static-shape", "a", strict.FAILS, "a is dynamic. Fix: a"),
+        strict.Finding("cross-shard", "f", strict.DIFFERS, "f sums. Fix: f"),
+        strict.Finding("static-shape", "b", strict.FAILS, "b is dynamic. Fix: b"),
+        strict.Finding("xla", "c", strict.FAILS, "c fails. Fix: c"),
+        strict.Finding("dtype", "d", strict.NOTE, "d is int64. Advice: d"),
+    )
+    report = strict.StrictReport.of(["config", "train: xla"], found, accept=["xla:*"])
+    with pytest.raises(strict.TPUStrictError) as excinfo:
+        report.raise_if_failed()
+    assert str(excinfo.value).splitlines() == [
+        "TPU-strict mode found 2 problem(s) a TPU would fail on:",
+        "  [static-shape] 2:",
+        "    1. a is dynamic. Fix: a (name: static-shape:a)",
+        "    2. b is dynamic. Fix: b (name: static-shape:b)",
+        "  accepted by tpu.strict_accept (not blocking), 1:",
+        "    [xla] 1:",
+        "      3. c fails. Fix: c (accepted by 'xla:*')",
+        "  differs: runs on a TPU but computes something else than on the CPU (not blocking), 1:",
+        "    [cross-shard] 1:",
+        "      4. f sums. Fix: f (name: cross-shard:f)",
+        "  notes, 1:",
+        "    [dtype] 1:",
+        "      5. d is int64. Advice: d (name: dtype:d)",
+        "  A finding that is wrong for this model can be accepted by its name, tpu.strict_accept=['RULE:WHERE'] "
+        "(shell wildcards, e.g. --set tpu.strict_accept=cross-shard:*); switch strict mode off (tpu.strict=false) "
+        "only if you will never run this on a TPU",
+    ]
+    assert report.violations == ("[static-shape] a is dynamic. Fix: a", "[static-shape] b is dynamic. Fix: b")
+    assert report.describe().splitlines()[:2] == [
+        "TPU-strict mode: 2 check(s), 5 finding(s) (2 fails, 1 accepted, 1 differs, 1 notes)",
+        "  fails (blocking), 2:",
+    ]
+    clean = strict.StrictReport.of(["config"], [])
+    assert clean.passed and clean.describe() == (
+        "TPU-strict mode: 1 check(s), 0 finding(s) (0 fails, 0 accepted, 0 differs, 0 notes)"
+    )
+    with pytest.raises(ValueError, match="Finding severity 'warning': expected one of"):
+        strict.Finding("x", "y", "warning", "z")
+
+
+def test_the_report_is_logged(binary, caplog):
+    schema, _ = binary
+    model_fn = model_fn_builder(schema, train_op=outside_gradients_train_op)
+    with caplog.at_level("INFO", logger="estimator_lib.strict.checks"):
+        strict.check_model(JOB, schema, model_fn, modes=("train",))
+    (record,) = caplog.records
+    assert record.levelname == "WARNING" and record.getMessage().startswith(
+        "TPU-strict mode: 8 check(s), 1 finding(s) (0 fails, 0 accepted, 1 differs, 0 notes)\n  differs: runs on a TPU"
+    )
 
 
 # -- rule: export -----------------------------------------------------------------------------------------------------
@@ -461,7 +546,9 @@ def test_library_export_has_tpu_partitioned_call_after_strict_training(binary, t
 def test_strict_train_rejects_before_training_and_can_be_switched_off(binary, tmp_path):
     schema, pattern = binary
     job = job_with(plugin("py_function_logits"), strict=True)
-    with pytest.raises(strict.TPUStrictError, match=r"\[xla\] train step .* XLA cannot compile op EagerPyFunc"):
+    with pytest.raises(
+        strict.TPUStrictError, match=r"\[xla\] 3:\s+1\. train step .* XLA cannot compile op EagerPyFunc"
+    ):
         estimator_lib.train(job, schema, pattern, str(tmp_path / "strict"))
     assert tf.train.latest_checkpoint(str(tmp_path / "strict")) is None  # failed before any TPU time is spent
 
@@ -474,6 +561,6 @@ def test_strict_off_trains_and_evaluates_a_model_a_tpu_would_refuse(binary, tmp_
     model_dir = str(tmp_path / "lenient")
     assert estimator_lib.train(job, schema, pattern, model_dir).global_step == 1
     strict_job = dataclasses.replace(job, tpu=dataclasses.replace(job.tpu, strict=True))
-    with pytest.raises(strict.TPUStrictError, match=r"\[xla\] eval step"):
+    with pytest.raises(strict.TPUStrictError, match=r"\[xla\] 1:\s+1\. eval step"):
         estimator_lib.evaluate(strict_job, schema, pattern, model_dir)
     assert tf.train.latest_checkpoint(model_dir).endswith("model.ckpt-1")  # the lenient run's checkpoint stays

@@ -9,6 +9,7 @@ import pytest
 import tensorflow as tf
 
 from estimator_lib.strict import graph, xla
+from estimator_lib.strict.findings import FAILS, NOTE
 from estimator_lib.strict.inputs import InputInfo, TPUTarget
 
 ModeKeys = tf.estimator.ModeKeys
@@ -69,9 +70,12 @@ def model_fn_builder(step=plain):
     return model_fn
 
 
-def check(mode, step=plain, tmp_path="/tmp"):
+def check(mode, step=plain, tmp_path="/tmp", model_fn=None):
+    """The messages of check_xla's findings, all `fails`."""
     info = UNLABELED if mode == ModeKeys.PREDICT else LABELED
-    return xla.check_xla(model_fn_builder(step), mode, info, TARGET, str(tmp_path), "my_model_fn")
+    findings = xla.check_xla(model_fn or model_fn_builder(step), mode, info, TARGET, str(tmp_path), "my_model_fn")
+    assert all(f.rule == "xla" and f.severity == FAILS for f in findings)
+    return [f.message for f in findings]
 
 
 def line_of(fn, text: str) -> int:
@@ -90,7 +94,7 @@ def test_an_op_xla_refuses_is_named_with_the_users_line(mode, tmp_path):
     (message,) = check(mode, py_function_step, tmp_path)
     line = line_of(py_function_step, "tf.py_function")
     assert message.startswith(f"{mode} step of model_fn my_model_fn: XLA cannot compile op EagerPyFunc (node ")
-    assert f"created at test_xla.py:{line} in py_function_step; the TPU compiler would refuse it too" in message
+    assert f"created at test_xla.py:{line} (in py_function_step); the TPU compiler would refuse it too" in message
     assert message.endswith("move host work to the input pipeline or host_call")
 
 
@@ -98,9 +102,8 @@ def test_a_size_computed_in_the_step_is_not_a_compile_time_constant(tmp_path):
     (message,) = check(ModeKeys.EVAL, size_from_a_random_value, tmp_path)
     assert message.startswith("eval step of model_fn my_model_fn: XLA cannot compile op Reshape (node ")
     assert "an input that sets a shape is not a compile-time constant" in message
-    assert f"created at test_xla.py:{line_of(size_from_a_random_value, 'tf.reshape')} in size_from_a_random_value" in (
-        message
-    )
+    line = line_of(size_from_a_random_value, "tf.reshape")
+    assert f"created at test_xla.py:{line} (in size_from_a_random_value)" in message
 
 
 @pytest.mark.xfail(
@@ -151,13 +154,41 @@ def test_user_frame_skips_library_frames():
     frames = [
         ("/home/me/train.py", 10, "main"),
         ("/home/me/model.py", 42, "logits"),
+        ("/venv/lib/python3.11/site-packages/absl/flags/_flagvalues.py", 3, "__getattr__"),
         ("/venv/site-packages/tensorflow/python/ops/array_ops.py", 5, "reshape"),
         ("/repo/estimator_lib/strict/xla.py", 80, "step"),
     ]
-    assert xla._user_frame(frames) == "model.py:42 in logits"
-    assert xla._user_frame(frames[2:]) is None
+    assert xla._user_frame(frames) == "model.py:42 (in logits)"
+    assert xla._user_frame(frames[2:]) == ""
 
 
 def test_describe_keeps_the_first_line_of_another_error():
     with tf.Graph().as_default() as g:
-        assert xla._describe("Failed getting HLO text: 'something else\nmore detail", g) == "something else"
+        assert xla._describe("Failed getting HLO text: 'something else\nmore detail", g) == ("something else", "")
+
+
+def test_the_learning_rate_schedule_reads_the_global_step_inside_the_compiled_step(tmp_path):
+    def scheduled(features, labels, mode, params):
+        w = tf.compat.v1.get_variable("w", [], initializer=tf.compat.v1.ones_initializer())
+        loss = tf.reduce_mean(tf.square(features["x"] * w - labels))
+        step = tf.compat.v1.train.get_global_step()  # a captured resource inside the wrapped step
+        rate = tf.compat.v1.train.polynomial_decay(0.1, step, 100, end_learning_rate=0.0)
+        sgd = tf.compat.v1.tpu.CrossShardOptimizer(tf.compat.v1.train.GradientDescentOptimizer(rate))
+        return TPUEstimatorSpec(mode, loss=loss * rate, train_op=sgd.minimize(loss, step))
+
+    assert check(ModeKeys.TRAIN, tmp_path=tmp_path, model_fn=scheduled) == []
+
+
+def test_a_step_that_does_not_build_as_a_function_is_a_note(tmp_path):
+    def refuses_to_build_in_a_function(features, labels, mode, params):
+        if not tf.executing_eagerly() and tf.compat.v1.get_default_graph().building_function:
+            raise RuntimeError("cannot run inside a function")
+        return model_fn_builder()(features, labels, mode, params, None)
+
+    model_fn = refuses_to_build_in_a_function
+    (finding,) = xla.check_xla(model_fn, ModeKeys.EVAL, LABELED, TARGET, str(tmp_path), "my_model_fn")
+    assert (finding.name, finding.severity) == ("xla:eval", NOTE)
+    assert finding.message.startswith(
+        "eval step of model_fn my_model_fn: not compiled with XLA here, as the step does not build inside "
+        "tf.compat.v1.wrap_function (RuntimeError: cannot run inside a function)"
+    )
