@@ -885,11 +885,12 @@ def failure_excerpt(log_path: str) -> str:
     return "\n".join(_last_traceback(log_path))
 
 
-def failure_message(log_path: str, stage: str, unwritten: str = "", outputs: str = "") -> str:
-    """The first line of the failed stage's error ("DataError: data.csv line 7, column 'x': ..."), the module
-    path of the exception's class left out; a write the disk refused as `refused_message` words it (naming the
-    stage's `outputs` directory when the error names no file). The `unwritten` text (what the disk refused)
-    continues the log."""
+def failure_message(log_path: str, stage: str, unwritten: str = "", outputs: str = "", listed: int = 40) -> str:
+    """The failed stage's error ("DataError: data.csv line 7, column 'x': ..."), the module path of the
+    exception's class left out, with the lines that continue its message as a list (indented or numbered, as
+    TPUStrictError lists its findings; at most `listed` of them, then how many more the log holds); a write the
+    disk refused as `refused_message` words it (naming the stage's `outputs` directory when the error names no
+    file). The `unwritten` text (what the disk refused) continues the log."""
     block = _last_traceback(log_path, unwritten)
     # After the frames (indented lines) comes the exception: "package.module.Error: message".
     at = next((i for i, line in enumerate(block) if i and not line.startswith(" ")), None)
@@ -898,7 +899,17 @@ def failure_message(log_path: str, stage: str, unwritten: str = "", outputs: str
     name, sep, message = block[at].partition(": ")
     # TensorFlow gives the file error on a later line of its message ("Graph execution error:" first).
     refused = (refused_message(line.strip(), outputs) for line in [message, *block[at + 1 :]])
-    return next((r for r in refused if r), None) or f"{name.rsplit('.', 1)[-1]}{sep}{message}".strip()
+    refusal = next((r for r in refused if r), None)
+    if refusal:
+        return refusal
+    items = []
+    for line in block[at + 1 :]:
+        if not re.match(r"\s+\S|\d+[.)] ", line):
+            break
+        items.append(line)
+    if len(items) > listed:
+        items = items[:listed] + [f"  ... {len(items) - listed} more line(s) in {log_path}"]
+    return "\n".join([f"{name.rsplit('.', 1)[-1]}{sep}{message}".strip(), *items])
 
 
 # What a disk answers when it refuses a write: full, over quota, read-only; not ours; failing.

@@ -259,3 +259,45 @@ def test_workers_of_a_killed_stage_are_stopped_and_the_rest_of_the_group_is_kept
     finally:
         leader.kill()
         leader.wait()
+
+
+STRICT_FAILURE = """00:24:04.300 - INFO - Executing task \x1b[96m'train-model'\x1b[0m
+    Traceback (most recent call last):
+      File "/tmp/tmp.x/ephemeral_component.py", line 40, in train_model
+        result = estimator.train(job, prepared.schema, prepared.files("train"), model.uri)
+    estimator_lib.strict.checks.TPUStrictError: TPU-strict mode found 2 problem(s) a TPU would fail on:
+      [static-shape] 2:
+        1. infer model_fn m.model_fn: op 'a' makes tensor 'a:0' of dynamic shape (None,) (name: static-shape:a)
+        2. infer model_fn m.model_fn: op 'b' makes tensor 'b:0' of dynamic shape (None,) (name: static-shape:b)
+      notes, 1:
+        [dtype] 1:
+          3. train input: the label is int64 (name: dtype:label)
+      A finding that is wrong for this model can be accepted by its name
+    (the exception's own text ends here)
+
+00:24:09.330 - ERROR - Task \x1b[96m'train-model'\x1b[0m finished with status \x1b[91mFAILURE\x1b[0m
+"""
+
+
+def test_the_failed_stages_error_keeps_the_list_its_message_continues_with(tmp_path):
+    path = tmp_path / "pipeline.log"
+    path.write_text(STRICT_FAILURE)
+    assert local.failure_message(str(path), "train").splitlines() == [
+        "TPUStrictError: TPU-strict mode found 2 problem(s) a TPU would fail on:",
+        "  [static-shape] 2:",
+        "    1. infer model_fn m.model_fn: op 'a' makes tensor 'a:0' of dynamic shape (None,) (name: static-shape:a)",
+        "    2. infer model_fn m.model_fn: op 'b' makes tensor 'b:0' of dynamic shape (None,) (name: static-shape:b)",
+        "  notes, 1:",
+        "    [dtype] 1:",
+        "      3. train input: the label is int64 (name: dtype:label)",
+        "  A finding that is wrong for this model can be accepted by its name",
+    ]
+    assert local.failure_message(str(path), "train", listed=2).splitlines() == [
+        "TPUStrictError: TPU-strict mode found 2 problem(s) a TPU would fail on:",
+        "  [static-shape] 2:",
+        "    1. infer model_fn m.model_fn: op 'a' makes tensor 'a:0' of dynamic shape (None,) (name: static-shape:a)",
+        f"  ... 5 more line(s) in {path}",
+    ]
+    numbered = "    ValueError: 2 problems:\n    1. first\n    2) second\n    not listed\n"
+    path.write_text('    Traceback (most recent call last):\n      File "x.py", line 1, in f\n' + numbered)
+    assert local.failure_message(str(path), "train") == "ValueError: 2 problems:\n1. first\n2) second"
