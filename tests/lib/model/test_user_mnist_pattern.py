@@ -19,6 +19,7 @@ from tpu_patterns import mnist_pattern
 from estimator_lib.config import JobConfig, TPUSettings, TrainingConfig
 from estimator_lib.config.feature_spec import FeatureSpec
 from estimator_lib.model.user import UserCodeError, UserModel, evaluate, export, predict, train
+from estimator_lib.model.user.run import resolve_train_steps
 from estimator_lib.predict import read_predictions
 
 MODEL_FN = "tpu_patterns.mnist_pattern:model_fn"
@@ -167,3 +168,15 @@ def test_an_input_fn_that_yields_other_tensors_than_evaluation_is_refused_before
         "the feature spec"
     )
     assert not os.path.exists(str(tmp_path / "model"))  # refused before anything was written
+
+
+def test_the_budget_is_resolved_once_from_the_train_records_and_a_different_train_steps_hparam_refused(mnist):
+    user = mnist[3]["spec"][0]
+    epochs = dataclasses.replace(JOB, training=dataclasses.replace(JOB.training, train_steps=None, max_epochs=2))
+    assert resolve_train_steps(epochs, user, TRAIN_ROWS).train_steps == 20  # 2 passes of 320 records in 32s
+    assert resolve_train_steps(epochs, user).train_steps is None  # unknown without the count: left out of params
+    assert resolve_train_steps(JOB, user).params == {**HPARAMS, "train_steps": 150}
+    same = dataclasses.replace(user, hparams={**HPARAMS, "train_steps": 150}, train_steps=150)
+    same.load()
+    with pytest.raises(UserCodeError, match=r"^hyperparameter train_steps=99: params\['train_steps'\] is the training"):
+        dataclasses.replace(same, hparams={**HPARAMS, "train_steps": 99}).load()
