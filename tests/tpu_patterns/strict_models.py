@@ -23,6 +23,7 @@ from typing import Callable, Dict
 
 import numpy as np
 import tensorflow as tf
+from absl import flags
 
 ModeKeys = tf.estimator.ModeKeys
 TPUEstimatorSpec = tf.compat.v1.estimator.tpu.TPUEstimatorSpec
@@ -270,3 +271,13 @@ def missing_key_model_fn(features, labels, mode, params):
     """Reads a feature its input does not have: a KeyError of the model's own code."""
     label_ids = features["label_ids"]  # the line the error names
     return TPUEstimatorSpec(mode, loss=tf.reduce_mean(tf.cast(label_ids, tf.float32)))
+
+
+UNPARSED_FLAGS = flags.FlagValues()  # MNIST and ResNet read absl FLAGS in their model_fn; never parsed here
+flags.DEFINE_float("learning_rate", 0.1, "the learning rate", flag_values=UNPARSED_FLAGS)
+
+
+def unparsed_flags_model_fn(features, labels, mode, params):
+    """Reads an absl flag nobody parsed: absl raises UnparsedFlagAccessError from the model's own line."""
+    rate = UNPARSED_FLAGS.learning_rate  # the flag the error names
+    return TPUEstimatorSpec(mode, loss=tf.constant(rate))

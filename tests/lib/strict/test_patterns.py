@@ -127,3 +127,17 @@ def test_a_key_error_of_the_models_own_code_is_named_with_its_file_and_line():
     )
     assert "params['use_tpu']" not in str(excinfo.value) and not isinstance(excinfo.value, strict.TPUStrictError)
     assert isinstance(excinfo.value.__cause__, KeyError)
+
+
+def test_an_unparsed_absl_flag_read_by_the_model_is_named_as_its_own_error():
+    line = next(n for n, text in enumerate(inspect.getsource(models).splitlines(), 1) if "the flag the error" in text)
+    with pytest.raises(strict.ModelBuildError) as excinfo:
+        strict.check_model(JOB, None, models.unparsed_flags_model_fn, **models.input_fns(models.image_input_fn))
+    first = str(excinfo.value).splitlines()[0]
+    assert first.startswith(
+        "model_fn tpu_patterns.strict_models:unparsed_flags_model_fn raised UnparsedFlagAccessError: Trying to access "
+        "flag --learning_rate before flags were parsed."
+    )
+    assert first.endswith(
+        f"at tpu_patterns/strict_models.py:{line} (in unparsed_flags_model_fn) while building the train graph"
+    )
