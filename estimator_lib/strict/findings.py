@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
-from typing import List, Optional, Sequence
+from typing import Optional, Sequence
 
 FAILS, DIFFERS, NOTE = "fails", "differs", "note"
 SEVERITIES = (FAILS, DIFFERS, NOTE)
@@ -52,16 +52,3 @@ class Finding:
 
     def __str__(self) -> str:
         return f"[{self.rule}] {self.message}"
-
-
-def grouped(findings: Sequence[Finding], indent: str = "  ", first: int = 1) -> List[str]:
-    """Lines listing `findings` grouped by rule, each group headed by its count; items numbered from `first`."""
-    rules = list(dict.fromkeys(f.rule for f in findings))
-    lines, number = [], first
-    for rule in rules:
-        members = [f for f in findings if f.rule == rule]
-        lines.append(f"{indent}[{rule}] {len(members)} finding(s):")
-        for f in members:
-            lines.append(f"{indent}  {number}. {f.message} (name: {f.name})")
-            number += 1
-    return lines
