@@ -33,6 +33,7 @@ import sys
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 import tensorflow as tf
+from absl import flags
 from tensorflow.python.util import function_utils
 from tensorflow_estimator.python.estimator.model_fn import EstimatorSpec
 from tensorflow_estimator.python.estimator.tpu.tpu_estimator import TPUEstimatorSpec
@@ -50,7 +51,6 @@ SliceNames = Sequence[Sequence[str]]  # per slice spec, its slices' names in id 
 # files (a user's input_fn).
 TRAIN_STEPS = "train_steps"
 TRAIN_FILES = "train_files"
-FLAGS_PROGRAM = "tpu-pipeline-user-model"  # argv[0] when the user's absl flags are parsed with their defaults
 
 
 class UserCodeError(ValueError):
@@ -114,8 +114,6 @@ def check_hparams(hparams: Mapping[str, Any], train_steps: Optional[int] = None)
 
 def _package_flags(module_name: str) -> Dict[str, Any]:
     """{name: absl Flag} of the flags the user's package (the top-level package of `module_name`) defines."""
-    from absl import flags
-
     package = module_name.split(".")[0]
     by_module = flags.FLAGS.flags_by_module_dict()
     return {
@@ -143,8 +141,6 @@ def apply_flags(hparams: Mapping[str, Any], module_name: str) -> List[str]:
       UserCodeError: a hyperparameter's value is not one its flag takes, or a flag's validator refuses the
         values (names the flag and the hyperparameter).
     """
-    from absl import flags
-
     own = _package_flags(module_name)
     if not own:
         return []
