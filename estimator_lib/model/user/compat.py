@@ -90,12 +90,22 @@ def _describe(feature: Feature) -> str:
     text = f"{feature.dtype} {list(feature.shape)}"
     if feature.var_len:
         text += f" var_len (default {feature.default})"
-    return text + (f" decode {feature.decode}" if feature.decode else "")
+    if feature.decode:
+        text += f" decode {feature.decode}" + (f" to {feature.raw_dtype}" if feature.raw_dtype else "")
+    return text
+
+
+def _input_form(spec: FeatureSpec) -> str:
+    """How the model_fn gets its input, e.g. "the tensor of 'image' alone", "a dict, the label apart"."""
+    if spec.single_input:
+        return f"the tensor of {spec.single_input!r} alone"
+    return "a dict holding the label" if spec.label_in_features else "a dict, the label apart"
 
 
 def check_spec(published: Dict[str, Any], spec: FeatureSpec) -> None:
-    """Checks that `spec` gives the model_fn the features the published model read (`published_metadata`):
-    the same names, and for each the same dtype, shape, var_len (with its default) and decoding.
+    """Checks that `spec` gives the model_fn the features the published model read (`published_metadata`), in
+    the same form (`FeatureSpec.options`: one tensor, or the label among the features): the same names, and for
+    each the same dtype, shape, var_len (with its default) and decoding.
 
     Raises:
       IncompatibleModelError: for the first feature that differs, naming it and both versions.
@@ -105,6 +115,11 @@ def check_spec(published: Dict[str, Any], spec: FeatureSpec) -> None:
     )
     new_inputs = {f.name: f for f in spec.inputs}
     fix = f"restore the published feature spec, or {NO_PUBLISHED_MODEL}"
+    if old.options != spec.options:
+        raise IncompatibleModelError(
+            f"the published model's model_fn got its input as {_input_form(old)}, {spec.source} gives "
+            f"{_input_form(spec)}; {fix}"
+        )
     for before in old.inputs:
         now = new_inputs.pop(before.name, None)
         if now is None:

@@ -245,6 +245,34 @@ def test_check_spec_names_the_first_feature_the_model_would_read_differently(cha
     assert str(e.value) == f"{message}; restore the published feature spec, or {NO_MODEL}"
 
 
+def test_check_spec_names_a_change_of_the_form_the_model_fn_gets_its_input_in():
+    fix = f"restore the published feature spec, or {NO_MODEL}"
+    in_features = FeatureSpec.from_json(
+        {"features": {n: e for n, e in PUBLISHED_SPEC.items()}, "label_in_features": True}, "label", "id", "new.json"
+    )
+    with pytest.raises(IncompatibleModelError) as e:
+        check_spec(METADATA, in_features)
+    assert str(e.value) == (
+        "the published model's model_fn got its input as a dict, the label apart, new.json gives a dict holding "
+        f"the label; {fix}"
+    )
+    pixels = {"pixels": {"dtype": "bytes", "shape": [4], "decode": "raw", "raw_dtype": "uint8"}}
+    published = {"model_fn": "m:model_fn", "feature_spec": {"features": pixels, "single_input": "pixels"}}
+    with pytest.raises(IncompatibleModelError) as e:
+        check_spec(published, FeatureSpec.from_json(pixels, source="new.json"))
+    assert str(e.value) == (
+        f"the published model's model_fn got its input as the tensor of 'pixels' alone, new.json gives a dict, the "
+        f"label apart; {fix}"
+    )
+    wider = {"pixels": {**pixels["pixels"], "raw_dtype": "float32"}}
+    with pytest.raises(IncompatibleModelError) as e:
+        check_spec({**published, "feature_spec": pixels}, FeatureSpec.from_json(wider, source="new.json"))
+    assert str(e.value) == (
+        f"feature 'pixels': the published model reads bytes [4] decode raw to uint8, new.json gives bytes [4] "
+        f"decode raw to float32; {fix}"
+    )
+
+
 def test_check_spec_ignores_what_the_model_fn_does_not_read():
     # Another label dtype and no key field at all: the model_fn gets the same features.
     metadata = {**METADATA, "feature_spec": {**PUBLISHED_SPEC, "id": {"dtype": "int64", "shape": []}}}
