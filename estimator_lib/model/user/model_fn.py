@@ -18,6 +18,9 @@ need around it, without changing what the user's model computes:
   more per slice, in the same pass, with every tensor masked to the slice's real rows (the padding mask's
   mechanism); its metrics come back as "slice:<slice name>/<metric>" (`slice_metric_name`).
 
+A plain `EstimatorSpec` in PREDICT (TPUEstimator takes one on CPU and at export, its TPU prediction loop does not)
+becomes the equivalent TPUEstimatorSpec.
+
 The markers are taken out of `features` before the user's model_fn sees them; with a spec's `single_input`, the
 model_fn then gets that feature's tensor itself (the eval and predict inputs carry a dict: markers and feature).
 
@@ -281,8 +284,34 @@ def wrap_model_fn(
             raise UserCodeError(f"model_fn returned {type(spec).__name__}; it must return a TPUEstimatorSpec")
         if mode == ModeKeys.EVAL and markers:
             return _with_masked_metrics(spec, markers[PADDING_FEATURE], markers.get(SLICE_FEATURE), slices)
-        if mode == ModeKeys.PREDICT and markers:
-            return _with_markers(spec, {k: v for k, v in markers.items() if k != SLICE_FEATURE})
+        if mode == ModeKeys.PREDICT:
+            spec = _as_tpu_prediction(spec)
+            if markers:
+                return _with_markers(spec, {k: v for k, v in markers.items() if k != SLICE_FEATURE})
         return spec
 
-    return model_fn
+    return named_like(model_fn, user_model_fn)
+
+
+def named_like(wrapper: Callable, function: Callable) -> Callable:
+    """`wrapper` with the module and qualified name of the user's `function`, so that messages (strict mode's)
+    name the user's code. Only the names: `__wrapped__` would make TPUEstimator read the user's signature."""
+    wrapper.__module__ = getattr(function, "__module__", wrapper.__module__)
+    wrapper.__qualname__ = getattr(function, "__qualname__", wrapper.__qualname__)
+    return wrapper
+
+
+def _as_tpu_prediction(spec):
+    """A plain `EstimatorSpec` returned in PREDICT (as the ResNet sample's model_fn does) as the TPUEstimatorSpec
+    that TPUEstimator's TPU prediction loop requires (it refuses an EstimatorSpec there): the same predictions,
+    export outputs, prediction hooks and scaffold."""
+    if isinstance(spec, TPUEstimatorSpec) or not isinstance(spec, EstimatorSpec):
+        return spec
+    scaffold = spec.scaffold
+    return TPUEstimatorSpec(
+        spec.mode,
+        predictions=spec.predictions,
+        export_outputs=spec.export_outputs,
+        prediction_hooks=spec.prediction_hooks,
+        scaffold_fn=lambda: scaffold,
+    )

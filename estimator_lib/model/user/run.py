@@ -40,6 +40,7 @@ from estimator_lib.model.user.model_fn import (
     check_hparams,
     check_model_fn,
     load_function,
+    named_like,
     slice_metric_name,
     wrap_model_fn,
 )
@@ -119,6 +120,7 @@ def _strict_check(
     def model_fn(features, labels, mode, params, config):
         return wrapped(features, labels, mode, {**hparams, **params}, config)
 
+    named_like(model_fn, wrapped)
     eval_input_fn = user_inputs.padded_input_fn_builder(files, user.spec, count, with_label=True)
     count = eval_input_fn.num_examples  # type: ignore[attr-defined]
     strict.check_model(

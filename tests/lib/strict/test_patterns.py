@@ -13,6 +13,7 @@ from tpu_patterns import strict_models as models
 
 from estimator_lib import strict
 from estimator_lib.config import JobConfig, ModelConfig, TPUSettings, TrainingConfig
+from estimator_lib.model.user.model_fn import wrap_model_fn
 
 # Global batch 16 over the 8-core target: 2 rows per replica, 16 batches of the 32 rows per host.
 JOB = JobConfig(
@@ -87,6 +88,13 @@ def test_fused_batch_norm_passes_and_a_plain_estimator_spec_in_predict_is_named(
     assert "its TPU prediction loop raises RuntimeError" in report.findings[0].message
     assert {"train: static-shape (model graph)", "train: xla", "infer: xla"} <= set(report.checks)
     assert check(models.resnet_like_model_fn, input_fns, accept=["spec:infer"]).accepted == report.findings
+
+
+def test_a_users_resnet_pattern_passes_as_the_pipeline_runs_it():
+    # The user-model wrapper hands TPUEstimator the TPUEstimatorSpec its TPU prediction loop needs.
+    wrapped = wrap_model_fn(models.resnet_like_model_fn)
+    assert check(wrapped, models.input_fns(models.image_input_fn)).findings == ()
+    assert f"{wrapped.__module__}.{wrapped.__qualname__}" == "tpu_patterns.strict_models.resnet_like_model_fn"
 
 
 def test_an_int64_label_and_the_image_itself_as_features_get_notes_only():
