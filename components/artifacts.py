@@ -33,6 +33,7 @@ from estimator_lib.export.fingerprint import saved_model_fingerprint
 from estimator_lib.export.serving_check import RECORD_FILE as SERVING_CHECK_FILE
 from estimator_lib.predict import PredictResult
 from estimator_lib.release import Release, fingerprint, fingerprint_files
+from estimator_lib.strict import STRICT_FILE
 
 if TYPE_CHECKING:
     # Not at run time: estimator_lib.registry loads google-cloud-aiplatform, which only the register step needs.
@@ -44,6 +45,7 @@ VALIDATION_FILE = "validation.json"  # inside the prepared Dataset: every valida
 MAX_BREACHES, MAX_SUMMARY = 10, 2000  # what of them the Dataset's metadata keeps
 IMPORTANCE_FILE = "importance.json"  # inside the Blessing: every feature's importance and attribution
 MAX_IMPORTANCE, MAX_NAME = 10, 100  # features of each ranking the Blessing's metadata keeps; characters of a name
+MAX_FINDINGS = 20  # strict-mode findings the Model's metadata names (every one is in its record)
 
 
 def read_drift(dataset: Dataset) -> dict[str, Any]:
@@ -123,8 +125,21 @@ def describe_model(model: Model, result: TrainResult, job: JobConfig, warm_start
             "trained_steps": int(result.trained_steps),
             "budget": int(result.budget),
             "stopped": result.validation.stopped if result.validation else "",
+            "strict": strict_summary(model.uri),
         }
     )
+
+
+def strict_summary(model_dir: str) -> dict[str, Any] | None:
+    """What the train stage's TPU-strict check found (`strict.record_report`'s record beside the checkpoints),
+    bounded for the metadata: the counts by class and the first `MAX_FINDINGS` findings by name, class and the
+    pattern that accepted them; every message in the record at `uri`. None when strict mode was off."""
+    uri = storage.join(model_dir, STRICT_FILE)
+    if not storage.exists(uri):
+        return None
+    record = json.loads(storage.read_text(uri))
+    named = [{k: f[k] for k in ("name", "severity", "accepted_by")} for f in record["findings"][:MAX_FINDINGS]]
+    return {"checks": record["checks"], "counts": record["counts"], "findings": named, "uri": uri}
 
 
 def describe_evaluation(

@@ -245,7 +245,10 @@ def train(
     valid_fn = _validation_input_fn(valid_files, schema, num_valid_examples)
     if job.tpu.strict:  # every mode: a model that cannot predict on a TPU should not be trained for one
         model_fn, accept = build_model_fn(schema, job), job.tpu.strict_accept
-        strict.check_model(job, schema, model_fn, train_input_fn=input_fn, eval_input_fn=valid_fn, accept=accept)
+        report = strict.check_model(
+            job, schema, model_fn, train_input_fn=input_fn, eval_input_fn=valid_fn, accept=accept
+        )
+        strict.record_report(report, model_dir)
     progress = _stage_progress(job, model_dir, count, valid_fn is not None, progress_seconds)
     if valid_fn is None:
         _train_to(job, schema, model_dir, input_fn, job.training.train_steps, progress)

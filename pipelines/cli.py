@@ -954,6 +954,7 @@ def format_summary(summary: dict[str, Any], path: str) -> str:
         *format_data(summary["data"]),
         *([f"  data validation: {summary['validation']['summary']}"] if summary.get("validation") else []),
         "  metrics (eval): " + vocabulary.format_metrics(metrics, vocabulary.headline(metrics)),
+        *([f"  {show.strict_line(summary['strict'])}"] if summary.get("strict") else []),
         f"  blessed: {summary['blessed']} ({summary['blessing']['summary']})",
         f"  predictions: {summary['predictions']['count']} rows in {summary['predictions']['uri']}",
         f"  export: {summary['export']['uri']} (tag sets {summary['export']['tag_sets']})",

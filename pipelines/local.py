@@ -1020,6 +1020,15 @@ def _number(value: Any) -> Any:
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
+def strict_record(strict: Optional[Mapping[str, Any]]) -> Optional[dict[str, Any]]:
+    """The train stage's TPU-strict record (its counts as ints: metadata numbers come through KFP as floats);
+    None when strict mode was off."""
+    if not strict:
+        return None
+    counts = {name: _number(count) for name, count in strict["counts"].items()}
+    return {**strict, "checks": _number(strict["checks"]), "counts": counts}
+
+
 def validation_summary(dataset: Any) -> dict[str, Any]:
     """The prepare stage's data validation; its row counts read back as ints (KFP metadata numbers are floats)."""
     checked = dict(dataset.metadata.get("validation", {}))
@@ -1148,6 +1157,7 @@ def summarize(outputs: Mapping[str, Any], arguments: Mapping[str, Any]) -> dict[
         # TensorBoard reads the training summaries here and the evaluations' in its eval*/ subdirectories.
         "tensorboard_logdir": model.uri,
         "validation": validation_summary(dataset),
+        "strict": strict_record(model.metadata.get("strict")),
         "model": {
             "uri": model.uri,
             "global_step": _number(model.metadata["global_step"]),

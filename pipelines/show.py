@@ -99,6 +99,8 @@ def format_run(summary: dict[str, Any], path: str) -> str:
         lines += slice_lines(summary["slices"])
     if "blessed" in summary:
         lines.append(f"  blessed: {summary['blessed']} ({summary['blessing']['summary']})")
+    if summary.get("strict"):
+        lines.append(f"  {strict_line(summary['strict'])}")
     if "serving" in summary:
         lines.append(f"  {serving_line(summary['serving'])}")
     if "export" in summary:
@@ -149,6 +151,27 @@ def serving_line(serving: dict[str, Any]) -> str:
         f"serving check: {serving['rows_checked']} rows agree on {', '.join(serving['signatures'])} "
         f"(largest difference {worst:.3g}; rtol {serving['rtol']:g} + atol {serving['atol']:g})"
     )
+
+
+STRICT_CLASSES = ("fails", "accepted", "differs", "notes")
+_STRICT_GROUP = {"fails": "fails", "differs": "differs", "note": "notes"}  # a finding's class: its count's name
+
+
+def strict_line(strict: dict[str, Any]) -> str:
+    """The train stage's TPU-strict check in one line: the checks, then each class's count with the names of
+    its findings (the record at `uri` has their messages)."""
+    named: dict[str, list[str]] = {}
+    for finding in strict["findings"]:
+        group = "accepted" if finding["accepted_by"] else _STRICT_GROUP[finding["severity"]]
+        named.setdefault(group, []).append(finding["name"])
+    parts = []
+    for group in STRICT_CLASSES:
+        count = strict["counts"].get(group, 0)
+        if count:
+            shown = list(dict.fromkeys(named.get(group, [])))
+            parts.append(f"{count} {group} ({', '.join(shown)})" if shown else f"{count} {group}")
+    found = "; ".join(parts) if parts else "nothing a TPU would refuse"
+    return f"TPU-strict: {strict['checks']} checks, {found}" + (f"; details in {strict['uri']}" if parts else "")
 
 
 def _headline(summary: dict[str, Any]) -> str:

@@ -8,11 +8,13 @@ graph; `user_code` names an exception the user's own model_fn raised (`ModelBuil
 
 from estimator_lib.strict.checks import (
     ALL_MODES,
+    STRICT_FILE,
     StrictReport,
     TPUStrictError,
     check_export,
     check_model,
     config_findings,
+    record_report,
 )
 from estimator_lib.strict.findings import DIFFERS, FAILS, NOTE, Finding
 from estimator_lib.strict.user_code import ModelBuildError
@@ -24,9 +26,11 @@ __all__ = [
     "NOTE",
     "Finding",
     "ModelBuildError",
+    "STRICT_FILE",
     "StrictReport",
     "TPUStrictError",
     "check_export",
     "check_model",
     "config_findings",
+    "record_report",
 ]

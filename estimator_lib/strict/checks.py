@@ -26,11 +26,13 @@ cannot check without a TPU.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 from typing import Callable, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
+from estimator_lib import storage
 from estimator_lib.config import ConfigError, JobConfig
 from estimator_lib.model import inputs
 from estimator_lib.schema import Schema
@@ -61,6 +63,7 @@ from estimator_lib.strict.user_code import ModelBuildError, located, raised_by_t
 from estimator_lib.strict.xla import check_xla
 
 log = logging.getLogger(__name__)
+STRICT_FILE = "strict.json"  # beside the checkpoints: what the train stage's strict check found (`record_report`)
 ModeKeys = tf.estimator.ModeKeys
 ALL_MODES = (ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.PREDICT)
 _HINT = (
@@ -177,6 +180,16 @@ class StrictReport:
             (DIFFERS, self.differs),
             ("notes", self.notes),
         )
+
+    def to_dict(self) -> dict:
+        """The report as the train stage records it (`record_report`): the checks run, each class's count, and
+        every finding with its name, class, the accept pattern that matched it (or None) and its message."""
+        counts = {name: len(group) for name, group in self._counts()}
+        findings = [
+            {"name": f.name, "severity": f.severity, "accepted_by": f.accepted_by(self.accept), "message": f.message}
+            for f in self.findings
+        ]
+        return {"checks": len(self.checks), "counts": counts, "accept": list(self.accept), "findings": findings}
 
     def raise_if_failed(self) -> "StrictReport":
         if not self.passed:
@@ -353,6 +366,14 @@ def _reported(report: StrictReport) -> StrictReport:
     """Logs the report (a warning when it has findings) and raises TPUStrictError on a blocking finding."""
     (log.warning if report.findings else log.info)("%s", report.describe())
     return report.raise_if_failed()
+
+
+def record_report(report: StrictReport, directory: str) -> str:
+    """Writes `report.to_dict()` as `STRICT_FILE` in `directory` (the model directory: the run's record of what
+    strict mode found and which findings were accepted); returns its URI."""
+    uri = storage.join(directory, STRICT_FILE)
+    storage.write_text(uri, json.dumps(report.to_dict(), indent=2, sort_keys=True))
+    return uri
 
 
 def check_export(export_dir: str, accept: Sequence[str] = ()) -> StrictReport:

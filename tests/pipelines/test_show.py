@@ -180,3 +180,26 @@ def test_show_prints_each_stages_seconds_after_the_headline(tmp_path, capsys):
     assert cli.main(["show", folder.path]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[1] == "  stages: prepare 2.0 s, train 12.0 s, release 0.1 s"  # in the DAG's order
+
+
+def test_the_strict_line_counts_each_class_and_names_its_findings():
+    def finding(name, severity, accepted_by=None):
+        return {"name": name, "severity": severity, "accepted_by": accepted_by}
+
+    strict = {
+        "checks": 26,
+        "counts": {"fails": 0, "accepted": 1, "differs": 1, "notes": 2},
+        "findings": [
+            finding("dtype:label", "note"),
+            finding("cross-shard:train_op", "differs"),
+            finding("dtype:label", "note"),
+            finding("spec:infer", "fails", "spec:*"),
+        ],
+        "uri": "/m/strict.json",
+    }
+    assert show.strict_line(strict) == (
+        "TPU-strict: 26 checks, 1 accepted (spec:infer); 1 differs (cross-shard:train_op); 2 notes (dtype:label); "
+        "details in /m/strict.json"
+    )
+    clean = {"checks": 26, "counts": {"fails": 0, "accepted": 0, "differs": 0, "notes": 0}, "findings": [], "uri": "u"}
+    assert show.strict_line(clean) == "TPU-strict: 26 checks, nothing a TPU would refuse"

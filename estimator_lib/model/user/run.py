@@ -110,7 +110,7 @@ def resolve_train_steps(job: JobConfig, user: UserModel, num_train_examples: Opt
 
 def _strict_check(
     job: JobConfig, user: UserModel, train_input_fn: InputFn, files: Sequence[str], count: Optional[int]
-) -> None:
+) -> strict.StrictReport:
     """TPU-strict mode (`tpu.strict`): the user's model_fn built for the TPU target in every mode, on the train
     input_fn (the spec's or the user's own) and padded eval and predict input_fns over the train `files` (`count`
     records, counted when None), with their hyperparameters."""
@@ -123,7 +123,7 @@ def _strict_check(
     named_like(model_fn, wrapped)
     eval_input_fn = user_inputs.padded_input_fn_builder(files, user.spec, count, with_label=True)
     count = eval_input_fn.num_examples  # type: ignore[attr-defined]
-    strict.check_model(
+    return strict.check_model(
         job,
         None,
         model_fn,
@@ -216,7 +216,7 @@ def train(
         if warm is not None:  # the checkpoint checked is the one loaded
             warm = compat.check_warm_start(job, user, files, warm)
         if job.tpu.strict:
-            _strict_check(job, user, input_fn, files, count)
+            strict.record_report(_strict_check(job, user, input_fn, files, count), model_dir)
         progress = TrainingProgress(
             budget,
             job.training.train_batch_size,

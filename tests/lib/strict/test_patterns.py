@@ -5,6 +5,7 @@ reports exactly what a TPU would do with it; an error of the model's own code is
 from __future__ import annotations
 
 import inspect
+import json
 
 import numpy as np
 import pytest
@@ -149,3 +150,18 @@ def test_an_unparsed_absl_flag_read_by_the_model_is_named_as_its_own_error():
     assert first.endswith(
         f"at tpu_patterns/strict_models.py:{line} (in unparsed_flags_model_fn) while building the train graph"
     )
+
+
+def test_the_train_stage_records_the_report_with_what_accepted_each_finding(tmp_path):
+    input_fns = models.input_fns(models.image_input_fn, label_dtype=np.int64, as_dict=False)
+    report = check(models.mnist_like_model_fn, input_fns, accept=["dtype:label"])
+    uri = strict.record_report(report, str(tmp_path))
+    assert uri == str(tmp_path / strict.STRICT_FILE)
+    with open(uri, encoding="utf-8") as f:
+        record = json.load(f)
+    assert record["checks"] == ALL_CHECKS and record["accept"] == ["dtype:label"]
+    assert record["counts"] == {"fails": 0, "accepted": 2, "differs": 0, "notes": 0}
+    assert [(f["name"], f["severity"], f["accepted_by"]) for f in record["findings"]] == [
+        ("dtype:label", strict.NOTE, "dtype:label")
+    ] * 2
+    assert record["findings"][0]["message"] == report.findings[0].message
