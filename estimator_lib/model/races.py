@@ -83,7 +83,16 @@ def _source(tensor: tf.Tensor) -> Optional[tf.Operation]:
         if op.type == "Identity" and op.inputs[0].dtype != tf.resource:
             return None  # an Identity of a reference variable is a read, not a hand-over
         op = op.inputs[0].op
+    outer = _captured(op) if op.type == "Placeholder" else None
+    if outer is not None:
+        return _source(outer) or op
     return op if op.type in _SOURCES else None
+
+
+def _captured(placeholder: tf.Operation) -> Optional[tf.Tensor]:
+    """The outer tensor a function graph's placeholder stands for (a while loop's body, as a TPU training loop
+    runs the model_fn in), or None."""
+    return next((outer for outer, inner in getattr(placeholder.graph, "captures", ()) if inner.op is placeholder), None)
 
 
 def _is_write(op: tf.Operation) -> bool:
@@ -216,7 +225,7 @@ def ordered_model_fn(model_fn: Callable, on_races: Optional[Callable[[List[Race]
         train_op = getattr(spec, "train_op", None)
         if mode != ModeKeys.TRAIN or train_op is None:
             return spec
-        graph = tf.compat.v1.get_default_graph()
+        graph = train_op.graph  # an op's or a tensor's: the step's graph, a while loop's body on a TPU
         found = find_races(graph, train_op)
         unordered = order_races(graph, found)
         for race in found:

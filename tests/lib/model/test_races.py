@@ -105,6 +105,27 @@ def test_resource_and_reference_variables(use_resource, read, line):
     assert races.find_races(graph, train_op) == []
 
 
+def test_a_race_in_a_while_loops_body_names_the_captured_variable():
+    """A TPU training loop runs the model_fn in a while loop's body: a function graph capturing the variables."""
+    found = []
+
+    def body(i):
+        doubled = v.read_value() * 2.0
+        step = tf.group(doubled, v.assign_add(1.0))
+        graph = tf.compat.v1.get_default_graph()
+        found.append(races.find_races(graph, step))
+        races.order_races(graph, found[0])
+        found.append(races.find_races(graph, step))
+        with tf.control_dependencies([step]):
+            return i + 1
+
+    with tf.Graph().as_default():
+        v = tf.compat.v1.get_variable("v", [], initializer=tf.compat.v1.zeros_initializer(), use_resource=True)
+        tf.compat.v1.while_loop(lambda i: i < 3, body, [0])
+    [[race], after] = found
+    assert (race.variable, race.read_site, after) == ("v", f"{__file__}:{body.__code__.co_firstlineno + 1}", [])
+
+
 def test_the_read_that_feeds_its_write_is_ordered():
     graph = tf.Graph()
     with graph.as_default():
