@@ -21,7 +21,7 @@ from estimator_lib import storage, strict
 from estimator_lib.config import JobConfig
 from estimator_lib.data.common import TRAIN, VALID
 from estimator_lib.data.prepare import PrepareResult
-from estimator_lib.model import checkpoints, inputs, metrics
+from estimator_lib.model import checkpoints, inputs, metrics, races
 from estimator_lib.model.hooks import ProgressHook
 from estimator_lib.model.inputs import PREDICT_BATCHES_PER_RUN, STEPS_PER_RUN, Patterns
 from estimator_lib.model.model_fn import EVAL_ROWS_PER_STEP, TARGET_STEP, build_model_fn, learning_rate
@@ -125,10 +125,12 @@ def _tpu_estimator(
     job: JobConfig, model_dir: str, model_fn, params: Dict, count_steps: bool = True, **options
 ) -> tpu_lib.TPUEstimator:
     """The one TPUEstimator construction: the job's run config, batch sizes (global) and TPU settings, exporting
-    a CPU and a TPU meta graph; `options` are the remaining TPUEstimator arguments. Enables op determinism first
-    when the job asks for it."""
+    a CPU and a TPU meta graph; `options` are the remaining TPUEstimator arguments. When the job asks for
+    determinism: op determinism enabled first, and the training step's unordered reads and writes of a variable
+    ordered read first (`model.races`: a learning rate reading the global step its own train_op increments)."""
     if job.training.deterministic:
         enable_determinism(job.training.seed)
+        model_fn = races.ordered_model_fn(model_fn)
     return tpu_lib.TPUEstimator(
         model_fn=model_fn,
         config=build_run_config(job, model_dir, count_steps),

@@ -8,5 +8,6 @@
 - `warm_start`: the `scaffold_fn` that initialises from a checkpoint or SavedModel;
 - `checkpoints`: which checkpoint is the model (the best by validation loss, kept in `best/`) and the record of
   the early-stopping rounds;
-- `families`: the logits builders (`linear`, `dnn`, user plug-ins).
+- `families`: the logits builders (`linear`, `dnn`, user plug-ins);
+- `races`: unordered reads and writes of a variable in a training step, ordered read first (`training.deterministic`).
 """

@@ -18,6 +18,8 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Set, Tupl
 
 import tensorflow as tf
 
+from estimator_lib.model.calling import call_as_tpu_estimator
+
 log = logging.getLogger(__name__)
 ModeKeys = tf.estimator.ModeKeys
 
@@ -221,7 +223,7 @@ def ordered_model_fn(model_fn: Callable, on_races: Optional[Callable[[List[Race]
     `unordered` are the races left, which make training not bitwise reproducible."""
 
     def wrapped(features, labels, mode, params, config):
-        spec = model_fn(features, labels, mode, params, config)
+        spec = call_as_tpu_estimator(model_fn, features, labels, mode, params, config)
         train_op = getattr(spec, "train_op", None)
         if mode != ModeKeys.TRAIN or train_op is None:
             return spec

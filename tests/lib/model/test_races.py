@@ -15,10 +15,9 @@ from tpu_patterns import bert_pattern
 
 from estimator_lib.config import JobConfig, ModelConfig, OptimizerConfig, TPUSettings, TrainingConfig
 from estimator_lib.config.feature_spec import FeatureSpec
-from estimator_lib.estimator import build_user_estimator
 from estimator_lib.model import races
 from estimator_lib.model.model_fn import build_model_fn
-from estimator_lib.model.user import inputs as user_inputs
+from estimator_lib.model.user import UserModel, run
 from estimator_lib.model.user.model_fn import wrap_model_fn
 
 ModeKeys = tf.estimator.ModeKeys
@@ -169,29 +168,27 @@ def _job() -> JobConfig:
     )
 
 
-def _trained(model_fn, files: str, model_dir: str) -> dict:
-    """The final checkpoint's variables after training `model_fn` (through the library's estimator) to STEPS."""
-    job, spec = _job(), FeatureSpec.from_json(bert_pattern.SPEC, label=bert_pattern.LABEL)
-    input_fn = user_inputs.train_input_fn_builder(files, spec, job.training.seed, 64, model_dir)
-    hparams = {**bert_pattern.HPARAMS, "num_train_steps": STEPS}
-    build_user_estimator(job, model_fn, hparams, model_dir).train(input_fn, max_steps=STEPS)
+def _trained(model_fn: str, files: str, model_dir: str) -> dict:
+    """The final checkpoint's variables after training bert_pattern's `model_fn` to STEPS through the user-model
+    train stage's call (`model.user.run.train`: its estimator orders the races under `training.deterministic`)."""
+    spec = FeatureSpec.from_json(bert_pattern.SPEC, label=bert_pattern.LABEL)
+    user = UserModel(f"tpu_patterns.bert_pattern:{model_fn}", spec, {**bert_pattern.HPARAMS, "num_train_steps": STEPS})
+    run.train(_job(), user, files, model_dir)
     reader = tf.train.load_checkpoint(model_dir)
     return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
 
 
 @pytest.mark.determinism
-def test_the_bert_pattern_with_its_race_ordered_trains_bitwise_alike(tmp_path):
+def test_the_bert_pattern_as_written_trains_bitwise_alike(tmp_path, caplog):
     """Twice with one seed: identical checkpoints, equal to the model whose increment waits for the update."""
     files = str(tmp_path / "train.tfrecord")
     bert_pattern.write_records(files, 256, seed=1)
-    recorded = []
-    remedied = races.ordered_model_fn(
-        wrap_model_fn(bert_pattern.model_fn), lambda found, unordered: recorded.append((found, unordered))
-    )
-    first, second = (_trained(remedied, files, str(tmp_path / name)) for name in ("a", "b"))
-    reference = _trained(wrap_model_fn(bert_pattern.ordered_model_fn), files, str(tmp_path / "ordered"))
-    assert [(len(found), unordered) for found, unordered in recorded] == [(1, []), (1, [])]
-    assert recorded[0][0][0].variable == "global_step" and first["global_step"] == STEPS
+    with caplog.at_level("WARNING", logger=races.__name__):
+        first, second = (_trained("model_fn", files, str(tmp_path / name)) for name in ("a", "b"))
+    reference = _trained("ordered_model_fn", files, str(tmp_path / "ordered"))
+    logged = [r.getMessage() for r in caplog.records if r.name == races.__name__]
+    assert len(logged) == 2 and all("(ordered read first): global_step: " in m for m in logged)
+    assert first["global_step"] == STEPS
     assert (
         sorted(first) == sorted(second) == sorted(reference) and len(first) == 3 * 19 + 1
     )  # 19 trainable variables, their m and v, the step
