@@ -159,7 +159,7 @@ class AdamWeightDecay(tf.compat.v1.train.Optimizer):
         self._beta_1, self._beta_2, self._epsilon = beta_1, beta_2, epsilon
 
     def _decays(self, var: tf.Variable) -> bool:
-        return self._decay > 0 and not any(re.search(word, var.op.name) for word in self._no_decay)
+        return self._decay > 0 and not any(re.search(word, var.name) for word in self._no_decay)
 
     def _update(self, grad, var: tf.Variable) -> List[tf.Operation]:
         grad = tf.convert_to_tensor(grad)  # the embeddings' IndexedSlices, densified as BERT's optimizer does
