@@ -165,3 +165,20 @@ def test_the_train_stage_records_the_report_with_what_accepted_each_finding(tmp_
         ("dtype:label", strict.NOTE, "dtype:label")
     ] * 2
     assert record["findings"][0]["message"] == report.findings[0].message
+
+
+def test_a_python_branch_on_a_tensor_is_refused_with_the_users_line():
+    def branching_model_fn(features, labels, mode, params):
+        if tf.reduce_mean(features["image"]) > 0:  # a host-side Python decision on a TPU tensor
+            features = {"image": -features["image"]}
+        return models.schedule_model_fn(features, labels, mode, params)
+
+    with pytest.raises(strict.TPUStrictError) as excinfo:
+        strict.check_model(JOB, None, branching_model_fn, **models.input_fns(models.image_input_fn))
+    report = excinfo.value.report
+    assert [f.name for f in report.blocking] == ["model:train", "model:eval", "model:infer"]
+    line = inspect.getsourcelines(branching_model_fn)[1] + 1
+    assert "TensorFlow raised OperatorNotAllowedInGraphError: Using a symbolic `tf.Tensor` as a Python `bool`" in (
+        report.blocking[0].message
+    )
+    assert f" at test_patterns.py:{line} (in {branching_model_fn.__qualname__})." in report.blocking[0].message
