@@ -23,8 +23,9 @@ from typing import Any, Optional
 
 from components import records
 from estimator_lib import manifest, storage, vocabulary
-from estimator_lib.config import JobConfig, RunConfig
+from estimator_lib.config import RunConfig
 from estimator_lib.config.beam import INPROCESS
+from estimator_lib.config.job import settings_read
 from estimator_lib.config.run import NO_MODEL
 from estimator_lib.config.stages import EvaluateSpec, PredictSpec, PrepareSpec, StageSpecs, TrainSpec
 from pipelines import checks, local, runs
@@ -350,7 +351,7 @@ def _verify_summary(record: Record) -> list[str]:
             )
     if "train" in record.manifests:
         job = record.manifests["train"]["config"].get("job")
-        job = JobConfig.from_dict(job).settings_read() if job is not None else None  # what the summary shows
+        job = settings_read(job) if job is not None else None  # what the summary shows
         found += _disagreements("config.job_config", summary.get("config", {}).get("job_config"), "train", job)
     return found
 

@@ -6,8 +6,9 @@
         pipeline-root/        the run's KFP artifacts (every attempt of a resumed run works in the same ones)
         pipeline.log          the full log of every attempt, appended
         summary.json          status (running, ok, failed, interrupted), the stage, the error (its first line and
-                              the list it continues with; a crash adds the signal and the stage's last log lines), times, attempts; with status
-                              ok also the results (metrics, predictions, export, ...)
+                              the list it continues with; a crash adds the signal and the stage's last log
+                              lines), times, attempts; with status ok also the results (metrics, predictions,
+                              export, ...)
         report.html           the evaluation report (standalone HTML), copied here when the run ends ok
         tmp/                  TMPDIR of the run's processes while it runs; deleted when it ends
         space.reserve         1 MiB held while the run runs, so that a full disk still takes the summary that

@@ -333,6 +333,18 @@ def _is_reference(text: Any) -> bool:
     return isinstance(text, str) and text.count(":") == 1 and all(part.strip() for part in text.split(":"))
 
 
+def settings_read(job: Mapping[str, Any]) -> dict[str, Any]:
+    """A job config's JSON object (`JobConfig.to_dict()`, with or without its nulls) less the settings its model
+    does not read (`JobConfig.settings_read`); a copy."""
+    data = {section: dict(value) if isinstance(value, Mapping) else value for section, value in job.items()}
+    if (data.get("model") or {}).get("model_fn"):
+        for name in FAMILY_FIELDS:
+            data["model"].pop(name, None)
+        for name in USER_UNREAD_TRAINING:
+            data.get("training", {}).pop(name, None)
+    return data
+
+
 @dataclasses.dataclass(frozen=True)
 class JobConfig(JsonConfig):
     """Everything a training/evaluation/prediction/export run needs, validated across sections."""
@@ -379,13 +391,7 @@ class JobConfig(JsonConfig):
         """The job as a JSON object, less the settings its model does not read: a user's model_fn reads none of
         the built-in family's fields (`FAMILY_FIELDS`), nor `USER_UNREAD_TRAINING` (they are refused at their
         defaults' side, so nothing is lost). What a run's summary shows and compares."""
-        data = self.to_dict()
-        if self.model.model_fn:
-            for name in FAMILY_FIELDS:
-                data["model"].pop(name)
-            for name in USER_UNREAD_TRAINING:
-                data["training"].pop(name)
-        return data
+        return settings_read(self.to_dict())
 
     def with_overrides(self, overrides: Mapping[str, Any]) -> "JobConfig":
         """Returns a copy with dotted keys replaced, e.g. {"training.train_steps": 200}."""
