@@ -15,6 +15,7 @@ from repo import ROOT
 from estimator_lib.config import ConfigError
 from estimator_lib.config.stages import PrepareSpec, TrainSpec
 from pipelines import cli, image, local, tpu
+from pipelines.cli.settings import REPO_DIR, slice_overrides
 
 DIGEST_IMAGE = "us-central1-docker.pkg.dev/proj/repo/tpu-pipeline@sha256:" + "ab" * 32
 COMMIT_IMAGE = "us-central1-docker.pkg.dev/proj/repo/tpu-pipeline:" + "0123456789abcdef0123456789abcdef01234567"
@@ -212,7 +213,7 @@ def test_compile_refuses_a_mutable_image_and_both_targets(tmp_path, capsys):
 def test_default_image_is_tagged_with_the_commit(tmp_path):
     spec = compile_yaml(tmp_path, "--cpu", "--image-repo", "us-docker.pkg.dev/p/r/tpu-pipeline")
     [used] = {e["container"]["image"] for e in spec["deploymentSpec"]["executors"].values()}
-    assert used == f"us-docker.pkg.dev/p/r/tpu-pipeline:{image.git_commit(cli.REPO_DIR)}"
+    assert used == f"us-docker.pkg.dev/p/r/tpu-pipeline:{image.git_commit(REPO_DIR)}"
 
 
 def test_image_references():
@@ -298,7 +299,7 @@ def test_settings_route_overrides_to_their_sections(tmp_path):
 
 def test_slice_flags_are_one_json_list_of_blessing_slices_and_a_cross_keeps_its_comma():
     args = parse("--slice", "island", "--slice", "island,sex", "--set", 'blessing.slice_thresholds={"accuracy": 0.85}')
-    assert cli.slice_overrides(args) == ['blessing.slices=["island", "island,sex"]']
+    assert slice_overrides(args) == ['blessing.slices=["island", "island,sex"]']
     blessing = cli.resolve_settings(args, "/p").blessing
     assert blessing.slices == ("island", "island,sex") and blessing.slice_thresholds == {"accuracy": 0.85}
     with pytest.raises(ConfigError, match=r"blessing.slices: 'island,' must be a feature's name or a comma-joined"):

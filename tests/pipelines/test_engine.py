@@ -14,6 +14,7 @@ from vertex_api import FakeVertexAPI
 from estimator_lib.config.beam import BeamConfig
 from estimator_lib.config.stages import PredictSpec, PrepareSpec
 from pipelines import cli
+from pipelines.cli.settings import resolve_beam
 
 DATAFLOW = [
     "--engine",
@@ -94,7 +95,7 @@ def test_submit_with_engine_beam_defaults_dataflow_to_the_vertex_settings(monkey
 
 def test_run_local_settings_use_the_direct_runner():
     args = cli.build_parser().parse_args(["run-local", "--engine", "beam", "--direct-num-workers", "2"])
-    settings = cli.resolve_settings(args, "/published", beam=cli.resolve_beam(args))
+    settings = cli.resolve_settings(args, "/published", beam=resolve_beam(args))
     assert engines(settings.arguments()) == [("beam", BeamConfig(runner="DirectRunner", direct_num_workers=2))] * 2
 
 

@@ -20,6 +20,7 @@ from estimator_lib.config.beam import BeamConfig
 from estimator_lib.config.run import LOCAL_JOB_DEFAULTS
 from estimator_lib.config.stages import EvaluateSpec, PredictSpec, PrepareSpec, StageSpecs, TrainSpec
 from pipelines import cli, local
+from pipelines.cli.settings import resolve_beam
 
 SECTIONS = (
     ("", JobConfig),
@@ -328,7 +329,7 @@ def test_run_local_takes_tpu_strict_from_its_defaults_and_set_turns_it_off():
 
 def test_beam_settings_go_over_the_engine_flags_and_a_disagreement_is_refused(capsys, tmp_path, no_stage_starts):
     args = cli.build_parser().parse_args(["run-local", "--engine", "beam", "--set", "beam.max_workers=3"])
-    settings = cli.resolve_settings(args, "/p", beam=cli.resolve_beam(args))
+    settings = cli.resolve_settings(args, "/p", beam=resolve_beam(args))
     assert settings.beam == BeamConfig(max_workers=3) and settings.engine == "beam"
     argv = ["run-local", "--output", str(tmp_path), "--engine", "beam", "--direct-num-workers", "2"]
     assert cli.main([*argv, "--set", "beam.direct_num_workers=3"]) == 2

@@ -12,6 +12,7 @@ from estimator_lib import manifest
 from estimator_lib.config import JobConfig, RunConfig, resolve_configs
 from estimator_lib.config import run as config_run
 from pipelines import cli, local, reproduce
+from pipelines.cli import settings as cli_settings
 
 VERSIONS = {"python": "3.11.7", "tensorflow": "2.15.1", "kfp": "2.13.0", "commit": "a" * 40, "image": None}
 JOB = JobConfig().with_overrides({"tpu.use_tpu": False, "tpu.strict": True, "training.train_steps": 20})
@@ -132,7 +133,7 @@ def test_the_rerun_reads_the_recorded_specs_not_todays_defaults_nor_the_summarys
         raise AssertionError("reproduce resolved the settings again")
 
     monkeypatch.setattr(config_run, "resolve_run", resolve_run)
-    monkeypatch.setattr(cli, "resolve_run", resolve_run)
+    monkeypatch.setattr(cli_settings, "resolve_run", resolve_run)
     rerun = {}
 
     def run_local(settings, output, verbose=False, resume=None):

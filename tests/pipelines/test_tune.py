@@ -16,6 +16,7 @@ from estimator_lib.data import prepare
 from estimator_lib.data.embedded import default_dataset
 from estimator_lib.tuning import report_metric
 from pipelines import cli, tune, tune_trial
+from pipelines.cli.settings import resolve_local_settings
 
 SPACE = """
 metric: accuracy
@@ -31,7 +32,7 @@ def resolver(tmp_path, *flags: str):
 
     def resolve(extra):
         args.overrides = [*given, *extra]
-        return cli.resolve_local_settings(args, str(tmp_path))
+        return resolve_local_settings(args, str(tmp_path))
 
     return resolve
 

@@ -1,0 +1,193 @@
+"""The commands that run here (run-local, tune, show, list, reproduce, diff, release), their console output,
+and `main`, which dispatches every command and maps its errors to exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+from google.auth.exceptions import DefaultCredentialsError
+
+from estimator_lib import vocabulary
+from estimator_lib.config import ConfigError, RunConfig
+from estimator_lib.config.run import PREPARED_SPLITS
+from estimator_lib.config.tuning import load_space
+from pipelines import checks, listing, local, reproduce, runs, show
+from pipelines.cli.parser import build_parser
+from pipelines.cli.settings import read_space_file, resolve_alerts, resolve_local_settings
+from pipelines.cli.vertex_commands import cmd_compile, cmd_schedule, cmd_submit
+
+
+def cmd_run_local(args: argparse.Namespace) -> int:
+    output = checks.output_directory(args.output)
+    settings = resolve_local_settings(args, output)
+    outcome = local.run_local(settings, output, verbose=args.verbose, resume=args.resume, alerts=resolve_alerts(args))
+    summary = outcome.summary
+    if summary["status"] == runs.OK:
+        print(format_summary(summary, os.path.join(output, runs.SUMMARY_FILE)))
+        return outcome.exit_code
+    print(format_failure(summary, args.verbose), file=sys.stderr)
+    return outcome.exit_code
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    try:
+        from pipelines import tune  # trains in-process: TensorFlow and optuna load only for this command
+    except ModuleNotFoundError as e:
+        if e.name != "optuna":
+            raise
+        raise ConfigError(
+            "tune needs optuna: pip install 'tpu-estimator-pipelines[tune]' (scripts/setup.sh does)"
+        ) from None
+
+    space = load_space(args.space, read_space_file(args.space))
+    output = checks.output_directory(args.output)
+    args.resume = False
+    given = list(args.overrides)
+
+    def resolve(extra: Sequence[str]) -> RunConfig:
+        args.overrides = [*given, *extra]
+        return resolve_local_settings(args, output)
+
+    outcome = tune.tune(space, args.trials, resolve, output, verbose=args.verbose)
+    summary = outcome.run.summary
+    if summary["status"] == runs.OK:
+        print(format_summary(summary, os.path.join(output, runs.SUMMARY_FILE)))
+    else:
+        print(format_failure(summary, args.verbose), file=sys.stderr)
+    return outcome.run.exit_code
+
+
+def format_failure(summary: dict[str, Any], verbose: bool) -> str:
+    """A failed or interrupted run: the error's first line first, then where the full log is and what to do."""
+    run = summary["run"]
+    if summary["status"] == runs.INTERRUPTED:
+        lines = [f"tpu-pipeline run-local: {summary['error']} during {summary['stage'] or 'start-up'}"]
+    else:
+        lines = [f"tpu-pipeline run-local: error: {summary['stage']}: {summary['error']}"]
+        if verbose:
+            lines += [local.failure_excerpt(run["log"])]
+    lines += [
+        f"full log: {run['log']}",
+        f"run {run['id']} is recorded as {summary['status']}; run the same command again to resume it (finished "
+        "stages are reused, training continues from its last checkpoint)",
+    ]
+    return "\n".join(lines)
+
+
+def format_summary(summary: dict[str, Any], path: str) -> str:
+    metrics = summary["metrics"]
+    run = summary["run"]
+    lines = [
+        f"pipeline finished: run {run['id']}" + (f" (attempt {run['attempts']})" if run["attempts"] > 1 else ""),
+        *format_data(summary["data"]),
+        *([f"  data validation: {summary['validation']['summary']}"] if summary.get("validation") else []),
+        "  metrics (eval): " + vocabulary.format_metrics(metrics, vocabulary.headline(metrics)),
+        *([f"  {show.strict_line(summary['strict'])}"] if summary.get("strict") else []),
+        f"  blessed: {summary['blessed']} ({summary['blessing']['summary']})",
+        f"  predictions: {summary['predictions']['count']} rows in {summary['predictions']['uri']}",
+        f"  export: {summary['export']['uri']} (tag sets {summary['export']['tag_sets']})",
+        f"  {summary['export']['reason']}",
+        f"  report: {summary['report']}",
+        f"  TensorBoard: tensorboard --logdir {summary['tensorboard_logdir']}",
+        f"summary: {path}",
+    ]
+    return "\n".join(lines)
+
+
+def format_data(data: dict[str, Any]) -> list[str]:
+    """The data lines: rows per split, and what a user should look at (quarantined rows, empty columns, and the
+    prepared manifest's notes as warnings: a capped vocabulary, a constant column, a class without rows)."""
+    counts = ", ".join(f"{split} {data['counts'][split]}" for split in PREPARED_SPLITS if data["counts"].get(split))
+    lines = [f"  data: {data['rows']} rows ({counts})"]
+    if data["quarantined"]:
+        lines.append(f"  quarantined: {data['quarantined']} bad rows set aside in {data['quarantine_uri']}")
+    for split, columns in data["columns_all_missing"].items():
+        lines.append(f"  no value in any {split} row: {', '.join(columns)}")
+    return lines + [f"  warning: {note}" for note in data.get("notes", [])]
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    path = show.find_summary(args.output, args.run)
+    summary = show.load_summary(path)
+    print(json.dumps(summary, indent=2, sort_keys=True) if args.json else show.format_run(summary, path))
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    print(listing.format_runs(args.output, listing.list_runs(args.output)))
+    return 0
+
+
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    record = reproduce.read_record(args.record)
+    if record.summary is None:  # a Vertex AI run: its parameters and image, for a resubmission
+        print(reproduce.write_resubmission(record, args.output))
+        return 0
+    result = reproduce.reproduce(record, checks.output_directory(args.output), verbose=args.verbose)
+    print(reproduce.format_reproduction(result))
+    return 0 if result.identical else 1
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    a, b = reproduce.read_record(args.run_a), reproduce.read_record(args.run_b)
+    found = reproduce.diff_records(a, b)
+    print(reproduce.format_diff(a, b, found))
+    return 1 if any(found.values()) else 0
+
+
+def cmd_release(args: argparse.Namespace) -> int:
+    from estimator_lib import release  # it loads TensorFlow (its export stage); no other command may
+
+    repair = release.repair_latest(args.publish_root)  # no intact version: NoIntactVersionError, exit 1
+    print("\n".join(repair.lines()))
+    return 0
+
+
+COMMANDS = {
+    "run-local": cmd_run_local,
+    "tune": cmd_tune,
+    "release": cmd_release,
+    "show": cmd_show,
+    "list": cmd_list,
+    "reproduce": cmd_reproduce,
+    "diff": cmd_diff,
+    "compile": cmd_compile,
+    "submit": cmd_submit,
+    "schedule": cmd_schedule,
+}
+
+
+def main(argv: Sequence[str] | None = None, credentials: Any = None) -> int:
+    """Entry point. `credentials` (google-auth) is for callers that bring their own; the CLI uses ADC."""
+    # google-api-core warns on every import about Python versions it will drop in 2027; not actionable here.
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"google\.")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before anything imports TensorFlow
+    args = build_parser().parse_args(argv)
+    command = COMMANDS[args.command]
+    try:
+        if args.command in ("submit", "schedule"):
+            return command(args, credentials)
+        return command(args)
+    except KeyboardInterrupt:  # Ctrl-C before a run started (during one, run-local stops it and reports)
+        print(f"tpu-pipeline {args.command}: interrupted", file=sys.stderr)
+        return 128 + signal.SIGINT
+    except (ValueError, FileNotFoundError) as e:
+        print(f"tpu-pipeline {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except DefaultCredentialsError:
+        print(
+            f"tpu-pipeline {args.command}: error: no Google Cloud credentials; run "
+            "`gcloud auth application-default login` (or set GOOGLE_APPLICATION_CREDENTIALS), or use --dry-run",
+            file=sys.stderr,
+        )
+        return 2
+    except RuntimeError as e:
+        print(f"tpu-pipeline {args.command}: error: {e}", file=sys.stderr)
+        return 1
