@@ -323,9 +323,9 @@ def make_disk(directory: str, layer: str = "") -> _Disk:
 
 def stage_function(stage: str) -> str:
     """The KFP function that runs `stage` ("train" -> "train_model")."""
-    from pipelines import local
+    from pipelines.local import kfp_patches
 
-    return next(task for task, name in local._task_stages().items() if name == stage).replace("-", "_")
+    return next(task for task, name in kfp_patches._task_stages().items() if name == stage).replace("-", "_")
 
 
 # What a writer leaves while it writes, or when it is killed or its disk refuses it: ours (summaries, records,

@@ -18,7 +18,7 @@ from estimator_lib.estimator import TrainResult
 from estimator_lib.export import serving_check
 from estimator_lib.export.saved_model import ExportResult
 from estimator_lib.predict import PredictResult
-from pipelines import local
+from pipelines.local.summary import importance_summary
 
 
 def artifact(cls, directory, name):
@@ -194,10 +194,10 @@ def test_importance_goes_whole_into_a_file_and_its_top_ten_into_the_blessings_me
         "uri": uri,
     }
     through_kfp = {**described, "rows": 500.0, "repeats": 2.0, "features": 12.0}  # metadata numbers come back floats
-    summary = local.importance_summary(SimpleNamespace(metadata={"importance": through_kfp}))
+    summary = importance_summary(SimpleNamespace(metadata={"importance": through_kfp}))
     assert summary == described and type(summary["rows"]) is int
     assert artifacts.describe_importance(SimpleNamespace(importance=None), blessing) == {}
-    assert local.importance_summary(SimpleNamespace(metadata={"importance": {}})) is None
+    assert importance_summary(SimpleNamespace(metadata={"importance": {}})) is None
 
 
 def test_the_blessing_fingerprint_covers_its_slices_and_importance_files(tmp_path):

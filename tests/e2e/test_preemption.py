@@ -27,6 +27,7 @@ from components import build_stages
 from estimator_lib.config.run import resolve_run
 from pipelines import local
 from pipelines.image import LOCAL_IMAGE
+from pipelines.local.supervisor import _process_table
 from pipelines.retry import RetryPolicy, honour_retry_policies
 from pipelines.tpu import CPU_SETTINGS
 
@@ -67,7 +68,7 @@ def recorded_step(model_dir: str) -> int:
 
 
 def descendants(pid: int) -> list[int]:
-    table = local._process_table()  # {pid: (parent, group)}
+    table = _process_table()  # {pid: (parent, group)}
     found, frontier = [], [pid]
     while frontier:
         parent = frontier.pop()

@@ -25,7 +25,7 @@ import pytest
 from estimator_lib import release, storage
 from estimator_lib.export import read_export_metadata
 from pipelines import runs
-from pipelines.local import stage_of
+from pipelines.local.kfp_patches import stage_of
 
 pytestmark = pytest.mark.slow
 

@@ -23,7 +23,11 @@ import pytest
 from disk_faults import FULL, READ_ONLY, Fault
 
 from estimator_lib import storage
-from pipelines import local, runs
+from pipelines import runs
+from pipelines.local.console import LogFile, append_unwritten
+from pipelines.local.failures import ATTEMPT_MARKER, failure_message, refused_message
+from pipelines.local.kfp_patches import fast_stage_exit
+from pipelines.local.supervisor import unrecorded_message
 
 CAUSES = {FULL: "No space left on device", READ_ONLY: "Read-only file system"}
 ERRNOS = {FULL: errno.ENOSPC, READ_ONLY: errno.EROFS}
@@ -133,13 +137,15 @@ def test_a_run_that_finds_the_disk_full_does_not_start_and_says_why_in_one_line(
 REFUSED_SUMMARY = """
 import io
 from pipelines import local, runs
+from pipelines.local.console import Progress
+from pipelines.local.supervisor import _finish
 folder = runs.RunFolder(out, "r1")
-progress = local._Progress(folder, folder.read_summary(), io.StringIO())
+progress = Progress(folder, folder.read_summary(), io.StringIO())
 progress.line("00:24:04.300 - INFO - Executing task 'export-model'")
 refusals = [progress.unrecorded, progress.refusal(), progress.refused]
 ending = {"summary": {**folder.read_summary(), "status": "failed", "stage": "export", "error": "cannot write x: y"}}
 try:
-    local._finish(folder, 1, None, ending)
+    _finish(folder, 1, None, ending)
 except local.RecordError as e:
     print(json.dumps([refusals, str(e)]))
 """
@@ -173,35 +179,35 @@ TRACEBACK = """    Traceback (most recent call last):
 
 def test_a_log_the_disk_refuses_keeps_what_it_could_not_write_for_the_error_and_the_supervisor(tmp_path):
     refused = []
-    log = local._LogFile("/dev/full", refused.append)  # the kernel's always-full device
-    log.write(f"{local.ATTEMPT_MARKER}r1, attempt 1 ====\n")
+    log = LogFile("/dev/full", refused.append)  # the kernel's always-full device
+    log.write(f"{ATTEMPT_MARKER}r1, attempt 1 ====\n")
     log.write(TRACEBACK + "partial")
     log.close()
     assert refused == ["cannot write /dev/full: No space left on device"]  # once
-    assert log.unwritten() == f"{local.ATTEMPT_MARKER}r1, attempt 1 ====\n{TRACEBACK}partial"
-    assert local.failure_message(str(tmp_path / "absent.log"), "train", log.unwritten()) == (
+    assert log.unwritten() == f"{ATTEMPT_MARKER}r1, attempt 1 ====\n{TRACEBACK}partial"
+    assert failure_message(str(tmp_path / "absent.log"), "train", log.unwritten()) == (
         "cannot write /out/runs/r1/train-model/stage.json: No space left on device"
     )
     path = tmp_path / "pipeline.log"
     path.write_text("written\ncut sho")  # the disk took part of a line
-    local.append_unwritten(str(path), log.ending())
+    append_unwritten(str(path), log.ending())
     assert path.read_text() == (
         "written\ncut sho\n==== the disk refused 5 lines of this log when they were logged (cannot write /dev/full: "
-        f"No space left on device); they follow ====\n{local.ATTEMPT_MARKER}r1, attempt 1 ====\n{TRACEBACK}partial\n"
+        f"No space left on device); they follow ====\n{ATTEMPT_MARKER}r1, attempt 1 ====\n{TRACEBACK}partial\n"
     )
 
 
 def test_a_refused_log_keeps_its_last_lines_only(tmp_path):
-    log = local._LogFile("/dev/full", lambda why: None, keep=2)
+    log = LogFile("/dev/full", lambda why: None, keep=2)
     log.write("".join(f"line {i}\n" for i in range(5)))
     assert log.unwritten() == "\nline 3\nline 4\n"  # a line break stands for the three left out
     path = tmp_path / "pipeline.log"
-    local.append_unwritten(str(path), log.ending())
+    append_unwritten(str(path), log.ending())
     assert path.read_text().splitlines()[0] == (
         "==== the disk refused 5 lines of this log when they were logged (cannot write /dev/full: No space left on "
         "device); the first 3 are lost, the others follow ===="
     )
-    local.append_unwritten(str(path), local._LogFile(str(tmp_path / "other.log"), print).ending())  # none refused
+    append_unwritten(str(path), LogFile(str(tmp_path / "other.log"), print).ending())  # none refused
     assert path.read_text().count("====") == 2
 
 
@@ -209,10 +215,10 @@ def test_no_stage_starts_once_a_record_of_the_run_was_refused(tmp_path):
     from kfp.local import subprocess_task_handler
 
     ran, exits = tmp_path / "ran", []
-    with local._fast_stage_exit(exits.append, lambda: "cannot write /out/runs/r1/pipeline.log: Read-only file system"):
+    with fast_stage_exit(exits.append, lambda: "cannot write /out/runs/r1/pipeline.log: Read-only file system"):
         assert subprocess_task_handler.run_local_subprocess(["touch", str(ran)]) == 1
     assert exits == [1] and not ran.exists()
-    with local._fast_stage_exit(exits.append):
+    with fast_stage_exit(exits.append):
         assert subprocess_task_handler.run_local_subprocess(["touch", str(ran)]) == 0
     assert exits == [1, 0] and ran.exists()
 
@@ -221,13 +227,13 @@ def test_the_last_good_record_of_a_run_whose_summary_was_refused(tmp_path):
     folder = runs.RunFolder(str(tmp_path), "r1")
     error = OSError(errno.ENOSPC, "No space left on device", folder.summary_path)
     ok = {"status": "ok", "stage": None, "error": None}
-    assert local.unrecorded_message(folder, ok, error).splitlines()[:2] == [
+    assert unrecorded_message(folder, ok, error).splitlines()[:2] == [
         "run r1 finished ok",
         f"the run's summary could not be written (cannot write {folder.summary_path}: No space left on device); "
         "no record of run r1 was written",
     ]
     interrupted = {"status": "interrupted", "stage": "train", "error": "interrupted by SIGTERM"}
-    assert local.unrecorded_message(folder, interrupted, error).splitlines()[0] == "interrupted by SIGTERM during train"
+    assert unrecorded_message(folder, interrupted, error).splitlines()[0] == "interrupted by SIGTERM during train"
 
 
 def test_a_runs_start_deletes_what_runs_the_disk_refused_left_and_keeps_everything_else(tmp_path):
@@ -279,7 +285,7 @@ def test_a_runs_start_deletes_what_runs_the_disk_refused_left_and_keeps_everythi
 def test_a_refusal_in_pythons_or_tensorflows_words_becomes_one_line_of_ours(message, refused):
     if message.endswith("; No space left on device"):
         refused = "cannot write /out/m/model.ckpt-20_temp/part-0.tempstate7: No space left on device"
-    assert local.refused_message(message, "/out/t") == refused
+    assert refused_message(message, "/out/t") == refused
 
 
 GRAPH_ERROR = """    Traceback (most recent call last):
@@ -297,7 +303,7 @@ GRAPH_ERROR = """    Traceback (most recent call last):
 def test_tensorflows_graph_execution_error_is_reported_by_the_file_it_could_not_write(tmp_path):
     path = tmp_path / "pipeline.log"
     path.write_text(GRAPH_ERROR)
-    assert local.failure_message(str(path), "train") == (
+    assert failure_message(str(path), "train") == (
         "cannot write /out/model/model.ckpt-20_temp/part-00000-of-00001.data-00000-of-00001.tempstate167: "
         "No space left on device"
     )

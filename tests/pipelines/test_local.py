@@ -15,6 +15,11 @@ import pytest
 from fakes import Clock, Terminal
 
 from pipelines import local, runs
+from pipelines.local.console import _ANSI, ConsoleFilter, Progress
+from pipelines.local.failures import failure_excerpt, failure_message
+from pipelines.local.kfp_patches import fixed_run_directory, stage_of
+from pipelines.local.summary import data_summary
+from pipelines.local.supervisor import _process_table, choose_run, group_members, stop_orphans
 
 RUNNER_OUTPUT = """00:24:01.571 - INFO - Executing task \x1b[96m'prepare-data'\x1b[0m
 00:24:01.572 - INFO - Streamed logs:
@@ -48,11 +53,11 @@ def folder_with_summary(tmp_path, summary) -> runs.RunFolder:
 def test_the_console_shows_one_line_per_stage_event_and_the_log_everything_without_colour_codes(tmp_path):
     folder = folder_with_summary(tmp_path, {"stage": None})
     log, console = io.StringIO(), io.StringIO()
-    progress = local._Progress(folder, folder.read_summary(), console)
-    stream = local._ConsoleFilter(log, io.StringIO(), verbose=False, progress=progress)
+    progress = Progress(folder, folder.read_summary(), console)
+    stream = ConsoleFilter(log, io.StringIO(), verbose=False, progress=progress)
     for chunk in (RUNNER_OUTPUT[:50], RUNNER_OUTPUT[50:]):  # lines split across writes
         stream.write(chunk)
-    assert log.getvalue() == local._ANSI.sub("", RUNNER_OUTPUT) and "\x1b" not in log.getvalue()
+    assert log.getvalue() == _ANSI.sub("", RUNNER_OUTPUT) and "\x1b" not in log.getvalue()
     shown = [line[11:] for line in console.getvalue().splitlines()]  # without the "[HH:MM:SS] " prefix
     assert shown[0] == "prepare: running" and shown[1].startswith("prepare: reused (inputs unchanged) (")
     assert shown[2:] == ["train: running"]  # a failure is reported by the CLI, first
@@ -71,7 +76,7 @@ DONE = "00:25:09.330 - INFO - Task 'train-model' finished with status SUCCESS"
 def test_off_a_terminal_the_heartbeat_is_a_line_a_minute_with_the_stages_latest_progress_counted_down(tmp_path):
     folder = folder_with_summary(tmp_path, {"stage": None})
     console, clock = io.StringIO(), Clock(100.0)
-    progress = local._Progress(folder, folder.read_summary(), console, every=60.0, clock=clock)
+    progress = Progress(folder, folder.read_summary(), console, every=60.0, clock=clock)
     progress.line(STARTED)
     for seconds in range(1, 60):  # a stage shorter than a minute: no heartbeat
         clock.now = 100.0 + seconds
@@ -96,7 +101,7 @@ def test_off_a_terminal_the_heartbeat_is_a_line_a_minute_with_the_stages_latest_
 def test_early_stopping_gets_a_console_line_of_its_own(tmp_path):
     folder = folder_with_summary(tmp_path, {"stage": None})
     console = io.StringIO()
-    progress = local._Progress(folder, folder.read_summary(), console)
+    progress = Progress(folder, folder.read_summary(), console)
     progress.line(STARTED)
     stop = "early stopping at step 700: no improvement of the validation loss for 5 rounds; the model is step 200's"
     progress.line(f"    [KFP Executor 2026-11-22 00:22:54,065 INFO]: {stop} checkpoint, validation loss 0.0313")
@@ -110,7 +115,7 @@ def test_on_a_terminal_the_heartbeat_is_redrawn_in_place_and_replaced_by_the_nex
     monkeypatch.setenv("COLUMNS", "120")
     folder = folder_with_summary(tmp_path, {"stage": None})
     console, clock = Terminal(), Clock(100.0)
-    progress = local._Progress(folder, folder.read_summary(), console, clock=clock)
+    progress = Progress(folder, folder.read_summary(), console, clock=clock)
     progress.line(STARTED)
     for seconds in (1, 2):
         clock.now = 100.0 + seconds
@@ -139,20 +144,18 @@ def test_on_a_terminal_the_heartbeat_is_redrawn_in_place_and_replaced_by_the_nex
 
 def test_verbose_console_shows_everything_without_colour_codes():
     console = io.StringIO()
-    local._ConsoleFilter(io.StringIO(), console, verbose=True).write(RUNNER_OUTPUT)
-    assert console.getvalue() == local._ANSI.sub("", RUNNER_OUTPUT)
+    ConsoleFilter(io.StringIO(), console, verbose=True).write(RUNNER_OUTPUT)
+    assert console.getvalue() == _ANSI.sub("", RUNNER_OUTPUT)
 
 
 def test_the_failed_stages_error_is_its_exceptions_first_line(tmp_path):
     path = tmp_path / "pipeline.log"
     path.write_text("    Traceback (most recent call last):\n      old\n    ValueError: earlier\n" + RUNNER_OUTPUT)
-    assert local.failure_message(str(path), "train") == (
-        "DataError: data.csv line 7, column 'x': 'abc' is not a number"
-    )
-    excerpt = local.failure_excerpt(str(path)).splitlines()
+    assert failure_message(str(path), "train") == ("DataError: data.csv line 7, column 'x': 'abc' is not a number")
+    excerpt = failure_excerpt(str(path)).splitlines()
     assert excerpt[0] == "Traceback (most recent call last):" and excerpt[-1] == "(the column is numeric)"
     path.write_text("00:24:09.330 - ERROR - Task 'train-model' finished with status FAILURE\n")  # killed: no traceback
-    assert local.failure_message(str(path), "train") == (
+    assert failure_message(str(path), "train") == (
         "the train stage stopped without an error message (killed by the system, e.g. out of memory?)"
     )
 
@@ -162,7 +165,7 @@ def test_every_attempt_of_a_run_uses_the_same_artifact_directory():
     earlier attempt's task directories (and their stage records), so the runner fixes the name."""
     from kfp.local import executor_input_utils
 
-    with local._fixed_run_directory("20260101T000000Z-abcdef"):
+    with fixed_run_directory("20260101T000000Z-abcdef"):
         name = executor_input_utils.get_local_pipeline_resource_name("tpu-estimator-pipeline")
     assert name == "tpu-estimator-pipeline-20260101T000000Z-abcdef"
     assert executor_input_utils.get_local_pipeline_resource_name("p") != "p-20260101T000000Z-abcdef"
@@ -170,7 +173,7 @@ def test_every_attempt_of_a_run_uses_the_same_artifact_directory():
 
 def test_task_names_map_to_stages():
     tasks = ("prepare-data", "train-model", "batch-predict", "check-serving", "release-model")
-    assert [local.stage_of(t) for t in tasks] == ["prepare", "train", "batch_predict", "serving_check", "release"]
+    assert [stage_of(t) for t in tasks] == ["prepare", "train", "batch_predict", "serving_check", "release"]
 
 
 ARGUMENTS = {"data": "embedded:penguins", "train_steps": 50, "publish_root": "/p"}
@@ -178,34 +181,34 @@ ARGUMENTS = {"data": "embedded:penguins", "train_steps": 50, "publish_root": "/p
 
 def test_a_failed_or_interrupted_run_is_resumed_by_the_same_command_only(tmp_path):
     output = str(tmp_path)
-    first, summary = local.choose_run(output, ARGUMENTS, resume=None)
+    first, summary = choose_run(output, ARGUMENTS, resume=None)
     assert summary["run"]["attempts"] == 1 and summary["status"] == "running"
     first.create()
     runs.publish_summary(first, {**summary, "status": "interrupted", "stage": "train"})
-    again, resumed = local.choose_run(output, ARGUMENTS, resume=None)
+    again, resumed = choose_run(output, ARGUMENTS, resume=None)
     assert again == first and resumed["run"]["attempts"] == 2 and resumed["run"]["id"] == first.run_id
-    other, _ = local.choose_run(output, {**ARGUMENTS, "train_steps": 60}, resume=None)
+    other, _ = choose_run(output, {**ARGUMENTS, "train_steps": 60}, resume=None)
     assert other != first  # other arguments: a new run
     with pytest.raises(local.ResumeError, match=r"other values of train_steps; give the same arguments"):
-        local.choose_run(output, {**ARGUMENTS, "train_steps": 60}, resume=True)
-    fresh, _ = local.choose_run(output, ARGUMENTS, resume=False)
+        choose_run(output, {**ARGUMENTS, "train_steps": 60}, resume=True)
+    fresh, _ = choose_run(output, ARGUMENTS, resume=False)
     assert fresh != first
     runs.publish_summary(first, {**summary, "status": "ok"})
     with pytest.raises(
         local.ResumeError, match=f"no failed or interrupted run to resume; the last run, {first.run_id}, ended ok"
     ):
-        local.choose_run(output, ARGUMENTS, resume=True)
-    assert local.choose_run(output, ARGUMENTS, resume=None)[0] != first  # a finished run is never resumed
+        choose_run(output, ARGUMENTS, resume=True)
+    assert choose_run(output, ARGUMENTS, resume=None)[0] != first  # a finished run is never resumed
 
 
 def test_group_members_lists_a_process_group_from_proc():
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], start_new_session=True)
     try:
-        assert local.group_members(child.pid) == [child.pid]
+        assert group_members(child.pid) == [child.pid]
     finally:
         child.kill()
         child.wait()
-    assert local.group_members(child.pid) == []
+    assert group_members(child.pid) == []
 
 
 def test_data_summary_surfaces_quarantined_rows_and_empty_columns(tmp_path):
@@ -219,7 +222,7 @@ def test_data_summary_surfaces_quarantined_rows_and_empty_columns(tmp_path):
     }
     (tmp_path / "manifest.json").write_text(json.dumps(manifest))
     dataset = Dataset(uri=str(tmp_path), metadata={"manifest_uri": str(tmp_path / "manifest.json")})
-    assert local.data_summary(dataset) == {
+    assert data_summary(dataset) == {
         "counts": {"train": 3, "eval": 1, "test": 0},
         "rows": 6,
         "quarantined": 2,
@@ -245,17 +248,17 @@ def test_workers_of_a_killed_stage_are_stopped_and_the_rest_of_the_group_is_kept
         orphan = None
         deadline = time.monotonic() + 30
         while orphan is None and time.monotonic() < deadline:
-            table = local._process_table()
+            table = _process_table()
             outside = [p for p, (parent, group) in table.items() if group == leader.pid and p != leader.pid]
             outside = [p for p in outside if table.get(table[p][0], (0, 0))[1] != leader.pid]
             orphan = outside[0] if outside else None
             time.sleep(0.05)
         assert orphan is not None
-        assert local.stop_orphans(leader.pid) == [orphan]
+        assert stop_orphans(leader.pid) == [orphan]
         deadline = time.monotonic() + 5
-        while orphan in local.group_members(leader.pid) and time.monotonic() < deadline:
+        while orphan in group_members(leader.pid) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert local.group_members(leader.pid) == [leader.pid]
+        assert group_members(leader.pid) == [leader.pid]
     finally:
         leader.kill()
         leader.wait()
@@ -282,7 +285,7 @@ STRICT_FAILURE = """00:24:04.300 - INFO - Executing task \x1b[96m'train-model'\x
 def test_the_failed_stages_error_keeps_the_list_its_message_continues_with(tmp_path):
     path = tmp_path / "pipeline.log"
     path.write_text(STRICT_FAILURE)
-    assert local.failure_message(str(path), "train").splitlines() == [
+    assert failure_message(str(path), "train").splitlines() == [
         "TPUStrictError: TPU-strict mode found 2 problem(s) a TPU would fail on:",
         "  [static-shape] 2:",
         "    1. infer model_fn m.model_fn: op 'a' makes tensor 'a:0' of dynamic shape (None,) (name: static-shape:a)",
@@ -292,7 +295,7 @@ def test_the_failed_stages_error_keeps_the_list_its_message_continues_with(tmp_p
         "      3. train input: the label is int64 (name: dtype:label)",
         "  A finding that is wrong for this model can be accepted by its name",
     ]
-    assert local.failure_message(str(path), "train", listed=2).splitlines() == [
+    assert failure_message(str(path), "train", listed=2).splitlines() == [
         "TPUStrictError: TPU-strict mode found 2 problem(s) a TPU would fail on:",
         "  [static-shape] 2:",
         "    1. infer model_fn m.model_fn: op 'a' makes tensor 'a:0' of dynamic shape (None,) (name: static-shape:a)",
@@ -300,4 +303,4 @@ def test_the_failed_stages_error_keeps_the_list_its_message_continues_with(tmp_p
     ]
     numbered = "    ValueError: 2 problems:\n    1. first\n    2) second\n    not listed\n"
     path.write_text('    Traceback (most recent call last):\n      File "x.py", line 1, in f\n' + numbered)
-    assert local.failure_message(str(path), "train") == "ValueError: 2 problems:\n1. first\n2) second"
+    assert failure_message(str(path), "train") == "ValueError: 2 problems:\n1. first\n2) second"

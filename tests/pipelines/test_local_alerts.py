@@ -10,6 +10,7 @@ from webhook_server import closed_port_url, webhook
 
 from estimator_lib.alerts import Alert
 from pipelines import local, runs
+from pipelines.local.supervisor import alert_webhook, run_alert
 
 FOLDER = runs.RunFolder("/out", "20261125T000000Z-abcdef")
 LOG = "/out/runs/20261125T000000Z-abcdef/pipeline.log"
@@ -22,7 +23,7 @@ def outcome(status: str, stage, error) -> local.Outcome:
 
 def test_a_failed_run_alerts_with_its_stage_and_its_errors_first_line():
     crashed = outcome(runs.FAILED, "train", "the stage's process was killed by SIGABRT (Aborted): ...\n    last line")
-    assert local.run_alert(crashed) == Alert(
+    assert run_alert(crashed) == Alert(
         "tpu-estimator-pipeline",
         FOLDER.run_id,
         "FAILED",
@@ -31,14 +32,14 @@ def test_a_failed_run_alerts_with_its_stage_and_its_errors_first_line():
         "local",
         LOG,
     )
-    stopped = local.run_alert(outcome(runs.INTERRUPTED, None, "interrupted by SIGTERM"))
+    stopped = run_alert(outcome(runs.INTERRUPTED, None, "interrupted by SIGTERM"))
     assert (stopped.state, stopped.stage, stopped.error) == ("CANCELLED", "", "interrupted by SIGTERM")
-    assert local.run_alert(outcome(runs.OK, None, None)) is None
+    assert run_alert(outcome(runs.OK, None, None)) is None
 
 
 def test_a_finished_run_posts_nothing():
     with webhook() as hook:
-        assert local.alert_webhook(hook.url, outcome(runs.OK, None, None)) is None
+        assert alert_webhook(hook.url, outcome(runs.OK, None, None)) is None
     assert hook.posts == []
 
 
@@ -46,7 +47,7 @@ def test_a_webhook_that_is_down_leaves_the_runs_own_failure_as_it_was(capsys):
     failed = outcome(runs.FAILED, "prepare", "DataError: the eval split is empty")
     before = copy.deepcopy(failed)
     url = closed_port_url()
-    assert local.alert_webhook(url, failed) == "cannot reach it: Connection refused"
+    assert alert_webhook(url, failed) == "cannot reach it: Connection refused"
     assert failed == before  # the summary, its stage and error, and the exit code are the run's own
     port = url.split(":")[2].split("/")[0]
     assert capsys.readouterr().out == (

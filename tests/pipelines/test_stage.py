@@ -18,8 +18,9 @@ from kfp.local import subprocess_task_handler
 from repo import ROOT
 
 from components import build_stages
-from pipelines import local, runner, stage
+from pipelines import runner, stage
 from pipelines.image import LOCAL_IMAGE
+from pipelines.local.kfp_patches import fast_stage_exit
 
 COMPONENT = """
 import os
@@ -103,7 +104,7 @@ def test_a_stage_that_fails_exits_non_zero_with_its_traceback(tmp_path):
 
 def test_the_local_runner_starts_stages_through_pipelines_stage(capfd):
     command = [sys.executable, "-c", f"print({stage.KFP_EXECUTOR_MODULE!r})"]
-    with local._fast_stage_exit():
+    with fast_stage_exit():
         assert subprocess_task_handler.run_local_subprocess(command) == 0
     assert "pipelines.stage" in capfd.readouterr().out
     assert subprocess_task_handler.run_local_subprocess(command) == 0

@@ -19,7 +19,10 @@ from kfp import dsl
 from kfp import local as kfp_local
 from repo import ROOT
 
-from pipelines import local, runner, runs, stage
+from pipelines import runner, runs, stage
+from pipelines.local.console import ConsoleFilter, Progress
+from pipelines.local.failures import failure_excerpt, failure_message, killed_message, signal_of
+from pipelines.local.kfp_patches import fast_stage_exit
 
 COMPONENT = """import ctypes
 import os
@@ -105,15 +108,15 @@ def test_the_runner_names_the_signal_and_the_stages_last_lines_when_kfp_s_comman
     folder = runs.RunFolder.new(str(tmp_path))
     folder.create()
     folder.write_summary({"stage": None})
-    progress = local._Progress(folder, folder.read_summary(), io.StringIO())
-    stream = local._ConsoleFilter(io.StringIO(), io.StringIO(), verbose=False, progress=progress)
+    progress = Progress(folder, folder.read_summary(), io.StringIO())
+    stream = ConsoleFilter(io.StringIO(), io.StringIO(), verbose=False, progress=progress)
     root = str(tmp_path / "root")
     kfp_local.init(runner=kfp_local.SubprocessRunner(use_venv=False), pipeline_root=root, raise_on_error=True)
     with contextlib.redirect_stdout(stream), contextlib.redirect_stderr(stream):
-        with local._fast_stage_exit(progress.exited), pytest.raises(RuntimeError, match="FAILURE"):
+        with fast_stage_exit(progress.exited), pytest.raises(RuntimeError, match="FAILURE"):
             crashing_step(how="segfault")
     assert progress.killed_by == signal.SIGSEGV
-    lines = local.killed_message(progress.killed_by, progress.tail.excerpt()).splitlines()
+    lines = killed_message(progress.killed_by, progress.tail.excerpt()).splitlines()
     assert lines[0] == (
         "the stage's process was killed by SIGSEGV (Segmentation fault): it crashed in native code (the model's "
         "code or a library it calls: TensorFlow, NumPy, an extension); the last lines of its log:"
@@ -130,7 +133,7 @@ def test_the_runner_names_the_signal_and_the_stages_last_lines_when_kfp_s_comman
 def test_exit_statuses_name_the_signal_that_killed_the_stage():
     """-N from a process killed by signal N; 128 + N from the shell that ran it; otherwise an ordinary exit."""
     statuses = [-11, 139, -6, 134, -9, 137, 0, 1, 2, 128, 255]
-    assert [local.signal_of(code) for code in statuses] == [
+    assert [signal_of(code) for code in statuses] == [
         *[signal.SIGSEGV] * 2,
         *[signal.SIGABRT] * 2,
         *[signal.SIGKILL] * 2,
@@ -139,11 +142,11 @@ def test_exit_statuses_name_the_signal_that_killed_the_stage():
 
 
 def test_a_stage_killed_from_outside_or_without_a_log_is_named_by_its_signal():
-    assert local.killed_message(signal.SIGKILL, ["step 300/1000 (30%)"]) == (
+    assert killed_message(signal.SIGKILL, ["step 300/1000 (30%)"]) == (
         "the stage's process was killed by SIGKILL (Killed): it was killed from outside, often by the system when "
         "memory runs out; the last lines of its log:\n    step 300/1000 (30%)"
     )
-    assert local.killed_message(signal.SIGABRT, []) == (
+    assert killed_message(signal.SIGABRT, []) == (
         "the stage's process was killed by SIGABRT (Aborted): it crashed in native code (the model's code or a "
         "library it calls: TensorFlow, NumPy, an extension); it logged nothing"
     )
@@ -157,10 +160,10 @@ def test_an_earlier_attempts_traceback_is_not_this_attempts_error(tmp_path):
         "==== run r, attempt 2, started 2026-11-25T00:01:00+00:00 ====\n"
         "00:01:09.330 - ERROR - Task 'train-model' finished with status FAILURE\n"
     )
-    assert local.failure_message(str(path), "train") == (
+    assert failure_message(str(path), "train") == (
         "the train stage stopped without an error message (killed by the system, e.g. out of memory?)"
     )
-    assert local.failure_excerpt(str(path)) == ""
+    assert failure_excerpt(str(path)) == ""
 
 
 ABORTING_FAMILY = """import os

@@ -20,8 +20,9 @@ from estimator_lib.data.stats import Totals, build_schema, cap_note, vocabulary_
 from estimator_lib.evaluation import report as report_lib
 from estimator_lib.evaluation.blessing import Blessing
 from estimator_lib.schema import CATEGORICAL, FeatureSpec
-from pipelines import cli, local, runs
+from pipelines import cli, runs
 from pipelines.cli.commands import format_data
+from pipelines.local.summary import data_summary
 
 CITY_NOTE = (
     "column 'city': vocabulary capped: 60 distinct values in the training split, the 10 most frequent kept "
@@ -157,7 +158,7 @@ def test_past_the_counters_bound_the_distinct_count_is_a_floor_and_the_rows_an_e
 def test_the_warning_reaches_the_console_show_and_the_report(tmp_path, capsys):
     prepared = prepare(config(write_cities(tmp_path / "cities.csv")), str(tmp_path / "prepared"))
     dataset = Dataset(uri=prepared.output_dir, metadata={"manifest_uri": str(tmp_path / "prepared" / "manifest.json")})
-    data = local.data_summary(dataset)  # what run-local records in summary.json
+    data = data_summary(dataset)  # what run-local records in summary.json
     assert data["notes"] == [CITY_NOTE]
     assert format_data(data) == ["  data: 300 rows (train 218, eval 46, valid 36)", f"  warning: {CITY_NOTE}"]
 
