@@ -1,4 +1,4 @@
-"""A user's own model_fn trained through the pipeline's train stage (`estimator_lib.model.user.stages.train` on
+"""A user's own model_fn trained through the pipeline's train stage (`estimator_lib.engine.user.stages.train` on
 a preparation of the records, what the stage's component calls) against the same model_fn in a plain
 TPUEstimator, as its author would write it, on the same records.
 
@@ -196,7 +196,8 @@ def _plain_call(stage: str, kind: str, model: str, files: str, model_dir: str, s
 def _ours_call(stage: str, kind: str, model: str, data_dir: str, model_dir: str, steps: int) -> None:
     """Our call for `stage`: the train stage's `stages.train`; the evaluation's metric pass over every record
     (`run.evaluate`, what `stages.evaluate` runs before its verdict and feature importance); `stages.predict`."""
-    from estimator_lib.model.user import prepare, run, stages
+    from estimator_lib.engine.user import run, stages
+    from estimator_lib.model.user import prepare
 
     job = _stage_job(kind, model, steps)
     prepared = prepare.load_records(os.path.join(data_dir, PREPARED))

@@ -31,16 +31,13 @@ def batch_predict(
       predictions: output; JSON Lines shards and a manifest. Each row names its input: "file" and "line" for
         CSV / JSON Lines rows and prepared splits, "file" and "record" for TFRecords (docs/predict_export.md).
     """
-    from components import adapter, artifacts, records, user_model
-    from estimator_lib import predict, storage
-    from estimator_lib.config.beam import BEAM
+    from components import adapter, artifacts, records
+    from estimator_lib import engine, storage
     from estimator_lib.config.run import SPLIT, prediction_kind
     from estimator_lib.config.stages import PredictSpec
-    from estimator_lib.data import prepare
-    from estimator_lib.model.user import stages as user_stages
 
     given = adapter.decode_spec(PredictSpec, spec)
-    data, engine = given.data, given.engine
+    data = given.data
     job = adapter.stage_job(model.uri, tpu)
     inputs = {
         "dataset": records.fingerprint_of(dataset),
@@ -49,9 +46,9 @@ def batch_predict(
         # a prepared split is in the dataset's fingerprint; files (or a directory's files) by their versions
         "data": data if prediction_kind(data) == SPLIT else records.file_versions([data, storage.join(data, "*")]),
         # the engines' predictions agree to 1e-5, not byte for byte (beam scores the exported SavedModel)
-        "engine": engine,
+        "engine": given.engine,
     }
-    inputs.update(user_model.code_record(job))  # the model_fn's code runs here too
+    inputs.update(engine.code_record(job))  # the model_fn's code runs here too
     sources = {"dataset": dataset, "model": model}
     if prediction_kind(data) != SPLIT:
         sources["data"] = records.files_source([data, storage.join(data, "*")])
@@ -59,17 +56,7 @@ def batch_predict(
     if record.restore():
         return
     record.begin()
-    if job.model.model_fn:  # a user's own model_fn, in-process (the run's config refuses engine="beam")
-        result = user_stages.predict(job, user_model.load(dataset.uri), model.uri, data, predictions.uri)
-        artifacts.describe_predictions(predictions, result)
-        record.finish()
-        return
-    prepared = prepare.load_prepared(dataset.uri)
-    if engine == BEAM:
-        from estimator_lib.predict import beam  # Apache Beam takes about 1 s to import: only this engine does
-
-        result = beam.score(job, prepared, model.uri, data, predictions.uri, given.beam)
-    else:
-        result = predict.score(job, prepared, model.uri, data, predictions.uri)
+    source = engine.open_dataset(dataset.uri)
+    result = source.predict(job, model.uri, data, predictions.uri, engine=given.engine, beam=given.beam)
     artifacts.describe_predictions(predictions, result)
     record.finish()

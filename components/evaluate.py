@@ -51,19 +51,15 @@ def evaluate_model(
     """
     import dataclasses
 
-    from components import adapter, artifacts, records, report_header, user_model
-    from estimator_lib import release, storage, summaries
+    from components import adapter, artifacts, records, report_header
+    from estimator_lib import engine, release, storage, summaries
     from estimator_lib.config.stages import EvaluateSpec
-    from estimator_lib.data import prepare
-    from estimator_lib.evaluation import evaluate_and_bless
     from estimator_lib.evaluation import report as report_lib
     from estimator_lib.evaluation.curves import read_curves
-    from estimator_lib.model.user import stages as user_stages
 
     started = report_header.now()
     job = adapter.stage_job(model.uri, tpu)
-    user = bool(job.model.model_fn)  # a user's own model_fn: its metric_fn's metrics decide
-    prepared = user_model.load(dataset.uri) if user else prepare.load_prepared(dataset.uri)
+    source = engine.open_dataset(dataset.uri)
     config = adapter.decode_spec(EvaluateSpec, spec).blessing
     based_on = release.latest_version(publish_root)  # read first: a publish after this makes the release fail
     baseline_dir = release.resolve_model(baseline, publish_root)
@@ -75,7 +71,7 @@ def evaluate_model(
         "baseline": baseline_dir,
         "based_on": based_on,
     }
-    inputs.update(user_model.code_record(job))  # the model_fn's code runs here too
+    inputs.update(engine.code_record(job))  # the model_fn's code runs here too
     outputs = {
         "metrics": metrics,
         "classification_metrics": classification_metrics,
@@ -88,19 +84,12 @@ def evaluate_model(
     if record.restore():
         return
     record.begin()
-    if user:
-        evaluation = user_stages.evaluate(job, prepared, model.uri, config, baseline_dir)
-    else:
-        evaluation = evaluate_and_bless(job, prepared, model.uri, config, baseline_dir, blessing.uri)
+    evaluation = source.evaluate(job, model.uri, config, baseline_dir, blessing.uri)
     adapter.write_blessing(blessing.uri, evaluation.blessing)
     run = {**inputs, "checkpoint": evaluation.checkpoint}
-    if user:
-        shown = report_lib.user_report_inputs(evaluation, prepared.manifest, run)
-    else:
-        drift = artifacts.read_drift(dataset)  # the prepare stage's, when it checked any
-        shown = report_lib.report_inputs(evaluation, prepared, run, drift=drift or None)
+    shown = source.report_inputs(evaluation, run, artifacts.read_drift(dataset))  # drift: the prepare stage's
     header = report_header.run_header(
-        report.uri, [("prepare", dataset.uri), ("train", model.uri)], job, prepared.manifest, started
+        report.uri, [("prepare", dataset.uri), ("train", model.uri)], job, source.manifest, started
     )
     shown = dataclasses.replace(shown, header=header, curves=read_curves(model.uri))
     written = report_lib.write_report(shown, report.uri, verdict.uri)

@@ -33,13 +33,9 @@ def prepare_data(
       dataset: output; the prepared directory (train/, eval/, schema.json, profile.json, manifest.json).
       validation: output; the data validation report (Markdown).
     """
-    import contextlib
-
-    from components import adapter, artifacts, records, user_model
-    from estimator_lib.config.beam import BEAM
+    from components import adapter, artifacts, records
+    from estimator_lib import engine
     from estimator_lib.config.stages import PrepareSpec
-    from estimator_lib.data import retrain
-    from estimator_lib.model.user import prepare as user_prepare
 
     given = adapter.decode_spec(PrepareSpec, spec)
     config = adapter.prepare_config(given)
@@ -48,29 +44,14 @@ def prepare_data(
     inputs = {
         "prepare": given.prepare.to_dict(),
         "validation": given.validation.to_dict(),
-        "files": records.file_versions(config.data),
+        "files": records.file_versions(config.reads()),
         "reference": source,
     }
-    if config.feature_spec:  # a user model_fn's TFRecords
-        inputs["files"] = records.file_versions(user_model.patterns(config))
     record = records.StageRecord("prepare", {"dataset": dataset, "validation": validation}, inputs)
     if record.restore():
         return
     record.begin()
-    if config.feature_spec:
-        prepared = user_prepare.prepare_records(config, dataset.uri)
-        user_model.describe_dataset(dataset, prepared)
-        user_model.describe_validation(dataset, validation, user_prepare.validation_markdown(prepared), prepared)
-        record.finish(sources={"files": user_model.data_source(config, prepared)})
-        return
-    if given.engine == BEAM:
-        from estimator_lib.data import beam  # Apache Beam takes about 1 s to import: only this engine does
-
-        passes = beam.beam_passes(given.beam)
-    else:
-        passes = contextlib.nullcontext()  # None: this host's worker processes
-    with passes as chosen:
-        continued = retrain.prepare_continuing(config, dataset.uri, source, given.validation, validation.uri, chosen)
-    artifacts.describe_validation(dataset, validation, continued.report)  # first: it writes into the Dataset
-    artifacts.describe_dataset(dataset, continued.prepared)
-    record.finish(sources={"files": artifacts.data_source(config.data, continued.prepared)})
+    done = engine.prepare(given, config, dataset.uri, source, validation.uri)
+    artifacts.describe_validation(dataset, validation, done.report)  # first: it writes into the Dataset
+    artifacts.describe_dataset(dataset, done.source)
+    record.finish(sources={"files": artifacts.data_source(done.read, done.source)})

@@ -1,6 +1,6 @@
 """Resolve stage, first and never cached: what the data and the published models are at the start of this run.
 
-A thin adapter over `estimator_lib.release.resolve_run`. Its outputs are the cache keys of the stages after it:
+A thin adapter over `estimator_lib.release.resolve_sources`. Its outputs are the cache keys of the stages after it:
 prepare is keyed by the data's content token and the reference model, train by the resolved warm-start source,
 so a cached stage is reused exactly when what it would read is unchanged (a rewritten `gs://.../data.csv` gets a
 new generation, a new publish a new version directory).
@@ -26,17 +26,14 @@ def resolve_inputs(prepare_spec: str, warm_start: str, baseline: str, publish_ro
       directory to initialise from, or "none"; reference: the published model whose schema and data the run
       continues and checks against (the warm-start source, else the baseline), or "none".
     """
-    import dataclasses
 
-    from components import adapter, user_model
-    from estimator_lib import release, storage
+    from components import adapter
+    from estimator_lib import release
     from estimator_lib.config.stages import PrepareSpec
 
     config = adapter.prepare_config(adapter.decode_spec(PrepareSpec, prepare_spec))
-    [data] = config.data  # a run prepares one
-    resolved = release.resolve_run(data, warm_start, baseline, publish_root)
-    if config.feature_spec:  # a user model's records: the eval records and the spec are data too
-        resolved = dataclasses.replace(resolved, data_version=storage.content_token(user_model.patterns(config)))
+    # what preparation reads: the data, and a user model's eval records and feature spec
+    resolved = release.resolve_sources(config.reads(), warm_start, baseline, publish_root)
     print(
         f"data version {resolved.data_version[:12]}; warm start: {resolved.warm_start}; reference: {resolved.reference}"
     )

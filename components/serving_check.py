@@ -1,7 +1,7 @@
 """Serving check stage, after export and batch prediction and before release: the export, served as a server
 would serve it, must give the batch predictions.
 
-A thin adapter over `estimator_lib.export.serving_check.check_serving`: the exported SavedModel's CPU `serve`
+A thin adapter over `estimator_lib.predict.serving_check.check_serving`: the exported SavedModel's CPU `serve`
 graph loaded in a fresh process without the project's code, its serving signatures called on the first
 predicted rows, compared with those rows. A disagreement fails the stage, so the release stage, which runs after
 it, publishes nothing and LATEST does not move. Runs on the host CPU everywhere.
@@ -24,7 +24,7 @@ def check_serving(
         output and the tolerance.
     """
     from components import artifacts, records
-    from estimator_lib.export import serving_check
+    from estimator_lib.predict import serving_check
 
     inputs = {"exported": records.fingerprint_of(exported), "predictions": records.fingerprint_of(predictions)}
     sources = {"exported": exported, "predictions": predictions}

@@ -32,20 +32,17 @@ def train_model(
       publish_root: where blessed models are published.
       model: output; the checkpoint directory, with job_config.json beside the checkpoints.
     """
-    from components import adapter, artifacts, records, user_model
-    from estimator_lib import estimator, release
+    from components import adapter, artifacts, records
+    from estimator_lib import engine, release
     from estimator_lib.config.stages import TrainSpec
-    from estimator_lib.data import prepare
-    from estimator_lib.model.user import stages as user_stages
 
-    source = release.resolve_model(warm_start, publish_root)
-    job = adapter.training_job(adapter.decode_spec(TrainSpec, spec), tpu, warm_start_from=source)
-    user = bool(job.model.model_fn)  # a user's own model_fn, on prepared TFRecords
-    prepared = user_model.load(dataset.uri) if user else prepare.load_prepared(dataset.uri)
+    warm_from = release.resolve_model(warm_start, publish_root)
+    job = adapter.training_job(adapter.decode_spec(TrainSpec, spec), tpu, warm_start_from=warm_from)
+    source = engine.open_dataset(dataset.uri)  # the built-in families' rows or a user model_fn's records
     record = records.StageRecord(
         "train",
         {"model": model},
-        {"dataset": records.fingerprint_of(dataset), "job": job.to_dict(), **user_model.code_record(job)},
+        {"dataset": records.fingerprint_of(dataset), "job": job.to_dict(), **engine.code_record(job)},
         {"dataset": dataset},
     )
     if record.restore():
@@ -53,10 +50,7 @@ def train_model(
     record.adopt_interrupted()  # a retry in fresh directories continues this run's attempt on the same inputs
     record.begin()  # keeps the checkpoints of an interrupted attempt on the same inputs: training continues
     adapter.write_job_config(model.uri, job)
-    if user:
-        result = user_stages.train(job, prepared, model.uri, adapter.progress_seconds())
-    else:
-        result = estimator.train_prepared(job, prepared, model.uri, adapter.progress_seconds())
+    result = source.train(job, model.uri, adapter.progress_seconds())
     adapter.copy_summaries_to_tensorboard(model.uri, "train")
-    artifacts.describe_model(model, result, job, source)
+    artifacts.describe_model(model, result, job, warm_from)
     record.finish()

@@ -112,7 +112,7 @@ def build_user_estimator(
     job: JobConfig, model_fn, hparams: Dict, model_dir: str, warm_start_from: Optional[str] = None
 ) -> tpu_lib.TPUEstimator:
     """The TPUEstimator for a user's own model_fn (`model.user.model_fn.wrap_model_fn` of it), with `hparams` as
-    `params` (the user's hyperparameters and the library's `train_steps`, `model.user.run.UserModel.params`;
+    `params` (the user's hyperparameters and the library's `train_steps`, `engine.user.run.UserModel.params`;
     TPUEstimator adds `batch_size`, `use_tpu` and, on a TPU, `context`, and passes them to the input_fn too).
 
     The run config and the batch sizes are the job's, as for the built-in models; `warm_start_from` (a

@@ -223,7 +223,7 @@ def _recompute(name: str, uri: str, metadata: Mapping[str, Any], exported: str) 
     from components.adapter import PUBLICATION_FILE
     from components.artifacts import blessing_files, serving_check_fingerprint
     from estimator_lib.export.fingerprint import saved_model_fingerprint
-    from estimator_lib.export.serving_check import RECORD_FILE as SERVING_CHECK_FILE
+    from estimator_lib.predict.serving_check import RECORD_FILE as SERVING_CHECK_FILE
     from estimator_lib.release import fingerprint, fingerprint_files
 
     if name == "dataset":

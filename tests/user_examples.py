@@ -13,7 +13,7 @@ import repo
 
 from estimator_lib.config import JobConfig
 from estimator_lib.config.feature_spec import FeatureSpec
-from estimator_lib.model.user import UserModel, train
+from estimator_lib.engine.user import UserModel, train
 
 
 @dataclasses.dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from estimator_lib.config.base import JsonConfig, require
 from estimator_lib.schema import CLASSIFICATION, REGRESSION
@@ -161,6 +161,10 @@ class PrepareConfig(JsonConfig):
     @property
     def workers(self) -> int:
         return self.num_workers or os.cpu_count() or 1
+
+    def reads(self) -> List[str]:
+        """What preparation reads: the data, and for a user's records their eval data and feature spec file."""
+        return [*self.data, *self.eval_data, *([self.feature_spec] if self.feature_spec else [])]
 
     def recorded(self, input_names: Sequence[str]) -> Dict[str, Any]:
         """The config as the manifest records it: locations replaced by input names (outputs must not depend

@@ -16,7 +16,7 @@ log_loss. Its mean and std over the repeats are reported, most important first.
     candidate predicts it in ONE pass, by the evaluate stage's own path (`predict.batch_predict` from the
     evaluated checkpoint, on the TPU or the CPU); each copy is scored by `metrics.compute_metrics`, the one
     definition of each metric.
-  * a user's model_fn (`model.user.importance`): every copy goes into one temporary file too, and the user's
+  * a user's model_fn (`engine.user.importance`): every copy goes into one temporary file too, and the user's
     metric_fn scores each copy in ONE evaluation, called once per copy on that copy's rows (the mechanism of a
     user model's slices).
 

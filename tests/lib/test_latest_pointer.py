@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from estimator_lib import release, storage
+from estimator_lib import fingerprints, release, storage
 
 T0 = datetime.datetime(2025, 1, 2, 3, 4, 5, 600000, tzinfo=datetime.timezone.utc)
 T1 = T0 + datetime.timedelta(hours=1)
@@ -144,7 +144,7 @@ def test_a_version_whose_files_changed_does_not_match_its_fingerprint(root, tmp_
     model = publish(tmp_path, root, b"w1", T0)
     with open(os.path.join(model.uri, "variables", "variables.data-00000-of-00001"), "wb") as f:
         f.write(b"tampered")
-    actual = release.fingerprint(model.uri)
+    actual = fingerprints.fingerprint_directory(model.uri)
     with pytest.raises(release.LatestPointerError) as error:
         release.latest(root)
     assert str(error.value) == (
@@ -171,7 +171,7 @@ def test_baseline_none_is_not_blocked_and_its_publish_replaces_a_damaged_pointer
         write_pointer(root, damage)
     data = tmp_path / "data.csv"
     data.write_text("a,b\n1,2\n")
-    resolved = release.resolve_run(str(data), "none", "none", root)  # the resolve stage
+    resolved = release.resolve_sources([str(data)], "none", "none", root)  # the resolve stage
     assert (resolved.warm_start, resolved.reference) == ("none", "none")
     assert release.resolve_model("none", root) is None  # train (warm start) and evaluate (baseline)
     based_on = release.latest_version(root)  # evaluate: what the release's compare-and-swap expects
@@ -217,9 +217,10 @@ def test_repair_points_latest_at_the_newest_intact_version_and_says_what_it_skip
     ]
     unfinished = f"{root}/versions/20260101T000000000000Z-unfinished"
     assert done.skipped[0][1] == f"{unfinished} is incomplete (no _COMMITTED): its publish did not finish"
+    changed = fingerprints.fingerprint_directory(third.uri)[:12]
     assert done.skipped[1][1] == (
         f"{third.uri}/publish.json names version {third.version!r} with fingerprint {third.fingerprint[:12]}, but "
-        f"its files at {third.uri} hash to {release.fingerprint(third.uri)[:12]}: they changed after publishing"
+        f"its files at {third.uri} hash to {changed}: they changed after publishing"
     )
     assert done.skipped[2][1] == f"{second.uri}/publish.json is missing"
     assert done.lines()[-2:] == [

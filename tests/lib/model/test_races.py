@@ -15,9 +15,9 @@ from tpu_patterns import bert_pattern
 
 from estimator_lib.config import JobConfig, ModelConfig, OptimizerConfig, TPUSettings, TrainingConfig
 from estimator_lib.config.feature_spec import FeatureSpec
+from estimator_lib.engine.user import UserModel, run
 from estimator_lib.model import races
 from estimator_lib.model.model_fn import build_model_fn
-from estimator_lib.model.user import UserModel, run
 from estimator_lib.model.user.model_fn import wrap_model_fn
 
 ModeKeys = tf.estimator.ModeKeys
@@ -170,7 +170,7 @@ def _job() -> JobConfig:
 
 def _trained(model_fn: str, files: str, model_dir: str) -> dict:
     """The final checkpoint's variables after training bert_pattern's `model_fn` to STEPS through the user-model
-    train stage's call (`model.user.run.train`: its estimator orders the races under `training.deterministic`)."""
+    train stage's call (`engine.user.run.train`: its estimator orders the races under `training.deterministic`)."""
     spec = FeatureSpec.from_json(bert_pattern.SPEC, label=bert_pattern.LABEL)
     user = UserModel(f"tpu_patterns.bert_pattern:{model_fn}", spec, {**bert_pattern.HPARAMS, "num_train_steps": STEPS})
     run.train(_job(), user, files, model_dir)

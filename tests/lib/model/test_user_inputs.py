@@ -13,9 +13,10 @@ import tensorflow as tf
 
 from estimator_lib.config import JobConfig, TPUSettings, TrainingConfig
 from estimator_lib.config.feature_spec import FeatureSpec
+from estimator_lib.engine.user import UserModel, train
 from estimator_lib.model import inputs
-from estimator_lib.model.user import UserModel, records, train
 from estimator_lib.model.user import inputs as user_inputs
+from estimator_lib.model.user import records
 
 SPEC = FeatureSpec.from_json(
     {

@@ -24,14 +24,15 @@ import tensorflow as tf
 from estimator_lib import storage, strict
 from estimator_lib.config import JobConfig
 from estimator_lib.config.feature_spec import FeatureSpec
+from estimator_lib.engine.user import compat
 from estimator_lib.estimator import EvalResult, build_user_estimator
 from estimator_lib.evaluation.slices import SliceSet
 from estimator_lib.export.saved_model import CPU_TAGS, TPU_CALL_OP, TPU_TAGS, ExportVerificationError, run_cpu_graph
 from estimator_lib.model import checkpoints, inputs
 from estimator_lib.model.hooks import ProgressHook
 from estimator_lib.model.inputs import InputFn, Patterns
-from estimator_lib.model.user import compat, records
 from estimator_lib.model.user import inputs as user_inputs
+from estimator_lib.model.user import records
 from estimator_lib.model.user.model_fn import (
     TRAIN_FILES,
     TRAIN_STEPS,

@@ -23,10 +23,11 @@ import numpy as np
 import tensorflow as tf
 
 from estimator_lib.config import BlessingConfig, BlessingError, JobConfig
+from estimator_lib.engine.user import run
 from estimator_lib.evaluation import importance as method
 from estimator_lib.evaluation.slices import MAX_USER_SLICES, SliceSet
 from estimator_lib.model import inputs
-from estimator_lib.model.user import records, run
+from estimator_lib.model.user import records
 
 ModeKeys = tf.estimator.ModeKeys
 

@@ -19,22 +19,14 @@ from user_examples import trained_example
 
 from estimator_lib.config import BlessingConfig, BlessingError, JobConfig, TPUSettings, TrainingConfig
 from estimator_lib.config.feature_spec import FeatureSpec
+from estimator_lib.engine.user import UserModel, evaluate, export, predict, train
+from estimator_lib.engine.user.importance import user_importance
+from estimator_lib.engine.user.run import split_slice_metrics
+from estimator_lib.engine.user.stages import slice_sets
 from estimator_lib.evaluation import slices
 from estimator_lib.evaluation.blessing import decide_user
 from estimator_lib.evaluation.slices import slice_table
-from estimator_lib.model.user import (
-    RecordMismatchError,
-    UserCodeError,
-    UserModel,
-    evaluate,
-    export,
-    predict,
-    records,
-    train,
-)
-from estimator_lib.model.user.importance import user_importance
-from estimator_lib.model.user.run import split_slice_metrics
-from estimator_lib.model.user.stages import slice_sets
+from estimator_lib.model.user import RecordMismatchError, UserCodeError, records
 from estimator_lib.predict import read_predictions, verify_output
 
 HPARAMS = {"filters": 8, "units": 32, "learning_rate": 0.01}

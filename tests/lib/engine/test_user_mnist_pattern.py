@@ -18,8 +18,9 @@ from tpu_patterns import mnist_pattern
 
 from estimator_lib.config import JobConfig, TPUSettings, TrainingConfig
 from estimator_lib.config.feature_spec import FeatureSpec
-from estimator_lib.model.user import UserCodeError, UserModel, evaluate, export, predict, train
-from estimator_lib.model.user.run import resolve_train_steps
+from estimator_lib.engine.user import UserModel, evaluate, export, predict, train
+from estimator_lib.engine.user.run import resolve_train_steps
+from estimator_lib.model.user import UserCodeError
 from estimator_lib.predict import read_predictions
 
 MODEL_FN = "tpu_patterns.mnist_pattern:model_fn"

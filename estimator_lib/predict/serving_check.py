@@ -33,9 +33,10 @@ import tensorflow as tf
 
 from estimator_lib import storage
 from estimator_lib.config.feature_spec import FeatureSpec
-from estimator_lib.export import saved_model, serving, serving_child
+from estimator_lib.export import saved_model, serving
 from estimator_lib.model import transform
 from estimator_lib.model.user import records as user_records
+from estimator_lib.predict import serving_child
 from estimator_lib.predict.shards import PREDICTIONS_MANIFEST
 from estimator_lib.schema import CLASSIFICATION, KEY_FEATURE, Schema
 
@@ -303,7 +304,7 @@ def _plan(
     metadata: Mapping[str, Any], export_dir: str, rows: Sequence[Mapping[str, Any]], examples: List[bytes]
 ) -> Tuple[Dict[str, Any], Dict[str, Any], Dict[str, str]]:
     """(calls, expected outputs, skipped signatures) for a built-in or a user's export."""
-    if "model_fn" in metadata:  # a user's model (`model.user.run.export`)
+    if "model_fn" in metadata:  # a user's model (`engine.user.run.export`)
         signatures = saved_model.describe_saved_model(export_dir)[",".join(saved_model.CPU_TAGS)]
         calls, skipped = _user_calls(metadata, signatures, examples)
         expected = {name: _user_expected(rows, signatures[name]["outputs"]) for name in calls}
@@ -321,7 +322,7 @@ def check_serving(export_dir: str, predictions_dir: str, rows: int = SAMPLE_ROWS
 
     Args:
       export_dir: the exported SavedModel (local or gs://): a built-in model's (`saved_model.export_model`) or
-        a user's (`model.user.run.export`).
+        a user's (`engine.user.run.export`).
       predictions_dir: the committed batch predictions of the same model (`estimator_lib.predict`).
       rows: how many rows, from the first, to check.
 

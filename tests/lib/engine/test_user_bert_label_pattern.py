@@ -16,8 +16,8 @@ from tpu_patterns import bert_label_pattern as pattern
 
 from estimator_lib.config import JobConfig, TPUSettings, TrainingConfig
 from estimator_lib.config.feature_spec import FeatureSpec
+from estimator_lib.engine.user import UserModel, evaluate, export, predict, train
 from estimator_lib.export.saved_model import run_cpu_graph
-from estimator_lib.model.user import UserModel, evaluate, export, predict, train
 from estimator_lib.predict import read_predictions
 
 HPARAMS = {"hidden_size": 16, "learning_rate": 0.05}

@@ -1,4 +1,4 @@
-"""export/serving_check.py: a tiny model's export served in a fresh process without the project's code agrees with
+"""predict/serving_check.py: a tiny model's export served in a fresh process without the project's code agrees with
 its batch predictions; a tampered export (a bias moved by 0.5 after batch prediction) fails naming the row,
 signature and output; the comparison's messages; the child's isolation."""
 
@@ -19,10 +19,10 @@ from user_examples import trained_example
 
 from estimator_lib import estimator
 from estimator_lib.config import JobConfig, ModelConfig, TPUSettings, TrainingConfig
-from estimator_lib.export import saved_model, serving_check, serving_child
-from estimator_lib.export.serving_check import ServingCheckError, check_serving, compare_output
-from estimator_lib.model import user
-from estimator_lib.predict import batch_predict
+from estimator_lib.engine import user
+from estimator_lib.export import saved_model
+from estimator_lib.predict import batch_predict, serving_check, serving_child
+from estimator_lib.predict.serving_check import ServingCheckError, check_serving, compare_output
 
 ROWS = 12  # predicted rows: more than one predict batch of 8
 HPARAMS = {"filters": 4, "units": 8, "learning_rate": 0.01}

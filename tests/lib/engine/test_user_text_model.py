@@ -13,7 +13,7 @@ import tensorflow as tf
 from user_examples import trained_example
 
 from estimator_lib.config import JobConfig, TPUSettings, TrainingConfig
-from estimator_lib.model.user import evaluate, export, predict
+from estimator_lib.engine.user import evaluate, export, predict
 from estimator_lib.predict import read_predictions
 
 HPARAMS = {

@@ -1,6 +1,6 @@
 """The serving check's child process: an exported SavedModel loaded and called as a model server would.
 
-`estimator_lib.export.serving_check` runs this file as `python -I serving_child.py REQUEST_DIR` in a fresh
+`estimator_lib.predict.serving_check` runs this file as `python -I serving_child.py REQUEST_DIR` in a fresh
 process, from a temporary working directory and without PYTHONPATH: the CPU `serve` meta graph loaded into a new
 session (as TensorFlow Serving loads it), only the serving signatures the request names called, on the host CPU.
 The file is standalone on purpose: it imports the standard library, NumPy and TensorFlow, and refuses every

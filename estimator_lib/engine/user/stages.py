@@ -1,7 +1,7 @@
 """A user's model through the pipeline's stages: what each stage's component calls when the job names a
 `model_fn` (`job.model.model_fn`), on a preparation of their TFRecords (`model.user.prepare`).
 
-Each function takes the typed job (read from the artifacts) and the prepared records, makes the `model.user.run`
+Each function takes the typed job (read from the artifacts) and the prepared records, makes the `engine.user.run`
 call that does the stage's work, and returns the result type the built-in stage returns (`TrainResult`,
 `Evaluation`, `PredictResult`, `ExportResult`), so the components describe both kinds of model the same way.
 The user's code is imported here, in the stage's own process: from a local folder, or from the wheel a Vertex
@@ -23,6 +23,8 @@ from estimator_lib.config import BlessingConfig, JobConfig
 from estimator_lib.config.feature_spec import FeatureSpec
 from estimator_lib.config.run import SPLIT, TFRECORD, prediction_kind
 from estimator_lib.data.common import EVAL, TRAIN
+from estimator_lib.engine.user import run
+from estimator_lib.engine.user.importance import user_importance
 from estimator_lib.estimator import TrainResult
 from estimator_lib.evaluation import slices
 from estimator_lib.evaluation.blessing import decide_user
@@ -30,8 +32,7 @@ from estimator_lib.evaluation.evaluate import Evaluation
 from estimator_lib.export import ExportResult
 from estimator_lib.export.saved_model import METADATA_FILE, describe_saved_model
 from estimator_lib.model import checkpoints, inputs
-from estimator_lib.model.user import records, run
-from estimator_lib.model.user.importance import user_importance
+from estimator_lib.model.user import records
 from estimator_lib.model.user.prepare import PreparedRecords
 from estimator_lib.predict import PredictResult
 
@@ -91,7 +92,7 @@ def evaluate(
     """The user's metric_fn on every eval record (padding masked out), and on each slice `config.slices` names
     (in the same pass), and the verdict: the thresholds, the slices' checks, and the comparison with the
     published model `baseline_dir` evaluated on the same records by the same metric_fn; then feature importance by
-    the same metric_fn on a sample of them (`model.user.importance`)."""
+    the same metric_fn on a sample of them (`engine.user.importance`)."""
     config.check_slice_features(prepared.spec.scalars, "scalar features of the feature spec")  # before any work
     user = user_model(job, prepared)
     count = prepared.counts[EVAL]

@@ -18,7 +18,7 @@ from user_examples import trained_example
 from estimator_lib import storage
 from estimator_lib.config import JobConfig, TPUSettings, TrainingConfig
 from estimator_lib.config.feature_spec import FeatureSpec
-from estimator_lib.model.user import (
+from estimator_lib.engine.user import (
     IncompatibleModelError,
     UserModel,
     check_spec,
