@@ -8,6 +8,7 @@ import json
 import os
 
 import pytest
+from run_fingerprints import compared
 from test_pipeline import load_summary, prediction_rows, run_cli
 
 from estimator_lib.config import PrepareConfig
@@ -39,3 +40,4 @@ def test_run_local_with_the_beam_engine(tmp_path):
         == summary["dataset"]["counts"]["eval"]
         == len(prediction_rows(summary["predictions"]["uri"]))
     )
+    assert "dataset" in compared("beam", summary)  # the bytes recorded before the stage engine

@@ -12,6 +12,7 @@ import os
 
 import pytest
 from report_checks import assert_complete_report
+from run_fingerprints import compared
 
 from pipelines import cli
 
@@ -87,3 +88,4 @@ def test_regression_csv_with_explicit_task(tmp_path):
     candidate = summary["blessing"]["candidate_metrics"]
     assert candidate["r2"] >= 0.8
     assert summary["metrics"]["rmse"] == pytest.approx(candidate["rmse"], rel=1e-3)
+    assert "dataset" in compared("regression", summary)  # the bytes recorded before the stage engine
