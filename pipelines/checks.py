@@ -112,16 +112,16 @@ def local_run(settings: RunConfig) -> None:
     data(settings.data)
     predict_data(settings.predict_data)
     publish_root(settings.publish_root)
-    if settings.job.model.model_fn:
-        user_model(settings)
+    user_model(settings)
 
 
 def user_model(settings: RunConfig) -> None:
-    """A user model's files exist: its eval records, and the module its model_fn names inside --code (looked
-    for, not imported: the user's code runs in the stages' own processes only)."""
+    """A user model's files exist: its eval records (`--eval-data`), and the module its model_fn names inside a
+    local --code (looked for, not imported: the user's code runs in the stages' own processes only). A built-in
+    family sets neither (`RunConfig` refuses them without --model-fn): nothing to check."""
     if settings.eval_data and not storage.glob(settings.eval_data):
         raise UsageError(f"--eval-data {settings.eval_data}: no such file (nothing matches); give TFRecord files")
-    code, model_fn = settings.job.model.code, settings.job.model.model_fn or ""
+    code = settings.job.model.code
     if not code or storage.is_gcs(code):
         return
     if code.endswith(".whl"):
@@ -130,6 +130,7 @@ def user_model(settings: RunConfig) -> None:
         return
     if not os.path.isdir(code):
         raise UsageError(f"--code {code}: not a directory; give the folder that holds your package")
+    model_fn = settings.job.model.model_fn  # given with --code: `JobConfig` refuses code without it
     module = model_fn.partition(":")[0].replace(".", os.sep)
     candidates = [os.path.join(code, module + ".py"), os.path.join(code, module, "__init__.py")]
     if not any(os.path.isfile(c) for c in candidates):

@@ -27,7 +27,8 @@ CODE_DIR, STAGED_DIR = "code", "staged"
 
 @dataclasses.dataclass(frozen=True)
 class Staged:
-    """Where the run's code and feature spec come from, and what was (or, in a dry run, would be) uploaded."""
+    """Where the run's code and feature spec come from, and what was (or, in a dry run, would be) uploaded
+    (`described`: {} when the run has neither)."""
 
     code: Optional[str]
     feature_spec: Optional[str]
@@ -72,11 +73,11 @@ def _stage_spec(path: str, pipeline_root: str, upload: bool) -> str:
 def stage_user_files(code: Optional[str], feature_spec: Optional[str], pipeline_root: str, upload: bool) -> Staged:
     """Stages `--code` and `--feature-spec` under `pipeline_root` for a Vertex AI run (uploading only when
     `upload`); returns the gs:// URIs the run's settings take instead, and a description for the request."""
-    described: dict[str, Any] = {"uploaded": upload}
+    described: dict[str, Any] = {}
     if code:
         code, described["code"] = _stage_code(code, pipeline_root, upload)
     if feature_spec:
         described["feature_spec"] = {"source": feature_spec}
         feature_spec = _stage_spec(feature_spec, pipeline_root, upload)
         described["feature_spec"]["staged"] = feature_spec
-    return Staged(code, feature_spec, described)
+    return Staged(code, feature_spec, {"uploaded": upload, **described} if described else {})

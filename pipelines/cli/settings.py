@@ -155,16 +155,14 @@ def read_hparams(args: argparse.Namespace) -> dict[str, Any]:
     return hparams
 
 
+# The user-model flags that are one setting each: (the flag's attribute, the setting).
+USER_MODEL_FLAGS = (("model_fn", "model.model_fn"), ("input_fn", "model.input_fn"), ("code", "model.code"))
+
+
 def user_model_overrides(args: argparse.Namespace) -> list[str]:
-    """The user-model flags as `--set` texts (the same path as every setting): model.model_fn, model.input_fn,
-    model.code and model.hparams (a JSON object, so its values keep their JSON types)."""
-    out = []
-    if args.model_fn:
-        out.append(f"model.model_fn={args.model_fn}")
-    if args.input_fn:
-        out.append(f"model.input_fn={args.input_fn}")
-    if args.code:
-        out.append(f"model.code={args.code}")
+    """The user-model flags given as `--set` texts (the same path as every setting): `USER_MODEL_FLAGS`, then
+    model.hparams (a JSON object, so its values keep their JSON types)."""
+    out = [f"{setting}={getattr(args, name)}" for name, setting in USER_MODEL_FLAGS if getattr(args, name)]
     hparams = read_hparams(args)
     if hparams or args.hparams_file:
         out.append("model.hparams=" + json.dumps(hparams, sort_keys=True))
@@ -188,12 +186,13 @@ def local_csv_header(settings: RunConfig) -> tuple[str, list[str]] | None:
 
 
 def check_label_column(settings: RunConfig, flag: str = "--label") -> None:
-    """A built-in family's label is a column of its local CSV data, checked before any stage starts.
+    """The label is a column of the run's local CSV data, checked before any stage starts (other data, a user
+    model's TFRecords included, is checked by the prepare stage, or against its feature spec).
 
     Raises:
       checks.UsageError: naming the file, the label given, the closest column names and the fix.
     """
-    found = None if settings.job.model.model_fn else local_csv_header(settings)
+    found = local_csv_header(settings)
     if found is None or settings.label in found[1]:
         return
     path, header = found
@@ -208,12 +207,10 @@ def check_label_column(settings: RunConfig, flag: str = "--label") -> None:
 
 
 def check_slice_columns(settings: RunConfig) -> None:
-    """A built-in family's `--slice` features are columns of its local CSV data (the first file's header, the
-    label and key apart), checked before any stage starts; other data is checked by the evaluate stage, before
-    its work (a user model's local feature spec when the run is resolved)."""
-    if not settings.blessing.slices or settings.job.model.model_fn:
-        return
-    found = local_csv_header(settings)
+    """`--slice` features are columns of the run's local CSV data (the first file's header, the label and key
+    apart), checked before any stage starts; other data is checked by the evaluate stage, before its work (a user
+    model's TFRecords against its local feature spec when the run is resolved)."""
+    found = local_csv_header(settings) if settings.blessing.slices else None
     if found is None:
         return
     path, header = found

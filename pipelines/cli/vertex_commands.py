@@ -154,7 +154,7 @@ def _vertex_job(args: argparse.Namespace, template_dir: str, credentials: Any = 
         template = compile_pipeline(template_path, image, tpu, steps, beam, retry=retry, tuning=tuning)
         compiled = describe_compiled(tpu, steps, retry)
     arguments = settings.arguments()
-    if args.code or args.feature_spec:
+    if staged.described:
         compiled["user_files"] = staged.described
     compiled["plan"] = _plan(args, target, image, tpu if not args.template else None, beam is not None)
     if cost_inputs:
