@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from kfp.dsl import HTML, Artifact, ClassificationMetrics, Dataset, Markdown, Metrics, Model
 
 from components.adapter import BLESSING_FILE, PUBLICATION_FILE, require_output
-from estimator_lib import manifest, storage
+from estimator_lib import storage
 from estimator_lib.config import JobConfig
 from estimator_lib.data.prepare import PrepareResult
 from estimator_lib.data.validation import ValidationReport
@@ -29,10 +29,10 @@ from estimator_lib.estimator import TrainResult
 from estimator_lib.evaluation import Evaluation, slices
 from estimator_lib.evaluation.report import WrittenReport
 from estimator_lib.export import METADATA_FILE, ExportResult
-from estimator_lib.export.fingerprint import saved_model_fingerprint
 from estimator_lib.export.serving_check import RECORD_FILE as SERVING_CHECK_FILE
+from estimator_lib.fingerprints import fingerprint_directory, fingerprint_files, json_digest, saved_model_fingerprint
 from estimator_lib.predict import PredictResult
-from estimator_lib.release import Release, fingerprint, fingerprint_files
+from estimator_lib.release import Release
 from estimator_lib.strict import STRICT_FILE
 
 if TYPE_CHECKING:
@@ -68,7 +68,7 @@ def describe_dataset(dataset: Dataset, result: PrepareResult) -> None:
             "label": result.schema.label.name,
             "task": result.schema.label.task,
             "classes": list(result.schema.label.classes),
-            "fingerprint": fingerprint(dataset.uri),
+            "fingerprint": fingerprint_directory(dataset.uri),
         }
     )
 
@@ -299,7 +299,7 @@ def describe_export(exported: Model, export: ExportResult) -> None:
             "checkpoint": export.metadata["checkpoint"],
             "global_step": int(export.metadata["global_step"]),
             "fingerprint": saved_model_fingerprint(export.export_dir),
-            "files_fingerprint": fingerprint(export.export_dir),
+            "files_fingerprint": fingerprint_directory(export.export_dir),
         }
     )
 
@@ -330,7 +330,7 @@ def describe_serving_check(checked: Artifact, result: Mapping[str, Any]) -> None
 def serving_check_fingerprint(result: Mapping[str, Any]) -> str:
     """The serving check's fingerprint: what was checked and found, not where the files were (a reproduction
     elsewhere fingerprints equal)."""
-    return manifest.json_fingerprint(
+    return json_digest(
         {k: result[k] for k in ("rows_checked", "signatures", "skipped", "max_abs_diff", "rtol", "atol")}
     )
 
@@ -349,7 +349,7 @@ def describe_release(publication: Artifact, release: Release, based_on: str, exp
             "published_uri": published.uri if published else "",
             "published_version": published.version if published else "",
             "based_on": based_on,
-            "fingerprint": manifest.json_fingerprint(
+            "fingerprint": json_digest(
                 {
                     "published": exported_fingerprint if published else None,
                     "reason": "" if published else release.reason,

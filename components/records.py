@@ -47,7 +47,7 @@ from typing import Any
 
 from kfp.dsl import Artifact, ClassificationMetrics, Metrics
 
-from estimator_lib import manifest, storage
+from estimator_lib import fingerprints, manifest, storage
 
 RECORD_FILE = "stage.json"
 # TensorFlow's record of a model directory's checkpoints (it names the newest).
@@ -138,18 +138,11 @@ def fingerprint_of(artifact: Artifact) -> str:
 
 
 def files_source(patterns: Sequence[str]) -> dict[str, Any]:
-    """A source of files or globs for a manifest: the patterns, and sha256 over the matching files' contents in
-    path order (paths themselves left out: the same bytes elsewhere have the same fingerprint)."""
-    digest = hashlib.sha256()
+    """A source of files or globs for a manifest: the patterns, the files they match and their
+    `fingerprint_contents` (paths left out: the same bytes elsewhere have the same fingerprint)."""
     matches = {f for p in patterns for f in storage.glob(p)}
-    files = sorted(f for f in matches if storage.is_gcs(f) or os.path.isfile(f))
-    for path in files:
-        content = hashlib.sha256()
-        with storage.open_read(path) as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                content.update(block)
-        digest.update(f"{content.hexdigest()}\n".encode())
-    return {"uri": list(patterns), "files": len(files), "fingerprint": digest.hexdigest()}
+    files = [f for f in matches if storage.is_gcs(f) or os.path.isfile(f)]
+    return {"uri": list(patterns), "files": len(files), "fingerprint": fingerprints.fingerprint_contents(files)}
 
 
 def _source(source: Artifact | Mapping[str, Any]) -> dict[str, Any]:
@@ -160,7 +153,7 @@ def _source(source: Artifact | Mapping[str, Any]) -> dict[str, Any]:
 
 def _output(artifact: Artifact) -> dict[str, Any]:
     """An output's URI and fingerprint; an artifact that lives in metadata only is fingerprinted by it."""
-    fingerprint = artifact.metadata.get("fingerprint") or manifest.json_fingerprint(dict(artifact.metadata))
+    fingerprint = artifact.metadata.get("fingerprint") or fingerprints.json_digest(dict(artifact.metadata))
     return {"uri": artifact.uri, "fingerprint": fingerprint}
 
 

@@ -29,7 +29,6 @@ type and the kernel settings come in as arguments.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import importlib.metadata
 import json
 import os
@@ -39,7 +38,7 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
-from estimator_lib import storage
+from estimator_lib import fingerprints, storage
 
 MANIFEST_FILE = "stage_manifest.json"
 FORMAT_VERSION = 1
@@ -187,10 +186,8 @@ def stage_manifest(
     }
 
 
-def json_fingerprint(value: Any) -> str:
-    """sha256 of a JSON value's canonical text (sorted keys, no spaces)."""
-    text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+# The old name, until pipelines/reproduce.py calls `fingerprints.json_digest`: then delete it.
+json_fingerprint = fingerprints.json_digest
 
 
 def manifest_path(task_dir: str) -> str:

@@ -27,14 +27,13 @@ import datetime
 import hashlib
 import json
 import os
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from estimator_lib import storage, strict
+from estimator_lib import fingerprints, storage, strict
 from estimator_lib.config import JobConfig
 from estimator_lib.config.run import LATEST_MODEL, NO_MODEL
 from estimator_lib.evaluation import Blessing
 from estimator_lib.export import ExportResult, export_model
-from estimator_lib.export.fingerprint import saved_model_fingerprint
 from estimator_lib.schema import Schema
 
 POINTER = "LATEST"
@@ -74,36 +73,15 @@ class PublishedModel:
         return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data})
 
 
-# -- fingerprints --------------------------------------------------------------------------------------------
+# The old names, until pipelines/reproduce.py imports them from `estimator_lib.fingerprints`: then delete them.
+fingerprint, fingerprint_files = fingerprints.fingerprint_directory, fingerprints.fingerprint_files
+
+
+# -- publishing ----------------------------------------------------------------------------------------------
 def _relative(path: str, directory: str) -> str:
     return path[len(directory.rstrip("/")) + 1 :].replace(os.sep, "/")
 
 
-def fingerprint_files(files: Iterable[str], base: str) -> str:
-    """sha256 over (path relative to `base`, sha256 of contents) of `files`, in sorted order."""
-    digest = hashlib.sha256()
-    for path in sorted(files):
-        content = hashlib.sha256(storage.read_bytes(path)).hexdigest()
-        digest.update(f"{_relative(path, base)}\0{content}\n".encode())
-    return digest.hexdigest()
-
-
-BOOKKEEPING = (storage.COMMIT_MARKER, RECORD)
-
-
-def fingerprint(directory: str) -> str:
-    """Content hash of every file under a local or gs:// directory, bookkeeping files (the commit marker and
-    publish.json) excluded: a published version has the fingerprint of the export it copies.
-
-    Equal for two directories exactly when they hold the same files with the same bytes.
-    """
-    files = [f for f in storage.list_files(directory) if os.path.basename(f) not in BOOKKEEPING]
-    if not files:
-        raise FileNotFoundError(f"{directory!r} holds no file to fingerprint")
-    return fingerprint_files(files, directory)
-
-
-# -- publishing ----------------------------------------------------------------------------------------------
 def _is_saved_model(directory: str) -> bool:
     return storage.exists(storage.join(directory, "saved_model.pb"))
 
@@ -149,7 +127,7 @@ def publish_model(
     if not _is_saved_model(export_dir):
         raise FileNotFoundError(f"{export_dir!r} is not a SavedModel directory (no saved_model.pb); export first")
     now = now or datetime.datetime.now(datetime.timezone.utc)
-    digest = fingerprint(export_dir)
+    digest = fingerprints.fingerprint_directory(export_dir)
     version = f"{now.strftime('%Y%m%dT%H%M%S%fZ')}-{digest[:12]}"
     destination = storage.join(root, VERSIONS, version)
     model = PublishedModel(root, version, destination, digest, now.isoformat(), dict(metadata or {}))
@@ -260,7 +238,7 @@ def _verified(root: str, record: Mapping[str, Any]) -> PublishedModel:
             f"names version {version!r}, but {expected} is missing or incomplete (no {storage.COMMIT_MARKER})"
         )
     try:
-        actual = fingerprint(expected)
+        actual = fingerprints.fingerprint_directory(expected)
     except FileNotFoundError:
         actual = "no files"
     if actual != record["fingerprint"]:
@@ -391,7 +369,7 @@ class ResolvedRun:
     """What a run resolves before anything else runs, so the stages after it can be cached by content.
 
     Attributes:
-      data_version: `storage.content_token` of the data: it changes whenever a file's content does.
+      data_version: `fingerprints.content_token` of the data: it changes whenever a file's content does.
       warm_start: the SavedModel directory the run warm-starts from, "none" for a cold start.
       reference: the SavedModel directory of the published model the run continues (its warm-start source, else
         its baseline), "none" when there is none.
@@ -408,7 +386,7 @@ def resolve_run(data: str, warm_start: str, baseline: str, publish_root: str) ->
     resolved now (see `resolve_model`)."""
     source = resolve_model(warm_start, publish_root)
     reference = source or resolve_model(baseline, publish_root)
-    return ResolvedRun(storage.content_token([data]), source or NO_MODEL, reference or NO_MODEL)
+    return ResolvedRun(fingerprints.content_token([data]), source or NO_MODEL, reference or NO_MODEL)
 
 
 def latest_version(root: str) -> str:
@@ -563,8 +541,8 @@ def identical_latest(export_dir: str, root: str) -> Optional[Tuple[PublishedMode
         return None
     if published is None:
         return None
-    content = saved_model_fingerprint(export_dir)
-    return (published, content) if saved_model_fingerprint(published.uri) == content else None
+    content = fingerprints.saved_model_fingerprint(export_dir)
+    return (published, content) if fingerprints.saved_model_fingerprint(published.uri) == content else None
 
 
 @dataclasses.dataclass(frozen=True)

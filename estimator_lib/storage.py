@@ -154,34 +154,6 @@ def file_version(uri: str) -> str:
     return f"{stat.st_size}-{stat.st_mtime_ns}"
 
 
-def content_version(uri: str) -> str:
-    """A token that changes exactly when the file's content changes, for cache keys: "<bytes>-g<generation>" for a
-    Cloud Storage object (a new generation for every write), "<bytes>-<sha256>" for a local file (read once)."""
-    if is_gcs(uri):
-        return file_version(uri)
-    digest = hashlib.sha256()
-    with open(uri, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return f"{os.path.getsize(uri)}-{digest.hexdigest()}"
-
-
-def content_token(patterns: List[str]) -> str:
-    """sha256 over every file the patterns match (name and `content_version`): equal while the data is the same.
-
-    Raises:
-      FileNotFoundError: a pattern matches nothing.
-    """
-    digest = hashlib.sha256()
-    for pattern in patterns:
-        files = glob(pattern)
-        if not files:
-            raise FileNotFoundError(f"{pattern!r} matches no file; check the data path")
-        for path in files:
-            digest.update(f"{path}\0{content_version(path)}\n".encode("utf-8"))
-    return digest.hexdigest()
-
-
 def _has_magic(pattern: str) -> bool:
     return any(c in pattern for c in "*?[")
 

@@ -70,6 +70,10 @@ ALLOWED_LOCAL_IMPORTS: Dict[Tuple[str, str], str] = {
         "only reproduce does it, every other command stays TensorFlow-free "
         "(test_the_command_line_never_imports_tensorflow)"
     ),
+    ("estimator_lib.fingerprints", "canonical_graphs"): (
+        "only a SavedModel's graphs need TensorFlow's protos; the other fingerprints (JSON digests in manifests) stay "
+        "TensorFlow-free for the command line (test_the_command_line_never_imports_tensorflow)"
+    ),
     ("pipelines.runner", "main"): (
         "the runner starts the run's stage server first, so that the server's imports overlap its own "
         "(tests/pipelines/test_stage.py::test_the_runner_starts_the_stage_server_before_its_own_imports)"

@@ -13,12 +13,13 @@ and a shard's bytes depend only on the input. Nothing fingerprinted holds a time
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
+
+from estimator_lib import fingerprints
 
 MANIFEST = "manifest.json"
 SCHEMA = "schema.json"
@@ -121,14 +122,6 @@ class QuarantineWriter:
             self._file.close()
 
 
-def sha256_file(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def output_fingerprints(
     staging: str, records: Dict[str, int], elsewhere: Optional[Dict[str, Dict[str, Any]]] = None
 ) -> Dict[str, Dict[str, Any]]:
@@ -144,17 +137,11 @@ def output_fingerprints(
         for name in files:
             path = os.path.join(root, name)
             rel = os.path.relpath(path, staging).replace(os.sep, "/")
-            entry: Dict[str, Any] = {"sha256": sha256_file(path), "bytes": os.path.getsize(path)}
+            entry: Dict[str, Any] = {"sha256": fingerprints.file_sha256(path), "bytes": os.path.getsize(path)}
             if rel in records:
                 entry["records"] = records[rel]
             out[rel] = entry
     return dict(sorted(out.items()))
-
-
-def json_digest(value: Any) -> str:
-    """sha256 of a JSON value's canonical text."""
-    text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def write_json(path: str, value: Any) -> None:

@@ -33,7 +33,7 @@ from typing import Any, Callable, Dict, FrozenSet, Iterator, List, Optional, Pro
 
 import numpy as np
 
-from estimator_lib import storage
+from estimator_lib import fingerprints, storage
 from estimator_lib.config import DEFAULT_MISSING_VALUES, PrepareConfig, require
 from estimator_lib.data import keys, quantiles
 from estimator_lib.data import score as scoring
@@ -48,7 +48,6 @@ from estimator_lib.data.output import (
     ConsecutiveShards,
     QuarantineWriter,
     ShardWriters,
-    json_digest,
     output_fingerprints,
     write_json,
 )
@@ -638,7 +637,7 @@ def _manifest(
         "format_version": FORMAT_VERSION,
         "config": config.recorded([i.name for i in inputs]),
         "inputs": described,
-        "input_fingerprint": json_digest(described),
+        "input_fingerprint": fingerprints.json_digest(described),
         "task": schema.label.task,
         "schema_source": _schema_source(decisions),
         "ignored_columns": list(decisions.ignored),
@@ -658,7 +657,7 @@ def _manifest(
         "outputs": outputs,
     }
     manifest.update(summary(schema, totals))
-    manifest["fingerprint"] = json_digest({"inputs": manifest["input_fingerprint"], "outputs": outputs})
+    manifest["fingerprint"] = fingerprints.json_digest({"inputs": manifest["input_fingerprint"], "outputs": outputs})
     return manifest
 
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Dict, List, Optional
 
-from estimator_lib import storage
+from estimator_lib import fingerprints, storage
 from estimator_lib.config import ConfigError, PrepareConfig
 from estimator_lib.data.common import DataError
 from estimator_lib.data.encode import EncodePlan
-from estimator_lib.data.output import json_digest, output_fingerprints
+from estimator_lib.data.output import output_fingerprints
 from estimator_lib.data.plan import Decisions, decide_classes, require_readable, unread_rows
 from estimator_lib.data.plan import encode_plan as prepare_encode_plan
 from estimator_lib.data.profile import Profile
@@ -144,8 +144,8 @@ def manifest(
         "kind": "scoring",
         "config": _recorded(config, [i["name"] for i in inputs]),
         "inputs": inputs,
-        "input_fingerprint": json_digest(inputs),
-        "schema_fingerprint": json_digest(schema.to_dict()),
+        "input_fingerprint": fingerprints.json_digest(inputs),
+        "schema_fingerprint": fingerprints.json_digest(schema.to_dict()),
         "task": schema.label.task,
         "label": schema.label.name,
         "key_column": config.key_column,
@@ -162,7 +162,7 @@ def manifest(
         "files": sorted(shard_records),
         "outputs": outputs,
     }
-    out["fingerprint"] = json_digest({"inputs": out["input_fingerprint"], "outputs": outputs})
+    out["fingerprint"] = fingerprints.json_digest({"inputs": out["input_fingerprint"], "outputs": outputs})
     return out
 
 

@@ -17,6 +17,7 @@ from estimator_lib.config import JobConfig
 from estimator_lib.estimator import TrainResult
 from estimator_lib.export import serving_check
 from estimator_lib.export.saved_model import ExportResult
+from estimator_lib.fingerprints import fingerprint_files
 from estimator_lib.predict import PredictResult
 from pipelines.local.summary import importance_summary
 
@@ -43,7 +44,7 @@ def test_predictions_are_described_with_their_fingerprint(tmp_path):
         "shards": list(shards),
         "manifest": {"count": 2},
         "scored_rows_uri": "",
-        "fingerprint": release.fingerprint_files(shards, predictions.uri),
+        "fingerprint": fingerprint_files(shards, predictions.uri),
     }
 
 
@@ -201,7 +202,6 @@ def test_importance_goes_whole_into_a_file_and_its_top_ten_into_the_blessings_me
 
 
 def test_the_blessing_fingerprint_covers_its_slices_and_importance_files(tmp_path):
-    fingerprint_files = release.fingerprint_files
     uri = str(tmp_path)
     (tmp_path / "blessing.json").write_text('{"blessed": true}')
     assert artifacts.blessing_files(uri) == [f"{uri}/blessing.json"]

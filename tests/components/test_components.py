@@ -25,7 +25,7 @@ from components.release import release_model
 from components.resolve import resolve_inputs
 from components.serving_check import check_serving
 from components.train import train_model
-from estimator_lib import manifest, release, vocabulary
+from estimator_lib import fingerprints, manifest, release, vocabulary
 from estimator_lib.config import BlessingConfig, JobConfig, PrepareConfig, ValidationConfig
 from estimator_lib.config.stages import EvaluateSpec, PredictSpec, PrepareSpec, TrainSpec
 from estimator_lib.export.serving_check import ServingCheckError
@@ -140,7 +140,7 @@ def test_prepare_describes_the_dataset(stages):
     assert meta["counts"]["train"] + meta["counts"]["valid"] + meta["counts"]["eval"] == 160
     assert meta["task"] == "classification" and meta["classes"] == ["no", "yes"] and meta["label"] == "label"
     assert os.path.exists(meta["schema_uri"])
-    assert meta["fingerprint"] == release.fingerprint(stages["dataset"].uri)
+    assert meta["fingerprint"] == fingerprints.fingerprint_directory(stages["dataset"].uri)
     assert len(os.listdir(os.path.join(stages["dataset"].uri, "train"))) == 2  # num_shards arrived as the int 2
 
 
@@ -183,7 +183,8 @@ def test_prepare_against_the_published_model_continues_its_schema_and_checks_the
         details = json.load(f)
     assert outcome["details_uri"] == os.path.join(dataset.uri, "validation.json") and details["findings"]
     assert set(details["drift"]) and outcome["breach_count"] == len(details["breaches"]) and "drift" not in outcome
-    assert dataset.metadata["fingerprint"] == release.fingerprint(dataset.uri)  # validation.json included
+    # validation.json included
+    assert dataset.metadata["fingerprint"] == fingerprints.fingerprint_directory(dataset.uri)
     with open(os.path.join(dataset.uri, "manifest.json"), encoding="utf-8") as f:
         assert json.load(f)["schema_source"] == "reference"
 

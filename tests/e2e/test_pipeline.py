@@ -17,11 +17,12 @@ import typing
 
 import pytest
 from report_checks import assert_complete_report
+from run_fingerprints import compared
 
 from estimator_lib import release, storage
 from estimator_lib.config import BlessingConfig, JobConfig, PrepareConfig, RunConfig
 from estimator_lib.data.embedded import default_dataset
-from estimator_lib.export.fingerprint import saved_model_fingerprint
+from estimator_lib.fingerprints import fingerprint_directory, saved_model_fingerprint
 
 pytestmark = pytest.mark.slow
 
@@ -186,7 +187,7 @@ def test_default_run_publishes_a_version_with_the_exports_fingerprint(first_run)
     assert summary["blessing"]["based_on"] == "none"  # nothing was published when it was evaluated
     assert summary["export"]["published"] is True
     assert latest.uri == summary["export"]["published_uri"]
-    assert latest.fingerprint == release.fingerprint(summary["export"]["uri"])
+    assert latest.fingerprint == fingerprint_directory(summary["export"]["uri"])
     assert saved_model_fingerprint(latest.uri) == fingerprints["exported"]
 
 
@@ -334,3 +335,7 @@ def test_a_run_whose_data_drifted_fails_before_training_naming_the_feature(first
     summary = load_summary(output)
     assert summary["status"] == "failed" and summary["stage"] == "prepare"
     assert release.latest(root) == latest_before
+
+
+def test_default_run_keeps_the_bytes_recorded_before_the_stage_engine(first_run):
+    assert "dataset" in compared("embedded", first_run[2])

@@ -22,7 +22,7 @@ import sys
 import numpy as np
 import pytest
 
-from estimator_lib import release, storage
+from estimator_lib import fingerprints, release, storage
 from estimator_lib.export import read_export_metadata
 from pipelines import runs
 from pipelines.local.kfp_patches import stage_of
@@ -128,7 +128,7 @@ def test_the_resumed_run_reuses_the_finished_stages_and_publishes(wide_run):
     latest = release.latest(wide_run["root"])
     assert (latest.version, latest.uri) == (export["published_version"], export["published_uri"])
     assert storage.is_committed(latest.uri) and os.path.exists(os.path.join(latest.uri, "saved_model.pb"))
-    assert latest.fingerprint == release.fingerprint(export["uri"])  # the export it reused, copied whole
+    assert latest.fingerprint == fingerprints.fingerprint_directory(export["uri"])  # the export it reused, copied whole
 
 
 def test_no_stage_starts_with_a_command_line_that_grows_with_the_columns(wide_run):

@@ -11,7 +11,7 @@ import pytest
 
 from estimator_lib import release, storage
 from estimator_lib.evaluation import Blessing, Check
-from estimator_lib.export.fingerprint import saved_model_fingerprint
+from estimator_lib.fingerprints import fingerprint_directory, saved_model_fingerprint
 
 T0 = datetime.datetime(2025, 1, 2, 3, 4, 5, 600000, tzinfo=datetime.timezone.utc)
 T1 = T0 + datetime.timedelta(hours=1)
@@ -44,7 +44,7 @@ def test_publish_copies_the_export_and_points_latest_at_it(tmp_path):
 
     assert model.version == f"20250102T030405600000Z-{model.fingerprint[:12]}"
     assert model.uri == os.path.join(root, "versions", model.version)
-    assert model.fingerprint == release.fingerprint(export)
+    assert model.fingerprint == fingerprint_directory(export)
     with open(os.path.join(model.uri, "variables", "variables.data-00000-of-00001"), "rb") as f:
         assert f.read() == b"w1"
     assert storage.is_committed(model.uri)
@@ -70,9 +70,9 @@ def test_fingerprint_depends_on_content_and_names_only(tmp_path):
     a = make_saved_model(str(tmp_path / "a"), b"same")
     b = make_saved_model(str(tmp_path / "b"), b"same")
     c = make_saved_model(str(tmp_path / "c"), b"other")
-    assert release.fingerprint(a) == release.fingerprint(b) != release.fingerprint(c)
+    assert fingerprint_directory(a) == fingerprint_directory(b) != fingerprint_directory(c)
     with pytest.raises(FileNotFoundError, match="holds no file"):
-        release.fingerprint(str(tmp_path / "empty"))
+        fingerprint_directory(str(tmp_path / "empty"))
 
 
 def test_resolve_model_cases(tmp_path):
@@ -133,7 +133,7 @@ def test_a_model_identical_to_the_published_one_is_not_published_again(tmp_path)
     os.makedirs(os.path.join(again, "assets.extra"))
     with open(os.path.join(again, "assets.extra", "export_metadata.json"), "w") as f:
         f.write('{"export_dir": "again"}')
-    assert release.fingerprint(again) != first.fingerprint
+    assert fingerprint_directory(again) != first.fingerprint
     content = saved_model_fingerprint(export)
     for source, based_on in ((export, first.version), (again, first.version), (export, "none")):
         outcome = release.release(source, blessing(True), root, based_on=based_on)
@@ -166,7 +166,7 @@ def test_publish_and_resolve_on_cloud_storage(gcs_prefix, tmp_path):
     assert first.uri == f"{root}/versions/{first.version}"
     assert storage.is_committed(first.uri)
     assert storage.read_bytes(f"{first.uri}/variables/variables.data-00000-of-00001") == b"w1"
-    assert release.fingerprint(first.uri) == first.fingerprint
+    assert fingerprint_directory(first.uri) == first.fingerprint
     second = release.publish_model(make_saved_model(str(tmp_path / "e2"), b"w2"), root, now=T1)
     assert release.resolve_model("latest", root) == second.uri
     # gs:// -> gs:// copy (a baseline published in one bucket, republished in another).

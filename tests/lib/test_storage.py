@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from repo import ROOT
 
-from estimator_lib import storage
+from estimator_lib import fingerprints, storage
 
 
 @pytest.fixture(params=["local", "gcs"])
@@ -35,15 +35,15 @@ def test_the_content_token_changes_with_the_content_only(root):
     pattern = storage.join(root, "data", "*.csv")
     storage.write_text(storage.join(root, "data", "a.csv"), "x\n1\n")
     storage.write_text(storage.join(root, "data", "b.csv"), "x\n2\n")
-    token = storage.content_token([pattern])
-    assert storage.content_token([pattern]) == token and len(token) == 64
+    token = fingerprints.content_token([pattern])
+    assert fingerprints.content_token([pattern]) == token and len(token) == 64
     storage.write_text(storage.join(root, "data", "b.csv"), "x\n3\n")  # same size, same name, new content
-    changed = storage.content_token([pattern])
+    changed = fingerprints.content_token([pattern])
     assert changed != token
     storage.write_text(storage.join(root, "data", "c.csv"), "x\n4\n")  # a new file matches the glob
-    assert storage.content_token([pattern]) not in (token, changed)
+    assert fingerprints.content_token([pattern]) not in (token, changed)
     with pytest.raises(FileNotFoundError, match=r"matches no file; check the data path"):
-        storage.content_token([storage.join(root, "none", "*.csv")])
+        fingerprints.content_token([storage.join(root, "none", "*.csv")])
 
 
 def test_publish_directory_is_all_or_nothing_and_replaces(root, tmp_path):

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from estimator_lib import release, storage
+from estimator_lib import fingerprints, release, storage
 from pipelines import cli
 
 T0 = datetime.datetime(2025, 1, 2, 3, 4, 5, 600000, tzinfo=datetime.timezone.utc)
@@ -39,7 +39,7 @@ def published(tmp_path):
 def test_repair_rebuilds_latest_and_says_what_it_did(published, capsys):
     root, first, second = published
     assert cli.main(["release", "--repair", "--publish-root", root]) == 0
-    changed = release.fingerprint(second.uri)[:12]
+    changed = fingerprints.fingerprint_directory(second.uri)[:12]
     assert capsys.readouterr().out.splitlines() == [
         f"skipped version {second.version}: {second.uri}/publish.json names version {second.version!r} with "
         f"fingerprint {second.fingerprint[:12]}, but its files at {second.uri} hash to {changed}: they changed "

@@ -8,8 +8,7 @@ import hashlib
 import json
 import os
 
-from estimator_lib import manifest
-from estimator_lib.release import fingerprint_files
+from estimator_lib.fingerprints import fingerprint_files, json_digest
 from pipelines import reproduce
 
 SHARD = "predictions-00000-of-00002.jsonl"
@@ -46,7 +45,7 @@ def small_record(tmp_path) -> reproduce.Record:
     metrics_uri = str(tmp_path / "evaluate" / "metrics")
     manifests = {
         "batch_predict": {"outputs": {"predictions": {"uri": predictions, "fingerprint": fingerprint}}, "config": {}},
-        "evaluate": {"outputs": {"metrics": {"uri": metrics_uri, "fingerprint": manifest.json_fingerprint(metrics)}}},
+        "evaluate": {"outputs": {"metrics": {"uri": metrics_uri, "fingerprint": json_digest(metrics)}}},
         "train": {"outputs": {}, "config": {"job": {"training": {"seed": 42}}}},
     }
     summary = {

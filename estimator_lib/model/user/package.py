@@ -17,6 +17,7 @@ import os
 import zipfile
 from typing import List, Tuple
 
+from estimator_lib import fingerprints
 from estimator_lib.model.user.model_fn import UserCodeError
 
 DISTRIBUTION = "tpu_pipeline_user_code"
@@ -59,12 +60,7 @@ def fingerprint(code_dir: str) -> Tuple[str, List[str]]:
     files = _files(code_dir)
     if not any(f.endswith(".py") for f in files):
         raise UserCodeError(f"--code {code_dir}: holds no Python file; give the folder that holds your package")
-    digest = hashlib.sha256()
-    for relative in files:
-        with open(os.path.join(code_dir, relative), "rb") as f:
-            content = f.read()
-        digest.update(relative.encode("utf-8") + b"\0" + hashlib.sha256(content).digest())
-    return digest.hexdigest(), files
+    return fingerprints.fingerprint_code(code_dir, files), files
 
 
 def _write(archive: zipfile.ZipFile, path: str, data: bytes) -> None:

@@ -1,5 +1,5 @@
 """data/output.py: key-hash and consecutive TFRecord shards (read back by TensorFlow), the quarantine file,
-fingerprints and canonical JSON digests."""
+and the output files' fingerprints."""
 
 from __future__ import annotations
 
@@ -106,19 +106,6 @@ def test_fingerprints_cover_every_file_with_record_counts(tmp_path):
     assert output.output_fingerprints(str(tmp_path / "train"), {}) == {
         "part.tfrecord": {"sha256": hashlib.sha256(b"abc").hexdigest(), "bytes": 3}
     }
-
-
-def test_sha256_file_reads_in_blocks(tmp_path):
-    data = os.urandom((1 << 20) + 5)  # more than one block
-    (tmp_path / "big").write_bytes(data)
-    assert output.sha256_file(str(tmp_path / "big")) == hashlib.sha256(data).hexdigest()
-
-
-def test_json_digest_is_canonical():
-    a = output.json_digest({"b": [1, 2], "a": "é"})
-    assert a == output.json_digest({"a": "é", "b": [1, 2]})
-    assert a == hashlib.sha256('{"a":"é","b":[1,2]}'.encode()).hexdigest()
-    assert a != output.json_digest({"a": "é", "b": [2, 1]})
 
 
 def test_write_json_is_sorted_indented_and_newline_terminated(tmp_path):

@@ -15,10 +15,10 @@ pytest.importorskip("apache_beam")
 from file_trees import tree  # noqa: E402
 from test_prepare import awkward_rows, write_csv  # noqa: E402
 
-from estimator_lib import storage  # noqa: E402
+from estimator_lib import fingerprints, storage  # noqa: E402
 from estimator_lib.config import PrepareConfig  # noqa: E402
 from estimator_lib.config.beam import BeamConfig  # noqa: E402
-from estimator_lib.data import beam, output  # noqa: E402
+from estimator_lib.data import beam  # noqa: E402
 from estimator_lib.data import prepare as prepare_module  # noqa: E402
 from estimator_lib.data.beam import prepare_on_beam  # noqa: E402
 from estimator_lib.data.prepare import prepare  # noqa: E402
@@ -45,7 +45,7 @@ def gcs_work_directory(root: str):
 def record_calls(monkeypatch, calls: list) -> None:
     """Appends (function, first argument) to `calls` for every call that moves or reads a file's bytes (storage's,
     and the manifest's sha256 of a staged file)."""
-    for module, name in [(storage, n) for n in STORAGE_CALLS] + [(output, "sha256_file")]:
+    for module, name in [(storage, n) for n in STORAGE_CALLS] + [(fingerprints, "file_sha256")]:
         original = getattr(module, name)
 
         def recorded(*args, original=original, name=name):
@@ -72,7 +72,7 @@ def test_a_beam_prepare_to_gcs_equals_the_local_output_and_no_shard_passes_throu
     assert published == local
     shards = [f"{split}/part-0000{k}-of-00002.tfrecord" for split in ("eval", "train", "valid") for k in (0, 1)]
     assert sorted(name for name in local if name.endswith(".tfrecord")) == shards and all(local[n] for n in shards)
-    assert any(f == "sha256_file" and uri.endswith("schema.json") for f, uri in calls)  # the recording works
+    assert any(f == "file_sha256" and uri.endswith("schema.json") for f, uri in calls)  # the recording works
     touched = [(f, uri) for f, uri in calls if uri.endswith(".tfrecord")]
     assert sorted((f, uri.split("/shards/")[-1]) for f, uri in touched) == [("copy_object", n) for n in shards]
     assert all(uri.startswith(f"{work}/prepare-") for _, uri in touched)  # copied on the server, from the work
