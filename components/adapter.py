@@ -18,6 +18,7 @@ import typing
 from typing import Any, TypeVar
 
 from components.records import CONSOLE_TTY_ENV, JOB_CONFIG_FILE, PROGRESS_SECONDS
+from components.registry import BLESSING_FILE, PUBLICATION_FILE
 from estimator_lib import storage, summaries
 from estimator_lib.config import ConfigError, JobConfig, JsonConfig, PrepareConfig, TPUSettings
 from estimator_lib.config.base import check_value
@@ -27,10 +28,8 @@ from estimator_lib.data.embedded import resolve_data
 from estimator_lib.evaluation import Blessing
 from estimator_lib.release import Release
 
-BLESSING_FILE = "blessing.json"
 # Set by Vertex AI in a custom job that has a TensorBoard: the directory its uploader reads.
 TENSORBOARD_LOG_DIR_ENV = "AIP_TENSORBOARD_LOG_DIR"
-PUBLICATION_FILE = "publication.json"
 Spec = TypeVar("Spec", bound=JsonConfig)
 
 

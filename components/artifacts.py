@@ -15,22 +15,24 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import posixpath
 from typing import TYPE_CHECKING, Any, Mapping
 
 from kfp.dsl import HTML, Artifact, ClassificationMetrics, Dataset, Markdown, Metrics, Model
 
-from components.adapter import BLESSING_FILE, PUBLICATION_FILE, require_output
+from components import registry
+from components.adapter import require_output
+from components.registry import BLESSING_FILE, PUBLICATION_FILE
 from estimator_lib import storage
 from estimator_lib.config import JobConfig
-from estimator_lib.data.prepare import PrepareResult
+from estimator_lib.config.stages import IMPORTANCE_FILE, SERVING_CHECK_FILE, SLICES_FILE
 from estimator_lib.data.validation import ValidationReport
+from estimator_lib.engine import Source
 from estimator_lib.estimator import TrainResult
 from estimator_lib.evaluation import Evaluation, slices
 from estimator_lib.evaluation.report import WrittenReport
 from estimator_lib.export import METADATA_FILE, ExportResult
-from estimator_lib.export.serving_check import RECORD_FILE as SERVING_CHECK_FILE
-from estimator_lib.fingerprints import fingerprint_directory, fingerprint_files, json_digest, saved_model_fingerprint
+from estimator_lib.fingerprints import fingerprint_directory
+from estimator_lib.model.user.prepare import RecordsValidation
 from estimator_lib.predict import PredictResult
 from estimator_lib.release import Release
 from estimator_lib.strict import STRICT_FILE
@@ -43,7 +45,6 @@ log = logging.getLogger("components")
 REGISTRATION_FILE = "registration.json"
 VALIDATION_FILE = "validation.json"  # inside the prepared Dataset: every validation figure and breach
 MAX_BREACHES, MAX_SUMMARY = 10, 2000  # what of them the Dataset's metadata keeps
-IMPORTANCE_FILE = "importance.json"  # inside the Blessing: every feature's importance and attribution
 MAX_IMPORTANCE, MAX_NAME = 10, 100  # features of each ranking the Blessing's metadata keeps; characters of a name
 MAX_FINDINGS = 20  # strict-mode findings the Model's metadata names (every one is in its record)
 
@@ -56,34 +57,36 @@ def read_drift(dataset: Dataset) -> dict[str, Any]:
     return dict(json.loads(storage.read_text(details)).get("drift") or {})
 
 
-def describe_dataset(dataset: Dataset, result: PrepareResult) -> None:
-    """Prepared Dataset: split counts, where its schema is, label and task, content fingerprint."""
-    schema_uri = storage.join(dataset.uri, "schema.json")
+def describe_dataset(dataset: Dataset, source: Source) -> None:
+    """Prepared Dataset: split counts, where its schema (or a user model's feature spec) is, label and task,
+    content fingerprint."""
+    facts = source.facts()
+    schema_uri = storage.join(dataset.uri, facts.pop("schema_file"))
     require_output(schema_uri, "the prepared schema")
     dataset.metadata.update(
         {
-            "counts": dict(result.counts),
+            "counts": facts["counts"],
             "schema_uri": schema_uri,
             "manifest_uri": storage.join(dataset.uri, "manifest.json"),
-            "label": result.schema.label.name,
-            "task": result.schema.label.task,
-            "classes": list(result.schema.label.classes),
-            "fingerprint": fingerprint_directory(dataset.uri),
+            **facts,
+            "fingerprint": registry.fingerprint("dataset", dataset.uri, {}),
         }
     )
 
 
-def data_source(patterns: list[str], result: PrepareResult) -> dict[str, Any]:
-    """The raw data preparation read, for the stage's manifest: the configured files or globs, each file's name,
-    size, rows and sha256, and the fingerprint over them (the prepared manifest's `input_fingerprint`)."""
+def data_source(patterns: list[str], source: Source) -> dict[str, Any]:
+    """The data preparation read, for the stage's manifest: the configured files or globs, each file's name, size,
+    rows and sha256, and the fingerprint over them (the prepared manifest's `input_fingerprint`)."""
     return {
         "uri": list(patterns),
-        "fingerprint": result.manifest["input_fingerprint"],
-        "files": [dict(described) for described in result.manifest["inputs"]],
+        "fingerprint": source.manifest["input_fingerprint"],
+        "files": [dict(described) for described in source.manifest["inputs"]],
     }
 
 
-def describe_validation(dataset: Dataset, report_artifact: Markdown, report: ValidationReport) -> None:
+def describe_validation(
+    dataset: Dataset, report_artifact: Markdown, report: ValidationReport | RecordsValidation
+) -> None:
     """The data validation: its verdict on the Dataset (a run's summary reads it there), bounded whatever the
     number of columns (metadata travels on the next stages' command lines); every figure and breach in
     validation.json inside the Dataset (written before the Dataset is fingerprinted); the Markdown report as an
@@ -113,7 +116,6 @@ def describe_model(model: Model, result: TrainResult, job: JobConfig, warm_start
     fingerprint of the checkpoint's variables (its .index and .data files: equal variables, equal fingerprint,
     also for training resumed from a checkpoint, whose .meta graph differs)."""
     require_output(result.checkpoint + ".index", "the final checkpoint")
-    files = [result.checkpoint + ".index", *storage.glob(result.checkpoint + ".data-*")]
     model.metadata.update(
         {
             "model_dir": model.uri,
@@ -121,7 +123,7 @@ def describe_model(model: Model, result: TrainResult, job: JobConfig, warm_start
             "checkpoint": result.checkpoint,
             "warm_started_from": warm_started_from or "",
             "config": job.to_dict(),
-            "fingerprint": fingerprint_files(files, model.uri),
+            "fingerprint": registry.fingerprint("model", model.uri, {"checkpoint": result.checkpoint}),
             "trained_steps": int(result.trained_steps),
             "budget": int(result.budget),
             "stopped": result.validation.stopped if result.validation else "",
@@ -176,20 +178,11 @@ def describe_evaluation(
             "intervals": dict(evaluation.intervals or {}),
             "global_step": int(evaluation.global_step),
             "based_on": based_on,
-            "fingerprint": fingerprint_files(blessing_files(blessing.uri), blessing.uri),
+            "fingerprint": registry.fingerprint("blessing", blessing.uri, {}),
             "importance": importance,
         }
     )
     log.info("evaluation: %s", evaluation.blessing.summary())
-
-
-def blessing_files(uri: str) -> list[str]:
-    """The Blessing's files its fingerprint covers: blessing.json, and slices.json and importance.json where the
-    evaluation wrote them."""
-    named = (BLESSING_FILE, slices.SLICES_FILE, IMPORTANCE_FILE)
-    return [
-        storage.join(uri, name) for name in named if name == BLESSING_FILE or storage.exists(storage.join(uri, name))
-    ]
 
 
 def describe_importance(evaluation: Evaluation, blessing: Artifact) -> dict[str, Any]:
@@ -233,7 +226,7 @@ def describe_slices(evaluation: Evaluation, slice_metrics: Metrics, blessing: Ar
     if table is None:
         blessing.metadata["slices"] = {}
         return
-    uri = storage.join(blessing.uri, slices.SLICES_FILE)
+    uri = storage.join(blessing.uri, SLICES_FILE)
     storage.write_text(uri, json.dumps(table, indent=2, sort_keys=True))
     require_output(uri, "the sliced metrics")
     for name, value in slices.flat_metrics(table).items():
@@ -246,7 +239,7 @@ def describe_report(report: HTML, verdict: Markdown, written: WrittenReport) -> 
     require_output(written.html_uri, "the evaluation report")
     require_output(written.markdown_uri, "the evaluation's Markdown verdict")
     blessing = written.inputs.blessing
-    verdict_fingerprint = fingerprint_files([written.markdown_uri], posixpath.dirname(written.markdown_uri))
+    verdict_fingerprint = registry.fingerprint("verdict", written.markdown_uri, {})
     for artifact, fingerprint_ in ((report, written.fingerprint), (verdict, verdict_fingerprint)):
         artifact.metadata.update(
             {
@@ -272,7 +265,7 @@ def describe_predictions(predictions: Dataset, result: PredictResult) -> None:
             "shards": list(result.shards),
             "manifest": dict(result.manifest),
             "scored_rows_uri": encoded or "",
-            "fingerprint": fingerprint_files(result.shards, predictions.uri),
+            "fingerprint": registry.fingerprint("predictions", predictions.uri, {"shards": list(result.shards)}),
         }
     )
 
@@ -298,7 +291,7 @@ def describe_export(exported: Model, export: ExportResult) -> None:
             "features": len(export.metadata["serving"]["raw_inputs"]),
             "checkpoint": export.metadata["checkpoint"],
             "global_step": int(export.metadata["global_step"]),
-            "fingerprint": saved_model_fingerprint(export.export_dir),
+            "fingerprint": registry.fingerprint("exported", exported.uri, {"export_dir": export.export_dir}),
             "files_fingerprint": fingerprint_directory(export.export_dir),
         }
     )
@@ -321,18 +314,10 @@ def describe_serving_check(checked: Artifact, result: Mapping[str, Any]) -> None
             "atol": float(result["atol"]),
             "compared": result["compared"],
             "record_uri": path,
-            "fingerprint": serving_check_fingerprint(result),
+            "fingerprint": registry.serving_check_fingerprint(result),
         }
     )
     log.info("serving check: %s rows agree on %s", result["rows_checked"], ", ".join(result["signatures"]) or "-")
-
-
-def serving_check_fingerprint(result: Mapping[str, Any]) -> str:
-    """The serving check's fingerprint: what was checked and found, not where the files were (a reproduction
-    elsewhere fingerprints equal)."""
-    return json_digest(
-        {k: result[k] for k in ("rows_checked", "signatures", "skipped", "max_abs_diff", "rtol", "atol")}
-    )
 
 
 def describe_release(publication: Artifact, release: Release, based_on: str, exported_fingerprint: str) -> None:
@@ -342,6 +327,7 @@ def describe_release(publication: Artifact, release: Release, based_on: str, exp
     path = storage.join(publication.uri, PUBLICATION_FILE)
     require_output(path, "the publication record")
     published = release.published
+    decided = registry.publication_fingerprint(published is not None, exported_fingerprint, release.reason)
     publication.metadata.update(
         {
             "published": published is not None,
@@ -349,12 +335,7 @@ def describe_release(publication: Artifact, release: Release, based_on: str, exp
             "published_uri": published.uri if published else "",
             "published_version": published.version if published else "",
             "based_on": based_on,
-            "fingerprint": json_digest(
-                {
-                    "published": exported_fingerprint if published else None,
-                    "reason": "" if published else release.reason,
-                }
-            ),
+            "fingerprint": decided,
         }
     )
     log.info("release: %s", release.reason)

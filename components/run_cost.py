@@ -1,6 +1,6 @@
 """Run-cost stage (Vertex AI only): the run's measured durations, and the cost they imply, as an artifact.
 
-A thin adapter over `pipelines.cost.run_cost`. It runs last, after the release stage: it reads the run's task
+A thin adapter over `estimator_lib.cloud.cost.run_cost`. It runs last, after the release stage: it reads the run's task
 details from Vertex AI (each stage's start and end), prices the seconds each stage ran on the machine it was
 compiled for with the price table shipped in the package, and writes the record as run_cost.json. It never
 fails the run: when the task details cannot be read, the record says why.
@@ -19,7 +19,7 @@ MAX_ERROR_CHARS = 500
 
 
 def record_run_cost(pipeline_job: str, location: str, stages: dict, placement: dict, run_cost: Output[Artifact]):
-    """Writes the cost record of this run (`pipelines.cost.run_cost`).
+    """Writes the cost record of this run (`estimator_lib.cloud.cost.run_cost`).
 
     Args:
       pipeline_job: this run's resource name (Vertex AI fills it in at run time).
@@ -30,7 +30,7 @@ def record_run_cost(pipeline_job: str, location: str, stages: dict, placement: d
       run_cost: output; run_cost.json holds the record, the metadata its total and the file's URI.
     """
     from components.run_cost import describe_run_cost
-    from pipelines import cost
+    from estimator_lib.cloud import cost
 
     table = cost.read_prices(cost.PRICES_FILE)
     describe_run_cost(run_cost, cost.run_cost(pipeline_job, location, stages, placement, table))

@@ -27,7 +27,7 @@ import datetime
 import hashlib
 import json
 import os
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from estimator_lib import fingerprints, storage, strict
 from estimator_lib.config import JobConfig
@@ -381,12 +381,12 @@ class ResolvedRun:
     reference: str
 
 
-def resolve_run(data: str, warm_start: str, baseline: str, publish_root: str) -> ResolvedRun:
-    """The content token of `data` (a path, gs:// URI or glob), the warm-start source and the reference model,
-    resolved now (see `resolve_model`)."""
+def resolve_sources(data: Sequence[str], warm_start: str, baseline: str, publish_root: str) -> ResolvedRun:
+    """The content token of what preparation reads (`data`: paths, gs:// URIs or globs), the warm-start source and
+    the reference model, resolved now (see `resolve_model`)."""
     source = resolve_model(warm_start, publish_root)
     reference = source or resolve_model(baseline, publish_root)
-    return ResolvedRun(fingerprints.content_token([data]), source or NO_MODEL, reference or NO_MODEL)
+    return ResolvedRun(fingerprints.content_token(list(data)), source or NO_MODEL, reference or NO_MODEL)
 
 
 def latest_version(root: str) -> str:

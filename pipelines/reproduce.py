@@ -14,24 +14,24 @@ here: its parameters and image are written out for a resubmission with `tpu-pipe
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import posixpath
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
-from components import records
+from components import records, registry
 from estimator_lib import manifest, storage, vocabulary
 from estimator_lib.config import RunConfig
 from estimator_lib.config.beam import INPROCESS
 from estimator_lib.config.job import settings_read
 from estimator_lib.config.run import NO_MODEL
 from estimator_lib.config.stages import EvaluateSpec, PredictSpec, PrepareSpec, StageSpecs, TrainSpec
+from estimator_lib.fingerprints import file_sha256
 from pipelines import checks, local, runs
 
 # The stages in an order that puts every stage after those it reads from: the first that differs is the cause.
-STAGES = ("prepare", "train", "export", "batch_predict", "serving_check", "evaluate", "release")
+STAGES = registry.STAGES
 EXIT_SAME, EXIT_DIFFERENT = 0, 1
 RESUBMIT_CONFIG = "resubmit-config.json"
 
@@ -188,17 +188,7 @@ def resubmit_config(plan: Mapping[str, Any]) -> dict[str, Any]:
 
 # -- verifying a record against its own files ----------------------------------------------------------------
 # What the summary says and which stage's record says it first: {summary key: (stage, output artifact)}.
-SUMMARY_FINGERPRINTS = {
-    "dataset": "prepare",
-    "model": "train",
-    "exported": "export",
-    "predictions": "batch_predict",
-    "blessing": "evaluate",
-    "publication": "release",
-}
-# Outputs whose fingerprint no file determines: the HTML report's leaves out the run's facts it shows
-# (`WrittenReport.fingerprint`), so only its stage could compute it again.
-NOT_RECOMPUTED = ("report",)
+SUMMARY_FINGERPRINTS = {name: registry.BY_NAME[name].stage for name in registry.SUMMARY_FINGERPRINTS}
 
 
 def _short_hash(value: Any) -> str:
@@ -215,46 +205,13 @@ def _outputs_metadata(stage: str, output_uri: str) -> dict[str, Any]:
     return json.loads(storage.read_text(path)).get("outputs", {})
 
 
-def _recompute(name: str, uri: str, metadata: Mapping[str, Any], exported: str) -> str:
-    """An output's fingerprint computed again from its files, with the function its stage described it with
-    (`components.artifacts.describe_*`); an artifact that lives in metadata only by that metadata
-    (`components.records`). `exported`: the export stage's recorded fingerprint (a publication names it)."""
-    # TensorFlow loads here, not when the command line starts (see tests/test_imports.py).
-    from components.adapter import PUBLICATION_FILE
-    from components.artifacts import blessing_files, serving_check_fingerprint
-    from estimator_lib.export.fingerprint import saved_model_fingerprint
-    from estimator_lib.predict.serving_check import RECORD_FILE as SERVING_CHECK_FILE
-    from estimator_lib.release import fingerprint, fingerprint_files
-
-    if name == "dataset":
-        return fingerprint(uri)
-    if name == "model":
-        checkpoint = metadata["checkpoint"]
-        return fingerprint_files([checkpoint + ".index", *storage.glob(checkpoint + ".data-*")], uri)
-    if name == "exported":
-        return saved_model_fingerprint(metadata["export_dir"])
-    if name == "predictions":
-        return fingerprint_files(metadata["shards"], uri)
-    if name == "blessing":
-        return fingerprint_files(blessing_files(uri), uri)
-    if name == "checked":
-        return serving_check_fingerprint(json.loads(storage.read_text(storage.join(uri, SERVING_CHECK_FILE))))
-    if name == "verdict":
-        return fingerprint_files([uri], posixpath.dirname(uri))
-    if name == "publication":
-        published = json.loads(storage.read_text(storage.join(uri, PUBLICATION_FILE)))
-        decided = {"published": exported, "reason": ""} if published["published"] else None
-        return manifest.json_fingerprint(decided or {"published": None, "reason": published["reason"]})
-    return manifest.json_fingerprint(dict(metadata))
-
-
 def _changed_shards(uri: str, metadata: Mapping[str, Any]) -> list[str]:
     """The prediction shards whose sha256 differs from the one the predictions' manifest.json records."""
     recorded = {s["file"]: s["sha256"] for s in metadata.get("manifest", {}).get("shards", [])}
     lines = []
     for shard in metadata.get("shards", []):
         name = posixpath.basename(shard)
-        found = hashlib.sha256(storage.read_bytes(shard)).hexdigest()
+        found = file_sha256(shard)
         if name in recorded and recorded[name] != found:
             lines.append(
                 f"{name}: its bytes no longer match the recorded sha256 "
@@ -266,7 +223,7 @@ def _changed_shards(uri: str, metadata: Mapping[str, Any]) -> list[str]:
 def _verify_output(stage: str, name: str, entry: Mapping[str, Any], metadata: Mapping[str, Any], exported: str):
     """What differs between one output's files and its recorded fingerprint: [] when nothing does."""
     try:
-        found = _recompute(name, entry["uri"], metadata, exported)
+        found = registry.fingerprint(name, entry["uri"], metadata, exported)
         shards = (
             _changed_shards(entry["uri"], metadata) if name == "predictions" and found != entry["fingerprint"] else []
         )
@@ -292,7 +249,7 @@ def _verify_stage(record: Record, stage: str) -> list[str]:
         return [f"{stage}: its stage record is missing ({e}); its outputs cannot be checked"]
     found = []
     for name, entry in sorted(outputs.items()):
-        if name in NOT_RECOMPUTED:
+        if registry.BY_NAME[name].fingerprint is None:  # the report: only its stage computes it
             continue
         if name not in metadata:
             found.append(f"{stage}: {name}: its stage record ({records.RECORD_FILE}) does not describe it")

@@ -12,23 +12,14 @@ import json
 import os
 from typing import Any, Optional
 
+from components import registry
 from estimator_lib import vocabulary
 from estimator_lib.config.run import PREPARED_SPLITS
 from pipelines import runs
 
 SHOWN_RUNS = 5  # how many run ids an error lists
 # The record's artifacts in DAG order (summary.json keeps its keys sorted); others follow by name.
-ARTIFACT_ORDER = (
-    "prepare",
-    "train",
-    "evaluate",
-    "report",
-    "verdict",
-    "batch_predict",
-    "export",
-    "serving_check",
-    "release",
-)
+ARTIFACT_ORDER = tuple(key for key, _ in registry.SUMMARY_ARTIFACTS)
 
 
 class RunNotFoundError(FileNotFoundError):

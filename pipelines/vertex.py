@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from pipelines import cost
+from estimator_lib.cloud import cost
 from pipelines.pipeline import CACHED, PIPELINE_NAME, TPU_STAGES
 from pipelines.tpu import CPU_SETTINGS, TPUTarget, tensorboard_location
 

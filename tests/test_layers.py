@@ -37,7 +37,7 @@ def upward_imports(layers: List[List[str]]) -> List[str]:
         own = layer_of(module, layers)
         with open(path, encoding="utf-8") as f:
             tree = ast.parse(f.read(), path)
-        for node, names in _imported_names(tree):
+        for _, names in _imported_names(tree):
             for name in names:
                 if name in modules and layer_of(name, layers) > own:
                     found.append(f"{module} (layer {own + 1}) imports {name} (layer {layer_of(name, layers) + 1})")

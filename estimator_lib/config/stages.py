@@ -23,6 +23,11 @@ from estimator_lib.config.job import JobConfig
 from estimator_lib.config.prepare import PrepareConfig
 from estimator_lib.config.validation import ValidationConfig
 
+# Files the stages write inside their artifacts, named once (the describers and `reproduce` fingerprint them).
+SLICES_FILE = "slices.json"  # inside the Blessing: every slice's metrics and rows
+IMPORTANCE_FILE = "importance.json"  # inside the Blessing: every feature's importance and attribution
+SERVING_CHECK_FILE = "serving_check.json"  # the serving check's record, in its stage's output
+
 
 @dataclasses.dataclass(frozen=True)
 class PrepareSpec(JsonConfig):

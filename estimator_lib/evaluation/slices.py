@@ -33,7 +33,6 @@ MISSING = "missing"
 MAX_SLICES = 256  # per run: the table, the Metrics artifact and TensorBoard hold one entry per slice and metric
 MAX_USER_SLICES = 64  # a user model's metric_fn is called once per slice in the eval graph
 SHOWN_SLICES = 10  # the worst slices an artifact's metadata and the run summary keep (slices.json has all)
-SLICES_FILE = "slices.json"
 _READ_BATCH = 4096
 
 

@@ -33,6 +33,7 @@ import tensorflow as tf
 
 from estimator_lib import storage
 from estimator_lib.config.feature_spec import FeatureSpec
+from estimator_lib.config.stages import SERVING_CHECK_FILE as RECORD_FILE
 from estimator_lib.export import saved_model, serving
 from estimator_lib.model import transform
 from estimator_lib.model.user import records as user_records
@@ -50,7 +51,6 @@ PROJECT_PACKAGES = ("estimator_lib", "components", "pipelines")
 BUILT_IN_SIGNATURES = (serving.PREDICT_SIGNATURE, serving.RAW_PREDICT_SIGNATURE)
 EXAMPLES_TENSOR = f"{serving.EXAMPLES_INPUT}:0"
 CHILD_TIMEOUT_SECONDS = 600
-RECORD_FILE = "serving_check.json"  # the check's record, in the stage's output directory
 
 
 class ServingCheckError(RuntimeError):

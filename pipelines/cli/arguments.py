@@ -6,9 +6,9 @@ import argparse
 import os
 from typing import Any
 
+from estimator_lib.cloud import cost
 from estimator_lib.config import RUN_TASKS, RunConfig
 from estimator_lib.config.beam import ENGINES
-from pipelines import cost
 from pipelines import tpu as tpu_presets
 from pipelines.cli.settings import DEFAULT_IMAGE_REPO, IMAGE_REPO_ENV
 from pipelines.pipeline import PIPELINE_NAME

@@ -13,11 +13,12 @@ from typing import Any
 from google.auth.credentials import AnonymousCredentials
 from google.protobuf import json_format
 
+from estimator_lib.cloud import cost
 from estimator_lib.config.alerts import AlertConfig, redact_url
 from estimator_lib.config.beam import BEAM
 from estimator_lib.config.tuning import check_tunable
-from pipelines import cost, vertex
 from pipelines import tpu as tpu_presets
+from pipelines import vertex
 from pipelines.cli.parser import DEFAULT_TEMPLATE
 from pipelines.cli.settings import (
     COMPILED_FLAGS,

@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, Optional
 
-from components import records
+from components import records, registry
 from estimator_lib import storage
 from estimator_lib.config import JobConfig
 from pipelines import runs
@@ -74,18 +74,6 @@ def serving_summary(checked: Any) -> dict[str, Any]:
     return {"rows_checked": _number(checked.metadata["rows_checked"]), **{k: checked.metadata[k] for k in keys}}
 
 
-# Each stage's output artifact: its manifest is in that artifact's task directory (`components.records`).
-STAGE_OUTPUTS = {
-    "prepare": "dataset",
-    "train": "model",
-    "evaluate": "blessing",
-    "batch_predict": "predictions",
-    "export": "exported",
-    "serving_check": "serving_check",
-    "release": "publication",
-}
-
-
 def importance_summary(blessing: Any) -> dict[str, Any] | None:
     """The evaluation's most important features, as the Blessing's metadata keeps them (the full ranking is in
     its importance.json, `uri`); None when feature importance was off."""
@@ -139,18 +127,7 @@ def summarize(outputs: Mapping[str, Any], arguments: Mapping[str, Any]) -> dict[
         },
         "importance": importance_summary(blessing),
         "slices": slices_summary(blessing),
-        "artifacts": {
-            "prepare": dataset.uri,
-            "train": model.uri,
-            # blessing.json and both models' eval predictions; metrics live in metadata
-            "evaluate": blessing.uri,
-            "report": outputs["report"].uri,  # the HTML report (a copy is in the run folder)
-            "verdict": outputs["verdict"].uri,  # the verdict and headline metrics in Markdown
-            "batch_predict": predictions.uri,
-            "export": exported.uri,
-            "serving_check": outputs["serving_check"].uri,  # serving_check.json
-            "release": publication.uri,
-        },
+        "artifacts": {key: outputs[artifact.key].uri for key, artifact in registry.SUMMARY_ARTIFACTS},
         "dataset": {
             "counts": counts,
             "schema_uri": dataset.metadata["schema_uri"],
@@ -184,11 +161,8 @@ def summarize(outputs: Mapping[str, Any], arguments: Mapping[str, Any]) -> dict[
             "reason": publication.metadata["publish_reason"],
         },
         "serving": serving_summary(outputs["serving_check"]),
-        "fingerprints": {
-            name: outputs[name].metadata["fingerprint"]
-            for name in ("dataset", "model", "blessing", "predictions", "exported", "publication")
-        },
+        "fingerprints": {name: outputs[name].metadata["fingerprint"] for name in registry.SUMMARY_FINGERPRINTS},
         # Read back through its type: metadata numbers come through KFP as floats, the config's ints stay ints.
         "config": {**arguments, "job_config": trained_job(model.uri).settings_read()},
-        "manifests": {stage: records.manifest_uri(outputs[name].uri) for stage, name in STAGE_OUTPUTS.items()},
+        "manifests": {stage: records.manifest_uri(outputs[a.key].uri) for stage, a in registry.HEADLINE.items()},
     }

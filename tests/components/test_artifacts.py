@@ -10,15 +10,17 @@ from types import SimpleNamespace
 
 import pytest
 from kfp.dsl import Artifact, Dataset, Model
+from synthetic import make_schema
 
 from components import adapter, artifacts
 from estimator_lib import release
 from estimator_lib.config import JobConfig
+from estimator_lib.data.prepare import PrepareResult
+from estimator_lib.engine import Rows
 from estimator_lib.estimator import TrainResult
-from estimator_lib.export import serving_check
 from estimator_lib.export.saved_model import ExportResult
 from estimator_lib.fingerprints import fingerprint_files
-from estimator_lib.predict import PredictResult
+from estimator_lib.predict import PredictResult, serving_check
 from pipelines.local.summary import importance_summary
 
 
@@ -91,7 +93,7 @@ def test_a_missing_checkpoint_fails_the_train_stage(tmp_path):
 def test_a_missing_schema_fails_the_prepare_stage(tmp_path):
     dataset = artifact(Dataset, tmp_path, "dataset")
     with pytest.raises(adapter.OutputMissingError, match="the prepared schema was not written"):
-        artifacts.describe_dataset(dataset, result=None)
+        artifacts.describe_dataset(dataset, Rows(PrepareResult(dataset.uri, make_schema(), {"train": 1}, {})))
 
 
 def test_a_missing_blessing_file_fails_the_evaluate_stage(tmp_path):
@@ -199,16 +201,3 @@ def test_importance_goes_whole_into_a_file_and_its_top_ten_into_the_blessings_me
     assert summary == described and type(summary["rows"]) is int
     assert artifacts.describe_importance(SimpleNamespace(importance=None), blessing) == {}
     assert importance_summary(SimpleNamespace(metadata={"importance": {}})) is None
-
-
-def test_the_blessing_fingerprint_covers_its_slices_and_importance_files(tmp_path):
-    uri = str(tmp_path)
-    (tmp_path / "blessing.json").write_text('{"blessed": true}')
-    assert artifacts.blessing_files(uri) == [f"{uri}/blessing.json"]
-    alone = fingerprint_files(artifacts.blessing_files(uri), uri)
-    (tmp_path / "slices.json").write_text('{"slices": []}')
-    (tmp_path / "importance.json").write_text('{"permutation": []}')
-    assert artifacts.blessing_files(uri) == [f"{uri}/blessing.json", f"{uri}/slices.json", f"{uri}/importance.json"]
-    with_tables = fingerprint_files(artifacts.blessing_files(uri), uri)
-    (tmp_path / "slices.json").write_text('{"slices": [1]}')
-    assert len({alone, with_tables, fingerprint_files(artifacts.blessing_files(uri), uri)}) == 3

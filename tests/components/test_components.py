@@ -28,7 +28,7 @@ from components.train import train_model
 from estimator_lib import fingerprints, manifest, release, vocabulary
 from estimator_lib.config import BlessingConfig, JobConfig, PrepareConfig, ValidationConfig
 from estimator_lib.config.stages import EvaluateSpec, PredictSpec, PrepareSpec, TrainSpec
-from estimator_lib.export.serving_check import ServingCheckError
+from estimator_lib.predict.serving_check import ServingCheckError
 
 CPU = '{"use_tpu": false}'  # the placement the pipeline gives a CPU stage
 JOB = JobConfig().with_overrides(

@@ -12,7 +12,8 @@ from google.auth.credentials import AnonymousCredentials
 from repo import ROOT as REPO
 from vertex_api import FakeVertexAPI
 
-from pipelines import cli, cost, vertex
+from estimator_lib.cloud import cost
+from pipelines import cli, vertex
 from pipelines.tpu import TPUTarget, preset
 
 IMAGE = "us-central1-docker.pkg.dev/proj/repo/tpu-pipeline@sha256:" + "cd" * 32
@@ -56,7 +57,7 @@ def test_the_shipped_table_is_dated_sourced_and_packaged():
         assert (region, "cloud-tpu", "TPU_V3 x8") in keys
     assert all(r["source"] for r in table["machines"])
     with open(os.path.join(REPO, "pyproject.toml"), "rb") as f:
-        assert "prices.json" in tomllib.load(f)["tool"]["setuptools"]["package-data"]["pipelines"]
+        assert "cloud/prices.json" in tomllib.load(f)["tool"]["setuptools"]["package-data"]["estimator_lib"]
 
 
 def test_each_stage_costs_its_hours_times_the_shipped_price_and_the_total_adds_the_run_fee():

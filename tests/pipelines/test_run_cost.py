@@ -18,7 +18,8 @@ from kfp.dsl.executor import Executor
 from vertex_api import FakeVertexAPI
 
 from components.run_cost import record_run_cost
-from pipelines import cost, vertex
+from estimator_lib.cloud import cost
+from pipelines import vertex
 from pipelines.tpu import TPUTarget, preset
 
 IMAGE = "us-central1-docker.pkg.dev/proj/repo/tpu-pipeline@sha256:" + "cd" * 32
