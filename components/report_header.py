@@ -69,7 +69,7 @@ def run_header(
     first = min([time for _, time in counted] + [started])
     names = [name for name, _ in counted] + ["evaluate"]
     covers = f"{', '.join(names)} until this report; {AFTER_EVALUATE}"
-    model = f"your model_fn {job.model.model_fn}" if job.model.model_fn else f"{job.model.family} family"
+    model = job.model.described()
     fingerprint = str(manifest.get("input_fingerprint") or manifest.get("fingerprint") or "")
     versions = records.environment({})["versions"]
     return RunHeader(

@@ -10,7 +10,7 @@ server (none started, it failed, or it went away before the child started) the s
 (`pipelines.executor`), as it does without this module. Either way a crash of the stage's code prints its Python
 stack (faulthandler) after every line the stage printed (unbuffered), and ends the stage by the crash's signal.
 
-`pipelines.local` launches the local runner's stages through this module (`_fast_stage_exit`); the compiled
+`pipelines.local` launches the local runner's stages through this module (`kfp_patches.fast_stage_exit`); the compiled
 pipeline spec, and what runs on Vertex AI, are unchanged.
 """
 

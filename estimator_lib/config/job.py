@@ -293,6 +293,10 @@ class ModelConfig(JsonConfig):
         require(isinstance(self.hparams, Mapping), f"model.hparams must be a JSON object, got {self.hparams!r}")
         self._check_user_model()
 
+    def described(self) -> str:
+        """The model as a run's header names it: "your model_fn MODULE:FUNCTION" or "dnn family"."""
+        return f"your model_fn {self.model_fn}" if self.model_fn else f"{self.family} family"
+
     def _check_user_model(self) -> None:
         require(
             self.model_fn is None or _is_reference(self.model_fn),
