@@ -4,6 +4,7 @@ TensorFlow-free, so the CLI checks a space file before anything trains, and the 
 Vertex AI study spec. The file (YAML or JSON) reads:
 
     metric: accuracy                  # a name from the metric vocabulary (docs/metrics.md); default "loss"
+    direction: maximize               # needed only for a metric of your model_fn's own (not in the vocabulary)
     parameters:
       training.optimizer.learning_rate: {type: float, min: 0.0003, max: 0.03, scale: log}
       model.hidden_units: {type: categorical, values: ["64,32", "32", "128,64"]}
@@ -13,7 +14,7 @@ Vertex AI study spec. The file (YAML or JSON) reads:
 A parameter's key is a `--set` key of the model or training section (typed and checked as `--set` is, with its
 did-you-mean for a key that is not a setting), or "hparams.NAME" for a user model_fn. A trial applies its values
 as `--set` texts (`SearchSpace.overrides`), so each value is parsed by its field's declared type in one place.
-The objective's direction (higher or lower is better) is the vocabulary's.
+The objective's direction is the vocabulary's for its names; a user metric_fn's own metric needs `direction`.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import yaml
 
 from estimator_lib import vocabulary
 from estimator_lib.config.base import ConfigError, field_hint, parse_typed, set_dotted
-from estimator_lib.config.job import JobConfig
+from estimator_lib.config.job import USER_UNREAD_TRAINING, JobConfig
 from estimator_lib.config.run import JOB_SECTIONS, SECTION_TYPES, typed_override
 
 FLOAT, INT, CATEGORICAL = "float", "int", "categorical"
@@ -38,9 +39,11 @@ LINEAR, LOG = "linear", "log"
 SCALES = (LINEAR, LOG)
 HPARAMS = "hparams."
 DEFAULT_METRIC = "loss"
+MAXIMIZE, MINIMIZE = "maximize", "minimize"
+DIRECTIONS = (MAXIMIZE, MINIMIZE)
 # The sections a trial may vary: a trial reuses one prepared dataset and is judged before any blessing.
 TUNABLE_SECTIONS = ("model", "training")
-TOP_LEVEL = ("metric", "parameters")
+TOP_LEVEL = ("metric", "direction", "parameters")
 FIELDS = {FLOAT: ("type", "min", "max", "scale"), INT: ("type", "min", "max", "scale"), CATEGORICAL: ("type", "values")}
 
 Number = Union[int, float]
@@ -77,16 +80,17 @@ class Parameter:
 
 @dataclasses.dataclass(frozen=True)
 class SearchSpace:
-    """A search space file, checked: where it came from, the objective metric, the parameters in file order."""
+    """A search space file, checked: where it came from, the objective metric and its direction ("maximize" or
+    "minimize": the file's, else the vocabulary's), the parameters in file order."""
 
     source: str
     metric: str
     parameters: Tuple[Parameter, ...]
+    direction: str
 
     @property
     def higher_is_better(self) -> bool:
-        """The objective's direction, from the metric vocabulary."""
-        return vocabulary.describe(self.metric).better == vocabulary.HIGHER
+        return self.direction == MAXIMIZE
 
     @property
     def hparam_keys(self) -> Tuple[str, ...]:
@@ -109,7 +113,8 @@ class SearchSpace:
                 parameters[p.key] = {"type": p.type, "values": list(p.values)}
             else:
                 parameters[p.key] = {"type": p.type, "min": p.low, "max": p.high, "scale": p.scale}
-        return json.dumps({"metric": self.metric, "parameters": parameters}, separators=(",", ":"))
+        data = {"metric": self.metric, "direction": self.direction, "parameters": parameters}
+        return json.dumps(data, separators=(",", ":"))
 
     def trial_job(self, job: JobConfig, given: Mapping[str, str]) -> JobConfig:
         """`job` with one trial's values applied as their `--set` texts are: `given` maps each parameter's
@@ -132,22 +137,45 @@ class SearchSpace:
 
 
 def check_tunable(space: SearchSpace, job: JobConfig) -> None:
-    """A run whose trials can be judged: a built-in family (its prepared rows have a validation split), and a
-    space of its settings.
+    """A space whose trials the run can judge. A built-in family: its settings, and a metric of the vocabulary. A
+    user model_fn: its hyperparameters ("hparams.NAME") and the training settings it reads, and a metric of its
+    metric_fn (checked by name after the first trial: only an evaluation lists them).
 
     Raises:
-      ConfigError: the run trains a user model_fn, or the space tunes a model_fn hyperparameter without one.
+      ConfigError: naming the parameter or metric, why the run cannot tune it, and what it can tune.
     """
+    where = f"--space {space.source}"
     if job.model.model_fn:
-        raise ConfigError(
-            f"--space {space.source}: trials are judged on the validation split, and a run of your own model_fn "
-            f"({job.model.model_fn}) has none (its records split into train and eval only): tune a built-in family"
-        )
+        unread = [p.key for p in space.parameters if p.hparam is None and not _user_reads(p.key)]
+        if unread:
+            raise ConfigError(
+                f"{where}: parameter {unread[0]} is a setting your model_fn ({job.model.model_fn}) does not read: "
+                "tune its hyperparameters (hparams.NAME, as --hparams NAME=... gives them) or the training settings "
+                "it reads (e.g. training.train_batch_size)"
+            )
+        if space.metric == DEFAULT_METRIC:
+            raise ConfigError(
+                f"{where}: metric {DEFAULT_METRIC!r} is a built-in family's validation loss; your model_fn is judged "
+                "by its metric_fn: name one of its metrics (metric: accuracy), with its direction when the name is "
+                "not in docs/metrics.md (direction: maximize or minimize)"
+            )
+        return
     if space.hparam_keys:
         raise ConfigError(
-            f"--space {space.source}: parameter {space.hparam_keys[0]} is a hyperparameter of your own model_fn, and "
-            "this run trains a built-in family (no --model-fn): tune its settings, e.g. model.hidden_units"
+            f"{where}: parameter {space.hparam_keys[0]} is a hyperparameter of your own model_fn, and this run "
+            "trains a built-in family (no --model-fn): tune its settings, e.g. model.hidden_units"
         )
+    if _known_direction(space.metric) is None:
+        raise ConfigError(
+            f"{where}: metric {space.metric!r} is not in the metric vocabulary (docs/metrics.md), and a built-in "
+            "family reports only its names: use one of them (a metric of your own is for your own --model-fn)"
+        )
+
+
+def _user_reads(key: str) -> bool:
+    """Whether a run of a user model_fn reads the setting `key` (a `--set` key)."""
+    section, _, rest = key.partition(".")
+    return section == "training" and rest.partition(".")[0] not in USER_UNREAD_TRAINING
 
 
 def parameter_id(key: str) -> str:
@@ -185,7 +213,7 @@ def load_space(path: str, text: str) -> SearchSpace:
         raise ConfigError(f"{where}: must hold an object with {list(TOP_LEVEL)}, got {type(data).__name__}")
     _check_names(where, data, TOP_LEVEL, "top-level key")
     metric = data.get("metric", DEFAULT_METRIC)
-    _check_metric(where, metric)
+    direction = _direction(where, metric, data.get("direction"))
     parameters = data.get("parameters")
     if not isinstance(parameters, Mapping) or not parameters:
         raise ConfigError(
@@ -193,7 +221,10 @@ def load_space(path: str, text: str) -> SearchSpace:
             "{training.optimizer.learning_rate: {type: float, min: 0.0001, max: 0.1, scale: log}}"
         )
     return SearchSpace(
-        path, metric, tuple(_parameter(f"{where}: parameter {key}", key, v) for key, v in parameters.items())
+        path,
+        metric,
+        tuple(_parameter(f"{where}: parameter {key}", key, v) for key, v in parameters.items()),
+        direction,
     )
 
 
@@ -205,18 +236,35 @@ def _check_names(where: str, data: Mapping[str, Any], known: Sequence[str], what
             raise ConfigError(f"{where}: unknown {what} {name!r}; expected {list(known)}{hint}")
 
 
-def _check_metric(where: str, metric: Any) -> None:
+def _known_direction(metric: str) -> Optional[str]:
+    """The vocabulary's direction of `metric` ("maximize" or "minimize"), or None for a name it does not hold."""
     try:
-        entry = vocabulary.describe(metric) if isinstance(metric, str) else None
+        return MAXIMIZE if vocabulary.describe(metric).better == vocabulary.HIGHER else MINIMIZE
     except KeyError:
-        entry = None
-    if entry is None:
+        return None
+
+
+def _direction(where: str, metric: Any, given: Any) -> str:
+    """The objective's direction: a vocabulary metric's own (a `given` one must agree), else `given`."""
+    if not isinstance(metric, str) or not metric:
+        raise ConfigError(f"{where}: metric {metric!r} must name a metric, e.g. accuracy")
+    if given is not None and given not in DIRECTIONS:
+        raise ConfigError(f"{where}: direction {given!r} is not one of {list(DIRECTIONS)}")
+    known = _known_direction(metric)
+    if known is not None and given not in (None, known):
+        raise ConfigError(
+            f"{where}: metric {metric!r} is better {vocabulary.describe(metric).better} (docs/metrics.md), and "
+            f"direction says {given}: remove direction (a name of the vocabulary has its own), or rename your metric"
+        )
+    if known is None and given is None:
         names = [m.name for m in vocabulary.METRICS]
-        close = difflib.get_close_matches(str(metric), names, n=1)
+        close = difflib.get_close_matches(metric, names, n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
         raise ConfigError(
-            f"{where}: metric {metric!r} is not in the metric vocabulary (docs/metrics.md): {names}{hint}"
+            f"{where}: metric {metric!r} is not in the metric vocabulary (docs/metrics.md): {names}{hint or '.'} For a "
+            "metric of your own model_fn's metric_fn, give its direction: direction: maximize (or minimize)"
         )
+    return known or given
 
 
 def _parameter(where: str, key: Any, spec: Any) -> Parameter:

@@ -34,6 +34,7 @@ def test_a_yaml_space_keeps_its_parameters_in_file_order():
             Parameter("model.hidden_units", "categorical", values=("64,32", "[32]", "16,16")),
             Parameter("model.embedding_dim", "int", 4, 16),
         ),
+        "maximize",
     )
     assert space.higher_is_better
 
@@ -116,18 +117,28 @@ def test_a_trials_values_become_set_texts_and_hyperparameters_merge_into_model_h
             "--space s.yaml: metric 'acuracy' is not in the metric vocabulary (docs/metrics.md): ['accuracy', "
             "'log_loss', 'auc', 'precision', 'recall', 'auc_pr', 'precision/<class>', 'recall/<class>', 'auc/<class>', "
             "'auc_pr/<class>', 'macro_precision', 'macro_recall', 'macro_auc_pr', 'rmse', 'mae', 'mse', 'r2', 'loss']; "
-            "did you mean 'accuracy'?",
+            "did you mean 'accuracy'? For a metric of your own model_fn's metric_fn, give its direction: direction: "
+            "maximize (or minimize)",
+        ),
+        (
+            "metric: accuracy\ndirection: minimize\nparameters:\n  model.l2: {type: float, min: 0, max: 0.1}",
+            "--space s.yaml: metric 'accuracy' is better higher (docs/metrics.md), and direction says minimize: "
+            "remove direction (a name of the vocabulary has its own), or rename your metric",
+        ),
+        (
+            "metric: nll\ndirection: lower\nparameters:\n  model.l2: {type: float, min: 0, max: 0.1}",
+            "--space s.yaml: direction 'lower' is not one of ['maximize', 'minimize']",
         ),
         (
             "objective: accuracy\nparameters: {}",
-            "--space s.yaml: unknown top-level key 'objective'; expected ['metric', 'parameters']",
+            "--space s.yaml: unknown top-level key 'objective'; expected ['metric', 'direction', 'parameters']",
         ),
         (
             "metric: accuracy",
             "--space s.yaml: 'parameters' must map each setting to its values, e.g. {training.optimizer.learning_rate: "
             "{type: float, min: 0.0001, max: 0.1, scale: log}}",
         ),
-        ("[1, 2]", "--space s.yaml: must hold an object with ['metric', 'parameters'], got list"),
+        ("[1, 2]", "--space s.yaml: must hold an object with ['metric', 'direction', 'parameters'], got list"),
         ("parameters: {a: [", "--space s.yaml: not valid YAML or JSON"),
     ],
 )
@@ -181,12 +192,69 @@ def test_the_best_vertex_trial_is_the_first_succeeded_one_of_the_best_value():
         best_trial([_vertex_trial(1, "SUCCEEDED", None, "32")], space)
 
 
-def test_a_run_of_a_user_model_fn_cannot_be_tuned_without_a_validation_split():
-    space = load_space("s.yaml", "parameters:\n  hparams.units: {type: int, min: 8, max: 64}")
-    job = JobConfig(model=ModelConfig(model_fn="my_model.model:model_fn"))
-    with pytest.raises(ConfigError) as raised:
-        check_tunable(space, job)
-    assert str(raised.value) == (
-        "--space s.yaml: trials are judged on the validation split, and a run of your own model_fn "
-        "(my_model.model:model_fn) has none (its records split into train and eval only): tune a built-in family"
+USER_JOB = JobConfig(model=ModelConfig(model_fn="my_model.model:model_fn"))
+
+
+def test_a_user_metric_has_the_direction_the_file_gives_and_a_vocabulary_name_its_own():
+    space = load_space(
+        "s.yaml", "metric: nll\ndirection: minimize\nparameters:\n  hparams.units: {type: int, min: 8, max: 64}"
     )
+    assert (space.metric, space.direction, space.higher_is_better) == ("nll", "minimize", False)
+    assert load_space("s.yaml", space.to_json()) == space
+    check_tunable(space, USER_JOB)
+    assert load_space(
+        "s.yaml", "metric: auc\ndirection: maximize\nparameters: {hparams.a: {type: int, min: 1, max: 2}}"
+    ).higher_is_better
+
+
+@pytest.mark.parametrize(
+    "text, job, message",
+    [
+        (
+            "metric: accuracy\nparameters:\n  model.hidden_units: {type: categorical, values: ['32']}",
+            USER_JOB,
+            "--space s.yaml: parameter model.hidden_units is a setting your model_fn (my_model.model:model_fn) does "
+            "not read: tune its hyperparameters (hparams.NAME, as --hparams NAME=... gives them) or the training "
+            "settings it reads (e.g. training.train_batch_size)",
+        ),
+        (
+            "metric: accuracy\nparameters:\n  training.optimizer.learning_rate: {type: float, min: 0.01, max: 0.1}",
+            USER_JOB,
+            "--space s.yaml: parameter training.optimizer.learning_rate is a setting your model_fn",
+        ),
+        (
+            "parameters:\n  hparams.units: {type: int, min: 8, max: 64}",
+            USER_JOB,
+            "--space s.yaml: metric 'loss' is a built-in family's validation loss; your model_fn is judged by its "
+            "metric_fn: name one of its metrics (metric: accuracy), with its direction when the name is not in "
+            "docs/metrics.md (direction: maximize or minimize)",
+        ),
+        (
+            "metric: accuracy\nparameters:\n  hparams.units: {type: int, min: 8, max: 64}",
+            JobConfig(),
+            "--space s.yaml: parameter hparams.units is a hyperparameter of your own model_fn, and this run trains a "
+            "built-in family (no --model-fn): tune its settings, e.g. model.hidden_units",
+        ),
+        (
+            "metric: nll\ndirection: minimize\nparameters:\n  model.l2: {type: float, min: 0, max: 0.1}",
+            JobConfig(),
+            "--space s.yaml: metric 'nll' is not in the metric vocabulary (docs/metrics.md), and a built-in family "
+            "reports only its names: use one of them (a metric of your own is for your own --model-fn)",
+        ),
+    ],
+)
+def test_a_space_the_run_cannot_judge_is_refused_naming_what_it_can_tune(text, job, message):
+    with pytest.raises(ConfigError) as raised:
+        check_tunable(load_space("s.yaml", text), job)
+    assert str(raised.value).startswith(message), str(raised.value)
+
+
+def test_a_user_model_tunes_its_hyperparameters_and_the_training_settings_it_reads():
+    space = load_space(
+        "s.yaml",
+        "metric: accuracy\nparameters:\n  hparams.units: {type: int, min: 8, max: 64}\n"
+        "  training.train_batch_size: {type: categorical, values: [16, 32]}",
+    )
+    check_tunable(space, USER_JOB)
+    job = space.trial_job(USER_JOB, {"hparams__units": "12.0", "training__train_batch_size": "16"})
+    assert (dict(job.model.hparams), job.training.train_batch_size) == ({"units": 12}, 16)
