@@ -6,7 +6,8 @@ the wrong number of values, or the wrong list type, fails the stage naming the f
 feature, what the spec expects and what the record holds. Without eval records of their own, `data` is split
 by each record's content (a sha256 bucket against `eval_fraction`), so a record stays in its split from one run
 to the next whatever else the data holds. Each split is written as `num_shards` files of consecutive records, so
-its order is the input's order (prediction rows keep it).
+its order is the input's order (prediction rows keep it). Tuning alone adds a validation split, cut from a
+preparation's train split by the same hash rule (`carve_validation`); a run's own preparation never holds one.
 
 Layout of the prepared directory: train/ and eval/ (part-NNNNN-of-MMMMM.tfrecord), feature_spec.json (the spec
 with its label and key), manifest.json (kind "records": counts, the input files with their sizes, record counts
@@ -25,9 +26,9 @@ import numpy as np
 import tensorflow as tf
 
 from estimator_lib import fingerprints, storage
-from estimator_lib.config import PrepareConfig
+from estimator_lib.config import ConfigError, PrepareConfig
 from estimator_lib.config.feature_spec import FeatureSpec, FeatureSpecError
-from estimator_lib.data.common import EVAL, TRAIN, markdown_text
+from estimator_lib.data.common import EVAL, TRAIN, VALID, markdown_text
 from estimator_lib.model import inputs
 from estimator_lib.model.user import records
 
@@ -259,6 +260,41 @@ def _manifest(config, spec, counts, splits, scanned, written) -> Dict[str, Any]:
         "key": spec.key,
         "features": spec.to_json(),
     }
+
+
+def carve_validation(prepared: PreparedRecords, output_dir: str) -> PreparedRecords:
+    """A validation split for tuning, carved from `prepared`'s train split and published with the rest of it in
+    `output_dir` (read back when already there): the train records whose content hash falls in the
+    `valid_fraction` of the hash range next to eval's (the rule that splits eval off, so a record is in the same
+    split every run), with a manifest. The eval split is not copied; `prepared` itself is unchanged.
+
+    Raises:
+      ConfigError: the validation or the remaining train split would hold no record.
+    """
+    if storage.is_committed(output_dir):
+        manifest = json.loads(storage.read_text(storage.join(output_dir, MANIFEST)))
+        return PreparedRecords(output_dir, prepared.spec, manifest["counts"], manifest)
+    config, files = prepared.manifest["config"], prepared.files(TRAIN)
+    below = (0.0 if config["eval_data"] else config["eval_fraction"]) + config["valid_fraction"]
+    assigned = [_in_eval(record, below) for record in _records(files)]
+    counts = {TRAIN: assigned.count(False), VALID: assigned.count(True)}
+    if not all(counts.values()):
+        raise ConfigError(
+            f"tuning a model_fn carves prepare.valid_fraction={config['valid_fraction']} of the "
+            f"{len(assigned)} train records into a validation split, which leaves {counts}: give more records"
+        )
+
+    def fill(staging: str) -> Dict[str, Any]:
+        splits = {}
+        for name, want in ((TRAIN, False), (VALID, True)):
+            stream = _records(files, iter(assigned), want)
+            splits[name] = _write_split(staging, name, stream, counts[name], config["num_shards"])
+        kept = {k: prepared.manifest[k] for k in ("kind", "format_version", "config", "label", "key", "features")}
+        manifest = {**kept, "counts": counts, "splits": splits, "carved_from": prepared.output_dir}
+        storage.write_text(os.path.join(staging, MANIFEST), json.dumps(manifest, indent=2, sort_keys=True))
+        return manifest
+
+    return PreparedRecords(output_dir, prepared.spec, counts, storage.commit_staged(output_dir, fill))
 
 
 @dataclasses.dataclass(frozen=True)
