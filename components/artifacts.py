@@ -38,8 +38,8 @@ from estimator_lib.release import Release
 from estimator_lib.strict import STRICT_FILE
 
 if TYPE_CHECKING:
-    # Not at run time: estimator_lib.registry loads google-cloud-aiplatform, which only the register step needs.
-    from estimator_lib.registry import Registration
+    # Not at run time: cloud.model_registry loads google-cloud-aiplatform, which only the register step needs.
+    from estimator_lib.cloud.model_registry import Registration
 
 log = logging.getLogger("components")
 REGISTRATION_FILE = "registration.json"

@@ -1,6 +1,6 @@
 """Experiment stage (Vertex AI only): the pipeline run joins a Vertex AI Experiment.
 
-A thin adapter over `estimator_lib.experiments.join_experiment`. It runs inside the pipeline so that the runs a
+A thin adapter over `estimator_lib.cloud.experiments.join_experiment`. It runs inside the pipeline so that the runs a
 schedule starts join the experiment too (a schedule's API has no experiment field).
 """
 
@@ -16,6 +16,6 @@ def join_experiment(experiment: str, project: str, location: str, pipeline_job: 
     Returns:
       The experiment's resource name.
     """
-    from estimator_lib import experiments
+    from estimator_lib.cloud import experiments
 
     return experiments.join_experiment(experiment, pipeline_job, project, location)

@@ -1,6 +1,6 @@
 """Webhook alert (Vertex AI only): the exit handler's task posts one JSON message when a run did not succeed.
 
-A thin adapter over `estimator_lib.alerts.alert_vertex_run`. The pipeline wraps its whole DAG in a
+A thin adapter over `estimator_lib.cloud.alerts.alert_vertex_run`. The pipeline wraps its whole DAG in a
 `dsl.ExitHandler` with this task (`pipelines.pipeline`), so it runs however the run ends, and Vertex AI hands it
 the run's final status. It sends nothing for a run that succeeded, and it never fails: an alert that cannot be
 delivered is logged (the webhook's host only: its URL may hold a token).
@@ -18,7 +18,7 @@ def notify_webhook(webhook: str, pipeline: str, stages: dict, status: PipelineTa
       stages: KFP task name -> stage ("train-model" -> "train"), to name the stage that failed.
       status: the run's final status (Vertex AI fills it in).
     """
-    from estimator_lib import alerts
+    from estimator_lib.cloud import alerts
 
     final = {
         "state": status.state,

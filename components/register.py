@@ -1,6 +1,6 @@
 """Register stage (Vertex AI only): a blessed, published model becomes a new version of a Model Registry model.
 
-A thin adapter over `estimator_lib.registry.register`. It reads the release stage's `publication` (whose
+A thin adapter over `estimator_lib.cloud.model_registry.register`. It reads the release stage's `publication` (whose
 metadata says whether and where the model was published), the export's fingerprint and the evaluation's blessing,
 and uploads the published SavedModel directory itself. It runs after the release stage, so only a run that
 succeeded everywhere registers anything. Nothing is registered for an unblessed model; the output then holds a
@@ -37,7 +37,7 @@ def register_model(
         metadata names the registry model and version; otherwise registration.json says why there is none.
     """
     from components import adapter, artifacts
-    from estimator_lib import registry as model_registry
+    from estimator_lib.cloud import model_registry
     from estimator_lib.config.registry import RegistryConfig
 
     config = RegistryConfig.from_dict(registry)

@@ -37,10 +37,6 @@ ALLOWED_LOCAL_IMPORTS: Dict[Tuple[str, str], str] = {
     ("components.serving_check", "check_serving"): COMPONENT_BODY,
     ("components.notify", "notify_webhook"): COMPONENT_BODY,
     ("components.run_cost", "record_run_cost"): COMPONENT_BODY,
-    ("estimator_lib.cloud.cost", "read_task_details"): (
-        "only the run-cost task on Vertex AI reads a PipelineJob; the CLI's --dry-run estimate and local runs never "
-        "import the Vertex AI SDK, which takes seconds to import"
-    ),
     ("estimator_lib.storage", "_client"): LAZY_GCS,
     ("estimator_lib.storage", "_retry"): LAZY_GCS,
     ("estimator_lib.storage", "replace_if_unchanged"): LAZY_GCS,
@@ -48,9 +44,9 @@ ALLOWED_LOCAL_IMPORTS: Dict[Tuple[str, str], str] = {
     ("pipelines.vertex", "build_job"): LAZY_VERTEX,
     ("pipelines.pipeline", "_on_tpu"): LAZY_VERTEX,
     ("pipelines.pipeline", "_exit_task"): LAZY_VERTEX,
-    ("estimator_lib.alerts", "read_task_details"): (
-        "only a Vertex AI run's exit task reads its task details; a local run's supervisor sends its alert without "
-        "the Vertex AI SDK, which takes seconds to import"
+    ("estimator_lib.cloud.tasks", "read_task_details"): (
+        "only the run-cost and exit tasks on Vertex AI read a PipelineJob; the CLI's --dry-run estimate and local runs "
+        "never import the Vertex AI SDK, which takes seconds to import"
     ),
     ("pipelines.cli.vertex_commands", "_vertex_job"): (
         "only a submit or schedule stages a user's code (estimator_lib.model.user loads TensorFlow); every other "

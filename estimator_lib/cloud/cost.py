@@ -24,6 +24,8 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from estimator_lib.cloud.tasks import read_task_details
+
 PRICES_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "prices.json")
 # Vertex AI Pipelines runs a step without a machine spec as a CustomJob on e2-standard-4
 # (https://cloud.google.com/vertex-ai/docs/pipelines/machine-types).
@@ -230,25 +232,6 @@ def stage_seconds(task_details: Iterable[Mapping[str, Any]], task_stages: Mappin
 
 def _ran(task: Mapping[str, Any]) -> bool:
     return task.get("state") in _BILLED_STATES and bool(task.get("startTime")) and bool(task.get("endTime"))
-
-
-def read_task_details(pipeline_job: str) -> list[dict[str, Any]]:
-    """The task details of the Vertex AI PipelineJob `pipeline_job` ("projects/P/locations/L/pipelineJobs/ID") in
-    the REST JSON form `stage_seconds` reads, read with the environment's credentials (the pipeline's service
-    account)."""
-    # Lazy: only the run-cost task on Vertex AI reads a PipelineJob; the CLI and local runs never import the SDK.
-    from google.cloud import aiplatform
-
-    job = aiplatform.PipelineJob.get(pipeline_job, location=pipeline_job.split("/")[3])
-    return [
-        {
-            "taskName": task.task_name,
-            "state": task.state.name,
-            "startTime": task.start_time.isoformat() if task.start_time else "",
-            "endTime": task.end_time.isoformat() if task.end_time else "",
-        }
-        for task in job.task_details
-    ]
 
 
 def run_cost(

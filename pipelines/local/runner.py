@@ -16,7 +16,7 @@ from typing import IO, Any
 
 from kfp import local as kfp_local
 
-from estimator_lib.alerts import first_line
+from estimator_lib.cloud.alerts import first_line
 from pipelines import runs
 from pipelines.image import LOCAL_IMAGE
 from pipelines.local.console import ConsoleFilter, LogFile, Progress, keep_beating

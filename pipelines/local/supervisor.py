@@ -20,8 +20,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Callable, Optional
 
 from components import records
-from estimator_lib import alerts as alerting
-from estimator_lib.alerts import first_line
+from estimator_lib.cloud import alerts as alerting
+from estimator_lib.cloud.alerts import first_line
 from estimator_lib.config import RunConfig
 from estimator_lib.config.alerts import AlertConfig, redact_url
 from estimator_lib.config.run import LOCAL_JOB_DEFAULTS
@@ -112,7 +112,7 @@ def run_local(
 
 def run_alert(outcome: Outcome) -> Optional[alerting.Alert]:
     """The alert of a run that failed or was interrupted, as a Vertex AI run's exit handler words it
-    (`estimator_lib.alerts`); None for a run that succeeded."""
+    (`estimator_lib.cloud.alerts`); None for a run that succeeded."""
     summary = outcome.summary
     if summary["status"] == runs.OK:
         return None

@@ -1,5 +1,5 @@
 """The Vertex AI-only components through their Python functions, in-process: register (Model Registry) and the
-TensorBoard copies of train/evaluate. The Model Registry service is the fake of tests/lib/test_registry.py."""
+TensorBoard copies of train/evaluate. The Model Registry service is the fake of tests/lib/cloud/test_model_registry.py."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from vertex_api import FakeModelService
 from components import adapter
 from components.artifacts import REGISTRATION_FILE
 from components.register import register_model
-from estimator_lib import registry
+from estimator_lib.cloud import model_registry
 from estimator_lib.config.registry import RegistryConfig
 from estimator_lib.evaluation.blessing import Blessing, Check
 
@@ -25,7 +25,7 @@ VERSION = "20250101T120000000000Z-111111111111"
 @pytest.fixture
 def service(monkeypatch):
     fake = FakeModelService(models=[aiplatform_v1.Model(name="projects/p/locations/l/models/9", display_name="churn")])
-    monkeypatch.setattr(registry, "model_service_client", lambda location: fake)
+    monkeypatch.setattr(model_registry, "model_service_client", lambda location: fake)
     return fake
 
 

@@ -8,7 +8,7 @@ import copy
 
 from webhook_server import closed_port_url, webhook
 
-from estimator_lib.alerts import Alert
+from estimator_lib.cloud.alerts import Alert
 from pipelines import local, runs
 from pipelines.local.supervisor import alert_webhook, run_alert
 

@@ -34,6 +34,7 @@ from typing import Any, Callable, Optional
 import google.auth
 from google.auth.transport.requests import AuthorizedSession
 
+from estimator_lib.cloud.tasks import read_task_details
 from estimator_lib.config.alerts import SECRET_PREFIX, redact_url
 
 TIMEOUT_SECONDS = 10.0
@@ -137,35 +138,16 @@ def vertex_failure(tasks: Sequence[Mapping[str, Any]], stages: Mapping[str, str]
     """(stage, first line of its error) of a Vertex AI run, from its task details.
 
     Args:
-      tasks: the run's task details, each {"task_name", "state", "error", "end_time"} (`read_task_details`).
+      tasks: the run's task details, each {"taskName", "state", "error", "endTime", ...} (`read_task_details`).
       stages: task name -> stage ("train-model" -> "train"); tasks not in it (the DAGs, the exit task) are
         never the failed stage.
       message: the run's final status message, the error when no stage's task failed.
     """
-    failed = [t for t in tasks if t["state"] == FAILED and t["task_name"] in stages]
+    failed = [t for t in tasks if t["state"] == FAILED and t["taskName"] in stages]
     if not failed:
         return "", first_line(message)
-    task = min(failed, key=lambda t: t.get("end_time") or "")  # the first failure; later ones may follow from it
-    return stages[task["task_name"]], first_line(task.get("error") or message)
-
-
-def read_task_details(pipeline_job: str) -> list[dict[str, Any]]:
-    """The task details of the Vertex AI PipelineJob `pipeline_job` ("projects/P/locations/L/pipelineJobs/ID"),
-    read with the environment's credentials (the pipeline's service account)."""
-    # Lazy: only an exit task on Vertex AI reads a PipelineJob; local runs and their tests never import the SDK.
-    from google.cloud import aiplatform
-
-    location = pipeline_job.split("/")[3]
-    job = aiplatform.PipelineJob.get(pipeline_job, location=location)
-    return [
-        {
-            "task_name": task.task_name,
-            "state": task.state.name,
-            "error": task.error.message,
-            "end_time": task.end_time.isoformat() if task.end_time else "",
-        }
-        for task in job.task_details
-    ]
+    task = min(failed, key=lambda t: t.get("endTime") or "")  # the first failure; later ones may follow from it
+    return stages[task["taskName"]], first_line(task.get("error") or message)
 
 
 def console_link(pipeline_job: str) -> str:

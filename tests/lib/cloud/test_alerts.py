@@ -9,7 +9,7 @@ import logging
 import pytest
 from webhook_server import closed_port_url, silent_server, webhook
 
-from estimator_lib import alerts
+from estimator_lib.cloud import alerts
 from estimator_lib.config import ConfigError
 from estimator_lib.config.alerts import AlertConfig, redact_url
 
@@ -115,7 +115,7 @@ def test_valid_alert_settings():
 
 
 def task(name: str, state: str, error: str = "", end: str = "") -> dict:
-    return {"task_name": name, "state": state, "error": error, "end_time": end}
+    return {"taskName": name, "state": state, "error": error, "endTime": end}
 
 
 def test_a_vertex_runs_failed_stage_is_its_first_failed_stage_task():

@@ -6,7 +6,7 @@ from __future__ import annotations
 from google.auth.credentials import AnonymousCredentials
 from vertex_api import PIPELINE_JOB_ID, FakeVertexAPI
 
-from estimator_lib import experiments
+from estimator_lib.cloud import experiments
 
 LOCATION_PATH = "projects/my-project/locations/us-central1"
 STORE = f"{LOCATION_PATH}/metadataStores/default"
