@@ -1,10 +1,13 @@
-"""One tuning trial: train a job on a prepared dataset, then measure it on the validation split.
+"""One tuning trial: train a job on a prepared dataset, then measure it on a validation split.
 
-A trial is judged on the validation split (prepare's `valid_fraction`, carved from the training rows), never on
-the eval split, which stays unseen until the winner's evaluate stage blesses it. The metrics have the names and
-the one computation of the vocabulary (`estimator_lib.vocabulary`, `evaluation.metrics.reported_metrics`): the
-trained model's checkpoint (the best by validation loss) predicts every validation row once, on the host CPU,
-and "loss" is the validation loss the early-stopping rounds recorded for that checkpoint (`validation.json`).
+A trial is judged on a validation split, never on the eval split, which stays unseen until the winner's evaluate
+stage blesses it. A built-in family's is prepare's (`valid_fraction`, carved from the training rows); its metrics
+have the names and the one computation of the vocabulary (`estimator_lib.vocabulary`,
+`evaluation.metrics.reported_metrics`): the trained model's checkpoint (the best by validation loss) predicts every
+validation row once, on the host CPU, and "loss" is the validation loss the early-stopping rounds recorded for
+that checkpoint (`validation.json`). A user model_fn's records hold none, so `trial_source` carves one from their
+train split (`model.user.prepare.carve_validation`) and the trial trains on the rest; its metrics are its
+metric_fn's on those records (`engine.user.run.evaluate`), under the user's names.
 
 `report_metric` writes the objective where a Vertex AI hyperparameter tuning trial reports it (the file
 `cloudml-hypertune` writes), so a trial on Vertex AI needs no extra package.
@@ -18,12 +21,16 @@ import os
 import time
 from typing import Dict, Mapping, Optional
 
-from estimator_lib import estimator, storage
+from estimator_lib import storage
 from estimator_lib.config import ConfigError, JobConfig
 from estimator_lib.data.common import VALID
 from estimator_lib.data.prepare import PrepareResult
+from estimator_lib.engine.sources import Records, Source
+from estimator_lib.engine.user import run as user_run
+from estimator_lib.engine.user import stages as user_stages
 from estimator_lib.evaluation.evaluate import read_truth
 from estimator_lib.evaluation.metrics import reported_metrics, scores_from_rows
+from estimator_lib.model.user.prepare import carve_validation
 from estimator_lib.predict import batch_predict, read_predictions
 
 LOSS = "loss"
@@ -31,6 +38,7 @@ LOSS = "loss"
 METRIC_FILE_ENV = "CLOUD_ML_HP_METRIC_FILE"
 DEFAULT_METRIC_FILE = "/tmp/hypertune/output.metrics"
 TRIAL_ID_ENV = "CLOUD_ML_TRIAL_ID"
+PROGRESS_SECONDS = 10.0  # training's progress lines (in the trials' log)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,21 +58,35 @@ class TrialResult:
     stopped: str
 
 
-def run_trial(job: JobConfig, prepared: PrepareResult, trial_dir: str) -> TrialResult:
-    """Trains `job` on `prepared` into `trial_dir`/model and measures it on the validation split.
+def trial_source(source: Source, work_dir: str) -> Source:
+    """The data trials train on and are judged on: a built-in family's rows as prepared, a user's records with a
+    validation split carved from their train split into `work_dir` (read back when there already).
 
     Raises:
-      ConfigError: the prepared dataset has no validation rows (prepare.valid_fraction is 0).
+      ConfigError: the prepared rows have no validation split (prepare.valid_fraction is 0).
     """
-    if not prepared.counts.get(VALID):
+    if isinstance(source, Records):
+        return Records(carve_validation(source.prepared, work_dir))
+    if not source.prepared.counts.get(VALID):
         raise ConfigError(
             "a trial is judged on the validation split, and the prepared data has no validation rows: set "
             "prepare.valid_fraction above 0 (default 0.1)"
         )
-    result = estimator.train_prepared(job, prepared, storage.join(trial_dir, "model"))
-    metrics = validation_metrics(job, prepared, result.model_dir, result.checkpoint, storage.join(trial_dir, "valid"))
-    metrics[LOSS] = float(result.validation.best_loss)
-    return TrialResult(metrics, result.global_step, result.trained_steps, result.validation.stopped or "")
+    return source
+
+
+def run_trial(job: JobConfig, source: Source, trial_dir: str) -> TrialResult:
+    """Trains `job` on `source` (a `trial_source`) into `trial_dir`/model and measures it on the validation split."""
+    trained = source.train(job, storage.join(trial_dir, "model"), PROGRESS_SECONDS)
+    if isinstance(source, Records):
+        user, count = user_stages.user_model(job, source.prepared), source.prepared.counts[VALID]
+        files = source.prepared.files(VALID)
+        measured = user_run.evaluate(job, user, files, trained.model_dir, num_examples=count)
+        return TrialResult(measured.metrics, measured.global_step, trained.trained_steps, "budget")
+    valid_dir = storage.join(trial_dir, "valid")
+    metrics = validation_metrics(job, source.prepared, trained.model_dir, trained.checkpoint, valid_dir)
+    metrics[LOSS] = float(trained.validation.best_loss)
+    return TrialResult(metrics, trained.global_step, trained.trained_steps, trained.validation.stopped or "")
 
 
 def validation_metrics(
@@ -84,11 +106,13 @@ def objective_value(metrics: Mapping[str, float], metric: str) -> float:
     """The objective `metric` of a trial's metrics.
 
     Raises:
-      ConfigError: the trial's task does not report `metric` (e.g. rmse for a classification), naming those it does.
+      ConfigError: the trial does not report `metric` (rmse for a classification, a name a user's metric_fn does
+        not return), naming those it does.
     """
     if metric not in metrics:
         raise ConfigError(
-            f"the search space's metric {metric!r} is not reported for this task; use one of {sorted(metrics)}"
+            f"the search space's metric {metric!r} is not among the trial's metrics (the task's, or your metric_fn's): "
+            f"{sorted(metrics)}; set the space file's metric to one of them"
         )
     return float(metrics[metric])
 

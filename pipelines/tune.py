@@ -1,12 +1,13 @@
 """`tpu-pipeline tune`: a hyperparameter search on this machine, then the winner through the whole pipeline.
 
-The run's data is prepared once (`OUTPUT/tuning/<id>/prepared`); each trial trains on it with the trial's values
-(`--set` texts, resolved into a `RunConfig` as any run's flags are) and is judged on the validation split
-(`estimator_lib.tuning`). Trials run one after another, chosen by optuna's TPE sampler seeded with the run's
-`training.seed`, so the same command picks the same values. When the run's own value of every tuned setting
-lies in the space, the first trial is that default config, so the winner is at least as good as the default on
-validation. The winner's `--set` values then run the normal pipeline (`local.run_local`: prepare, train,
-evaluate and bless, batch predict, export, serving check, release).
+The run's data is prepared once (`OUTPUT/tuning/<id>/prepared`, by the prepare stage's own call); each trial
+trains on it with the trial's values (`--set` texts, resolved into a `RunConfig` as any run's flags are) and is
+judged on a validation split (`estimator_lib.tuning`: a built-in family's prepared one, or one carved from a user
+model's train records into `OUTPUT/tuning/<id>/validation`). Trials run one after another, chosen by optuna's
+TPE sampler seeded with the run's `training.seed`, so the same command picks the same values. When the run's own
+value of every tuned setting lies in the space, the first trial is that default config, so the winner is at
+least as good as the default on validation. The winner's `--set` values then run the normal pipeline
+(`local.run_local`: prepare, train, evaluate and bless, batch predict, export, serving check, release).
 
 The trials record (`trials.json`: space, metric, direction, seed, each trial's values, `--set` texts, objective
 and validation metrics, the winner) is written beside the trials and into the winner's run folder
@@ -28,15 +29,23 @@ from typing import Any, Optional
 
 import optuna
 
-from estimator_lib import release, storage, vocabulary
+from components import adapter
+from estimator_lib import engine, release, storage, vocabulary
 from estimator_lib.config import ConfigError, RunConfig
 from estimator_lib.config.base import field_hint, parse_typed
 from estimator_lib.config.job import JobConfig
 from estimator_lib.config.run import NO_MODEL
-from estimator_lib.config.tuning import CATEGORICAL, FLOAT, LOG, Parameter, SearchSpace, check_tunable
-from estimator_lib.data import prepare
-from estimator_lib.data.embedded import resolve_data
-from estimator_lib.tuning import objective_value, run_trial
+from estimator_lib.config.tuning import (
+    CATEGORICAL,
+    FLOAT,
+    LOG,
+    Parameter,
+    SearchSpace,
+    check_tunable,
+    hparam_value,
+)
+from estimator_lib.data.common import VALID
+from estimator_lib.tuning import objective_value, run_trial, trial_source
 from pipelines import local
 
 TUNING_DIR = "tuning"
@@ -61,6 +70,15 @@ class Trial:
     default: bool
     global_step: int
     stopped: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Search:
+    """The trials, the winner, and the trials record (trials.json)."""
+
+    trials: tuple[Trial, ...]
+    winner: Trial
+    record: dict[str, Any]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,14 +111,14 @@ def check_space(space: SearchSpace, resolve: Resolve) -> RunConfig:
 
 def default_values(space: SearchSpace, job: JobConfig) -> Optional[dict[str, Any]]:
     """The job's own value of each tuned setting, as the space names it (a categorical's text), or None when
-    one of them lies outside the space (then no trial is the default config)."""
+    one of them lies outside the space or is not set (then no trial is the default config)."""
     data = job.to_dict()
     values = {}
     for parameter in space.parameters:
-        value = data
-        for part in parameter.key.split("."):
+        value = job.model.hparams.get(parameter.hparam) if parameter.hparam else data
+        for part in [] if parameter.hparam else parameter.key.split("."):
             value = value[part]
-        found = _in_space(parameter, value)
+        found = None if value is None else _in_space(parameter, value)
         if found is None:
             return None
         values[parameter.key] = found
@@ -110,18 +128,22 @@ def default_values(space: SearchSpace, job: JobConfig) -> Optional[dict[str, Any
 def _in_space(parameter: Parameter, value: Any) -> Any:
     """`value` as the space holds it, or None when the space does not hold it."""
     if parameter.type == CATEGORICAL:
-        hint = field_hint(JobConfig, parameter.key)
-        same = [
-            text for text in parameter.values if _canonical(parse_typed(hint, text, parameter.key)) == _canonical(value)
-        ]
+        same = [text for text in parameter.values if _canonical(_typed(parameter, text)) == _canonical(value)]
         return same[0] if same else None
-    if parameter.low <= value <= parameter.high:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and parameter.low <= value <= parameter.high:
         return float(value) if parameter.type == FLOAT else int(value)
     return None
 
 
 def _canonical(value: Any) -> Any:
     return json.loads(json.dumps(list(value) if isinstance(value, tuple) else value))
+
+
+def _typed(parameter: Parameter, text: str) -> Any:
+    """A categorical value's text as the setting holds it (a hyperparameter's as --hparams reads it)."""
+    if parameter.hparam:
+        return hparam_value(text)
+    return parse_typed(field_hint(JobConfig, parameter.key), text, parameter.key)
 
 
 def distributions(space: SearchSpace) -> dict[str, optuna.distributions.BaseDistribution]:
@@ -142,7 +164,7 @@ def make_study(space: SearchSpace, seed: int, trials: int) -> optuna.Study:
     default, ten, would leave a short search random)."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=max(1, trials // 2))
-    return optuna.create_study(direction="maximize" if space.higher_is_better else "minimize", sampler=sampler)
+    return optuna.create_study(direction=space.direction, sampler=sampler)
 
 
 def tune(
@@ -153,34 +175,42 @@ def tune(
     verbose: bool = False,
     echo: Callable[[str], None] = print,
 ) -> TuneOutcome:
-    """Runs `trials` trials over `space` and the winner's pipeline into `output`.
+    """Runs `trials` trials over `space` (`search`, in OUTPUT/tuning/<id>/), then the winner's pipeline into
+    `output`; `verbose` streams the winner's pipeline log to the console."""
+    found = search(space, trials, resolve, os.path.join(os.path.abspath(output), TUNING_DIR, _new_id()), echo)
+    outcome = local.run_local(resolve(found.winner.overrides), output, verbose=verbose, resume=False)
+    storage.write_text(os.path.join(outcome.folder.path, RUN_RECORD), _json_text(found.record))
+    return TuneOutcome(found.trials, found.winner, found.record, outcome)
+
+
+def search(space: SearchSpace, trials: int, resolve: Resolve, work: str, echo: Callable[[str], None] = print) -> Search:
+    """Runs `trials` trials over `space` in `work` and picks the winner; writes `work`/trials.json.
 
     Args:
       space: the checked search space.
       trials: how many trials (at least 1).
       resolve: the run's `RunConfig` with extra `--set` texts over its own (the CLI's flags, resolved again).
-      output: the run-local output directory; the trials work in OUTPUT/tuning/<id>/.
-      verbose: stream the winner's pipeline log to the console.
+      work: the trials' directory: the prepared data, each trial's model, their log, trials.json.
       echo: where each trial's line and the table go.
     """
     if trials < 1:
         raise ConfigError(f"--trials {trials}: run at least one trial")
     settings = check_space(space, resolve)
-    work = os.path.join(os.path.abspath(output), TUNING_DIR, _new_id())
-    prepared = _prepare_once(settings, os.path.join(work, "prepared"))
-    echo(f"tuning: {trials} trials of {space.metric} on the validation split ({prepared.counts.get('valid', 0)} rows)")
+    source = _prepare_once(settings, work)
+    count = source.prepared.counts[VALID]
+    echo(f"tuning: {trials} trials of {space.metric} on the validation split ({count} rows)")
     echo(f"  their logs: {os.path.join(work, TRIALS_LOG)}")
     with _logs_to(os.path.join(work, TRIALS_LOG)):
-        done = _run_trials(space, trials, resolve, settings, prepared, work, echo)
+        done = _run_trials(space, trials, resolve, settings, source, work, echo)
     winner = _best(done, space.higher_is_better)
     record = trials_record(space, done, winner, settings.job.training.seed, work)
-    storage.write_text(os.path.join(work, TRIALS_FILE), json.dumps(record, indent=2, sort_keys=True) + "\n")
+    storage.write_text(os.path.join(work, TRIALS_FILE), _json_text(record))
     echo(format_trials(space, done, winner))
-    outcome = local.run_local(resolve(winner.overrides), output, verbose=verbose, resume=False)
-    storage.write_text(
-        os.path.join(outcome.folder.path, RUN_RECORD), json.dumps(record, indent=2, sort_keys=True) + "\n"
-    )
-    return TuneOutcome(tuple(done), winner, record, outcome)
+    return Search(tuple(done), winner, record)
+
+
+def _json_text(record: dict[str, Any]) -> str:
+    return json.dumps(record, indent=2, sort_keys=True) + "\n"
 
 
 @contextlib.contextmanager
@@ -203,12 +233,13 @@ def _new_id() -> str:
     return f"{now:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
 
 
-def _prepare_once(settings: RunConfig, output_dir: str) -> prepare.PrepareResult:
-    """The run's data prepared once for every trial (in-process; the same splits as the pipeline's prepare
-    stage: rows go to a split by a stable hash of their key)."""
-    config = settings.prepare_config()
-    config = dataclasses.replace(config, data=tuple(resolve_data(d) for d in config.data))
-    return prepare.prepare(config, output_dir)
+def _prepare_once(settings: RunConfig, work: str) -> engine.Source:
+    """The run's data prepared once for every trial by the prepare stage's own call (the same splits: a row or
+    record goes to a split by a stable hash), with the validation split trials are judged on (`trial_source`)."""
+    given = settings.stage_specs().prepare
+    report = os.path.join(work, "data_validation.md")
+    prepared = engine.prepare(given, adapter.prepare_config(given), os.path.join(work, "prepared"), None, report)
+    return trial_source(prepared.source, os.path.join(work, "validation"))
 
 
 def _trial_job(settings: RunConfig) -> JobConfig:
@@ -224,7 +255,7 @@ def _run_trials(
     count: int,
     resolve: Resolve,
     settings: RunConfig,
-    prepared: prepare.PrepareResult,
+    source: engine.Source,
     work: str,
     echo: Callable[[str], None],
 ) -> list[Trial]:
@@ -239,7 +270,7 @@ def _run_trials(
         values = {p.key: asked.params[p.key] for p in space.parameters}
         overrides = tuple(space.overrides(values, settings.job.model.hparams))
         trial_dir = os.path.join(work, f"trial-{number:03d}")
-        result = run_trial(_trial_job(resolve(overrides)), prepared, trial_dir)
+        result = run_trial(_trial_job(resolve(overrides)), source, trial_dir)
         objective = objective_value(result.metrics, space.metric)
         study.tell(asked, objective)
         trial = Trial(

@@ -2,8 +2,9 @@
 
 Vertex AI starts this command once per trial, appending the trial's values as `--PARAMETER_ID=VALUE` (ids from
 `estimator_lib.config.tuning.parameter_id`). It trains the pipeline's train spec with those values on the
-prepared dataset (`estimator_lib.tuning.run_trial`: judged on the validation split) into the trial's model
-directory, and reports the space's metric where Vertex AI reads it (`estimator_lib.tuning.report_metric`).
+prepared dataset (`estimator_lib.tuning.run_trial`: judged on a validation split, a user model's carved from its
+train records into the trial's directory) into the trial's model directory, and reports the space's metric where
+Vertex AI reads it (`estimator_lib.tuning.report_metric`).
 The only place besides the CLI that reads flags and the environment for a trial.
 """
 
@@ -15,10 +16,10 @@ import sys
 from collections.abc import Sequence
 
 from components import adapter
+from estimator_lib import engine, storage
 from estimator_lib.config.stages import TrainSpec
 from estimator_lib.config.tuning import check_tunable, load_space
-from estimator_lib.data import prepare
-from estimator_lib.tuning import objective_value, report_metric, run_trial
+from estimator_lib.tuning import objective_value, report_metric, run_trial, trial_source
 
 MODEL_DIR_ENV = "AIP_MODEL_DIR"  # set by Vertex AI for each trial: under the job's base output directory
 
@@ -49,7 +50,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     spec = adapter.decode_spec(TrainSpec, args.spec)
     check_tunable(space, spec.job)
     job = space.trial_job(adapter.training_job(spec, args.tpu), values)
-    result = run_trial(job, prepare.load_prepared(args.dataset), args.output)
+    source = trial_source(engine.open_dataset(args.dataset), storage.join(args.output, "validation"))
+    result = run_trial(job, source, args.output)
     value = objective_value(result.metrics, space.metric)
     path = report_metric(space.metric, value, result.global_step)
     print(f"trial: {space.metric}={value} at step {result.global_step}, reported in {path}")

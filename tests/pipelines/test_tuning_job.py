@@ -4,6 +4,7 @@ Read from the YAML (nothing here reaches Vertex AI)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -90,3 +91,27 @@ def test_a_plan_needs_a_trial_and_at_most_as_many_at_once_as_trials():
 def test_the_tuning_tasks_carry_the_pipelines_retry_policy_like_every_task(compiled):
     tasks = compiled["root"]["dag"]["tasks"]
     assert [name for name, task in tasks.items() if task.get("retryPolicy", {}).get("maxRetryCount") != 2] == []
+
+
+def test_a_user_models_space_compiles_into_the_study_with_its_hparams_and_its_metrics_direction(tmp_path):
+    space = tmp_path / "space.yaml"
+    space.write_text(
+        "metric: error_rate\ndirection: minimize\nparameters:\n  hparams.units: {type: int, min: 8, max: 64}\n"
+        "  hparams.activation: {type: categorical, values: [relu, tanh]}\n",
+        encoding="utf-8",
+    )
+    compiled = compiled_spec(str(tmp_path / "p.yaml"), "--image", IMAGE, "--tune-space", str(space))
+    tasks = compiled["root"]["dag"]["tasks"]
+    job = tasks["hyperparameter-tuning-job"]
+    assert _constant(job, "study_spec_metrics") == [{"metric_id": "error_rate", "goal": 2.0}]  # MINIMIZE
+    assert [p["parameter_id"] for p in _constant(job, "study_spec_parameters")] == [
+        "hparams__units",
+        "hparams__activation",
+    ]
+    given = load_space("the tuning job's space", _constant(tasks["trial-pool"], "space"))
+    assert (given.metric, given.direction, given.hparam_keys) == (
+        "error_rate",
+        "minimize",
+        ("hparams.units", "hparams.activation"),
+    )
+    assert load_space("b", _constant(tasks["best-train-spec"], "space")) == dataclasses.replace(given, source="b")
