@@ -26,13 +26,10 @@ import tensorflow as tf
 
 from estimator_lib.data import example_keys, records
 from estimator_lib.data.common import DataError
-from estimator_lib.model import transform
+from estimator_lib.model import record_check, transform
 from estimator_lib.schema import (
-    CLASSIFICATION,
     INDEX_FEATURE,
     KEY_FEATURE,
-    LABEL_KEY,
-    NUMERIC,
     PADDING_FEATURE,
     Schema,
 )
@@ -83,73 +80,9 @@ def resolve_files(patterns: Patterns) -> List[str]:
 # Records read, at most, before a schema feature that no record holds is called absent: prepared records leave a
 # feature out where its value is missing, so one record that lacks it proves nothing.
 SCHEMA_SAMPLE_RECORDS = 1000
-_VALUE_TYPES = {"float_list": "float", "bytes_list": "string", "int64_list": "int64"}
-_ANOTHER_SCHEMA = (
-    "; these are probably TFRecords prepared with another schema: use the schema they were prepared with, or "
-    "prepare the rows again with this one (PrepareConfig.schema_uri)"
-)
 
 
-def _wire_lists(schema: Schema) -> Dict[str, Tuple[str, str]]:
-    """{key: (what it is, the Example list that holds its one value)} of a labelled record prepared with
-    `schema`."""
-    lists = {
-        f.key: (f"feature {f.name!r} (key {f.key!r})", "float_list" if f.kind == NUMERIC else "bytes_list")
-        for f in schema.features
-    }
-    label_list = "int64_list" if schema.label.task == CLASSIFICATION else "float_list"
-    lists[LABEL_KEY] = (f"label {schema.label.name!r} (key {LABEL_KEY!r})", label_list)
-    return lists
-
-
-def _mismatch(path: str, index: int, what: str, kind: str, found: str) -> DataError:
-    expected = f"1 {_VALUE_TYPES[kind]} value in {kind}"
-    return DataError(f"{path}: record {index}: {what}: expected {expected}, found {found}{_ANOTHER_SCHEMA}")
-
-
-def _held(feature: tf.train.Feature) -> str:
-    kind = feature.WhichOneof("kind")
-    if kind is None:
-        return "an empty feature (no list set)"
-    count = len(getattr(feature, kind).value)
-    return f"{count} {_VALUE_TYPES[kind]} value(s) in {kind}"
-
-
-def _first_example(path: str) -> Optional[tf.train.Example]:
-    """The first record of a TFRecord file as an Example; None for an empty file."""
-    first = records.first_records(path, 1)
-    if first is None:  # a fault in the framing: TensorFlow's reader describes it
-        with records.named_data_loss([path]):
-            first = list(tf.data.TFRecordDataset(path).take(1).as_numpy_iterator())
-    if not first:
-        return None
-    try:
-        return tf.train.Example.FromString(first[0])
-    except Exception:  # noqa: BLE001 - protobuf's DecodeError is not exported by a stable name
-        raise DataError(
-            f"{path}: record 0: expected a serialized tf.train.Example, found bytes that do not parse"
-        ) from None
-
-
-def _check_first(path: str, example: tf.train.Example, lists: Dict[str, Tuple[str, str]]) -> List[str]:
-    """Raises when the first record of `path` holds a value of another type or length, lacks the label, or
-    lacks a feature while it holds keys the schema does not know; returns the keys it merely lacks."""
-    held = example.features.feature
-    unknown = sorted(set(held) - set(lists) - {KEY_FEATURE, LABEL_KEY})
-    lacked = []
-    for key, (what, kind) in lists.items():
-        if key in held:
-            if held[key].WhichOneof("kind") != kind or len(getattr(held[key], kind).value) != 1:
-                raise _mismatch(path, 0, what, kind, _held(held[key]))
-        elif key == LABEL_KEY or unknown:  # prepared records always hold the label
-            keys = f" (the record holds key(s) {unknown}, which the schema does not know)" if unknown else ""
-            raise _mismatch(path, 0, what, kind, f"no such feature in the record{keys}")
-        else:
-            lacked.append(key)
-    return lacked
-
-
-def _check_lacked(files: Sequence[str], lacked: Dict[str, str], lists: Dict[str, Tuple[str, str]]) -> None:
+def _check_lacked(files: Sequence[str], lacked: Dict[str, str], contract: record_check.Contract) -> None:
     """Raises for a feature that no record of a sample holds (`lacked`: key -> the first file whose first record
     lacks it), when its schema says the training split had it in every row."""
     seen: set = set()
@@ -158,13 +91,14 @@ def _check_lacked(files: Sequence[str], lacked: Dict[str, str], lists: Dict[str,
         for serialized in tf.data.TFRecordDataset(list(files)).take(SCHEMA_SAMPLE_RECORDS).as_numpy_iterator():
             seen.update(tf.train.Example.FromString(serialized).features.feature)
             read += 1
-    for key in [key for key in lists if key in lacked and key not in seen]:  # the schema's first
-        what, kind = lists[key]
+    for e in [e for e in contract.expectations if e.key in lacked and e.key not in seen]:  # the schema's first
         found = (
-            f"no such feature in the record, nor in any of the first {read:,} records of the {len(files)} file(s), "
+            f"{record_check.NO_SUCH_FEATURE}, nor in any of the first {read:,} records of the {len(files)} file(s), "
             "though the schema's training split had a value in every row"
         )
-        raise _mismatch(lacked[key], 0, what, kind, found)
+        raise DataError(
+            record_check.Mismatch(lacked[e.key], 0, e.key, e.expected, found, e.what, contract.hint).message()
+        )
 
 
 def check_records(files: Sequence[str], schema: Schema) -> None:
@@ -172,25 +106,24 @@ def check_records(files: Sequence[str], schema: Schema) -> None:
     before an estimator reads them: parsing fills a feature a record lacks with its default (the training mean,
     the out-of-vocabulary id) without a word, and a model trained on such records learns nothing.
 
-    Reads the first record of every file. A feature or the label holding another type, or more or fewer values
-    than one, a missing label, or a missing feature beside keys the schema does not know, is an error. A
-    feature the first records merely lack may be missing values (prepared records leave those out): up to
-    `SCHEMA_SAMPLE_RECORDS` records are read, and a feature none of them holds is an error when the schema
-    records no missing value of it in the training split (`FeatureSpec.missing_count` 0).
+    Reads the first record of every file (`record_check.schema_contract`). A feature or the label holding another
+    type, or more or fewer values than one, a missing label, or a missing feature beside keys the schema does not
+    know, is an error. A feature the first records merely lack may be missing values (prepared records leave those
+    out): up to `SCHEMA_SAMPLE_RECORDS` records are read, and a feature none of them holds is an error when the
+    schema records no missing value of it in the training split (`FeatureSpec.missing_count` 0).
 
     Raises:
       DataError: naming the file, the record, the feature, what was expected and what was found.
     """
-    lists = _wire_lists(schema)
+    contract = record_check.schema_contract(schema)
     lacked: Dict[str, str] = {}
-    for path in files:
-        example = _first_example(path)
-        for key in _check_first(path, example, lists) if example is not None else ():
-            lacked.setdefault(key, path)
+    found = record_check.first_mismatch(files, contract, per_file=1, lacked=lacked)
+    if found is not None:
+        raise DataError(found.message())
     always_held = {f.key for f in schema.features if f.missing_count == 0}
     lacked = {key: path for key, path in lacked.items() if key in always_held}
     if lacked:
-        _check_lacked(files, lacked, lists)
+        _check_lacked(files, lacked, contract)
 
 
 def _record_count(files: Sequence[str], compression: str = "") -> tf.Tensor:

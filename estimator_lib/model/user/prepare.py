@@ -94,10 +94,7 @@ def _check_batch(path: str, batch: np.ndarray, spec: FeatureSpec, with_label: bo
     try:
         records.parse_batch(tf.constant(batch), spec, with_label)
     except (tf.errors.InvalidArgumentError, ValueError) as e:
-        found = records.first_mismatch([path], spec, records.read_features(spec, with_label))
-        if found is None:
-            raise
-        raise records.RecordMismatchError(found.message()) from e
+        records.raise_for_records([path], spec, with_label, e)
 
 
 def _in_eval(record: bytes, fraction: float) -> bool:

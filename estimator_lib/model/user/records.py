@@ -4,27 +4,24 @@ record, and the diagnosis that names the file, record and feature when a record 
 Parsing never imputes: a record that lacks a feature, holds the wrong number of values (or raw bytes), or the
 wrong list type, fails the stage (the one exception: a label kept in the features, `label_in_features`, reads
 as zeros in prediction and serving when a record has none). TensorFlow's parse error does not say which record
-failed, so on failure `first_mismatch` reads the files in Python to find the first record that does not match,
-and the error names it.
+failed, so on failure `record_check.first_mismatch` reads the files in Python to find the first record that does
+not match, and the error names it.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import itertools
-import math
-from typing import Dict, Iterator, List, Optional, Sequence
+from typing import Dict, List, Sequence
 
 import numpy as np
 import orjson
 import tensorflow as tf
 
 from estimator_lib.config.feature_spec import IMAGE, RAW, Feature, FeatureSpec
-from estimator_lib.data import records as data_records
+from estimator_lib.model import record_check
+from estimator_lib.model.record_check import GZIP_MAGIC
 
 _NUMPY = {"option": orjson.OPT_SERIALIZE_NUMPY}
 _TF_DTYPES = {"float32": tf.float32, "int64": tf.int64, "int32": tf.int64, "bytes": tf.string}
-GZIP_MAGIC = b"\x1f\x8b"
 
 
 class RecordMismatchError(ValueError):
@@ -138,90 +135,6 @@ def padding_record(spec: FeatureSpec) -> bytes:
 
 
 # -- naming the record that does not match -------------------------------------------------------------------
-@dataclasses.dataclass(frozen=True)
-class Mismatch:
-    path: str
-    index: int
-    feature: str
-    expected: str
-    found: str
-
-    def message(self) -> str:
-        return (
-            f"{self.path}: record {self.index}: feature {self.feature!r}: expected {self.expected}, found {self.found}"
-        )
-
-
-def _read_records(path: str, limit: Optional[int] = None) -> Iterator[bytes]:
-    """The records of `path` in order (its first `limit` when given: read from their framing when the file is
-    not compressed, `data.records.first_records`)."""
-    with tf.io.gfile.GFile(path, "rb") as raw:
-        head = raw.read(2)
-    reader_options = "GZIP" if head == GZIP_MAGIC else ""
-    first = data_records.first_records(path, limit) if limit is not None and not reader_options else None
-    if first is not None:
-        yield from first
-        return
-    for record in tf.data.TFRecordDataset([path], compression_type=reader_options).batch(1024).as_numpy_iterator():
-        yield from record
-
-
-def _expected(feature: Feature) -> str:
-    if feature.decode == IMAGE:
-        return "1 value in bytes_list (an encoded image)"
-    if feature.decode == RAW:
-        return (
-            f"1 value in bytes_list of {feature.raw_bytes} bytes ({math.prod(feature.shape)} {feature.raw_dtype} "
-            f"value(s), shape {list(feature.shape)}, decode raw)"
-        )
-    count = f"up to {feature.size}" if feature.var_len else str(feature.size)
-    return f"{count} value(s) in {feature.wire_list} ({feature.dtype}, shape {list(feature.shape)})"
-
-
-def _check(feature: Feature, example: tf.train.Example) -> Optional[str]:
-    """What the record holds for `feature` when that does not match the spec; None when it matches."""
-    if feature.name not in example.features.feature:
-        return "no such feature in the record"
-    value = example.features.feature[feature.name]
-    kind = value.WhichOneof("kind")
-    if kind is None:
-        return "an empty feature (no list set)"
-    count = len(getattr(value, kind).value)
-    if kind != feature.wire_list:
-        return f"{count} value(s) in {kind}"
-    fits = count <= feature.size if feature.var_len else count == feature.size
-    if not fits:
-        return f"{count} value(s) in {kind}"
-    if feature.decode == RAW and len(value.bytes_list.value[0]) != feature.raw_bytes:
-        return f"1 value in bytes_list of {len(value.bytes_list.value[0])} bytes"
-    if feature.decode == IMAGE:
-        try:
-            image = tf.io.decode_image(value.bytes_list.value[0], channels=feature.shape[2], expand_animations=False)
-        except (tf.errors.InvalidArgumentError, ValueError):
-            return "bytes that are not an encoded image (PNG, JPEG, GIF or BMP)"
-        if list(image.shape) != list(feature.shape):
-            return f"an image of shape {list(image.shape)}, not {list(feature.shape)}"
-    return None
-
-
-def first_mismatch(
-    files: Sequence[str], spec: FeatureSpec, features: Sequence[Feature], per_file: Optional[int] = None
-) -> Optional[Mismatch]:
-    """The first record of `files` (in order; the first `per_file` of each file when given) whose `features`
-    do not match the spec, or None."""
-    for path in files:
-        for index, record in enumerate(itertools.islice(_read_records(path, per_file), per_file)):
-            try:
-                example = tf.train.Example.FromString(record)
-            except Exception:  # noqa: BLE001 - protobuf's DecodeError is not exported by a stable name
-                return Mismatch(path, index, "(record)", "a serialized tf.train.Example", "bytes that do not parse")
-            for feature in features:
-                found = _check(feature, example)
-                if found is not None:
-                    return Mismatch(path, index, feature.name, _expected(feature), found)
-    return None
-
-
 def read_features(spec: FeatureSpec, with_label: bool) -> List[Feature]:
     features = list(spec.inputs) + ([spec.feature(spec.label)] if with_label and spec.label else [])
     return features + ([spec.feature(spec.key)] if spec.key else [])
@@ -230,7 +143,7 @@ def read_features(spec: FeatureSpec, with_label: bool) -> List[Feature]:
 def check_first_records(files: Sequence[str], spec: FeatureSpec, with_label: bool) -> None:
     """Checks the first record of every file against the spec before a graph is built on it: a spec of the
     wrong dtype or shape fails here, naming the feature, rather than inside the user's model."""
-    found = first_mismatch(files, spec, read_features(spec, with_label), per_file=1)
+    found = record_check.first_mismatch(files, record_check.spec_contract(read_features(spec, with_label)), 1)
     if found is not None:
         raise RecordMismatchError(found.message())
 
@@ -238,7 +151,7 @@ def check_first_records(files: Sequence[str], spec: FeatureSpec, with_label: boo
 def raise_for_records(files: Sequence[str], spec: FeatureSpec, with_label: bool, cause: Exception) -> None:
     """After a parse failure in the input pipeline: raises RecordMismatchError naming the first record that does
     not match; re-raises `cause` when every record matches (the failure was something else)."""
-    found = first_mismatch(files, spec, read_features(spec, with_label))
+    found = record_check.first_mismatch(files, record_check.spec_contract(read_features(spec, with_label)))
     if found is None:
         raise cause
     raise RecordMismatchError(found.message()) from None

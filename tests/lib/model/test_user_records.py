@@ -11,6 +11,7 @@ import pytest
 import tensorflow as tf
 
 from estimator_lib.config.feature_spec import FeatureSpec
+from estimator_lib.model import record_check
 from estimator_lib.model.user import records
 
 SPEC = FeatureSpec.from_json(
@@ -98,9 +99,9 @@ def test_the_first_record_that_does_not_match_is_named(tmp_path, record, feature
     with tf.io.TFRecordWriter(path, options="GZIP") as w:
         for r in (example([1]), example([2, 3]), record):
             w.write(r)
-    mismatch = records.first_mismatch([path], SPEC, SPEC.features)
+    mismatch = record_check.first_mismatch([path], record_check.spec_contract(SPEC.features))
     assert (mismatch.path, mismatch.index, mismatch.feature, mismatch.found) == (path, 2, feature, found)
-    assert records.first_mismatch([path], SPEC, SPEC.features, per_file=2) is None
+    assert record_check.first_mismatch([path], record_check.spec_contract(SPEC.features), per_file=2) is None
 
 
 def test_key_columns_and_json_values():
@@ -184,7 +185,9 @@ def test_raw_bytes_decode_to_their_dtype_and_shape_and_the_padding_record_holds_
     path = str(tmp_path / "padding.tfrecord")
     with tf.io.TFRecordWriter(path) as w:
         w.write(records.padding_record(RAW_SPEC))
-    assert records.first_mismatch([path], RAW_SPEC, RAW_SPEC.features) is None  # 6 and 8 bytes of zeros
+    assert (
+        record_check.first_mismatch([path], record_check.spec_contract(RAW_SPEC.features)) is None
+    )  # 6 and 8 bytes of zeros
 
 
 def test_raw_bytes_of_another_length_are_named_with_the_length_expected(tmp_path):
@@ -192,7 +195,7 @@ def test_raw_bytes_of_another_length_are_named_with_the_length_expected(tmp_path
     with tf.io.TFRecordWriter(path) as w:
         for record in (raw_example(bytes(6)), raw_example(bytes(6), np.zeros(3, "<f4"))):
             w.write(record)
-    mismatch = records.first_mismatch([path], RAW_SPEC, RAW_SPEC.features)
+    mismatch = record_check.first_mismatch([path], record_check.spec_contract(RAW_SPEC.features))
     assert mismatch.message() == (
         f"{path}: record 1: feature 'weights': expected 1 value in bytes_list of 8 bytes (2 float32 value(s), "
         "shape [2], decode raw), found 1 value in bytes_list of 12 bytes"
