@@ -43,7 +43,8 @@ def best_train_spec(gcp_resources: str, spec: str, space: str, trials: Output[Ar
     searched = load_space("the tuning job's space", space)
     winner = best_trial(found, searched)
     tuned = TrainSpec(searched.trial_job(TrainSpec.from_json(spec).job, trial_values(winner)))
-    record = {"job": job.resource_name, "metric": searched.metric, "winner": winner.get("id"), "trials": found}
+    record = {"job": job.resource_name, "metric": searched.metric, "direction": searched.direction}
+    record.update(winner=winner.get("id"), trials=found)
     storage.write_text(storage.join(trials.uri, "trials.json"), json.dumps(record, indent=2, sort_keys=True))
     trials.metadata.update({"job": job.resource_name, "winner": winner.get("id"), "values": trial_values(winner)})
     return tuned.to_json(indent=None)

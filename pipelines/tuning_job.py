@@ -44,7 +44,7 @@ class TuningPlan:
 
 def study_spec(space: SearchSpace) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The study's metrics and parameters as the tuning job component takes them: the space's metric with its
-    vocabulary direction as the goal; each parameter by its id (`parameter_id`)."""
+    direction as the goal; each parameter by its id (`parameter_id`), a user model's "hparams.NAME" included."""
     # Lazy: the Vertex AI SDKs take seconds to import, and only a compile with a tuning job needs them.
     from google.cloud.aiplatform import hyperparameter_tuning as hpt
     from google_cloud_pipeline_components.v1.hyperparameter_tuning_job import serialize_metrics, serialize_parameters
@@ -57,8 +57,7 @@ def study_spec(space: SearchSpace) -> tuple[list[dict[str, Any]], list[dict[str,
             specs[parameter_id(p.key)] = hpt.DoubleParameterSpec(min=p.low, max=p.high, scale=p.scale)
         else:
             specs[parameter_id(p.key)] = hpt.IntegerParameterSpec(min=p.low, max=p.high, scale=p.scale)
-    goal = "maximize" if space.higher_is_better else "minimize"
-    return serialize_metrics({space.metric: goal}), serialize_parameters(specs)
+    return serialize_metrics({space.metric: space.direction}), serialize_parameters(specs)
 
 
 def worker_pool(image: str, target: Optional[TPUTarget]) -> dict[str, Any]:
