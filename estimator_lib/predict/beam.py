@@ -1,11 +1,12 @@
-"""Batch prediction from an exported SavedModel as an Apache Beam pipeline (`engine="beam"`): on the
-DirectRunner or a local Dask cluster in tests and local runs, on Dataflow at scale. Everything runs on the
-workers' CPUs: the `serve` (CPU) meta graph, loaded once per worker process.
+"""Batch prediction as an Apache Beam pipeline (`engine="beam"`): on the DirectRunner or a local Dask cluster in
+tests and local runs, on Dataflow at scale. Everything runs on the workers' CPUs, with a `Scorer` loaded once per
+worker process: an exported SavedModel's `serve` graph (`SavedModelScorer`), or a user's model_fn on its
+checkpoint (`engine.user.run.BeamScorer`).
 
-The output is byte-identical to `saved_model.predict_from_saved_model`'s for the same input: the same batches (rows
-[k * batch_size, (k + 1) * batch_size) of the files in sorted order, across file ends, so the model sees the
-same matrices), the same signature, the same JSON Lines formatter, the same shard ranges and manifest, and
-the same atomic commit (`shards.publish`).
+The output is byte-identical to the in-process path's for the same input (`saved_model.predict_from_saved_model`,
+`engine.user.run.predict`): the same batches (rows [k * batch_size, (k + 1) * batch_size) of the files in
+order, across file ends, so the model sees the same matrices), the same model, the same JSON Lines formatter,
+the same shard ranges and manifest, and the same atomic commit (`shards.publish`).
 
     pipeline 1: files --> count each file's records (one worker per file) --> the launcher reads the counts
     pipeline 2: (file, first row, rows) --> one worker reads the file, predicts the batches that lie inside
@@ -28,7 +29,7 @@ import itertools
 import os
 import queue
 import threading
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Hashable, Iterator, List, Optional, Protocol, Sequence, Tuple
 
 import tensorflow as tf
 
@@ -52,7 +53,7 @@ from estimator_lib.predict.sources import encoded_rows_uri, prediction_source, s
 from estimator_lib.schema import Schema
 
 EXPORT_SUFFIX = "-saved_model"
-COUNTS, PARTS, SHARDS = "counts", "parts", "shards"
+COUNTS, PARTS, SHARDS, FIELDS = "counts", "parts", "shards", "fields.pkl"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,21 +87,67 @@ class PlacesRef:
         return cls(output_dir, split, tuple(d["name"] for d in manifest.get("inputs", [])), key_column)
 
 
+class Scorer(Protocol):
+    """What the workers score records with: picklable, named in the plan, loaded once per worker process.
+
+    `load()` gives a predictor whose `predict(records)` takes one batch (serialized records, in input order) and
+    returns (host rows, outputs) with a row per record (`shards.formatted_pieces`), and `close()` frees it;
+    `formatter(files,
+    per_file)` gives the JSON Lines formatter (`format(host, outputs, first_row)`, its `fields`) of rows
+    placed in those files."""
+
+    @property
+    def cache_key(self) -> Hashable: ...
+
+    def load(self) -> Any: ...
+
+    def formatter(self, files: Sequence[str], per_file: Sequence[int]) -> Any: ...
+
+
 @dataclasses.dataclass(frozen=True)
-class _Plan:
-    """What the workers need: the model, the schema and columns, the batch size, the shards, the input files,
-    each file's records and the rows' origins (None: TFRecords, placed by file and record index)."""
+class SavedModelScorer:
+    """An export's `serve` graph (`saved_model.predicted_batches`), rows formatted by `jsonl.RowFormatter`; the
+    rows' origins as for `predict_from_saved_model`."""
 
     export_dir: str
     schema: Schema
     columns: Tuple[Column, ...]
+    origins: Optional[KeyedOrigins | PlacesRef]
+
+    @property
+    def cache_key(self) -> Hashable:
+        return (self.export_dir, tuple(c.name for c in self.columns))
+
+    def load(self) -> "FedBatches":
+        model = load_serving_model(self.export_dir)
+
+        def outputs(batches: Callable[[], Iterator[List[bytes]]]) -> Iterator[Any]:
+            fed = tf.data.Dataset.from_generator(batches, output_signature=tf.TensorSpec([None], tf.string))
+            return predicted_batches(fed, model, self.columns, self.schema).as_numpy_iterator()
+
+        return FedBatches(outputs)
+
+    def formatter(self, files: Sequence[str], per_file: Sequence[int]) -> RowFormatter:
+        if self.origins is None:
+            origins: Origins = RecordOrigins(files, per_file)
+        else:
+            origins = self.origins.origins() if isinstance(self.origins, PlacesRef) else self.origins
+        return RowFormatter(self.schema, self.columns, origins)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Plan:
+    """What the workers need: the scorer, the batch size, the shards, the input files, each file's records and
+    their compression ("GZIP" or "")."""
+
+    scorer: Scorer
     batch_size: int
     num_shards: int
     shard_dir: str
     work: str
     files: Tuple[str, ...]
     per_file: Tuple[int, ...]
-    origins: Optional[KeyedOrigins | PlacesRef]
+    compression: str = ""
 
     @property
     def count(self) -> int:
@@ -111,17 +158,11 @@ class _Plan:
         """Each shard's end row (exclusive)."""
         return list(itertools.accumulate(shard_sizes(self.count, self.num_shards)))
 
-    def formatter(self) -> RowFormatter:
-        if self.origins is None:
-            origins: Origins = RecordOrigins(self.files, self.per_file)
-        else:
-            origins = self.origins.origins() if isinstance(self.origins, PlacesRef) else self.origins
-        return RowFormatter(self.schema, self.columns, origins)
-
 
 _LOCK = threading.Lock()
 _PLACES: Dict[PlacesRef, KeyedOrigins] = {}
-_PREDICTORS: Dict[Tuple[str, Tuple[str, ...]], "_FedPredictor"] = {}
+_PREDICTORS: Dict[Hashable, Any] = {}
+_END = object()  # the end of the batches `FedBatches` feeds
 
 
 def predict_from_saved_model(
@@ -148,29 +189,56 @@ def predict_from_saved_model(
       origins: prepared rows' origins: a `PlacesRef` (read by the workers) or a `KeyedOrigins` (shipped to
         them with the plan); None places each row by its TFRecord file and record index.
     """
-    require_beam()
-    config = beam_config or BeamConfig()
     columns = check_saved_model_arguments(schema, batch_size, passthrough, num_shards, num_examples)
     files = inputs.resolve_files(data)
     record = {**saved_model_provenance(export_dir, files, columns, batch_size), **(provenance or {})}
     keyed = origins if not isinstance(origins, PlacesRef) else KeyedOrigins(None, origins.names, origins.key_column)
     fields = RowFormatter(schema, columns, RecordOrigins(files, []) if origins is None else keyed).fields
+    scorer = SavedModelScorer(export_dir, schema, columns, origins)
+    return score_records(scorer, files, output_dir, batch_size, num_examples, num_shards, fields, record, beam_config)
 
+
+def score_records(
+    scorer: Scorer,
+    files: Sequence[str],
+    output_dir: str,
+    batch_size: int,
+    num_examples: Optional[int],
+    num_shards: int,
+    fields: Sequence[str],
+    provenance: Dict[str, Any],
+    beam_config: Optional[BeamConfig] = None,
+    compression: str = "",
+) -> PredictResult:
+    """Scores the records of `files` (in this order) with `scorer` on Apache Beam, batch k being rows
+    [k * batch_size, (k + 1) * batch_size) across file ends, and publishes `num_shards` JSON Lines shards and
+    their manifest (`provenance` added, `fields` as its fields, or those row 0's formatter found) in one commit.
+    `compression`: the files' ("GZIP" or "").
+
+    A wrong `num_examples` (None: counted) fails before anything is scored and publishes nothing."""
+    require_beam()
+    config = beam_config or BeamConfig()
+    found = list(fields)
     elsewhere: Dict[str, str] = {}  # Dataflow's shards, where its workers wrote them (`_collect_shards`)
 
     def write_shards(staging: str, work: str) -> List[Dict[str, Any]]:
         with beam_runners.session(config) as run:
             shard_dir = staging if config.is_local else storage.join(work, SHARDS)
             tf.io.gfile.makedirs(storage.join(work, PARTS))
-            per_file = _count_files(files, work, run, num_examples)
-            plan = _Plan(
-                export_dir, schema, columns, batch_size, num_shards, shard_dir, work, tuple(files), per_file, origins
-            )
-            run(lambda p: _prediction_pipeline(p, plan), "batch-predict")
+            per_file = _count_files(list(files), work, run, num_examples, compression)
+            plan = _Plan(scorer, batch_size, num_shards, shard_dir, work, tuple(files), per_file, compression)
+            try:
+                run(lambda p: _prediction_pipeline(p, plan), "batch-predict")
+            finally:
+                _release(scorer)
+            if storage.exists(storage.join(work, FIELDS)):
+                found[:] = next(read_pickles([storage.join(work, FIELDS)]))
             return _collect_shards(plan, staging, elsewhere)
 
     with work_directory(config, "predict") as work:  # kept until the commit has copied the shards out of it
-        return publish(lambda staging: write_shards(staging, work), fields, output_dir, num_shards, record, elsewhere)
+        return publish(
+            lambda staging: write_shards(staging, work), found, output_dir, num_shards, provenance, elsewhere
+        )
 
 
 def score(
@@ -222,7 +290,9 @@ def score(
 
 
 # -- pipeline 1: the files' records -----------------------------------------------------------------------------
-def _count_files(files: List[str], work: str, run: beam_runners.Run, num_examples: Optional[int]) -> Tuple[int, ...]:
+def _count_files(
+    files: List[str], work: str, run: beam_runners.Run, num_examples: Optional[int], compression: str
+) -> Tuple[int, ...]:
     """Each file's records, counted on the workers; the launcher reads one number per file."""
 
     def build(pipeline: Any) -> None:
@@ -230,7 +300,7 @@ def _count_files(files: List[str], work: str, run: beam_runners.Run, num_example
             pipeline
             | "Files" >> beam.Create(list(enumerate(files)))
             | "Spread" >> beam.Reshuffle()
-            | "Count" >> beam.Map(_count_file, work)
+            | "Count" >> beam.Map(_count_file, work, compression)
         )
 
     run(build, "batch-predict-count")
@@ -243,9 +313,9 @@ def _count_files(files: List[str], work: str, run: beam_runners.Run, num_example
     return per_file
 
 
-def _count_file(element: Tuple[int, str], work: str) -> None:
+def _count_file(element: Tuple[int, str], work: str, compression: str) -> None:
     index, path = element
-    write_pickle(storage.join(work, COUNTS, f"{index:06d}.pkl"), inputs.count_records([path]))
+    write_pickle(storage.join(work, COUNTS, f"{index:06d}.pkl"), inputs.count_records([path], compression))
 
 
 # -- pipeline 2: predicting -------------------------------------------------------------------------------------
@@ -284,7 +354,7 @@ def _file_rows(task: Tuple[int, int, int], plan: _Plan) -> Iterator[Tuple[str, A
     record))) to be batched with the neighbouring files' rows."""
     index, start, n = task
     low, high = _inside(start, start + n, plan.batch_size, plan.count)
-    dataset = tf.data.TFRecordDataset([plan.files[index]])
+    dataset = tf.data.TFRecordDataset([plan.files[index]], compression_type=plan.compression)
     for offset, record in enumerate(dataset.take(low - start).as_numpy_iterator()):
         yield _ROW, ((start + offset) // plan.batch_size, (start + offset, record))
     if high > low:
@@ -313,7 +383,7 @@ def _spanning_batch(element: Tuple[int, Any], plan: _Plan) -> List[PartRef]:
 def _write_parts(plan: _Plan, first_row: int, batches: Iterator[List[bytes]]) -> List[PartRef]:
     """Predicts consecutive batches starting at input row `first_row` and writes their JSON Lines as part
     files, a new one at each shard; returns the parts' references."""
-    predictor, formatter, ends = _predictor(plan), plan.formatter(), plan.ends
+    predictor, formatter, ends = _predictor(plan), plan.scorer.formatter(plan.files, plan.per_file), plan.ends
     refs: List[PartRef] = []
     out, row = None, first_row
     try:
@@ -332,35 +402,70 @@ def _write_parts(plan: _Plan, first_row: int, batches: Iterator[List[bytes]]) ->
     finally:
         if out is not None:
             out.close()
+    if first_row == 0 and refs:  # one writer: the output's fields, as the formatter found them
+        write_pickle(storage.join(plan.work, FIELDS), list(formatter.fields))
     return refs
 
 
-def _predictor(plan: _Plan) -> "_FedPredictor":
-    """The worker process's model for this plan, loaded once."""
-    key = (plan.export_dir, tuple(c.name for c in plan.columns))
+def _predictor(plan: _Plan) -> Any:
+    """The worker process's predictor for this plan's scorer, loaded once."""
+    key = plan.scorer.cache_key
     with _LOCK:
         if key not in _PREDICTORS:
-            _PREDICTORS[key] = _FedPredictor(load_serving_model(plan.export_dir), plan)
+            _PREDICTORS[key] = plan.scorer.load()
         return _PREDICTORS[key]
 
 
-class _FedPredictor:
-    """`saved_model.predicted_batches` over batches handed in one at a time: one tf.data pipeline per worker process
-    (building one per batch would trace the signature again for every batch), fed through a queue."""
+def _release(scorer: Scorer) -> None:
+    """Closes this process's predictor of `scorer`, if it loaded one (a runner in the launcher's process)."""
+    with _LOCK:
+        predictor = _PREDICTORS.pop(scorer.cache_key, None)
+    if predictor is not None:
+        predictor.close()
 
-    def __init__(self, model: Any, plan: _Plan):
-        self._model, self._queue, self._lock = model, queue.Queue(), threading.Lock()
-        fed = tf.data.Dataset.from_generator(self._batches, output_signature=tf.TensorSpec([None], tf.string))
-        self._outputs = predicted_batches(fed, model, plan.columns, plan.schema).as_numpy_iterator()
 
-    def _batches(self) -> Iterator[List[bytes]]:
-        while True:
-            yield self._queue.get()
+class FedBatches:
+    """One long-lived prediction loop over batches handed in one at a time: `outputs(batches)` builds it over
+    the generator function `batches` (one tf.data pipeline, or one estimator's predict loop, per worker process:
+    building one per batch would trace the model again for every batch). The loop is built, resumed and ended on
+    a thread of its own: a suspended estimator loop keeps its graph the default graph of its thread."""
 
-    def predict(self, records: List[bytes]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    def __init__(self, outputs: Callable[[Callable[[], Iterator[Any]]], Iterator[Any]]):
+        self._batches: queue.Queue = queue.Queue()
+        self._calls: queue.Queue = queue.Queue()
+        self._results: queue.Queue = queue.Queue()
+        self._lock = threading.Lock()
+        threading.Thread(target=self._loop, args=(outputs,), name="fed-batches", daemon=True).start()
+
+    def _fed(self) -> Iterator[Any]:
+        while (batch := self._batches.get()) is not _END:
+            yield batch
+
+    def _loop(self, outputs: Callable[[Callable[[], Iterator[Any]]], Iterator[Any]]) -> None:
+        results = outputs(self._fed)
+        while self._calls.get():
+            try:
+                self._results.put((next(results), None))
+            except Exception as error:  # noqa: BLE001 - raised again by `predict`, in the caller's thread
+                self._results.put((None, error))
+        getattr(results, "close", lambda: None)()
+        self._results.put((None, None))
+
+    def predict(self, batch: Any) -> Any:
         with self._lock:  # several threads may predict; batch in, its result out
-            self._queue.put(records)
-            return next(self._outputs)
+            self._batches.put(batch)
+            self._calls.put(True)
+            result, error = self._results.get()
+        if error is not None:
+            raise error
+        return result
+
+    def close(self) -> None:
+        """Ends the loop (an estimator's session is closed; a pipeline reading ahead gets the end of its input)."""
+        with self._lock:
+            self._batches.put(_END)
+            self._calls.put(False)
+            self._results.get()
 
 
 def _write_shard(element: Tuple[int, Any], plan: _Plan) -> None:

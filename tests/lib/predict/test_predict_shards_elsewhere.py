@@ -22,7 +22,7 @@ ROWS = [b'{"k":"a"}\n{"k":"b"}\n', b'{"k":"c"}\n']
 def worker_shards(work: str) -> predict_beam._Plan:
     """A plan of 3 rows in 2 shards whose shards and manifest entries the workers wrote into `work` (as
     `_write_shard` leaves them)."""
-    plan = predict_beam._Plan(None, None, (), 2, 2, storage.join(work, "shards"), work, ("in",), (3,), None)
+    plan = predict_beam._Plan(None, 2, 2, storage.join(work, "shards"), work, ("in",), (3,))
     for shard, data in enumerate(ROWS):
         name = shard_name(shard, 2)
         storage.write_bytes(storage.join(plan.shard_dir, name), data)
