@@ -38,7 +38,7 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
-from estimator_lib import fingerprints, storage
+from estimator_lib import storage
 
 MANIFEST_FILE = "stage_manifest.json"
 FORMAT_VERSION = 1
@@ -184,10 +184,6 @@ def stage_manifest(
         "started": started,
         "ended": ended,
     }
-
-
-# The old name, until pipelines/reproduce.py calls `fingerprints.json_digest`: then delete it.
-json_fingerprint = fingerprints.json_digest
 
 
 def manifest_path(task_dir: str) -> str:

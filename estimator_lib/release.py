@@ -73,10 +73,6 @@ class PublishedModel:
         return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data})
 
 
-# The old names, until pipelines/reproduce.py imports them from `estimator_lib.fingerprints`: then delete them.
-fingerprint, fingerprint_files = fingerprints.fingerprint_directory, fingerprints.fingerprint_files
-
-
 # -- publishing ----------------------------------------------------------------------------------------------
 def _relative(path: str, directory: str) -> str:
     return path[len(directory.rstrip("/")) + 1 :].replace(os.sep, "/")

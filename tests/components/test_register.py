@@ -1,5 +1,6 @@
 """The Vertex AI-only components through their Python functions, in-process: register (Model Registry) and the
-TensorBoard copies of train/evaluate. The Model Registry service is the fake of tests/lib/cloud/test_model_registry.py."""
+TensorBoard copies of train/evaluate. The Model Registry service is the fake of
+tests/lib/cloud/test_model_registry.py."""
 
 from __future__ import annotations
 
