@@ -7,6 +7,6 @@ from itself and the layers below it (docs/development.md lists them, `tests/test
 - `data`: preparation (rows -> TFRecords); `model`: input_fns, model_fns, metric_fns, a user's model_fn wrapped;
 - `strict`: TPU-strict mode; `estimator`: the one place TPUEstimator is built;
 - `export`, `predict`, `evaluation`, `release`: SavedModels, batch prediction, metrics and blessing, publishing;
-- `engine`: each stage as one call on a model source (the built-in families or a user's model_fn);
-  `tuning`: trials through the engine.
+- `engine`: each stage as one call on a model source (the built-in families or a user's model_fn), and
+  tuning's trials through it.
 """

@@ -2,7 +2,7 @@
 
 The run's data is prepared once (`OUTPUT/tuning/<id>/prepared`, by the prepare stage's own call); each trial
 trains on it with the trial's values (`--set` texts, resolved into a `RunConfig` as any run's flags are) and is
-judged on a validation split (`estimator_lib.tuning`: a built-in family's prepared one, or one carved from a user
+judged on a validation split (`estimator_lib.engine.tuning`: a built-in family's prepared one, or one carved from a user
 model's train records into `OUTPUT/tuning/<id>/validation`). Trials run one after another, chosen by optuna's
 TPE sampler seeded with the run's `training.seed`, so the same command picks the same values. When the run's own
 value of every tuned setting lies in the space, the first trial is that default config, so the winner is at
@@ -45,7 +45,7 @@ from estimator_lib.config.tuning import (
     hparam_value,
 )
 from estimator_lib.data.common import VALID
-from estimator_lib.tuning import objective_value, run_trial, trial_source
+from estimator_lib.engine.tuning import objective_value, run_trial, trial_source
 from pipelines import local
 
 TUNING_DIR = "tuning"

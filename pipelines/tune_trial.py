@@ -2,9 +2,9 @@
 
 Vertex AI starts this command once per trial, appending the trial's values as `--PARAMETER_ID=VALUE` (ids from
 `estimator_lib.config.tuning.parameter_id`). It trains the pipeline's train spec with those values on the
-prepared dataset (`estimator_lib.tuning.run_trial`: judged on a validation split, a user model's carved from its
+prepared dataset (`estimator_lib.engine.tuning.run_trial`: judged on a validation split, a user model's carved from its
 train records into the trial's directory) into the trial's model directory, and reports the space's metric where
-Vertex AI reads it (`estimator_lib.tuning.report_metric`).
+Vertex AI reads it (`estimator_lib.engine.tuning.report_metric`).
 The only place besides the CLI that reads flags and the environment for a trial.
 """
 
@@ -19,7 +19,7 @@ from components import adapter
 from estimator_lib import engine, storage
 from estimator_lib.config.stages import TrainSpec
 from estimator_lib.config.tuning import check_tunable, load_space
-from estimator_lib.tuning import objective_value, report_metric, run_trial, trial_source
+from estimator_lib.engine.tuning import objective_value, report_metric, run_trial, trial_source
 
 MODEL_DIR_ENV = "AIP_MODEL_DIR"  # set by Vertex AI for each trial: under the job's base output directory
 

@@ -14,7 +14,7 @@ from estimator_lib.config.run import resolve_run
 from estimator_lib.config.tuning import load_space
 from estimator_lib.data import prepare
 from estimator_lib.data.embedded import default_dataset
-from estimator_lib.tuning import report_metric
+from estimator_lib.engine.tuning import report_metric
 from pipelines import cli, tune, tune_trial
 from pipelines.cli.settings import resolve_local_settings
 
