@@ -12,11 +12,13 @@ import dataclasses
 import datetime
 import json
 import os
+from collections.abc import Mapping
 from typing import Any, Optional
 
 from estimator_lib import vocabulary
 from estimator_lib.config.blessing import DEFAULT_COMPARISON
 from pipelines import runs
+from pipelines.run_summary import Results, RunSummary, SummaryError
 
 SHOWN_METRICS = 3
 
@@ -54,16 +56,15 @@ def describe(folder: runs.RunFolder) -> RunLine:
         summary = folder.read_summary()
     except FileNotFoundError:
         return _unreadable(folder.run_id, f"no {runs.SUMMARY_FILE}")
-    except (OSError, ValueError) as e:
+    except SummaryError as e:
+        return _unreadable(folder.run_id, f"{runs.SUMMARY_FILE} unreadable ({e.reason})")
+    except OSError as e:
         return _unreadable(folder.run_id, f"{runs.SUMMARY_FILE} unreadable ({type(e).__name__}: {e})")
-    if not isinstance(summary, dict):
-        return _unreadable(folder.run_id, f"{runs.SUMMARY_FILE} holds no JSON object")
-    run = summary.get("run") or {}
     return RunLine(
         run_id=folder.run_id,
-        status=str(summary.get("status", "?")),
-        started=str(run.get("started", "?")),
-        duration=duration_of(run.get("started"), run.get("ended")),
+        status=summary.status,
+        started=summary.run.started,
+        duration=duration_of(summary.run.started, summary.run.ended),
         metrics=metrics_text(summary),
         verdict=verdict_text(summary),
     )
@@ -83,24 +84,23 @@ def duration_of(started: Optional[str], ended: Optional[str]) -> str:
     return f"{minutes} min {rest:02d} s" if minutes else f"{rest} s"
 
 
-def comparison_metric(summary: dict[str, Any]) -> Optional[str]:
+def comparison_metric(results: Results, config: Mapping[str, Any]) -> Optional[str]:
     """The metric the run's blessing compared models on: the config's, else the task's default."""
-    blessing = (summary.get("config") or {}).get("blessing_config") or {}
+    blessing = config.get("blessing_config") or {}
     if isinstance(blessing, str):  # recorded as JSON text by older runs
         try:
             blessing = json.loads(blessing)
         except ValueError:
             blessing = {}
-    task = (summary.get("dataset") or {}).get("task")
-    return blessing.get("comparison_metric") or DEFAULT_COMPARISON.get(task)
+    return blessing.get("comparison_metric") or DEFAULT_COMPARISON.get(results.dataset.task)
 
 
-def metrics_text(summary: dict[str, Any]) -> str:
+def metrics_text(summary: RunSummary) -> str:
     """'rmse*=323.96 mae=266.38 r2=0.7824': the comparison metric (starred) first, then headline metrics."""
-    metrics = summary.get("metrics") or {}
+    metrics = summary.results.metrics if summary.results else {}
     if not metrics:
         return ""
-    compared = comparison_metric(summary)
+    compared = comparison_metric(summary.results, summary.config)
     names = [compared] if compared in metrics else []
     # Then the task's headline metrics (`vocabulary.HEADLINE`); a user model's metrics are its metric_fn's own names.
     names += [n for n in vocabulary.headline(metrics) if n not in names]
@@ -115,20 +115,16 @@ def _number(value: Any) -> str:
     return f"{value:.4f}" if abs(value) < 100 else f"{value:.2f}"
 
 
-def verdict_text(summary: dict[str, Any]) -> str:
+def verdict_text(summary: RunSummary) -> str:
     """'published', 'blessed, not published: <why>', 'not blessed: <why>', or how a failed run ended."""
-    status = summary.get("status")
-    if status != runs.OK:
-        stage = summary.get("stage") or "start-up"
-        return f"{status} at {stage}: {summary.get('error')}" if status != runs.RUNNING else f"running ({stage})"
-    blessing = summary.get("blessing") or {}
-    if not summary.get("blessed"):
-        reasons = blessing.get("reasons") or [blessing.get("summary", "?")]
-        return "not blessed: " + "; ".join(str(r) for r in reasons)
-    export = summary.get("export") or {}
-    if export.get("published"):
-        return f"published {export.get('published_version')}"
-    return f"blessed, not published: {export.get('reason', '?')}"
+    status, stage, results = summary.status, summary.stage or "start-up", summary.results
+    if status != runs.OK or results is None:
+        return f"{status} at {stage}: {summary.error}" if status != runs.RUNNING else f"running ({stage})"
+    if not results.blessed:
+        return "not blessed: " + "; ".join(results.blessing.reasons or [results.blessing.summary])
+    if results.export.published:
+        return f"published {results.export.published_version}"
+    return f"blessed, not published: {results.export.reason}"
 
 
 def format_runs(output: str, lines: list[RunLine]) -> str:

@@ -29,6 +29,7 @@ from estimator_lib.config.run import NO_MODEL
 from estimator_lib.config.stages import EvaluateSpec, PredictSpec, PrepareSpec, StageSpecs, TrainSpec
 from estimator_lib.fingerprints import file_sha256
 from pipelines import checks, local, runs
+from pipelines.run_summary import Results, RunSummary, SummaryError
 
 # The stages in an order that puts every stage after those it reads from: the first that differs is the cause.
 STAGES = registry.STAGES
@@ -45,12 +46,16 @@ class Record:
     """A run's record: where it was read from, its summary (None for a Vertex AI run) and its stage manifests."""
 
     source: str
-    summary: Optional[dict[str, Any]]
+    summary: Optional[RunSummary]
     manifests: dict[str, dict[str, Any]]
 
     @property
     def name(self) -> str:
-        return self.summary["run"]["id"] if self.summary else self.source
+        return self.summary.run.id if self.summary else self.source
+
+    @property
+    def results(self) -> Optional[Results]:
+        return self.summary.results if self.summary else None
 
 
 # -- reading records -----------------------------------------------------------------------------------------
@@ -86,26 +91,26 @@ def read_record(given: str) -> Record:
             )
         return Record(given, None, found)
     try:
-        summary = json.loads(storage.read_text(path))
+        summary = RunSummary.read(path)
     except FileNotFoundError:
         raise RecordError(f"{path}: no such file; give a run's summary.json or its folder") from None
-    except json.JSONDecodeError as e:
-        raise RecordError(f"{path}: not valid JSON ({e})") from None
+    except SummaryError as e:
+        raise RecordError(str(e)) from None
     return Record(path, summary, _linked_manifests(path, summary))
 
 
-def _linked_manifests(path: str, summary: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    if summary.get("status") != runs.OK:
+def _linked_manifests(path: str, summary: RunSummary) -> dict[str, dict[str, Any]]:
+    if summary.status != runs.OK:
         raise RecordError(
-            f"{path}: run {summary.get('run', {}).get('id', '?')} ended {summary.get('status')!r}; only a run "
-            "that ended ok has a complete record (run it again with run-local to finish it)"
+            f"{path}: run {summary.run.id} ended {summary.status!r}; only a run that ended ok has a complete record "
+            "(run it again with run-local to finish it)"
         )
-    if "manifests" not in summary:
+    if summary.results is None:
         raise RecordError(
             f"{path}: this summary links no stage manifests (recorded by a version before manifests were written); "
             "run the pipeline again with this version to get a record that can be reproduced"
         )
-    return {stage: manifest.read_manifest(uri) for stage, uri in summary["manifests"].items()}
+    return {stage: manifest.read_manifest(uri) for stage, uri in summary.results.manifests.items()}
 
 
 # -- the settings of a recorded run --------------------------------------------------------------------------
@@ -286,10 +291,10 @@ def _disagreements(field: str, summary_value: Any, stage: str, recorded: Any) ->
 def _verify_summary(record: Record) -> list[str]:
     """The summary against its stages' records: the output fingerprints, the eval metrics (the evaluate stage's
     Metrics artifact), the candidate's metrics (its blessing) and the job config (the train stage's spec)."""
-    summary, found = record.summary, []
+    results, found = record.results, []
     for name, stage in SUMMARY_FINGERPRINTS.items():
         recorded = record.manifests.get(stage, {}).get("outputs", {}).get(name, {}).get("fingerprint")
-        found += _disagreements(f"fingerprints.{name}", summary.get("fingerprints", {}).get(name), stage, recorded)
+        found += _disagreements(f"fingerprints.{name}", results.fingerprints.get(name), stage, recorded)
     if "evaluate" in record.manifests:
         outputs = record.manifests["evaluate"]["outputs"]
         try:
@@ -298,18 +303,15 @@ def _verify_summary(record: Record) -> list[str]:
             evaluated = {}  # _verify_stage names what is missing
         if evaluated:
             metrics = {k: v for k, v in evaluated["metrics"].items() if k != "blessed"}
-            found += _disagreements("metrics", summary.get("metrics"), "evaluate", metrics)
+            found += _disagreements("metrics", results.metrics, "evaluate", metrics)
             candidate = evaluated["blessing"]["candidate_metrics"]
             found += _disagreements(
-                "blessing.candidate_metrics",
-                summary.get("blessing", {}).get("candidate_metrics"),
-                "evaluate",
-                candidate,
+                "blessing.candidate_metrics", results.blessing.candidate_metrics, "evaluate", candidate
             )
     if "train" in record.manifests:
         job = record.manifests["train"]["config"].get("job")
         job = settings_read(job) if job is not None else None  # what the summary shows
-        found += _disagreements("config.job_config", summary.get("config", {}).get("job_config"), "train", job)
+        found += _disagreements("config.job_config", record.summary.config.get("job_config"), "train", job)
     return found
 
 
@@ -352,7 +354,7 @@ def reproduce(record: Record, output: str, verbose: bool = False) -> Reproductio
     stages' manifests) is reproducible, which tells a changed file from a changed record."""
     output = os.path.abspath(output)
     publish_root = os.path.join(output, local.PUBLISH_DIR)
-    if publish_root == record.summary["config"].get("publish_root"):
+    if publish_root == record.summary.config.get("publish_root"):
         raise RecordError(
             f"--output {output}: the recorded run publishes into {publish_root}, and a rerun there would publish "
             "beside it; give the rerun another --output"
@@ -381,12 +383,12 @@ def _verification_lines(result: Reproduction) -> list[str]:
 def format_reproduction(result: Reproduction) -> str:
     """The report: what in the record no longer matches its files, one line per stage of the rerun, then the
     verdict naming the first stage that differs and what differs (or that the record does not match its files)."""
-    rerun = result.outcome.summary["run"]["id"]
+    rerun = result.outcome.summary
     lines = _verification_lines(result)
-    lines.append(f"recorded run {result.record.name} against its rerun {rerun} ({result.outcome.folder.path}):")
+    lines.append(f"recorded run {result.record.name} against its rerun {rerun.run.id} ({result.outcome.folder.path}):")
     if not result.stages:
-        error = f"{result.outcome.summary.get('stage')}: {result.outcome.summary.get('error')}"
-        return "\n".join([*lines, f"  the rerun did not finish ({error}); see {result.outcome.summary['run']['log']}"])
+        error = f"{rerun.stage}: {rerun.error}"
+        return "\n".join([*lines, f"  the rerun did not finish ({error}); see {rerun.run.log}"])
     lines += [f"  {s.line()}" for s in result.stages]
     first = result.first_difference
     if first is not None:
@@ -431,24 +433,20 @@ def diff_records(a: Record, b: Record) -> dict[str, list[str]]:
     for section, lines in per_stage.items():
         where = {line: "every stage" if stages == both else ", ".join(stages) for line, stages in lines.items()}
         out[section] += [f"{line} ({where[line]})" for line in lines]
-    out["metrics"] = metric_differences(_summary(a).get("metrics", {}), _summary(b).get("metrics", {}))
+    out["metrics"] = metric_differences(*(r.results.metrics if r.results else {} for r in (a, b)))
     out["verdict"] = _verdict_differences(a, b)
     return out
 
 
-def _summary(record: Record) -> Mapping[str, Any]:
-    return record.summary or {}
-
-
 def _data(record: Record) -> dict[str, Any]:
-    data = _summary(record).get("data", {})
+    data = record.results.data if record.results else None
     fingerprints = _fingerprints(record.manifests.get("prepare", {}), "inputs")
-    return {"inputs": fingerprints, "rows": data.get("rows"), "counts": data.get("counts")}
+    return {"inputs": fingerprints, "rows": data and data.rows, "counts": data and data.counts}
 
 
 def _verdict_differences(a: Record, b: Record) -> list[str]:
     """Each run's verdict line (blessed or not, and why) when the two differ."""
-    verdicts = [(_summary(r).get("blessed"), _summary(r).get("blessing", {}).get("summary")) for r in (a, b)]
+    verdicts = [(r.results.blessed, r.results.blessing.summary) if r.results else (None, None) for r in (a, b)]
     if verdicts[0] == verdicts[1]:
         return []
     return [f"{r.name}: {_clipped(str(summary))}" for r, (_, summary) in zip((a, b), verdicts)]
@@ -476,10 +474,10 @@ def _compared_config(config: Mapping[str, Any]) -> dict[str, Any]:
 def _run_neutral(record: Record, value: Any) -> Any:
     """`value` with the record's output folder and run id in its strings masked: where a run wrote is not what
     it computed."""
-    run = _summary(record).get("run", {})
-    if "dir" not in run:
+    if record.summary is None:
         return value
-    output, run_id = os.path.dirname(os.path.dirname(run["dir"])), run["id"]
+    run = record.summary.run
+    output, run_id = os.path.dirname(os.path.dirname(run.dir)), run.id
 
     def mask(item: Any) -> Any:
         if isinstance(item, str):

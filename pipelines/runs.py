@@ -33,10 +33,10 @@ import json
 import os
 import shutil
 import uuid
-from collections.abc import Mapping
 from typing import Any, Optional
 
 from estimator_lib import storage
+from pipelines.run_summary import RunSummary
 
 RUNS_DIR = "runs"
 LATEST_LINK = "latest"
@@ -104,17 +104,22 @@ class RunFolder:
         os.makedirs(self.pipeline_root, exist_ok=True)
         os.makedirs(self.tmp, exist_ok=True)
 
-    def read_summary(self) -> dict[str, Any]:
-        with open(self.summary_path, encoding="utf-8") as f:
-            return json.load(f)
+    def read_summary(self) -> RunSummary:
+        """The run's summary.
 
-    def write_summary(self, summary: Mapping[str, Any]) -> None:
+        Raises:
+          FileNotFoundError: it has none.
+          SummaryError: its summary.json is not one (the message names the file and the key).
+        """
+        return RunSummary.read(self.summary_path)
+
+    def write_summary(self, summary: RunSummary) -> None:
         """Writes the run's summary in one step.
 
         Raises:
           OSError: it could not be written (it names the file); the previous summary is still there, whole.
         """
-        storage.write_text(self.summary_path, json.dumps(summary, indent=2, sort_keys=True) + "\n")
+        storage.write_text(self.summary_path, summary.to_json() + "\n")
 
     def reserve_space(self) -> None:
         """Takes `RESERVE_BYTES` of the disk for the run's last records (see the module docstring).
@@ -204,7 +209,7 @@ def last_run(output: str) -> Optional[RunFolder]:
     return folder if os.path.exists(folder.summary_path) else None
 
 
-def publish_summary(folder: RunFolder, summary: Mapping[str, Any]) -> None:
+def publish_summary(folder: RunFolder, summary: RunSummary) -> None:
     """Writes the run's summary, then OUTPUT/summary.json and points OUTPUT/latest at the run, each in one step.
     On a full disk it frees the run's reserve (`RunFolder.reserve_space`) and tries again.
 
@@ -219,9 +224,9 @@ def publish_summary(folder: RunFolder, summary: Mapping[str, Any]) -> None:
         _publish(folder, summary)
 
 
-def _publish(folder: RunFolder, summary: Mapping[str, Any]) -> None:
+def _publish(folder: RunFolder, summary: RunSummary) -> None:
     folder.write_summary(summary)
-    storage.write_text(os.path.join(folder.output, SUMMARY_FILE), json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    storage.write_text(os.path.join(folder.output, SUMMARY_FILE), summary.to_json() + "\n")
     link = os.path.join(folder.output, LATEST_LINK)
     temporary = storage.temporary_path(link)
     os.symlink(os.path.join(RUNS_DIR, folder.run_id), temporary)

@@ -8,14 +8,14 @@ for runs of any age, failed and interrupted ones included, and loads no TensorFl
 
 from __future__ import annotations
 
-import json
 import os
-from typing import Any, Optional
+from typing import Optional
 
 from components import registry
 from estimator_lib import vocabulary
 from estimator_lib.config.run import PREPARED_SPLITS
 from pipelines import runs
+from pipelines.run_summary import Data, Results, RunSummary, Serving, Slices, Strict
 
 SHOWN_RUNS = 5  # how many run ids an error lists
 # The record's artifacts in DAG order (summary.json keeps its keys sorted); others follow by name.
@@ -62,85 +62,75 @@ def _known(output: str) -> str:
     return f"; runs there: {', '.join(reversed(ids[-SHOWN_RUNS:]))}{more}"
 
 
-def load_summary(path: str) -> dict[str, Any]:
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
-
-
-def format_run(summary: dict[str, Any], path: str) -> str:
+def format_run(summary: RunSummary, path: str) -> str:
     """The record as lines: how the run ended, then what it produced (as far as it got)."""
-    run = summary.get("run", {})
+    run, results = summary.run, summary.results
     lines = [_headline(summary)]
-    if run.get("seconds"):
+    if run.seconds:
         order = ("resolve", *ARTIFACT_ORDER)
-        ranked = sorted(
-            run["seconds"].items(), key=lambda item: (order.index(item[0]) if item[0] in order else 99, item)
-        )
+        ranked = sorted(run.seconds.items(), key=lambda item: (order.index(item[0]) if item[0] in order else 99, item))
         lines.append("  stages: " + ", ".join(f"{stage} {seconds:.1f} s" for stage, seconds in ranked))
-    if summary.get("status") != runs.OK:
-        stage = summary.get("stage") or "start-up"
-        lines.append(f"  {summary.get('status')} at {stage}: {summary.get('error')}")
-    if "data" in summary:
-        lines += _data_lines(summary["data"])
-    metrics = summary.get("metrics") or {}
-    if metrics:
-        lines.append("  metrics (eval):")
-        lines += [f"    {name:<24} {vocabulary.format_value(value)}" for name, value in sorted(metrics.items())]
-    if summary.get("slices"):
-        lines += slice_lines(summary["slices"])
-    if "blessed" in summary:
-        lines.append(f"  blessed: {summary['blessed']} ({summary['blessing']['summary']})")
-    if summary.get("strict"):
-        lines.append(f"  {strict_line(summary['strict'])}")
-    if "serving" in summary:
-        lines.append(f"  {serving_line(summary['serving'])}")
-    if "export" in summary:
-        lines.append(f"  {summary['export']['reason']}")
-    artifacts = summary.get("artifacts") or {}
-    if artifacts:
-        lines.append("  artifacts:")
-        order = sorted(
-            artifacts, key=lambda k: (ARTIFACT_ORDER.index(k) if k in ARTIFACT_ORDER else len(ARTIFACT_ORDER), k)
-        )
-        lines += [f"    {stage:<14} {artifacts[stage]}" for stage in order]
-    if summary.get("report"):
-        lines.append(f"  report: {summary['report']}")
-    if summary.get("tensorboard_logdir"):
-        lines.append(f"  TensorBoard: tensorboard --logdir {summary['tensorboard_logdir']}")
-    lines += [f"  log: {run.get('log', '?')}", f"summary: {path}"]
+    if summary.status != runs.OK:
+        lines.append(f"  {summary.status} at {summary.stage or 'start-up'}: {summary.error}")
+    if results is not None:
+        lines += _result_lines(results)
+    if summary.report:
+        lines.append(f"  report: {summary.report}")
+    if results is not None:
+        lines.append(f"  TensorBoard: tensorboard --logdir {results.tensorboard_logdir}")
+    lines += [f"  log: {run.log}", f"summary: {path}"]
     return "\n".join(lines)
 
 
-def slice_lines(slices: dict[str, Any]) -> list[str]:
+def _result_lines(results: Results) -> list[str]:
+    """Data and preparation's warnings, metrics, slices, verdict, TPU-strict and serving checks, artifacts."""
+    lines = _data_lines(results.data)
+    if results.metrics:
+        lines.append("  metrics (eval):")
+        lines += [f"    {name:<24} {vocabulary.format_value(value)}" for name, value in sorted(results.metrics.items())]
+    if results.slices:
+        lines += slice_lines(results.slices)
+    lines.append(f"  blessed: {results.blessed} ({results.blessing.summary})")
+    if results.strict:
+        lines.append(f"  {strict_line(results.strict)}")
+    lines += [f"  {serving_line(results.serving)}", f"  {results.export.reason}", "  artifacts:"]
+    artifacts = results.artifacts
+    order = sorted(
+        artifacts, key=lambda k: (ARTIFACT_ORDER.index(k) if k in ARTIFACT_ORDER else len(ARTIFACT_ORDER), k)
+    )
+    return lines + [f"    {stage:<14} {artifacts[stage]}" for stage in order]
+
+
+def slice_lines(slices: Slices) -> list[str]:
     """The worst slices by the slice metric, each with its rows and whether it failed its checks; where the full
     table is."""
-    metric = slices["metric"]
-    overall = slices["overall"].get(metric)
+    metric = slices.metric
+    overall = slices.overall.get(metric)
     lines = [
-        f"  slices by {metric} ({int(slices['count'])}, {int(slices['judged'])} judged; overall "
+        f"  slices by {metric} ({slices.count}, {slices.judged} judged; overall "
         f"{'-' if overall is None else vocabulary.format_value(overall)}), worst first:"
     ]
-    for entry in slices["worst"]:
-        value = entry["metrics"].get(metric)
+    for entry in slices.worst:
+        value = entry.metrics.get(metric)
         shown = "-" if value is None else vocabulary.format_value(value)
-        if not entry["judged"]:
-            verdict = f"  (under {int(slices['min_rows'])} rows: not judged)"
+        if not entry.judged:
+            verdict = f"  (under {slices.min_rows} rows: not judged)"
         else:
-            verdict = "  FAILED" if entry["passed"] is False else ""
-        lines.append(f"    {entry['name']:<32} {int(entry['rows']):>6} rows  {metric} {shown}{verdict}")
-    if slices.get("uri"):
-        lines.append(f"    full table: {slices['uri']}")
+            verdict = "  FAILED" if entry.passed is False else ""
+        lines.append(f"    {entry.name:<32} {entry.rows:>6} rows  {metric} {shown}{verdict}")
+    if slices.uri:
+        lines.append(f"    full table: {slices.uri}")
     return lines
 
 
-def serving_line(serving: dict[str, Any]) -> str:
+def serving_line(serving: Serving) -> str:
     """The serving check in one line: rows and signatures, the largest difference and the tolerance."""
-    if not serving["rows_checked"]:
-        return f"serving check: {serving['compared']}"
-    worst = max((d for outputs in serving["max_abs_diff"].values() for d in outputs.values()), default=0.0)
+    if not serving.rows_checked:
+        return f"serving check: {serving.compared}"
+    worst = max((d for outputs in serving.max_abs_diff.values() for d in outputs.values()), default=0.0)
     return (
-        f"serving check: {serving['rows_checked']} rows agree on {', '.join(serving['signatures'])} "
-        f"(largest difference {worst:.3g}; rtol {serving['rtol']:g} + atol {serving['atol']:g})"
+        f"serving check: {serving.rows_checked} rows agree on {', '.join(serving.signatures)} "
+        f"(largest difference {worst:.3g}; rtol {serving.rtol:g} + atol {serving.atol:g})"
     )
 
 
@@ -148,35 +138,32 @@ STRICT_CLASSES = ("fails", "accepted", "differs", "notes")
 _STRICT_GROUP = {"fails": "fails", "differs": "differs", "note": "notes"}  # a finding's class: its count's name
 
 
-def strict_line(strict: dict[str, Any]) -> str:
+def strict_line(strict: Strict) -> str:
     """The train stage's TPU-strict check in one line: the checks, then each class's count with the names of
     its findings (the record at `uri` has their messages)."""
     named: dict[str, list[str]] = {}
-    for finding in strict["findings"]:
+    for finding in strict.findings:
         group = "accepted" if finding["accepted_by"] else _STRICT_GROUP[finding["severity"]]
         named.setdefault(group, []).append(finding["name"])
     parts = []
     for group in STRICT_CLASSES:
-        count = strict["counts"].get(group, 0)
+        count = strict.counts.get(group, 0)
         if count:
             shown = list(dict.fromkeys(named.get(group, [])))
             parts.append(f"{count} {group} ({', '.join(shown)})" if shown else f"{count} {group}")
     found = "; ".join(parts) if parts else "nothing a TPU would refuse"
-    return f"TPU-strict: {strict['checks']} checks, {found}" + (f"; details in {strict['uri']}" if parts else "")
+    return f"TPU-strict: {strict.checks} checks, {found}" + (f"; details in {strict.uri}" if parts else "")
 
 
-def _headline(summary: dict[str, Any]) -> str:
-    run = summary.get("run", {})
-    attempts = run.get("attempts", 1)
-    times = f"started {run.get('started', '?')}" + (f", ended {run['ended']}" if run.get("ended") else "")
-    return f"run {run.get('id', '?')}: {summary.get('status', '?')} ({times}" + (
-        f", {attempts} attempts)" if attempts > 1 else ")"
-    )
+def _headline(summary: RunSummary) -> str:
+    run = summary.run
+    times = f"started {run.started}" + (f", ended {run.ended}" if run.ended else "")
+    return f"run {run.id}: {summary.status} ({times}" + (f", {run.attempts} attempts)" if run.attempts > 1 else ")")
 
 
-def _data_lines(data: dict[str, Any]) -> list[str]:
-    counts = ", ".join(f"{split} {data['counts'][split]}" for split in PREPARED_SPLITS if data["counts"].get(split))
-    lines = [f"  data: {data['rows']} rows ({counts})"]
-    if data.get("quarantined"):
-        lines.append(f"  quarantined: {data['quarantined']} bad rows set aside in {data['quarantine_uri']}")
-    return lines + [f"  warning: {note}" for note in data.get("notes", [])]
+def _data_lines(data: Data) -> list[str]:
+    counts = ", ".join(f"{split} {data.counts[split]}" for split in PREPARED_SPLITS if data.counts.get(split))
+    lines = [f"  data: {data.rows} rows ({counts})"]
+    if data.quarantined:
+        lines.append(f"  quarantined: {data.quarantined} bad rows set aside in {data.quarantine_uri}")
+    return lines + [f"  warning: {note}" for note in data.notes]

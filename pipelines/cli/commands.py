@@ -4,7 +4,6 @@ and `main`, which dispatches every command and maps its errors to exit codes."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import sys
@@ -22,17 +21,17 @@ from pipelines import checks, listing, local, reproduce, runs, show
 from pipelines.cli.parser import build_parser
 from pipelines.cli.settings import read_space_file, resolve_alerts, resolve_local_settings
 from pipelines.cli.vertex_commands import cmd_compile, cmd_schedule, cmd_submit
+from pipelines.run_summary import Data, RunSummary
 
 
 def cmd_run_local(args: argparse.Namespace) -> int:
     output = checks.output_directory(args.output)
     settings = resolve_local_settings(args, output)
     outcome = local.run_local(settings, output, verbose=args.verbose, resume=args.resume, alerts=resolve_alerts(args))
-    summary = outcome.summary
-    if summary["status"] == runs.OK:
-        print(format_summary(summary, os.path.join(output, runs.SUMMARY_FILE)))
-        return outcome.exit_code
-    print(format_failure(summary, args.verbose), file=sys.stderr)
+    if outcome.summary.status == runs.OK:
+        print(format_summary(outcome.summary, os.path.join(output, runs.SUMMARY_FILE)))
+    else:
+        print(format_failure(outcome.summary, args.verbose), file=sys.stderr)
     return outcome.exit_code
 
 
@@ -57,66 +56,66 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
     outcome = tune.tune(space, args.trials, resolve, output, verbose=args.verbose)
     summary = outcome.run.summary
-    if summary["status"] == runs.OK:
+    if summary.status == runs.OK:
         print(format_summary(summary, os.path.join(output, runs.SUMMARY_FILE)))
     else:
         print(format_failure(summary, args.verbose), file=sys.stderr)
     return outcome.run.exit_code
 
 
-def format_failure(summary: dict[str, Any], verbose: bool) -> str:
+def format_failure(summary: RunSummary, verbose: bool) -> str:
     """A failed or interrupted run: the error's first line first, then where the full log is and what to do."""
-    run = summary["run"]
-    if summary["status"] == runs.INTERRUPTED:
-        lines = [f"tpu-pipeline run-local: {summary['error']} during {summary['stage'] or 'start-up'}"]
+    run = summary.run
+    if summary.status == runs.INTERRUPTED:
+        lines = [f"tpu-pipeline run-local: {summary.error} during {summary.stage or 'start-up'}"]
     else:
-        lines = [f"tpu-pipeline run-local: error: {summary['stage']}: {summary['error']}"]
+        lines = [f"tpu-pipeline run-local: error: {summary.stage}: {summary.error}"]
         if verbose:
-            lines += [local.failure_excerpt(run["log"])]
+            lines += [local.failure_excerpt(run.log)]
     lines += [
-        f"full log: {run['log']}",
-        f"run {run['id']} is recorded as {summary['status']}; run the same command again to resume it (finished "
+        f"full log: {run.log}",
+        f"run {run.id} is recorded as {summary.status}; run the same command again to resume it (finished "
         "stages are reused, training continues from its last checkpoint)",
     ]
     return "\n".join(lines)
 
 
-def format_summary(summary: dict[str, Any], path: str) -> str:
-    metrics = summary["metrics"]
-    run = summary["run"]
+def format_summary(summary: RunSummary, path: str) -> str:
+    results, run = summary.results, summary.run
+    metrics, export = results.metrics, results.export
     lines = [
-        f"pipeline finished: run {run['id']}" + (f" (attempt {run['attempts']})" if run["attempts"] > 1 else ""),
-        *format_data(summary["data"]),
-        *([f"  data validation: {summary['validation']['summary']}"] if summary.get("validation") else []),
+        f"pipeline finished: run {run.id}" + (f" (attempt {run.attempts})" if run.attempts > 1 else ""),
+        *format_data(results.data),
+        f"  data validation: {results.validation.summary}",
         "  metrics (eval): " + vocabulary.format_metrics(metrics, vocabulary.headline(metrics)),
-        *([f"  {show.strict_line(summary['strict'])}"] if summary.get("strict") else []),
-        f"  blessed: {summary['blessed']} ({summary['blessing']['summary']})",
-        f"  predictions: {summary['predictions']['count']} rows in {summary['predictions']['uri']}",
-        f"  export: {summary['export']['uri']} (tag sets {summary['export']['tag_sets']})",
-        f"  {summary['export']['reason']}",
-        f"  report: {summary['report']}",
-        f"  TensorBoard: tensorboard --logdir {summary['tensorboard_logdir']}",
+        *([f"  {show.strict_line(results.strict)}"] if results.strict else []),
+        f"  blessed: {results.blessed} ({results.blessing.summary})",
+        f"  predictions: {results.predictions.count} rows in {results.predictions.uri}",
+        f"  export: {export.uri} (tag sets {export.tag_sets})",
+        f"  {export.reason}",
+        f"  report: {summary.report}",
+        f"  TensorBoard: tensorboard --logdir {results.tensorboard_logdir}",
         f"summary: {path}",
     ]
     return "\n".join(lines)
 
 
-def format_data(data: dict[str, Any]) -> list[str]:
+def format_data(data: Data) -> list[str]:
     """The data lines: rows per split, and what a user should look at (quarantined rows, empty columns, and the
     prepared manifest's notes as warnings: a capped vocabulary, a constant column, a class without rows)."""
-    counts = ", ".join(f"{split} {data['counts'][split]}" for split in PREPARED_SPLITS if data["counts"].get(split))
-    lines = [f"  data: {data['rows']} rows ({counts})"]
-    if data["quarantined"]:
-        lines.append(f"  quarantined: {data['quarantined']} bad rows set aside in {data['quarantine_uri']}")
-    for split, columns in data["columns_all_missing"].items():
+    counts = ", ".join(f"{split} {data.counts[split]}" for split in PREPARED_SPLITS if data.counts.get(split))
+    lines = [f"  data: {data.rows} rows ({counts})"]
+    if data.quarantined:
+        lines.append(f"  quarantined: {data.quarantined} bad rows set aside in {data.quarantine_uri}")
+    for split, columns in data.columns_all_missing.items():
         lines.append(f"  no value in any {split} row: {', '.join(columns)}")
-    return lines + [f"  warning: {note}" for note in data.get("notes", [])]
+    return lines + [f"  warning: {note}" for note in data.notes]
 
 
 def cmd_show(args: argparse.Namespace) -> int:
     path = show.find_summary(args.output, args.run)
-    summary = show.load_summary(path)
-    print(json.dumps(summary, indent=2, sort_keys=True) if args.json else show.format_run(summary, path))
+    summary = RunSummary.read(path)
+    print(summary.to_json() if args.json else show.format_run(summary, path))
     return 0
 
 

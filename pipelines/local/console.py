@@ -5,6 +5,7 @@ console filter (`ConsoleFilter`), and the run's log file, which goes on in memor
 from __future__ import annotations
 
 import collections
+import dataclasses
 import io
 import os
 import re
@@ -20,6 +21,7 @@ from estimator_lib.progress import count_down, duration
 from pipelines import runs
 from pipelines.local.failures import StageTail, cannot_write, signal_of
 from pipelines.local.kfp_patches import stage_of
+from pipelines.run_summary import RunSummary
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -57,7 +59,7 @@ class Progress:
     def __init__(
         self,
         folder: runs.RunFolder,
-        summary: dict[str, Any],
+        summary: RunSummary,
         console: IO[str],
         every: float = HEARTBEAT_SECONDS,
         clock: Callable[[], float] = time.monotonic,
@@ -66,7 +68,7 @@ class Progress:
         self.stage: Optional[str] = None
         self.failed: Optional[str] = None
         self.reused: list[str] = []
-        self.seconds: dict[str, float] = {}  # each stage that ended: its wall seconds (`summary["run"]["seconds"]`)
+        self.seconds: dict[str, float] = {}  # each stage that ended: its wall seconds (`summary.run.seconds`)
         self.latest = ""  # the running stage's last progress line
         self._latest_at = 0.0  # when it came: the heartbeat counts its ETA down from then
         self.tail = StageTail()  # the running (or failed) stage's last log lines
@@ -101,7 +103,7 @@ class Progress:
         if event["started"]:
             self.stage, self._started, self._beat = stage_of(event["started"]), self._clock(), self._clock()
             self._running, self.latest, self.tail, self.killed_by = True, "", StageTail(), None
-            self.summary["stage"] = self.stage
+            self.summary = dataclasses.replace(self.summary, stage=self.stage)
             try:
                 self.folder.write_summary(self.summary)
             except OSError as e:

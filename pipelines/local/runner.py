@@ -12,6 +12,7 @@ import time
 import traceback
 import warnings
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import IO, Any
 
 from kfp import local as kfp_local
@@ -47,7 +48,7 @@ def run_pipeline(
         contextlib.redirect_stdout(ConsoleFilter(log, sys.stdout, verbose, progress)) as stream,
         contextlib.redirect_stderr(stream),
     ):
-        attempt = progress.summary["run"]["attempts"]
+        attempt = progress.summary.run.attempts
         started = f"{ATTEMPT_MARKER}{folder.run_id}, attempt {attempt}, started {runs.utc_now()} ===="
         print(started, file=log, flush=True)
         kfp_local.init(
@@ -82,19 +83,19 @@ def runner_main(argv: Sequence[str]) -> int:
         threading.Thread(target=keep_beating, args=(progress,), name="heartbeat", daemon=True).start()
     with LogFile(folder.log, lambda why: progress.unrecordable(progress.stage, why)) as log:
         try:
-            outputs = run_pipeline(summary["arguments"], folder, progress, verbose, log)
-            results = summarize(outputs, summary["config"])
-            summary.update(results, report=copy_report(outputs, folder), status=runs.OK, stage=None, error=None)
+            outputs = run_pipeline(summary.arguments, folder, progress, verbose, log)
+            results = summarize(outputs, summary)
+            summary = replace(results, report=copy_report(outputs, folder), status=runs.OK, stage=None, error=None)
         except Exception as e:  # noqa: BLE001 - whatever failed is recorded
             stage, error = _failure(e, progress, log)
-            summary.update(status=runs.FAILED, stage=stage, error=error)
-        if progress.unrecorded and summary["status"] == runs.OK:  # every stage ran, but the log is cut
+            summary = replace(summary, status=runs.FAILED, stage=stage, error=error)
+        if progress.unrecorded and summary.status == runs.OK:  # every stage ran, but the log is cut
             stage, error = progress.unrecorded
-            summary.update(status=runs.FAILED, stage=stage, error=error)
-        summary["run"]["reused"] = progress.reused
-        summary["run"]["seconds"] = progress.seconds  # this attempt's stages, the failed one's up to its failure
-        _send(ending_fd, {"summary": summary, "log": log.ending()})
-    return EXIT_OK if summary["status"] == runs.OK else EXIT_FAILED
+            summary = replace(summary, status=runs.FAILED, stage=stage, error=error)
+        # this attempt's stages reused, and each stage's seconds (the failed one's up to its failure)
+        summary = replace(summary, run=replace(summary.run, reused=progress.reused, seconds=progress.seconds))
+        _send(ending_fd, {"summary": summary.to_dict(), "log": log.ending()})
+    return EXIT_OK if summary.status == runs.OK else EXIT_FAILED
 
 
 def _failure(e: Exception, progress: Progress, log: LogFile) -> tuple[str, str]:

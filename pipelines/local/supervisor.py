@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Callable, Optional
 
 from components import records
@@ -29,6 +30,7 @@ from pipelines import runs, stage
 from pipelines.local.console import append_unwritten, is_terminal
 from pipelines.local.failures import cannot_write
 from pipelines.pipeline import PIPELINE_NAME
+from pipelines.run_summary import RunInfo, RunSummary
 
 PUBLISH_DIR = "published"
 EXIT_OK, EXIT_FAILED = 0, 1
@@ -63,7 +65,7 @@ class Outcome:
     """How a run ended: its folder, its summary (as written to summary.json) and the exit code."""
 
     folder: runs.RunFolder
-    summary: dict[str, Any]
+    summary: RunSummary
     exit_code: int
 
 
@@ -100,7 +102,7 @@ def run_local(
         raise RecordError(f"cannot start a run in {output}: {cannot_write(e)}") from None
     try:
         folder, summary = choose_run(output, settings.view(), resume)
-        summary["arguments"] = settings.arguments()  # what the pipeline is called with: each stage's spec
+        summary = replace(summary, arguments=settings.arguments())  # what the pipeline is called with: the specs
         _start(folder, summary, lock)
         outcome = _supervise(folder, summary, verbose, lock)
     finally:
@@ -114,12 +116,13 @@ def run_alert(outcome: Outcome) -> Optional[alerting.Alert]:
     """The alert of a run that failed or was interrupted, as a Vertex AI run's exit handler words it
     (`estimator_lib.cloud.alerts`); None for a run that succeeded."""
     summary = outcome.summary
-    if summary["status"] == runs.OK:
+    if summary.status == runs.OK:
         return None
-    state = alerting.CANCELLED if summary["status"] == runs.INTERRUPTED else alerting.FAILED
-    stage = summary["stage"] or ""
-    error = first_line(summary["error"] or "")
-    return alerting.Alert(PIPELINE_NAME, outcome.folder.run_id, state, stage, error, "local", summary["run"]["log"])
+    state = alerting.CANCELLED if summary.status == runs.INTERRUPTED else alerting.FAILED
+    error = first_line(summary.error or "")
+    return alerting.Alert(
+        PIPELINE_NAME, outcome.folder.run_id, state, summary.stage or "", error, "local", summary.run.log
+    )
 
 
 def alert_webhook(url: str, outcome: Outcome) -> Optional[str]:
@@ -139,17 +142,17 @@ def _canonical(value: Any) -> Any:
     return json.loads(json.dumps(value, sort_keys=True))
 
 
-def choose_run(output: str, arguments: Mapping[str, Any], resume: Optional[bool]) -> tuple[runs.RunFolder, dict]:
+def choose_run(output: str, arguments: Mapping[str, Any], resume: Optional[bool]) -> tuple[runs.RunFolder, RunSummary]:
     """The folder and starting summary of this run: the last run's (another attempt) or a new one."""
     previous = runs.last_run(output)
     record = previous.read_summary() if previous else None
     # "running" in a folder whose lock is free (we hold it) means its processes were killed outright.
-    resumable = record is not None and record.get("status") in (runs.FAILED, runs.INTERRUPTED, runs.RUNNING)
+    resumable = record is not None and record.status in (runs.FAILED, runs.INTERRUPTED, runs.RUNNING)
     # A run's summary keeps its settings ("config", `RunConfig.view()`) until it ends ok, when job_config becomes the
     # one training ran (the warm-start source resolved).
-    differing = sorted(k for k, v in _canonical(arguments).items() if record and record["config"].get(k) != v)
+    differing = sorted(k for k, v in _canonical(arguments).items() if record and record.config.get(k) != v)
     if resume and not resumable:
-        status = f"; the last run, {previous.run_id}, ended {record.get('status')}" if previous and record else ""
+        status = f"; the last run, {previous.run_id}, ended {record.status}" if previous and record else ""
         raise ResumeError(f"--resume: {output} holds no failed or interrupted run to resume{status}")
     if resume and differing:
         raise ResumeError(
@@ -159,14 +162,14 @@ def choose_run(output: str, arguments: Mapping[str, Any], resume: Optional[bool]
     now = runs.utc_now()
     if resume is False or not resumable or differing:
         folder = runs.RunFolder.new(output)
-        run = {"id": folder.run_id, "dir": folder.path, "log": folder.log, "started": now, "attempts": 1}
+        run = RunInfo(id=folder.run_id, dir=folder.path, log=folder.log, started=now, attempts=1)
     else:
         folder = previous
-        run = {**record["run"], "attempts": int(record["run"].get("attempts", 1)) + 1, "resumed": now}
-    return folder, {"status": runs.RUNNING, "stage": None, "error": None, "run": run, "config": dict(arguments)}
+        run = replace(record.run, attempts=record.run.attempts + 1, resumed=now)
+    return folder, RunSummary(status=runs.RUNNING, stage=None, error=None, run=run, config=dict(arguments))
 
 
-def _start(folder: runs.RunFolder, summary: dict[str, Any], lock: int) -> None:
+def _start(folder: runs.RunFolder, summary: RunSummary, lock: int) -> None:
     """Clears what earlier runs left and records this run before it runs: the lock's holder, its folder, the
     reserve for its last records, its summary (status running).
 
@@ -200,12 +203,12 @@ def _naming(path: str) -> Iterator[None]:
         raise OSError(e.errno, e.strerror, path) from None
 
 
-def _supervise(folder: runs.RunFolder, summary: dict[str, Any], verbose: bool, lock: int) -> Outcome:
+def _supervise(folder: runs.RunFolder, summary: RunSummary, verbose: bool, lock: int) -> Outcome:
     """Starts the runner in a session of its own, stops its process group on a signal, records how it ended.
 
     The runner hands over its final summary through a pipe (`--ending-fd`), not the disk: the supervisor writes
     it, and says so when the disk refuses (`_finish`)."""
-    attempt = summary["run"]["attempts"]
+    attempt = summary.run.attempts
     resumed = f", attempt {attempt}: finished stages are reused" if attempt > 1 else ""
     print(f"run {folder.run_id}{resumed}\nfull log: {folder.log}", flush=True)
     ending_fd, runner_fd = os.pipe()
@@ -332,16 +335,18 @@ def _finish(folder: runs.RunFolder, code: int, signum: Optional[int], ending: Ma
     Raises:
       RecordError: the summary could not be written; the message says where the last good record is.
     """
-    summary = ending.get("summary") or folder.read_summary()
+    sent = ending.get("summary")
+    summary = RunSummary.from_dict(sent, "the runner's ending") if sent else folder.read_summary()
     if signum is not None:
-        summary.update(status=runs.INTERRUPTED, error=f"interrupted by {signal.Signals(signum).name}")
+        summary = replace(summary, status=runs.INTERRUPTED, error=f"interrupted by {signal.Signals(signum).name}")
         exit_code = 128 + signum
-    elif summary["status"] == runs.RUNNING:  # the runner ended without recording how
-        summary.update(status=runs.FAILED, error=f"the local runner stopped unexpectedly (exit status {code})")
+    elif summary.status == runs.RUNNING:  # the runner ended without recording how
+        error = f"the local runner stopped unexpectedly (exit status {code})"
+        summary = replace(summary, status=runs.FAILED, error=error)
         exit_code = EXIT_FAILED
     else:
-        exit_code = EXIT_OK if summary["status"] == runs.OK else EXIT_FAILED
-    summary["run"]["ended"] = runs.utc_now()
+        exit_code = EXIT_OK if summary.status == runs.OK else EXIT_FAILED
+    summary = replace(summary, run=replace(summary.run, ended=runs.utc_now()))
     try:
         runs.publish_summary(folder, summary)
     except OSError as e:
@@ -360,18 +365,18 @@ def _clean_up(folder: runs.RunFolder) -> None:
         folder.release_space()
 
 
-def unrecorded_message(folder: runs.RunFolder, summary: Mapping[str, Any], error: OSError) -> str:
+def unrecorded_message(folder: runs.RunFolder, summary: RunSummary, error: OSError) -> str:
     """A run whose summary the disk refused: how it ended, why its summary is missing and where its last good
     record is (the summary as last written: status running at the stage that was running), and the log."""
-    if summary["status"] == runs.OK:
+    if summary.status == runs.OK:
         ended = f"run {folder.run_id} finished ok"
-    elif summary["status"] == runs.INTERRUPTED:
-        ended = f"{summary['error']} during {summary['stage'] or 'start-up'}"
+    elif summary.status == runs.INTERRUPTED:
+        ended = f"{summary.error} during {summary.stage or 'start-up'}"
     else:
-        ended = f"{summary['stage']}: {summary['error']}"
+        ended = f"{summary.stage}: {summary.error}"
     try:
         record = folder.read_summary()
-        last = f"its last good record is {folder.summary_path} (status {record['status']}, stage {record['stage']})"
+        last = f"its last good record is {folder.summary_path} (status {record.status}, stage {record.stage})"
     except (OSError, ValueError):
         last = f"no record of run {folder.run_id} was written"
     return "\n".join(

@@ -1,34 +1,46 @@
 """`tpu-pipeline list`, and the did-you-mean of --label and --set, checked before any stage starts (exit 2).
 
-The run folders are written as `pipelines.local` writes them (OUTPUT/runs/<id>/summary.json), the summaries cut
-to the keys `list` reads."""
+The run folders are written as `pipelines.local` writes them (OUTPUT/runs/<id>/summary.json), the summaries a
+recorded one with the values `list` reads changed."""
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
 
 from pipelines import cli, listing, runs
+from pipelines.run_summary import RunSummary
 
 PUBLISHED = "20261125T211745333824Z-b52fffd470d8"
+with open(os.path.join(os.path.dirname(__file__), "recorded_summary.json"), encoding="utf-8") as f:
+    RECORDED = json.load(f)  # a real run's summary.json
 
 
 def summary(status: str, started: str, ended: str | None, **results) -> dict:
-    run = {"id": "?", "started": started, "attempts": 1, **({"ended": ended} if ended else {})}
-    return {"status": status, "stage": None, "error": None, "run": run, **results}
+    run = {**RECORDED["run"], "id": "?", "started": started, "attempts": 1}
+    run = {k: v for k, v in {**run, "ended": ended}.items() if v is not None}
+    config = {**RECORDED["config"], "blessing_config": {"thresholds": {}}}
+    return {"status": status, "stage": None, "error": None, "run": run, "config": config, **results}
 
 
 def regression(blessed: bool, published: bool, reasons: list[str]) -> dict:
+    results = {k: v for k, v in RECORDED.items() if k not in ("status", "stage", "error", "run", "config")}
     return {
+        **results,
         "metrics": {"mae": 266.3839, "mse": 104949.48, "r2": 0.782362, "rmse": 323.959},
-        "dataset": {"task": "regression"},
-        "config": {"blessing_config": {"thresholds": {}}},
+        "dataset": {**RECORDED["dataset"], "task": "regression"},
         "blessed": blessed,
-        "blessing": {"summary": "blessed: all 2 check(s) hold" if blessed else "not blessed", "reasons": reasons},
+        "blessing": {
+            **RECORDED["blessing"],
+            "summary": "blessed: all 2 check(s) hold" if blessed else "not blessed",
+            "reasons": reasons,
+        },
         "export": {
+            **RECORDED["export"],
             "published": published,
-            "published_version": PUBLISHED if published else None,
+            "published_version": PUBLISHED if published else "",
             "reason": f"published version {PUBLISHED}" if published else "identical to LATEST: not published again",
         },
     }
@@ -60,7 +72,7 @@ def output(tmp_path):
     for run_id, record in written.items():
         folder = runs.RunFolder(out, run_id)
         folder.create()
-        folder.write_summary({**record, "run": {**record["run"], "id": run_id}})
+        folder.write_summary(RunSummary.from_dict({**record, "run": {**record["run"], "id": run_id}}))
     for run_id, text in (("20261125T140000Z-eeeeee", "{not json"), ("20261125T150000Z-ffffff", None)):
         folder = runs.RunFolder(out, run_id)
         folder.create()
@@ -79,7 +91,7 @@ def test_list_shows_every_run_newest_first_with_metrics_and_verdict(output, caps
             "?",
             "?",
             "",
-            "summary.json unreadable (JSONDecodeError: Expecting property name enclosed in double quotes: line 1 "
+            "summary.json unreadable (not valid JSON: Expecting property name enclosed in double quotes: line 1 "
             "column 2 (char 1))",
         ),
         (

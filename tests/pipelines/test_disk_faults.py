@@ -28,6 +28,7 @@ from pipelines.local.console import LogFile, append_unwritten
 from pipelines.local.failures import ATTEMPT_MARKER, failure_message, refused_message
 from pipelines.local.kfp_patches import fast_stage_exit
 from pipelines.local.supervisor import unrecorded_message
+from pipelines.run_summary import RunSummary
 
 CAUSES = {FULL: "No space left on device", READ_ONLY: "Read-only file system"}
 ERRNOS = {FULL: errno.ENOSPC, READ_ONLY: errno.EROFS}
@@ -89,14 +90,27 @@ def test_a_staging_directory_the_disk_refuses_leaves_no_owner_record_behind(disk
     assert os.listdir(disk.output) == []  # a half-written record would never be judged abandoned
 
 
-PUBLISH = """
+def summary(status: str, stage=None, error=None) -> dict:
+    """A run's summary as it starts (what `choose_run` writes), with this status, stage and error."""
+    run = {
+        "id": "r1",
+        "dir": "/out/runs/r1",
+        "log": "/out/runs/r1/pipeline.log",
+        "started": "2026-01-01",
+        "attempts": 1,
+    }
+    return {"status": status, "stage": stage, "error": error, "run": run, "config": {}}
+
+
+PUBLISH = f"""
 from pipelines import runs
+from pipelines.run_summary import RunSummary
 done = []
 for run_id in ("without-reserve", "with-reserve"):
     folder = runs.RunFolder(out, run_id)
     try:
-        runs.publish_summary(folder, {"status": "failed", "stage": "train"})
-        done.append([folder.read_summary(), os.path.exists(folder.reserve)])
+        runs.publish_summary(folder, RunSummary.from_dict({summary("failed", "train")!r}))
+        done.append([folder.read_summary().to_dict(), os.path.exists(folder.reserve)])
     except OSError as e:
         done.append([e.errno, os.path.relpath(e.filename, out)])
 print(json.dumps(done))
@@ -111,7 +125,7 @@ def test_on_a_full_disk_a_runs_summary_is_written_from_the_space_it_reserved(dis
     without, with_reserve = output_of(PUBLISH, disk)
     disk.clear()
     assert without == [errno.ENOSPC, "runs/without-reserve/summary.json"]
-    assert with_reserve == [{"status": "failed", "stage": "train"}, False]  # the reserve went to the summary
+    assert with_reserve == [summary("failed", "train"), False]  # the reserve went to the summary
     assert runs.last_run(disk.output) == runs.RunFolder(disk.output, "with-reserve")
 
 
@@ -143,7 +157,8 @@ folder = runs.RunFolder(out, "r1")
 progress = Progress(folder, folder.read_summary(), io.StringIO())
 progress.line("00:24:04.300 - INFO - Executing task 'export-model'")
 refusals = [progress.unrecorded, progress.refusal(), progress.refused]
-ending = {"summary": {**folder.read_summary(), "status": "failed", "stage": "export", "error": "cannot write x: y"}}
+failed = {"status": "failed", "stage": "export", "error": "cannot write x: y"}
+ending = {"summary": {**folder.read_summary().to_dict(), **failed}}
 try:
     _finish(folder, 1, None, ending)
 except local.RecordError as e:
@@ -155,7 +170,7 @@ except local.RecordError as e:
 def test_a_refused_summary_stops_the_run_and_the_error_says_where_its_last_good_record_is(disk, kind):
     folder = runs.RunFolder(disk.output, "r1")
     folder.create()
-    runs.publish_summary(folder, {"status": "running", "stage": "train", "error": None, "run": {"id": "r1"}})
+    runs.publish_summary(folder, RunSummary.from_dict(summary("running", "train")))
     disk.arm(Fault(kind))
     refusals, message = output_of(REFUSED_SUMMARY, disk)
     disk.clear()
@@ -168,7 +183,7 @@ def test_a_refused_summary_stops_the_run_and_the_error_says_where_its_last_good_
         f"full log: {folder.log}",
         "free space on that disk (or make it writable) and run the same command again: it resumes the run",
     ]
-    assert folder.read_summary()["status"] == "running"  # a later run resumes it
+    assert folder.read_summary().status == "running"  # a later run resumes it
 
 
 TRACEBACK = """    Traceback (most recent call last):
@@ -226,13 +241,13 @@ def test_no_stage_starts_once_a_record_of_the_run_was_refused(tmp_path):
 def test_the_last_good_record_of_a_run_whose_summary_was_refused(tmp_path):
     folder = runs.RunFolder(str(tmp_path), "r1")
     error = OSError(errno.ENOSPC, "No space left on device", folder.summary_path)
-    ok = {"status": "ok", "stage": None, "error": None}
+    ok = RunSummary.from_dict(summary("ok"))
     assert unrecorded_message(folder, ok, error).splitlines()[:2] == [
         "run r1 finished ok",
         f"the run's summary could not be written (cannot write {folder.summary_path}: No space left on device); "
         "no record of run r1 was written",
     ]
-    interrupted = {"status": "interrupted", "stage": "train", "error": "interrupted by SIGTERM"}
+    interrupted = RunSummary.from_dict(summary("interrupted", "train", "interrupted by SIGTERM"))
     assert unrecorded_message(folder, interrupted, error).splitlines()[0] == "interrupted by SIGTERM during train"
 
 

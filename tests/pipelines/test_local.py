@@ -4,6 +4,7 @@ local runner are in tests/e2e/."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -20,6 +21,7 @@ from pipelines.local.failures import failure_excerpt, failure_message
 from pipelines.local.kfp_patches import fixed_run_directory, stage_of
 from pipelines.local.summary import data_summary
 from pipelines.local.supervisor import _process_table, choose_run, group_members, stop_orphans
+from pipelines.run_summary import RunInfo, RunSummary
 
 RUNNER_OUTPUT = """00:24:01.571 - INFO - Executing task \x1b[96m'prepare-data'\x1b[0m
 00:24:01.572 - INFO - Streamed logs:
@@ -43,15 +45,17 @@ RUNNER_OUTPUT = """00:24:01.571 - INFO - Executing task \x1b[96m'prepare-data'\x
 """
 
 
-def folder_with_summary(tmp_path, summary) -> runs.RunFolder:
+def folder_with_summary(tmp_path) -> runs.RunFolder:
+    """A run folder whose summary says the run started."""
     folder = runs.RunFolder.new(str(tmp_path))
     folder.create()
-    folder.write_summary(summary)
+    run = RunInfo(folder.run_id, folder.path, folder.log, "2026-11-22T00:24:00+00:00", attempts=1)
+    folder.write_summary(RunSummary(status=runs.RUNNING, stage=None, error=None, run=run, config={}))
     return folder
 
 
 def test_the_console_shows_one_line_per_stage_event_and_the_log_everything_without_colour_codes(tmp_path):
-    folder = folder_with_summary(tmp_path, {"stage": None})
+    folder = folder_with_summary(tmp_path)
     log, console = io.StringIO(), io.StringIO()
     progress = Progress(folder, folder.read_summary(), console)
     stream = ConsoleFilter(log, io.StringIO(), verbose=False, progress=progress)
@@ -62,7 +66,7 @@ def test_the_console_shows_one_line_per_stage_event_and_the_log_everything_witho
     assert shown[0] == "prepare: running" and shown[1].startswith("prepare: reused (inputs unchanged) (")
     assert shown[2:] == ["train: running"]  # a failure is reported by the CLI, first
     assert progress.reused == ["prepare"] and progress.failed == "train"
-    assert folder.read_summary()["stage"] == "train"  # the running stage, for an interruption
+    assert folder.read_summary().stage == "train"  # the running stage, for an interruption
 
 
 STARTED = "00:24:04.300 - INFO - Executing task 'train-model'"
@@ -74,7 +78,7 @@ DONE = "00:25:09.330 - INFO - Task 'train-model' finished with status SUCCESS"
 
 
 def test_off_a_terminal_the_heartbeat_is_a_line_a_minute_with_the_stages_latest_progress_counted_down(tmp_path):
-    folder = folder_with_summary(tmp_path, {"stage": None})
+    folder = folder_with_summary(tmp_path)
     console, clock = io.StringIO(), Clock(100.0)
     progress = Progress(folder, folder.read_summary(), console, every=60.0, clock=clock)
     progress.line(STARTED)
@@ -99,7 +103,7 @@ def test_off_a_terminal_the_heartbeat_is_a_line_a_minute_with_the_stages_latest_
 
 
 def test_early_stopping_gets_a_console_line_of_its_own(tmp_path):
-    folder = folder_with_summary(tmp_path, {"stage": None})
+    folder = folder_with_summary(tmp_path)
     console = io.StringIO()
     progress = Progress(folder, folder.read_summary(), console)
     progress.line(STARTED)
@@ -113,7 +117,7 @@ def test_early_stopping_gets_a_console_line_of_its_own(tmp_path):
 
 def test_on_a_terminal_the_heartbeat_is_redrawn_in_place_and_replaced_by_the_next_event(tmp_path, monkeypatch):
     monkeypatch.setenv("COLUMNS", "120")
-    folder = folder_with_summary(tmp_path, {"stage": None})
+    folder = folder_with_summary(tmp_path)
     console, clock = Terminal(), Clock(100.0)
     progress = Progress(folder, folder.read_summary(), console, clock=clock)
     progress.line(STARTED)
@@ -182,18 +186,18 @@ ARGUMENTS = {"data": "embedded:penguins", "train_steps": 50, "publish_root": "/p
 def test_a_failed_or_interrupted_run_is_resumed_by_the_same_command_only(tmp_path):
     output = str(tmp_path)
     first, summary = choose_run(output, ARGUMENTS, resume=None)
-    assert summary["run"]["attempts"] == 1 and summary["status"] == "running"
+    assert summary.run.attempts == 1 and summary.status == "running"
     first.create()
-    runs.publish_summary(first, {**summary, "status": "interrupted", "stage": "train"})
+    runs.publish_summary(first, dataclasses.replace(summary, status="interrupted", stage="train"))
     again, resumed = choose_run(output, ARGUMENTS, resume=None)
-    assert again == first and resumed["run"]["attempts"] == 2 and resumed["run"]["id"] == first.run_id
+    assert again == first and resumed.run.attempts == 2 and resumed.run.id == first.run_id
     other, _ = choose_run(output, {**ARGUMENTS, "train_steps": 60}, resume=None)
     assert other != first  # other arguments: a new run
     with pytest.raises(local.ResumeError, match=r"other values of train_steps; give the same arguments"):
         choose_run(output, {**ARGUMENTS, "train_steps": 60}, resume=True)
     fresh, _ = choose_run(output, ARGUMENTS, resume=False)
     assert fresh != first
-    runs.publish_summary(first, {**summary, "status": "ok"})
+    runs.publish_summary(first, dataclasses.replace(summary, status="ok"))
     with pytest.raises(
         local.ResumeError, match=f"no failed or interrupted run to resume; the last run, {first.run_id}, ended ok"
     ):

@@ -11,13 +11,15 @@ from webhook_server import closed_port_url, webhook
 from estimator_lib.cloud.alerts import Alert
 from pipelines import local, runs
 from pipelines.local.supervisor import alert_webhook, run_alert
+from pipelines.run_summary import RunInfo, RunSummary
 
 FOLDER = runs.RunFolder("/out", "20261125T000000Z-abcdef")
 LOG = "/out/runs/20261125T000000Z-abcdef/pipeline.log"
 
 
 def outcome(status: str, stage, error) -> local.Outcome:
-    summary = {"status": status, "stage": stage, "error": error, "run": {"id": FOLDER.run_id, "log": LOG}}
+    run = RunInfo(FOLDER.run_id, FOLDER.path, LOG, "2026-11-25T00:00:00+00:00", attempts=1)
+    summary = RunSummary(status=status, stage=stage, error=error, run=run, config={})
     return local.Outcome(FOLDER, summary, local.EXIT_OK if status == runs.OK else local.EXIT_FAILED)
 
 

@@ -14,6 +14,8 @@ from estimator_lib.config import run as config_run
 from pipelines import cli, local, reproduce
 from pipelines.cli import settings as cli_settings
 
+with open(os.path.join(os.path.dirname(__file__), "recorded_summary.json"), encoding="utf-8") as f:
+    RECORDED = json.load(f)  # a real run's summary.json
 VERSIONS = {"python": "3.11.7", "tensorflow": "2.15.1", "kfp": "2.13.0", "commit": "a" * 40, "image": None}
 JOB = JobConfig().with_overrides({"tpu.use_tpu": False, "tpu.strict": True, "training.train_steps": 20})
 
@@ -69,8 +71,9 @@ def write_run(output: str, run_id: str, fingerprints=None, metrics=None, status=
         label=settings.label,
     )
     summary = {
+        **RECORDED,
         "status": status,
-        "run": {"id": run_id, "dir": folder},
+        "run": {**RECORDED["run"], "id": run_id, "dir": folder},
         "config": settings.arguments(),
         "metrics": metrics or {"accuracy": 0.9},
         "manifests": manifests,
@@ -98,9 +101,13 @@ def test_a_record_that_cannot_be_used_is_named_with_what_to_give(tmp_path):
     with pytest.raises(reproduce.RecordError, match=r"run run-2 ended 'failed'; only a run that ended ok"):
         reproduce.read_record(failed)
     old = tmp_path / "old.json"
-    old.write_text(json.dumps({"status": "ok", "run": {"id": "x"}}))
-    with pytest.raises(reproduce.RecordError, match="links no stage manifests .* run the pipeline again"):
+    old.write_text(json.dumps({k: v for k, v in RECORDED.items() if k != "manifests"}))
+    with pytest.raises(reproduce.RecordError, match="old.json: missing key manifests; not a run's summary"):
         reproduce.read_record(str(old))
+    partial = tmp_path / "partial.json"
+    partial.write_text(json.dumps({k: RECORDED[k] for k in ("status", "stage", "error", "run", "config")}))
+    with pytest.raises(reproduce.RecordError, match="links no stage manifests .* run the pipeline again"):
+        reproduce.read_record(str(partial))
     broken = tmp_path / "broken.json"
     broken.write_text("{")
     with pytest.raises(reproduce.RecordError, match="broken.json: not valid JSON"):
@@ -236,7 +243,7 @@ def test_diff_reads_the_specs_the_stages_recorded_not_todays_defaults(tmp_path, 
     manifests = write_stages(str(b_folder / "pipeline-root"), {}, data="embedded:penguins", baseline=None, job=b_job)
     with open(a, encoding="utf-8") as f:
         summary = json.load(f)
-    summary.update(run={"id": "run-b"}, manifests=manifests)
+    summary.update(run={**summary["run"], "id": "run-b", "dir": str(b_folder)}, manifests=manifests)
     b = b_folder / "summary.json"
     b.write_text(json.dumps(summary), encoding="utf-8")
     found = reproduce.diff_records(reproduce.read_record(a), reproduce.read_record(str(b)))

@@ -10,6 +10,7 @@ import os
 
 from estimator_lib.fingerprints import fingerprint_files, json_digest
 from pipelines import reproduce
+from pipelines.run_summary import RunSummary
 
 SHARD = "predictions-00000-of-00002.jsonl"
 
@@ -48,14 +49,16 @@ def small_record(tmp_path) -> reproduce.Record:
         "evaluate": {"outputs": {"metrics": {"uri": metrics_uri, "fingerprint": json_digest(metrics)}}},
         "train": {"outputs": {}, "config": {"job": {"training": {"seed": 42}}}},
     }
+    with open(os.path.join(os.path.dirname(__file__), "recorded_summary.json"), encoding="utf-8") as f:
+        recorded = json.load(f)  # a real run's summary.json
     summary = {
-        "run": {"id": "r1"},
+        **recorded,
         "fingerprints": {"predictions": fingerprint},
         "metrics": {"accuracy": 0.9828},
-        "blessing": {"candidate_metrics": {"accuracy": 0.9828}},
+        "blessing": {**recorded["blessing"], "candidate_metrics": {"accuracy": 0.9828}},
         "config": {"job_config": {"training": {"seed": 42}}},
     }
-    return reproduce.Record(str(tmp_path / "summary.json"), summary, manifests)
+    return reproduce.Record(str(tmp_path / "summary.json"), RunSummary.from_dict(summary), manifests)
 
 
 def test_a_record_that_agrees_with_its_files_has_nothing_to_report(tmp_path):
@@ -83,9 +86,9 @@ def test_a_missing_shard_is_named(tmp_path):
 
 def test_an_edited_metric_seed_or_fingerprint_in_the_summary_is_named_with_both_values(tmp_path):
     record = small_record(tmp_path)
-    record.summary["metrics"]["accuracy"] = 0.99
-    record.summary["config"]["job_config"]["training"]["seed"] = 7
-    record.summary["fingerprints"]["predictions"] = "f" * 64
+    record.results.metrics["accuracy"] = 0.99
+    record.summary.config["job_config"]["training"]["seed"] = 7
+    record.results.fingerprints["predictions"] = "f" * 64
     recorded = record.manifests["batch_predict"]["outputs"]["predictions"]["fingerprint"]
     assert reproduce.verify_record(record) == [
         f'summary.json: fingerprints.predictions "{"f" * 64}" differs from the batch_predict stage\'s record '
@@ -97,7 +100,7 @@ def test_an_edited_metric_seed_or_fingerprint_in_the_summary_is_named_with_both_
 
 def test_a_metric_only_one_side_has_is_named_absent(tmp_path):
     record = small_record(tmp_path)
-    record.summary["metrics"]["auc"] = 1.0
+    record.results.metrics["auc"] = 1.0
     assert reproduce.verify_record(record) == [
         "summary.json: metrics.auc 1.0 differs from the evaluate stage's record (absent)"
     ]

@@ -11,6 +11,7 @@ import pytest
 
 from estimator_lib import storage
 from pipelines import runs
+from pipelines.run_summary import RunInfo, RunSummary
 
 
 def test_a_second_run_into_an_output_in_use_is_refused_naming_the_holder(tmp_path):
@@ -37,12 +38,13 @@ def test_the_last_runs_summary_is_copied_and_linked_in_one_step_each(tmp_path):
     first, second = runs.RunFolder(output, "r1"), runs.RunFolder(output, "r2")
     for folder, status in ((first, "ok"), (second, "failed")):
         folder.create()
-        runs.publish_summary(folder, {"status": status, "run": {"id": folder.run_id}})
+        run = RunInfo(folder.run_id, folder.path, folder.log, "2026-01-01T00:00:00+00:00", attempts=1)
+        runs.publish_summary(folder, RunSummary(status=status, stage=None, error=None, run=run, config={}))
     assert runs.last_run(output) == second
     assert os.readlink(os.path.join(output, "latest")) == os.path.join("runs", "r2")
     with open(os.path.join(output, "summary.json"), encoding="utf-8") as f:
-        assert json.load(f) == second.read_summary() == {"status": "failed", "run": {"id": "r2"}}
-    assert first.read_summary()["status"] == "ok"  # each run keeps its own
+        assert json.load(f) == second.read_summary().to_dict()
+    assert second.read_summary().status == "failed" and first.read_summary().status == "ok"  # each keeps its own
     assert sorted(os.listdir(output)) == ["latest", "runs", "summary.json"]  # no temporary names left
 
 

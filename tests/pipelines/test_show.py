@@ -8,40 +8,44 @@ import os
 import pytest
 
 from pipelines import cli, runs, show
+from pipelines.run_summary import RunSummary, Serving, Strict
 
+with open(os.path.join(os.path.dirname(__file__), "recorded_summary.json"), encoding="utf-8") as f:
+    RECORDED = json.load(f)  # a real run's summary.json, its paths under /out
 OK_RUN = {
-    "status": "ok",
-    "stage": None,
-    "error": None,
+    **RECORDED,
     "run": {
         "id": "20261122T100000Z-aaaaaa",
         "attempts": 1,
         "started": "2026-11-22T10:00:00+00:00",
         "ended": "2026-11-22T10:01:30+00:00",
     },
-    "data": {"rows": 344, "counts": {"train": 200, "valid": 60, "eval": 84}, "quarantined": 0},
+    "data": {**RECORDED["data"], "rows": 344, "counts": {"train": 200, "valid": 60, "eval": 84}, "quarantined": 0},
     "metrics": {"accuracy": 0.9761904761904762, "auc": 1.0000001, "log_loss": 0.0712},
-    "blessed": True,
-    "blessing": {"summary": "blessed: all 3 check(s) hold"},
-    "export": {"reason": "published version v1 at /out/published/versions/v1"},
+    "blessing": {**RECORDED["blessing"], "summary": "blessed: all 3 check(s) hold"},
+    "strict": None,
+    "export": {**RECORDED["export"], "reason": "published version v1 at /out/published/versions/v1"},
     "artifacts": {"prepare": "/out/p/dataset", "evaluate": "/out/e/blessing", "report": "/out/e/report"},
     "tensorboard_logdir": "/out/t/model",
 }
-FAILED_RUN = {
+FAILED_RUN = {  # a failed run's summary has no results
     "status": "failed",
     "stage": "train",
     "error": "ConfigError: training.train_batch_size=12 is not divisible by tpu.num_cores=8",
     "run": {"id": "20261122T110000Z-bbbbbb", "attempts": 2, "started": "2026-11-22T11:00:00+00:00"},
+    "config": RECORDED["config"],
 }
+SERVING_LINE = "  serving check: 58 rows agree on predict, raw:predict (largest difference 0; rtol 1e-05 + atol 1e-06)"
 
 
 def record(output: str, summary: dict, report: bool = False) -> runs.RunFolder:
     folder = runs.RunFolder(output, summary["run"]["id"])
     folder.create()
-    summary = {**summary, "run": {**summary["run"], "log": folder.log}}
+    summary = {**summary, "run": {**summary["run"], "dir": folder.path, "log": folder.log}}
+    summary.pop("report", None)
     if report:
         summary["report"] = folder.report
-    runs.publish_summary(folder, summary)
+    runs.publish_summary(folder, RunSummary.from_dict(summary))
     return folder
 
 
@@ -57,6 +61,7 @@ def test_show_prints_the_latest_runs_status_metrics_verdict_artifacts_and_report
         "    auc                      1.000",
         "    log_loss                 0.0712",
         "  blessed: True (blessed: all 3 check(s) hold)",
+        SERVING_LINE,
         "  published version v1 at /out/published/versions/v1",
         "  artifacts:",
         "    prepare        /out/p/dataset",
@@ -82,7 +87,7 @@ def test_show_names_a_run_by_id_folder_or_file_and_tells_how_a_failed_one_ended(
         ]
         assert lines[-2:] == [f"  log: {failed.log}", f"summary: {failed.summary_path}"]
     assert cli.main(["show", "--json", FAILED_RUN["run"]["id"], "--output", output]) == 0
-    assert json.loads(capsys.readouterr().out) == failed.read_summary()
+    assert json.loads(capsys.readouterr().out) == failed.read_summary().to_dict()
 
 
 def test_show_without_a_run_names_what_it_looked_for(tmp_path, capsys):
@@ -125,6 +130,8 @@ def test_show_prints_the_serving_check_in_one_line(tmp_path, capsys):
         "rtol": 1e-5,
         "atol": 1e-6,
         "compared": "the first 58 predicted records of ['/out/eval-0.tfrecord']",
+        "skipped": {},
+        "record_uri": "/out/c/serving_check.json",
     }
     folder = record(str(tmp_path), {**OK_RUN, "serving": serving})
     assert cli.main(["show", folder.path]) == 0
@@ -132,15 +139,15 @@ def test_show_prints_the_serving_check_in_one_line(tmp_path, capsys):
     assert lines[lines.index("  blessed: True (blessed: all 3 check(s) hold)") + 1] == (
         "  serving check: 58 rows agree on predict, raw:predict (largest difference 2.5e-07; rtol 1e-05 + atol 1e-06)"
     )
-    assert show.serving_line({**serving, "rows_checked": 0, "compared": "nothing: no rows"}) == (
-        "serving check: nothing: no rows"
-    )
+    serving = Serving(**{**serving, "rows_checked": 0, "compared": "nothing: no rows"})
+    assert show.serving_line(serving) == ("serving check: nothing: no rows")
 
 
 def test_show_prints_the_worst_slices_with_their_verdicts(tmp_path, capsys):
     def entry(name, rows, accuracy, judged, passed):
         return {
             "name": name,
+            "features": ["island"],
             "rows": float(rows),
             "metrics": {"accuracy": accuracy},
             "judged": judged,
@@ -171,7 +178,7 @@ def test_show_prints_the_worst_slices_with_their_verdicts(tmp_path, capsys):
         "    island=Biscoe                        40 rows  accuracy 0.9750",
         "    full table: /out/e/blessing/slices.json",
         "  blessed: True (blessed: all 3 check(s) hold)",
-    ]
+    ]  # KFP's float counts shown as the ints they are
 
 
 def test_show_prints_each_stages_seconds_after_the_headline(tmp_path, capsys):
@@ -197,9 +204,9 @@ def test_the_strict_line_counts_each_class_and_names_its_findings():
         ],
         "uri": "/m/strict.json",
     }
-    assert show.strict_line(strict) == (
+    assert show.strict_line(Strict(**strict)) == (
         "TPU-strict: 26 checks, 1 accepted (spec:infer); 1 differs (cross-shard:train_op); 2 notes (dtype:label); "
         "details in /m/strict.json"
     )
     clean = {"checks": 26, "counts": {"fails": 0, "accepted": 0, "differs": 0, "notes": 0}, "findings": [], "uri": "u"}
-    assert show.strict_line(clean) == "TPU-strict: 26 checks, nothing a TPU would refuse"
+    assert show.strict_line(Strict(**clean)) == "TPU-strict: 26 checks, nothing a TPU would refuse"

@@ -23,6 +23,7 @@ from pipelines import runner, runs, stage
 from pipelines.local.console import ConsoleFilter, Progress
 from pipelines.local.failures import failure_excerpt, failure_message, killed_message, signal_of
 from pipelines.local.kfp_patches import fast_stage_exit
+from pipelines.run_summary import RunInfo, RunSummary
 
 COMPONENT = """import ctypes
 import os
@@ -107,8 +108,8 @@ def test_the_runner_names_the_signal_and_the_stages_last_lines_when_kfp_s_comman
     """KFP's command runs the stage under `sh -ec`, which reports a child killed by SIGSEGV as exit status 139."""
     folder = runs.RunFolder.new(str(tmp_path))
     folder.create()
-    folder.write_summary({"stage": None})
-    progress = Progress(folder, folder.read_summary(), io.StringIO())
+    run = RunInfo(folder.run_id, folder.path, folder.log, "2026-01-01T00:00:00+00:00", attempts=1)
+    progress = Progress(folder, RunSummary(status="running", stage=None, error=None, run=run, config={}), io.StringIO())
     stream = ConsoleFilter(io.StringIO(), io.StringIO(), verbose=False, progress=progress)
     root = str(tmp_path / "root")
     kfp_local.init(runner=kfp_local.SubprocessRunner(use_venv=False), pipeline_root=root, raise_on_error=True)
