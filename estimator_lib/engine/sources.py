@@ -127,7 +127,7 @@ class Records:
     def predict(
         self, job: JobConfig, model_dir: str, data: str, output_dir: str, engine: str, beam: BeamConfig
     ) -> PredictResult:
-        return user_stages.predict(job, self.prepared, model_dir, data, output_dir)
+        return user_stages.predict(job, self.prepared, model_dir, data, output_dir, engine, beam)
 
 
 Source = Union[Rows, Records]

@@ -9,12 +9,14 @@ verified by running the CPU graph on records before it is published.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import dataclasses
-import hashlib
+import itertools
 import json
 import math
 import os
+import tempfile
 import time
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
@@ -23,6 +25,7 @@ import tensorflow as tf
 
 from estimator_lib import storage, strict
 from estimator_lib.config import JobConfig
+from estimator_lib.config.beam import BeamConfig
 from estimator_lib.config.feature_spec import FeatureSpec
 from estimator_lib.engine.user import compat
 from estimator_lib.estimator import EvalResult, build_user_estimator
@@ -45,10 +48,11 @@ from estimator_lib.model.user.model_fn import (
     slice_metric_name,
     wrap_model_fn,
 )
-from estimator_lib.predict import PredictionError, PredictResult, shard_name
-from estimator_lib.predict.shards import publish, shard_sizes
+from estimator_lib.predict import PredictionError, PredictResult
+from estimator_lib.predict.rows import Batch, HostRows
+from estimator_lib.predict.shards import check_num_shards, commit_rows
 from estimator_lib.progress import TrainingProgress
-from estimator_lib.schema import INDEX_FEATURE, PADDING_FEATURE
+from estimator_lib.schema import INDEX_FEATURE, KEY_FEATURE, PADDING_FEATURE
 from estimator_lib.strict import export as strict_export
 
 EXAMPLES_INPUT = "examples"
@@ -56,6 +60,7 @@ RAW_SIGNATURE = "raw"
 VERIFY_ROWS = 16
 # The serving graph runs a batch of another size than the estimator's: a float may differ in its last bits.
 VERIFY_RTOL, VERIFY_ATOL = 1e-5, 1e-6
+_LOCAL_CODE = os.path.join(tempfile.gettempdir(), "tpu-pipeline-user-code")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -310,26 +315,41 @@ def evaluate_published(
     return dataclasses.replace(result, checkpoint=published)
 
 
+def _real_rows(predicted: Batch, first_row: int) -> Batch:
+    """A predicted batch's real rows (padding dropped), checked by `example_index` to be input rows
+    first_row, first_row + 1, ... in order."""
+    batch = dict(predicted)
+    real = batch.pop(PADDING_FEATURE) == 0
+    index = batch.pop(INDEX_FEATURE)[real]
+    expected = np.arange(first_row, first_row + len(index))
+    lost = np.flatnonzero(index != expected)
+    if lost.size:
+        raise PredictionError(
+            f"prediction row {expected[lost[0]]} came back as input row {index[lost[0]]}: the order was lost"
+        )
+    return {name: value[real] for name, value in batch.items()}
+
+
+def _size(batch: Batch) -> int:
+    return len(next(iter(batch.values())))
+
+
+def _batches(estimator, input_fn, checkpoint: str, count: int) -> Iterator[Batch]:
+    """The real rows' predictions a batch at a time, in input order (`_real_rows`)."""
+    done = 0
+    for predicted in estimator.predict(input_fn, checkpoint_path=checkpoint, yield_single_examples=False):
+        batch = _real_rows(predicted, done)
+        done += _size(batch)
+        yield batch
+    if done != count:
+        raise PredictionError(f"predicted {done} rows for {count} input records")
+
+
 def _rows(estimator, input_fn, checkpoint: str, count: int) -> Iterator[Dict[str, np.ndarray]]:
-    """The real rows' predictions in input order (padding dropped; the order checked by `example_index`)."""
-    expected = 0
-    for row in estimator.predict(input_fn, checkpoint_path=checkpoint, yield_single_examples=True):
-        padding, index = row.pop(PADDING_FEATURE), int(row.pop(INDEX_FEATURE))
-        if padding:
-            continue
-        if index != expected:
-            raise PredictionError(f"prediction row {expected} came back as input row {index}: the order was lost")
-        expected += 1
-        yield row
-    if expected != count:
-        raise PredictionError(f"predicted {expected} rows for {count} input records")
-
-
-def _record_origins(files: Sequence[str]) -> List[Tuple[str, int]]:
-    """Each input record's (file, 0-based record index in it), in input order: a prediction row's origin."""
-    compression = records.compression(files)
-    counts = [inputs.count_records([path], compression) for path in files]
-    return [(path, record) for path, n in zip(files, counts) for record in range(n)]
+    """The real rows' predictions one row at a time, in input order."""
+    for batch in _batches(estimator, input_fn, checkpoint, count):
+        for i in range(_size(batch)):
+            yield {name: value[i] for name, value in batch.items()}
 
 
 def _line(index: int, key: Any, origin: Tuple[str, int], row: Dict[str, np.ndarray]) -> bytes:
@@ -345,6 +365,40 @@ def _line(index: int, key: Any, origin: Tuple[str, int], row: Dict[str, np.ndarr
         )
     out.update((name, records.as_json_value(value)) for name, value in row.items())
     return json.dumps(out, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+
+
+class RecordLines:
+    """A user model's prediction rows as JSON Lines (`shards.formatted_pieces` calls `format`), each placed in
+    its TFRecord file by its position in the input (`files`, with `per_file` records each).
+
+    Attributes:
+      fields: the predictions' names, in the model_fn's order, once a batch has been formatted.
+    """
+
+    def __init__(self, files: Sequence[str], per_file: Sequence[int]):
+        self._files = list(files)
+        self._starts = list(itertools.accumulate(per_file, initial=0))[:-1]
+        self.fields: List[str] = []
+
+    def format(self, host: HostRows, outputs: Batch, first_row: int) -> bytes:
+        """Rows first_row, first_row + 1, ...: their keys (`host[KEY_FEATURE]`, None without a key) and
+        predictions, as `_line`s."""
+        self.fields[:] = self.fields or list(outputs)
+        lines = []
+        for i, key in enumerate(host[KEY_FEATURE].tolist()):
+            row = first_row + i
+            file = bisect.bisect_right(self._starts, row) - 1
+            origin = (self._files[file], row - self._starts[file])
+            lines.append(_line(row, key, origin, {name: value[i] for name, value in outputs.items()}))
+        return b"".join(lines)
+
+
+def _host(keys: Optional[Sequence[Any]], count: int) -> HostRows:
+    return {KEY_FEATURE: np.array([None] * count if keys is None else list(keys), dtype=object)}
+
+
+def _provenance(checkpoint: str, files: Sequence[str], user: UserModel) -> Dict[str, Any]:
+    return {"checkpoint": checkpoint, "inputs": list(files), "model_fn": user.model_fn}
 
 
 def predict(
@@ -366,31 +420,147 @@ def predict(
     input_fn = user_inputs.padded_input_fn_builder(data, user.spec, num_examples, with_label=False)
     count, files = input_fn.num_examples, input_fn.files  # type: ignore[attr-defined]
     checkpoint = _checkpoint(model_dir, checkpoint_path, "predict with")
-    if num_shards < 1:
-        raise ValueError(f"num_shards={num_shards} must be at least 1")
+    check_num_shards(num_shards)
     keys = records.read_column(files, user.spec.feature(user.spec.key)) if user.spec.key else None
-    origins = _record_origins(files)
-    estimator = _estimator(job, user, model_dir)
-    fields: List[str] = []
+    compression = records.compression(files)
+    lines = RecordLines(files, [inputs.count_records([path], compression) for path in files])
 
-    def write_shards(staging: str) -> List[Dict[str, Any]]:
-        rows = enumerate(_rows(estimator, input_fn, checkpoint, count))
-        shards = []
-        with _named_records(files, user.spec, with_label=False):
-            for shard, size in enumerate(shard_sizes(count, num_shards)):
-                name, digest, written = shard_name(shard, num_shards), hashlib.sha256(), 0
-                with open(os.path.join(staging, name), "wb") as f:
-                    for _, (index, row) in zip(range(size), rows):
-                        fields[:] = fields or list(row)
-                        line = _line(index, keys[index] if keys else None, origins[index], row)
-                        f.write(line)
-                        digest.update(line)
-                        written += len(line)
-                shards.append({"file": name, "rows": size, "bytes": written, "sha256": digest.hexdigest()})
-        return shards
+    def joined() -> Iterator[Tuple[HostRows, Batch]]:
+        done = 0
+        for batch in _batches(_estimator(job, user, model_dir), input_fn, checkpoint, count):
+            yield _host(None if keys is None else keys[done : done + _size(batch)], _size(batch)), batch
+            done += _size(batch)
 
-    provenance = {"checkpoint": checkpoint, "inputs": list(files), "model_fn": user.model_fn}
-    return publish(write_shards, fields, output_dir, num_shards, provenance)
+    with _named_records(files, user.spec, with_label=False):
+        return commit_rows(joined(), lines, count, output_dir, num_shards, _provenance(checkpoint, files, user))
+
+
+def locate_code(code: Optional[str]) -> Optional[str]:
+    """Where the user's code is imported from: the folder or local wheel itself, or a local copy of a gs://
+    wheel (a zip on the import path: the wheel's files are its packages)."""
+    if not code or not storage.is_gcs(code):
+        return code
+    local = os.path.join(_LOCAL_CODE, os.path.basename(code))
+    if not os.path.exists(local):
+        os.makedirs(_LOCAL_CODE, exist_ok=True)
+        storage.download_file(code, local + ".part")
+        os.replace(local + ".part", local)
+    return local
+
+
+def _fed_input_fn(batches: Callable[[], Iterator[Any]], spec: FeatureSpec, batch_size: int) -> InputFn:
+    """The predict input_fn over batches handed in one at a time (`predict.beam.FedBatches`): each (records
+    [batch_size]: real ones, then padding records; the real count), parsed as `padded_input_fn_builder`'s."""
+
+    @tf.autograph.experimental.do_not_convert  # plain TF calls: converting them only costs start-up
+    def parse(serialized: tf.Tensor, real: tf.Tensor):
+        index = tf.range(batch_size, dtype=tf.int32)
+        parsed = records.parse_batch(serialized, spec, with_label=False)
+        features = parsed[0] if isinstance(parsed, tuple) else parsed
+        features[PADDING_FEATURE] = tf.cast(index >= real, tf.float32)
+        features[INDEX_FEATURE] = index
+        return parsed
+
+    def input_fn(params: Dict) -> tf.data.Dataset:
+        signature = (tf.TensorSpec([batch_size], tf.string), tf.TensorSpec([], tf.int32))
+        fed = tf.data.Dataset.from_generator(batches, output_signature=signature)
+        return fed.map(parse).with_options(inputs.fixed_pipeline_options())
+
+    return input_fn
+
+
+class FedModel:
+    """A user's model_fn predicting batches handed in one at a time, on the host CPU of a Beam worker: one
+    TPUEstimator predict loop per worker process, fed `predict_batch_size` records at a time (a short batch
+    padded with the spec's padding record), so each row is predicted in the batch it has in-process."""
+
+    def __init__(self, job: JobConfig, user: UserModel, model_dir: str, checkpoint: str):
+        from estimator_lib.predict.beam import FedBatches  # Beam's workers only: Apache Beam takes 1 s to import
+
+        self._size, self._key = job.training.predict_batch_size, user.spec.key
+        self._padding = records.padding_record(user.spec)
+        estimator = _estimator(job, user, model_dir)
+        self._fed = FedBatches(
+            lambda batches: estimator.predict(
+                _fed_input_fn(batches, user.spec, self._size), checkpoint_path=checkpoint, yield_single_examples=False
+            )
+        )
+
+    def predict(self, batch: List[bytes]) -> Tuple[HostRows, Batch]:
+        """(the records' keys, their predictions) of one batch of records (at most `predict_batch_size`)."""
+        padded = np.array(batch + [self._padding] * (self._size - len(batch)), dtype=object)
+        outputs = _real_rows(self._fed.predict((padded, len(batch))), 0)
+        return _host([_key_of(r, self._key) for r in batch] if self._key else None, len(batch)), outputs
+
+    def close(self) -> None:
+        self._fed.close()
+
+
+def _key_of(record: bytes, name: str) -> Any:
+    """A record's key as `records.read_column` gives it: text, an int, or a float."""
+    value = tf.train.Example.FromString(record).features.feature[name]
+    first = getattr(value, value.WhichOneof("kind")).value[0]
+    return first.decode("utf-8", "backslashreplace") if isinstance(first, bytes) else first
+
+
+@dataclasses.dataclass(frozen=True)
+class BeamScorer:
+    """A user's model as Apache Beam's workers score it (`predict.beam.Scorer`): the model_fn imported on each
+    worker from `code` (`locate_code`), restored from `checkpoint`, rows formatted by `RecordLines`."""
+
+    job: JobConfig
+    user: UserModel
+    code: Optional[str]
+    model_dir: str
+    checkpoint: str
+
+    @property
+    def cache_key(self) -> str:
+        return repr(self)
+
+    def load(self) -> FedModel:
+        user = dataclasses.replace(self.user, code_dir=locate_code(self.code))
+        return FedModel(self.job, user, self.model_dir, self.checkpoint)
+
+    def formatter(self, files: Sequence[str], per_file: Sequence[int]) -> RecordLines:
+        return RecordLines(files, per_file)
+
+
+def predict_on_beam(
+    job: JobConfig,
+    user: UserModel,
+    data: Patterns,
+    model_dir: str,
+    output_dir: str,
+    *,
+    num_examples: Optional[int] = None,
+    num_shards: int = 1,
+    checkpoint_path: Optional[str] = None,
+    beam_config: Optional[BeamConfig] = None,
+    code: Optional[str] = None,
+) -> PredictResult:
+    """`predict` on Apache Beam (`predict.beam.score_records`): the workers count the records, predict them
+    with the model_fn and checkpoint on their host CPUs in the same batches of `training.predict_batch_size`
+    (across file ends) and write the shards; the output is `predict`'s byte for byte.
+
+    `job` is placed on the host CPU (`tpu.use_tpu=False`): the workers have no TPU. `code`: where the workers
+    import the model_fn from (a folder they can read, or a wheel, gs:// on Dataflow: the job's `model.code`);
+    None: `user.code_dir`. The launcher checks each file's first record against the spec; a later record that
+    does not match it fails a worker with TensorFlow's parse error (in-process names the record).
+    """
+    from estimator_lib.predict import beam as beam_predict  # Apache Beam takes about 1 s to import
+
+    user = resolve_train_steps(job, user)
+    files = inputs.resolve_files(data)
+    checkpoint = _checkpoint(model_dir, checkpoint_path, "predict with")
+    check_num_shards(num_shards)
+    records.check_first_records(files, user.spec, with_label=False)
+    scorer = BeamScorer(job, user, user.code_dir if code is None else code, model_dir, checkpoint)
+    size, provenance = job.training.predict_batch_size, _provenance(checkpoint, files, user)
+    compression = records.compression(files)  # one kind for all files, as in-process
+    return beam_predict.score_records(
+        scorer, files, output_dir, size, num_examples, num_shards, [], provenance, beam_config, compression
+    )
 
 
 # -- export ---------------------------------------------------------------------------------------------------
