@@ -120,7 +120,8 @@ class RunConfig(JsonConfig):
       feature_spec: with a user model_fn, the JSON file describing its TFRecords (`--feature-spec`); "" for
         the built-in families' raw rows.
       eval_data: with a feature spec, TFRecords to evaluate on (`--eval-data`); "": `data` is split.
-      engine: "inprocess" or "beam": who runs preparation and batch prediction (docs/scale.md).
+      engine: "inprocess" or "beam": who runs preparation and batch prediction (docs/scale.md). With a user
+        model_fn, batch prediction only: its records are always prepared (copied and checked) in-process.
       beam: with engine="beam", where Beam runs (the DirectRunner here, or Dataflow's settings).
     """
 
@@ -207,11 +208,6 @@ class RunConfig(JsonConfig):
         require(
             self.data != EMBEDDED_DATA,
             f"--model-fn {model_fn} trains on your TFRecords: give them with --data (a path or glob)",
-        )
-        require(
-            self.engine == INPROCESS,
-            f"--engine {self.engine}: a user model_fn's records are prepared and predicted in-process; use "
-            "--engine inprocess",
         )
         kind = prediction_kind(self.predict_data)
         require(

@@ -51,6 +51,11 @@ def test_a_setting_the_user_model_would_not_read_is_refused(override, name):
     assert str(raised.value).startswith(family if name.startswith("model.") else unread), str(raised.value)
 
 
+def test_a_user_run_predicts_on_beam_and_its_specs_say_so():
+    specs = run(given={"engine": "beam"}).stage_specs()
+    assert (specs.batch_predict.engine, specs.prepare.engine) == ("beam", "beam")  # prepare: in-process (docs)
+
+
 def test_what_a_user_run_needs_is_named():
     with pytest.raises(ConfigError, match=r"needs --feature-spec FILE.json \(prepare.feature_spec\)"):
         resolve_run(None, ["model.model_fn=m.model:fn"], {"publish_root": "/p", "data": "gs://b/t.tfrecord"})
@@ -60,8 +65,6 @@ def test_what_a_user_run_needs_is_named():
         ConfigError, match="--predict-data rows.csv: a user model predicts 'eval', 'train' or TFRecords"
     ):
         run(given={"predict_data": "rows.csv"})
-    with pytest.raises(ConfigError, match="--engine beam: a user model_fn's records are prepared and predicted"):
-        run(given={"engine": "beam"})
     with pytest.raises(ConfigError, match=r"hyperparameter\(s\) \['batch_size'\]: TPUEstimator sets"):
         run('model.hparams={"batch_size": 8}')
 
