@@ -16,10 +16,12 @@ built-in optimizers all have TPU kernels) and the host-side metric_fn/host_call 
 
 from __future__ import annotations
 
+import contextlib
 import re
-from typing import Any, Callable, List, Tuple
+from typing import Any, Callable, Iterator, List, Tuple
 
 import tensorflow as tf
+from tensorflow.python.framework import config as tf_config
 
 from estimator_lib.strict.findings import FAILS, NOTE, Finding
 from estimator_lib.strict.graph import call_model_fn
@@ -127,7 +129,8 @@ def check_xla(
         return [Finding("xla", mode, NOTE, message)]
     compiled = tf.function(lambda *args: pruned(*args), jit_compile=True)
     try:
-        compiled.experimental_get_compiler_ir(*[tf.zeros(s.shape, s.dtype) for s in specs])(stage="hlo")
+        with _as_the_tpu_compiler():
+            compiled.experimental_get_compiler_ir(*[tf.zeros(s.shape, s.dtype) for s in specs])(stage="hlo")
     except (ValueError, tf.errors.OpError) as e:
         what, op_type = _describe(str(e), wrapped.graph)
         message = (
@@ -137,6 +140,21 @@ def check_xla(
         )
         return [Finding("xla", op_type or mode, FAILS, message)]
     return []
+
+
+@contextlib.contextmanager
+def _as_the_tpu_compiler() -> Iterator[None]:
+    """Compiles without the process's op determinism: XLA on CPU refuses, while it is on, ops it has no deterministic
+    kernel for here (MaxPool's gradient), which the TPU compiler compiles; an earlier training run in the same
+    process (a tuning trial) turns it on."""
+    deterministic = tf_config.is_op_determinism_enabled()
+    if deterministic:
+        tf_config.disable_op_determinism()
+    try:
+        yield
+    finally:
+        if deterministic:
+            tf.config.experimental.enable_op_determinism()
 
 
 def _first_line(text: str) -> str:

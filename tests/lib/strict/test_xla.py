@@ -7,6 +7,7 @@ import inspect
 
 import pytest
 import tensorflow as tf
+from tensorflow.python.framework import config as tf_config
 
 from estimator_lib.strict import graph, xla
 from estimator_lib.strict.findings import FAILS, NOTE
@@ -76,6 +77,22 @@ def check(mode, step=plain, tmp_path="/tmp", model_fn=None):
     findings = xla.check_xla(model_fn or model_fn_builder(step), mode, info, TARGET, str(tmp_path), "my_model_fn")
     assert all(f.rule == "xla" and f.severity == FAILS for f in findings)
     return [f.message for f in findings]
+
+
+def max_pool(x):
+    pooled = tf.nn.max_pool2d(tf.reshape(x, [1, 1, -1, 1]), ksize=[1, 2], strides=1, padding="SAME")
+    return tf.reshape(pooled, [-1])
+
+
+def test_a_max_pool_gradient_compiles_after_a_deterministic_training_run_in_the_process(tmp_path):
+    """XLA on CPU has no deterministic MaxPool gradient, the TPU compiler compiles it: a tuning trial that trained
+    with op determinism on (process-wide) leaves the next trial's check a TPU's, not a false finding."""
+    tf.config.experimental.enable_op_determinism()
+    try:
+        assert check(ModeKeys.TRAIN, max_pool, tmp_path) == []
+        assert tf_config.is_op_determinism_enabled()  # as the process had it
+    finally:
+        tf_config.disable_op_determinism()
 
 
 def line_of(fn, text: str) -> int:
