@@ -12,13 +12,12 @@ import dataclasses
 import datetime
 import json
 import os
-from collections.abc import Mapping
 from typing import Any, Optional
 
 from estimator_lib import vocabulary
 from estimator_lib.config.blessing import DEFAULT_COMPARISON
 from pipelines import runs
-from pipelines.run_summary import Results, RunSummary, SummaryError
+from pipelines.run_summary import RunSummary, SummaryError
 
 SHOWN_METRICS = 3
 
@@ -84,15 +83,15 @@ def duration_of(started: Optional[str], ended: Optional[str]) -> str:
     return f"{minutes} min {rest:02d} s" if minutes else f"{rest} s"
 
 
-def comparison_metric(results: Results, config: Mapping[str, Any]) -> Optional[str]:
-    """The metric the run's blessing compared models on: the config's, else the task's default."""
-    blessing = config.get("blessing_config") or {}
+def comparison_metric(summary: RunSummary) -> Optional[str]:
+    """The metric a finished run's blessing compared models on: the config's, else the task's default."""
+    blessing = summary.config.get("blessing_config") or {}
     if isinstance(blessing, str):  # recorded as JSON text by older runs
         try:
             blessing = json.loads(blessing)
         except ValueError:
             blessing = {}
-    return blessing.get("comparison_metric") or DEFAULT_COMPARISON.get(results.dataset.task)
+    return blessing.get("comparison_metric") or DEFAULT_COMPARISON.get(summary.results.dataset.task)
 
 
 def metrics_text(summary: RunSummary) -> str:
@@ -100,7 +99,7 @@ def metrics_text(summary: RunSummary) -> str:
     metrics = summary.results.metrics if summary.results else {}
     if not metrics:
         return ""
-    compared = comparison_metric(summary.results, summary.config)
+    compared = comparison_metric(summary)
     names = [compared] if compared in metrics else []
     # Then the task's headline metrics (`vocabulary.HEADLINE`); a user model's metrics are its metric_fn's own names.
     names += [n for n in vocabulary.headline(metrics) if n not in names]

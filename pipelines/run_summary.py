@@ -1,12 +1,7 @@
-"""A local run's summary.json as one frozen, typed value (`RunSummary`), and its sections.
+"""A local run's summary.json as one frozen, typed value (`RunSummary`), TensorFlow-free.
 
-A run's summary starts with how it stands (status, stage, error), the run (`RunInfo`) and its settings (`config`:
-`RunConfig.view()`; `arguments`: what the pipeline is called with); a run that got to the end adds its results
-(`Results`, at the top level of the JSON) and its report. `to_dict` gives the JSON as written; `from_dict` and
-`read` take it back, checking every key and the type of every value. An int field takes a whole float (KFP's
-metadata numbers come back as floats), a float field an int. A key whose field defaults to None is left out of
-the JSON while it is None; any other None is written as null. TensorFlow-free.
-"""
+`from_dict` and `read` check every key and value type; an int field takes a whole float (KFP's metadata numbers
+come back as floats). `to_dict` gives the JSON back: a field that defaults to None is left out while None."""
 
 from __future__ import annotations
 
@@ -28,8 +23,7 @@ class SummaryError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class RunInfo:
-    """The run's id, folder, log, start and attempts; `resumed` from its second attempt; when it ends, the stages
-    reused, each stage's wall seconds and the end time."""
+    """`resumed` is set from a run's second attempt; `reused`, `seconds` (per stage) and `ended` when it ends."""
 
     id: str
     dir: str
@@ -54,8 +48,6 @@ class Blessing:
 
 @dataclasses.dataclass(frozen=True)
 class Intervals:
-    """Bootstrap intervals of the headline metrics ({name: {value, low, high}}) and of the baseline difference."""
-
     confidence: float
     replicates: int
     seed: int
@@ -66,8 +58,6 @@ class Intervals:
 
 @dataclasses.dataclass(frozen=True)
 class Importance:
-    """The most important features of each ranking; the full ranking is in `uri`."""
-
     metric: str
     higher_is_better: bool
     rows: int
@@ -92,8 +82,6 @@ class SliceEntry:
 
 @dataclasses.dataclass(frozen=True)
 class Slices:
-    """The worst slices by `metric`, the counts, and where the full table is (`uri`)."""
-
     metric: str
     min_rows: int
     overall: dict[str, float]
@@ -113,9 +101,6 @@ class Dataset:
 
 @dataclasses.dataclass(frozen=True)
 class Data:
-    """What preparation did with the rows: counts per split, quarantined rows, columns with no value in a split,
-    the prepared manifest's notes."""
-
     counts: dict[str, int]
     rows: int
     quarantined: int
@@ -126,8 +111,6 @@ class Data:
 
 @dataclasses.dataclass(frozen=True)
 class Validation:
-    """The data validation's verdict; `reference` and `on_breach` are absent for a user model's records."""
-
     status: str
     summary: str
     rows: dict[str, int]
@@ -135,14 +118,12 @@ class Validation:
     breach_count: float  # a KFP metadata number, recorded as it came
     report_uri: str
     details_uri: str
-    reference: Optional[str] = None
+    reference: Optional[str] = None  # absent for a user model's records
     on_breach: Optional[str] = None
 
 
 @dataclasses.dataclass(frozen=True)
 class Strict:
-    """The train stage's TPU-strict check: the checks, counts by class, the first findings, the record's URI."""
-
     checks: int
     counts: dict[str, int]
     findings: list[dict[str, Any]]
@@ -168,8 +149,6 @@ class Predictions:
 
 @dataclasses.dataclass(frozen=True)
 class Export:
-    """The export (its directory, tag sets and signatures) and its publication."""
-
     uri: str
     tag_sets: list[list[str]]
     signatures: dict[str, list[str]]
@@ -231,7 +210,7 @@ class RunSummary:
     report: Optional[str] = None
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON object of summary.json (the results' keys at its top level)."""
+        """The JSON of summary.json: the results' keys at its top level."""
         out = _encode(self)
         out.update(out.pop("results", {}))
         return out
@@ -241,23 +220,16 @@ class RunSummary:
 
     @classmethod
     def from_dict(cls, data: Any, path: str = "summary.json") -> "RunSummary":
-        """The summary `data` holds (the JSON of summary.json).
-
-        Raises:
-          SummaryError: a key is missing, unknown or holds a value of another type; it names `path` and the key.
-        """
+        """The summary in `data` (summary.json's JSON). Raises SummaryError naming `path` and the key that is
+        missing, unknown or of another type."""
         results = {k: v for k, v in data.items() if k in _RESULT_KEYS} if isinstance(data, dict) else {}
         summary = decode(cls, {k: v for k, v in data.items() if k not in results} if results else data, path)
         return dataclasses.replace(summary, results=decode(Results, results, path)) if results else summary
 
     @classmethod
     def read(cls, path: str) -> "RunSummary":
-        """The summary in the file `path` (local or gs://).
-
-        Raises:
-          FileNotFoundError: there is no such file.
-          SummaryError: it is not JSON, or not a summary.
-        """
+        """The summary in the file `path` (local or gs://). Raises FileNotFoundError, or SummaryError: it is
+        not JSON, or not a summary."""
         text = storage.read_text(path)
         try:
             data = json.loads(text)
@@ -271,19 +243,11 @@ _T = typing.TypeVar("_T")
 
 
 def decode(kind: type[_T], data: Any, path: str) -> _T:
-    """`data` (JSON) as the dataclass `kind`.
-
-    Raises:
-      SummaryError: naming `path` and the key that is missing, unknown or of another type.
-    """
+    """`data` (JSON) as the dataclass `kind`; SummaryError names `path` and the key that is wrong."""
     try:
         return _decode(kind, data, "")
-    except _Invalid as e:
+    except ValueError as e:  # what `_decode` found wrong, naming the key
         raise SummaryError(path, str(e)) from None
-
-
-class _Invalid(Exception):
-    pass
 
 
 _JSON_TYPES = {dict: "an object", list: "a list", str: "a string", bool: "true or false", int: "an integer"}
@@ -309,18 +273,18 @@ def _decode(kind: Any, value: Any, key: str) -> Any:
         return value
     expected = "a number" if kind is float else _JSON_TYPES[origin or kind]
     found = "null" if value is None else json.dumps(value)[:60]
-    raise _Invalid(f"{key or 'the file'} is {found}, not {expected}")
+    raise ValueError(f"{key or 'the file'} is {found}, not {expected}")
 
 
 def _decode_fields(kind: Any, value: Any, key: str) -> Any:
     if not isinstance(value, dict):
-        raise _Invalid(f"{key or 'the file'} is not a JSON object" + (" (a run's summary is one)" if not key else ""))
+        raise ValueError(f"{key or 'the file'} is not a JSON object" + (" (a run's summary is one)" if not key else ""))
     fields = dataclasses.fields(kind)
     missing = [f.name for f in fields if f.name not in value and f.default is dataclasses.MISSING]
     unknown = sorted(set(value) - {f.name for f in fields})
     if missing or unknown:
         what = f"missing key {_join(key, missing[0])}" if missing else f"unknown key {_join(key, unknown[0])}"
-        raise _Invalid(what + ("" if key else "; not a run's summary"))
+        raise ValueError(what + ("" if key else "; not a run's summary"))
     hints = typing.get_type_hints(kind)
     return kind(**{name: _decode(hints[name], item, _join(key, name)) for name, item in value.items()})
 
@@ -331,13 +295,8 @@ def _join(key: str, name: str) -> str:
 
 def _encode(value: Any) -> Any:
     if dataclasses.is_dataclass(value):
-        fields = dataclasses.fields(value)
-        items = (
-            (f.name, getattr(value, f.name))
-            for f in fields
-            if not (f.default is None and getattr(value, f.name) is None)
-        )
-        return {name: _encode(item) for name, item in items}
+        fields = ((f, getattr(value, f.name)) for f in dataclasses.fields(value))
+        return {f.name: _encode(item) for f, item in fields if item is not None or f.default is not None}
     if isinstance(value, dict):
         return {name: _encode(item) for name, item in value.items()}
     if isinstance(value, list):
