@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import shutil
 import subprocess
 import sys
 from typing import Any, Dict, Iterator, List, Set, Tuple
@@ -212,8 +213,8 @@ def test_show_loads_no_tensorflow(tmp_path):
     """`tpu-pipeline show` reads a run's record: it starts as fast as the rest of the command line."""
     folder = os.path.join(str(tmp_path), "runs", "r1")
     os.makedirs(folder)
-    with open(os.path.join(folder, "summary.json"), "w", encoding="utf-8") as f:
-        json.dump({"status": "ok", "run": {"id": "r1", "log": "pipeline.log"}, "metrics": {"accuracy": 0.9}}, f)
+    recorded = os.path.join(os.path.dirname(__file__), "pipelines", "recorded_summary.json")  # a real run's summary
+    shutil.copy(recorded, os.path.join(folder, "summary.json"))
     code = BEFORE + (
         "import pipelines.cli as cli\n"
         f"assert cli.main(['show', 'r1', '--output', {str(tmp_path)!r}]) == 0\n"

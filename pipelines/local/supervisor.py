@@ -30,7 +30,7 @@ from pipelines import runs, stage
 from pipelines.local.console import append_unwritten, is_terminal
 from pipelines.local.failures import cannot_write
 from pipelines.pipeline import PIPELINE_NAME
-from pipelines.run_summary import RunInfo, RunSummary
+from pipelines.run_summary import RunInfo, RunSummary, SummaryError
 
 PUBLISH_DIR = "published"
 EXIT_OK, EXIT_FAILED = 0, 1
@@ -145,7 +145,12 @@ def _canonical(value: Any) -> Any:
 def choose_run(output: str, arguments: Mapping[str, Any], resume: Optional[bool]) -> tuple[runs.RunFolder, RunSummary]:
     """The folder and starting summary of this run: the last run's (another attempt) or a new one."""
     previous = runs.last_run(output)
-    record = previous.read_summary() if previous else None
+    try:
+        record = previous.read_summary() if previous else None
+    except SummaryError as e:  # not a summary this version reads (another version's, or damaged): not resumable
+        if resume:
+            raise ResumeError(f"--resume: the last run's summary cannot be read: {e}") from None
+        record = None
     # "running" in a folder whose lock is free (we hold it) means its processes were killed outright.
     resumable = record is not None and record.status in (runs.FAILED, runs.INTERRUPTED, runs.RUNNING)
     # A run's summary keeps its settings ("config", `RunConfig.view()`) until it ends ok, when job_config becomes the

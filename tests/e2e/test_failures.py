@@ -175,7 +175,7 @@ def test_sigterm_during_training_stops_every_process_within_5_s_and_records_the_
         if proc.poll() is None:
             proc.kill()
     assert code == 143
-    summary = folder.read_summary()
+    summary = folder.read_summary().to_dict()
     assert summary["status"] == "interrupted" and summary["stage"] == "train"
     assert summary["error"] == "interrupted by SIGTERM" and summary["run"]["ended"]
     with open(console, encoding="utf-8") as f:
@@ -198,11 +198,11 @@ def test_a_run_killed_during_training_resumes_to_the_variables_of_an_uninterrupt
             proc.kill()
     killed_at = recorded_checkpoint_step(model_dir(folder))
     assert 100 <= killed_at < 600, "training was not interrupted"
-    assert folder.read_summary()["status"] == "running"  # nobody could record the end
+    assert folder.read_summary().to_dict()["status"] == "running"  # nobody could record the end
 
     again = run_cli(output, *args)  # the same command: it resumes
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
-    summary = folder.read_summary()
+    summary = folder.read_summary().to_dict()
     assert summary["status"] == "ok" and summary["run"]["attempts"] == 2 and summary["run"]["id"] == folder.run_id
     assert "prepare" in summary["run"]["reused"] and "train" not in summary["run"]["reused"]
     assert f"run {folder.run_id}, attempt 2: finished stages are reused" in again.stdout

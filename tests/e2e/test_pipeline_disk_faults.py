@@ -113,7 +113,7 @@ def test_a_disk_that_fills_up_in_any_stage_fails_the_run_in_one_line_and_the_sam
         disk.clear()
         error = failed_in_one_line(proc, stage, CAUSES[FULL], disk)
         folder = run_of(proc, disk)
-        summary = folder.read_summary()
+        summary = folder.read_summary().to_dict()
         assert (summary["status"], summary["stage"], summary["error"]) == ("failed", stage, error)
         with open(folder.log, encoding="utf-8") as f:
             log = f.read()
@@ -135,7 +135,7 @@ def test_an_output_that_turns_read_only_fails_the_run_and_says_where_its_last_go
             f"the run's summary could not be written (cannot write {folder.summary_path}: Read-only file system); "
             f"its last good record is {folder.summary_path} (status running, stage {stage})"
         )
-        assert folder.read_summary()["status"] == runs.RUNNING  # the same command resumes it
+        assert folder.read_summary().to_dict()["status"] == runs.RUNNING  # the same command resumes it
         assert os.path.exists(folder.reserve) and os.path.isdir(folder.tmp)  # the read-only disk kept them
         # A new run's start deletes them (where a new run costs little more than resuming); the others resume.
         publishes(disk, *(["--no-resume"] if stage in ("resolve", "train") else []))
@@ -151,7 +151,7 @@ def test_a_refusal_one_stage_meets_a_refused_log_and_a_refused_summary_each_fail
             rf"tpu-pipeline run-local: error: export: {re.escape(disk.output)}/\S+: Permission denied",
             proc.stderr.splitlines()[0],
         )
-        assert runs.last_run(disk.output).read_summary()["stage"] == "export"
+        assert runs.last_run(disk.output).read_summary().to_dict()["stage"] == "export"
 
         disk.arm(Fault(errno.EACCES, names=("pipeline.log",)))  # the runner cannot open the log
         proc = run_cli(disk)
@@ -160,7 +160,7 @@ def test_a_refusal_one_stage_meets_a_refused_log_and_a_refused_summary_each_fail
         assert proc.stderr.splitlines()[0] == (
             f"tpu-pipeline run-local: error: runner: cannot write {folder.log}: Permission denied"
         )
-        assert folder.read_summary()["run"]["reused"] == []  # no stage started
+        assert folder.read_summary().to_dict()["run"]["reused"] == []  # no stage started
 
         disk.arm(Fault(READ_ONLY, "release", names=("summary.json",)))  # from the release stage on
         proc = run_cli(disk)

@@ -95,7 +95,7 @@ def wide_run(tmp_path_factory):
         f.write("in the way of versions/\n")
     failed = run_cli(output, "--data", data, "--label", "label")
     assert failed.returncode == 1, failed.stdout[-3000:] + failed.stderr[-3000:]
-    first, latest_after_failure = runs.last_run(output).read_summary(), release.latest_version(root)
+    first, latest_after_failure = runs.last_run(output).read_summary().to_dict(), release.latest_version(root)
     os.remove(os.path.join(root, release.VERSIONS))
     resumed = run_cli(output, "--data", data, "--label", "label", "--resume")
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
@@ -104,7 +104,7 @@ def wide_run(tmp_path_factory):
         "root": root,
         "failed": first,
         "latest_after_failure": latest_after_failure,
-        "summary": folder.read_summary(),
+        "summary": folder.read_summary().to_dict(),
         "log": folder.log,
     }
 
@@ -157,7 +157,7 @@ def test_next_weeks_run_warm_starts_from_it_and_publishes_with_its_data_validate
     )
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     folder = runs.last_run(output)
-    summary = folder.read_summary()
+    summary = folder.read_summary().to_dict()
     assert summary["validation"]["status"] in ("passed", "warned") and summary["export"]["published"]
     with open(summary["validation"]["details_uri"], encoding="utf-8") as f:
         drift = json.load(f)["drift"]

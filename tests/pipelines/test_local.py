@@ -308,3 +308,18 @@ def test_the_failed_stages_error_keeps_the_list_its_message_continues_with(tmp_p
     numbered = "    ValueError: 2 problems:\n    1. first\n    2) second\n    not listed\n"
     path.write_text('    Traceback (most recent call last):\n      File "x.py", line 1, in f\n' + numbered)
     assert failure_message(str(path), "train") == "ValueError: 2 problems:\n1. first\n2) second"
+
+
+def test_a_last_run_whose_summary_this_version_cannot_read_is_not_resumed_but_a_new_run_starts(tmp_path):
+    output = str(tmp_path)
+    first, summary = choose_run(output, ARGUMENTS, resume=None)
+    first.create()
+    runs.publish_summary(first, dataclasses.replace(summary, status="interrupted", stage="train"))
+    with open(first.summary_path, encoding="utf-8") as f:
+        written = json.load(f)
+    with open(first.summary_path, "w", encoding="utf-8") as f:
+        json.dump({**written, "written_by": "a later version"}, f)
+    new, started = choose_run(output, ARGUMENTS, resume=None)
+    assert new != first and started.run.attempts == 1
+    with pytest.raises(local.ResumeError, match=r"--resume: the last run's summary cannot be read: .*written_by"):
+        choose_run(output, ARGUMENTS, resume=True)

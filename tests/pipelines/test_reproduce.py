@@ -247,7 +247,7 @@ def test_diff_reads_the_specs_the_stages_recorded_not_todays_defaults(tmp_path, 
     b = b_folder / "summary.json"
     b.write_text(json.dumps(summary), encoding="utf-8")
     found = reproduce.diff_records(reproduce.read_record(a), reproduce.read_record(str(b)))
-    assert found["config"] == ["job.tpu.strict: true -> false (train, export, batch_predict, evaluate)"]
+    assert found["config"] == ["job.tpu.strict: true -> false (train, evaluate, batch_predict, export)"]
     assert reproduce.recorded_settings(reproduce.read_record(a), "/p").job.tpu.strict is True
 
 

@@ -152,7 +152,7 @@ def test_a_vertex_trial_of_a_user_model_trains_its_hparams_and_reports_the_metri
 def test_the_winner_runs_the_whole_pipeline_with_its_hparams_evaluated_by_the_users_metric_fn(digits, tmp_path):
     space = load_space("s.yaml", SPACE)
     outcome = tune.tune(space, 2, resolver(digits, tmp_path), str(tmp_path), echo=lambda _: None)
-    summary = outcome.run.summary
+    summary = outcome.run.summary.to_dict()
     assert summary["status"] == "ok", summary.get("error")
     hparams = summary["config"]["job_config"]["model"]["hparams"]
     winner = outcome.winner.values

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import collections
 import csv
+import json
+import os
 
 import tensorflow as tf
 from kfp.dsl import Dataset
@@ -23,6 +25,7 @@ from estimator_lib.schema import CATEGORICAL, FeatureSpec
 from pipelines import cli, runs
 from pipelines.cli.commands import format_data
 from pipelines.local.summary import data_summary
+from pipelines.run_summary import Data, RunSummary
 
 CITY_NOTE = (
     "column 'city': vocabulary capped: 60 distinct values in the training split, the 10 most frequent kept "
@@ -160,12 +163,15 @@ def test_the_warning_reaches_the_console_show_and_the_report(tmp_path, capsys):
     dataset = Dataset(uri=prepared.output_dir, metadata={"manifest_uri": str(tmp_path / "prepared" / "manifest.json")})
     data = data_summary(dataset)  # what run-local records in summary.json
     assert data["notes"] == [CITY_NOTE]
-    assert format_data(data) == ["  data: 300 rows (train 218, eval 46, valid 36)", f"  warning: {CITY_NOTE}"]
+    assert format_data(Data(**data)) == ["  data: 300 rows (train 218, eval 46, valid 36)", f"  warning: {CITY_NOTE}"]
 
     folder = runs.RunFolder(str(tmp_path / "out"), "20261125T100000Z-cccccc")
     folder.create()
-    summary = {"status": "failed", "stage": "train", "error": "stopped", "data": data, "run": {"id": folder.run_id}}
-    runs.publish_summary(folder, {**summary, "run": {**summary["run"], "log": folder.log}})
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "pipelines", "recorded_summary.json")) as f:
+        recorded = json.load(f)  # a real run's summary, here with this data, failed after it got to the end
+    run = {"id": folder.run_id, "dir": folder.path, "log": folder.log, "started": "2026-11-25", "attempts": 1}
+    summary = {**recorded, "status": "failed", "stage": "train", "error": "stopped", "data": data, "run": run}
+    runs.publish_summary(folder, RunSummary.from_dict(summary))
     assert cli.main(["show", "--output", str(tmp_path / "out")]) == 0
     shown = capsys.readouterr().out.splitlines()
     assert shown[2:4] == ["  data: 300 rows (train 218, eval 46, valid 36)", f"  warning: {CITY_NOTE}"]
