@@ -127,7 +127,11 @@ class Records:
     def predict(
         self, job: JobConfig, model_dir: str, data: str, output_dir: str, engine: str, beam: BeamConfig
     ) -> PredictResult:
-        return user_stages.predict(job, self.prepared, model_dir, data, output_dir, engine, beam)
+        if engine == BEAM:
+            from estimator_lib.engine.user import beam as user_beam  # Apache Beam takes about 1 s to import
+
+            return user_beam.predict_stage(job, self.prepared, model_dir, data, output_dir, beam)
+        return user_stages.predict(job, self.prepared, model_dir, data, output_dir)
 
 
 Source = Union[Rows, Records]

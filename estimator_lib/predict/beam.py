@@ -1,7 +1,7 @@
 """Batch prediction as an Apache Beam pipeline (`engine="beam"`): on the DirectRunner or a local Dask cluster in
 tests and local runs, on Dataflow at scale. Everything runs on the workers' CPUs, with a `Scorer` loaded once per
 worker process: an exported SavedModel's `serve` graph (`SavedModelScorer`), or a user's model_fn on its
-checkpoint (`engine.user.run.BeamScorer`).
+checkpoint (`engine.user.beam.BeamScorer`).
 
 The output is byte-identical to the in-process path's for the same input (`saved_model.predict_from_saved_model`,
 `engine.user.run.predict`): the same batches (rows [k * batch_size, (k + 1) * batch_size) of the files in

@@ -100,7 +100,7 @@ def test_submit_uploads_the_wheel_that_a_stage_imports_the_model_fn_from(monkeyp
 
     # A stage on Vertex AI: a fresh process, with nothing of the user's code but the staged wheel.
     script = (
-        "import sys; from estimator_lib.engine.user.run import locate_code; "
+        "import sys; from estimator_lib.engine.user.stages import locate_code; "
         "from estimator_lib.model.user.model_fn import load_function; "
         f"f = load_function('digits_cnn.model:model_fn', '--model-fn', locate_code({wheel_uri!r})); "
         "print(sys.modules[f.__module__].__file__)"

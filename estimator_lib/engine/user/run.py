@@ -16,7 +16,6 @@ import itertools
 import json
 import math
 import os
-import tempfile
 import time
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
@@ -25,7 +24,6 @@ import tensorflow as tf
 
 from estimator_lib import storage, strict
 from estimator_lib.config import JobConfig
-from estimator_lib.config.beam import BeamConfig
 from estimator_lib.config.feature_spec import FeatureSpec
 from estimator_lib.engine.user import compat
 from estimator_lib.estimator import EvalResult, build_user_estimator
@@ -60,7 +58,6 @@ RAW_SIGNATURE = "raw"
 VERIFY_ROWS = 16
 # The serving graph runs a batch of another size than the estimator's: a float may differ in its last bits.
 VERIFY_RTOL, VERIFY_ATOL = 1e-5, 1e-6
-_LOCAL_CODE = os.path.join(tempfile.gettempdir(), "tpu-pipeline-user-code")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,7 +148,7 @@ def _named_records(files: Sequence[str], spec: FeatureSpec, with_label: bool) ->
         records.raise_for_records(files, spec, with_label, e)
 
 
-def _checkpoint(model_dir: str, given: Optional[str], purpose: str) -> str:
+def checkpoint_of(model_dir: str, given: Optional[str], purpose: str) -> str:
     """`given`, or the model's checkpoint (`checkpoints.selected_checkpoint`); an error naming the fix."""
     checkpoint = given or checkpoints.selected_checkpoint(model_dir)
     if checkpoint is None:
@@ -257,7 +254,7 @@ def evaluate(
     count = input_fn.num_examples  # type: ignore[attr-defined]
     if count == 0:
         raise ValueError(f"the evaluation data {eval_files!r} holds no record; evaluate needs at least one")
-    checkpoint = _checkpoint(model_dir, checkpoint_path, "evaluate")
+    checkpoint = checkpoint_of(model_dir, checkpoint_path, "evaluate")
     steps = inputs.eval_steps(count, job.training.eval_batch_size)
     with _named_records(input_fn.files, user.spec, with_label=True):  # type: ignore[attr-defined]
         raw = _estimator(job, user, model_dir).evaluate(input_fn, steps=steps, checkpoint_path=checkpoint)
@@ -315,7 +312,7 @@ def evaluate_published(
     return dataclasses.replace(result, checkpoint=published)
 
 
-def _real_rows(predicted: Batch, first_row: int) -> Batch:
+def real_rows(predicted: Batch, first_row: int) -> Batch:
     """A predicted batch's real rows (padding dropped), checked by `example_index` to be input rows
     first_row, first_row + 1, ... in order."""
     batch = dict(predicted)
@@ -335,10 +332,10 @@ def _size(batch: Batch) -> int:
 
 
 def _batches(estimator, input_fn, checkpoint: str, count: int) -> Iterator[Batch]:
-    """The real rows' predictions a batch at a time, in input order (`_real_rows`)."""
+    """The real rows' predictions a batch at a time, in input order (`real_rows`)."""
     done = 0
     for predicted in estimator.predict(input_fn, checkpoint_path=checkpoint, yield_single_examples=False):
-        batch = _real_rows(predicted, done)
+        batch = real_rows(predicted, done)
         done += _size(batch)
         yield batch
     if done != count:
@@ -393,11 +390,13 @@ class RecordLines:
         return b"".join(lines)
 
 
-def _host(keys: Optional[Sequence[Any]], count: int) -> HostRows:
+def host_rows(keys: Optional[Sequence[Any]], count: int) -> HostRows:
+    """`count` rows' keys as `RecordLines.format` takes them (None each without a key)."""
     return {KEY_FEATURE: np.array([None] * count if keys is None else list(keys), dtype=object)}
 
 
-def _provenance(checkpoint: str, files: Sequence[str], user: UserModel) -> Dict[str, Any]:
+def prediction_provenance(checkpoint: str, files: Sequence[str], user: UserModel) -> Dict[str, Any]:
+    """What a prediction output's manifest records of its source."""
     return {"checkpoint": checkpoint, "inputs": list(files), "model_fn": user.model_fn}
 
 
@@ -419,7 +418,7 @@ def predict(
     user = resolve_train_steps(job, user)
     input_fn = user_inputs.padded_input_fn_builder(data, user.spec, num_examples, with_label=False)
     count, files = input_fn.num_examples, input_fn.files  # type: ignore[attr-defined]
-    checkpoint = _checkpoint(model_dir, checkpoint_path, "predict with")
+    checkpoint = checkpoint_of(model_dir, checkpoint_path, "predict with")
     check_num_shards(num_shards)
     keys = records.read_column(files, user.spec.feature(user.spec.key)) if user.spec.key else None
     compression = records.compression(files)
@@ -428,139 +427,13 @@ def predict(
     def joined() -> Iterator[Tuple[HostRows, Batch]]:
         done = 0
         for batch in _batches(_estimator(job, user, model_dir), input_fn, checkpoint, count):
-            yield _host(None if keys is None else keys[done : done + _size(batch)], _size(batch)), batch
+            yield host_rows(None if keys is None else keys[done : done + _size(batch)], _size(batch)), batch
             done += _size(batch)
 
     with _named_records(files, user.spec, with_label=False):
-        return commit_rows(joined(), lines, count, output_dir, num_shards, _provenance(checkpoint, files, user))
-
-
-def locate_code(code: Optional[str]) -> Optional[str]:
-    """Where the user's code is imported from: the folder or local wheel itself, or a local copy of a gs://
-    wheel (a zip on the import path: the wheel's files are its packages)."""
-    if not code or not storage.is_gcs(code):
-        return code
-    local = os.path.join(_LOCAL_CODE, os.path.basename(code))
-    if not os.path.exists(local):
-        os.makedirs(_LOCAL_CODE, exist_ok=True)
-        storage.download_file(code, local + ".part")
-        os.replace(local + ".part", local)
-    return local
-
-
-def _fed_input_fn(batches: Callable[[], Iterator[Any]], spec: FeatureSpec, batch_size: int) -> InputFn:
-    """The predict input_fn over batches handed in one at a time (`predict.beam.FedBatches`): each (records
-    [batch_size]: real ones, then padding records; the real count), parsed as `padded_input_fn_builder`'s."""
-
-    @tf.autograph.experimental.do_not_convert  # plain TF calls: converting them only costs start-up
-    def parse(serialized: tf.Tensor, real: tf.Tensor):
-        index = tf.range(batch_size, dtype=tf.int32)
-        parsed = records.parse_batch(serialized, spec, with_label=False)
-        features = parsed[0] if isinstance(parsed, tuple) else parsed
-        features[PADDING_FEATURE] = tf.cast(index >= real, tf.float32)
-        features[INDEX_FEATURE] = index
-        return parsed
-
-    def input_fn(params: Dict) -> tf.data.Dataset:
-        signature = (tf.TensorSpec([batch_size], tf.string), tf.TensorSpec([], tf.int32))
-        fed = tf.data.Dataset.from_generator(batches, output_signature=signature)
-        return fed.map(parse).with_options(inputs.fixed_pipeline_options())
-
-    return input_fn
-
-
-class FedModel:
-    """A user's model_fn predicting batches handed in one at a time, on the host CPU of a Beam worker: one
-    TPUEstimator predict loop per worker process, fed `predict_batch_size` records at a time (a short batch
-    padded with the spec's padding record), so each row is predicted in the batch it has in-process."""
-
-    def __init__(self, job: JobConfig, user: UserModel, model_dir: str, checkpoint: str):
-        from estimator_lib.predict.beam import FedBatches  # Beam's workers only: Apache Beam takes 1 s to import
-
-        self._size, self._key = job.training.predict_batch_size, user.spec.key
-        self._padding = records.padding_record(user.spec)
-        estimator = _estimator(job, user, model_dir)
-        self._fed = FedBatches(
-            lambda batches: estimator.predict(
-                _fed_input_fn(batches, user.spec, self._size), checkpoint_path=checkpoint, yield_single_examples=False
-            )
+        return commit_rows(
+            joined(), lines, count, output_dir, num_shards, prediction_provenance(checkpoint, files, user)
         )
-
-    def predict(self, batch: List[bytes]) -> Tuple[HostRows, Batch]:
-        """(the records' keys, their predictions) of one batch of records (at most `predict_batch_size`)."""
-        padded = np.array(batch + [self._padding] * (self._size - len(batch)), dtype=object)
-        outputs = _real_rows(self._fed.predict((padded, len(batch))), 0)
-        return _host([_key_of(r, self._key) for r in batch] if self._key else None, len(batch)), outputs
-
-    def close(self) -> None:
-        self._fed.close()
-
-
-def _key_of(record: bytes, name: str) -> Any:
-    """A record's key as `records.read_column` gives it: text, an int, or a float."""
-    value = tf.train.Example.FromString(record).features.feature[name]
-    first = getattr(value, value.WhichOneof("kind")).value[0]
-    return first.decode("utf-8", "backslashreplace") if isinstance(first, bytes) else first
-
-
-@dataclasses.dataclass(frozen=True)
-class BeamScorer:
-    """A user's model as Apache Beam's workers score it (`predict.beam.Scorer`): the model_fn imported on each
-    worker from `code` (`locate_code`), restored from `checkpoint`, rows formatted by `RecordLines`."""
-
-    job: JobConfig
-    user: UserModel
-    code: Optional[str]
-    model_dir: str
-    checkpoint: str
-
-    @property
-    def cache_key(self) -> str:
-        return repr(self)
-
-    def load(self) -> FedModel:
-        user = dataclasses.replace(self.user, code_dir=locate_code(self.code))
-        return FedModel(self.job, user, self.model_dir, self.checkpoint)
-
-    def formatter(self, files: Sequence[str], per_file: Sequence[int]) -> RecordLines:
-        return RecordLines(files, per_file)
-
-
-def predict_on_beam(
-    job: JobConfig,
-    user: UserModel,
-    data: Patterns,
-    model_dir: str,
-    output_dir: str,
-    *,
-    num_examples: Optional[int] = None,
-    num_shards: int = 1,
-    checkpoint_path: Optional[str] = None,
-    beam_config: Optional[BeamConfig] = None,
-    code: Optional[str] = None,
-) -> PredictResult:
-    """`predict` on Apache Beam (`predict.beam.score_records`): the workers count the records, predict them
-    with the model_fn and checkpoint on their host CPUs in the same batches of `training.predict_batch_size`
-    (across file ends) and write the shards; the output is `predict`'s byte for byte.
-
-    `job` is placed on the host CPU (`tpu.use_tpu=False`): the workers have no TPU. `code`: where the workers
-    import the model_fn from (a folder they can read, or a wheel, gs:// on Dataflow: the job's `model.code`);
-    None: `user.code_dir`. The launcher checks each file's first record against the spec; a later record that
-    does not match it fails a worker with TensorFlow's parse error (in-process names the record).
-    """
-    from estimator_lib.predict import beam as beam_predict  # Apache Beam takes about 1 s to import
-
-    user = resolve_train_steps(job, user)
-    files = inputs.resolve_files(data)
-    checkpoint = _checkpoint(model_dir, checkpoint_path, "predict with")
-    check_num_shards(num_shards)
-    records.check_first_records(files, user.spec, with_label=False)
-    scorer = BeamScorer(job, user, user.code_dir if code is None else code, model_dir, checkpoint)
-    size, provenance = job.training.predict_batch_size, _provenance(checkpoint, files, user)
-    compression = records.compression(files)  # one kind for all files, as in-process
-    return beam_predict.score_records(
-        scorer, files, output_dir, size, num_examples, num_shards, [], provenance, beam_config, compression
-    )
 
 
 # -- export ---------------------------------------------------------------------------------------------------
@@ -629,7 +502,7 @@ def export(
     against the estimator's), then publishes it atomically as `export_base/<version>`. Returns
     {"export_dir", "tag_sets", "rows_checked"}; writes `assets.extra/export_metadata.json` (the spec, the
     model_fn, the hyperparameters, the checkpoint) inside the export: no metadata travels elsewhere."""
-    checkpoint = _checkpoint(model_dir, checkpoint_path, "export")
+    checkpoint = checkpoint_of(model_dir, checkpoint_path, "export")
     user = resolve_train_steps(job, user)
     estimator = _estimator(job, user, model_dir)
     staging = storage.local_staging_dir(storage.join(export_base, "export"))

@@ -4,14 +4,14 @@
 Each function takes the typed job (read from the artifacts) and the prepared records, makes the `engine.user.run`
 call that does the stage's work, and returns the result type the built-in stage returns (`TrainResult`,
 `Evaluation`, `PredictResult`, `ExportResult`), so the components describe both kinds of model the same way.
-The user's code is imported here, in the stage's own process (and on Apache Beam's workers, for a batch
-prediction on Beam): from a local folder, or from the wheel a Vertex AI run staged (`model.user.package`), copied
-locally first when it is on gs:// (`run.locate_code`).
+The user's code is imported here, in the stage's own process: from a local folder, or from the wheel a Vertex
+AI run staged (`model.user.package`), copied locally first when it is on gs://.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
@@ -20,7 +20,6 @@ import tensorflow as tf
 
 from estimator_lib import storage
 from estimator_lib.config import BlessingConfig, JobConfig
-from estimator_lib.config.beam import BEAM, INPROCESS, BeamConfig
 from estimator_lib.config.feature_spec import FeatureSpec
 from estimator_lib.config.run import SPLIT, TFRECORD, prediction_kind
 from estimator_lib.data.common import EVAL, TRAIN
@@ -37,6 +36,21 @@ from estimator_lib.model.user import records
 from estimator_lib.model.user.prepare import PreparedRecords
 from estimator_lib.predict import PredictResult
 
+_LOCAL_CODE = os.path.join(tempfile.gettempdir(), "tpu-pipeline-user-code")
+
+
+def locate_code(code: Optional[str]) -> Optional[str]:
+    """Where the user's code is imported from: the folder or local wheel itself, or a local copy of a gs://
+    wheel (a zip on the import path: the wheel's files are its packages)."""
+    if not code or not storage.is_gcs(code):
+        return code
+    local = os.path.join(_LOCAL_CODE, os.path.basename(code))
+    if not os.path.exists(local):
+        os.makedirs(_LOCAL_CODE, exist_ok=True)
+        storage.download_file(code, local + ".part")
+        os.replace(local + ".part", local)
+    return local
+
 
 def user_model(job: JobConfig, prepared: PreparedRecords) -> run.UserModel:
     """The job's model_fn, hyperparameters, code and input_fn, on the prepared records' spec, with the training
@@ -45,7 +59,7 @@ def user_model(job: JobConfig, prepared: PreparedRecords) -> run.UserModel:
         raise ValueError("the job names no model_fn (model.model_fn): it trains a built-in family")
     model = job.model
     user = run.UserModel(
-        model.model_fn, prepared.spec, dict(model.hparams), run.locate_code(model.code), input_fn=model.input_fn
+        model.model_fn, prepared.spec, dict(model.hparams), locate_code(model.code), input_fn=model.input_fn
     )
     return run.resolve_train_steps(job, user, prepared.counts.get(TRAIN))
 
@@ -114,33 +128,20 @@ def slice_sets(spec: FeatureSpec, files: List[str], config: BlessingConfig) -> T
     return slices.assign_slices(labels, config.slices, slices.MAX_USER_SLICES)
 
 
-def _predict_files(prepared: PreparedRecords, data: str) -> List[str]:
+def predict_inputs(prepared: PreparedRecords, data: str) -> Tuple[List[str], Optional[int]]:
+    """The files `data` names ("eval" or "train": the prepared split's, or TFRecords the spec describes) and their
+    record count when the preparation knows it."""
     if prediction_kind(data) == SPLIT:
-        return prepared.files(data)
+        return prepared.files(data), prepared.counts[data]
     pattern = storage.join(data, "*") if data.endswith("/") or prediction_kind(data) != TFRECORD else data
-    return inputs.resolve_files(pattern)
+    return inputs.resolve_files(pattern), None
 
 
-def predict(
-    job: JobConfig,
-    prepared: PreparedRecords,
-    model_dir: str,
-    data: str,
-    output_dir: str,
-    engine: str = INPROCESS,
-    beam: Optional[BeamConfig] = None,
-) -> PredictResult:
+def predict(job: JobConfig, prepared: PreparedRecords, model_dir: str, data: str, output_dir: str) -> PredictResult:
     """Predicts `data` ("eval", "train", or TFRecords the spec describes; the label is not read) and publishes
-    one JSON Lines row per record, in input order: in this process, or with `engine="beam"` on Apache Beam's
-    workers (`beam` says where), which import the job's code (`model.code`) and give the same bytes."""
-    files = _predict_files(prepared, data)
-    count = prepared.counts[data] if prediction_kind(data) == SPLIT else None
-    user = user_model(job, prepared)
-    if engine == BEAM:
-        return run.predict_on_beam(
-            job, user, files, model_dir, output_dir, num_examples=count, beam_config=beam, code=job.model.code
-        )
-    return run.predict(job, user, files, model_dir, output_dir, num_examples=count)
+    one JSON Lines row per record, in input order (on Apache Beam: `engine.user.beam.predict_stage`)."""
+    files, count = predict_inputs(prepared, data)
+    return run.predict(job, user_model(job, prepared), files, model_dir, output_dir, num_examples=count)
 
 
 def export(job: JobConfig, prepared: PreparedRecords, model_dir: str, export_base: str) -> ExportResult:

@@ -20,7 +20,7 @@ from estimator_lib import storage  # noqa: E402
 from estimator_lib.config import JobConfig, TPUSettings, TrainingConfig  # noqa: E402
 from estimator_lib.config.feature_spec import FeatureSpec  # noqa: E402
 from estimator_lib.engine.user import UserModel, predict, train  # noqa: E402
-from estimator_lib.engine.user.run import predict_on_beam  # noqa: E402
+from estimator_lib.engine.user import beam as user_beam  # noqa: E402
 from estimator_lib.predict import PredictionError, read_predictions, verify_output  # noqa: E402
 
 B = 32
@@ -46,7 +46,7 @@ def split_records(path: str, out_dir: str, sizes) -> str:
 def same_bytes(user: UserModel, model_dir: str, data: str, out: str, **kwargs) -> list:
     """Predicts `data` in-process and on Beam; asserts the outputs are the same files, byte for byte."""
     here = predict(JOB, user, data, model_dir, os.path.join(out, "inprocess"), **kwargs)
-    there = predict_on_beam(JOB, user, data, model_dir, os.path.join(out, "beam"), **kwargs)
+    there = user_beam.predict(JOB, user, data, model_dir, os.path.join(out, "beam"), **kwargs)
     assert tree(os.path.join(out, "beam")) == tree(os.path.join(out, "inprocess"))  # shards, manifest, marker
     assert there.manifest == here.manifest and there.count == here.count > 0
     verify_output(os.path.join(out, "beam"))
@@ -84,7 +84,7 @@ def test_batches_that_span_file_ends_and_shards_give_the_in_process_bytes_with_k
 def test_a_wrong_record_count_publishes_nothing(digits, tmp_path):
     out = str(tmp_path / "beam")
     with pytest.raises(PredictionError, match="num_examples=300 but the inputs hold 297 records"):
-        predict_on_beam(JOB, digits.user, digits.records("eval.tfrecord"), digits.model_dir, out, num_examples=300)
+        user_beam.predict(JOB, digits.user, digits.records("eval.tfrecord"), digits.model_dir, out, num_examples=300)
     assert not storage.exists(out)
 
 
