@@ -1,7 +1,7 @@
 """A user's model_fn batch-predicted on Apache Beam (DirectRunner): the shards and the manifest byte for byte the
 in-process output's, for the example CNN (gzip records; three files whose batches span their ends, several
-shards; a key), the BERT-style Transformer and a model trained through its own input_fn; a wrong record count
-publishes nothing."""
+shards; a key), the BERT-style Transformer and a model trained through its own input_fn, and (slow) on real worker
+processes of both local runners; a wrong record count publishes nothing."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ pytest.importorskip("apache_beam")
 
 from estimator_lib import storage  # noqa: E402
 from estimator_lib.config import JobConfig, TPUSettings, TrainingConfig  # noqa: E402
+from estimator_lib.config.beam import BeamConfig  # noqa: E402
 from estimator_lib.config.feature_spec import FeatureSpec  # noqa: E402
 from estimator_lib.engine.user import UserModel, predict, train  # noqa: E402
 from estimator_lib.engine.user import beam as user_beam  # noqa: E402
@@ -79,6 +80,18 @@ def test_batches_that_span_file_ends_and_shards_give_the_in_process_bytes_with_k
         ("part-1.tfrecord", 1),
     ]
     assert all(type(r["key"]) is int for r in rows)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "config", [BeamConfig(direct_num_workers=2), BeamConfig(runner="DaskRunner", dask_num_workers=2)], ids=str
+)
+def test_worker_processes_import_the_model_and_give_the_in_process_bytes(digits, tmp_path, config):
+    data = split_records(digits.records("eval.tfrecord"), str(tmp_path / "parts"), [100, 100])
+    here, there = str(tmp_path / "inprocess"), str(tmp_path / "beam")
+    predict(JOB, digits.user, data, digits.model_dir, here, num_shards=2)
+    user_beam.predict(JOB, digits.user, data, digits.model_dir, there, num_shards=2, beam_config=config)
+    assert tree(there) == tree(here)
 
 
 def test_a_wrong_record_count_publishes_nothing(digits, tmp_path):
