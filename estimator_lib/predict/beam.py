@@ -92,9 +92,8 @@ class Scorer(Protocol):
 
     `load()` gives a predictor whose `predict(records)` takes one batch (serialized records, in input order) and
     returns (host rows, outputs) with a row per record (`shards.formatted_pieces`), and `close()` frees it;
-    `formatter(files,
-    per_file)` gives the JSON Lines formatter (`format(host, outputs, first_row)`, its `fields`) of rows
-    placed in those files."""
+    `formatter(files, per_file)` gives the JSON Lines formatter (`format(host, outputs, first_row)`, its
+    `fields`) of rows placed in those files."""
 
     @property
     def cache_key(self) -> Hashable: ...
