@@ -45,7 +45,7 @@ def batch_predict(
         "job": job.to_dict(),
         # a prepared split is in the dataset's fingerprint; files (or a directory's files) by their versions
         "data": data if prediction_kind(data) == SPLIT else records.file_versions([data, storage.join(data, "*")]),
-        # the engines' predictions agree to 1e-5, not byte for byte (beam scores the exported SavedModel)
+        # a built-in family's engines agree to 1e-5 (beam scores the exported SavedModel); a user model's byte for byte
         "engine": given.engine,
     }
     inputs.update(engine.code_record(job))  # the model_fn's code runs here too

@@ -2,7 +2,8 @@
 model_fn and metric_fn) and a user's model_fn on their prepared TFRecords (their feature spec). Each stage
 makes one call on the source its dataset holds (`open_dataset`), so the components never ask which it is.
 
-Every method runs in the stage's own process; the user's code is imported there (`engine.user.stages`).
+Every method runs in the stage's own process; the user's code is imported there (`engine.user.stages`), and on
+the Beam workers that batch-predict it (`engine.user.beam`).
 """
 
 from __future__ import annotations
