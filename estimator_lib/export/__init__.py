@@ -8,6 +8,7 @@ from estimator_lib.export.saved_model import (
     ATOL,
     CPU_TAGS,
     METADATA_FILE,
+    RTOL,
     TPU_CALL_OP,
     TPU_TAGS,
     ExportResult,
@@ -22,6 +23,7 @@ from estimator_lib.export.saved_model import (
 
 __all__ = [
     "ATOL",
+    "RTOL",
     "CPU_TAGS",
     "METADATA_FILE",
     "TPU_CALL_OP",

@@ -43,7 +43,16 @@ CPU_TAGS = (tf.saved_model.SERVING,)
 TPU_TAGS = (tf.saved_model.SERVING, tf.saved_model.TPU)
 TPU_CALL_OP = strict_export.TPU_CALL_OP
 VERIFY_ROWS = 64
-ATOL = 1e-5
+# How closely a served output agrees with the estimator's or the batch predictions (export verification, the
+# serving check): floats within ATOL + RTOL * |expected| (float32 arithmetic in batches of other sizes), else equal.
+RTOL, ATOL = 1e-5, 1e-6
+
+
+def outputs_agree(have: np.ndarray, want: np.ndarray) -> bool:
+    """`have` agrees with `want` (same shape): floats to `RTOL` and `ATOL`, other values exactly."""
+    if want.dtype.kind in "fc" and have.dtype.kind in "fciub":
+        return bool(np.isclose(have, want, rtol=RTOL, atol=ATOL).all())
+    return bool(np.array_equal(have, want))
 
 
 class ExportVerificationError(RuntimeError):
@@ -132,7 +141,13 @@ def _required_signatures(task: Optional[str]) -> List[str]:
     return names
 
 
-def _check_structure(proto: saved_model_pb2.SavedModel, task: Optional[str]) -> Dict[str, Any]:
+def check_tag_sets(proto: saved_model_pb2.SavedModel) -> Dict[str, Any]:
+    """The export's meta graphs by tag set, checked: a `serve` (CPU) graph without a TPU call and a `serve,tpu`
+    graph that makes one.
+
+    Raises:
+      ExportVerificationError: naming what is missing and how to fix it.
+    """
     graphs = {_tag_key(mg.meta_info_def.tags): mg for mg in proto.meta_graphs}
     for tags in (CPU_TAGS, TPU_TAGS):
         if _tag_key(tags) not in graphs:
@@ -148,6 +163,11 @@ def _check_structure(proto: saved_model_pb2.SavedModel, task: Optional[str]) -> 
         )
     if TPU_CALL_OP in strict_export.graph_op_types(graphs[_tag_key(CPU_TAGS)]):
         raise ExportVerificationError(f"the 'serve' (CPU) meta graph holds a {TPU_CALL_OP}; it cannot run on CPU")
+    return graphs
+
+
+def _check_structure(proto: saved_model_pb2.SavedModel, task: Optional[str]) -> Dict[str, Any]:
+    graphs = check_tag_sets(proto)
     signatures = {key: _describe_signatures(mg) for key, mg in graphs.items()}
     for key in (_tag_key(CPU_TAGS), _tag_key(TPU_TAGS)):
         missing = sorted(set(_required_signatures(task)) - set(signatures[key]))
@@ -173,7 +193,9 @@ def run_cpu_graph(local_dir: str, signature: str, feeds: Dict[str, np.ndarray]) 
         return session.run(fetches, feed_dict)
 
 
-def _compare(expected: Dict[str, np.ndarray], got: Dict[str, np.ndarray], signature: str, atol: float) -> float:
+def compare_outputs(expected: Dict[str, np.ndarray], got: Dict[str, np.ndarray], signature: str) -> float:
+    """The largest difference between the estimator's outputs and a signature's; raises ExportVerificationError
+    naming the output when one is missing, of another shape, or does not agree (`outputs_agree`)."""
     worst = 0.0
     for name, want in expected.items():
         if name not in got:
@@ -183,12 +205,15 @@ def _compare(expected: Dict[str, np.ndarray], got: Dict[str, np.ndarray], signat
             raise ExportVerificationError(
                 f"signature {signature!r} output {name!r} has shape {have.shape}, the estimator {want.shape}"
             )
-        diff = float(np.max(np.abs(have.astype(np.float64) - want.astype(np.float64)))) if want.size else 0.0
-        limit = 0.0 if np.issubdtype(want.dtype, np.integer) else atol
-        if not diff <= limit:  # a NaN on either side makes `diff` NaN, which must fail, not pass
+        numeric = want.dtype.kind in "fciub" and have.dtype.kind in "fciub"
+        diff = (
+            float(np.max(np.abs(have.astype(np.float64) - want.astype(np.float64)))) if numeric and want.size else 0.0
+        )
+        allowed = f"rtol {RTOL:g} + atol {ATOL:g}" if want.dtype.kind in "fc" else "0"
+        if not outputs_agree(have, want):  # a NaN on either side does not agree
             raise ExportVerificationError(
                 f"signature {signature!r} output {name!r} differs from the estimator by {diff:.3g} (allowed "
-                f"{limit:g}) on the sample rows: the serving receiver and the input pipeline disagree"
+                f"{allowed}) on the sample rows: the serving receiver and the input pipeline disagree"
             )
         worst = max(worst, diff)
     return worst
@@ -206,7 +231,6 @@ def verify_export(
     schema: Optional[Schema] = None,
     sample: Optional[Sequence[bytes]] = None,
     expected: Optional[Dict[str, np.ndarray]] = None,
-    atol: float = ATOL,
 ) -> Dict[str, Any]:
     """Checks an export; raises `ExportVerificationError` naming the failed check.
 
@@ -216,7 +240,6 @@ def verify_export(
       sample: serialized `tf.Example`s to run through the fresh CPU graph.
       expected: the estimator's outputs for `sample`: {"class_ids" int32 [n], "probabilities" float32 [n, K]}
         or {"predictions" float32 [n]}.
-      atol: allowed absolute difference of float outputs (integer outputs must be equal).
 
     Returns:
       {"tag_sets", "signatures", "tpu_partitioned_call", "rows_checked", "max_abs_diff" per signature}.
@@ -231,7 +254,7 @@ def verify_export(
                 raise ValueError("verify_export: a sample needs both schema= and expected= outputs to compare")
             examples = {serving.EXAMPLES_INPUT: np.array(list(sample), dtype=object)}
             report["max_abs_diff"] = {
-                name: _compare(expected, run_cpu_graph(local, name, feeds), name, atol)
+                name: compare_outputs(expected, run_cpu_graph(local, name, feeds), name)
                 for name, feeds in (
                     (serving.PREDICT_SIGNATURE, examples),
                     (serving.RAW_PREDICT_SIGNATURE, _raw_feeds(sample, schema)),
@@ -294,7 +317,7 @@ def export_model(
       checkpoint_path: the checkpoint to export; by default the model's (`model.checkpoints.selected_checkpoint`:
         the best by validation loss, else the newest).
       verify_rows: prepared TFRecord patterns; their first `VERIFY_ROWS` records are predicted by the
-        estimator and by the fresh CPU graph, which must agree to `ATOL`. None checks structure only.
+        estimator and by the fresh CPU graph, which must agree (`outputs_agree`). None checks structure only.
       data_profile: the training split's distribution (`PrepareResult.profile()`), recorded beside the schema
         so a later run can check its data against this model's (`estimator_lib.data.validation`).
 

@@ -7,9 +7,9 @@ TFRecords, or the rows a CSV / JSON Lines input was encoded into by prepare's on
 through the export in a fresh process (`serving_child`, started as `python -I` from a temporary working
 directory without PYTHONPATH, the project's packages refused): the CPU `serve` meta graph only, its serving
 signatures only, each row as a serialized `tf.train.Example` and as raw feature tensors. Every output with a
-counterpart in the prediction rows must agree: floats to `RTOL` and `ATOL` (float32 arithmetic on batches of
-another size), integers and strings exactly. A disagreement raises `ServingCheckError` naming the row, the
-signature, the output, both values and the difference.
+counterpart in the prediction rows must agree (`export.saved_model.outputs_agree`: floats to its `RTOL` and `ATOL`,
+float32 arithmetic on batches of another size; integers and strings exactly). A disagreement raises
+`ServingCheckError` naming the row, the signature, the output, both values and the difference.
 
 Signatures: a built-in model's `predict` (serialized Examples) and `raw:predict` (one float32 or string input
 per feature); a user's model (`model.user`), every signature of its `serve` graph that takes the serialized
@@ -44,7 +44,6 @@ from estimator_lib.schema import CLASSIFICATION, KEY_FEATURE, Schema
 SAMPLE_ROWS = 64
 # The served graph runs batches of another size than batch prediction did: float32 results may differ in their
 # last bits, never more.
-RTOL, ATOL = 1e-5, 1e-6
 CHILD_SCRIPT = serving_child.__file__
 # The project's packages: the child refuses to import them (an installed image has them in site-packages).
 PROJECT_PACKAGES = ("estimator_lib", "components", "pipelines")
@@ -107,7 +106,7 @@ def compare_output(
     sources: Sequence[Tuple[str, int, bytes]],
 ) -> float:
     """The largest absolute difference of one output over the sample; raises `ServingCheckError` at the first
-    row that disagrees (floats beyond `RTOL`/`ATOL`, other values unequal), naming the row and both values.
+    row that disagrees (beyond `saved_model.outputs_agree`, other values unequal), naming the row and both values.
 
     Args:
       served: the signature's output for the sample rows [n, ...].
@@ -123,11 +122,7 @@ def compare_output(
         )
     numeric = want.dtype.kind in "fiub" and have.dtype.kind in "fiub"
     for i in range(n):
-        if numeric and want.dtype.kind == "f":
-            ok = np.isclose(have[i], want[i], rtol=RTOL, atol=ATOL).all()
-        else:
-            ok = np.array_equal(have[i], want[i])
-        if not ok:
+        if not saved_model.outputs_agree(have[i], want[i]):
             raise ServingCheckError(_mismatch(signature, output, have[i], want[i], rows[i], sources[i], numeric))
     return float(np.max(np.abs(have.astype(np.float64) - want.astype(np.float64)))) if numeric and n else 0.0
 
@@ -143,7 +138,11 @@ def _mismatch(
 ) -> str:
     served, predicted = _text(have), _text(want)
     difference = f"; difference {_text(np.abs(have.astype(np.float64) - want.astype(np.float64)))}" if numeric else ""
-    limit = f" (allowed rtol {RTOL:g} + atol {ATOL:g})" if numeric and want.dtype.kind == "f" else ""
+    limit = (
+        f" (allowed rtol {saved_model.RTOL:g} + atol {saved_model.ATOL:g})"
+        if numeric and want.dtype.kind == "f"
+        else ""
+    )
     return (
         f"serving check: {_where(row, source)}: signature {signature!r} output {output!r} served {served}, "
         f"batch prediction {predicted}{difference}{limit}: the export does not serve the model that predicted; "
@@ -338,7 +337,12 @@ def check_serving(export_dir: str, predictions_dir: str, rows: int = SAMPLE_ROWS
     metadata = saved_model.read_export_metadata(export_dir)
     manifest, predicted = first_rows(predictions_dir, rows)
     files = list(manifest.get("inputs", []))
-    record = {"rtol": RTOL, "atol": ATOL, "tags": list(saved_model.CPU_TAGS), "input_files": len(files)}
+    record = {
+        "rtol": saved_model.RTOL,
+        "atol": saved_model.ATOL,
+        "tags": list(saved_model.CPU_TAGS),
+        "input_files": len(files),
+    }
     record["compared"] = _compared(manifest, len(predicted))
     try:
         sources = list(input_records(files, len(predicted)))

@@ -28,7 +28,12 @@ from estimator_lib.config.feature_spec import FeatureSpec
 from estimator_lib.engine.user import compat
 from estimator_lib.estimator import EvalResult, build_user_estimator
 from estimator_lib.evaluation.slices import SliceSet
-from estimator_lib.export.saved_model import CPU_TAGS, TPU_CALL_OP, TPU_TAGS, ExportVerificationError, run_cpu_graph
+from estimator_lib.export.saved_model import (
+    ExportVerificationError,
+    check_tag_sets,
+    outputs_agree,
+    run_cpu_graph,
+)
 from estimator_lib.model import checkpoints, inputs
 from estimator_lib.model.hooks import ProgressHook
 from estimator_lib.model.inputs import InputFn, Patterns
@@ -57,7 +62,6 @@ EXAMPLES_INPUT = "examples"
 RAW_SIGNATURE = "raw"
 VERIFY_ROWS = 16
 # The serving graph runs a batch of another size than the estimator's: a float may differ in its last bits.
-VERIFY_RTOL, VERIFY_ATOL = 1e-5, 1e-6
 
 
 @dataclasses.dataclass(frozen=True)
@@ -458,12 +462,7 @@ def _sample(files: Sequence[str], limit: int) -> List[bytes]:
 
 def _check_tag_sets(local_dir: str) -> List[List[str]]:
     proto = strict_export.read_saved_model(local_dir)
-    graphs = {",".join(sorted(mg.meta_info_def.tags)): mg for mg in proto.meta_graphs}
-    for tags in (CPU_TAGS, TPU_TAGS):
-        if ",".join(sorted(tags)) not in graphs:
-            raise ExportVerificationError(f"the export has tag sets {sorted(graphs)}, not {sorted(tags)}")
-    if TPU_CALL_OP not in strict_export.graph_op_types(graphs[",".join(sorted(TPU_TAGS))]):
-        raise ExportVerificationError(f"the 'serve,tpu' meta graph holds no {TPU_CALL_OP}: it would not run on a TPU")
+    check_tag_sets(proto)
     return sorted(sorted(mg.meta_info_def.tags) for mg in proto.meta_graphs)
 
 
@@ -477,11 +476,7 @@ def _verify(local_dir: str, expected: List[Dict[str, np.ndarray]], sample: List[
             raise ExportVerificationError(
                 f"output {name!r}: the served graph gives shape {have.shape}, the estimator {want.shape}"
             )
-        if want.dtype.kind in "fc":
-            close = np.allclose(have, want, rtol=VERIFY_RTOL, atol=VERIFY_ATOL)
-        else:
-            close = np.array_equal(have, want)
-        if not close:
+        if not outputs_agree(have, want):
             raise ExportVerificationError(
                 f"output {name!r}: the served graph and the estimator disagree on {len(sample)} records"
             )

@@ -250,7 +250,7 @@ def test_verify_rejects_outputs_that_differ_from_the_estimator(exported):
     with pytest.raises(
         ExportVerificationError,
         match=r"signature 'predict' output 'probabilities' differs from "
-        r"the estimator by 0\.001 \(allowed 1e-05\)",
+        r"the estimator by 0\.001 \(allowed rtol 1e-05 \+ atol 1e-06\)",
     ):
         verify_export(exported.result.export_dir, schema=exported.schema, sample=records, expected=shifted)
 
