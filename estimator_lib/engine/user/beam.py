@@ -64,8 +64,13 @@ class FedModel:
     """A user's model_fn predicting batches handed in one at a time on a worker's host CPU: one TPUEstimator
     predict loop per worker process, fed `training.predict_batch_size` records at a time."""
 
-    def __init__(self, job: JobConfig, user: run.UserModel, model_dir: str, checkpoint: str):
-        self._size, self._key = job.training.predict_batch_size, user.spec.key
+    def __init__(self, job: JobConfig, user: run.UserModel, model_dir: str, checkpoint: str, files: Sequence[str]):
+        self._size, self._key, self._spec, self._files = (
+            job.training.predict_batch_size,
+            user.spec.key,
+            user.spec,
+            files,
+        )
         self._padding = records.padding_record(user.spec)
         estimator = build_user_estimator(job, user.load(), user.params, model_dir)
         input_fn = lambda batches: _fed_input_fn(batches, user.spec, self._size)  # noqa: E731
@@ -78,7 +83,10 @@ class FedModel:
     def predict(self, batch: List[bytes]) -> Tuple[HostRows, Batch]:
         """(the records' keys, their predictions) of one batch of at most `predict_batch_size` records."""
         padded = np.array(batch + [self._padding] * (self._size - len(batch)), dtype=object)
-        outputs = run.real_rows(self._fed.predict((padded, len(batch))), 0)
+        try:
+            outputs = run.real_rows(self._fed.predict((padded, len(batch))), 0)
+        except tf.errors.InvalidArgumentError as e:  # a record the spec does not describe: name it, as in-process
+            records.raise_for_records(self._files, self._spec, False, e)
         keys = [_key_of(record, self._key) for record in batch] if self._key else None
         return run.host_rows(keys, len(batch)), outputs
 
@@ -96,6 +104,7 @@ class BeamScorer:
     code: Optional[str]
     model_dir: str
     checkpoint: str
+    files: Tuple[str, ...]
 
     @property
     def cache_key(self) -> str:
@@ -103,7 +112,7 @@ class BeamScorer:
 
     def load(self) -> FedModel:
         user = dataclasses.replace(self.user, code_dir=stages.locate_code(self.code))
-        return FedModel(self.job, user, self.model_dir, self.checkpoint)
+        return FedModel(self.job, user, self.model_dir, self.checkpoint, self.files)
 
     def formatter(self, files: Sequence[str], per_file: Sequence[int]) -> run.RecordLines:
         return run.RecordLines(files, per_file)
@@ -128,14 +137,14 @@ def predict(
     `job` is placed on the host CPU (`tpu.use_tpu=False`): the workers have no TPU. `code`: where the workers
     import the model_fn from (a folder they can read, or a wheel, gs:// on Dataflow: the job's `model.code`);
     None: `user.code_dir`. The launcher checks each file's first record against the spec; a later record that
-    does not match it fails a worker with TensorFlow's parse error (in-process names the record).
+    does not match it fails the worker that reads it, naming the file, the record and the feature (as in-process).
     """
     user = run.resolve_train_steps(job, user)
     files = inputs.resolve_files(data)
     checkpoint = run.checkpoint_of(model_dir, checkpoint_path, "predict with")
     check_num_shards(num_shards)
     records.check_first_records(files, user.spec, with_label=False)
-    scorer = BeamScorer(job, user, user.code_dir if code is None else code, model_dir, checkpoint)
+    scorer = BeamScorer(job, user, user.code_dir if code is None else code, model_dir, checkpoint, tuple(files))
     provenance = run.prediction_provenance(checkpoint, files, user)
     compression = records.compression(files)  # one kind for all files, as in-process
     size = job.training.predict_batch_size

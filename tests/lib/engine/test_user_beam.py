@@ -101,6 +101,21 @@ def test_a_wrong_record_count_publishes_nothing(digits, tmp_path):
     assert not storage.exists(out)
 
 
+def test_a_record_the_spec_does_not_describe_fails_its_worker_naming_the_file_record_and_feature(digits, tmp_path):
+    records = list(tf.data.TFRecordDataset(digits.records("eval.tfrecord")).as_numpy_iterator())[:60]
+    wrong = tf.train.Example()
+    wrong.features.feature["image"].int64_list.value.extend([1] * 64)  # the spec says 64 floats
+    wrong.features.feature["label"].int64_list.value.append(3)
+    path = str(tmp_path / "part-0.tfrecord")
+    with tf.io.TFRecordWriter(path) as writer:
+        for i, record in enumerate(records):
+            writer.write(wrong.SerializeToString() if i == 40 else record)  # the launcher checks record 0 only
+    out = str(tmp_path / "beam")
+    with pytest.raises(Exception, match=r"part-0\.tfrecord: record 40: .*image"):
+        user_beam.predict(JOB, digits.user, path, digits.model_dir, out)
+    assert not storage.exists(out)
+
+
 @pytest.mark.determinism
 def test_the_text_transformer_gives_the_in_process_bytes(tmp_path_factory, tmp_path):
     hparams = {
