@@ -33,10 +33,10 @@ from typing import Any, Callable, Dict, Hashable, Iterator, List, Optional, Prot
 
 import tensorflow as tf
 
-from estimator_lib import beam_runners, storage
+from estimator_lib import storage
 from estimator_lib.config import JobConfig
 from estimator_lib.config.beam import BeamConfig
-from estimator_lib.data import places
+from estimator_lib.data import beam_runners, places
 from estimator_lib.data.beam import beam, beam_passes, read_pickles, require_beam, work_directory, write_pickle
 from estimator_lib.data.common import EVAL
 from estimator_lib.data.prepare import PrepareResult, encode_for_scoring
