@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib.metadata
 import os
 import textwrap
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import Any, Optional
 
 from pipelines import tpu as tpu_presets
 from pipelines.cli.arguments import (
@@ -127,12 +129,64 @@ class _TableFormatter(argparse.RawDescriptionHelpFormatter, _Formatter):
     """`_Formatter` that keeps the epilog's table (the TPU types) as written."""
 
 
+def _closest(given: str, names: Iterable[str]) -> list[str]:
+    """Up to three of `names` closest to `given` (difflib), compared without their leading dashes."""
+    bare = {name.lstrip("-"): name for name in names}
+    return [bare[name] for name in difflib.get_close_matches(given.lstrip("-"), bare, n=3)]
+
+
+def _did_you_mean(names: Sequence[str]) -> str:
+    return f"; did you mean {' or '.join(names)}?" if names else ""
+
+
+def _flags(parser: argparse.ArgumentParser) -> list[str]:
+    return [flag for action in parser._actions for flag in action.option_strings]
+
+
 class _Parser(argparse.ArgumentParser):
-    """Every command's parser formats its help with `_Formatter` unless it asks for another."""
+    """Every command's parser formats its help with `_Formatter` unless it asks for another. A value that is not
+    one of its argument's choices (a command, --engine) is refused naming the closest choices."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", _Formatter)
         super().__init__(*args, **kwargs)
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:  # argparse's check of `choices`
+        try:
+            super()._check_value(action, value)
+        except argparse.ArgumentError as e:
+            closest = _closest(str(value), map(str, action.choices))
+            raise argparse.ArgumentError(action, e.message + _did_you_mean(closest)) from None
+
+
+class _Main(_Parser):
+    """The top-level parser. An argument its command does not know is refused by that command's parser (its usage
+    line, exit 2), naming the command's closest flags, or the commands that have the flag."""
+
+    def add_subparsers(self, **kwargs: Any) -> Any:
+        self.commands = super().add_subparsers(**kwargs)
+        return self.commands
+
+    def parse_args(self, args: Optional[Sequence[str]] = None, namespace: Any = None) -> argparse.Namespace:
+        namespace, extras = self.parse_known_args(args, namespace)
+        if extras:
+            self.commands.choices[namespace.command].error(self._unrecognized(namespace.command, extras))
+        return namespace
+
+    def _unrecognized(self, command: str, extras: list[str]) -> str:
+        """'unrecognized argument --lable; did you mean --label?' for each unknown flag (each value that is not
+        one when no flag is unknown)."""
+        parsers = self.commands.choices
+        messages = []
+        for given in [a for a in extras if a.startswith("-")] or extras:
+            flag = given.split("=", 1)[0]
+            others = [name for name, parser in parsers.items() if name != command and flag in _flags(parser)]
+            if others and flag.startswith("-"):
+                hint = f"; it is a flag of {', '.join(others)}"
+            else:
+                hint = _did_you_mean(_closest(flag, _flags(parsers[command]))) if flag.startswith("-") else ""
+            messages.append(f"unrecognized argument {given}{hint}")
+        return " ".join(messages)
 
 
 def _add_vertex_command(commands: Any, name: str, text: str) -> None:
@@ -159,9 +213,10 @@ def _add_vertex_command(commands: Any, name: str, text: str) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Main(
         prog="tpu-pipeline",
         description="Prepare, train, evaluate, batch-predict and export TPUEstimator models.",
+        formatter_class=argparse.HelpFormatter,
     )
     parser.add_argument("--version", action="version", version=version_text(), help="print the versions and exit")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
