@@ -3,39 +3,50 @@
 A thin adapter over `estimator_lib.release.resolve_sources`. Its outputs are the cache keys of the stages after it:
 prepare is keyed by the data's content token and the reference model, train by the resolved warm-start source,
 so a cached stage is reused exactly when what it would read is unchanged (a rewritten `gs://.../data.csv` gets a
-new generation, a new publish a new version directory).
+new generation, a new publish a new version directory). A published model of another label or task is not
+continued: "auto" leaves it out, saying so in one log line; named explicitly, it is refused before any work.
 """
 
 from typing import NamedTuple
 
 
 def resolve_inputs(prepare_spec: str, warm_start: str, baseline: str, publish_root: str) -> NamedTuple(
-    "Resolved", data_version=str, warm_start=str, reference=str
+    "Resolved", data_version=str, warm_start=str, reference=str, baseline=str
 ):
     """Resolves the run's data and models.
 
     Args:
       prepare_spec: the prepare stage's spec (a `PrepareSpec` as JSON text): its data (a path, gs:// URI or
         glob, or "embedded:penguins") is resolved.
-      warm_start: "none", "latest", a publish root or a SavedModel directory.
+      warm_start: "none", "latest", a publish root or a SavedModel directory; "auto": "latest" if that model
+        predicts this run's label (and task), else none.
       baseline: the same choices, for the model the run compares with.
       publish_root: where blessed models are published ("latest" looks there).
 
     Returns:
       data_version: a token that changes whenever a data file's content does; warm_start: the SavedModel
       directory to initialise from, or "none"; reference: the published model whose schema and data the run
-      continues and checks against (the warm-start source, else the baseline), or "none".
+      continues and checks against (the warm-start source, else the baseline), or "none"; baseline: what the
+      evaluate stage compares with: the baseline as given, or "none" when "auto" found another lineage.
+
+    Raises:
+      ValueError: `warm_start` or `baseline` names a published model of another label or task.
     """
+
+    import logging
 
     from components import adapter
     from estimator_lib import release
     from estimator_lib.config.stages import PrepareSpec
 
     config = adapter.prepare_config(adapter.decode_spec(PrepareSpec, prepare_spec))
-    # what preparation reads: the data, and a user model's eval records and feature spec
-    resolved = release.resolve_sources(config.reads(), warm_start, baseline, publish_root)
+    # its data version covers what preparation reads (`config.reads()`): the data, a user model's records and spec
+    resolved = release.resolve_sources(config, warm_start, baseline, publish_root)
     print(
         f"data version {resolved.data_version[:12]}; warm start: {resolved.warm_start}; reference: {resolved.reference}"
     )
-    outputs = NamedTuple("Resolved", data_version=str, warm_start=str, reference=str)  # as KFP ships the body alone
-    return outputs(resolved.data_version, resolved.warm_start, resolved.reference)
+    for note in resolved.notes:
+        logging.getLogger("components").info(note)
+    # as KFP ships the body alone
+    outputs = NamedTuple("Resolved", data_version=str, warm_start=str, reference=str, baseline=str)
+    return outputs(resolved.data_version, resolved.warm_start, resolved.reference, resolved.baseline)

@@ -16,8 +16,9 @@ on Cloud Storage, a lock and an atomic rename locally): a run whose view of LATE
 `export_verified` and `release` are the pipeline's export and release stages: exporting never publishes; the
 release stage, last in the pipeline, publishes a blessed model against the LATEST its evaluation saw
 (`latest_version`), unless it is the model LATEST already names (same graphs and variables). `resolve_model`
-turns what users pass as a baseline or warm-start source ("none", "latest", a publish root or a SavedModel
-directory) into a SavedModel directory. Nothing here reads flags or the environment.
+turns what users pass as a baseline or warm-start source ("none", "auto", "latest", a publish root or a
+SavedModel directory) into a SavedModel directory; `resolve_sources` keeps a run to its lineage (its publish root,
+label and task). Nothing here reads flags or the environment.
 """
 
 from __future__ import annotations
@@ -27,13 +28,13 @@ import datetime
 import hashlib
 import json
 import os
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from estimator_lib import fingerprints, storage, strict
-from estimator_lib.config import JobConfig
-from estimator_lib.config.run import LATEST_MODEL, NO_MODEL
+from estimator_lib.config import JobConfig, PrepareConfig
+from estimator_lib.config.run import AUTO_MODEL, LATEST_MODEL, NO_MODEL
 from estimator_lib.evaluation import Blessing
-from estimator_lib.export import ExportResult, export_model
+from estimator_lib.export import ExportResult, export_model, read_export_metadata
 from estimator_lib.schema import Schema
 
 POINTER = "LATEST"
@@ -330,8 +331,8 @@ def resolve_model(spec: str, publish_root: str) -> Optional[str]:
     """Resolves a baseline or warm-start source to a SavedModel directory.
 
     Args:
-      spec: "none" (no model), "latest" (the last version published under `publish_root`, None when there is
-        none yet), a publish root (its latest version) or a SavedModel directory.
+      spec: "none" (no model), "latest" or "auto" (the last version published under `publish_root`, None when
+        there is none yet), a publish root (its latest version) or a SavedModel directory.
       publish_root: the pipeline's publish root, used by "latest".
 
     Returns:
@@ -344,7 +345,7 @@ def resolve_model(spec: str, publish_root: str) -> Optional[str]:
     spec = spec.strip()
     if spec in ("", NO_MODEL):
         return None
-    if spec == LATEST_MODEL:
+    if spec in (LATEST_MODEL, AUTO_MODEL):
         if not publish_root:
             raise ValueError("'latest' needs the publish root (publish_root) to look under; set it or give a URI")
         model = latest(publish_root)
@@ -369,20 +370,75 @@ class ResolvedRun:
       warm_start: the SavedModel directory the run warm-starts from, "none" for a cold start.
       reference: the SavedModel directory of the published model the run continues (its warm-start source, else
         its baseline), "none" when there is none.
+      baseline: what the evaluate stage compares with (resolved when it runs): the run's baseline, or "none"
+        when "auto" found a model of another lineage.
+      notes: one line for each "auto" source left out as of another lineage.
     A version directory never changes, so its URI names its content.
     """
 
     data_version: str
     warm_start: str
     reference: str
+    baseline: str
+    notes: Tuple[str, ...]
 
 
-def resolve_sources(data: Sequence[str], warm_start: str, baseline: str, publish_root: str) -> ResolvedRun:
-    """The content token of what preparation reads (`data`: paths, gs:// URIs or globs), the warm-start source and
-    the reference model, resolved now (see `resolve_model`)."""
-    source = resolve_model(warm_start, publish_root)
-    reference = source or resolve_model(baseline, publish_root)
-    return ResolvedRun(fingerprints.content_token(list(data)), source or NO_MODEL, reference or NO_MODEL)
+def other_lineage(model_dir: str, label: str, task: Optional[str]) -> Optional[str]:
+    """Why the model in `model_dir` does not continue a run of `label` and `task` (None: not known yet, the label
+    alone is compared), e.g. "predicts 'species' (classification); this run's label is 'target'", from its export
+    metadata (a built-in model's schema, a user model_fn's label); None when it does, or records neither."""
+    try:
+        metadata = read_export_metadata(model_dir)
+    except FileNotFoundError:
+        return None  # not this pipeline's export: the stages that read it say what they need
+    predicted = metadata["schema"]["label"] if "schema" in metadata else {"name": metadata.get("label")}
+    name, its_task = predicted.get("name"), predicted.get("task")
+    if name == label and (task is None or its_task in (None, task)):
+        return None
+    return f"predicts {_labelled(name, its_task)}; this run's label is {_labelled(label, task)}"
+
+
+def _labelled(label: Optional[str], task: Optional[str]) -> str:
+    return f"{label!r}" + (f" ({task})" if task else "")
+
+
+def _of_lineage(flag: str, spec: str, publish_root: str, config: PrepareConfig) -> Tuple[Optional[str], str]:
+    """The SavedModel directory `spec` names if the run may continue it, and the note when "auto" leaves out a
+    model of another lineage.
+
+    Raises:
+      ValueError: `spec` names a model of another lineage explicitly.
+    """
+    spec = spec.strip()
+    model = resolve_model(spec, publish_root)
+    other = model and other_lineage(model, config.label, config.task)
+    if not other:
+        return model, ""
+    root = publish_root if spec in (AUTO_MODEL, LATEST_MODEL) else spec if model != spec else ""
+    named = f"the published model under {root}" if root else f"the model {model}"
+    if spec == AUTO_MODEL:
+        what = flag.lstrip("-").replace("-", " ")
+        return None, f"{what}: none ({named} {other}: a new lineage, nothing to compare with or continue)"
+    elsewhere = "another --publish-root" if root == publish_root else f"a model that predicts {config.label!r}"
+    raise ValueError(f"{flag} {spec}: {named} {other}; give {flag} none, or {elsewhere}")
+
+
+def resolve_sources(config: PrepareConfig, warm_start: str, baseline: str, publish_root: str) -> ResolvedRun:
+    """The content token of what preparation reads (`config.reads()`), the warm-start source and the reference
+    model, resolved now (see `resolve_model`), each of the run's lineage: a model that predicts another label, or
+    the same label as another task (`config.task` None: the label alone is compared), is not continued: left out
+    when its source is "auto" (`ResolvedRun.notes` says so), refused when named.
+
+    Raises:
+      ValueError: `warm_start` or `baseline` names a model of another lineage ("latest", a publish root or a
+        SavedModel directory); the message gives the fix.
+    """
+    source, skipped = _of_lineage("--warm-start", warm_start, publish_root, config)
+    compared, left_out = _of_lineage("--baseline", baseline, publish_root, config)
+    token = fingerprints.content_token(config.reads())
+    notes = tuple(note for note in (skipped, left_out) if note)
+    reference = source or compared or NO_MODEL
+    return ResolvedRun(token, source or NO_MODEL, reference, NO_MODEL if left_out else baseline, notes)
 
 
 def latest_version(root: str) -> str:

@@ -49,8 +49,9 @@ from estimator_lib.config.validation import ValidationConfig
 
 EMBEDDED_DATA = "embedded:penguins"
 EMBEDDED_LABEL = "species"  # the label column of the embedded Palmer Penguins
-# What a baseline or warm start may name besides a URI: the last published model, or no model.
-LATEST_MODEL, NO_MODEL = "latest", "none"
+# What a baseline or warm start may name besides a URI: the last published model, or no model; "auto": the last
+# published model if it is of the run's lineage (the same label and task), else none (`release.resolve_sources`).
+LATEST_MODEL, NO_MODEL, AUTO_MODEL = "latest", "none", "auto"
 AUTO_TASK = "auto"  # infer the task from the label's values
 RUN_TASKS = (AUTO_TASK, *TASKS)
 PREPARED_SPLITS = ("train", "eval", "test", "valid")
@@ -111,7 +112,8 @@ class RunConfig(JsonConfig):
       blessing: when a model is blessed.
       validation: how far the data may drift from the reference model's (the warm-start source, else the
         baseline), and what a breach does.
-      baseline: "none", "latest", a publish root or a SavedModel directory to compare with.
+      baseline: "auto", "none", "latest", a publish root or a SavedModel directory to compare with; "auto": the
+        last published model when it predicts the run's label (and task), else none.
       warm_start: "none", "latest", a publish root or a SavedModel directory to initialise from.
       predict_data: "eval", "train", "test", a URI or glob of raw CSV / JSON Lines rows (scored through the
         prepared schema; the label is optional), or prepared TFRecords (.tfrecord(s), or a directory of them);
@@ -135,7 +137,7 @@ class RunConfig(JsonConfig):
     job: JobConfig = dataclasses.field(default_factory=JobConfig)
     blessing: BlessingConfig = dataclasses.field(default_factory=BlessingConfig)
     validation: ValidationConfig = dataclasses.field(default_factory=ValidationConfig)
-    baseline: str = LATEST_MODEL
+    baseline: str = AUTO_MODEL
     warm_start: str = NO_MODEL
     predict_data: str = "eval"
     engine: str = INPROCESS

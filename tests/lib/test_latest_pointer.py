@@ -11,6 +11,7 @@ import os
 import pytest
 
 from estimator_lib import fingerprints, release, storage
+from estimator_lib.config import PrepareConfig
 
 T0 = datetime.datetime(2025, 1, 2, 3, 4, 5, 600000, tzinfo=datetime.timezone.utc)
 T1 = T0 + datetime.timedelta(hours=1)
@@ -171,7 +172,7 @@ def test_baseline_none_is_not_blocked_and_its_publish_replaces_a_damaged_pointer
         write_pointer(root, damage)
     data = tmp_path / "data.csv"
     data.write_text("a,b\n1,2\n")
-    resolved = release.resolve_sources([str(data)], "none", "none", root)  # the resolve stage
+    resolved = release.resolve_sources(PrepareConfig(data=[str(data)], label="b"), "none", "none", root)  # resolve
     assert (resolved.warm_start, resolved.reference) == ("none", "none")
     assert release.resolve_model("none", root) is None  # train (warm start) and evaluate (baseline)
     based_on = release.latest_version(root)  # evaluate: what the release's compare-and-swap expects

@@ -10,7 +10,9 @@ import uuid
 import pytest
 
 from estimator_lib import release, storage
+from estimator_lib.config import PrepareConfig
 from estimator_lib.evaluation import Blessing, Check
+from estimator_lib.export.saved_model import METADATA_FILE
 from estimator_lib.fingerprints import fingerprint_directory, saved_model_fingerprint
 
 T0 = datetime.datetime(2025, 1, 2, 3, 4, 5, 600000, tzinfo=datetime.timezone.utc)
@@ -87,6 +89,97 @@ def test_resolve_model_cases(tmp_path):
         release.resolve_model("latest", "")
     with pytest.raises(FileNotFoundError, match="neither a publish root .* nor a SavedModel"):
         release.resolve_model(str(tmp_path / "nothing-here"), root)
+
+
+def publish_predicting(tmp_path, root: str, metadata: dict) -> release.PublishedModel:
+    """Publishes a tiny export whose metadata (`export.saved_model.METADATA_FILE`) is `metadata`."""
+    export = make_saved_model(str(tmp_path / "export"))
+    storage.write_text(os.path.join(export, METADATA_FILE), json.dumps(metadata))
+    return release.publish_model(export, root, now=T0)
+
+
+SPECIES = {"schema": {"label": {"name": "species", "task": "classification"}}}  # a built-in model's
+
+
+def run(tmp_path, label: str, task=None) -> PrepareConfig:
+    """A run's prepare config of `label` and `task` (None: inferred later) on a one-row CSV."""
+    (tmp_path / "rows.csv").write_text(f"x,{label}\n1,a\n")
+    return PrepareConfig(data=[str(tmp_path / "rows.csv")], label=label, task=task)
+
+
+def test_auto_continues_the_published_model_of_the_runs_label_and_task(tmp_path):
+    root = str(tmp_path / "published")
+    first = release.resolve_sources(run(tmp_path, "species"), "none", "auto", root)
+    # nothing published yet: evaluate still resolves "auto" when it runs
+    assert (first.warm_start, first.reference, first.baseline, first.notes) == ("none", "none", "auto", ())
+    model = publish_predicting(tmp_path, root, SPECIES)
+    for task in (None, "classification"):  # no task given: the label alone is compared
+        resolved = release.resolve_sources(run(tmp_path, "species", task), "none", "auto", root)
+        assert (resolved.warm_start, resolved.reference, resolved.baseline, resolved.notes) == (
+            "none",
+            model.uri,
+            "auto",
+            (),
+        )
+    resolved = release.resolve_sources(run(tmp_path, "species"), "auto", "auto", root)
+    assert (resolved.warm_start, resolved.reference) == (model.uri, model.uri)
+
+
+@pytest.mark.parametrize(
+    "label, task, this_run",
+    [
+        ("target", None, "'target'"),
+        ("target", "classification", "'target' (classification)"),
+        ("species", "regression", "'species' (regression)"),
+    ],
+)
+def test_auto_starts_a_new_lineage_when_the_published_model_predicts_another_label_or_task(
+    tmp_path, label, task, this_run
+):
+    root = str(tmp_path / "published")
+    publish_predicting(tmp_path, root, SPECIES)
+    resolved = release.resolve_sources(run(tmp_path, label, task), "auto", "auto", root)
+    assert (resolved.warm_start, resolved.reference, resolved.baseline) == ("none", "none", "none")
+    why = f"the published model under {root} predicts 'species' (classification); this run's label is {this_run}"
+    ending = ": a new lineage, nothing to compare with or continue)"
+    assert resolved.notes == (f"warm start: none ({why}{ending}", f"baseline: none ({why}{ending}")
+
+
+def test_a_model_of_another_lineage_named_explicitly_is_refused_with_the_fix(tmp_path):
+    root = str(tmp_path / "published")
+    model = publish_predicting(tmp_path, root, SPECIES)
+    why = "predicts 'species' (classification); this run's label is 'target'"
+    with pytest.raises(ValueError) as e:
+        release.resolve_sources(run(tmp_path, "target"), "none", "latest", root)
+    assert str(e.value) == (
+        f"--baseline latest: the published model under {root} {why}; give --baseline none, or another --publish-root"
+    )
+    with pytest.raises(ValueError) as e:
+        release.resolve_sources(run(tmp_path, "target"), "latest", "none", root)
+    assert str(e.value).startswith(f"--warm-start latest: the published model under {root} {why}; give --warm-start")
+    with pytest.raises(ValueError) as e:
+        release.resolve_sources(run(tmp_path, "target"), root, "auto", "")
+    assert str(e.value) == (
+        f"--warm-start {root}: the published model under {root} {why}; give --warm-start none, or a model that "
+        "predicts 'target'"
+    )
+    with pytest.raises(ValueError) as e:
+        release.resolve_sources(run(tmp_path, "target"), "none", model.uri, root)
+    assert str(e.value) == (
+        f"--baseline {model.uri}: the model {model.uri} {why}; give --baseline none, or a model that predicts 'target'"
+    )
+
+
+def test_a_user_model_fns_export_is_of_the_lineage_of_its_label(tmp_path):
+    root = str(tmp_path / "published")
+    model = publish_predicting(tmp_path, root, {"model_fn": "m.model_fn", "label": "digit", "feature_spec": {}})
+    assert release.resolve_sources(run(tmp_path, "digit"), "none", "auto", root).reference == model.uri
+    resolved = release.resolve_sources(run(tmp_path, "target", "classification"), "none", "auto", root)
+    assert resolved.reference == "none"
+    assert resolved.notes == (
+        f"baseline: none (the published model under {root} predicts 'digit'; this run's label is 'target' "
+        "(classification): a new lineage, nothing to compare with or continue)",
+    )
 
 
 def test_latest_refuses_a_pointer_to_an_incomplete_version(tmp_path):
