@@ -59,41 +59,33 @@ class Record:
 
 
 # -- reading records -----------------------------------------------------------------------------------------
-def _summary_path(given: str) -> Optional[str]:
-    """The summary.json `given` names: the file itself, or the one in a run folder or an output directory."""
-    if given.endswith(".json"):
-        return given
-    candidate = storage.join(given, runs.SUMMARY_FILE)
-    return candidate if storage.exists(candidate) else None
-
-
 def _vertex_manifests(directory: str) -> dict[str, dict[str, Any]]:
     """The stage manifests anywhere under a Vertex AI run's pipeline root directory, by stage."""
     found = [f for f in storage.list_files(directory) if f.rsplit("/", 1)[-1] == manifest.MANIFEST_FILE]
     return {m["stage"]: m for m in map(manifest.read_manifest, found)}
 
 
-def read_record(given: str) -> Record:
-    """The run record `given` names: a summary.json, a local run's folder, an output directory (its last run),
-    or the pipeline root directory of one Vertex AI run (local or gs://), holding its stages' manifests.
+def read_record(given: str, output: Optional[str] = None) -> Record:
+    """The run record `given` names: what `runs.find_summary` finds (a summary.json, a local run's folder, an
+    output directory's last run, a run id under `output`), or the pipeline root directory of one Vertex AI run
+    (local or gs://), holding its stages' manifests.
 
     Raises:
-      RecordError: nothing there is a run record; the message says what to give.
+      RecordError: nothing there is a run record; the message names what was looked for and what to give.
     """
-    path = _summary_path(given)
-    if path is None:
+    try:
+        path = runs.find_summary(output, given)
+    except runs.RunNotFoundError as e:
         found = _vertex_manifests(given) if storage.exists(given) or storage.is_gcs(given) else {}
         if not found:
             raise RecordError(
-                f"{given}: no summary.json and no stage manifest ({manifest.MANIFEST_FILE}) there; give a run's "
+                f"{e}; no summary.json and no stage manifest ({manifest.MANIFEST_FILE}) under {given}: give a run's "
                 "summary.json, its folder (OUTPUT/runs/<id>), an output directory, or a Vertex AI run's directory "
                 "under its pipeline root"
-            )
+            ) from None
         return Record(given, None, found)
     try:
         summary = RunSummary.read(path)
-    except FileNotFoundError:
-        raise RecordError(f"{path}: no such file; give a run's summary.json or its folder") from None
     except SummaryError as e:
         raise RecordError(str(e)) from None
     return Record(path, summary, _linked_manifests(path, summary))

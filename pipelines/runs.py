@@ -52,8 +52,15 @@ _FULL = (errno.ENOSPC, errno.EDQUOT)
 RUNNING, OK, FAILED, INTERRUPTED = "running", "ok", "failed", "interrupted"
 
 
+SHOWN_RUNS = 5  # how many run ids an error lists
+
+
 class OutputInUseError(ValueError):
     """Another run holds the lock on the output directory."""
+
+
+class RunNotFoundError(FileNotFoundError):
+    """No record of the run asked for; the message names the paths looked at and the runs there are."""
 
 
 def utc_now() -> str:
@@ -207,6 +214,46 @@ def last_run(output: str) -> Optional[RunFolder]:
         return None
     folder = RunFolder(output, os.path.basename(os.readlink(link)))
     return folder if os.path.exists(folder.summary_path) else None
+
+
+def find_summary(output: Optional[str], run: Optional[str]) -> str:
+    """The path of the summary.json of `run`: a summary.json, a run folder, an output directory (its last run's
+    copy) or a run id under `output` (None: not looked for); `run` None: `output`'s latest run.
+
+    Raises:
+      RunNotFoundError: there is no such run; the message names the paths looked at and the runs there are.
+    """
+    if run is None:
+        latest = None if output is None else last_run(output)
+        if latest is None:
+            raise RunNotFoundError(
+                f"no run under {output}: {os.path.join(str(output), LATEST_LINK)} names no run folder with a "
+                f"{SUMMARY_FILE}{_known(output)}; give the --output a run-local used, or a RUN"
+            )
+        return latest.summary_path
+    if run.endswith(".json"):
+        looked = {run: "a summary.json"}
+    else:
+        looked = {storage.join(run, SUMMARY_FILE): "a run folder or an output directory"}
+        if output is not None:
+            looked[RunFolder(output, run).summary_path] = f"a run id under --output {output}"
+    for path in looked:
+        if storage.exists(path):
+            return path
+    where = " and ".join(f"{path} ({what})" for path, what in looked.items())
+    raise RunNotFoundError(f"no run {run!r}: looked for {where}{_known(output)}")
+
+
+def _known(output: Optional[str]) -> str:
+    """'; runs there: <the newest ids>' under `output`, or that it holds none."""
+    if output is None:
+        return ""
+    directory = os.path.join(output, RUNS_DIR)
+    ids = sorted(os.listdir(directory)) if os.path.isdir(directory) else []
+    if not ids:
+        return f"; {directory} holds no run"
+    more = f" and {len(ids) - SHOWN_RUNS} older" if len(ids) > SHOWN_RUNS else ""
+    return f"; runs there: {', '.join(reversed(ids[-SHOWN_RUNS:]))}{more}"
 
 
 def publish_summary(folder: RunFolder, summary: RunSummary) -> None:

@@ -8,58 +8,14 @@ for runs of any age, failed and interrupted ones included, and loads no TensorFl
 
 from __future__ import annotations
 
-import os
-from typing import Optional
-
 from components import registry
 from estimator_lib import vocabulary
 from estimator_lib.config.run import PREPARED_SPLITS
 from pipelines import runs
 from pipelines.run_summary import Data, Results, RunSummary, Serving, Slices, Strict
 
-SHOWN_RUNS = 5  # how many run ids an error lists
 # The record's artifacts in DAG order (summary.json keeps its keys sorted); others follow by name.
 ARTIFACT_ORDER = tuple(key for key, _ in registry.SUMMARY_ARTIFACTS)
-
-
-class RunNotFoundError(FileNotFoundError):
-    """No record of the run asked for; the message names where it was looked for."""
-
-
-def find_summary(output: str, run: Optional[str]) -> str:
-    """The path of the summary.json of `run` (None: OUTPUT's latest run).
-
-    Raises:
-      RunNotFoundError: there is no such run; the message names the paths looked at and the runs there are.
-    """
-    if run is None:
-        latest = runs.last_run(output)
-        if latest is None:
-            link = os.path.join(output, runs.LATEST_LINK)
-            raise RunNotFoundError(
-                f"no run under {output}: {link} names no run folder with a {runs.SUMMARY_FILE}{_known(output)}; "
-                "give the --output a run-local used, or a RUN"
-            )
-        return latest.summary_path
-    for candidate in (run, os.path.join(run, runs.SUMMARY_FILE)):
-        if os.path.isfile(candidate):
-            return candidate
-    path = runs.RunFolder(output, run).summary_path
-    if os.path.isfile(path):
-        return path
-    raise RunNotFoundError(
-        f"no run {run!r}: looked for {path} (a run id under --output {output}) and for {run} as a run folder or a "
-        f"summary.json{_known(output)}"
-    )
-
-
-def _known(output: str) -> str:
-    directory = os.path.join(output, runs.RUNS_DIR)
-    ids = sorted(os.listdir(directory)) if os.path.isdir(directory) else []
-    if not ids:
-        return f"; {directory} holds no run"
-    more = f" and {len(ids) - SHOWN_RUNS} older" if len(ids) > SHOWN_RUNS else ""
-    return f"; runs there: {', '.join(reversed(ids[-SHOWN_RUNS:]))}{more}"
 
 
 def format_run(summary: RunSummary, path: str) -> str:

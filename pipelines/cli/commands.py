@@ -113,14 +113,15 @@ def format_data(data: Data) -> list[str]:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    path = show.find_summary(args.output, args.run)
+    path = runs.find_summary(args.output, args.run)
     summary = RunSummary.read(path)
     print(summary.to_json() if args.json else show.format_run(summary, path))
     return 0
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    print(listing.format_runs(args.output, listing.list_runs(args.output)))
+    output = args.folder or args.output
+    print(listing.format_runs(output, listing.list_runs(output)))
     return 0
 
 
@@ -135,7 +136,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    a, b = reproduce.read_record(args.run_a), reproduce.read_record(args.run_b)
+    a, b = reproduce.read_record(args.run_a, args.output), reproduce.read_record(args.run_b, args.output)
     found = reproduce.diff_records(a, b)
     print(reproduce.format_diff(a, b, found))
     return 1 if any(found.values()) else 0

@@ -81,8 +81,9 @@ def _add_record_commands(commands: Any) -> None:
         description="Compares two runs' records, leaving out where each run wrote (publish root, output folder, run "
         "id). Exit 0 when the two are equivalent, 1 when they differ.",
     )
-    diff.add_argument("run_a", metavar="RUN_A", help="a run's summary.json, its folder or OUTPUT")
-    diff.add_argument("run_b", metavar="RUN_B", help="a run's summary.json, its folder or OUTPUT")
+    for name in ("run_a", "run_b"):
+        diff.add_argument(name, metavar=name.upper(), help="a run id under --output, a run folder or a summary.json")
+    diff.add_argument("--output", default=DEFAULT_OUTPUT, help=f"output directory (default {DEFAULT_OUTPUT})")
 
 
 def _add_tune_command(commands: Any) -> None:
@@ -268,9 +269,9 @@ def build_parser() -> argparse.ArgumentParser:
         "headline eval metrics (* marks the one blessing compares on) and the verdict (published, or why not). "
         "A run whose summary.json is missing or unreadable is listed as such.",
     )
-    list_.add_argument(
-        "output", nargs="?", default=DEFAULT_OUTPUT, help=f"the run-local output folder (default {DEFAULT_OUTPUT})"
-    )
+    where = list_.add_mutually_exclusive_group()
+    where.add_argument("folder", nargs="?", metavar="OUTPUT", help="the same as --output")
+    where.add_argument("--output", default=DEFAULT_OUTPUT, help=f"output directory (default {DEFAULT_OUTPUT})")
 
     _add_record_commands(commands)
     _add_tune_command(commands)

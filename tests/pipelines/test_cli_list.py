@@ -136,8 +136,20 @@ def test_list_shows_every_run_newest_first_with_metrics_and_verdict(output, caps
     )
 
 
-def test_list_of_a_folder_without_runs_says_so(tmp_path, capsys):
-    assert cli.main(["list", str(tmp_path)]) == 2
+def test_list_takes_the_output_folder_as_show_does_or_as_its_argument(output, capsys):
+    assert cli.main(["list", "--output", output]) == 0
+    by_flag = capsys.readouterr().out
+    assert cli.main(["list", output]) == 0
+    assert capsys.readouterr().out == by_flag and len(by_flag.splitlines()) == 7
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["list", output, "--output", output])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.endswith("error: argument --output: not allowed with argument OUTPUT\n")
+
+
+@pytest.mark.parametrize("flag", [[], ["--output"]])
+def test_list_of_a_folder_without_runs_says_so(tmp_path, capsys, flag):
+    assert cli.main(["list", *flag, str(tmp_path)]) == 2
     assert capsys.readouterr().err == (
         f"tpu-pipeline list: error: no runs under {tmp_path}: {tmp_path}/runs does not exist; give the --output a "
         "run-local used\n"

@@ -88,6 +88,8 @@ def test_show_names_a_run_by_id_folder_or_file_and_tells_how_a_failed_one_ended(
         assert lines[-2:] == [f"  log: {failed.log}", f"summary: {failed.summary_path}"]
     assert cli.main(["show", "--json", FAILED_RUN["run"]["id"], "--output", output]) == 0
     assert json.loads(capsys.readouterr().out) == failed.read_summary().to_dict()
+    assert cli.main(["show", failed.path]) == 0  # a run folder needs no --output
+    assert capsys.readouterr().out.splitlines()[-1] == f"summary: {failed.summary_path}"
 
 
 def test_show_without_a_run_names_what_it_looked_for(tmp_path, capsys):
@@ -108,15 +110,18 @@ def test_show_of_an_unknown_run_lists_the_runs_there(tmp_path, capsys):
     assert cli.main(["show", "20261122T120000Z-cccccc", "--output", output]) == 2
     err = capsys.readouterr().err
     path = os.path.join(output, "runs", "20261122T120000Z-cccccc", "summary.json")
-    assert err.startswith(f"tpu-pipeline show: error: no run '20261122T120000Z-cccccc': looked for {path} (a run id")
-    assert err.endswith("; runs there: 20261122T110000Z-bbbbbb, 20261122T100000Z-aaaaaa\n")
+    assert err == (
+        "tpu-pipeline show: error: no run '20261122T120000Z-cccccc': looked for "
+        "20261122T120000Z-cccccc/summary.json (a run folder or an output directory) and "
+        f"{path} (a run id under --output {output}); runs there: 20261122T110000Z-bbbbbb, 20261122T100000Z-aaaaaa\n"
+    )
 
 
 @pytest.mark.parametrize("count, shown", [(3, 3), (7, 5)])
 def test_the_error_lists_the_newest_runs_first(tmp_path, count, shown):
     for i in range(count):
         runs.RunFolder(str(tmp_path), f"2026112{i}T000000Z-000000").create()
-    message = show._known(str(tmp_path))
+    message = runs._known(str(tmp_path))
     listed = message.split("runs there: ")[1].split(" and ")[0].split(", ")
     assert listed == [f"2026112{i}T000000Z-000000" for i in reversed(range(count))][:shown]
     assert message.endswith(f" and {count - shown} older") == (count > shown)
