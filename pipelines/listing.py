@@ -1,4 +1,4 @@
-"""`tpu-pipeline list [OUTPUT]`: the local runs under an output folder, newest first, one line each.
+"""`tpu-pipeline list [--output OUTPUT]`: the local runs under an output folder, newest first, one line each.
 
 Each line comes from the run's record (OUTPUT/runs/<id>/summary.json) alone: run id, status, when it started,
 how long it took, the headline metrics (the comparison metric first, marked with *), and the verdict (blessed and

@@ -1,4 +1,5 @@
-"""Run folders of local runs: one folder per run under OUTPUT, the lock on OUTPUT, and each run's summary.
+"""Run folders of local runs: one folder per run under OUTPUT, the lock on OUTPUT, each run's summary, and how a
+command finds a run's summary (`find_summary`: a run id, a run folder, a summary.json, an output directory).
 
     OUTPUT/
       .lock                   held (flock) by the run writing into OUTPUT; it names that run and its process
