@@ -356,7 +356,7 @@ def build_pipeline(
             dataset=dataset,
             model=model,
             spec=evaluate_spec,
-            baseline=baseline,
+            baseline=resolve.outputs["baseline"],
             publish_root=publish_root,
             tpu=accelerated,
         )

@@ -53,7 +53,7 @@ def add_run_arguments(parser: argparse.ArgumentParser, common: Any = None) -> No
         "--baseline",
         default=defaults["baseline"],
         metavar="MODEL",
-        help="compare with: none, latest, a publish root or SavedModel",
+        help="compare with: auto (latest of this label), none, latest, a publish root or SavedModel",
     )
     group.add_argument(
         "--warm-start",

@@ -72,11 +72,13 @@ def format_failure(summary: RunSummary, verbose: bool) -> str:
         lines = [f"tpu-pipeline run-local: error: {summary.stage}: {summary.error}"]
         if verbose:
             lines += [local.failure_excerpt(run.log)]
-    lines += [
-        f"full log: {run.log}",
-        f"run {run.id} is recorded as {summary.status}; run the same command again to resume it (finished "
-        "stages are reused, training continues from its last checkpoint)",
-    ]
+    again = (
+        "change what the error names, then run the command again"  # resolve reads only what the command names
+        if summary.stage == "resolve"
+        else "run the same command again to resume it (finished stages are reused, training continues from its "
+        "last checkpoint)"
+    )
+    lines += [f"full log: {run.log}", f"run {run.id} is recorded as {summary.status}; {again}"]
     return "\n".join(lines)
 
 

@@ -31,8 +31,9 @@ HEARTBEAT_SECONDS = 60.0  # off a terminal, at most one heartbeat line a minute 
 # "step 300/1000 (30%), ETA 40s, loss ...", and "<work>: 1,000/2,000 rows (50%), ... rows/s, ETA ..." of
 # preparation and batch prediction.
 _STAGE_PROGRESS = re.compile(r"\]: (?P<text>step \d+/\d+ \(\d+%\), ETA .*|.+: [\d,]+(?:/[\d,]+)? rows.* rows/s.*)$")
-# Lines of a stage the console shows as they come (`estimator_lib.progress.early_stop_line`).
-_STAGE_NEWS = re.compile(r"\]: (?P<text>early stopping at step \d+: .*)$")
+# Lines of a stage the console shows as they come (`estimator_lib.progress.early_stop_line`, the resolve stage's
+# `release.ResolvedRun.notes`).
+_STAGE_NEWS = re.compile(r"\]: (?P<text>early stopping at step \d+: .*|(?:baseline|warm start): none \(.*)$")
 # The local runner's own status lines ("00:22:55.606 - INFO - Executing task 'train-model'"); the stages' logs are
 # indented under them and go to the log file only.
 _TASK_EVENT = re.compile(

@@ -179,7 +179,7 @@ def test_compiled_pipeline_parameters(tmp_path):
         "evaluate_spec",
         "predict_spec",
     }
-    assert defaults["baseline"] == "latest" and defaults["warm_start"] == "none"
+    assert defaults["baseline"] == "auto" and defaults["warm_start"] == "none"
     assert {p["parameterType"] for name, p in parameters.items()} == {"STRING"}  # each spec is JSON text
     prepare = PrepareSpec.from_json(defaults["prepare_spec"]).prepare
     assert prepare.data == ("embedded:penguins",) and prepare.label == "species"
