@@ -1,5 +1,5 @@
 """The library around `tf.compat.v1.estimator.tpu.TPUEstimator`: no Kubeflow imports; each layer imports only
-from itself and the layers below it (docs/development.md lists them, `tests/test_layers.py` holds the code to it).
+from itself and the layers below it (docs/development.md lists them, `tests/test_layer_order.py` holds the code to it).
 
 - `storage`, `fingerprints`, `vocabulary`: files local or on gs://, their content fingerprints, metric names;
 - `schema`, `manifest`, `summaries`, `progress`: the data contract, stage records, TensorBoard files, progress;

@@ -26,7 +26,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
-from tensorflow.core.protobuf import meta_graph_pb2, saved_model_pb2
+from tensorflow.core.protobuf import config_pb2, meta_graph_pb2, rewriter_config_pb2, saved_model_pb2
 
 from estimator_lib import storage
 from estimator_lib.config import JobConfig
@@ -183,9 +183,20 @@ def _check_structure(proto: saved_model_pb2.SavedModel, task: Optional[str]) -> 
     }
 
 
+# The sessions that check an export run its graph without grappler's remapper: with oneDNN on (TensorFlow 2.15's
+# default on CPUs with AVX-512 VNNI/BF16 or AMX) the remapper aborts the process on some graphs (the BERT pattern's:
+# "CHECK failed: key not found: value"); unfused, the graph computes the same ops.
+CHECK_SESSION = config_pb2.ConfigProto(
+    graph_options=config_pb2.GraphOptions(
+        rewrite_options=rewriter_config_pb2.RewriterConfig(remapping=rewriter_config_pb2.RewriterConfig.OFF)
+    )
+)
+
+
 def run_cpu_graph(local_dir: str, signature: str, feeds: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
-    """Loads the `serve` meta graph fresh (new graph and session) and runs one signature on `feeds`."""
-    with tf.Graph().as_default() as graph, tf.compat.v1.Session(graph=graph) as session:
+    """Loads the `serve` meta graph fresh (new graph and session, `CHECK_SESSION`) and runs one signature on
+    `feeds`."""
+    with tf.Graph().as_default() as graph, tf.compat.v1.Session(graph=graph, config=CHECK_SESSION) as session:
         meta_graph = tf.compat.v1.saved_model.loader.load(session, list(CPU_TAGS), local_dir)
         sig = meta_graph.signature_def[signature]
         feed_dict = {sig.inputs[name].name: value for name, value in feeds.items()}

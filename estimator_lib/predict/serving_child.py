@@ -22,6 +22,7 @@ import sys
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.core.protobuf import rewriter_config_pb2
 
 REQUEST_FILE = "request.json"
 INDEX_KEY = "__index__"  # the .npz entry naming each array: {name: {"kind": "number" | "strings", ...}}
@@ -92,7 +93,11 @@ def serve(request_dir):
     with open(os.path.join(request_dir, REQUEST_FILE), encoding="utf-8") as f:
         request = json.load(f)
     sys.meta_path.insert(0, RefuseImports(request["blocked"]))
-    with tf.Graph().as_default() as graph, tf.compat.v1.Session(graph=graph) as session:
+    # Without grappler's remapper, as export verification runs it (`export.saved_model.CHECK_SESSION`, which this
+    # standalone script cannot import): with oneDNN on it aborts the process on some graphs.
+    config = tf.compat.v1.ConfigProto()
+    config.graph_options.rewrite_options.remapping = rewriter_config_pb2.RewriterConfig.OFF
+    with tf.Graph().as_default() as graph, tf.compat.v1.Session(graph=graph, config=config) as session:
         meta_graph = tf.compat.v1.saved_model.loader.load(session, request["tags"], request["export_dir"])
         for call in request["signatures"]:
             feeds = read_arrays(os.path.join(request_dir, call["inputs"]))

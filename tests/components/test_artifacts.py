@@ -4,6 +4,7 @@ real stage outputs are in test_components.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from types import SimpleNamespace
@@ -21,7 +22,7 @@ from estimator_lib.estimator import TrainResult
 from estimator_lib.export.saved_model import ExportResult
 from estimator_lib.fingerprints import fingerprint_files
 from estimator_lib.predict import PredictResult, serving_check
-from pipelines.local.summary import importance_summary
+from pipelines.run_summary import Importance, decode
 
 
 def artifact(cls, directory, name):
@@ -197,7 +198,6 @@ def test_importance_goes_whole_into_a_file_and_its_top_ten_into_the_blessings_me
         "uri": uri,
     }
     through_kfp = {**described, "rows": 500.0, "repeats": 2.0, "features": 12.0}  # metadata numbers come back floats
-    summary = importance_summary(SimpleNamespace(metadata={"importance": through_kfp}))
-    assert summary == described and type(summary["rows"]) is int
+    summary = decode(Importance, through_kfp, "summary.json")  # as the run's summary reads it back
+    assert dataclasses.asdict(summary) == described and type(summary.rows) is int
     assert artifacts.describe_importance(SimpleNamespace(importance=None), blessing) == {}
-    assert importance_summary(SimpleNamespace(metadata={"importance": {}})) is None

@@ -16,6 +16,7 @@ import sys
 
 import pytest
 
+from components import registry
 from estimator_lib import manifest
 from estimator_lib.data import common, embedded
 
@@ -23,7 +24,7 @@ pytestmark = pytest.mark.slow
 
 TPU_PIPELINE = os.path.join(os.path.dirname(sys.executable), "tpu-pipeline")
 
-STAGES = ("prepare", "train", "export", "batch_predict", "serving_check", "evaluate", "release")
+STAGES = registry.STAGES  # in the DAG's order, the order reproduce reports them in
 SMALL = ("--set", "training.train_steps=20")  # a short step budget; preparation in parallel, as by default
 
 

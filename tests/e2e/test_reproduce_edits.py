@@ -85,7 +85,7 @@ def test_reproduce_names_an_edited_shard_metric_and_seed(runs, tmp_path):
     for edit, record in records.items():
         assert reproduce.verify_record(record) == [], edit  # a run as it ended agrees with its files
 
-    shard = records["shard"].summary["predictions"]["shards"][0]
+    shard = records["shard"].summary.results.predictions.shards[0]
     flip_one_byte(shard)
     metric = load(runs["metric"])
     accuracy = metric["metrics"]["accuracy"]
