@@ -198,7 +198,7 @@ def test_default_run_records_the_full_config(first_run):
     assert config["job_config"]["tpu"]["strict"] is True and config["job_config"]["tpu"]["use_tpu"] is False
     assert config["job_config"]["training"].get("train_steps") is None  # the budget comes from max_epochs
     assert config["job_config"]["training"]["max_epochs"] == config["max_epochs"] == 100
-    assert config["baseline"] == "latest" and config["warm_start"] == "none"
+    assert config["baseline"] == "auto" and config["warm_start"] == "none"
 
 
 def test_warm_started_second_run_is_blessed_against_the_published_baseline(first_run, tmp_path):
