@@ -59,25 +59,23 @@ def _stage_code(code: str, pipeline_root: str, upload: bool) -> tuple[str, dict[
     return where, described
 
 
-def _stage_spec(path: str, pipeline_root: str, upload: bool) -> str:
+def _stage_spec(path: str, pipeline_root: str, upload: bool) -> tuple[str, dict[str, Any]]:
     if storage.is_gcs(path):
-        return path
+        return path, {"source": path, "staged": path}
     with open(path, "rb") as f:
         data = f.read()
     where = storage.join(pipeline_root, STAGED_DIR, f"feature_spec-{hashlib.sha256(data).hexdigest()[:12]}.json")
     if upload:
         storage.write_bytes(where, data)
-    return where
+    return where, {"source": path, "staged": where}
 
 
 def stage_user_files(code: Optional[str], feature_spec: Optional[str], pipeline_root: str, upload: bool) -> Staged:
     """Stages `--code` and `--feature-spec` under `pipeline_root` for a Vertex AI run (uploading only when
     `upload`); returns the gs:// URIs the run's settings take instead, and a description for the request."""
-    described: dict[str, Any] = {}
-    if code:
-        code, described["code"] = _stage_code(code, pipeline_root, upload)
-    if feature_spec:
-        described["feature_spec"] = {"source": feature_spec}
-        feature_spec = _stage_spec(feature_spec, pipeline_root, upload)
-        described["feature_spec"]["staged"] = feature_spec
-    return Staged(code, feature_spec, {"uploaded": upload, **described} if described else {})
+    given = {"code": (code, _stage_code), "feature_spec": (feature_spec, _stage_spec)}
+    staged = {name: stage(path, pipeline_root, upload) for name, (path, stage) in given.items() if path}
+    described = {name: about for name, (_, about) in staged.items()}
+    where = {name: staged.get(name, (None,))[0] for name in given}
+    request = {"uploaded": upload, **described} if described else {}  # {}: nothing to stage
+    return Staged(where["code"], where["feature_spec"], request)
