@@ -1,8 +1,9 @@
 """Pass 2 of preparation: check every row against the decided schema, encode it, gather training statistics.
 
 A worker turns one chunk into serialized Examples per split (in row order), the chunk's bad rows (each with
-file, line, column, value and reason), and partial statistics over the good rows. Statistics are
-computed from exactly the rows that are written, so bad rows never leak into the schema.
+file, line, column, value and reason), its unlabelled rows (readable, the label missing: set aside, neither bad
+nor written), and partial statistics over the good rows. Statistics are computed from exactly the rows that are
+written, so bad and unlabelled rows never leak into the schema.
 
 Scoring (`prepare.encode_for_scoring`) runs the same code with `optional_label`: a row without a label is
 good, and a label that is present and valid is written while a missing or invalid one is left out.
@@ -88,6 +89,7 @@ class ChunkResult:
     rows: int = 0
     examples: Tuple[List[bytes], ...] = ((), (), (), ())  # type: ignore[assignment]
     bad: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
+    unlabelled: List[Dict[str, Any]] = dataclasses.field(default_factory=list)  # {file, line, row} per row
     missing: List[List[int]] = dataclasses.field(default_factory=list)  # [split][feature index]
     numeric: Dict[int, NumericStats] = dataclasses.field(default_factory=dict)  # training rows
     categories: Dict[int, collections.Counter] = dataclasses.field(default_factory=dict)  # training rows
@@ -109,6 +111,10 @@ class ChunkResult:
         """This result without its encoded rows (written elsewhere): statistics, counts and bad rows only."""
         empty = tuple(() for _ in SPLITS)
         return dataclasses.replace(self, examples=empty, hashes=empty, written=tuple(self.split_counts()))
+
+
+class Unlabelled(Exception):
+    """A readable row whose label is missing (prepare only): set aside, not a bad row."""
 
 
 class BadValue(Exception):
@@ -143,8 +149,8 @@ def _encode_rows(task: ChunkTask, plan: EncodePlan) -> ChunkResult:
         out.rows += 1
         try:
             split, key, typed, serialized = _row(task, plan, offset, record)
-        except (BadRecord, BadValue) as e:
-            out.bad.append(_bad_row(e, chunk, line, record))
+        except (BadRecord, BadValue, Unlabelled) as e:
+            _set_aside(out, e, chunk, line, record)
             continue
         if not checked:
             _check_against_records(typed, key, serialized, plan, chunk, line)
@@ -229,8 +235,8 @@ def _encode_csv(task: ChunkTask, plan: EncodePlan) -> ChunkResult:
     for i in doubtful:
         try:
             _, keys[i], typed, serialized[i] = _row(task, plan, i, records[i])
-        except (BadRecord, BadValue) as e:
-            out.bad.append(_bad_row(e, chunk, lines[i], records[i]))
+        except (BadRecord, BadValue, Unlabelled) as e:
+            _set_aside(out, e, chunk, lines[i], records[i])
             continue
         columns.set_row(i, typed, plan)
         good[i] = True
@@ -305,8 +311,8 @@ def _text_column(f: FeaturePlan, column: Sequence[Optional[str]]) -> Tuple[List[
 
 
 def _label_column(column: Sequence[Optional[str]], plan: EncodePlan) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(class indices or numbers, labelled, doubtful). Missing is fine only when the label is optional; an
-    invalid label is always left to the precise path."""
+    """(class indices or numbers, labelled, doubtful). A missing label is fine only when the label is optional
+    (otherwise the precise path sets the row aside as unlabelled); an invalid label is always left to it."""
     missing = np.equal(np.array(column, dtype=object), None)
     if plan.task == CLASSIFICATION:
         label = _class_indices(column, plan)
@@ -432,9 +438,8 @@ def _empty_result(plan: EncodePlan) -> ChunkResult:
 def _split_and_key(
     values: Dict[str, Optional[str]], row: int, key_hash: int, task: ChunkTask, plan: EncodePlan
 ) -> Tuple[int, str]:
-    label = values.get(plan.label)
-    if label is None and not plan.optional_label:
-        raise BadValue(plan.label, None, f"the label is missing (missing-value tokens: {sorted(plan.missing)})")
+    if values.get(plan.label) is None and not plan.optional_label:
+        raise Unlabelled()
     split = split_index(key_hash, plan.eval_fraction, plan.test_fraction, plan.valid_fraction)
     if plan.key_column is None:
         return split, derived_key(key_hash, task.occurrences.get(row, 0))
@@ -578,6 +583,14 @@ def _finish_numeric(out: ChunkResult, collected: List[List[Any]], plan: EncodePl
 def _float32(values: np.ndarray) -> np.ndarray:
     """The float32 values the Examples hold (written values are finite float32; NaN stays NaN)."""
     return values.astype("<f4")
+
+
+def _set_aside(out: ChunkResult, error: Exception, chunk: Chunk, line: int, record: Any) -> None:
+    """Adds a row the precise path refused to the chunk's unlabelled or bad rows."""
+    if isinstance(error, Unlabelled):
+        out.unlabelled.append({"file": chunk.file_name, "line": line, "row": raw_row(record, chunk.columns)})
+    else:
+        out.bad.append(_bad_row(error, chunk, line, record))
 
 
 def _bad_row(error: Exception, chunk: Chunk, line: int, record: Any) -> Dict[str, Any]:

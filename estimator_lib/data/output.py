@@ -5,7 +5,8 @@ fingerprints come from their writers: `output_fingerprints`' `elsewhere`.)
 Layout (relative to the output directory):
   train/part-00000-of-00002.tfrecord ...   eval/...   valid/... (when valid_fraction > 0)   test/... (when
   test_fraction > 0)
-  schema.json  manifest.json  quarantine.jsonl (only when rows were quarantined)
+  schema.json  manifest.json  quarantine.jsonl (only when rows were quarantined)  unlabelled.jsonl (only when
+  rows had no label)
 A row's shard comes from its key hash (`shard_of`), and each shard holds its rows in input order (file, then
 line): where a row goes depends on the row alone, so workers can write shards without knowing the global order,
 and a shard's bytes depend only on the input. Nothing fingerprinted holds a time stamp or a local path.
@@ -24,6 +25,7 @@ from estimator_lib import fingerprints
 MANIFEST = "manifest.json"
 SCHEMA = "schema.json"
 QUARANTINE = "quarantine.jsonl"
+UNLABELLED = "unlabelled.jsonl"
 
 
 def shard_of(key_hashes: np.ndarray, num_shards: int) -> np.ndarray:
@@ -105,11 +107,13 @@ def scoring_shard_name(shard: int, num_shards: int) -> str:
     return f"part-{shard:05d}-of-{num_shards:05d}.tfrecord"
 
 
-class QuarantineWriter:
-    """quarantine.jsonl: one bad row per line with file, line, column, value, reason and the raw row."""
+class JsonLinesWriter:
+    """A JSON Lines file in the staging directory, created at its first row: `QUARANTINE` (a bad row per line
+    with file, line, column, value, reason and the raw row) or `UNLABELLED` (an unlabelled row's raw cells per
+    line, {column: text}, which scoring reads as it is)."""
 
-    def __init__(self, staging: str):
-        self.path = os.path.join(staging, QUARANTINE)
+    def __init__(self, staging: str, name: str):
+        self.path = os.path.join(staging, name)
         self._file = None
 
     def write(self, bad: Dict[str, Any]) -> None:

@@ -44,9 +44,11 @@ from estimator_lib.data.encode import init_worker as init_encoder
 from estimator_lib.data.keys import KeyPlan
 from estimator_lib.data.output import (
     MANIFEST,
+    QUARANTINE,
     SCHEMA,
+    UNLABELLED,
     ConsecutiveShards,
-    QuarantineWriter,
+    JsonLinesWriter,
     ShardWriters,
     output_fingerprints,
     write_json,
@@ -321,7 +323,7 @@ def _prepare_into(
     splits = list(key_plan.splits)
     writers = (passes.shard_writers or ShardWriters)(staging, splits, config.num_shards)
     numbers: List[quantiles.ChunkNumbers] = []
-    totals = _encode(parts, plan, writers, QuarantineWriter(staging), profile.rows, config, "prepare", numbers)
+    totals = _encode(parts, plan, writers, staging, profile.rows, config, "prepare", numbers)
     shard_records = writers.records
     if elsewhere is not None:
         elsewhere.update(writers.elsewhere)
@@ -377,7 +379,7 @@ def _score_into(
     writers = ConsecutiveShards(staging, SPLITS[scoring.SPLIT], config.num_shards, profile.rows)
     plan = scoring.encode_plan(schema, config)
     parts = passes.encode(inputs, config, plan, facts, scans)
-    totals = _encode(parts, plan, writers, QuarantineWriter(staging), profile.rows, config, "encode for scoring")
+    totals = _encode(parts, plan, writers, staging, profile.rows, config, "encode for scoring")
     _write_schema(staging, schema)
     described = _described_inputs(inputs, scans, file_starts, profile.rows)
     manifest = scoring.manifest(staging, described, schema, extra, totals, writers.records, config)
@@ -538,21 +540,24 @@ def _encode(
     parts: Iterator[ChunkResult],
     plan: EncodePlan,
     writers: Any,
-    quarantine: QuarantineWriter,
+    staging: str,
     total_rows: int,
     config: PrepareConfig,
     what: str,
     train_numbers: Optional[List[quantiles.ChunkNumbers]] = None,
 ) -> Totals:
     """Pass 2's results, merged in input order: write good rows to shards (`ShardWriters` or
-    `ConsecutiveShards`; closed here), bad rows to quarantine (or fail), merge statistics, and gather the
-    chunks' `train_numbers` into `train_numbers` (`quantiles.chunk_numbers` of each chunk); rows done, rate and ETA are
-    reported as `what`."""
+    `ConsecutiveShards`; closed here), bad rows to `QUARANTINE` in `staging` (or fail), unlabelled rows' cells to
+    `UNLABELLED`, merge statistics, and gather the chunks' `train_numbers` into `train_numbers`
+    (`quantiles.chunk_numbers` of each chunk); rows done, rate and ETA are reported as `what`."""
     totals = Totals(len(plan.features), max(100_000, 10 * config.max_vocabulary_size))
     progress = RowProgress(f"{what} (pass 2 of 2, encoding)", total=total_rows)
+    quarantine, unlabelled = JsonLinesWriter(staging, QUARANTINE), JsonLinesWriter(staging, UNLABELLED)
     try:
         for part in parts:
             _handle_bad(part, quarantine, totals.bad, total_rows, config)
+            for row in part.unlabelled:
+                unlabelled.write(row["row"])
             for s, split in enumerate(SPLITS):
                 if part.examples[s]:
                     writers.write(split, part.examples[s], part.hashes[s])
@@ -563,12 +568,13 @@ def _encode(
     finally:
         writers.close()
         quarantine.close()
+        unlabelled.close()
     progress.finish()
     return totals
 
 
 def _handle_bad(
-    part: ChunkResult, quarantine: QuarantineWriter, bad_so_far: int, total_rows: int, config: PrepareConfig
+    part: ChunkResult, quarantine: JsonLinesWriter, bad_so_far: int, total_rows: int, config: PrepareConfig
 ) -> None:
     if not part.bad:
         return
@@ -588,7 +594,7 @@ def _handle_bad(
         )
 
 
-def _first_reason(quarantine: QuarantineWriter) -> str:
+def _first_reason(quarantine: JsonLinesWriter) -> str:
     quarantine.close()
     with open(quarantine.path, encoding="utf-8") as f:
         first = json.loads(f.readline())
@@ -647,6 +653,7 @@ def _manifest(
             "written": sum(totals.counts),
             "bad": totals.bad,
             "quarantined": totals.bad,
+            **({"unlabelled": totals.unlabelled} if totals.unlabelled else {}),
         },
         "counts": dict(zip(SPLITS, totals.counts)),
         "files": {s: [n for n in outputs if n.startswith(s + "/")] for s in SPLITS},
@@ -656,6 +663,8 @@ def _manifest(
         "vocabulary_caps": caps,
         "outputs": outputs,
     }
+    if totals.unlabelled:
+        manifest["unlabelled_lines"] = totals.unlabelled_lines
     manifest.update(summary(schema, totals))
     manifest["fingerprint"] = fingerprints.json_digest({"inputs": manifest["input_fingerprint"], "outputs": outputs})
     return manifest

@@ -26,8 +26,11 @@ from estimator_lib.config import PrepareConfig
 from estimator_lib.data.combine import NumericStats
 from estimator_lib.data.common import SPLITS, DataError
 from estimator_lib.data.encode import ChunkResult
+from estimator_lib.data.output import UNLABELLED
 from estimator_lib.data.plan import Decisions
 from estimator_lib.schema import CLASSIFICATION, NUMERIC, REGRESSION, FeatureSpec, LabelSpec, Schema
+
+SHOWN_LINES = 10  # unlabelled rows' lines listed per input file
 
 
 @dataclasses.dataclass
@@ -45,6 +48,9 @@ class Totals:
     class_counts: List[collections.Counter] = dataclasses.field(default_factory=list)
     label_moments: NumericStats = dataclasses.field(default_factory=NumericStats)
     labelled: int = 0
+    unlabelled: int = 0  # readable rows whose label is missing (set aside)
+    # Per input file, the lines of its first `SHOWN_LINES` unlabelled rows.
+    unlabelled_lines: Dict[str, List[int]] = dataclasses.field(default_factory=dict)
     # Per categorical feature, the most distinct values its counter held before `_bounded` halved it: a floor
     # of the column's distinct values (absent while the counter holds every value seen, an exact count).
     distinct_floor: Dict[int, int] = dataclasses.field(default_factory=dict)
@@ -57,6 +63,11 @@ class Totals:
         self.rows += part.rows
         self.bad += len(part.bad)
         self.labelled += part.labelled
+        self.unlabelled += len(part.unlabelled)
+        for row in part.unlabelled:
+            shown = self.unlabelled_lines.setdefault(row["file"], [])
+            if len(shown) < SHOWN_LINES:
+                shown.append(row["line"])
         for s, written in enumerate(part.split_counts()):
             self.counts[s] += written
             self.missing[s] = [a + b for a, b in zip(self.missing[s], part.missing[s])]
@@ -143,8 +154,9 @@ def _label(decisions: Decisions, totals: Totals, config: "PrepareConfig") -> Lab
 
 
 def notes(schema: Schema, totals: Totals) -> List[str]:
-    """Facts a user should see in the manifest: constant or all-missing columns, classes without rows."""
-    out: List[str] = []
+    """Facts a user should see in the manifest: rows without a label, constant or all-missing columns, classes
+    without rows."""
+    out = [unlabelled_note(totals)] if totals.unlabelled else []
     for i, f in enumerate(schema.features):
         m = totals.numeric.get(i)
         if f.kind == NUMERIC and (m is None or m.count == 0):
@@ -155,6 +167,19 @@ def notes(schema: Schema, totals: Totals) -> List[str]:
         if totals.class_counts[0][c] == 0:
             out.append(f"label class {name!r} has no good training row")
     return out
+
+
+def unlabelled_note(totals: Totals) -> str:
+    """Says how many rows had no label, where the first are, and where they wait to be scored."""
+    places = "; ".join(
+        f"{name} line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))}"
+        for name, lines in totals.unlabelled_lines.items()
+    )
+    more = ", ..." if sum(map(len, totals.unlabelled_lines.values())) < totals.unlabelled else ""
+    return (
+        f"{totals.unlabelled} row(s) have no label ({places}{more}): set aside, neither trained on nor evaluated; "
+        f"{UNLABELLED} in the prepared dataset holds them, to score with --predict-data (docs/prepare.md)"
+    )
 
 
 def vocabulary_caps(

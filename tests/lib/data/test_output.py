@@ -79,12 +79,12 @@ def test_consecutive_shards_refuse_another_split_and_zero_planned_rows(tmp_path)
     assert list(shards.records.values()) == [1, 0, 1]
 
 
-def test_quarantine_writes_only_when_a_row_is_bad(tmp_path):
-    empty = output.QuarantineWriter(str(tmp_path / "a"))
+def test_a_json_lines_file_is_written_only_when_a_row_comes(tmp_path):
+    empty = output.JsonLinesWriter(str(tmp_path / "a"), output.QUARANTINE)
     empty.close()
     assert not os.path.exists(empty.path)
     os.makedirs(tmp_path / "b")
-    writer = output.QuarantineWriter(str(tmp_path / "b"))
+    writer = output.JsonLinesWriter(str(tmp_path / "b"), output.QUARANTINE)
     writer.write({"line": 3, "value": "ü", "file": "in.csv"})
     writer.write({"line": 9, "value": None, "file": "in.csv"})
     writer.close()

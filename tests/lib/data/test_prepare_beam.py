@@ -64,6 +64,23 @@ def test_several_files_quarantine_and_duplicate_keys_are_byte_identical(tmp_path
     assert manifest["rows"]["quarantined"] == 2 and [i["rows"] for i in manifest["inputs"]] == [80, 70]
 
 
+def test_unlabelled_rows_in_several_files_are_byte_identical(tmp_path):
+    rows = awkward_rows(150)
+    for i in (4, 33, 81, 120):
+        rows[i][5] = "NA" if i % 2 else ""
+    rows[60][1] = "abc"  # a bad row beside them
+    write_csv(tmp_path / "a.csv", AWKWARD, rows[:80])
+    write_csv(tmp_path / "b.csv", AWKWARD, rows[80:])
+    config = PrepareConfig(
+        data=(str(tmp_path / "*.csv"),), label="label", bad_rows="quarantine", max_bad_fraction=0.1, chunk_bytes=1024
+    )
+    here, there = both_engines(tmp_path, config)
+    assert "unlabelled.jsonl" in here and here == there
+    manifest = json.loads(there["manifest.json"])
+    assert manifest["rows"]["unlabelled"] == 4 and manifest["rows"]["bad"] == 1
+    assert sorted(manifest["unlabelled_lines"]) == ["a.csv", "b.csv"]
+
+
 def test_jsonl_with_content_keys_and_repeated_rows_is_byte_identical(tmp_path):
     lines = [{"x": i % 7, "c": ["u", "v", None][i % 3], "y": ["a", "b"][i % 2]} for i in range(120)]
     lines += lines[:10]  # identical rows: their content keys differ by occurrence

@@ -58,21 +58,20 @@ def test_quarantine_holds_every_bad_row_with_its_reason(tmp_path):
     rows[3][0] = "abc"
     rows[10][0] = "nan"
     rows[11][0] = "-Inf"
-    rows[12][2] = "NA"
+    rows[12][2] = "NA"  # no label: unlabelled, not bad
     rows[13] = ["1.5", "Dream"]
     rows[14][0] = "1e39"
     path = write(tmp_path / "data.csv", HEADER, rows)
     out = tmp_path / "out"
     result = prepare(config(path, bad_rows="quarantine", max_bad_fraction=0.05), str(out))
 
-    assert result.manifest["rows"] == {"total": 300, "written": 294, "bad": 6, "quarantined": 6}
+    assert result.manifest["rows"] == {"total": 300, "written": 294, "bad": 5, "quarantined": 5, "unlabelled": 1}
     assert sum(result.counts.values()) == 294
     bad = quarantined(out)
     assert [(b["line"], b["column"], b["value"]) for b in bad] == [
         (5, "bill length (mm)", "abc"),
         (12, "bill length (mm)", "nan"),
         (13, "bill length (mm)", "-Inf"),
-        (14, "species", None),
         (15, None, None),
         (16, "bill length (mm)", "1e39"),
     ]
@@ -82,11 +81,11 @@ def test_quarantine_holds_every_bad_row_with_its_reason(tmp_path):
         "data.csv line 12, column 'bill length (mm)': 'nan' is not a finite number (the column is numeric; "
         "write a missing-value token such as NA instead)"
     )
-    assert reasons[3].startswith("data.csv line 14, column 'species': the label is missing")
-    assert reasons[4] == "data.csv line 15: the record has 2 field(s) but the header has 3 columns"
-    assert "outside the float32 range" in reasons[5]
+    assert reasons[3] == "data.csv line 15: the record has 2 field(s) but the header has 3 columns"
+    assert "outside the float32 range" in reasons[4]
     assert bad[0]["row"] == {"bill length (mm)": "abc", "island": "Dream", "species": "Gentoo"}
-    assert bad[4]["row"] == ["1.5", "Dream"]
+    assert bad[3]["row"] == ["1.5", "Dream"]
+    assert result.manifest["unlabelled_lines"] == {"data.csv": [14]}
     assert result.manifest["outputs"]["quarantine.jsonl"]["bytes"] == (out / "quarantine.jsonl").stat().st_size
 
 
