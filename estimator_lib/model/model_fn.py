@@ -133,10 +133,25 @@ def _train_spec(loss, train_op, scaffold_fn, hooks) -> TPUEstimatorSpec:
     return TPUEstimatorSpec(ModeKeys.TRAIN, loss=loss, train_op=train_op, scaffold_fn=scaffold_fn, training_hooks=hooks)
 
 
+class _RoundCheckpointHook(tf.compat.v1.train.CheckpointSaverHook):
+    """TensorFlow's checkpoint hook, less the repeats of a resumed `train()` call (each early-stopping round is
+    one): a session restored from a checkpoint of its own global step neither saves that checkpoint again nor
+    rewrites the graph files (graph.pbtxt, the event file's graph); the first call of a model directory writes
+    both, and every later save is TensorFlow's own."""
+
+    def after_create_session(self, session, coord):
+        step = int(session.run(self._global_step_tensor))
+        latest = tf.train.latest_checkpoint(self._checkpoint_dir)
+        if latest is None or not latest.endswith(f"-{step}"):
+            super().after_create_session(session, coord)
+            return
+        self._timer.update_last_triggered_step(step)
+
+
 def loop_checkpoint_hook(run_config, steps_per_run: int) -> tf.compat.v1.train.CheckpointSaverHook:
     """The estimator's checkpoint hook, told that a session.run trains `steps_per_run` steps (as TPUEstimator
     tells it on a TPU): it then saves at every `save_checkpoints_steps` multiple, not at every other one."""
-    hook = tf.compat.v1.train.CheckpointSaverHook(
+    hook = _RoundCheckpointHook(
         run_config.model_dir,
         save_steps=run_config.save_checkpoints_steps,
         save_graph_def=run_config.checkpoint_save_graph_def,
