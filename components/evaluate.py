@@ -91,7 +91,13 @@ def evaluate_model(
     header = report_header.run_header(
         report.uri, [("prepare", dataset.uri), ("train", model.uri)], job, source.manifest, started
     )
-    shown = dataclasses.replace(shown, header=header, curves=read_curves(model.uri))
+    shown = dataclasses.replace(
+        shown,
+        header=header,
+        curves=read_curves(model.uri),
+        leakage_threshold=config.leakage_threshold,
+        no_baseline=report_header.no_baseline(baseline, based_on, publish_root),
+    )
     written = report_lib.write_report(shown, report.uri, verdict.uri)
     adapter.copy_summaries_to_tensorboard(storage.join(model.uri, summaries.EVAL_DIR), "eval")
     artifacts.describe_slices(evaluation, slice_metrics, blessing)

@@ -75,3 +75,13 @@ def run_header(
     return RunHeader(
         posixpath.basename(run_dir), first, now(), covers, _data(manifest), fingerprint, _code(versions), model
     )
+
+
+def no_baseline(baseline: str, based_on: str, publish_root: str) -> str:
+    """Why an evaluation has no baseline, from the evaluate stage's `baseline` argument (what resolve decided)
+    and `based_on` (the LATEST version under `publish_root`, "none" when nothing is published)."""
+    if based_on == "none":
+        return f"nothing is published under {publish_root} yet"
+    if baseline == "none":
+        return "a new lineage (the published model predicts another label or task), or --baseline none"
+    return f"no model at {baseline}"

@@ -48,7 +48,7 @@ text-align:left}th{background:#f5f5f7}td.n{text-align:right;font-variant-numeric
 img{max-width:32rem}pre{background:#f5f5f7;padding:.6rem;font-size:.8rem;white-space:pre-wrap;word-break:break-all}
 summary{cursor:pointer;font-weight:600;margin:.8rem 0}.facts td{overflow-wrap:anywhere}
 .facts td:first-child{white-space:nowrap}.wide{overflow-x:auto}tr.fail td{background:#fce8e6}
-tr.unjudged td{color:#5f6368}#curves img{max-width:42rem}
+tr.unjudged td{color:#5f6368}#curves img{max-width:42rem}#worst-rows td:first-child{white-space:nowrap}
 """
 
 
@@ -73,6 +73,9 @@ class ReportInputs:
         baseline (`Evaluation.intervals`).
       importance: permutation importance per feature and integrated-gradient attributions
         (`Evaluation.importance`).
+      leakage_threshold: `BlessingConfig.leakage_threshold`, the bound of the leakage check's row when no feature
+        reached it (the blessing then records the scores but no check).
+      no_baseline: why there is no baseline (shown under the metrics when there is none).
     """
 
     title: str
@@ -91,6 +94,8 @@ class ReportInputs:
     header: Optional["RunHeader"] = None
     curves: Optional[Mapping[str, Any]] = None
     worst_rows: Optional[Sequence[Mapping[str, Any]]] = None
+    leakage_threshold: Optional[float] = None
+    no_baseline: str = "no baseline given"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -312,7 +317,7 @@ def curves_plot(curves: Mapping[str, Any]) -> str:
         ax.axvline(best, color="#137333", linestyle="--", linewidth=2, label=f"selected: best step {best}")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole
     ax.set(xlabel="step", ylabel="loss", title="Loss during training")
-    ax.legend(loc="upper right")
+    ax.legend(loc="best")  # "upper right" hid a validation curve that rises
     return _png(fig)
 
 
@@ -367,6 +372,9 @@ def comparison_text(intervals: Mapping[str, Any]) -> Optional[str]:
     return f"{paired['metric']}: candidate - baseline = {paired['difference']:+.4f} {span}: {paired['verdict']}"
 
 
+UNDEFINED = "undefined here"  # a metric a set of rows does not define (AUC of rows of one class)
+
+
 def _metrics_table(inputs: ReportInputs) -> str:
     """Each headline metric: the candidate's (with its confidence interval where the run computed one), the
     baseline's and the change against it (with the paired interval and its verdict for the metric the paired
@@ -382,23 +390,27 @@ def _metrics_table(inputs: ReportInputs) -> str:
     header += ["reference"] if reference else []
     names = sorted({*candidate, *baseline, *reference})
     rows = [_metric_row(name, inputs, paired) for name in names]
-    return _table(header, rows) + _intervals_note(intervals)
+    missing = "" if baseline else f"<p>No baseline column: {html.escape(inputs.no_baseline)}.</p>"
+    return _table(header, rows) + missing + _intervals_note(intervals)
 
 
 def _metric_row(name: str, inputs: ReportInputs, paired: Mapping[str, Any]) -> List[Any]:
     intervals = inputs.intervals or {}
     candidate, baseline = inputs.blessing.candidate_metrics, inputs.blessing.baseline_metrics or {}
     span = (intervals.get("metrics") or {}).get(name)
-    row: List[Any] = [name, _Figure(interval_text(span, intervals["confidence"])) if span else candidate.get(name, "")]
+    shown = _Figure(interval_text(span, intervals["confidence"])) if span else candidate.get(name, UNDEFINED)
+    row: List[Any] = [name, shown]
     if baseline:
         both = name in candidate and name in baseline
-        row += [baseline.get(name, ""), _Figure(f"{candidate[name] - baseline[name]:+.4f}") if both else ""]
+        change = _Figure(f"{candidate[name] - baseline[name]:+.4f}") if both else "n/a: not in both"
+        row += [baseline.get(name, "not recorded by the baseline"), change]
         if paired:
             judged = paired["metric"] == name
-            row += [_Figure(f"[{paired['low']:+.4f}, {paired['high']:+.4f}]") if judged else ""]
-            row += [paired["verdict"] if judged else ""]
+            only = f"paired on {paired['metric']} only"
+            row += [_Figure(f"[{paired['low']:+.4f}, {paired['high']:+.4f}]") if judged else only]
+            row += [paired["verdict"] if judged else only]
     if inputs.reference_metrics:
-        row.append(inputs.reference_metrics.get(name, ""))
+        row.append(inputs.reference_metrics.get(name, "not computed for the reference"))
     return row
 
 
@@ -430,10 +442,11 @@ def _slices_section(slices: Mapping[str, Any], total_rows: int) -> str:
     others = sorted({m for row in rows for m in row["metrics"]} - {metric})
     header = ["slice", "rows", metric] + others + ["result"]
     overall = slices.get("overall") or {}
-    table = [["all eval rows", total_rows] + [overall.get(m, "") for m in [metric] + others] + [""]]
+    overall_values = [overall.get(m, UNDEFINED) for m in [metric] + others]
+    table = [["all eval rows", total_rows] + overall_values + ["the whole split"]]
     marks = [""]
     for row in rows:
-        values = [row["metrics"].get(m, "") for m in [metric] + others]
+        values = [row["metrics"].get(m, UNDEFINED) for m in [metric] + others]
         table.append([row["name"], row["rows"]] + values + [slice_result(row)])
         marks.append("fail" if row["passed"] is False else "" if row["judged"] else "unjudged")
     note = (
@@ -450,10 +463,13 @@ def _slices_section(slices: Mapping[str, Any], total_rows: int) -> str:
 
 def _importance_section(importance: Mapping[str, Any]) -> str:
     """The importance charts and the same numbers as a table (one row per feature)."""
-    attributions = {a["feature"]: a["attribution"] for a in (importance.get("attributions") or {}).get("features", [])}
+    record = importance.get("attributions") or {}
+    attributions = {a["feature"]: a["attribution"] for a in record.get("features", [])}
     header = ["feature", "permutation importance", "std"] + (["integrated gradients"] if attributions else [])
+    why = {f: "not attributed: no gradient (a categorical id has none)" for f in record.get("not_attributed", [])}
     rows = [
-        [p["feature"], p["importance"], p["std"]] + ([attributions.get(p["feature"], "")] if attributions else [])
+        [p["feature"], p["importance"], p["std"]]
+        + ([attributions.get(p["feature"], why.get(p["feature"], "not attributed"))] if attributions else [])
         for p in importance.get("permutation") or []
     ]
     note = (
@@ -531,9 +547,10 @@ def _worst_rows_section(rows: Sequence[Mapping[str, Any]], classification: bool)
         shown += [row["probability"]] if classification else []
         values = [_original_value(row["values"][f]) for f in features]
         table.append(shown + [row["loss"]] + values)
+    probability = " (probability: of the predicted class)" if classification else ""
     note = (
         f"<p>The {len(rows)} eval rows of highest {loss}, worst first, with their input file and line and their "
-        "feature values as prepared (probability: of the predicted class).</p>"
+        f"feature values as prepared{probability}.</p>"
     )
     return (
         note
@@ -543,12 +560,30 @@ def _worst_rows_section(rows: Sequence[Mapping[str, Any]], classification: bool)
     )
 
 
-def _checks_table(blessing: Blessing) -> str:
+def _checks_table(inputs: ReportInputs) -> str:
+    """Every check that decided the verdict: the blessing's, and the leakage check when it passed without a row."""
     rows = [
         [check.name, check.metric, check.value, check.bound, "passed" if check.passed else "FAILED", check.message]
-        for check in blessing.checks
+        for check in inputs.blessing.checks
     ]
+    rows += leakage_rows(inputs.blessing, inputs.leakage_threshold)
     return _table(["check", "metric", "value", "bound", "result", "reason"], rows)
+
+
+def leakage_rows(blessing: Blessing, threshold: Optional[float]) -> List[List[Any]]:
+    """The leakage check as a passed row when it ran and no feature reached `threshold` (`blessing.decide` then
+    records the scores but no check); [] when it has a check of its own, or did not run."""
+    scores = blessing.leakage
+    if scores is None or threshold is None or any(c.name == "leakage" for c in blessing.checks):
+        return []
+    if not scores:
+        return [["leakage", "skill", "n/a", threshold, "passed", "no feature scored: the eval rows hold one label"]]
+    feature, top = max(sorted(scores.items()), key=lambda item: item[1]["skill"])
+    message = (
+        f"no feature alone predicts the label: the most predictive, {feature!r}, removes {top['skill']:.4f} of the "
+        f"trivial model's errors (blessing.leakage_threshold={threshold:g})"
+    )
+    return [["leakage", "skill", top["skill"], threshold, "passed", message]]
 
 
 def _data_section(manifest: Mapping[str, Any]) -> str:
@@ -600,7 +635,10 @@ def _split_table(per_split: Mapping[str, Mapping[str, Any]], first: str) -> str:
 
 def _drift_section(drift: Mapping[str, Mapping[str, Any]]) -> str:
     figures = sorted({name for values in drift.values() for name in values})
-    rows = [[feature] + [values.get(name, "") for name in figures] for feature, values in sorted(drift.items())]
+    rows = [
+        [feature] + [values.get(name, "n/a for this feature's type") for name in figures]
+        for feature, values in sorted(drift.items())
+    ]
     return _table(["feature"] + figures, rows)
 
 
@@ -612,7 +650,9 @@ def _run_section(run: Mapping[str, Any]) -> str:
     for name, value in sorted(run.items()):
         if _nested(value):
             text = json.dumps(value, indent=2, sort_keys=True, default=str)
-            parts.append(f"<h3>{html.escape(str(name))}</h3><pre>{html.escape(text)}</pre>")
+            parts.append(
+                f"<details><summary>{html.escape(str(name))}</summary><pre>{html.escape(text)}</pre></details>"
+            )
     return "".join(parts) or "<p>No run facts were given.</p>"
 
 
@@ -649,7 +689,7 @@ def render_html(inputs: ReportInputs) -> str:
     )
     sections = [
         f"<h1>{html.escape(inputs.title)}</h1><p>{badge} {html.escape(blessing.summary())}</p>",
-        "<h2>Verdict</h2>" + _checks_table(blessing),
+        "<h2>Verdict</h2>" + _checks_table(inputs),
     ]
     if inputs.header:
         sections.append('<section id="header"><h2>This run</h2>' + _header_section(inputs.header) + "</section>")
@@ -717,6 +757,7 @@ def render_markdown(inputs: ReportInputs) -> str:
     ]
     lines += ["| check | result | reason |", "|---|---|---|"]
     lines += [f"| {md(c.name)} | {'passed' if c.passed else 'FAILED'} | {md(c.message)} |" for c in blessing.checks]
+    lines += [f"| leakage | passed | {md(row[-1])} |" for row in leakage_rows(blessing, inputs.leakage_threshold)]
     columns = [("candidate", blessing.candidate_metrics)]
     if blessing.baseline_metrics:
         columns.append(("baseline", blessing.baseline_metrics))
@@ -725,7 +766,7 @@ def render_markdown(inputs: ReportInputs) -> str:
     names = sorted({n for _, m in columns for n in m})
     lines += ["", "| metric | " + " | ".join(label for label, _ in columns) + " |", "|---" * (len(columns) + 1) + "|"]
     for name in names:
-        values = [f"{m[name]:.4f}" if name in m else "" for _, m in columns]
+        values = [f"{m[name]:.4f}" if name in m else "n/a" for _, m in columns]
         lines.append(f"| {md(name)} | " + " | ".join(values) + " |")
     lines += _markdown_findings(inputs)
     counts = inputs.manifest.get("counts") or {}

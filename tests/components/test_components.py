@@ -229,7 +229,7 @@ def test_evaluate_writes_the_html_report_and_the_markdown_verdict(stages):
     assert stages["dataset"].metadata["fingerprint"] in document  # the run's fingerprints
     with open(verdict.uri, encoding="utf-8") as f:
         text = f.read()
-    assert text.startswith("# label (classification): model at step 40\n\n**Blessed**: blessed: all 3 check(s) hold")
+    assert text.startswith("# label (classification): model at step 40\n\n**Blessed**: blessed: every check holds")
     assert "| metric | candidate | reference |" in text
     for artifact_ in (report, verdict):
         assert artifact_.metadata["blessed"] is True and artifact_.metadata["summary"].startswith("blessed")

@@ -49,3 +49,13 @@ def test_without_manifests_the_duration_is_the_evaluate_stages_own(tmp_path):
         header.covers.startswith("evaluate until this report")
         and header.model == "your model_fn my_model.model:model_fn"
     )
+
+
+def test_a_missing_baseline_is_explained_by_what_resolve_decided():
+    assert report_header.no_baseline("latest", "none", "/out/published") == (
+        "nothing is published under /out/published yet"
+    )
+    assert report_header.no_baseline("none", "20261128T232612Z-626784c69f11", "/out/published") == (
+        "a new lineage (the published model predicts another label or task), or --baseline none"
+    )
+    assert report_header.no_baseline("/models/m1", "v1", "/out/published") == "no model at /models/m1"

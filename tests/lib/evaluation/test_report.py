@@ -329,3 +329,82 @@ def test_both_report_inputs_carry_the_evaluations_findings(findings):
         document = report_lib.render_html(shown)
         assert '<section id="slices">' in document and '<section id="importance">' in document
         assert "0.8750 [0.82, 0.93] 95%" in document
+
+
+# -- every check that decided, missing cells that say why, captions of the task -------------------------------------
+LEAKAGE_SCORES = {"x": {"r2": 0.2, "skill": 0.2}, "y": {"r2": 0.35, "skill": 0.35}}
+
+
+def test_a_leakage_check_that_passed_without_a_check_of_its_own_is_a_row_of_the_checks_table(regression):
+    scored = dataclasses.replace(regression.blessing, blessed=True, leakage=LEAKAGE_SCORES)
+    document = report_lib.render_html(dataclasses.replace(regression, blessing=scored, leakage_threshold=0.99))
+    assert (
+        '<tr><td>leakage</td><td>skill</td><td class="n">0.3500</td><td class="n">0.9900</td><td>passed</td>'
+        "<td>no feature alone predicts the label: the most predictive, &#x27;y&#x27;, removes 0.3500 of the trivial "
+        "model&#x27;s errors (blessing.leakage_threshold=0.99)</td></tr>"
+    ) in document
+    assert '<span class="badge ok">blessed</span> blessed: every check holds' in document
+    assert "| leakage | passed | no feature alone predicts the label: the most predictive, " in (
+        report_lib.render_markdown(dataclasses.replace(regression, blessing=scored, leakage_threshold=0.99))
+    )
+
+
+def test_no_leakage_row_without_scores_or_beside_a_leakage_check_of_its_own(regression):
+    assert report_lib.leakage_rows(regression.blessing, 0.99) == []  # not checked (a user model, or turned off)
+    found = Check("leakage", "r2", 0.999, 0.99, False, "leakage: feature 'x' alone predicts the label ...")
+    flagged = dataclasses.replace(regression.blessing, checks=(found,), leakage=LEAKAGE_SCORES)
+    assert report_lib.leakage_rows(flagged, 0.99) == []
+    empty = dataclasses.replace(regression.blessing, leakage={})
+    assert report_lib.leakage_rows(empty, 0.99)[0][-1] == "no feature scored: the eval rows hold one label"
+
+
+def test_missing_metric_cells_say_why(regression):
+    inputs = dataclasses.replace(regression, reference_metrics={"r2": 0.5})
+    rows = re.findall(r"<tr><td>(rmse|r2)</td>(.*?)</tr>", report_lib.render_html(inputs))
+    assert rows == [
+        (
+            "r2",
+            "<td>undefined here</td><td>not recorded by the baseline</td><td>n/a: not in both</td>"
+            '<td class="n">0.5000</td>',
+        ),
+        (
+            "rmse",
+            '<td class="n">1.0000</td><td class="n">0.9000</td><td class="n">+0.1000</td>'
+            "<td>not computed for the reference</td>",
+        ),
+    ]
+    assert "| r2 | n/a | n/a | 0.5000 |" in report_lib.render_markdown(inputs)
+
+
+def test_a_report_without_a_baseline_says_why(regression):
+    alone = dataclasses.replace(regression.blessing, baseline_uri=None, baseline_metrics=None)
+    why = "nothing is published under /out/published yet"
+    document = report_lib.render_html(dataclasses.replace(regression, blessing=alone, no_baseline=why))
+    assert f"<p>No baseline column: {why}.</p>" in document and "<th>baseline (last published)</th>" not in document
+
+
+def test_a_feature_without_an_attribution_says_why(findings):
+    attributions = dict(findings.importance["attributions"], not_attributed=["flipper"])
+    attributions["features"] = [a for a in attributions["features"] if a["feature"] != "flipper"]
+    document = report_lib.render_html(
+        dataclasses.replace(findings, importance=dict(findings.importance, attributions=attributions))
+    )
+    assert re.search(
+        r"<tr><td>flipper</td>.*?<td>not attributed: no gradient \(a categorical id has none\)</td>", document
+    )
+
+
+def test_regression_captions_speak_of_errors_not_classes(regression, findings):
+    row = {"key": "r1", "label": 3.0, "predicted": 5.5, "probability": None, "loss": 2.5, "source": None}
+    document = report_lib.render_html(dataclasses.replace(regression, worst_rows=[{**row, "values": {"x": 1.0}}]))
+    body = document[document.index("</style>") :]
+    shown = re.sub(r"<[^>]+>", " ", body) + " ".join(re.findall(r'alt="([^"]*)"', body))  # the text and captions
+    for word in ("class", "probabilit", "accuracy", "log loss"):
+        assert word not in shown.lower(), word
+    assert "(probability: of the predicted class)" in report_lib.render_html(findings)
+
+
+def test_the_run_config_is_folded(classification):
+    document = report_lib.render_html(classification)
+    assert "<details><summary>config</summary><pre>" in document
+    assert "<details><summary>fingerprints</summary><pre>" in document
