@@ -117,8 +117,9 @@ def _number(value: Any) -> str:
 def verdict_text(summary: RunSummary) -> str:
     """'published', 'blessed, not published: <why>', 'not blessed: <why>', or how a failed run ended."""
     status, stage, results = summary.status, summary.stage or "start-up", summary.results
-    if status != runs.OK or results is None:
-        return f"{status} at {stage}: {summary.error}" if status != runs.RUNNING else f"running ({stage})"
+    if status != runs.OK or results is None:  # an error's first line: the list it continues with has many
+        error = (summary.error or "").partition("\n")[0]
+        return f"{status} at {stage}: {error}" if status != runs.RUNNING else f"running ({stage})"
     if not results.blessed:
         return "not blessed: " + "; ".join(results.blessing.reasons or [results.blessing.summary])
     if results.export.published:

@@ -23,9 +23,9 @@ def format_run(summary: RunSummary, path: str) -> str:
     run, results = summary.run, summary.results
     lines = [_headline(summary)]
     if run.seconds:
-        order = ("resolve", *ARTIFACT_ORDER)
-        ranked = sorted(run.seconds.items(), key=lambda item: (order.index(item[0]) if item[0] in order else 99, item))
-        lines.append("  stages: " + ", ".join(f"{stage} {seconds:.1f} s" for stage, seconds in ranked))
+        lines.append(
+            "  stages: " + ", ".join(f"{stage} {seconds:.1f} s" for stage, seconds in in_run_order(run.seconds))
+        )
     if summary.status != runs.OK:
         lines.append(f"  {summary.status} at {summary.stage or 'start-up'}: {summary.error}")
     if results is not None:
@@ -36,6 +36,12 @@ def format_run(summary: RunSummary, path: str) -> str:
         lines.append(f"  TensorBoard: tensorboard --logdir {results.tensorboard_logdir}")
     lines += [f"  log: {run.log}", f"summary: {path}"]
     return "\n".join(lines)
+
+
+def in_run_order(seconds: dict[str, float]) -> list[tuple[str, float]]:
+    """(stage, seconds) in the order the stages run (summary.json keeps its keys sorted)."""
+    order = ("resolve", *ARTIFACT_ORDER)
+    return sorted(seconds.items(), key=lambda item: (order.index(item[0]) if item[0] in order else 99, item))
 
 
 def _result_lines(results: Results) -> list[str]:

@@ -1,15 +1,21 @@
 """Why a stage failed, in one message: its traceback in the run's log (`failure_message`), a write the disk
-refused (`refused_message`), or a signal that killed its process (`killed_message`)."""
+refused (`refused_message`), or a signal that killed its process (`killed_message`); what to do next
+(`next_step`), and the short report of a run that did not end ok (`failure_report`)."""
 
 from __future__ import annotations
 
 import collections
 import errno
+import html
 import os
 import re
 import signal
 from collections.abc import Sequence
 from typing import Optional
+
+from pipelines import runs
+from pipelines.run_summary import RunSummary
+from pipelines.show import in_run_order
 
 ATTEMPT_MARKER = "==== run "  # the log line that starts an attempt of the run
 
@@ -169,3 +175,53 @@ def killed_message(signum: signal.Signals, tail: Sequence[str]) -> str:
     if not tail:
         return f"{first}; it logged nothing"
     return "\n".join([f"{first}; the last lines of its log:", *(f"    {line}" for line in tail)])
+
+
+def next_step(summary: RunSummary) -> str:
+    """What to do about a run that failed or was interrupted, as the console and the failure report say it."""
+    resume = "finished stages are reused, training continues from its last checkpoint"
+    if summary.status != runs.FAILED:
+        return f"run the same command again to resume it ({resume})"
+    if summary.stage == "resolve":  # resolve reads only what the command names: there is nothing to resume
+        return "change what the error names, then run the command again"
+    return f"fix what the error names, then run the same command again: it resumes the run ({resume})"
+
+
+_STYLE = (
+    "body{font-family:system-ui,sans-serif;margin:2rem auto;max-width:70rem;padding:0 1rem;color:#1d1d1f}"
+    "table{border-collapse:collapse}td,th{border:1px solid #ddd;padding:.25rem .6rem;text-align:left}"
+    "th{background:#f5f5f7}td.n{text-align:right}pre{background:#fce8e6;padding:.6rem;white-space:pre-wrap}"
+    ".badge{padding:.2rem .7rem;border-radius:1rem;color:#fff;font-weight:600;background:#b3261e}"
+)
+
+
+def failure_report(summary: RunSummary, evaluation: Optional[str] = None) -> str:
+    """The standalone HTML report of a run that did not end ok (written as the run folder's report.html): which
+    stage failed and its error, what to do next, the stages that finished with their seconds, and links to the
+    run's log and summary (both beside it) and to the `evaluation` report when the evaluate stage wrote one."""
+    run, stage, esc = summary.run, summary.stage or "start-up", html.escape
+    seconds = dict(run.seconds or {})
+    stopped = seconds.pop(stage, None)
+    after = f" after {stopped:.1f} s" if stopped is not None else ""
+    rows = "".join(f'<tr><td>{esc(s)}</td><td class="n">{t:.1f} s</td></tr>' for s, t in in_run_order(seconds))
+    evaluated = (
+        f'the model was evaluated: <a href="{esc(evaluation)}">its report</a>'
+        if evaluation
+        else "no model was evaluated (no evaluation report)"
+    )
+    title = f"run {run.id}: {summary.status} at {stage}"
+    ended = f", ended {run.ended}" if run.ended else ""
+    parts = [
+        f'<h1>{esc(title)}</h1><p><span class="badge">{esc(summary.status)}</span> the {esc(stage)} stage stopped'
+        f"{after}; nothing was published, and {evaluated}.</p>",
+        f"<h2>Error</h2><pre>{esc(summary.error or 'no error recorded')}</pre>",
+        f"<h2>What to do</h2><p>{esc(next_step(summary)[:1].upper() + next_step(summary)[1:])}.</p>",
+        "<h2>Stages that finished</h2>"
+        + (f"<table><tr><th>stage</th><th>seconds</th></tr>{rows}</table>" if rows else "<p>none</p>"),
+        f"<p>Reused from an earlier attempt: {esc(', '.join(run.reused))}.</p>" if run.reused else "",
+        f"<h2>Records</h2><p>Started {esc(run.started)}{esc(ended)}, attempt {run.attempts}.</p><ul>"
+        f'<li><a href="{runs.LOG_FILE}">{runs.LOG_FILE}</a>: the full log of every attempt</li>'
+        f'<li><a href="{runs.SUMMARY_FILE}">{runs.SUMMARY_FILE}</a>: the run\'s record</li></ul>',
+    ]
+    head = f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'
+    return f"{head}<style>{_STYLE}</style></head><body>{''.join(parts)}</body></html>\n"

@@ -21,6 +21,7 @@ from dataclasses import replace
 from typing import Any, Callable, Optional
 
 from components import records
+from estimator_lib import storage
 from estimator_lib.cloud import alerts as alerting
 from estimator_lib.cloud.alerts import first_line
 from estimator_lib.config import RunConfig
@@ -28,7 +29,8 @@ from estimator_lib.config.alerts import AlertConfig, redact_url
 from estimator_lib.config.run import LOCAL_JOB_DEFAULTS
 from pipelines import runs, stage
 from pipelines.local.console import append_unwritten, is_terminal
-from pipelines.local.failures import cannot_write
+from pipelines.local.failures import cannot_write, failure_report
+from pipelines.local.kfp_patches import task_directory
 from pipelines.pipeline import PIPELINE_NAME
 from pipelines.run_summary import RunInfo, RunSummary, SummaryError
 
@@ -334,8 +336,9 @@ def _wait_group_gone(pgid: int, timeout: float = 3.0) -> None:
 
 
 def _finish(folder: runs.RunFolder, code: int, signum: Optional[int], ending: Mapping[str, Any]) -> Outcome:
-    """Records how the run ended: the runner's summary (as it last wrote it, if it sent none), then the log's
-    lines the disk refused while the run ran; deletes tmp/ and the reserve.
+    """Records how the run ended: the runner's summary (as it last wrote it, if it sent none), with the short
+    report of a run that did not end ok, then the log's lines the disk refused while the run ran; deletes tmp/
+    and the reserve.
 
     Raises:
       RecordError: the summary could not be written; the message says where the last good record is.
@@ -352,6 +355,8 @@ def _finish(folder: runs.RunFolder, code: int, signum: Optional[int], ending: Ma
     else:
         exit_code = EXIT_OK if summary.status == runs.OK else EXIT_FAILED
     summary = replace(summary, run=replace(summary.run, ended=runs.utc_now()))
+    if summary.status != runs.OK:
+        summary = _write_failure_report(folder, summary)
     try:
         runs.publish_summary(folder, summary)
     except OSError as e:
@@ -361,6 +366,19 @@ def _finish(folder: runs.RunFolder, code: int, signum: Optional[int], ending: Ma
             append_unwritten(folder.log, ending.get("log"))
         _clean_up(folder)
     return Outcome(folder, summary, exit_code)
+
+
+def _write_failure_report(folder: runs.RunFolder, summary: RunSummary) -> RunSummary:
+    """Writes the report of a run that did not end ok into its folder (`failures.failure_report`, linking the
+    evaluate stage's report when it wrote one); the summary names it. A disk that refuses it leaves the summary
+    without a report: the summary, which says how the run ended, is written next."""
+    evaluated = os.path.join(task_directory(folder, "evaluate"), "report")
+    link = os.path.relpath(evaluated, folder.path) if os.path.isfile(evaluated) else None
+    try:
+        storage.write_text(folder.report, failure_report(summary, link))
+    except OSError:
+        return replace(summary, report=None)
+    return replace(summary, report=folder.report)
 
 
 def _clean_up(folder: runs.RunFolder) -> None:
