@@ -1,4 +1,4 @@
-"""The commands that run here (run-local, tune, show, list, reproduce, diff, release), their console output,
+"""The commands that run here (run-local, predict, tune, show, list, reproduce, diff, release), their console output,
 and `main`, which dispatches every command and maps its errors to exit codes."""
 
 from __future__ import annotations
@@ -152,8 +152,18 @@ def cmd_release(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_predict(args: argparse.Namespace) -> int:
+    from estimator_lib.engine import published  # it loads TensorFlow, for this command only
+
+    done = published.predict_published(args.model, args.data, args.output, engine=args.engine)
+    version, result = done.version, done.predictions
+    print(f"predicted {result.count} rows with version {version.version} of {version.root} into {result.output_dir}")
+    return 0
+
+
 COMMANDS = {
     "run-local": cmd_run_local,
+    "predict": cmd_predict,
     "tune": cmd_tune,
     "release": cmd_release,
     "show": cmd_show,

@@ -10,6 +10,7 @@ import textwrap
 from collections.abc import Iterable, Sequence
 from typing import Any, Optional
 
+from estimator_lib.config.beam import ENGINES, INPROCESS
 from pipelines import tpu as tpu_presets
 from pipelines.cli.arguments import (
     add_alert_arguments,
@@ -102,6 +103,31 @@ def _add_tune_command(commands: Any) -> None:
     add_engine_arguments(tune_, dataflow=False)
     tune_.add_argument("--output", default=DEFAULT_OUTPUT, help=f"output directory (default {DEFAULT_OUTPUT})")
     tune_.add_argument("--verbose", action="store_true", help="stream the winner's pipeline log to the console")
+
+
+def _add_predict_command(commands: Any) -> None:
+    predict = commands.add_parser(
+        "predict",
+        help="score new rows with a published model, without training",
+        description="Scores CSV / JSON Lines rows (the label optional; read through the model's schema) or TFRecords "
+        "with a published version, as the pipeline's batch prediction scores them: the same JSON Lines shards and "
+        "manifest, one row per input row in input order, keyed, with its file and line. The output folder is "
+        "published in one step and must be new or empty. docs/predict_export.md",
+    )
+    predict.add_argument(
+        "--model",
+        required=True,
+        metavar="PUBLISH_ROOT[/VERSION]",
+        help="a publish root (its LATEST version; run-local publishes to OUTPUT/published), or ROOT/versions/VERSION",
+    )
+    predict.add_argument("--data", required=True, nargs="+", metavar="FILE", help="files or globs to score")
+    predict.add_argument("--output", required=True, metavar="DIR", help="where the predictions go (new or empty)")
+    predict.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default=INPROCESS,
+        help="inprocess (the exported CPU graph in this process) or beam (Apache Beam's DirectRunner)",
+    )
 
 
 class _Formatter(argparse.HelpFormatter):
@@ -275,6 +301,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_record_commands(commands)
     _add_tune_command(commands)
+    _add_predict_command(commands)
 
     release_ = commands.add_parser(
         "release",

@@ -1,0 +1,241 @@
+"""Batch prediction with a published model, without training (`tpu-pipeline predict`).
+
+`--model` names a publish root (its LATEST version), `ROOT/versions/V` or `ROOT/V`; `release` reads and checks
+the version. What scores, and how:
+  * a built-in family's export, in-process: raw CSV / JSON Lines rows are encoded through the export's schema by
+    prepare's one encoder (`prepare.encode_for_scoring`, prepare's default row rules: the export does not record
+    the training run's), TFRecords are read as they are. The export's `serve` graph scores whole predict batches
+    of the job's `predict_batch_size`, the last padded with empty Examples as the checkpoint path pads it
+    (`inputs.padded_batches`), so each row's bytes are those of the pipeline's batch prediction with the same
+    model under any kernel setting (oneDNN on or off): a short batch is another matrix shape, which may round
+    differently. Padding is dropped and the rows are written by `shards.commit_rows`, keyed, in input order.
+  * the same on Apache Beam: `predict.beam.predict_from_saved_model`, as the pipeline's beam engine scores.
+  * a user's model_fn export: their model_fn (importable here) with the export's variables
+    (`engine.user.run.predict`), on TFRecords its feature spec describes.
+The output is published in one commit (`storage.commit_staged`); a non-empty output folder is refused.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tempfile
+from typing import Any, Dict, Iterator, Mapping, Optional, Sequence, Tuple
+
+from estimator_lib import release, storage
+from estimator_lib.config import ConfigError, JobConfig
+from estimator_lib.config.beam import BEAM, BeamConfig
+from estimator_lib.config.feature_spec import FeatureSpec
+from estimator_lib.config.run import RAW, TFRECORD, prediction_kind
+from estimator_lib.data import records
+from estimator_lib.data.prepare import encode_for_scoring
+from estimator_lib.data.score import ScoringData
+from estimator_lib.engine.sources import beam_passes
+from estimator_lib.engine.user import compat, run
+from estimator_lib.export import load_serving_model, read_export_metadata
+from estimator_lib.model import inputs
+from estimator_lib.model.user.model_fn import load_function
+from estimator_lib.predict.batch import encoded_origins, raw_record
+from estimator_lib.predict.jsonl import RowFormatter
+from estimator_lib.predict.origins import Origins, record_origins
+from estimator_lib.predict.rows import slice_rows
+from estimator_lib.predict.saved_model import predicted_batches, saved_model_provenance
+from estimator_lib.predict.shards import PredictResult, commit_rows
+from estimator_lib.schema import Schema
+
+
+@dataclasses.dataclass(frozen=True)
+class Scored:
+    """What `predict_published` did: the version it scored with and the committed predictions."""
+
+    version: release.PublishedModel
+    predictions: PredictResult
+
+
+def published_version(model: str) -> release.PublishedModel:
+    """The checked version `model` names: a publish root (its LATEST), `ROOT/versions/V`, or `ROOT/V`.
+
+    Raises:
+      FileNotFoundError: nothing is published under the root, or no such version (naming the path).
+      LatestPointerError, ValueError: LATEST or the version's files are damaged (the message names the repair).
+    """
+    model = model.rstrip("/")
+    parent, name = os.path.dirname(model), os.path.basename(model)
+    if storage.exists(storage.join(model, release.POINTER)) or storage.list_files(
+        storage.join(model, release.VERSIONS)
+    ):
+        found = release.latest(model)
+        if found is None:
+            raise FileNotFoundError(f"{storage.join(model, release.POINTER)}: nothing is published under {model}")
+        return found
+    root = os.path.dirname(parent) if os.path.basename(parent) == release.VERSIONS else parent
+    if not storage.list_files(storage.join(root, release.VERSIONS)):
+        raise FileNotFoundError(
+            f"--model {model}: {storage.join(model, release.POINTER)} does not exist and it is no version folder "
+            "(ROOT/versions/VERSION): nothing is published there; give a publish root (run-local --output DIR "
+            "publishes to DIR/published) or one of its versions"
+        )
+    if not storage.is_committed(storage.join(root, release.VERSIONS, name)):
+        newest = ", ".join(release._published_versions(root)[:3])  # release's own listing
+        raise FileNotFoundError(
+            f"--model {model}: no published version {name!r} under {storage.join(root, release.VERSIONS)} (newest: "
+            f"{newest}); give one of its versions, or the publish root {root} for its LATEST"
+        )
+    return release._intact_version(root, name)  # a ValueError naming the file when its files changed
+
+
+def predict_published(
+    model: str, data: Sequence[str], output_dir: str, engine: str = "inprocess", beam: Optional[BeamConfig] = None
+) -> Scored:
+    """Scores `data` (CSV / JSON Lines rows, or TFRecords) with the published version `model` names and commits
+    the predictions at `output_dir` (JSON Lines shards and manifest.json, as the pipeline's batch prediction).
+
+    Raises:
+      ValueError: `output_dir` is not empty, `data` mixes kinds, or a row lacks a feature column (DataError).
+      FileNotFoundError: no such version, or no files match `data`.
+    """
+    _check_empty(output_dir)
+    kind = _kind(data)
+    version = published_version(model)
+    metadata = read_export_metadata(version.uri)
+    if "model_fn" in metadata:
+        result = _user_predictions(version.uri, metadata, list(data), kind, output_dir, engine)
+    else:
+        result = _built_in_predictions(version.uri, metadata, list(data), kind, output_dir, engine, beam)
+    return Scored(version, result)
+
+
+def _check_empty(output_dir: str) -> None:
+    if storage.list_files(output_dir):
+        raise ValueError(f"--output {output_dir} is not empty; give a new or empty folder (predict replaces nothing)")
+
+
+def _kind(data: Sequence[str]) -> str:
+    try:
+        kinds = {prediction_kind(d) for d in data}
+    except ConfigError:
+        kinds = set()
+    if len(kinds) != 1 or not kinds <= {RAW, TFRECORD}:
+        raise ValueError(
+            f"--data {' '.join(data)}: give CSV / JSON Lines files (.csv, .jsonl, .json, .ndjson) or TFRecord "
+            "files (.tfrecord), one kind at a time"
+        )
+    return kinds.pop()
+
+
+def _metadata_field(export_dir: str, metadata: Mapping[str, Any], name: str, why: str) -> Any:
+    if name not in metadata:
+        raise ValueError(f"{export_dir}: its export_metadata.json records no {name!r} ({why}); export it again")
+    return metadata[name]
+
+
+def _built_in_predictions(
+    export_dir: str,
+    metadata: Mapping[str, Any],
+    data: Sequence[str],
+    kind: str,
+    output_dir: str,
+    engine: str,
+    beam: Optional[BeamConfig],
+) -> PredictResult:
+    schema = Schema.from_dict(_metadata_field(export_dir, metadata, "schema", "the columns rows are read by"))
+    job = JobConfig.from_dict(_metadata_field(export_dir, metadata, "job", "the predict batch size"))
+    batch_size = job.training.predict_batch_size
+    with tempfile.TemporaryDirectory(prefix="scoring-") as temporary:
+        rows = None
+        if kind == TFRECORD:
+            files = inputs.resolve_files(data)
+            with records.named_data_loss(files):
+                records.check_features(files, schema)
+            count, extra = None, {}
+        else:
+            with beam_passes(engine, beam or BeamConfig()) as passes:
+                rows = encode_for_scoring(list(data), schema, os.path.join(temporary, "rows"), passes=passes)
+            files, count, extra = inputs.resolve_files(rows.files), rows.count, {"raw": raw_record(rows, None)}
+        if engine == BEAM:
+            return _on_beam(export_dir, schema, files, count, rows, output_dir, batch_size, extra, beam)
+        origins = record_origins(files) if rows is None else encoded_origins(rows)
+        count = origins.count if rows is None else count
+        provenance = {**saved_model_provenance(export_dir, files, (), batch_size), **extra}
+        return _padded_saved_model(export_dir, schema, files, count, origins, output_dir, batch_size, provenance)
+
+
+def _on_beam(
+    export_dir: str,
+    schema: Schema,
+    files: Sequence[str],
+    count: Optional[int],
+    rows: Optional[ScoringData],
+    output_dir: str,
+    batch_size: int,
+    extra: Dict[str, Any],
+    beam: Optional[BeamConfig],
+) -> PredictResult:
+    """`predict.beam.predict_from_saved_model`, as the pipeline's beam engine calls it; encoded `rows` are placed
+    by their places table (None: TFRecords, by file and record)."""
+    from estimator_lib.predict import beam as beam_predict  # Apache Beam takes about 1 s to import
+
+    places = None
+    if rows is not None:
+        places = beam_predict.PlacesRef.of(rows.output_dir, rows.manifest, rows.manifest["key_column"] is not None)
+    return beam_predict.predict_from_saved_model(
+        export_dir,
+        schema,
+        list(files),
+        output_dir,
+        batch_size=batch_size,
+        num_examples=count,
+        beam_config=beam,
+        provenance=extra,
+        origins=places,
+    )
+
+
+def _padded_saved_model(
+    export_dir: str,
+    schema: Schema,
+    files: Sequence[str],
+    count: int,
+    origins: Origins,
+    output_dir: str,
+    batch_size: int,
+    provenance: Dict[str, Any],
+) -> PredictResult:
+    """The export's `serve` graph on whole batches [batch_size] of serialized Examples, the last one padded with
+    empty Examples (`inputs.padded_batches`, as the checkpoint path pads); the padding, which only follows the
+    last real row, is dropped before the rows are written."""
+    model = load_serving_model(export_dir)
+    try:
+        padded = inputs.padded_batches(list(files), count, batch_size, inputs.eval_steps(count, batch_size), {})
+        batches = predicted_batches(padded.map(lambda _, serialized: serialized), model, (), schema)
+
+        def real() -> Iterator[Tuple[Any, Any]]:
+            for k, (host, outputs) in enumerate(batches.as_numpy_iterator()):
+                n = min(batch_size, count - k * batch_size)
+                yield slice_rows(host, 0, n), slice_rows(outputs, 0, n)
+
+        return commit_rows(real(), RowFormatter(schema, (), origins), count, output_dir, 1, provenance)
+    finally:
+        model.close()
+
+
+def _user_predictions(
+    export_dir: str, metadata: Mapping[str, Any], data: Sequence[str], kind: str, output_dir: str, engine: str
+) -> PredictResult:
+    """A user's export: their model_fn with the export's variables, on TFRecords its feature spec describes."""
+    spec_json = _metadata_field(export_dir, metadata, "feature_spec", "how its records are parsed")
+    if kind != TFRECORD or engine == BEAM:
+        raise ValueError(
+            f"{export_dir} is a user model_fn's export: it scores TFRecords its feature spec describes, in-process "
+            "(--engine inprocess); give .tfrecord files"
+        )
+    code = metadata.get("code")
+    where = "" if code else " (its export records no 'code' folder: install the package that holds it)"
+    load_function(metadata["model_fn"], f"{export_dir}: model_fn{where}", code)  # before any work
+    spec = FeatureSpec.from_json(spec_json, metadata.get("label"), metadata.get("key"))
+    job = JobConfig.from_dict(metadata["job"]) if "job" in metadata else JobConfig()
+    job = dataclasses.replace(job, tpu=dataclasses.replace(job.tpu, use_tpu=False))
+    user = run.UserModel(metadata["model_fn"], spec, dict(metadata.get("hparams", {})), code)
+    with tempfile.TemporaryDirectory(prefix="published-") as work:
+        with compat.readable_checkpoint(export_dir, work) as checkpoint:
+            return run.predict(job, user, inputs.resolve_files(data), work, output_dir, checkpoint_path=checkpoint)

@@ -1,0 +1,232 @@
+"""`tpu-pipeline predict`: new rows scored with a published model, without training, byte for byte as the
+pipeline's batch prediction scores them (in-process and on Beam); its usage errors exit 2 naming the path or
+column. The end-to-end tests share one `run-local --predict-data` run (slow)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from estimator_lib import release, storage
+from estimator_lib.config import JobConfig
+from estimator_lib.config.beam import BeamConfig
+from estimator_lib.data.embedded import default_dataset
+from pipelines import cli
+from pipelines.cli.commands import main
+
+TPU_PIPELINE = os.path.join(os.path.dirname(sys.executable), "tpu-pipeline")
+SHARD = "predictions-00000-of-00001.jsonl"
+SCHEMA = {
+    "features": [
+        {
+            "key": "f_x",
+            "kind": "numeric",
+            "name": "x",
+            "value_type": "float",
+            "vocabulary": [],
+            "num_oov_buckets": 1,
+            "mean": 0.0,
+            "std": 1.0,
+            "min": 0.0,
+            "max": 1.0,
+            "missing_count": 0,
+        }
+    ],
+    "key_column": None,
+    "label": {"name": "y", "task": "regression", "classes": [], "mean": 0.0, "std": 1.0, "min": 0.0, "max": 1.0},
+}
+
+
+def new_rows(path: str, count: int = 25) -> str:
+    """`count` penguins without their species, every 13th row of the embedded data: rows to score."""
+    with open(default_dataset().path, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))[::13][:count]
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, [c for c in rows[0] if c != "species"], extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def published_root(tmp_path, metadata: dict) -> release.PublishedModel:
+    """A publish root holding one version shaped like an export (publishing copies bytes; it parses nothing)."""
+    export = tmp_path / "export"
+    os.makedirs(export / "assets.extra")
+    (export / "saved_model.pb").write_bytes(b"graph")
+    (export / "assets.extra" / "export_metadata.json").write_text(json.dumps(metadata))
+    return release.publish_model(str(export), str(tmp_path / "published"))
+
+
+def error_line(capsys, *args: str) -> str:
+    assert main(["predict", *args]) == 2
+    return capsys.readouterr().err.strip()
+
+
+# -- usage errors: one line naming the path or column, exit 2 --------------------------------------------------
+def test_a_root_without_latest_or_an_unknown_version_is_named(tmp_path, capsys):
+    rows = new_rows(str(tmp_path / "rows.csv"))
+    out = str(tmp_path / "out")
+    assert error_line(capsys, "--model", str(tmp_path), "--data", rows, "--output", out) == (
+        f"tpu-pipeline predict: error: --model {tmp_path}: {tmp_path}/LATEST does not exist and it is no version "
+        "folder (ROOT/versions/VERSION): nothing is published there; give a publish root (run-local --output DIR "
+        "publishes to DIR/published) or one of its versions"
+    )
+    model = published_root(tmp_path, {"schema": SCHEMA, "job": JobConfig().to_dict()})
+    missing = os.path.join(model.root, "versions", "20200101T000000Z-0")
+    assert error_line(capsys, "--model", missing, "--data", rows, "--output", out) == (
+        f"tpu-pipeline predict: error: --model {missing}: no published version '20200101T000000Z-0' under "
+        f"{model.root}/versions (newest: {model.version}); give one of its versions, or the publish root "
+        f"{model.root} for its LATEST"
+    )
+    assert not os.path.exists(out)
+
+
+def test_latest_a_version_and_root_slash_version_name_the_same_model(tmp_path):
+    from estimator_lib.engine.published import published_version
+
+    model = published_root(tmp_path, {})
+    for given in (model.root, model.uri, os.path.join(model.root, model.version), model.root + "/"):
+        assert published_version(given).uri == model.uri
+
+
+def test_rows_missing_a_feature_column_are_refused_naming_it(tmp_path, capsys):
+    model = published_root(tmp_path, {"schema": SCHEMA, "job": JobConfig().to_dict()})
+    (tmp_path / "rows.csv").write_text("z,y\n1,2\n")
+    assert error_line(capsys, "--model", model.root, "--data", str(tmp_path / "rows.csv"), "--output", "o") == (
+        "tpu-pipeline predict: error: rows.csv line 1: column(s) ['x'] are missing: scoring needs every feature "
+        "column of the schema (values may be missing: empty or NA; the label and other columns are optional); the "
+        "header has ['z', 'y']"
+    )
+
+
+def test_a_non_empty_output_or_unknown_files_are_refused(tmp_path, capsys):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "keep.txt").write_text("mine")
+    given = ["--model", str(tmp_path), "--data", "rows.csv"]
+    assert error_line(capsys, *given, "--output", str(tmp_path / "out")) == (
+        f"tpu-pipeline predict: error: --output {tmp_path / 'out'} is not empty; give a new or empty folder "
+        "(predict replaces nothing)"
+    )
+    assert error_line(capsys, "--model", str(tmp_path), "--data", "rows.txt", "--output", "o") == (
+        "tpu-pipeline predict: error: --data rows.txt: give CSV / JSON Lines files (.csv, .jsonl, .json, .ndjson) "
+        "or TFRecord files (.tfrecord), one kind at a time"
+    )
+    assert (tmp_path / "out" / "keep.txt").read_text() == "mine"
+
+
+def test_a_user_models_export_without_its_feature_spec_says_so(tmp_path, capsys):
+    model = published_root(tmp_path, {"model_fn": "my_model:model_fn"})
+    rows = str(tmp_path / "rows.tfrecord")
+    assert error_line(capsys, "--model", model.root, "--data", rows, "--output", str(tmp_path / "out")) == (
+        f"tpu-pipeline predict: error: {model.uri}: its export_metadata.json records no 'feature_spec' (how its "
+        "records are parsed); export it again"
+    )
+
+
+def test_a_user_models_code_that_is_not_importable_is_named(tmp_path, capsys):
+    model = published_root(tmp_path, {"model_fn": "no_such_package.model:model_fn", "feature_spec": {}})
+    rows = str(tmp_path / "rows.tfrecord")
+    assert error_line(capsys, "--model", model.root, "--data", rows, "--output", str(tmp_path / "out")) == (
+        f"tpu-pipeline predict: error: {model.uri}: model_fn (its export records no 'code' folder: install the "
+        "package that holds it) 'no_such_package.model:model_fn': module 'no_such_package.model' cannot be "
+        "imported: No module named 'no_such_package'"
+    )
+
+
+# -- end to end: the published penguins model against the pipeline's own batch prediction ---------------------
+@pytest.fixture(scope="module")
+def pipeline_run(tmp_path_factory):
+    """`run-local --predict-data ROWS`: the published model and the pipeline's predictions of ROWS with it."""
+    output = tmp_path_factory.mktemp("run")
+    rows = new_rows(str(output / "new.csv"))
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    command = [TPU_PIPELINE, "run-local", "--output", str(output / "out"), "--predict-data", rows]
+    proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    with open(output / "out" / "summary.json", encoding="utf-8") as f:
+        return rows, json.load(f)
+
+
+@pytest.mark.slow
+@pytest.mark.determinism
+def test_predict_scores_new_rows_byte_for_byte_as_the_pipeline(pipeline_run, tmp_path):
+    rows, summary = pipeline_run
+    out = str(tmp_path / "predictions")
+    command = [TPU_PIPELINE, "predict", "--model", summary["config"]["publish_root"], "--data", rows, "--output", out]
+    start = time.monotonic()
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    elapsed = time.monotonic() - start
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    version = release.latest(summary["config"]["publish_root"])
+    assert proc.stdout == (f"predicted 25 rows with version {version.version} of {version.root} into {out}\n"), (
+        f"{elapsed:.1f} s"
+    )
+    pipeline = summary["predictions"]["uri"]
+    with open(os.path.join(pipeline, SHARD), "rb") as a, open(os.path.join(out, SHARD), "rb") as b:
+        assert a.read() == b.read()
+    mine, theirs = (json.loads(storage.read_text(os.path.join(d, "manifest.json"))) for d in (out, pipeline))
+    assert mine["shards"] == theirs["shards"] and mine["fields"] == theirs["fields"] == [
+        "key",
+        "file",
+        "line",
+        "class",
+        "class_id",
+        "probabilities",
+    ]
+    assert mine["source"] == {"kind": "saved_model", "export_dir": version.uri}
+    assert (
+        mine["raw"]["rows"]
+        == theirs["raw"]["rows"]
+        == {
+            "bad": 0,
+            "labelled": 0,
+            "quarantined": 0,
+            "total": 25,
+            "written": 25,
+        }
+    )
+    assert storage.is_committed(out)
+
+
+@pytest.mark.slow
+@pytest.mark.determinism
+def test_predict_on_beam_gives_the_bytes_of_the_pipelines_beam_engine(pipeline_run, tmp_path):
+    from estimator_lib import engine
+
+    rows, summary = pipeline_run
+    dataset, model_dir = os.path.dirname(summary["dataset"]["schema_uri"]), summary["model"]["uri"]
+    job = JobConfig.from_json(storage.read_text(os.path.join(model_dir, "job_config.json")))
+    pipeline = str(tmp_path / "pipeline")
+    engine.open_dataset(dataset).predict(job, model_dir, rows, pipeline, engine="beam", beam=BeamConfig())
+    out = str(tmp_path / "predict")
+    given = ["predict", "--model", summary["config"]["publish_root"], "--data", rows, "--output", out]
+    assert cli.main([*given, "--engine", "beam"]) == 0
+    with open(os.path.join(pipeline, SHARD), "rb") as a, open(os.path.join(out, SHARD), "rb") as b:
+        assert a.read() == b.read()
+
+
+@pytest.mark.slow
+def test_a_users_published_model_fn_scores_its_records_as_the_pipeline(tmp_path, monkeypatch):
+    from user_examples import trained_example
+
+    from estimator_lib.config import TPUSettings, TrainingConfig
+    from estimator_lib.engine import user
+
+    job = JobConfig(tpu=TPUSettings(iterations_per_loop=4), training=TrainingConfig(train_batch_size=32, train_steps=4))
+    hparams = {"filters": 4, "units": 8, "learning_rate": 0.01}
+    trained = trained_example("image_cnn", "digits_cnn.model:model_fn", "label", hparams, job, str(tmp_path))
+    pipeline = str(tmp_path / "pipeline")
+    user.predict(job, trained.user, trained.records("eval.tfrecord"), trained.model_dir, pipeline)
+    export = user.export(job, trained.user, trained.model_dir, str(tmp_path / "export"))["export_dir"]
+    root = release.publish_model(export, str(tmp_path / "published")).root
+    monkeypatch.syspath_prepend(trained.user.code_dir)  # the export names its model_fn, not where its code is
+    out = str(tmp_path / "predict")
+    assert main(["predict", "--model", root, "--data", trained.records("eval.tfrecord"), "--output", out]) == 0
+    with open(os.path.join(pipeline, SHARD), "rb") as a, open(os.path.join(out, SHARD), "rb") as b:
+        assert a.read() == b.read()
