@@ -61,6 +61,11 @@ ALLOWED_LOCAL_IMPORTS: Dict[Tuple[str, str], str] = {
     ("components.tuning", "best_train_spec"): COMPONENT_BODY,
     ("pipelines.tuning_job", "study_spec"): LAZY_VERTEX,
     ("pipelines.tuning_job", "add_tuning_job"): LAZY_VERTEX,
+    ("pipelines.cli.commands", "cmd_predict"): (
+        "predict loads TensorFlow; every other command stays TensorFlow-free "
+        "(test_the_command_line_never_imports_tensorflow)"
+    ),
+    ("estimator_lib.engine.published", "_on_beam"): LAZY_BEAM,
     ("pipelines.cli.commands", "cmd_tune"): (
         "tune trains in-process (TensorFlow) with optuna, an optional extra ([tune]); every other command stays "
         "TensorFlow-free (test_the_command_line_never_imports_tensorflow)"
