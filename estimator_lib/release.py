@@ -247,7 +247,7 @@ def _verified(root: str, record: Mapping[str, Any]) -> PublishedModel:
     return PublishedModel(root, uri=expected, metadata=dict(record.get("metadata", {})), **fields)
 
 
-def _published_versions(root: str) -> List[str]:
+def published_versions(root: str) -> List[str]:
     """Names of the folders under ROOT/versions/ (complete or not), newest first (names start with the time)."""
     base = storage.join(root, VERSIONS)
     return sorted({_relative(path, base).split("/")[0] for path in storage.list_files(base)}, reverse=True)
@@ -263,7 +263,7 @@ def _read_pointer(root: str) -> Optional[bytes]:
 def _pointed(root: str, data: Optional[bytes]) -> Optional[PublishedModel]:
     """The checked version that pointer bytes `data` name (None: no pointer and nothing published)."""
     if data is None:
-        if any(storage.is_committed(storage.join(root, VERSIONS, v)) for v in _published_versions(root)):
+        if any(storage.is_committed(storage.join(root, VERSIONS, v)) for v in published_versions(root)):
             raise LatestPointerError(root, f"is missing, but {storage.join(root, VERSIONS)} holds published versions")
         return None
     _check_utf8(root, data)
@@ -486,8 +486,8 @@ class NoIntactVersionError(RuntimeError):
     """`repair_latest` found no intact version to point LATEST at."""
 
 
-def _intact_version(root: str, version: str) -> PublishedModel:
-    """The version from its own record (publish.json), checked like a pointer; `_Damaged` (naming the file) when
+def intact_version(root: str, version: str) -> PublishedModel:
+    """The version from its own record (publish.json), checked like a pointer; a ValueError (naming the file) when
     it is not intact. Its record names where it was published; the pointer names where it is now."""
     uri = storage.join(root, VERSIONS, version)
     if not storage.is_committed(uri):
@@ -524,9 +524,9 @@ def repair_latest(root: str) -> Repair:
     except LatestPointerError as e:
         damage = e.problem
     skipped = []
-    for version in _published_versions(root):
+    for version in published_versions(root):
         try:
-            model = _intact_version(root, version)
+            model = intact_version(root, version)
         except _Damaged as e:
             skipped.append((version, str(e)))
             continue

@@ -76,12 +76,12 @@ def published_version(model: str) -> release.PublishedModel:
             "publishes to DIR/published) or one of its versions"
         )
     if not storage.is_committed(storage.join(root, release.VERSIONS, name)):
-        newest = ", ".join(release._published_versions(root)[:3])  # release's own listing
+        newest = ", ".join(release.published_versions(root)[:3])
         raise FileNotFoundError(
             f"--model {model}: no published version {name!r} under {storage.join(root, release.VERSIONS)} (newest: "
             f"{newest}); give one of its versions, or the publish root {root} for its LATEST"
         )
-    return release._intact_version(root, name)  # a ValueError naming the file when its files changed
+    return release.intact_version(root, name)  # a ValueError naming the file when its files changed
 
 
 def predict_published(

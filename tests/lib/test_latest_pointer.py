@@ -261,13 +261,13 @@ def test_repair_without_an_intact_version_fails_and_writes_nothing(root, tmp_pat
 def test_repair_that_loses_the_compare_and_swap_writes_nothing(root, tmp_path, monkeypatch):
     publish(tmp_path, root, b"w1", T0)
     write_pointer(root, b"garbage")
-    intact_version = release._intact_version
+    intact_version = release.intact_version
 
     def another_run_publishes(*args):
         write_pointer(root, b"another")
         return intact_version(*args)
 
-    monkeypatch.setattr(release, "_intact_version", another_run_publishes)
+    monkeypatch.setattr(release, "intact_version", another_run_publishes)
     with pytest.raises(release.PublishConflictError, match="changed while it was being repaired; nothing was written"):
         release.repair_latest(root)
     assert storage.read_bytes(os.path.join(root, "LATEST")) == b"another"
