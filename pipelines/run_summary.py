@@ -107,6 +107,7 @@ class Data:
     quarantine_uri: str
     columns_all_missing: dict[str, list[str]]
     notes: list[str]
+    unlabelled: int = 0
 
 
 @dataclasses.dataclass(frozen=True)

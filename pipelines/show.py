@@ -46,7 +46,7 @@ def in_run_order(seconds: dict[str, float]) -> list[tuple[str, float]]:
 
 def _result_lines(results: Results) -> list[str]:
     """Data and preparation's warnings, metrics, slices, verdict, TPU-strict and serving checks, artifacts."""
-    lines = _data_lines(results.data)
+    lines = data_lines(results.data)
     if results.metrics:
         lines.append("  metrics (eval):")
         lines += [f"    {name:<24} {vocabulary.format_value(value)}" for name, value in sorted(results.metrics.items())]
@@ -123,9 +123,15 @@ def _headline(summary: RunSummary) -> str:
     return f"run {run.id}: {summary.status} ({times}" + (f", {run.attempts} attempts)" if run.attempts > 1 else ")")
 
 
-def _data_lines(data: Data) -> list[str]:
+def data_lines(data: Data) -> list[str]:
+    """The data lines: rows per split (and unlabelled rows), and what a user should look at (quarantined rows,
+    empty columns, and the prepared manifest's notes as warnings: a capped vocabulary, a constant column, a class
+    without rows)."""
     counts = ", ".join(f"{split} {data.counts[split]}" for split in PREPARED_SPLITS if data.counts.get(split))
-    lines = [f"  data: {data.rows} rows ({counts})"]
+    unlabelled = f", {data.unlabelled} unlabelled (set aside)" if data.unlabelled else ""
+    lines = [f"  data: {data.rows} rows ({counts}){unlabelled}"]
     if data.quarantined:
         lines.append(f"  quarantined: {data.quarantined} bad rows set aside in {data.quarantine_uri}")
+    for split, columns in data.columns_all_missing.items():
+        lines.append(f"  no value in any {split} row: {', '.join(columns)}")
     return lines + [f"  warning: {note}" for note in data.notes]

@@ -15,13 +15,12 @@ from google.auth.exceptions import DefaultCredentialsError
 
 from estimator_lib import vocabulary
 from estimator_lib.config import ConfigError, RunConfig
-from estimator_lib.config.run import PREPARED_SPLITS
 from estimator_lib.config.tuning import load_space
 from pipelines import checks, listing, local, reproduce, runs, show
 from pipelines.cli.parser import build_parser
 from pipelines.cli.settings import read_space_file, resolve_alerts, resolve_local_settings
 from pipelines.cli.vertex_commands import cmd_compile, cmd_schedule, cmd_submit
-from pipelines.run_summary import Data, RunSummary
+from pipelines.run_summary import RunSummary
 
 
 def cmd_run_local(args: argparse.Namespace) -> int:
@@ -87,7 +86,7 @@ def format_summary(summary: RunSummary, path: str) -> str:
     metrics, export = results.metrics, results.export
     lines = [
         f"pipeline finished: run {run.id}" + (f" (attempt {run.attempts})" if run.attempts > 1 else ""),
-        *format_data(results.data),
+        *show.data_lines(results.data),
         f"  data validation: {results.validation.summary}",
         "  metrics (eval): " + vocabulary.format_metrics(metrics, vocabulary.headline(metrics)),
         *([f"  {show.strict_line(results.strict)}"] if results.strict else []),
@@ -100,18 +99,6 @@ def format_summary(summary: RunSummary, path: str) -> str:
         f"summary: {path}",
     ]
     return "\n".join(lines)
-
-
-def format_data(data: Data) -> list[str]:
-    """The data lines: rows per split, and what a user should look at (quarantined rows, empty columns, and the
-    prepared manifest's notes as warnings: a capped vocabulary, a constant column, a class without rows)."""
-    counts = ", ".join(f"{split} {data.counts[split]}" for split in PREPARED_SPLITS if data.counts.get(split))
-    lines = [f"  data: {data.rows} rows ({counts})"]
-    if data.quarantined:
-        lines.append(f"  quarantined: {data.quarantined} bad rows set aside in {data.quarantine_uri}")
-    for split, columns in data.columns_all_missing.items():
-        lines.append(f"  no value in any {split} row: {', '.join(columns)}")
-    return lines + [f"  warning: {note}" for note in data.notes]
 
 
 def cmd_show(args: argparse.Namespace) -> int:

@@ -22,7 +22,7 @@ def copy_report(outputs: Mapping[str, Any], folder: runs.RunFolder) -> str:
 
 def data_summary(dataset: Any) -> dict[str, Any]:
     """What preparation did with the rows, from the prepared manifest: counts per split, quarantined rows (and
-    where they are), columns with no value in a split, and the manifest's notes."""
+    where they are), unlabelled rows, columns with no value in a split, and the manifest's notes."""
     manifest = json.loads(storage.read_text(dataset.metadata["manifest_uri"]))
     counts = dict(manifest["counts"])
     missing = manifest.get("missing", {})
@@ -38,6 +38,7 @@ def data_summary(dataset: Any) -> dict[str, Any]:
         "quarantine_uri": storage.join(dataset.uri, "quarantine.jsonl") if quarantined else "",
         "columns_all_missing": {split: cols for split, cols in all_missing.items() if cols},
         "notes": list(manifest.get("notes", [])),
+        "unlabelled": manifest["rows"].get("unlabelled", 0),
     }
 
 

@@ -2,7 +2,8 @@
 
 The embedded penguins with 8 labels blanked ("" and NA): `run-local --data X.csv --label species --output TMP`
 exits 0; the rows are set aside (in no split), the prepared dataset's manifest counts them and holds their cells
-in unlabelled.jsonl, and summary.json and the console say so. Slow: `pytest -m "not slow"` skips it.
+in unlabelled.jsonl, and summary.json, the console and show say so (a note, and the data line's count).
+Slow: `pytest -m "not slow"` skips it.
 """
 
 from __future__ import annotations
@@ -35,6 +36,12 @@ def penguins_without_8_labels(path) -> str:
     return str(path)
 
 
+def data_line(console: str) -> str:
+    """The console's (or show's) one data line: rows, per split, then the unlabelled rows."""
+    (line,) = [line for line in console.splitlines() if line.startswith("  data: ")]
+    return line
+
+
 def test_rows_missing_the_label_are_set_aside_and_reported(tmp_path):
     data = penguins_without_8_labels(tmp_path / "data.csv")
     output = str(tmp_path / "out")
@@ -42,13 +49,13 @@ def test_rows_missing_the_label_are_set_aside_and_reported(tmp_path):
     command = [TPU_PIPELINE, "run-local", "--data", data, "--label", "species", "--output", output]
     ran = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=900, env=env, check=False)
     assert ran.returncode == 0, ran.stdout[-4000:] + ran.stderr[-4000:]
-    assert NOTE in ran.stdout
+    assert NOTE in ran.stdout and data_line(ran.stdout).endswith("), 8 unlabelled (set aside)")
 
     with open(os.path.join(output, "summary.json"), encoding="utf-8") as f:
         summary = json.load(f)
     assert summary["data"]["rows"] == 344 and sum(summary["data"]["counts"].values()) == 336
     assert any(note.startswith(NOTE) for note in summary["data"]["notes"])
-    assert summary["data"]["quarantined"] == 0
+    assert summary["data"]["quarantined"] == 0 and summary["data"]["unlabelled"] == 8
     dataset = os.path.dirname(summary["dataset"]["schema_uri"])
     with open(os.path.join(dataset, "manifest.json"), encoding="utf-8") as f:
         manifest = json.load(f)
@@ -59,3 +66,4 @@ def test_rows_missing_the_label_are_set_aside_and_reported(tmp_path):
 
     shown = subprocess.run([TPU_PIPELINE, "show", "--output", output], capture_output=True, text=True, check=False)
     assert shown.returncode == 0 and NOTE in shown.stdout, shown.stdout + shown.stderr
+    assert data_line(shown.stdout) == data_line(ran.stdout)

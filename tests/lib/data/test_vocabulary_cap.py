@@ -23,9 +23,9 @@ from estimator_lib.evaluation import report as report_lib
 from estimator_lib.evaluation.blessing import Blessing
 from estimator_lib.schema import CATEGORICAL, FeatureSpec
 from pipelines import cli, runs
-from pipelines.cli.commands import format_data
 from pipelines.local.summary import data_summary
 from pipelines.run_summary import Data, RunSummary
+from pipelines.show import data_lines
 
 CITY_NOTE = (
     "column 'city': vocabulary capped: 60 distinct values in the training split, the 10 most frequent kept "
@@ -163,7 +163,7 @@ def test_the_warning_reaches_the_console_show_and_the_report(tmp_path, capsys):
     dataset = Dataset(uri=prepared.output_dir, metadata={"manifest_uri": str(tmp_path / "prepared" / "manifest.json")})
     data = data_summary(dataset)  # what run-local records in summary.json
     assert data["notes"] == [CITY_NOTE]
-    assert format_data(Data(**data)) == ["  data: 300 rows (train 218, eval 46, valid 36)", f"  warning: {CITY_NOTE}"]
+    assert data_lines(Data(**data)) == ["  data: 300 rows (train 218, eval 46, valid 36)", f"  warning: {CITY_NOTE}"]
 
     folder = runs.RunFolder(str(tmp_path / "out"), "20261125T100000Z-cccccc")
     folder.create()
