@@ -20,6 +20,7 @@ from pipelines import checks, listing, local, reproduce, runs, show
 from pipelines.cli.parser import build_parser
 from pipelines.cli.settings import read_space_file, resolve_alerts, resolve_local_settings
 from pipelines.cli.vertex_commands import cmd_compile, cmd_schedule, cmd_submit
+from pipelines.local.failures import next_step
 from pipelines.run_summary import RunSummary
 
 
@@ -71,13 +72,7 @@ def format_failure(summary: RunSummary, verbose: bool) -> str:
         lines = [f"tpu-pipeline run-local: error: {summary.stage}: {summary.error}"]
         if verbose:
             lines += [local.failure_excerpt(run.log)]
-    again = (
-        "change what the error names, then run the command again"  # resolve reads only what the command names
-        if summary.stage == "resolve"
-        else "run the same command again to resume it (finished stages are reused, training continues from its "
-        "last checkpoint)"
-    )
-    lines += [f"full log: {run.log}", f"run {run.id} is recorded as {summary.status}; {again}"]
+    lines += [f"full log: {run.log}", f"run {run.id} is recorded as {summary.status}; {next_step(summary)}"]
     return "\n".join(lines)
 
 
