@@ -198,8 +198,9 @@ class Results:
 
 @dataclasses.dataclass(frozen=True)
 class RunSummary:
-    """A run's summary.json. `results` and `report` are None until the run got to the end (a failed or
-    interrupted run's summary has neither)."""
+    """A run's summary.json. `results` is None until the run got to the end (a failed or interrupted run's summary
+    has none); `report` names the run's report.html: the evaluation report of a run that ended ok, the short
+    failure report of one that did not (None while it runs, or when the disk refused that report)."""
 
     status: str
     stage: Optional[str]
