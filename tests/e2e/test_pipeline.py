@@ -65,6 +65,7 @@ def first_run(tmp_path_factory):
     """`tpu-pipeline run-local --output DIR`: the default run, as the README gives it."""
     output = str(tmp_path_factory.mktemp("first"))
     proc, summary = run_local(output)
+    assert "deprecated" not in proc.stderr and "WARNING:tensorflow" not in proc.stderr, proc.stderr  # in the log
     return output, proc.stdout, summary
 
 
@@ -339,3 +340,25 @@ def test_a_run_whose_data_drifted_fails_before_training_naming_the_feature(first
 
 def test_default_run_keeps_the_bytes_recorded_before_the_stage_engine(first_run):
     assert "dataset" in compared("embedded", first_run[2])
+
+
+def test_the_same_run_again_into_its_folder_is_identical_to_the_published_version_and_publishes_nothing(first_run):
+    """README's command again, into the first run's folder: the same data and settings train the same weights, so
+    the verdict against the version the first run published is "identical to version V; nothing to publish" (its
+    metrics, through the checkpoint's graph, differ from the SavedModel's by rounding), on the console, in
+    summary.json and in publication.json, and the run ends ok. Last in the module: it becomes the folder's latest."""
+    output, _, first = first_run
+    root = os.path.join(output, "published")
+    published = release.latest(root)
+    assert published.version == first["export"]["published_version"]
+    proc, summary = run_local(output)
+    message = f"identical to version {published.version}; nothing to publish"
+    assert f"  blessed: False ({message})" in proc.stdout.splitlines()
+    assert f"  not published: {message}" in proc.stdout.splitlines()
+    assert summary["run"]["id"] != first["run"]["id"] and summary["blessed"] is False
+    assert summary["blessing"]["summary"] == message and summary["blessing"]["reasons"] == [message]
+    assert summary["blessing"]["baseline_uri"] == published.uri
+    assert summary["export"]["published"] is False and summary["export"]["reason"] == f"not published: {message}"
+    with open(os.path.join(summary["artifacts"]["release"], "publication.json"), encoding="utf-8") as f:
+        assert json.load(f)["reason"] == f"not published: {message}"
+    assert release.latest(root) == published and os.listdir(os.path.join(root, "versions")) == [published.version]

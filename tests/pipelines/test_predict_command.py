@@ -163,6 +163,7 @@ def test_predict_scores_new_rows_byte_for_byte_as_the_pipeline(pipeline_run, tmp
     proc = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
     elapsed = time.monotonic() - start
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "deprecated" not in proc.stderr and "WARNING:tensorflow" not in proc.stderr, proc.stderr  # TF's own
     version = release.latest(summary["config"]["publish_root"])
     assert proc.stdout == (f"predicted 25 rows with version {version.version} of {version.root} into {out}\n"), (
         f"{elapsed:.1f} s"
