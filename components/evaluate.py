@@ -3,7 +3,8 @@
 A thin adapter over `estimator_lib.evaluation.evaluate_and_bless`. The verdict is data (the Blessing artifact),
 not a `dsl.If`: the release stage reads it and publishes only a blessed model, so the same DAG runs in the
 KFP local runner (which has no conditions) and on Vertex AI. The Blessing also records which version LATEST
-named when the model was evaluated (`based_on`): the release stage publishes only if it still does.
+named when the model was evaluated (`based_on`): the release stage publishes only if it still does. A model that
+holds the weights of its baseline, the published version V, is "identical to version V; nothing to publish".
 """
 
 from kfp.dsl import HTML, ClassificationMetrics, Dataset, Input, Markdown, Metrics, Model, Output
@@ -85,6 +86,7 @@ def evaluate_model(
         return
     record.begin()
     evaluation = source.evaluate(job, model.uri, config, baseline_dir, blessing.uri)
+    evaluation = release.checked_identity(evaluation, baseline_dir)  # the published version's own weights
     adapter.write_blessing(blessing.uri, evaluation.blessing)
     run = {**inputs, "checkpoint": evaluation.checkpoint}
     shown = source.report_inputs(evaluation, run, artifacts.read_drift(dataset))  # drift: the prepare stage's

@@ -15,7 +15,7 @@ on Cloud Storage, a lock and an atomic rename locally): a run whose view of LATE
 
 `export_verified` and `release` are the pipeline's export and release stages: exporting never publishes; the
 release stage, last in the pipeline, publishes a blessed model against the LATEST its evaluation saw
-(`latest_version`), unless it is the model LATEST already names (same graphs and variables). `resolve_model`
+(`latest_version`), unless it holds the weights of the model LATEST names (`identical_weights`). `resolve_model`
 turns what users pass as a baseline or warm-start source ("none", "auto", "latest", a publish root or a
 SavedModel directory) into a SavedModel directory; `resolve_sources` keeps a run to its lineage (its publish root,
 label and task). Nothing here reads flags or the environment.
@@ -30,10 +30,14 @@ import json
 import os
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
+import numpy as np
+import tensorflow as tf
+
 from estimator_lib import fingerprints, storage, strict
 from estimator_lib.config import JobConfig, PrepareConfig
 from estimator_lib.config.run import AUTO_MODEL, LATEST_MODEL, NO_MODEL
-from estimator_lib.evaluation import Blessing
+from estimator_lib.evaluation import Blessing, Evaluation
+from estimator_lib.evaluation.blessing import identical_message
 from estimator_lib.export import ExportResult, export_model, read_export_metadata
 from estimator_lib.schema import Schema
 
@@ -579,22 +583,63 @@ def _source_export(metadata: Optional[Mapping[str, Any]]) -> Optional[str]:
     return source.get("export_dir") if isinstance(source, Mapping) else None
 
 
-def identical_latest(export_dir: str, root: str) -> Optional[Tuple[PublishedModel, str]]:
-    """The version ROOT/LATEST names and its content fingerprint when it is the same model as `export_dir`;
-    None otherwise.
+# Checkpoint entries that are no model variable: Adam's accumulators (slots are named `<variable>/<slot>`), the
+# step, an object-based checkpoint's object graph.
+_TRAINING_STATE = ("beta1_power", "beta2_power", "global_step", "_CHECKPOINTABLE_OBJECT_GRAPH")
 
-    Same model means the same `saved_model_fingerprint` (graphs and variables): a copy of the published version,
-    or the same weights exported again into another folder. A damaged pointer names no model to compare with
-    (None): a publish replaces it.
-    """
+
+def identical_weights(checkpoint: str, published_uri: str) -> bool:
+    """Whether `checkpoint` (a prefix: a training checkpoint, or an export's variables/variables) holds the weights
+    of the SavedModel `published_uri`: each of its variables (the step included when it holds one) with the same
+    dtype, shape and bytes, and no other model variable (the checkpoint's other entries are optimizer slots,
+    `<variable>/<slot>`, Adam's `beta1_power`, `beta2_power` and the step, which a SavedModel does not hold).
+    Reads each of the SavedModel's variables once from both (local or gs://)."""
+    ours = tf.train.load_checkpoint(checkpoint)
+    theirs = tf.train.load_checkpoint(storage.join(published_uri, "variables", "variables"))
+    ours_types, types = ours.get_variable_to_dtype_map(), theirs.get_variable_to_dtype_map()
+    ours_shapes, shapes = ours.get_variable_to_shape_map(), theirs.get_variable_to_shape_map()
+    slots = tuple(f"{name}/" for name in types)
+    others = [name for name in ours_types if name not in types and name not in _TRAINING_STATE]
+    if any(not name.startswith(slots) for name in others):
+        return False  # a model variable the published model does not have
+    if any(ours_types.get(name) != dtype or ours_shapes.get(name) != shapes[name] for name, dtype in types.items()):
+        return False
+    return all(_same_values(ours.get_tensor(name), theirs.get_tensor(name)) for name in types)
+
+
+def _same_values(a: np.ndarray, b: np.ndarray) -> bool:
+    """Bitwise equal (NaN equals NaN, 0.0 differs from -0.0); a string tensor by its values."""
+    return a.tolist() == b.tolist() if a.dtype == object else a.tobytes() == b.tobytes()
+
+
+def _recorded_version(directory: str) -> Optional[str]:
+    """The version a published version's folder records in its publish.json; None for another folder."""
+    try:
+        return _record_json(storage.read_bytes(storage.join(directory, RECORD)))["version"]
+    except (FileNotFoundError, _Damaged):
+        return None
+
+
+def checked_identity(evaluation: Evaluation, baseline_dir: Optional[str]) -> Evaluation:
+    """`evaluation`, its verdict "identical to version V; nothing to publish" (`Blessing.identical_to`) when its
+    baseline is the published version V and the evaluated checkpoint holds V's weights (`identical_weights`)."""
+    version = _recorded_version(baseline_dir) if baseline_dir else None
+    if version is None or not identical_weights(evaluation.checkpoint, baseline_dir):
+        return evaluation
+    return dataclasses.replace(evaluation, blessing=evaluation.blessing.identical_to(version))
+
+
+def identical_latest(export_dir: str, root: str) -> Optional[PublishedModel]:
+    """The version ROOT/LATEST names when the SavedModel `export_dir` holds its weights (`identical_weights`: a
+    copy of it, or the same weights exported again); None otherwise. A damaged pointer names no model to compare
+    with (None): a publish replaces it."""
     try:
         published = latest(root)
     except LatestPointerError:
         return None
     if published is None:
         return None
-    content = fingerprints.saved_model_fingerprint(export_dir)
-    return (published, content) if fingerprints.saved_model_fingerprint(published.uri) == content else None
+    return published if identical_weights(storage.join(export_dir, "variables", "variables"), published.uri) else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -620,8 +665,9 @@ def release(
     """The release stage: publishes `export_dir` under `root` if `blessing` says so, recording the verdict
     with the version. It runs last in the pipeline, so a run that failed anywhere publishes nothing. A blessed
     model identical to the one LATEST names (`identical_latest`) is not published again: LATEST stays, and the
-    reason names that version and the fingerprint; releasing one export twice publishes it once (a resumed
-    run whose earlier attempt published this very export, by its recorded source, reports that version).
+    reason is "not published: identical to version V; nothing to publish", as for a verdict that found the
+    candidate identical to its baseline (`checked_identity`); releasing one export twice publishes it once (a
+    resumed run whose earlier attempt published this very export, by its recorded source, reports that version).
 
     Args:
       export_dir: the export stage's verified SavedModel.
@@ -638,15 +684,12 @@ def release(
         raise ValueError("publish_root is empty; give the directory or gs:// prefix where blessed models go")
     if not blessing.blessed:
         return Release(None, f"not published: {blessing.summary()}")
-    same = identical_latest(export_dir, root)
-    if same is not None:
-        published, content = same
+    published = identical_latest(export_dir, root)
+    if published is not None:
         if _source_export(published.metadata) == _source_export(metadata) is not None:
             # This export itself was published (an earlier attempt of the run, resumed after it published).
             return Release(published, f"published version {published.version} at {published.uri}")
-        return Release(
-            None, f"not published: identical to the published version {published.version} (fingerprint {content[:12]})"
-        )
+        return Release(None, f"not published: {identical_message(published.version)}")
     metadata = {"blessing": blessing.to_dict(), **dict(metadata or {})}
     model = publish_model(export_dir, root, metadata=metadata, based_on=based_on)
     return Release(model, f"published version {model.version} at {model.uri}")

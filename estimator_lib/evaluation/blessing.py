@@ -20,6 +20,10 @@ A candidate is blessed when every check passes:
     `slice_thresholds` and is within `slice_max_gap` of the overall metric: one check per failing slice, naming
     it, or one passing check per bound when every judged slice meets it.
 
+A candidate that holds the weights of its baseline, the published version V, is not blessed whatever its metrics
+say (computed through another graph, they differ by rounding): "identical to version V; nothing to publish"
+(`Blessing.identical_to`, which `release.checked_identity` applies).
+
 Runs on the host CPU, on metrics from `evaluation.metrics`.
 """
 
@@ -39,8 +43,15 @@ from estimator_lib.evaluation.metrics import Truth, trivial_metrics
 from estimator_lib.evaluation.slices import findings
 from estimator_lib.schema import REGRESSION
 
-
 # -- the decision --------------------------------------------------------------------------------------------
+IDENTICAL = "identical"  # the check of a candidate that holds its baseline's weights (`Blessing.identical_to`)
+
+
+def identical_message(version: str) -> str:
+    """The verdict on a model whose weights are those of the published version `version`."""
+    return f"identical to version {version}; nothing to publish"
+
+
 @dataclasses.dataclass(frozen=True)
 class Check:
     """One blessing check: `value` compared with `bound` in the metric's direction."""
@@ -97,7 +108,28 @@ class Blessing:
         """Why the candidate was not blessed (the failed checks), empty when it was."""
         return tuple(c.message for c in self.checks if not c.passed)
 
+    @property
+    def identical(self) -> str:
+        """The verdict "identical to version V; nothing to publish" when the candidate holds the weights of its
+        baseline, the published version V (`identical_to`); "" otherwise."""
+        return next((c.message for c in self.checks if c.name == IDENTICAL), "")
+
+    def identical_to(self, version: str) -> "Blessing":
+        """This verdict for a candidate that holds the weights of its baseline, the published version `version`:
+        not blessed, the baseline check replaced by the failed check `identical_message(version)`, which the
+        summary gives alone (a metric computed through another graph differs by rounding, not by a model)."""
+        if not any(c.name == "baseline" for c in self.checks):
+            raise ValueError(f"this verdict compared with no baseline, so it cannot be identical to version {version}")
+        message = identical_message(version)
+        checks = tuple(
+            dataclasses.replace(c, name=IDENTICAL, passed=False, message=message) if c.name == "baseline" else c
+            for c in self.checks
+        )
+        return dataclasses.replace(self, blessed=False, checks=checks)
+
     def summary(self) -> str:
+        if self.identical:
+            return self.identical
         if self.blessed:
             return "blessed: every check holds"  # the report's table adds a leakage check that passed unrecorded
         return "not blessed: " + "; ".join(self.reasons)

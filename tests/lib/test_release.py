@@ -2,35 +2,48 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import os
 import uuid
 
+import numpy as np
 import pytest
+import tensorflow as tf
 
 from estimator_lib import release, storage
 from estimator_lib.config import PrepareConfig
-from estimator_lib.evaluation import Blessing, Check
+from estimator_lib.evaluation import Blessing, Check, Evaluation
 from estimator_lib.export.saved_model import METADATA_FILE
-from estimator_lib.fingerprints import fingerprint_directory, saved_model_fingerprint
+from estimator_lib.fingerprints import fingerprint_directory
 
 T0 = datetime.datetime(2025, 1, 2, 3, 4, 5, 600000, tzinfo=datetime.timezone.utc)
 T1 = T0 + datetime.timedelta(hours=1)
 
 
 # A SavedModel proto with no meta graph (saved_model_schema_version=1): publishing copies bytes, and the release
-# stage's comparison with LATEST parses the graphs (`saved_model_fingerprint`).
+# stage's comparison with LATEST reads the variables (`identical_weights`).
 EMPTY_GRAPHS = b"\x08\x01"
 
 
-def make_saved_model(directory: str, weights: bytes = b"w1") -> str:
-    """A directory shaped like a SavedModel: an empty proto and one variables file holding `weights`."""
-    os.makedirs(os.path.join(directory, "variables"), exist_ok=True)
+def write_variables(prefix: str, values: dict) -> str:
+    """A TensorFlow checkpoint at `prefix` holding `values` ({name: array}), as a Saver writes one."""
+    os.makedirs(os.path.dirname(prefix), exist_ok=True)
+    names = sorted(values)
+    tensors = [tf.constant(values[name]) for name in names]
+    tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names, shape_and_slices=[""] * len(names), tensors=tensors)
+    return prefix
+
+
+def make_saved_model(directory: str, weights: bytes = b"w1", variables: dict = None) -> str:
+    """A directory shaped like a SavedModel: an empty proto and its variables, by default one variable `w` whose
+    bytes (the data file's) are `weights`."""
+    write_variables(
+        os.path.join(directory, "variables", "variables"), variables or {"w": np.frombuffer(weights, np.uint8)}
+    )
     with open(os.path.join(directory, "saved_model.pb"), "wb") as f:
         f.write(EMPTY_GRAPHS)
-    with open(os.path.join(directory, "variables", "variables.data-00000-of-00001"), "wb") as f:
-        f.write(weights)
     return directory
 
 
@@ -227,16 +240,79 @@ def test_a_model_identical_to_the_published_one_is_not_published_again(tmp_path)
     with open(os.path.join(again, "assets.extra", "export_metadata.json"), "w") as f:
         f.write('{"export_dir": "again"}')
     assert fingerprint_directory(again) != first.fingerprint
-    content = saved_model_fingerprint(export)
     for source, based_on in ((export, first.version), (again, first.version), (export, "none")):
         outcome = release.release(source, blessing(True), root, based_on=based_on)
         assert outcome == release.Release(
-            None, f"not published: identical to the published version {first.version} (fingerprint {content[:12]})"
+            None, f"not published: identical to version {first.version}; nothing to publish"
         )
     assert release.latest(root) == first
     assert os.listdir(os.path.join(root, "versions")) == [first.version]
     different = make_saved_model(str(tmp_path / "different"), b"w2")
     assert release.release(different, blessing(True), root, based_on=first.version).published is not None
+
+
+KERNEL = np.arange(6, dtype=np.float32).reshape(2, 3)
+WEIGHTS = {"dense/kernel": KERNEL, "dense/bias": np.zeros(3, np.float32), "global_step": np.int64(40)}
+# What a training checkpoint holds beside the weights, and a SavedModel does not: Adam's slots and accumulators.
+TRAINING = {
+    "dense/kernel/Adam": KERNEL,
+    "dense/kernel/Adam_1": KERNEL,
+    "dense/bias/Adam": np.ones(3, np.float32),
+    "beta1_power": np.float32(0.9),
+    "beta2_power": np.float32(0.99),
+}
+
+
+def test_identical_weights_holds_for_the_published_variables_bitwise_beside_optimizer_state(tmp_path):
+    published = make_saved_model(str(tmp_path / "published"), variables=WEIGHTS)
+    checkpoint = write_variables(str(tmp_path / "model" / "model.ckpt-40"), {**WEIGHTS, **TRAINING})
+    assert release.identical_weights(checkpoint, published)
+    again = make_saved_model(str(tmp_path / "again"), variables=WEIGHTS)  # an export's variables/variables
+    assert release.identical_weights(os.path.join(again, "variables", "variables"), published)
+    no_step = make_saved_model(
+        str(tmp_path / "no_step"), variables={k: WEIGHTS[k] for k in ("dense/kernel", "dense/bias")}
+    )
+    assert release.identical_weights(checkpoint, no_step)  # an export without the step: the rest is compared
+    bias = WEIGHTS["dense/bias"]
+    changes = {
+        "a value one ulp apart": {"dense/bias": np.nextafter(bias, np.float32(1))},
+        "-0.0 for 0.0": {"dense/bias": -bias},
+        "another dtype": {"dense/bias": bias.astype(np.float64)},
+        "another shape": {"dense/bias": np.zeros(4, np.float32)},
+        "another step": {"global_step": np.int64(41)},
+        "a model variable more": {"dense_1/kernel": KERNEL},
+    }
+    for why, change in changes.items():
+        changed = write_variables(str(tmp_path / why.replace(" ", "_") / "ckpt"), {**WEIGHTS, **TRAINING, **change})
+        assert not release.identical_weights(changed, published), why
+    missing = write_variables(str(tmp_path / "missing" / "ckpt"), {"dense/kernel": KERNEL, "global_step": np.int64(40)})
+    assert not release.identical_weights(missing, published)
+
+
+def test_a_verdict_on_the_published_versions_own_weights_is_identical_to_it_blessed_or_not(tmp_path):
+    root = str(tmp_path / "published")
+    version = release.publish_model(make_saved_model(str(tmp_path / "export"), variables=WEIGHTS), root, now=T0)
+    checkpoint = write_variables(str(tmp_path / "model" / "model.ckpt-40"), {**WEIGHTS, **TRAINING})
+    message = f"identical to version {version.version}; nothing to publish"
+    for passed in (True, False):  # its metrics, through another graph, differ by rounding either way
+        check = Check("baseline", "accuracy", 0.9, 0.9, passed, "vs baseline 0.9000: difference +0.0000 ...")
+        verdict = Blessing(passed, (check,), {"accuracy": 0.9}, "accuracy", 10, version.uri, {"accuracy": 0.9})
+        evaluation = Evaluation({"accuracy": 0.9}, 40, checkpoint, verdict)
+        judged = release.checked_identity(evaluation, version.uri).blessing
+        assert judged.blessed is False and judged.summary() == message and judged.reasons == (message,)
+        assert [(c.name, c.passed, c.message) for c in judged.checks] == [("identical", False, message)]
+        assert Blessing.from_dict(json.loads(judged.to_json())) == judged
+        outcome = release.release(str(tmp_path / "export"), judged, root, based_on=version.version)
+        assert outcome == release.Release(None, f"not published: {message}")
+        # Not the published version's folder, or other weights: the verdict stands.
+        plain = make_saved_model(str(tmp_path / "plain"), variables=WEIGHTS)
+        assert release.checked_identity(evaluation, plain) == evaluation
+        assert release.checked_identity(evaluation, None) == evaluation
+        other = write_variables(str(tmp_path / "other" / "ckpt"), {**WEIGHTS, "dense/bias": np.ones(3, np.float32)})
+        assert (
+            release.checked_identity(dataclasses.replace(evaluation, checkpoint=other), version.uri).blessing == verdict
+        )
+    assert release.latest(root) == version
 
 
 def test_a_resumed_run_whose_earlier_attempt_published_its_export_reports_that_version(tmp_path):

@@ -157,6 +157,28 @@ def test_the_paired_baseline_check_passes_only_when_the_interval_clears_min_impr
         b.decide(config, truth, candidate, candidate)
 
 
+def test_a_candidate_with_the_published_versions_weights_is_identical_to_it_whatever_its_checks_say():
+    """The baseline check becomes "identical to version V; nothing to publish", failed, and the summary says only
+    that, whether the checks passed (a plain test) or not (a threshold and the paired test failed)."""
+    truth, candidate = truth3(), {"accuracy": 0.75, "log_loss": 0.5, "auc": 1.0}
+    paired = BlessingConfig(thresholds={"log_loss": 0.4}, beat_trivial=False)
+    noise = interval(1e-6, -0.25, 0.25)
+    for config in (PLAIN, paired):
+        verdict = b.decide(config, truth, candidate, candidate, "/p/versions/V1", baseline_interval=noise)
+        same = verdict.identical_to("V1")
+        message = "identical to version V1; nothing to publish"
+        assert not same.blessed and same.identical == message and same.summary() == message
+        assert [c.name for c in same.checks] == [c.name.replace("baseline", "identical") for c in verdict.checks]
+        assert same.checks[-1] == dataclasses.replace(
+            verdict.checks[-1], name="identical", passed=False, message=message
+        )
+        assert same.reasons == tuple(r for r in verdict.reasons if r.startswith("threshold")) + (message,)
+        assert Blessing.from_dict(json.loads(same.to_json())).summary() == message
+        assert verdict.identical == ""
+    with pytest.raises(ValueError, match="compared with no baseline, so it cannot be identical to version V1"):
+        b.decide(PLAIN, truth, candidate).identical_to("V1")
+
+
 def test_the_plain_baseline_check_blesses_an_equal_model():
     truth, candidate = truth3(), {"accuracy": 0.75, "log_loss": 0.5, "auc": 1.0}
     plain = BlessingConfig(beat_trivial=False, baseline_test="plain")
