@@ -112,6 +112,7 @@ def test_default_run_has_its_own_folder_log_and_summary(first_run):
         "quarantine_uri": "",
         "columns_all_missing": {},
         "notes": [],
+        "unlabelled": 0,
     }
 
 

@@ -233,6 +233,7 @@ def test_data_summary_surfaces_quarantined_rows_and_empty_columns(tmp_path):
         "quarantine_uri": os.path.join(str(tmp_path), "quarantine.jsonl"),
         "columns_all_missing": {"train": ["a"], "eval": ["a"]},
         "notes": manifest["notes"],
+        "unlabelled": 0,
     }
 
 
