@@ -52,6 +52,7 @@ from estimator_lib import estimator, predict, release, storage, summaries  # noq
 from estimator_lib.config import beam as beam_config  # noqa: F401
 from estimator_lib.data import prepare, retrain  # noqa: F401
 from estimator_lib.evaluation import evaluate_and_bless, report  # noqa: F401
+from estimator_lib.predict import serving_check
 from pipelines import executor as stage_executor
 from pipelines import stage
 
@@ -200,6 +201,7 @@ def main(argv: Sequence[str]) -> None:
     _die_with_parent(int(argv[1]))
     check_fork_safe()
     fresh_logging()
+    serving_check.prestart()  # the run's serving check then finds its fresh interpreter with TensorFlow imported
     serve(listener)
 
 

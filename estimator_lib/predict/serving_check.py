@@ -19,9 +19,11 @@ prediction rows' fields.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
+import select
 import shutil
 import subprocess
 import sys
@@ -221,11 +223,60 @@ def child_command(script: str, *args: str) -> List[str]:
     return [sys.executable, "-I", script, *args]
 
 
+def prestart(script: str = CHILD_SCRIPT) -> None:
+    """Starts the next `run_child`'s process now, so that its interpreter and TensorFlow import while other work
+    runs (the local runner's stage server calls it at its start). The same isolated `python -I` process, from an
+    empty temporary working directory, waiting for its request on standard input; it exits when that input ends
+    unused. A child of another process (a forked stage) may take it: it is told its request on stdin and found
+    finished by the end of its stdout."""
+    global _waiting
+    work = tempfile.mkdtemp(prefix="serving-check-wait-")
+    with open(os.path.join(work, "stderr"), "wb") as stderr:
+        process = subprocess.Popen(
+            child_command(script, serving_child.WAIT_FLAG),
+            cwd=work,
+            env=child_environment(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+        )
+    _waiting = (process, work)
+
+
+_waiting: Optional[Tuple[subprocess.Popen, str]] = None  # `prestart`'s child, until a `run_child` takes it
+
+
+def _run_prestarted(work: str) -> Optional[str]:
+    """Serves the request in `work` with `prestart`'s child when there is one and it is still waiting; returns
+    its stderr, or None when there is none (the caller starts a child of its own)."""
+    global _waiting
+    if _waiting is None:
+        return None
+    (process, folder), _waiting = _waiting, None
+    try:
+        process.stdin.write(f"{work}\n".encode())
+        process.stdin.close()
+    except (BrokenPipeError, ValueError):  # it ended (taken by another fork, or killed)
+        shutil.rmtree(folder, ignore_errors=True)
+        return None
+    # Its end is the end of its stdout: the child is that pipe's only writer.
+    if not select.select([process.stdout], [], [], CHILD_TIMEOUT_SECONDS)[0]:
+        process.kill()
+        raise ServingCheckError(f"serving check: the serving process did not finish in {CHILD_TIMEOUT_SECONDS} s")
+    process.stdout.read()
+    with contextlib.suppress(ChildProcessError):  # reaped by the process that started it, when that is another
+        process.wait(timeout=CHILD_TIMEOUT_SECONDS)
+    with open(os.path.join(folder, "stderr"), encoding="utf-8", errors="replace") as f:
+        stderr = f.read()
+    shutil.rmtree(folder, ignore_errors=True)
+    return stderr
+
+
 def run_child(
     export_dir: str, calls: Mapping[str, Mapping[str, np.ndarray]], script: str = CHILD_SCRIPT
 ) -> Dict[str, Dict[str, np.ndarray]]:
-    """Serves `calls` {signature: feeds} with the export's `serve` graph in a fresh `python -I` process (`script`)
-    and returns {signature: {output: array}}.
+    """Serves `calls` {signature: feeds} with the export's `serve` graph in a fresh `python -I` process (`script`,
+    or `prestart`'s child of the same script) and returns {signature: {output: array}}.
 
     Raises:
       ServingCheckError: the child failed (its last lines of stderr are in the message).
@@ -240,22 +291,32 @@ def run_child(
             serving_child.write_arrays(os.path.join(work, call["inputs"]), feeds)
         with open(os.path.join(work, serving_child.REQUEST_FILE), "w", encoding="utf-8") as f:
             json.dump(request, f)
-        done = subprocess.run(
-            child_command(script, work),
-            cwd=work,
-            env=child_environment(),
-            capture_output=True,
-            text=True,
-            timeout=CHILD_TIMEOUT_SECONDS,
-        )
-        if done.returncode != 0:
-            tail = "\n".join(done.stderr.strip().splitlines()[-8:])
-            raise ServingCheckError(
-                f"serving check: the fresh serving process failed on {export_dir} (exit {done.returncode}):\n{tail}"
+        stderr = _run_prestarted(work) if script == CHILD_SCRIPT else None
+        if stderr is None:
+            done = subprocess.run(
+                child_command(script, work),
+                cwd=work,
+                env=child_environment(),
+                capture_output=True,
+                text=True,
+                timeout=CHILD_TIMEOUT_SECONDS,
             )
+            stderr = done.stderr
+        if not _finished(work):
+            tail = "\n".join(stderr.strip().splitlines()[-8:])
+            raise ServingCheckError(f"serving check: the fresh serving process failed on {export_dir}:\n{tail}")
         return {c["name"]: serving_child.read_arrays(os.path.join(work, c["outputs"])) for c in request["signatures"]}
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _finished(work: str) -> bool:
+    """Whether the child served the whole request (its last act: `serving_child.STATUS_FILE`)."""
+    try:
+        with open(os.path.join(work, serving_child.STATUS_FILE), encoding="utf-8") as f:
+            return json.load(f)["ok"] is True
+    except (OSError, ValueError, KeyError):
+        return False
 
 
 # -- the check ---------------------------------------------------------------------------------------------------

@@ -13,7 +13,12 @@ REQUEST_DIR holds request.json:
 Arrays travel in .npz files written by `write_arrays` and read by `read_arrays`: numbers as they are, strings
 (serialized Examples, categorical features, string outputs) as their bytes and lengths, exactly, without pickle.
 The child writes each signature's outputs into its "outputs" file and exits 0; any failure exits non-zero with
-the traceback on stderr.
+the traceback on stderr. Either way it writes `STATUS_FILE` ({"ok": bool}) last, so that a caller that cannot
+wait for it (`serving_check.prestart`'s child, started by another process) knows it finished.
+
+`python -I serving_child.py --wait` starts the same child ahead of its request: it imports TensorFlow, reads one
+REQUEST_DIR line from its standard input and serves it as above; at end of input it exits 0 having served
+nothing.
 """
 
 import json
@@ -25,6 +30,8 @@ import tensorflow as tf
 from tensorflow.core.protobuf import rewriter_config_pb2
 
 REQUEST_FILE = "request.json"
+STATUS_FILE = "status.json"
+WAIT_FLAG = "--wait"
 INDEX_KEY = "__index__"  # the .npz entry naming each array: {name: {"kind": "number" | "strings", ...}}
 
 
@@ -105,5 +112,20 @@ def serve(request_dir):
             write_arrays(os.path.join(request_dir, call["outputs"]), outputs)
 
 
+def main(argv):
+    """Serves the request in `argv[0]`, or with `WAIT_FLAG` the one its standard input names; records the end."""
+    request_dir = sys.stdin.readline().strip() if argv[0] == WAIT_FLAG else argv[0]
+    if not request_dir:
+        return
+    ok = False
+    try:
+        serve(request_dir)
+        ok = True
+    finally:
+        with open(os.path.join(request_dir, STATUS_FILE), "w", encoding="utf-8") as f:
+            json.dump({"ok": ok}, f)
+    sys.exit(0)
+
+
 if __name__ == "__main__":
-    serve(sys.argv[1])
+    main(sys.argv[1:])

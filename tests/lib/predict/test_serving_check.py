@@ -9,9 +9,11 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 
 import numpy as np
 import pytest
+import repo
 import synthetic
 import tensorflow as tf
 from saved_models import tampered
@@ -123,7 +125,7 @@ def test_the_child_runs_without_the_project_on_its_path(tmp_path):
         ]
     )
     with open(script, "w", encoding="utf-8") as f:
-        f.write(source.replace('if __name__ == "__main__":\n    serve(sys.argv[1])', probe))
+        f.write(source.replace('if __name__ == "__main__":\n    main(sys.argv[1:])', probe))
     done = subprocess.run(
         serving_check.child_command(script, *serving_check.PROJECT_PACKAGES),
         cwd=str(tmp_path),
@@ -185,3 +187,75 @@ def test_predictions_whose_inputs_are_gone_are_recorded_as_not_compared(served, 
     record = check_serving(export_dir, copy)
     assert (record["rows_checked"], record["signatures"], record["max_abs_diff"]) == (0, [], {})
     assert record["compared"] == f"nothing: the predicted records {tmp_path}/scoring-tmp/part-0.tfrecord are gone"
+
+
+FORKED_STAGE = """
+import json, os, sys
+from estimator_lib.predict import serving_check, serving_child  # TensorFlow imported, its runtime not started
+
+calls = {name: serving_child.read_arrays(path) for name, path in json.loads(sys.argv[1]).items()}
+serving_check.prestart()
+waiting, folder = serving_check._waiting
+pid = os.fork()
+if pid == 0:  # the forked stage takes the prestarted child
+    served = serving_check.run_child(sys.argv[2], calls)
+    for name, outputs in served.items():
+        serving_child.write_arrays(os.path.join(sys.argv[3], name + ".npz"), outputs)
+    os._exit(0 if serving_check._waiting is None else 2)
+assert os.waitpid(pid, 0)[1] == 0
+assert waiting.wait(timeout=60) == 0 and not os.path.exists(folder)  # it served, and ended
+"""
+
+
+def _calls(export_dir, predictions):
+    """The requests `check_serving` sends the child for these predictions."""
+    manifest, rows = serving_check.first_rows(predictions, serving_check.SAMPLE_ROWS)
+    sources = list(serving_check.input_records(manifest["inputs"], len(rows)))
+    metadata = saved_model.read_export_metadata(export_dir)
+    calls, _, _ = serving_check._plan(metadata, export_dir, rows, [s[2] for s in sources])
+    return calls
+
+
+def test_a_prestarted_child_serves_a_forked_stage(served, tmp_path):
+    """As in a local run: the stage server (TensorFlow imported, never run) prestarts the child and a forked stage
+    takes it; it serves what a child started for the request serves."""
+    export_dir, predictions = served
+    calls = _calls(export_dir, predictions)
+    paths = {}
+    for name, feeds in calls.items():
+        paths[name] = str(tmp_path / f"in-{len(paths)}.npz")
+        serving_child.write_arrays(paths[name], feeds)
+    out = tmp_path / "out"
+    out.mkdir()
+    subprocess.run(
+        [sys.executable, "-c", FORKED_STAGE, json.dumps(paths), export_dir, str(out)],
+        check=True,
+        timeout=300,
+        cwd=repo.ROOT,
+    )
+    fresh = serving_check.run_child(export_dir, calls)
+    assert sorted(fresh) == ["predict", "raw:predict"]
+    for name, outputs in fresh.items():
+        forked = serving_child.read_arrays(str(out / f"{name}.npz"))
+        assert sorted(forked) == sorted(outputs)
+        for key, value in outputs.items():
+            np.testing.assert_array_equal(forked[key], value)
+
+
+def test_a_prestarted_child_that_is_gone_is_replaced_by_a_fresh_one(served):
+    export_dir, predictions = served
+    serving_check.prestart()
+    waiting, _ = serving_check._waiting
+    waiting.kill()
+    waiting.wait()
+    assert check_serving(export_dir, predictions)["rows_checked"] == ROWS
+    assert serving_check._waiting is None
+
+
+def test_a_child_that_dies_before_its_status_fails_the_check_with_its_stderr(served, tmp_path):
+    export_dir, _ = served
+    script = str(tmp_path / "crash.py")
+    with open(script, "w", encoding="utf-8") as f:
+        f.write("import os, sys\nprint('about to abort', file=sys.stderr, flush=True)\nos.abort()\n")
+    with pytest.raises(ServingCheckError, match=r"(?s)fresh serving process failed on .+about to abort"):
+        serving_check.run_child(export_dir, {"predict": {}}, script=script)
