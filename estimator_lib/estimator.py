@@ -209,14 +209,14 @@ def train(
 ) -> TrainResult:
     """Trains for the step budget, in rounds judged on the validation split when there is one.
 
-    The budget is `job.training.budget(num_train_examples)`: `training.train_steps`, or `training.max_epochs`
-    passes over the train split. Without validation rows, one `train()` call runs the budget and the newest
-    checkpoint is the model. With them, training runs in rounds of `job.round_steps(...)` steps; after each, the
-    mean loss over every validation row is measured with the padded, fixed-step evaluation (on the TPU when
-    training runs there); a checkpoint that lowers it is copied to `model_dir/best/`; training stops after
-    `training.early_stopping.patience` rounds without an improvement, or when the budget is spent. The rounds
-    are recorded in `model_dir/validation.json`, so a rerun resumes from the newest checkpoint and the recorded
-    rounds (and a finished run returns at once).
+    The settings left null to follow the data are set first (`JobConfig.for_data`: the budget, the rounds, the l2)
+    from the train split's row count and the model's features. Without validation rows, one `train()` call runs the
+    budget and the newest checkpoint is the model. With them, training runs in rounds of
+    `training.early_stopping.every_steps` steps; after each, the mean loss over every validation row is measured
+    with the padded, fixed-step evaluation (on the TPU when training runs there); a checkpoint that lowers it is
+    copied to `model_dir/best/`; training stops after `training.early_stopping.patience` rounds without an
+    improvement, or when the budget is spent. The rounds are recorded in `model_dir/validation.json`, so a rerun
+    resumes from the newest checkpoint and the recorded rounds (and a finished run returns at once).
 
     Args:
       job: the job config.
@@ -234,8 +234,7 @@ def train(
         first record of each file before anything trains): a feature of another type, or one they lack.
     """
     count = inputs.count_records(train_files) if num_train_examples is None else num_train_examples
-    # The model_fn's learning-rate schedule spans the budget, so the job carries it from here on.
-    job = dataclasses.replace(job, training=dataclasses.replace(job.training, train_steps=job.training.budget(count)))
+    job = job.for_data(count, len(schema.select(job.model.features).features))  # the model_fn reads the budget, l2
     input_fn = inputs.train_input_fn_builder(
         train_files,
         schema,
@@ -251,7 +250,7 @@ def train(
             job, schema, model_fn, train_input_fn=input_fn, eval_input_fn=valid_fn, accept=accept
         )
         strict.record_report(report, model_dir)
-    progress = _stage_progress(job, model_dir, count, valid_fn is not None, progress_seconds)
+    progress = _stage_progress(job, model_dir, valid_fn is not None, progress_seconds)
     if valid_fn is None:
         _train_to(job, schema, model_dir, input_fn, job.training.train_steps, progress)
         step = inputs.start_step(model_dir)
@@ -269,17 +268,15 @@ def train(
     )
 
 
-def _stage_progress(
-    job: JobConfig, model_dir: str, num_train_examples: int, validates: bool, every_seconds: float
-) -> TrainingProgress:
-    """The progress of this training stage from now: rounds of `job.round_steps` when it validates."""
+def _stage_progress(job: JobConfig, model_dir: str, validates: bool, every_seconds: float) -> TrainingProgress:
+    """The progress of this training stage from now: rounds of `every_steps` when it validates."""
     training = job.training
     return TrainingProgress(
         budget=training.train_steps,
         batch_size=training.train_batch_size,
         start_step=inputs.start_step(model_dir),
         started=time.monotonic(),
-        round_steps=job.round_steps(num_train_examples) if validates else None,
+        round_steps=training.early_stopping.every_steps if validates else None,
         patience=training.early_stopping.patience if validates else None,
         every_seconds=every_seconds,
     )

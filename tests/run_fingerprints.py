@@ -1,6 +1,8 @@
-"""The fingerprints of three built-in runs (the embedded run, a regression CSV, the embedded run on Apache Beam)
-recorded on main before the stage engine (`estimator_lib.engine`) replaced the two stage paths, and held by the
-end-to-end tests that make these runs (tests/e2e/run_fingerprints.json).
+"""The fingerprints of three built-in runs (the embedded run, a regression CSV, the embedded run on Apache Beam),
+held by the end-to-end tests that make these runs (tests/e2e/run_fingerprints.json; its "recorded" says when and
+from what). A deliberate change of a built-in run's bytes (a default changed) re-records them: make the three runs
+with the tests' own arguments on the fixture's kind of machine, write each summary's "fingerprints" for these keys,
+check the dataset's did not move, and say so in the commit.
 
 The prepared data's bytes hold on every machine. The model, its export, the predictions, the blessing and the
 publication hold on the kind of machine they were recorded on: the CPU's vector ISA and the kernel settings

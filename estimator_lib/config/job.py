@@ -27,6 +27,12 @@ USER_UNREAD_TRAINING = ("optimizer", "early_stopping")
 # The `params` keys TPUEstimator sets itself: no hyperparameter may take them.
 RESERVED_PARAMS = ("batch_size", "context")
 TASKS = ("classification", "regression")
+# The defaults that follow the data (`JobConfig.for_data`), measured on penguins, digits, diabetes and a 600 x 1,000
+# table (docs/pipeline.md, "Training: budget, early stopping, the kept checkpoint").
+EXAMPLES_PER_SQRT_ROW = 1600  # the budget in examples seen: 1600 * sqrt(rows), e.g. 401 steps of 64 for 257 rows
+VALIDATION_ROUNDS = 10  # about this many validation rounds over the budget
+L2_PER_FEATURE_ROW = 0.04  # model.l2 = 0.04 * features / rows, in [MIN_L2, MAX_L2]
+MIN_L2, MAX_L2 = 0.001, 0.1  # past 0.1 (0.2 measured) the DNN of a wide table collapses to the class prior
 
 
 def _number(value: Any) -> bool:
@@ -155,14 +161,14 @@ class EarlyStoppingConfig(JsonConfig):
     Attributes:
       patience: rounds in a row without an improvement of more than `min_delta` after which training stops;
         null trains the whole budget (the best checkpoint is still kept).
-      every_steps: steps per round; null is one epoch of the train split rounded up to a multiple of
-        tpu.iterations_per_loop. Each round rebuilds the graph (a `train()` and an `evaluate()` call), so
-        keep rounds coarse.
+      every_steps: steps per round; null: the budget over `VALIDATION_ROUNDS` rounds, rounded up to a multiple of
+        tpu.iterations_per_loop (`JobConfig.for_data`). Each round rebuilds the graph (a `train()` and an
+        `evaluate()` call), so keep rounds coarse.
       min_delta: the decrease in validation loss (its own units: cross entropy, or squared error of the
         standardised label) that counts as an improvement.
     """
 
-    patience: Optional[int] = 5
+    patience: Optional[int] = 3
     every_steps: Optional[int] = None
     min_delta: float = 0.0
 
@@ -182,9 +188,10 @@ class TrainingConfig(JsonConfig):
     """Global batch sizes (TPUEstimator divides them by the replicas), the training budget, seed and checkpoints.
 
     Attributes:
-      train_steps: the step budget; null derives it from `max_epochs` and the train split's row count.
-      max_epochs: the budget in passes over the train split when `train_steps` is null; early stopping
-        usually ends training sooner.
+      train_steps: the step budget; null derives it from the train split's row count (`budget`).
+      max_epochs: the budget in passes over the train split when `train_steps` is null; null: it follows the
+        data, `EXAMPLES_PER_SQRT_ROW` * sqrt(rows) examples seen (many passes over a small table, fewer over a
+        large one). Early stopping usually ends training sooner.
       early_stopping: rounds, validation and patience (see `EarlyStoppingConfig`).
       warm_start_from: a checkpoint prefix, a model directory or a SavedModel directory whose trainable
         variables initialise a fresh model (ignored once the model directory has its own checkpoint).
@@ -195,7 +202,7 @@ class TrainingConfig(JsonConfig):
     eval_batch_size: int = 64
     predict_batch_size: int = 64
     train_steps: Optional[int] = None
-    max_epochs: int = 100
+    max_epochs: Optional[int] = None
     early_stopping: EarlyStoppingConfig = dataclasses.field(default_factory=EarlyStoppingConfig)
     optimizer: OptimizerConfig = dataclasses.field(default_factory=OptimizerConfig)
     seed: int = 42
@@ -210,14 +217,14 @@ class TrainingConfig(JsonConfig):
             "train_batch_size",
             "eval_batch_size",
             "predict_batch_size",
-            "max_epochs",
             "save_checkpoints_steps",
             "keep_checkpoint_max",
             "shuffle_buffer_size",
         ):
             positive_int("training", name, getattr(self, name))
-        if self.train_steps is not None:
-            positive_int("training", "train_steps", self.train_steps)
+        for name in ("train_steps", "max_epochs"):
+            if getattr(self, name) is not None:
+                positive_int("training", name, getattr(self, name))
         require(
             isinstance(self.seed, int) and 0 <= self.seed < 2**31,
             f"training.seed={self.seed!r} must be an integer in [0, 2**31)",
@@ -230,15 +237,17 @@ class TrainingConfig(JsonConfig):
             )
 
     def budget(self, num_examples: int) -> int:
-        """The step budget: `train_steps`, or `max_epochs` passes over `num_examples` rows in whole batches."""
+        """The step budget in whole batches: `train_steps`; else `max_epochs` passes over `num_examples` rows;
+        else `EXAMPLES_PER_SQRT_ROW` * sqrt(`num_examples`) examples."""
         if self.train_steps is not None:
             return self.train_steps
         require(
             num_examples > 0,
-            "training.train_steps is null, so the budget comes from training.max_epochs and the train split's "
-            "row count, which is unknown or 0; pass the count (prepare's manifest) or set training.train_steps",
+            "training.train_steps is null, so the budget comes from the train split's row count, which is unknown "
+            "or 0; pass the count (prepare's manifest) or set training.train_steps",
         )
-        return max(1, math.ceil(self.max_epochs * num_examples / self.train_batch_size))
+        examples = self.max_epochs * num_examples if self.max_epochs else EXAMPLES_PER_SQRT_ROW * num_examples**0.5
+        return max(1, math.ceil(examples / self.train_batch_size))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -251,7 +260,9 @@ class ModelConfig(JsonConfig):
       hidden_units: DNN layer widths.
       embedding_dim: width of each categorical embedding (DNN).
       dropout: DNN dropout rate in training.
-      l2: L2 weight regularisation: l2 * sum(w^2) over every kernel and embedding, added to the training loss.
+      l2: L2 weight regularisation: l2 * sum(w^2) over every kernel and embedding, added to the training loss;
+        null: it follows the table's shape, `L2_PER_FEATURE_ROW` * features / rows within [`MIN_L2`, `MAX_L2`]
+        (`JobConfig.for_data`): a table wider than it is long is regularised more.
       hparams: free-form JSON hyperparameters: a plug-in family's, or a user model_fn's `params` (ints stay ints).
       model_fn: a user's own TPUEstimator model_fn, "package.module:function" (`--model-fn`), instead of a
         family: it reads the records a feature spec describes (`prepare.feature_spec`); the family's fields
@@ -267,7 +278,7 @@ class ModelConfig(JsonConfig):
     hidden_units: Tuple[int, ...] = (64, 32)
     embedding_dim: int = 8
     dropout: float = 0.0
-    l2: float = 0.001
+    l2: Optional[float] = None
     hparams: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     model_fn: Optional[str] = None
     code: Optional[str] = None
@@ -289,7 +300,7 @@ class ModelConfig(JsonConfig):
         )
         positive_int("model", "embedding_dim", self.embedding_dim)
         require(0.0 <= self.dropout < 1.0, f"model.dropout={self.dropout!r} must be in [0, 1)")
-        require(self.l2 >= 0.0, f"model.l2={self.l2!r} must be >= 0")
+        require(self.l2 is None or self.l2 >= 0.0, f"model.l2={self.l2!r} must be >= 0, or null (from the data)")
         require(isinstance(self.hparams, Mapping), f"model.hparams must be a JSON object, got {self.hparams!r}")
         self._check_user_model()
 
@@ -378,18 +389,24 @@ class JobConfig(JsonConfig):
             every is None or every % ipl == 0,
             f"training.early_stopping.every_steps={every} is not a multiple of tpu.iterations_per_loop={ipl}: a "
             f"round ends between TPU loops; use a multiple of {ipl}, e.g. {ipl * max(1, round((every or ipl) / ipl))} "
-            "(or null: about one epoch)",
+            f"(or null: the budget over about {VALIDATION_ROUNDS} rounds)",
         )
 
-    def round_steps(self, num_examples: int) -> int:
-        """Steps per early-stopping round: `every_steps`, or one epoch of `num_examples` rows rounded up to a
-        multiple of tpu.iterations_per_loop."""
-        every = self.training.early_stopping.every_steps
-        if every is not None:
-            return every
-        ipl = self.tpu.iterations_per_loop
-        epoch = math.ceil(max(num_examples, 1) / self.training.train_batch_size)
-        return ipl * math.ceil(epoch / ipl)
+    def for_data(self, num_examples: int, num_features: int) -> "JobConfig":
+        """The job with each setting left null to follow the data set from the train split's row count and the
+        model's feature count: the step budget (`TrainingConfig.budget`), the round (the budget over
+        `VALIDATION_ROUNDS` rounds, in whole TPU loops) and, for a built-in family, `model.l2`. A setting given
+        stays as given; a job already resolved is returned unchanged."""
+        training, ipl = self.training, self.tpu.iterations_per_loop
+        budget = training.budget(num_examples)
+        every = training.early_stopping.every_steps or ipl * math.ceil(budget / VALIDATION_ROUNDS / ipl)
+        model = self.model
+        if model.l2 is None and not model.model_fn:
+            l2 = min(MAX_L2, max(MIN_L2, L2_PER_FEATURE_ROW * num_features / num_examples))
+            model = dataclasses.replace(model, l2=l2)
+        early_stopping = dataclasses.replace(training.early_stopping, every_steps=every)
+        training = dataclasses.replace(training, train_steps=budget, early_stopping=early_stopping)
+        return dataclasses.replace(self, training=training, model=model)
 
     def settings_read(self) -> dict[str, Any]:
         """The job as a JSON object, less the settings its model does not read: a user's model_fn reads none of

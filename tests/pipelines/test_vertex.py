@@ -68,7 +68,7 @@ def test_build_job_request(template):
     assert prepare.data == ("gs://bucket/data/*.csv",) and prepare.label == "churned"
     assert values["publish_root"] == f"{ROOT}/published"
     assert values["baseline"] == "latest" and values["warm_start"] == "latest"
-    assert trained.training.train_steps is None and trained.training.max_epochs == 100
+    assert trained.training.train_steps is None and trained.training.max_epochs is None  # from the data
     assert trained.model.family == "dnn"
     spec = dict(resource.pipeline_spec)
     assert spec["pipelineInfo"]["name"] == "tpu-estimator-pipeline"

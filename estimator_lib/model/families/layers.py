@@ -35,6 +35,14 @@ class ModelContext:
 
 
 def _regularizer(ctx: ModelContext):
+    """The l2 penalty of a variable, in training only: the one loss it adds to is the training loss."""
+    if not ctx.training:
+        return None
+    if ctx.model.l2 is None:
+        raise ValueError(
+            "model.l2 is null (it follows the data): train through estimator.train, which sets it from the train "
+            "split's rows and the features (JobConfig.for_data), or set model.l2"
+        )
     if ctx.model.l2 <= 0:
         return None
     # l2 * sum(w^2) written as 2*l2 * l2_loss(w) (l2_loss = sum(w^2) / 2): the gradient is one multiply, w * 2*l2

@@ -173,7 +173,7 @@ def test_early_stopping_rounds_must_end_between_tpu_loops():
         JobConfig(training=TrainingConfig(early_stopping=EarlyStoppingConfig(every_steps=150)))
     assert str(e.value) == (
         "training.early_stopping.every_steps=150 is not a multiple of tpu.iterations_per_loop=100: a round ends "
-        "between TPU loops; use a multiple of 100, e.g. 200 (or null: about one epoch)"
+        "between TPU loops; use a multiple of 100, e.g. 200 (or null: the budget over about 10 rounds)"
     )
 
 
@@ -184,20 +184,20 @@ def test_the_budget_comes_from_epochs_unless_steps_are_given():
     with pytest.raises(ConfigError) as e:
         training.budget(0)
     assert str(e.value) == (
-        "training.train_steps is null, so the budget comes from training.max_epochs and the train split's row "
-        "count, which is unknown or 0; pass the count (prepare's manifest) or set training.train_steps"
+        "training.train_steps is null, so the budget comes from the train split's row count, which is unknown or 0; "
+        "pass the count (prepare's manifest) or set training.train_steps"
     )
 
 
-def test_a_round_is_an_epoch_rounded_up_to_whole_tpu_loops():
-    job = JobConfig(tpu=TPUSettings(iterations_per_loop=50))
-    assert job.round_steps(100) == 50  # 2 steps per epoch: one loop
-    assert job.round_steps(6400) == 100  # 100 steps per epoch: two loops
-    assert job.round_steps(6500) == 150  # 102 steps per epoch
+def test_a_round_is_a_tenth_of_the_budget_rounded_up_to_whole_tpu_loops():
+    job = JobConfig(tpu=TPUSettings(iterations_per_loop=50), training=TrainingConfig(max_epochs=10))
+    assert job.for_data(100, 4).training.early_stopping.every_steps == 50  # 16 steps: one loop
+    assert job.for_data(6400, 4).training.early_stopping.every_steps == 100  # 1000 steps: two loops
+    assert job.for_data(6500, 4).training.early_stopping.every_steps == 150  # 1016 steps
     fixed = JobConfig(
         tpu=TPUSettings(iterations_per_loop=50), training=TrainingConfig(early_stopping={"every_steps": 200})
     )
-    assert fixed.round_steps(6500) == 200
+    assert fixed.for_data(6500, 4).training.early_stopping.every_steps == 200
 
 
 def test_new_defaults_round_trip_through_json_and_dotted_overrides():

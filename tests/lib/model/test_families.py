@@ -118,11 +118,24 @@ def test_dropout_only_in_training_and_only_when_set():
     assert not dropout_ops(context(mode=ModeKeys.TRAIN, dropout=0.0))
 
 
-def test_l2_adds_one_penalty_per_kernel_and_embedding():
+def penalties(ctx: ModelContext) -> list:
     with tf.Graph().as_default():
-        dnn_logits(features(), context(l2=0.01))
-        penalties = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.REGULARIZATION_LOSSES)
-    assert len(penalties) == 4  # the embedding and three kernels; biases are not penalised
+        dnn_logits(features(), ctx)
+        return tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.REGULARIZATION_LOSSES)
+
+
+def test_l2_adds_one_penalty_per_kernel_and_embedding_in_training_only():
+    assert len(penalties(context(mode=ModeKeys.TRAIN, l2=0.01))) == 4  # the embedding, three kernels; no bias
+    assert penalties(context(mode=ModeKeys.EVAL, l2=0.01)) == penalties(context(mode=ModeKeys.EVAL, l2=None)) == []
+
+
+def test_a_null_l2_in_training_says_where_it_is_set():
+    with pytest.raises(ValueError) as e:
+        penalties(context(mode=ModeKeys.TRAIN, l2=None))
+    assert str(e.value) == (
+        "model.l2 is null (it follows the data): train through estimator.train, which sets it from the train "
+        "split's rows and the features (JobConfig.for_data), or set model.l2"
+    )
 
 
 # -- loading a family ----------------------------------------------------------------------------------------
