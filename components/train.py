@@ -39,6 +39,7 @@ def train_model(
     warm_from = release.resolve_model(warm_start, publish_root)
     job = adapter.training_job(adapter.decode_spec(TrainSpec, spec), tpu, warm_start_from=warm_from)
     source = engine.open_dataset(dataset.uri)  # the built-in families' rows or a user model_fn's records
+    job = source.for_data(job)  # resolved once: job_config.json records what training used, later stages read it
     record = records.StageRecord(
         "train",
         {"model": model},

@@ -64,6 +64,11 @@ class Rows:
             "classes": list(label.classes),
         }
 
+    def for_data(self, job: JobConfig) -> JobConfig:
+        """`job` with its settings that follow the data set from the train split and the model's features."""
+        features = self.prepared.schema.select(job.model.features).features
+        return job.for_data(self.prepared.counts[rows.TRAIN], len(features))
+
     def train(self, job: JobConfig, model_dir: str, progress_seconds: float) -> estimator.TrainResult:
         return estimator.train_prepared(job, self.prepared, model_dir, progress_seconds)
 
@@ -110,6 +115,11 @@ class Records:
             "task": USER_TASK,
             "classes": [],
         }
+
+    def for_data(self, job: JobConfig) -> JobConfig:
+        """`job` with its settings that follow the data set from the train split (a model_fn's own features are
+        its business: the budget and the rounds only)."""
+        return job.for_data(self.prepared.counts[user_prepare.TRAIN], 0)
 
     def train(self, job: JobConfig, model_dir: str, progress_seconds: float) -> estimator.TrainResult:
         return user_stages.train(job, self.prepared, model_dir, progress_seconds)

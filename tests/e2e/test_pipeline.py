@@ -339,7 +339,7 @@ def test_a_run_whose_data_drifted_fails_before_training_naming_the_feature(first
     assert release.latest(root) == latest_before
 
 
-def test_default_run_keeps_the_bytes_recorded_before_the_stage_engine(first_run):
+def test_default_run_keeps_its_recorded_bytes(first_run):
     assert "dataset" in compared("embedded", first_run[2])
 
 

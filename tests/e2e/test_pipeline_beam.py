@@ -40,4 +40,4 @@ def test_run_local_with_the_beam_engine(tmp_path):
         == summary["dataset"]["counts"]["eval"]
         == len(prediction_rows(summary["predictions"]["uri"]))
     )
-    assert "dataset" in compared("beam", summary)  # the bytes recorded before the stage engine
+    assert "dataset" in compared("beam", summary)  # the recorded bytes (tests/run_fingerprints.py)

@@ -88,4 +88,4 @@ def test_regression_csv_with_explicit_task(tmp_path):
     candidate = summary["blessing"]["candidate_metrics"]
     assert candidate["r2"] >= 0.8
     assert summary["metrics"]["rmse"] == pytest.approx(candidate["rmse"], rel=1e-3)
-    assert "dataset" in compared("regression", summary)  # the bytes recorded before the stage engine
+    assert "dataset" in compared("regression", summary)  # the recorded bytes (tests/run_fingerprints.py)
