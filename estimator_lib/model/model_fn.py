@@ -76,12 +76,12 @@ def learning_rate(opt: OptimizerConfig, train_steps: Optional[int], global_step:
     """The scheduled learning rate (float32 scalar) at `global_step`, with optional linear warm-up.
 
     A decaying schedule spans `opt.decay_steps`, by default the step budget `train_steps` (which
-    `estimator.train` derives from `training.max_epochs` when `training.train_steps` is null)."""
+    `estimator.train` derives from the train split when `training.train_steps` is null: `TrainingConfig.budget`)."""
     decay_steps = opt.decay_steps or train_steps
     if decay_steps is None and opt.schedule != "constant":
         raise ConfigError(
             f"optimizer.schedule={opt.schedule!r} needs the step budget, but training.train_steps is null here; "
-            "train through estimator.train (it derives the budget from training.max_epochs), or set "
+            "train through estimator.train (it derives the budget from the train split's rows), or set "
             "training.train_steps or optimizer.decay_steps"
         )
     v1 = tf.compat.v1.train

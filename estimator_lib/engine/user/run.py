@@ -109,7 +109,7 @@ class UserModel:
 
 def resolve_train_steps(job: JobConfig, user: UserModel, num_train_examples: Optional[int] = None) -> UserModel:
     """`user` with its training budget (`params['train_steps']`): its own, else the job's (`training.train_steps`,
-    or `training.max_epochs` over `num_train_examples` when given); unchanged when neither is known."""
+    or `TrainingConfig.budget` of `num_train_examples` when given); unchanged when neither is known."""
     if user.train_steps is not None or (job.training.train_steps is None and not num_train_examples):
         return user
     return dataclasses.replace(user, train_steps=job.training.budget(num_train_examples or 0))
@@ -184,8 +184,8 @@ def train(
     warm_start_from: Optional[str] = None,
     progress_seconds: float = 10.0,
 ) -> int:
-    """Trains the user's model to the job's step budget (`training.train_steps`, or `training.max_epochs`
-    passes over the records; the model_fn gets it as `params['train_steps']`); a rerun continues from the newest
+    """Trains the user's model to the job's step budget (`training.train_steps`, or `TrainingConfig.budget`
+    of the records' count; the model_fn gets it as `params['train_steps']`); a rerun continues from the newest
     checkpoint in `model_dir`. Returns the step.
 
     The input is built from the spec, or, when `user.input_fn` names one, is the user's own input_fn, checked

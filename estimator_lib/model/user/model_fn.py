@@ -110,7 +110,7 @@ def check_hparams(hparams: Mapping[str, Any], train_steps: Optional[int] = None)
     if train_steps is not None and given != train_steps:
         raise UserCodeError(
             f"hyperparameter {TRAIN_STEPS}={given!r}: params['{TRAIN_STEPS}'] is the training budget, {train_steps} "
-            "steps (training.train_steps, or training.max_epochs over the train records); remove the "
+            "steps (training.train_steps, else derived from the train records' count); remove the "
             "hyperparameter and set the budget with --set training.train_steps=N"
         )
 
