@@ -35,7 +35,7 @@ JOB = JobConfig(
         train_steps=2,
         save_checkpoints_steps=10,
     ),
-    model=ModelConfig(family="linear"),
+    model=ModelConfig(family="linear", l2=0.001),  # given: these graphs are built without estimator.train
 )
 
 
@@ -58,7 +58,8 @@ def binary(data):
 
 
 def job_with(family: str = "linear", **tpu) -> JobConfig:
-    return dataclasses.replace(JOB, model=ModelConfig(family=family), tpu=dataclasses.replace(JOB.tpu, **tpu))
+    model = dataclasses.replace(JOB.model, family=family)
+    return dataclasses.replace(JOB, model=model, tpu=dataclasses.replace(JOB.tpu, **tpu))
 
 
 def rejected(*args, **kwargs) -> str:
@@ -152,7 +153,7 @@ def model_fn_builder(
     schema, train_op=cross_shard_train_op, host_call=rank1_host_call, eval_metrics=batch_major_eval_metrics
 ):
     def model_fn(features, labels, mode, params, config):
-        ctx = ModelContext(schema, ModelConfig(family="linear"), mode, schema.label.num_logits)
+        ctx = ModelContext(schema, JOB.model, mode, schema.label.num_logits)
         logits = linear_logits(features, ctx)
         head = create_head(logits, labels, schema)
         if mode == ModeKeys.PREDICT:
