@@ -262,7 +262,8 @@ class ModelConfig(JsonConfig):
       dropout: DNN dropout rate in training.
       l2: L2 weight regularisation: l2 * sum(w^2) over every kernel and embedding, added to the training loss;
         null: it follows the table's shape, `L2_PER_FEATURE_ROW` * features / rows within [`MIN_L2`, `MAX_L2`]
-        (`JobConfig.for_data`): a table wider than it is long is regularised more.
+        (`JobConfig.for_data`, where training knows the data: `estimator.train`): a table wider than it is long
+        is regularised more; a training graph built without the data's size takes `MIN_L2`.
       hparams: free-form JSON hyperparameters: a plug-in family's, or a user model_fn's `params` (ints stay ints).
       model_fn: a user's own TPUEstimator model_fn, "package.module:function" (`--model-fn`), instead of a
         family: it reads the records a feature spec describes (`prepare.feature_spec`); the family's fields

@@ -8,6 +8,7 @@ from typing import Dict, List
 import tensorflow as tf
 
 from estimator_lib.config import ModelConfig
+from estimator_lib.config.job import MIN_L2
 from estimator_lib.schema import Schema
 
 TRAIN = tf.estimator.ModeKeys.TRAIN
@@ -38,16 +39,14 @@ def _regularizer(ctx: ModelContext):
     """The l2 penalty of a variable, in training only: the one loss it adds to is the training loss."""
     if not ctx.training:
         return None
-    if ctx.model.l2 is None:
-        raise ValueError(
-            "model.l2 is null (it follows the data): train through estimator.train, which sets it from the train "
-            "split's rows and the features (JobConfig.for_data), or set model.l2"
-        )
-    if ctx.model.l2 <= 0:
+    # null follows the data where `estimator.train` knows it (`JobConfig.for_data`); a graph built without the
+    # data's size (build_estimator, strict.check_model called directly) takes the rule's floor
+    l2 = MIN_L2 if ctx.model.l2 is None else ctx.model.l2
+    if l2 <= 0:
         return None
     # l2 * sum(w^2) written as 2*l2 * l2_loss(w) (l2_loss = sum(w^2) / 2): the gradient is one multiply, w * 2*l2
     # (bit for bit what the square's gradient gives), not a square, a sum and a tile of [rows, cols] per step.
-    return lambda w: (2.0 * ctx.model.l2) * tf.nn.l2_loss(w)
+    return lambda w: (2.0 * l2) * tf.nn.l2_loss(w)
 
 
 def normalized_numerics(features: Dict[str, tf.Tensor], ctx: ModelContext) -> tf.Tensor:

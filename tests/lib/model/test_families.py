@@ -11,6 +11,7 @@ import synthetic
 import tensorflow as tf
 
 from estimator_lib.config import ModelConfig
+from estimator_lib.config.job import MIN_L2
 from estimator_lib.model.families import BUILTIN, ModelContext, load_logits_fn
 from estimator_lib.model.families.dnn import dnn_logits
 from estimator_lib.model.families.linear import linear_logits
@@ -129,13 +130,17 @@ def test_l2_adds_one_penalty_per_kernel_and_embedding_in_training_only():
     assert penalties(context(mode=ModeKeys.EVAL, l2=0.01)) == penalties(context(mode=ModeKeys.EVAL, l2=None)) == []
 
 
-def test_a_null_l2_in_training_says_where_it_is_set():
-    with pytest.raises(ValueError) as e:
-        penalties(context(mode=ModeKeys.TRAIN, l2=None))
-    assert str(e.value) == (
-        "model.l2 is null (it follows the data): train through estimator.train, which sets it from the train "
-        "split's rows and the features (JobConfig.for_data), or set model.l2"
-    )
+def test_a_null_l2_in_a_graph_built_without_the_datas_size_takes_the_floor():
+    with tf.Graph().as_default():
+        dnn_logits(features(), context(mode=ModeKeys.TRAIN, l2=None))
+        floor = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.REGULARIZATION_LOSSES)
+        with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            got = session.run(floor)
+            weights = session.run(tf.compat.v1.trainable_variables())
+    kernels = [w for w in weights if w.ndim == 2]
+    assert len(got) == len(kernels) == 4
+    assert sorted(got) == pytest.approx(sorted(MIN_L2 * float((w.astype("float64") ** 2).sum()) for w in kernels))
 
 
 # -- loading a family ----------------------------------------------------------------------------------------
