@@ -98,7 +98,7 @@ def evaluate_model(
         header=header,
         curves=read_curves(model.uri),
         leakage_threshold=config.leakage_threshold,
-        no_baseline=report_header.no_baseline(baseline, based_on, publish_root),
+        no_baseline=report_header.no_baseline(baseline, based_on),
     )
     written = report_lib.write_report(shown, report.uri, verdict.uri)
     adapter.copy_summaries_to_tensorboard(storage.join(model.uri, summaries.EVAL_DIR), "eval")

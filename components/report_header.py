@@ -77,11 +77,12 @@ def run_header(
     )
 
 
-def no_baseline(baseline: str, based_on: str, publish_root: str) -> str:
+def no_baseline(baseline: str, based_on: str) -> str:
     """Why an evaluation has no baseline, from the evaluate stage's `baseline` argument (what resolve decided)
-    and `based_on` (the LATEST version under `publish_root`, "none" when nothing is published)."""
+    and `based_on` (the LATEST version under the publish root, "none" when nothing is published). Without the
+    root's path: the report is the same bytes in whichever output folder the same run is made."""
     if based_on == "none":
-        return f"nothing is published under {publish_root} yet"
+        return "nothing is published under the publish root yet"
     if baseline == "none":
         return "a new lineage (the published model predicts another label or task), or --baseline none"
     return f"no model at {baseline}"

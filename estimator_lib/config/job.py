@@ -400,13 +400,15 @@ class JobConfig(JsonConfig):
         stays as given; a job already resolved is returned unchanged."""
         training, ipl = self.training, self.tpu.iterations_per_loop
         budget = training.budget(num_examples)
+        training, model = dataclasses.replace(training, train_steps=budget), self.model
+        if model.model_fn:  # a user's model_fn reads the budget only (no rounds, no l2: `USER_UNREAD_TRAINING`)
+            return dataclasses.replace(self, training=training)
         every = training.early_stopping.every_steps or ipl * math.ceil(budget / VALIDATION_ROUNDS / ipl)
-        model = self.model
-        if model.l2 is None and not model.model_fn:
+        if model.l2 is None:
             l2 = min(MAX_L2, max(MIN_L2, L2_PER_FEATURE_ROW * num_features / num_examples))
             model = dataclasses.replace(model, l2=l2)
         early_stopping = dataclasses.replace(training.early_stopping, every_steps=every)
-        training = dataclasses.replace(training, train_steps=budget, early_stopping=early_stopping)
+        training = dataclasses.replace(training, early_stopping=early_stopping)
         return dataclasses.replace(self, training=training, model=model)
 
     def settings_read(self) -> dict[str, Any]:

@@ -52,10 +52,8 @@ def test_without_manifests_the_duration_is_the_evaluate_stages_own(tmp_path):
 
 
 def test_a_missing_baseline_is_explained_by_what_resolve_decided():
-    assert report_header.no_baseline("latest", "none", "/out/published") == (
-        "nothing is published under /out/published yet"
-    )
-    assert report_header.no_baseline("none", "20261128T232612Z-626784c69f11", "/out/published") == (
+    assert report_header.no_baseline("latest", "none") == ("nothing is published under the publish root yet")
+    assert report_header.no_baseline("none", "20261128T232612Z-626784c69f11") == (
         "a new lineage (the published model predicts another label or task), or --baseline none"
     )
-    assert report_header.no_baseline("/models/m1", "v1", "/out/published") == "no model at /models/m1"
+    assert report_header.no_baseline("/models/m1", "v1") == "no model at /models/m1"
