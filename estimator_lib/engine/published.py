@@ -10,8 +10,9 @@ the version. What scores, and how:
     model under any kernel setting (oneDNN on or off): a short batch is another matrix shape, which may round
     differently. Padding is dropped and the rows are written by `shards.commit_rows`, keyed, in input order.
   * the same on Apache Beam: `predict.beam.predict_from_saved_model`, as the pipeline's beam engine scores.
-  * a user's model_fn export: their model_fn (importable here) with the export's variables
-    (`engine.user.run.predict`), on TFRecords its feature spec describes.
+  * a user's model_fn export: their model_fn (importable here, and on the Beam workers) with the export's
+    variables, on TFRecords its feature spec describes: `engine.user.run.predict`, or on Apache Beam
+    `engine.user.beam.predict`, as the pipeline's stages score them.
 The output is published in one commit (`storage.commit_staged`); a non-empty output folder is refused.
 """
 
@@ -99,7 +100,7 @@ def predict_published(
     version = published_version(model)
     metadata = read_export_metadata(version.uri)
     if "model_fn" in metadata:
-        result = _user_predictions(version.uri, metadata, list(data), kind, output_dir, engine)
+        result = _user_predictions(version.uri, metadata, list(data), kind, output_dir, engine, beam)
     else:
         result = _built_in_predictions(version.uri, metadata, list(data), kind, output_dir, engine, beam)
     return Scored(version, result)
@@ -220,14 +221,20 @@ def _padded_saved_model(
 
 
 def _user_predictions(
-    export_dir: str, metadata: Mapping[str, Any], data: Sequence[str], kind: str, output_dir: str, engine: str
+    export_dir: str,
+    metadata: Mapping[str, Any],
+    data: Sequence[str],
+    kind: str,
+    output_dir: str,
+    engine: str,
+    beam: Optional[BeamConfig],
 ) -> PredictResult:
     """A user's export: their model_fn with the export's variables, on TFRecords its feature spec describes."""
     spec_json = _metadata_field(export_dir, metadata, "feature_spec", "how its records are parsed")
-    if kind != TFRECORD or engine == BEAM:
+    if kind != TFRECORD:
         raise ValueError(
-            f"{export_dir} is a user model_fn's export: it scores TFRecords its feature spec describes, in-process "
-            "(--engine inprocess); give .tfrecord files"
+            f"{export_dir} is a user model_fn's export: it scores TFRecords its feature spec describes; give "
+            ".tfrecord files"
         )
     code = metadata.get("code")
     where = "" if code else " (its export records no 'code' folder: install the package that holds it)"
@@ -236,6 +243,15 @@ def _user_predictions(
     job = JobConfig.from_dict(metadata["job"]) if "job" in metadata else JobConfig()
     job = dataclasses.replace(job, tpu=dataclasses.replace(job.tpu, use_tpu=False))
     user = run.UserModel(metadata["model_fn"], spec, dict(metadata.get("hparams", {})), code)
+    files = inputs.resolve_files(data)
     with tempfile.TemporaryDirectory(prefix="published-") as work:
+        if engine == BEAM:  # the workers read a gs:// export where it is, as the pipeline's beam engine does
+            from estimator_lib.engine.user import beam as user_beam  # Apache Beam takes about 1 s to import
+
+            where = export_dir if storage.is_gcs(export_dir) else work
+            with compat.readable_checkpoint(export_dir, where) as checkpoint:
+                return user_beam.predict(
+                    job, user, files, work, output_dir, checkpoint_path=checkpoint, beam_config=beam, code=code
+                )
         with compat.readable_checkpoint(export_dir, work) as checkpoint:
-            return run.predict(job, user, inputs.resolve_files(data), work, output_dir, checkpoint_path=checkpoint)
+            return run.predict(job, user, files, work, output_dir, checkpoint_path=checkpoint)

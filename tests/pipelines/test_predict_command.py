@@ -213,7 +213,7 @@ def test_predict_on_beam_gives_the_bytes_of_the_pipelines_beam_engine(pipeline_r
 
 
 @pytest.mark.slow
-def test_a_users_published_model_fn_scores_its_records_as_the_pipeline(tmp_path, monkeypatch):
+def test_a_users_published_model_fn_scores_its_records_as_the_pipeline_in_process_and_on_beam(tmp_path, monkeypatch):
     from user_examples import trained_example
 
     from estimator_lib.config import TPUSettings, TrainingConfig
@@ -227,7 +227,11 @@ def test_a_users_published_model_fn_scores_its_records_as_the_pipeline(tmp_path,
     export = user.export(job, trained.user, trained.model_dir, str(tmp_path / "export"))["export_dir"]
     root = release.publish_model(export, str(tmp_path / "published")).root
     monkeypatch.syspath_prepend(trained.user.code_dir)  # the export names its model_fn, not where its code is
-    out = str(tmp_path / "predict")
-    assert main(["predict", "--model", root, "--data", trained.records("eval.tfrecord"), "--output", out]) == 0
-    with open(os.path.join(pipeline, SHARD), "rb") as a, open(os.path.join(out, SHARD), "rb") as b:
-        assert a.read() == b.read()
+    with open(os.path.join(pipeline, SHARD), "rb") as f:
+        expected = f.read()
+    for engine in ("inprocess", "beam"):
+        out = str(tmp_path / f"predict-{engine}")
+        given = ["--model", root, "--data", trained.records("eval.tfrecord"), "--output", out, "--engine", engine]
+        assert main(["predict", *given]) == 0, engine
+        with open(os.path.join(out, SHARD), "rb") as f:
+            assert f.read() == expected, engine
