@@ -32,7 +32,7 @@ from estimator_lib.data import records
 from estimator_lib.data.prepare import encode_for_scoring
 from estimator_lib.data.score import ScoringData
 from estimator_lib.engine.sources import beam_passes
-from estimator_lib.engine.user import compat, run
+from estimator_lib.engine.user import compat, run, stages
 from estimator_lib.export import load_serving_model, read_export_metadata
 from estimator_lib.model import inputs
 from estimator_lib.model.user.model_fn import load_function
@@ -236,13 +236,14 @@ def _user_predictions(
             f"{export_dir} is a user model_fn's export: it scores TFRecords its feature spec describes; give "
             ".tfrecord files"
         )
-    code = metadata.get("code")
-    where = "" if code else " (its export records no 'code' folder: install the package that holds it)"
-    load_function(metadata["model_fn"], f"{export_dir}: model_fn{where}", code)  # before any work
-    spec = FeatureSpec.from_json(spec_json, metadata.get("label"), metadata.get("key"))
     job = JobConfig.from_dict(metadata["job"]) if "job" in metadata else JobConfig()
     job = dataclasses.replace(job, tpu=dataclasses.replace(job.tpu, use_tpu=False))
-    user = run.UserModel(metadata["model_fn"], spec, dict(metadata.get("hparams", {})), code)
+    code = job.model.code  # the folder or wheel the run imported it from, as its stages locate it
+    where = "" if code else " (its run gave no --code: install the package that holds it)"
+    code_dir = stages.locate_code(code)
+    load_function(metadata["model_fn"], f"{export_dir}: model_fn{where}", code_dir)  # before any work
+    spec = FeatureSpec.from_json(spec_json, metadata.get("label"), metadata.get("key"))
+    user = run.UserModel(metadata["model_fn"], spec, dict(metadata.get("hparams", {})), code_dir)
     files = inputs.resolve_files(data)
     with tempfile.TemporaryDirectory(prefix="published-") as work:
         if engine == BEAM:  # the workers read a gs:// export where it is, as the pipeline's beam engine does

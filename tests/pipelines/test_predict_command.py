@@ -5,6 +5,7 @@ column. The end-to-end tests share one `run-local --predict-data` run (slow)."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import os
 import subprocess
@@ -133,8 +134,8 @@ def test_a_user_models_code_that_is_not_importable_is_named(tmp_path, capsys):
     model = published_root(tmp_path, {"model_fn": "no_such_package.model:model_fn", "feature_spec": {}})
     rows = str(tmp_path / "rows.tfrecord")
     assert error_line(capsys, "--model", model.root, "--data", rows, "--output", str(tmp_path / "out")) == (
-        f"tpu-pipeline predict: error: {model.uri}: model_fn (its export records no 'code' folder: install the "
-        "package that holds it) 'no_such_package.model:model_fn': module 'no_such_package.model' cannot be "
+        f"tpu-pipeline predict: error: {model.uri}: model_fn (its run gave no --code: install the package that "
+        "holds it) 'no_such_package.model:model_fn': module 'no_such_package.model' cannot be "
         "imported: No module named 'no_such_package'"
     )
 
@@ -213,7 +214,7 @@ def test_predict_on_beam_gives_the_bytes_of_the_pipelines_beam_engine(pipeline_r
 
 
 @pytest.mark.slow
-def test_a_users_published_model_fn_scores_its_records_as_the_pipeline_in_process_and_on_beam(tmp_path, monkeypatch):
+def test_a_users_published_model_fn_scores_its_records_as_the_pipeline_in_process_and_on_beam(tmp_path):
     from user_examples import trained_example
 
     from estimator_lib.config import TPUSettings, TrainingConfig
@@ -224,9 +225,10 @@ def test_a_users_published_model_fn_scores_its_records_as_the_pipeline_in_proces
     trained = trained_example("image_cnn", "digits_cnn.model:model_fn", "label", hparams, job, str(tmp_path))
     pipeline = str(tmp_path / "pipeline")
     user.predict(job, trained.user, trained.records("eval.tfrecord"), trained.model_dir, pipeline)
-    export = user.export(job, trained.user, trained.model_dir, str(tmp_path / "export"))["export_dir"]
+    model = dataclasses.replace(job.model, model_fn=trained.user.model_fn, code=trained.user.code_dir)
+    exported = dataclasses.replace(job, model=model)  # the job records where the code is
+    export = user.export(exported, trained.user, trained.model_dir, str(tmp_path / "export"))["export_dir"]
     root = release.publish_model(export, str(tmp_path / "published")).root
-    monkeypatch.syspath_prepend(trained.user.code_dir)  # the export names its model_fn, not where its code is
     with open(os.path.join(pipeline, SHARD), "rb") as f:
         expected = f.read()
     for engine in ("inprocess", "beam"):

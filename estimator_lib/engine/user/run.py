@@ -496,7 +496,7 @@ def export(
     graph's TPUPartitionedCall, and, with `verify_files`, the CPU graph's predictions on their first records
     against the estimator's), then publishes it atomically as `export_base/<version>`. Returns
     {"export_dir", "tag_sets", "rows_checked"}; writes `assets.extra/export_metadata.json` (the spec, the
-    model_fn, the hyperparameters, the checkpoint) inside the export: no metadata travels elsewhere."""
+    model_fn, the hyperparameters, the job, the checkpoint) inside the export: no metadata travels elsewhere."""
     checkpoint = checkpoint_of(model_dir, checkpoint_path, "export")
     user = resolve_train_steps(job, user)
     estimator = _estimator(job, user, model_dir)
@@ -520,6 +520,7 @@ def export(
         metadata = {
             "model_fn": user.model_fn,
             "hparams": dict(user.hparams),
+            "job": job.to_dict(),  # its predict batch size, and where its code is (`model.code`)
             "feature_spec": user.spec.to_json(),
             "label": user.spec.label,
             "key": user.spec.key,
