@@ -182,6 +182,13 @@ def next_step(summary: RunSummary) -> str:
     resume = "finished stages are reused, training continues from its last checkpoint"
     if summary.status != runs.FAILED:
         return f"run the same command again to resume it ({resume})"
+    if "NaN loss during training" in (summary.error or ""):
+        return (
+            "training's loss became NaN: lower the learning rate (--set training.optimizer.learning_rate=..., or your "
+            "model_fn's through --hparams), clip the gradients (--set training.optimizer.clip_gradient_norm=1.0), "
+            "or remove the inf or NaN values from the data, then run the command again (with a changed setting or "
+            "data, training starts afresh)"
+        )
     if summary.stage == "resolve":  # resolve reads only what the command names: there is nothing to resume
         return "change what the error names, then run the command again"
     return f"fix what the error names, then run the same command again: it resumes the run ({resume})"

@@ -92,3 +92,14 @@ def test_run_local_on_a_bad_value_ends_failed_with_a_report_and_latest_on_it(tmp
     assert (summary.status, summary.stage, summary.report) == (runs.FAILED, "prepare", latest.report)
     with open(latest.report, encoding="utf-8") as f:
         assert "column &#x27;x&#x27;: &#x27;not-a-number&#x27; is not a number" in f.read()
+
+
+def test_after_a_nan_loss_the_next_step_says_what_to_change_not_to_rerun(tmp_path):
+    error = "NanLossDuringTrainingError: NaN loss during training."
+    summary = dataclasses.replace(failed(runs.RunFolder(str(tmp_path), "r1"), "train"), error=error)
+    assert next_step(summary) == (
+        "training's loss became NaN: lower the learning rate (--set training.optimizer.learning_rate=..., or your "
+        "model_fn's through --hparams), clip the gradients (--set training.optimizer.clip_gradient_norm=1.0), or "
+        "remove the inf or NaN values from the data, then run the command again (with a changed setting or "
+        "data, training starts afresh)"
+    )
