@@ -8,7 +8,7 @@ evaluated checkpoint was kept at.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import tensorflow as tf
 
@@ -26,17 +26,24 @@ def _value(value: Any) -> float:
     return float(tf.make_ndarray(value.tensor))
 
 
+def _events(path: str) -> Iterator[Any]:
+    """The events of one event file, up to a record cut short (the last one, when a kill stopped its writer)."""
+    try:
+        yield from tf.compat.v1.train.summary_iterator(path)
+    except tf.errors.DataLossError:
+        return
+
+
 def scalar_series(files: List[str], tags: Tuple[str, ...]) -> List[Tuple[int, float]]:
     """[(step, value)] of the first of `tags` the event `files` hold, by step; a step written twice (a resumed
-    run) keeps its latest value."""
+    run) keeps its latest value. A file cut short (a killed attempt's) is read up to its cut."""
     found: Dict[str, Dict[int, Tuple[float, float]]] = {}
-    for path in files:
-        for event in tf.compat.v1.train.summary_iterator(path):
-            for value in event.summary.value:
-                if value.tag in tags:
-                    series = found.setdefault(value.tag, {})
-                    if event.step not in series or series[event.step][0] <= event.wall_time:
-                        series[event.step] = (event.wall_time, _value(value))
+    for event in (e for path in files for e in _events(path)):
+        for value in event.summary.value:
+            if value.tag in tags:
+                series = found.setdefault(value.tag, {})
+                if event.step not in series or series[event.step][0] <= event.wall_time:
+                    series[event.step] = (event.wall_time, _value(value))
     tag = next((t for t in tags if t in found), None)
     return [] if tag is None else [(step, v) for step, (_, v) in sorted(found[tag].items())]
 

@@ -50,3 +50,15 @@ def test_one_loss_tag_is_read_whichever_writer_wrote_it(tmp_path):
 def test_a_directory_without_losses_has_no_curves(tmp_path):
     _write_v1(tmp_path, "learning_rate", [(100, 0.1)])
     assert read_curves(str(tmp_path)) is None
+
+
+def test_an_event_file_cut_short_by_a_kill_is_read_up_to_its_cut(tmp_path):
+    _write_v1(tmp_path, "loss", [(100, 2.0), (200, 1.5)])
+    _write_v1(tmp_path, "loss", [(300, 1.25), (400, 1.0)])  # the attempt a kill cut short, then cut below
+    interrupted = sorted(tmp_path.glob("events.out.tfevents.*"))[-1]
+    whole = interrupted.read_bytes()
+    for size in (len(whole) - 1, len(whole) - 20, 30, 5, 0):
+        interrupted.write_bytes(whole[:size])
+        curves = read_curves(str(tmp_path))
+        assert curves["train"][:2] == [[100, 2.0], [200, 1.5]], size
+        assert curves["train"][2:] == [[300, 1.25]][: size > len(whole) - 25], size
