@@ -22,7 +22,7 @@ machine it ran on, its outputs' fingerprints, and when it started and ended. A r
 of the run that computed its outputs.
 
 What "the same inputs" means is the stage's to say: its parameters, the fingerprints of its input artifacts,
-and what it resolves when it runs (the data files' versions, the LATEST version it compares with). A local run
+and what it resolves when it runs (the data files' content versions, the LATEST version it compares with). A local run
 resumed into its run folder reuses the same task directories (`pipelines.local`), which is how it skips what it
 finished: the KFP local runner has no cache. On Vertex AI each run's tasks get fresh directories, so a record is
 only found there by a retry of the same task (`pipelines.retry`).
@@ -83,8 +83,11 @@ def task_dir(uri: str) -> str:
 
 
 def file_versions(patterns: Sequence[str]) -> dict[str, list[list[str]]]:
-    """{pattern: [[file, version], ...]} for local or gs:// files and globs: what a stage read, cheaply."""
-    return {p: [[f, storage.file_version(f)] for f in storage.glob(p)] for p in patterns}
+    """{pattern: [[file, content version], ...]} for local or gs:// files and globs (directories left out): what a
+    stage read, by content (`fingerprints.content_version`: a local file's sha256, never its size and mtime, which
+    `cp -p` or `rsync -t` keep across an edit)."""
+    files = {p: [f for f in storage.glob(p) if storage.is_gcs(f) or os.path.isfile(f)] for p in patterns}
+    return {p: [[f, fingerprints.content_version(f)] for f in matched] for p, matched in files.items()}
 
 
 def environment(tpu: Mapping[str, Any]) -> dict[str, Any]:
