@@ -279,11 +279,21 @@ class BlessingConfig(JsonConfig):
                 'blessing.directions={"my_metric": "higher"})'
             )
 
-    def check_task(self, task: str) -> None:
-        """Raises when a metric named here does not exist for `task`."""
-        allowed = TASK_METRICS[task]
+    def check_task(self, task: Optional[str]) -> None:
+        """Raises when a metric named here does not exist for `task` (a built-in family's), or, with `task` None
+        (not known yet: inferred from the data), when the metrics named belong to both tasks. Checked when a
+        run's settings are resolved, before any work, and again when the evaluation knows the task."""
         chosen = [m for m in (self.comparison_metric, self.reference_metric) if m]
         named = list(self.thresholds) + chosen + list(self.slice_thresholds) + list(self.slice_max_gap)
+        if task is None:
+            by_task = {t: sorted({m for m in named if m in allowed}) for t, allowed in TASK_METRICS.items()}
+            if all(by_task.values()):
+                raise BlessingError(
+                    f"blessing names metrics of a {CLASSIFICATION} label {by_task[CLASSIFICATION]} and of a "
+                    f"{REGRESSION} label {by_task[REGRESSION]}; a run has one task: keep one of them"
+                )
+            return
+        allowed = TASK_METRICS[task]
         wrong = sorted(m for m in named if m not in allowed)
         if wrong:
             raise BlessingError(f"blessing metric(s) {wrong} do not apply to a {task} label; use {list(allowed)}")

@@ -16,9 +16,15 @@ A candidate is blessed when every check passes:
     with `baseline_test="paired"` (the default), the lower bound of the bootstrap interval of their paired
     difference on the eval rows (`evaluation.intervals`) exceeds `min_improvement`, better beyond the noise;
     with "plain", the point value improves by at least `min_improvement` (negative tolerates a drop of that size);
-  * every judged slice of the eval rows (`evaluation.slices`: at least `min_slice_rows` rows) meets
-    `slice_thresholds` and is within `slice_max_gap` of the overall metric: one check per failing slice, naming
-    it, or one passing check per bound when every judged slice meets it.
+  * every judged slice of the eval rows (`evaluation.slices`: a slice of at least `min_slice_rows` rows by its
+    value, a smaller one by its bootstrap interval) meets `slice_thresholds` and is within `slice_max_gap` of the
+    overall metric: one check per failing slice, naming it, or one passing check per bound when every judged slice
+    meets it;
+  * every metric of the candidate is a finite number (a NaN or an infinity blocks it, naming the metric).
+
+A verdict with no check at all (no threshold, no baseline: a user model's first run) is blessed as a first model,
+and says so; one that replaces a published version it was not compared with says so, beside that version's
+recorded metrics (`Blessing.replacing`).
 
 A candidate that holds the weights of its baseline, the published version V, is not blessed whatever its metrics
 say (computed through another graph, they differ by rounding): "identical to version V; nothing to publish"
@@ -40,11 +46,12 @@ from estimator_lib.config import BlessingConfig, higher_is_better
 from estimator_lib.config.blessing import BlessingError
 from estimator_lib.evaluation.leakage import FeatureScore
 from estimator_lib.evaluation.metrics import Truth, trivial_metrics
-from estimator_lib.evaluation.slices import findings
+from estimator_lib.evaluation.slices import findings, finite
 from estimator_lib.schema import REGRESSION
 
 # -- the decision --------------------------------------------------------------------------------------------
 IDENTICAL = "identical"  # the check of a candidate that holds its baseline's weights (`Blessing.identical_to`)
+FIRST_MODEL = "first model: no threshold and no published model to compare with"
 
 
 def identical_message(version: str) -> str:
@@ -87,7 +94,10 @@ class Blessing:
     share of the trivial model's errors it removes}} (`evaluation.leakage`); None when not checked (a user model,
     or `leakage_threshold` null). `baseline_interval` holds the paired bootstrap of the difference with the
     baseline the baseline check read, {"metric", "difference", "low", "high", "verdict"} (`evaluation.intervals`);
-    None without a baseline, with `baseline_test="plain"`, or for a user model.
+    None without a baseline, with `baseline_test="plain"`, or for a user model. `replaces` holds the published
+    version this model replaces without comparing, {"version", "why", "metrics", "num_examples"} (its record's
+    metrics), or None (`replacing`). `candidate_metrics` holds the finite metrics; a non-finite one is named by
+    its failed check.
     """
 
     blessed: bool
@@ -102,6 +112,7 @@ class Blessing:
     reference_errors: Optional[Mapping[str, float]] = None
     leakage: Optional[Mapping[str, Mapping[str, float]]] = None
     baseline_interval: Optional[Mapping[str, Any]] = None
+    replaces: Optional[Mapping[str, Any]] = None
 
     @property
     def reasons(self) -> Tuple[str, ...]:
@@ -127,17 +138,48 @@ class Blessing:
         )
         return dataclasses.replace(self, blessed=False, checks=checks)
 
+    def replacing(self, version: str, published: Mapping[str, Any], why: str) -> "Blessing":
+        """This verdict for a model that replaces the published version `version` without a comparison (`why`:
+        "--baseline none", a new lineage), beside the verdict its publisher recorded (`published`: a
+        `to_dict()`); the summary says what it replaces and how their recorded metrics compare."""
+        recorded = {
+            "metrics": dict(published.get("candidate_metrics") or {}),
+            "num_examples": published.get("num_examples"),
+        }
+        return dataclasses.replace(self, replaces={"version": version, "why": why, **recorded})
+
     def summary(self) -> str:
         if self.identical:
             return self.identical
-        if self.blessed:
-            return "blessed: every check holds"  # the report's table adds a leakage check that passed unrecorded
-        return "not blessed: " + "; ".join(self.reasons)
+        if not self.blessed:
+            return "not blessed: " + "; ".join(self.reasons)
+        # the report's table adds a leakage check that passed unrecorded
+        held = "every check holds" if self.checks else FIRST_MODEL
+        if self.replaces is None:
+            return f"blessed: {held}"
+        held = held if self.checks else "no threshold, and no baseline to compare with"
+        return f"blessed: {held}; {self._replaced()}"
+
+    def _replaced(self) -> str:
+        """What this model replaces without a comparison, and their metrics side by side."""
+        old, metric = self.replaces, self.comparison_metric
+        theirs, ours = old["metrics"].get(metric), self.candidate_metrics.get(metric)
+        if theirs is None or ours is None:
+            compared = f"its record has no {metric} to set beside this model's"
+        else:
+            compared = f"{metric} {ours:.4f} here, {theirs:.4f} recorded for it"
+        rows = f"({old['num_examples']} then, {self.num_examples} now)"
+        where = f"on different eval rows {rows}"
+        if old["num_examples"] == self.num_examples:
+            where = f"each on its own run's eval rows {rows}, which need not be the same rows"
+        return f"replaces version {old['version']} without comparing ({old['why']}): {compared}, {where}"
 
     def to_dict(self) -> Dict[str, Any]:
         out = dataclasses.asdict(self)
         out["checks"] = [dataclasses.asdict(c) for c in self.checks]
         out["reasons"] = list(self.reasons)
+        if self.replaces is None:
+            del out["replaces"]  # a verdict that replaces nothing keeps its record's bytes
         return out
 
     def to_json(self) -> str:
@@ -183,7 +225,7 @@ def decide(
         (`intervals.bootstrap_intervals(...)["baseline"]`); needed with a baseline when `baseline_test="paired"`.
     """
     config.check_task(truth.task)
-    checks: List[Check] = _leakage_checks(config, leakage or ())
+    checks: List[Check] = _finite_checks(candidate, len(truth.keys)) + _leakage_checks(config, leakage or ())
     if config.beat_trivial:
         checks.append(_trivial_check(truth, candidate, config.confidence))
     for metric, bound in sorted(config.thresholds.items()):
@@ -203,7 +245,7 @@ def decide(
     return Blessing(
         blessed=all(c.passed for c in checks),
         checks=tuple(checks),
-        candidate_metrics=dict(candidate),
+        candidate_metrics=finite(candidate),
         comparison_metric=comparison,
         num_examples=len(truth.keys),
         baseline_uri=baseline_uri,
@@ -247,7 +289,7 @@ def decide_user(
             raise BlessingError(
                 f"blessing names metric(s) {missing}, which {who} does not report; it reports {sorted(metrics)}"
             )
-    checks: List[Check] = []
+    checks: List[Check] = _finite_checks(candidate, num_examples)
     for metric, bound in sorted(config.thresholds.items()):
         higher = config.higher_is_better(metric)
         checks.append(_check("threshold", metric, candidate[metric], float(bound), False, "threshold", higher))
@@ -268,7 +310,7 @@ def decide_user(
     return Blessing(
         blessed=all(c.passed for c in checks),
         checks=tuple(checks),
-        candidate_metrics=dict(candidate),
+        candidate_metrics=finite(candidate),
         comparison_metric=comparison,
         num_examples=num_examples,
         baseline_uri=baseline_uri,
@@ -281,7 +323,7 @@ def slice_checks(config: BlessingConfig, table: Optional[Mapping[str, Any]]) -> 
     judged slice meets, one passed check with the worst slice's value. None without a table or a bound."""
     if table is None:
         return []
-    found = findings(config, table)
+    found = [f for f in findings(config, table) if f.passed is not None]  # None: a slice too small to judge
     checks = [Check("slice", f.metric, f.value, f.bound, False, f.message) for f in found if not f.passed]
     for metric, bound in dict.fromkeys((f.metric, f.bound) for f in found):
         held = [f for f in found if (f.metric, f.bound) == (metric, bound)]
@@ -290,6 +332,23 @@ def slice_checks(config: BlessingConfig, table: Optional[Mapping[str, Any]]) -> 
             message = f"every judged slice ({len(held)}) meets it; the worst, {worst.message}"
             checks.append(Check("slice", metric, worst.value, bound, True, message))
     return checks
+
+
+def _finite_checks(candidate: Mapping[str, float], rows: int) -> List[Check]:
+    """A failed check per metric that is NaN or infinite: nothing can be judged on it, and no record holds it."""
+    return [
+        Check(
+            "finite",
+            metric,
+            float(value),
+            0.0,
+            False,
+            f"{metric}={float(value)} on the {rows} eval rows is not a finite number, so the model cannot be judged "
+            "on it: check how it is computed (a division by zero, a log of 0, an AUC of rows of one class)",
+        )
+        for metric, value in sorted(candidate.items())
+        if not math.isfinite(value)
+    ]
 
 
 def _paired_baseline_check(

@@ -432,7 +432,7 @@ def _intervals_note(intervals: Mapping[str, Any]) -> str:
 def slice_result(row: Mapping[str, Any]) -> str:
     """A slice's verdict as the report words it."""
     if not row["judged"]:
-        return "too few rows, not judged"
+        return "too few rows to judge either way"
     return {True: "passed", False: "FAILED", None: "no threshold"}[row["passed"]]
 
 
@@ -450,8 +450,9 @@ def _slices_section(slices: Mapping[str, Any], total_rows: int) -> str:
         table.append([row["name"], row["rows"]] + values + [slice_result(row)])
         marks.append("fail" if row["passed"] is False else "" if row["judged"] else "unjudged")
     note = (
-        f"<p>Worst first by {html.escape(str(metric))}. A slice of fewer than {slices['min_rows']} rows is shown "
-        "but too few rows to judge.</p>"
+        f"<p>Worst first by {html.escape(str(metric))}. A slice of fewer than {slices['min_rows']} rows is judged by "
+        "the bootstrap interval of its metric: it fails (or passes) when the interval lies wholly on the wrong (or "
+        "the right) side of a bound; otherwise it has too few rows to judge either way.</p>"
     )
     return (
         note

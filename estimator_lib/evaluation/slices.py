@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
 
 from estimator_lib.config import BlessingConfig
 from estimator_lib.config.blessing import BlessingError
+from estimator_lib.evaluation.intervals import bootstrap_intervals
 from estimator_lib.evaluation.metrics import Scores, Truth, compute_metrics
 from estimator_lib.model.inputs import Patterns, resolve_files
 from estimator_lib.schema import KEY_FEATURE, NUMERIC, FeatureSpec, Schema
@@ -168,9 +169,10 @@ def slices_of_rows(
 
 
 # -- the table -----------------------------------------------------------------------------------------------
-def _finite(metrics: Mapping[str, float]) -> Dict[str, float]:
-    """The metrics defined on a slice (auc needs both classes, r2 two distinct labels): NaN is left out."""
-    return {k: float(v) for k, v in metrics.items() if not math.isnan(float(v))}
+def finite(metrics: Mapping[str, float]) -> Dict[str, float]:
+    """The metrics that are finite numbers (on a slice, auc needs both classes, r2 two distinct labels): NaN and
+    infinities are left out."""
+    return {k: float(v) for k, v in metrics.items() if math.isfinite(float(v))}
 
 
 def table_metric(config: BlessingConfig, task_metric: str) -> str:
@@ -178,39 +180,73 @@ def table_metric(config: BlessingConfig, task_metric: str) -> str:
     return next(iter([*config.slice_thresholds, *config.slice_max_gap]), task_metric)
 
 
-def slice_metrics(truth: Truth, scores: Scores, sets: Sequence[SliceSet]) -> List[Dict[str, Any]]:
-    """[{"name", "features", "rows", "metrics"}] of every slice: `compute_metrics` on its rows."""
-    out = []
+def _parts(truth: Truth, scores: Scores, sets: Sequence[SliceSet]) -> Iterator[Tuple[SliceSet, str, Truth, Scores]]:
+    """(its set, its name, its rows' labels and scores) of every slice."""
     keys = np.array(truth.keys, dtype=object)
     for s in sets:
         for index, name in enumerate(s.names):
             mask = s.ids == index
-            part = Truth(tuple(keys[mask]), truth.labels[mask], truth.classes)
             probabilities = None if scores.probabilities is None else scores.probabilities[mask]
-            metrics = compute_metrics(part, Scores(scores.predicted[mask], probabilities))
-            out.append(
-                {"name": name, "features": list(s.features), "rows": int(mask.sum()), "metrics": _finite(metrics)}
+            yield (
+                s,
+                name,
+                Truth(tuple(keys[mask]), truth.labels[mask], truth.classes),
+                Scores(scores.predicted[mask], probabilities),
             )
+
+
+def slice_metrics(truth: Truth, scores: Scores, sets: Sequence[SliceSet]) -> List[Dict[str, Any]]:
+    """[{"name", "features", "rows", "metrics"}] of every slice: `compute_metrics` on its rows."""
+    return [
+        {
+            "name": name,
+            "features": list(s.features),
+            "rows": len(part.keys),
+            "metrics": finite(compute_metrics(part, p)),
+        }
+        for s, name, part, p in _parts(truth, scores, sets)
+    ]
+
+
+def small_slice_intervals(
+    config: BlessingConfig, truth: Truth, scores: Scores, sets: Sequence[SliceSet]
+) -> Dict[str, Dict[str, List[float]]]:
+    """{slice: {metric: [low, high]}} of every slice of fewer than `min_slice_rows` rows: each headline metric's
+    bootstrap interval on its rows (`intervals.bootstrap_intervals`, at `confidence`); an undefined one is left
+    out."""
+    out = {}
+    for _, name, part, p in _parts(truth, scores, sets):
+        if len(part.keys) < config.min_slice_rows:
+            spans = bootstrap_intervals(config, part, p, compute_metrics(part, p))["metrics"]
+            out[name] = {m: [v["low"], v["high"]] for m, v in spans.items() if not math.isnan(v["low"])}
     return out
 
 
 def slice_table(
-    config: BlessingConfig, metric: str, overall: Mapping[str, float], slices: Sequence[Mapping[str, Any]]
+    config: BlessingConfig,
+    metric: str,
+    overall: Mapping[str, float],
+    slices: Sequence[Mapping[str, Any]],
+    intervals: Optional[Mapping[str, Mapping[str, Sequence[float]]]] = None,
 ) -> Dict[str, Any]:
     """The `Evaluation.slices` table: {"metric", "min_rows", "overall", "slices": [{"name", "features", "rows",
-    "metrics", "judged", "passed"}]}, judged slices first, each part worst first by `metric` (a slice without it
-    last). A slice of fewer than `min_slice_rows` rows is not judged; a judged one passed when each of its checks
-    holds (`findings`); passed is None for a slice no check applies to (not judged, or no slice bound set)."""
+    "metrics", "judged", "passed"}]} and, when given, "intervals" ({slice: {metric: [low, high]}} of the small
+    slices, `small_slice_intervals`), judged slices first, each part worst first by `metric` (a slice without it
+    last). A slice of `min_slice_rows` rows or more is judged by its value, a smaller one by its interval when
+    that decides every bound or fails one (else it is too small to judge either way: judged False); a judged one
+    passed when each of its checks holds (`findings`); passed is None for a slice no check decides."""
     table: Dict[str, Any] = {
         "metric": metric,
         "min_rows": config.min_slice_rows,
-        "overall": _finite(overall),
+        "overall": finite(overall),
         "slices": [{**s, "judged": s["rows"] >= config.min_slice_rows, "passed": None} for s in slices],
+        **({"intervals": {k: dict(v) for k, v in intervals.items()}} if intervals is not None else {}),
     }
     found = findings(config, table)
-    checked, failed = {f.slice for f in found}, {f.slice for f in found if not f.passed}
     for entry in table["slices"]:
-        entry["passed"] = entry["name"] not in failed if entry["name"] in checked else None
+        verdicts = {f.passed for f in found if f.slice == entry["name"]}
+        entry["passed"] = False if False in verdicts else True if verdicts == {True} else None
+        entry["judged"] = entry["judged"] or entry["passed"] is not None
     sign = 1.0 if config.higher_is_better(metric) else -1.0
 
     def order(entry):
@@ -224,14 +260,15 @@ def slice_table(
 # -- the checks ----------------------------------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class Finding:
-    """One judged slice against one bound: `value` of `metric` against `bound`, in the metric's direction."""
+    """One slice against one bound: `value` of `metric` against `bound`, in the metric's direction; `passed` None
+    for a small slice whose interval does not decide it."""
 
     slice: str
     rows: int
     metric: str
     value: float
     bound: float
-    passed: bool
+    passed: Optional[bool]
     message: str
 
 
@@ -247,23 +284,46 @@ def _bounds(config: BlessingConfig, overall: Mapping[str, float]) -> List[Tuple[
 
 
 def findings(config: BlessingConfig, table: Mapping[str, Any]) -> List[Finding]:
-    """Every judged slice against every slice bound (`slice_thresholds`, `slice_max_gap` from the overall
-    metric); a metric a slice does not define (auc of a slice with one class) is not judged on it."""
+    """Every slice against every slice bound (`slice_thresholds`, `slice_max_gap` from the overall metric): a
+    slice of `min_slice_rows` rows or more by its value, a smaller one by its interval (`_by_interval`); a metric
+    a slice does not define (auc of a slice with one class) is not judged on it."""
     out = []
     for metric, bound, why in _bounds(config, table["overall"]):
         higher = config.higher_is_better(metric)
         for entry in table["slices"]:
             value = entry["metrics"].get(metric)
-            if not entry["judged"] or value is None:
+            if value is None:
                 continue
-            passed = value >= bound if higher else value <= bound
-            relation, verdict = (">=" if higher else "<="), ("holds" if passed else "fails")
-            message = (
-                f"slice {entry['name']} ({entry['rows']} rows): {metric}={value:.4f} {relation} {bound:.4f} "
-                f"{verdict}{why}"
-            )
+            if entry["rows"] < config.min_slice_rows:
+                span = table.get("intervals", {}).get(entry["name"], {}).get(metric)
+                passed, said = _by_interval(config, span, bound, higher)
+                under = f"under blessing.min_slice_rows={config.min_slice_rows}"
+                message = f"slice {entry['name']} ({entry['rows']} rows, {under}): {metric}={value:.4f}, {said}{why}"
+            else:
+                passed = value >= bound if higher else value <= bound
+                relation, verdict = (">=" if higher else "<="), ("holds" if passed else "fails")
+                message = (
+                    f"slice {entry['name']} ({entry['rows']} rows): {metric}={value:.4f} {relation} {bound:.4f} "
+                    f"{verdict}{why}"
+                )
             out.append(Finding(entry["name"], entry["rows"], metric, value, bound, passed, message))
     return out
+
+
+def _by_interval(
+    config: BlessingConfig, span: Optional[Sequence[float]], bound: float, higher: bool
+) -> Tuple[Optional[bool], str]:
+    """A small slice's verdict on one bound: failed (or held) when its interval lies wholly on the wrong (or the
+    right) side of it, else None: too few rows to judge either way (also without an interval: a user model's)."""
+    if span is None:
+        return None, f"too few rows to judge against {bound:.4f} either way"
+    low, high = span
+    interval = f"its {config.confidence:g} interval [{low:.4f}, {high:.4f}]"
+    if low <= bound <= high:
+        return None, f"{interval} holds {bound:.4f}: too few rows to judge either way"
+    side = "over" if low > bound else "under"
+    passed = (side == "over") == higher
+    return passed, f"{interval} lies wholly {side} {bound:.4f}: {'holds' if passed else 'fails'}"
 
 
 # -- what is shown -------------------------------------------------------------------------------------------
@@ -318,4 +378,7 @@ def optional_table(
     """The built-in families' table of `sets` (None when no slice is configured)."""
     if not sets:
         return None
-    return slice_table(config, table_metric(config, task_metric), overall, slice_metrics(truth, scores, sets))
+    bounded = config.slice_thresholds or config.slice_max_gap
+    intervals = small_slice_intervals(config, truth, scores, sets) if bounded else None
+    metric = table_metric(config, task_metric)
+    return slice_table(config, metric, overall, slice_metrics(truth, scores, sets), intervals)

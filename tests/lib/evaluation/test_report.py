@@ -138,13 +138,13 @@ def test_the_slice_table_lists_slices_worst_first_with_rows_metrics_and_results(
     assert '<tr><td>all eval rows</td><td class="n">120</td><td class="n">0.8750</td>' in table
     assert (
         '<tr class="unjudged"><td>island=Torgersen</td><td class="n">6</td><td class="n">0.6667</td>'
-        '<td class="n">0.3820</td><td>too few rows, not judged</td></tr>'
+        '<td class="n">0.3820</td><td>too few rows to judge either way</td></tr>'
     ) in table
     dream, biscoe = table.index("island=Dream"), table.index("island=Biscoe")
     assert table.index("island=Torgersen") < dream < biscoe  # the given order: worst first
     assert '<tr class="fail"><td>island=Dream</td><td class="n">62</td><td class="n">0.8548</td>' in table
     assert table[biscoe:].startswith('island=Biscoe</td><td class="n">52</td><td class="n">0.9231</td>')
-    assert "A slice of fewer than 10 rows is shown but too few rows to judge." in document
+    assert "A slice of fewer than 10 rows is judged by the bootstrap interval of its metric" in document
 
 
 def test_headline_metrics_show_their_intervals_and_the_change_against_the_baseline(findings):

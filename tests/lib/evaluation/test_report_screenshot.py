@@ -197,7 +197,7 @@ def _assert_laid_out(layout: Dict[str, Any]) -> None:
     assert table["shown"] and table["on_top"] and table["width"] > 300 and table["height"] > 100, table
     slices = [row[0] for row in layout["rows"]]
     assert slices == ["slice", "all eval rows", "island=Torgersen", "island=Dream", "island=Biscoe"]
-    assert layout["rows"][2][-1] == "too few rows, not judged" and layout["rows"][3][-1] == "FAILED"
+    assert layout["rows"][2][-1] == "too few rows to judge either way" and layout["rows"][3][-1] == "FAILED"
     assert chart["shown"] and chart["on_top"] and layout["natural_width"] == 450, (chart, layout["natural_width"])
     assert chart["width"] == 450 and chart["height"] >= 200
     for box in (table, chart):
