@@ -18,6 +18,7 @@ from estimator_lib import vocabulary
 from estimator_lib.config.blessing import DEFAULT_COMPARISON
 from pipelines import runs
 from pipelines.run_summary import RunSummary, SummaryError
+from pipelines.show import printable
 
 SHOWN_METRICS = 3
 
@@ -91,7 +92,8 @@ def comparison_metric(summary: RunSummary) -> Optional[str]:
             blessing = json.loads(blessing)
         except ValueError:
             blessing = {}
-    return blessing.get("comparison_metric") or DEFAULT_COMPARISON.get(summary.results.dataset.task)
+    metric = blessing.get("comparison_metric") if isinstance(blessing, dict) else None  # not one: hand-edited
+    return metric if metric and isinstance(metric, str) else DEFAULT_COMPARISON.get(summary.results.dataset.task)
 
 
 def metrics_text(summary: RunSummary) -> str:
@@ -128,11 +130,11 @@ def verdict_text(summary: RunSummary) -> str:
 
 
 def format_runs(output: str, lines: list[RunLine]) -> str:
-    """The runs as aligned columns under a header; * marks the metric blessing compares on."""
+    """The runs as aligned columns under a header (`printable`); * marks the metric blessing compares on."""
     if not lines:
-        return f"no runs under {output}"
+        return printable(f"no runs under {output}")
     header = RunLine("RUN", "STATUS", "STARTED", "DURATION", "METRICS (*: compared)", "VERDICT")
-    rows = [header, *lines]
+    rows = [header, *(RunLine(*map(printable, dataclasses.astuple(line))) for line in lines)]
     fields = [f.name for f in dataclasses.fields(RunLine)]
     widths = {f: max(len(getattr(r, f)) for r in rows) for f in fields[:-1]}
     return "\n".join(

@@ -22,7 +22,7 @@ from typing import Any, Optional
 
 from components import records, registry
 from estimator_lib import manifest, storage, vocabulary
-from estimator_lib.config import RunConfig
+from estimator_lib.config import ConfigError, RunConfig
 from estimator_lib.config.beam import INPROCESS
 from estimator_lib.config.job import settings_read
 from estimator_lib.config.run import NO_MODEL
@@ -30,6 +30,7 @@ from estimator_lib.config.stages import EvaluateSpec, PredictSpec, PrepareSpec, 
 from estimator_lib.fingerprints import file_sha256
 from pipelines import checks, local, runs
 from pipelines.run_summary import Results, RunSummary, SummaryError
+from pipelines.show import printable
 
 # The stages in an order that puts every stage after those it reads from: the first that differs is the cause.
 STAGES = registry.STAGES
@@ -102,20 +103,48 @@ def _linked_manifests(path: str, summary: RunSummary) -> dict[str, dict[str, Any
             f"{path}: this summary links no stage manifests (recorded by a version before manifests were written); "
             "run the pipeline again with this version to get a record that can be reproduced"
         )
-    return {stage: manifest.read_manifest(uri) for stage, uri in summary.results.manifests.items()}
+    return {stage: _stage_manifest(path, stage, uri) for stage, uri in summary.results.manifests.items()}
+
+
+MANIFEST_SECTIONS = ("inputs", "config", "versions", "machine", "outputs")  # what reproduce and diff read
+
+
+def _stage_manifest(path: str, stage: str, uri: str) -> dict[str, Any]:
+    """The manifest of `stage` that the summary at `path` links. Raises RecordError naming both files and
+    what is wrong: not a stage, not JSON, another stage's, a section that is not an object."""
+    where = f"{path}: manifests.{stage} ({uri})"
+    if stage not in STAGES:
+        raise RecordError(f"{where}: {stage} is not a stage ({', '.join(STAGES)})")
+    try:
+        found = manifest.read_manifest(uri)
+    except ValueError as e:
+        raise RecordError(f"{where} is not valid JSON ({e})") from None
+    if not isinstance(found, dict) or found.get("stage") != stage:
+        raise RecordError(f"{where} is not the {stage} stage's manifest")
+    for section in MANIFEST_SECTIONS:
+        if not isinstance(found.get(section), dict):
+            raise RecordError(f"{where}: its {section} is {json.dumps(found.get(section))[:60]}, not an object")
+    for section in ("inputs", "outputs"):
+        for name, entry in found[section].items():
+            if not (isinstance(entry, dict) and isinstance(entry.get("uri"), str) and "fingerprint" in entry):
+                raise RecordError(f"{where}: its {section}.{name} is not an object with a uri and a fingerprint")
+    return found
 
 
 # -- the settings of a recorded run --------------------------------------------------------------------------
-def _stage_config(record: Record, stage: str) -> dict[str, Any]:
+def _stage_config(record: Record, stage: str, key: Optional[str] = None) -> Any:
+    """The config the stage's manifest records, or its `key`."""
     if stage not in record.manifests:
         raise RecordError(f"{record.source}: the record has no manifest of the {stage} stage")
-    return record.manifests[stage]["config"]
+    config = record.manifests[stage]["config"]
+    if key is not None and key not in config:
+        raise RecordError(f"{record.source}: the {stage} stage's manifest records no config.{key}")
+    return config if key is None else config[key]
 
 
 def recorded_specs(record: Record) -> StageSpecs:
     """The spec each stage ran, as its manifest records it (decoded by the specs' types; nothing merged)."""
     prepare = _stage_config(record, "prepare")
-    evaluate = _stage_config(record, "evaluate")
     predict = record.manifests.get("batch_predict", {})
     engine = predict.get("config", {}).get("engine", INPROCESS)
     return StageSpecs(
@@ -123,8 +152,8 @@ def recorded_specs(record: Record) -> StageSpecs:
             # "config": the layout of records written before the prepare stage recorded its spec
             {"prepare": prepare.get("prepare", prepare.get("config")), "validation": prepare.get("validation", {})}
         ),
-        train=TrainSpec.from_dict({"job": _stage_config(record, "train")["job"]}),
-        evaluate=EvaluateSpec.from_dict({"blessing": evaluate["blessing_config"]}),
+        train=TrainSpec.from_dict({"job": _stage_config(record, "train", "job")}),
+        evaluate=EvaluateSpec.from_dict({"blessing": _stage_config(record, "evaluate", "blessing_config")}),
         batch_predict=PredictSpec(data=_predict_data(predict), engine=engine),
     )
 
@@ -134,8 +163,11 @@ def recorded_settings(record: Record, publish_root: str) -> RunConfig:
     warm-start model, if any), the baseline it compared with (by path; "none" when it had none), and
     `publish_root`. Read from the stages' manifests only: neither today's defaults nor the summary's view of the
     settings change them."""
-    baseline = _stage_config(record, "evaluate")["baseline"] or NO_MODEL
-    return RunConfig.from_specs(recorded_specs(record), publish_root, baseline, warm_start=NO_MODEL)
+    baseline = _stage_config(record, "evaluate", "baseline") or NO_MODEL
+    try:
+        return RunConfig.from_specs(recorded_specs(record), publish_root, baseline, warm_start=NO_MODEL)
+    except ConfigError as e:
+        raise RecordError(f"{record.source}: its stages' manifests record settings that cannot be read: {e}") from None
 
 
 def resubmission(record: Record) -> dict[str, Any]:
@@ -373,14 +405,15 @@ def _verification_lines(result: Reproduction) -> list[str]:
 
 
 def format_reproduction(result: Reproduction) -> str:
-    """The report: what in the record no longer matches its files, one line per stage of the rerun, then the
-    verdict naming the first stage that differs and what differs (or that the record does not match its files)."""
+    """The report (`printable`): what in the record no longer matches its files, one line per stage of the rerun,
+    then the verdict naming the first stage that differs and what differs (or that the record does not match its
+    files)."""
     rerun = result.outcome.summary
     lines = _verification_lines(result)
     lines.append(f"recorded run {result.record.name} against its rerun {rerun.run.id} ({result.outcome.folder.path}):")
     if not result.stages:
         error = f"{rerun.stage}: {rerun.error}"
-        return "\n".join([*lines, f"  the rerun did not finish ({error}); see {rerun.run.log}"])
+        return "\n".join(map(printable, [*lines, f"  the rerun did not finish ({error}); see {rerun.run.log}"]))
     lines += [f"  {s.line()}" for s in result.stages]
     first = result.first_difference
     if first is not None:
@@ -393,7 +426,7 @@ def format_reproduction(result: Reproduction) -> str:
         )
     else:
         lines.append(f"reproduced: every stage's outputs have the recorded fingerprints ({len(result.stages)} stages)")
-    return "\n".join(lines)
+    return "\n".join(map(printable, lines))
 
 
 # -- comparing two runs ---------------------------------------------------------------------------------------
@@ -514,13 +547,13 @@ def format_diff(a: Record, b: Record, found: Mapping[str, Sequence[str]]) -> str
     """ "equivalent" and what was compared, or each differing section with its lines."""
     compared = ", ".join(section.replace("artifacts", "artifact fingerprints") for section in found)
     if not any(found.values()):
-        return f"{a.name} and {b.name} are equivalent: same {compared}"
+        return printable(f"{a.name} and {b.name} are equivalent: same {compared}")
     differing = [section for section, lines in found.items() if lines]
     lines = [f"{a.name} and {b.name} differ in {', '.join(differing)} (compared: {compared})"]
     for section in differing:
         lines.append(f"{section}:")
         lines += [f"  {line}" for line in found[section]]
-    return "\n".join(lines)
+    return "\n".join(map(printable, lines))
 
 
 def write_resubmission(record: Record, output: str) -> str:
@@ -530,11 +563,10 @@ def write_resubmission(record: Record, output: str) -> str:
     os.makedirs(output, exist_ok=True)
     config_path = os.path.join(os.path.abspath(output), RESUBMIT_CONFIG)
     storage.write_text(config_path, json.dumps(resubmit_config(plan), indent=2, sort_keys=True) + "\n")
-    return "\n".join(
-        [
-            f"Vertex AI run {record.source}: not re-run here; its recorded image and parameters:",
-            json.dumps(plan, indent=2, sort_keys=True),
-            f"resubmit it with (config written to {config_path}):",
-            f"  {resubmit_command(plan, config_path)}",
-        ]
-    )
+    lines = [
+        f"Vertex AI run {record.source}: not re-run here; its recorded image and parameters:",
+        *json.dumps(plan, indent=2, sort_keys=True).split("\n"),
+        f"resubmit it with (config written to {config_path}):",
+        f"  {resubmit_command(plan, config_path)}",
+    ]
+    return "\n".join(map(printable, lines))

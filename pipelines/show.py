@@ -8,6 +8,8 @@ for runs of any age, failed and interrupted ones included, and loads no TensorFl
 
 from __future__ import annotations
 
+import re
+
 from components import registry
 from estimator_lib import vocabulary
 from estimator_lib.config.run import PREPARED_SPLITS
@@ -16,6 +18,13 @@ from pipelines.run_summary import Data, Results, RunSummary, Serving, Slices, St
 
 # The record's artifacts in DAG order (summary.json keeps its keys sorted); others follow by name.
 ARTIFACT_ORDER = tuple(key for key, _ in registry.SUMMARY_ARTIFACTS)
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")  # C0 (ESC, BEL, newline, ...), DEL and C1
+
+
+def printable(text: str) -> str:
+    """`text` with every control character written as `\\xNN`: a string from data or a record printed to a
+    terminal can neither move the cursor, clear the screen, retitle the window nor start a line of its own."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}", text)
 
 
 def format_run(summary: RunSummary, path: str) -> str:
@@ -26,8 +35,8 @@ def format_run(summary: RunSummary, path: str) -> str:
         lines.append(
             "  stages: " + ", ".join(f"{stage} {seconds:.1f} s" for stage, seconds in in_run_order(run.seconds))
         )
-    if summary.status != runs.OK:
-        lines.append(f"  {summary.status} at {summary.stage or 'start-up'}: {summary.error}")
+    if summary.status != runs.OK:  # the error's first line and the list it continues with
+        lines += f"  {summary.status} at {summary.stage or 'start-up'}: {summary.error}".split("\n")
     if results is not None:
         lines += _result_lines(results)
     if summary.report:
@@ -35,7 +44,7 @@ def format_run(summary: RunSummary, path: str) -> str:
     if results is not None:
         lines.append(f"  TensorBoard: tensorboard --logdir {results.tensorboard_logdir}")
     lines += [f"  log: {run.log}", f"summary: {path}"]
-    return "\n".join(lines)
+    return "\n".join(map(printable, lines))
 
 
 def in_run_order(seconds: dict[str, float]) -> list[tuple[str, float]]:
@@ -104,9 +113,9 @@ def strict_line(strict: Strict) -> str:
     """The train stage's TPU-strict check in one line: the checks, then each class's count with the names of
     its findings (the record at `uri` has their messages)."""
     named: dict[str, list[str]] = {}
-    for finding in strict.findings:
-        group = "accepted" if finding["accepted_by"] else _STRICT_GROUP[finding["severity"]]
-        named.setdefault(group, []).append(finding["name"])
+    for finding in strict.findings:  # a hand-edited one counts as a note
+        group = "accepted" if finding.get("accepted_by") else _STRICT_GROUP.get(finding.get("severity"), "notes")
+        named.setdefault(group, []).append(str(finding.get("name", "?")))
     parts = []
     for group in STRICT_CLASSES:
         count = strict.counts.get(group, 0)

@@ -15,9 +15,21 @@ from pipelines.pipeline import PIPELINE_NAME
 from pipelines.retry import VERTEX_BACKOFF_SECONDS, VERTEX_RETRIES
 
 
+class _KeyValues(argparse.Action):
+    """Collects `FLAG KEY=VALUE` texts in a list; a KEY given twice is refused, naming it (none wins silently)."""
+
+    def __call__(self, parser: Any, namespace: Any, value: Any, option_string: Any = None) -> None:
+        given = getattr(namespace, self.dest)
+        key = value.partition("=")[0].strip()
+        earlier = next((text for text in given if text.partition("=")[0].strip() == key), None)
+        if earlier is not None:
+            raise argparse.ArgumentError(self, f"{key} is given twice ({earlier}, then {value}); give it once")
+        setattr(namespace, self.dest, [*given, value])
+
+
 def _add_key_value_option(group: Any, flag: str, dest: str, help: str) -> None:
-    """A repeatable `FLAG KEY=VALUE` option collected in a list (empty when not given)."""
-    group.add_argument(flag, dest=dest, action="append", default=[], metavar="KEY=VALUE", help=help)
+    """A repeatable `FLAG KEY=VALUE` option collected in a list (empty when not given), each KEY once."""
+    group.add_argument(flag, dest=dest, action=_KeyValues, default=[], metavar="KEY=VALUE", help=help)
 
 
 def add_run_arguments(parser: argparse.ArgumentParser, common: Any = None) -> None:

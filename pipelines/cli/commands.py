@@ -180,9 +180,10 @@ def main(argv: Sequence[str] | None = None, credentials: Any = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C before a run started (during one, run-local stops it and reports)
         print(f"tpu-pipeline {args.command}: interrupted", file=sys.stderr)
         return 128 + signal.SIGINT
-    except (ValueError, FileNotFoundError) as e:
-        print(f"tpu-pipeline {args.command}: error: {e}", file=sys.stderr)
-        return 2
+    except (ValueError, FileNotFoundError, RuntimeError) as e:  # a message may name a record's hand-edited ids
+        lines = f"tpu-pipeline {args.command}: error: {e}".split("\n")
+        print("\n".join(map(show.printable, lines)), file=sys.stderr)
+        return 1 if isinstance(e, RuntimeError) else 2
     except DefaultCredentialsError:
         print(
             f"tpu-pipeline {args.command}: error: no Google Cloud credentials; run "
@@ -190,6 +191,3 @@ def main(argv: Sequence[str] | None = None, credentials: Any = None) -> int:
             file=sys.stderr,
         )
         return 2
-    except RuntimeError as e:
-        print(f"tpu-pipeline {args.command}: error: {e}", file=sys.stderr)
-        return 1

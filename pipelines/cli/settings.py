@@ -179,6 +179,9 @@ def local_csv_header(settings: RunConfig) -> tuple[str, list[str]] | None:
     for other data, which the prepare stage checks before its work."""
     path = default_dataset().path if settings.data == EMBEDDED_DATA else settings.data
     files = [] if storage.is_gcs(path) else sorted(storage.glob(path))
+    directory = next((f for f in files if os.path.isdir(f)), None)
+    if directory:
+        raise checks.UsageError(f"--data {path}: {directory} is a directory; a glob must match files only")
     if not files or not files[0].lower().endswith(".csv"):
         return None
     with open(files[0], newline="", encoding="utf-8-sig") as f:
@@ -196,6 +199,12 @@ def check_label_column(settings: RunConfig, flag: str = "--label") -> None:
     if found is None or settings.label in found[1]:
         return
     path, header = found
+    delimiter = next((d for d in ";\t" if len(header) == 1 and d in header[0]), None)
+    if delimiter:
+        raise checks.UsageError(
+            f"{path} seems to be {delimiter!r}-delimited: its header is one column ({header[0]!r}); CSV must be "
+            "comma-separated: save it with commas"
+        )
     close = difflib.get_close_matches(settings.label, header, n=3, cutoff=0.5)
     lowered = [c for c in header if c.lower() == settings.label.lower() and c not in close]
     close = lowered + close
