@@ -405,9 +405,8 @@ def _verification_lines(result: Reproduction) -> list[str]:
 
 
 def format_reproduction(result: Reproduction) -> str:
-    """The report (`printable`): what in the record no longer matches its files, one line per stage of the rerun,
-    then the verdict naming the first stage that differs and what differs (or that the record does not match its
-    files)."""
+    """The report: what in the record no longer matches its files, one line per stage of the rerun, then the
+    verdict naming the first stage that differs and what differs (or that the record does not match its files)."""
     rerun = result.outcome.summary
     lines = _verification_lines(result)
     lines.append(f"recorded run {result.record.name} against its rerun {rerun.run.id} ({result.outcome.folder.path}):")
