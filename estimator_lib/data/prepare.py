@@ -658,7 +658,7 @@ def _manifest(
         "counts": dict(zip(SPLITS, totals.counts)),
         "files": {s: [n for n in outputs if n.startswith(s + "/")] for s in SPLITS},
         "notes": _split_notes(dict(zip(SPLITS, totals.counts)), config)
-        + notes(schema, totals)
+        + notes(schema, totals, config)
         + [cap_note(cap) for cap in caps],
         "vocabulary_caps": caps,
         "outputs": outputs,

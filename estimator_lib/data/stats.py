@@ -20,14 +20,17 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import re
 from typing import Any, Dict, List, Optional, Tuple
 
 from estimator_lib.config import PrepareConfig
+from estimator_lib.data import numbers
 from estimator_lib.data.combine import NumericStats
 from estimator_lib.data.common import SPLITS, DataError
 from estimator_lib.data.encode import ChunkResult
 from estimator_lib.data.output import UNLABELLED
-from estimator_lib.data.plan import Decisions
+from estimator_lib.data.plan import Decisions, is_numeric
+from estimator_lib.data.profile import ColumnCounts
 from estimator_lib.schema import CLASSIFICATION, NUMERIC, REGRESSION, FeatureSpec, LabelSpec, Schema
 
 SHOWN_LINES = 10  # unlabelled rows' lines listed per input file
@@ -153,9 +156,10 @@ def _label(decisions: Decisions, totals: Totals, config: "PrepareConfig") -> Lab
     return LabelSpec(config.label, REGRESSION, mean=m.mean, std=m.std, min=m.min, max=m.max)
 
 
-def notes(schema: Schema, totals: Totals) -> List[str]:
+def notes(schema: Schema, totals: Totals, config: "PrepareConfig") -> List[str]:
     """Facts a user should see in the manifest: rows without a label, constant or all-missing columns, classes
-    without rows."""
+    without rows, and silent type changes: a categorical column of numbers with thousands separators, values that
+    differ only in case (`_separator_note`, `_case_note`)."""
     out = [unlabelled_note(totals)] if totals.unlabelled else []
     for i, f in enumerate(schema.features):
         m = totals.numeric.get(i)
@@ -163,10 +167,43 @@ def notes(schema: Schema, totals: Totals) -> List[str]:
             out.append(f"column {f.name!r} has no value in the training split (mean 0, std 1 used)")
         elif f.kind == NUMERIC and m.std == 0:
             out.append(f"column {f.name!r} is constant ({m.min!r}) in the training split (std 1 used)")
+        elif f.kind != NUMERIC:
+            counter = totals.categories.get(i, collections.Counter())
+            out += _separator_note(f.name, counter, config) + _case_note(f"column {f.name!r}", "categories", counter)
     for c, name in enumerate(schema.label.classes):
         if totals.class_counts[0][c] == 0:
             out.append(f"label class {name!r} has no good training row")
-    return out
+    classes = {name: totals.class_counts[0][c] for c, name in enumerate(schema.label.classes)}
+    return out + _case_note(f"label {schema.label.name!r}", "classes", classes)
+
+
+_SEPARATED = re.compile(r"[+-]?\d{1,3}(,\d{3})+(\.\d*)?")  # "3,750", "-1,234.5"
+
+
+def _separator_note(name: str, counter: collections.Counter, config: "PrepareConfig") -> List[str]:
+    """The note for a categorical column that would be numeric (`plan.is_numeric`) without thousands separators."""
+    separated = [v for v, _ in _ranked(counter) if _SEPARATED.fullmatch(v)]
+    numeric = sum(n for v, n in counter.items() if numbers.read(v) is not None or _SEPARATED.fullmatch(v))
+    if not separated or not is_numeric(ColumnCounts(sum(counter.values()), numeric), config):
+        return []
+    return [
+        f"column {name!r} reads as categorical with {len(counter)} values because its numbers are written with "
+        f"thousands separators (such as {separated[0]!r}), which are not read as numbers; write them without "
+        f"separators ({separated[0].replace(',', '')!r}) to make it numeric"
+    ]
+
+
+def _case_note(what: str, kind: str, counts: Dict[str, int]) -> List[str]:
+    """The note for values that differ only in case, with their training rows (`read.clean` strips white space)."""
+    groups: Dict[str, List[str]] = collections.defaultdict(list)
+    for value in sorted(counts):
+        groups[value.casefold()].append(value)
+    found = [g for g in groups.values() if len(g) > 1]
+    if not found:
+        return []
+    listed = "; ".join(", ".join(f"{v!r} ({counts[v]} training rows)" for v in g) for g in found[:5])
+    more = f"; {len(found) - 5} more such groups" if len(found) > 5 else ""
+    return [f"{what}: values that differ only in case are separate {kind}: {listed}{more}"]
 
 
 def unlabelled_note(totals: Totals) -> str:

@@ -143,7 +143,7 @@ def test_no_chunk_at_all_gives_neutral_statistics_and_says_so():
     schema = build_schema(decisions(), empty, CONFIG)
     n, c = schema.features
     assert (n.mean, n.std, n.min, n.max, c.vocabulary) == (0.0, 1.0, 0.0, 0.0, ())
-    assert notes(schema, empty) == [
+    assert notes(schema, empty, CONFIG) == [
         "column 'n' has no value in the training split (mean 0, std 1 used)",
         "label class 'no' has no good training row",
         "label class 'yes' has no good training row",
@@ -154,14 +154,26 @@ def test_no_chunk_at_all_gives_neutral_statistics_and_says_so():
 def test_notes_name_constant_empty_columns_and_classes_without_rows():
     schema = Schema(FEATURES, LabelSpec("y", "classification", classes=("no", "yes", "maybe")))
     t = totals(chunk([2.0, 2.0], ["a"], [0, 0]))
-    assert notes(schema, t) == [
+    assert notes(schema, t, CONFIG) == [
         "column 'n' is constant (2.0) in the training split (std 1 used)",
         "label class 'yes' has no good training row",
         "label class 'maybe' has no good training row",
     ]
-    assert notes(schema, totals(chunk([], ["a"], [0, 1, 2])))[0] == (
+    assert notes(schema, totals(chunk([], ["a"], [0, 1, 2])), CONFIG)[0] == (
         "column 'n' has no value in the training split (mean 0, std 1 used)"
     )
+
+
+def test_separator_note_only_where_the_column_would_be_numeric_without_them():
+    schema = Schema(FEATURES, LabelSpec("y", "classification", classes=CLASSES))
+    noted = notes(schema, totals(chunk([1.0, 2.0], ["1,234.5"] * 5 + ["12"] * 4 + ["n/a"], [0, 1])), CONFIG)
+    assert noted == [
+        "column 'c' reads as categorical with 3 values because its numbers are written with thousands separators "
+        "(such as '1,234.5'), which are not read as numbers; write them without separators ('1234.5') to make it "
+        "numeric"
+    ]
+    for values in (["1,234"] * 8 + ["n/a"] * 2, ["1,2", "12,34", "a,b"]):  # too few numbers; not separators
+        assert notes(schema, totals(chunk([1.0, 2.0], values, [0, 1])), CONFIG) == []
 
 
 def test_summary_counts_per_split(merged):
@@ -190,4 +202,4 @@ def test_notes_of_a_continued_constant_column_name_the_std_kept():
     t = totals(chunk([2.0, 2.0], ["a"], [0, 1]))
     schema = build_schema(decisions(features=old, reference=reference), t, CONFIG)
     assert (schema.features[0].mean, schema.features[0].std) == (10.0, 4.0)
-    assert "std 1 used" not in notes(schema, t)[0]
+    assert "std 1 used" not in notes(schema, t, CONFIG)[0]
