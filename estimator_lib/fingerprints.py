@@ -16,7 +16,7 @@ from typing import Any, Iterable, Sequence
 
 from estimator_lib import storage
 
-_BLOCK = 1 << 20
+BLOCK = 1 << 20  # bytes read at a time
 # Files in a directory that are not its content: the commit marker, a published version's record (release.RECORD).
 BOOKKEEPING = (storage.COMMIT_MARKER, "publish.json")
 SAVED_MODEL_FILE = "saved_model.pb"
@@ -35,7 +35,7 @@ def file_sha256(path: str) -> str:
     """sha256 of a local or gs:// file's bytes, read a block at a time."""
     digest = hashlib.sha256()
     with storage.open_read(path) as f:
-        for block in iter(lambda: f.read(_BLOCK), b""):
+        for block in iter(lambda: f.read(BLOCK), b""):
             digest.update(block)
     return digest.hexdigest()
 
