@@ -4,7 +4,9 @@ A thin adapter over `estimator_lib.evaluation.evaluate_and_bless`. The verdict i
 not a `dsl.If`: the release stage reads it and publishes only a blessed model, so the same DAG runs in the
 KFP local runner (which has no conditions) and on Vertex AI. The Blessing also records which version LATEST
 named when the model was evaluated (`based_on`): the release stage publishes only if it still does. A model that
-holds the weights of its baseline, the published version V, is "identical to version V; nothing to publish".
+holds the weights of its baseline, the published version V, is "identical to version V; nothing to publish"; one
+evaluated without a baseline while a version is published says which version it would replace and sets their
+recorded metrics side by side (`Blessing.replacing`).
 """
 
 from kfp.dsl import HTML, ClassificationMetrics, Dataset, Input, Markdown, Metrics, Model, Output
@@ -57,6 +59,7 @@ def evaluate_model(
     from estimator_lib.config.stages import EvaluateSpec
     from estimator_lib.evaluation import report as report_lib
     from estimator_lib.evaluation.curves import read_curves
+    from estimator_lib.evaluation.slices import finite
 
     started = report_header.now()
     job = adapter.stage_job(model.uri, tpu)
@@ -87,6 +90,14 @@ def evaluate_model(
     record.begin()
     evaluation = source.evaluate(job, model.uri, config, baseline_dir, blessing.uri)
     evaluation = release.checked_identity(evaluation, baseline_dir)  # the published version's own weights
+    # a NaN or infinite metric is named by the check it failed; no record (KFP's metadata) can hold it
+    evaluation = dataclasses.replace(evaluation, metrics=finite(evaluation.metrics))
+    if baseline_dir is None and based_on != "none" and not based_on.startswith("damaged-"):
+        published, facts = release.latest(publish_root), source.facts()  # what a blessed model would replace
+        other = release.other_lineage(published.uri, facts["label"], facts["task"])
+        why = f"a new lineage: it {other}" if other else "--baseline none"
+        replacing = evaluation.blessing.replacing(published.version, published.metadata.get("blessing", {}), why)
+        evaluation = dataclasses.replace(evaluation, blessing=replacing)
     adapter.write_blessing(blessing.uri, evaluation.blessing)
     run = {**inputs, "checkpoint": evaluation.checkpoint}
     shown = source.report_inputs(evaluation, run, artifacts.read_drift(dataset))  # drift: the prepare stage's

@@ -91,7 +91,11 @@ class ValidationReport:
         if self.status == SKIPPED and self.reference:
             return f"skipped: {self.reference} records no profile of its data (exported before profiles were)"
         if self.status == SKIPPED:
-            return "skipped: no published model to compare the data with"
+            return (
+                "skipped: this run continues no published model (nothing is published yet, or --warm-start none "
+                "with --baseline none, or the published model is of another lineage), so there is no data to compare "
+                "with"
+            )
         if not self.breaches:
             return f"passed: {len(self.findings)} figures within their thresholds against {self.reference}"
         listed = "; ".join(f.text() for f in self.breaches)

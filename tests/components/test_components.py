@@ -346,6 +346,40 @@ def test_evaluate_scores_the_published_baseline_with_the_same_code(stages, tmp_p
     }
 
 
+def test_evaluate_with_baseline_none_says_which_published_version_it_replaces_and_how_they_compare(stages, tmp_path):
+    root = str(stages["work"] / "published")
+    published = release.latest(root)
+    blessing = artifact(ModelBlessing, tmp_path, "b", "evaluate")
+    evaluate_model(
+        dataset=stages["dataset"],
+        model=stages["model"],
+        spec=evaluate_spec(),
+        baseline="none",
+        publish_root=root,
+        tpu=CPU,
+        metrics=artifact(Metrics, tmp_path, "m", "evaluate"),
+        classification_metrics=artifact(ClassificationMetrics, tmp_path, "cm", "evaluate"),
+        blessing=blessing,
+        report=artifact(HTML, tmp_path, "r", "evaluate"),
+        verdict=artifact(Markdown, tmp_path, "v", "evaluate"),
+        slice_metrics=artifact(Metrics, tmp_path, "s", "evaluate"),
+    )
+    verdict = adapter.read_blessing(blessing.uri)
+    recorded = published.metadata["blessing"]
+    assert verdict.replaces == {
+        "version": published.version,
+        "why": "--baseline none",
+        "metrics": recorded["candidate_metrics"],
+        "num_examples": recorded["num_examples"],
+    }
+    ours, theirs = verdict.candidate_metrics["accuracy"], recorded["candidate_metrics"]["accuracy"]
+    assert blessing.metadata["summary"].endswith(
+        f"replaces version {published.version} without comparing (--baseline none): accuracy {ours:.4f} here, "
+        f"{theirs:.4f} recorded for it, each on its own run's eval rows ({recorded['num_examples']} then, "
+        f"{verdict.num_examples} now), which need not be the same rows"
+    )
+
+
 def read_manifest(output: Artifact) -> dict:
     return manifest.read_manifest(records.manifest_uri(output.uri))
 
