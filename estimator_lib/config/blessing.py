@@ -95,7 +95,9 @@ class BlessingConfig(JsonConfig):
         quantile buckets of the eval rows; a missing value is a slice of its own ("missing"). For a user model,
         any scalar feature of the feature spec. A name the data does not have is an error before any work.
       slice_buckets: quantile buckets per numeric slice feature (fewer when values repeat).
-      min_slice_rows: a slice with fewer eval rows is reported, marked, and not judged (too few rows to tell).
+      min_slice_rows: a slice with fewer eval rows is judged by its metric's bootstrap interval: it fails when the
+        interval lies wholly on the wrong side of a bound, and is too few rows to judge either way when it holds
+        the bound (a user model's small slices always: no per-row values to resample).
       slice_thresholds: {metric: worst acceptable value} every judged slice must meet, in the metric's own
         direction (as `thresholds`).
       slice_max_gap: {metric: gap}: no judged slice may be worse than the metric over all eval rows by more than
