@@ -74,7 +74,7 @@ def format_failure(summary: RunSummary, verbose: bool) -> str:
         if verbose:
             lines += [local.failure_excerpt(run.log)]
     lines += [f"full log: {run.log}", f"run {run.id} is recorded as {summary.status}; {next_step(summary)}"]
-    return "\n".join(lines)
+    return "\n".join(map(show.printable, "\n".join(lines).split("\n")))
 
 
 def format_summary(summary: RunSummary, path: str) -> str:
@@ -94,7 +94,7 @@ def format_summary(summary: RunSummary, path: str) -> str:
         f"  TensorBoard: tensorboard --logdir {results.tensorboard_logdir}",
         f"summary: {path}",
     ]
-    return "\n".join(lines)
+    return "\n".join(map(show.printable, lines))
 
 
 def cmd_show(args: argparse.Namespace) -> int:

@@ -13,6 +13,7 @@ from test_reproduce import write_run
 from test_show import OK_RUN
 
 from pipelines import cli, local, runs
+from pipelines.cli import commands
 from pipelines.cli.parser import build_parser
 
 ATTACK = "\x1b[2J\x1b]0;OWNED\x07"  # clears the screen, retitles the terminal
@@ -61,6 +62,9 @@ def test_show_and_list_print_no_raw_control_character_of_a_record(tmp_path, caps
         out = capsys.readouterr().out
         assert not RAW_CONTROL.search(out), command
         assert "\\x1b" in out  # shown, escaped
+    summary = folder.read_summary()
+    run_local = commands.format_summary(summary, "s.json") + commands.format_failure(summary, verbose=False)
+    assert not RAW_CONTROL.search(run_local) and "\\x1b" in run_local
     if text == ATTACK:
         assert cli.main(["show", folder.summary_path]) == 0
         assert "  warning: column island holds one value: Dream\\x1b[2J\\x1b]0;OWNED\\x07" in capsys.readouterr().out
