@@ -66,6 +66,7 @@ ALLOWED_LOCAL_IMPORTS: Dict[Tuple[str, str], str] = {
         "(test_the_command_line_never_imports_tensorflow)"
     ),
     ("estimator_lib.engine.published", "_on_beam"): LAZY_BEAM,
+    ("estimator_lib.engine.published", "_user_predictions"): LAZY_BEAM,
     ("pipelines.cli.commands", "cmd_tune"): (
         "tune trains in-process (TensorFlow) with optuna, an optional extra ([tune]); every other command stays "
         "TensorFlow-free (test_the_command_line_never_imports_tensorflow)"
