@@ -4,8 +4,8 @@ A thin adapter over `estimator_lib.release.release`. It runs after every other s
 included), so a run that fails anywhere publishes nothing and LATEST stays where it was. It publishes only if
 LATEST still names the version the evaluate stage compared against (compare-and-swap): a run that published in
 between makes this one fail instead of being overwritten. A model identical to the one LATEST names is not
-published again (publication.json says "not published: identical to version V; nothing to publish"), so
-releasing one export twice publishes it once.
+published again (publication.json says "not published: identical to version V; nothing to publish"); a rerun
+whose earlier attempt published this model before it was stopped reports that version as its own.
 """
 
 from kfp.dsl import Artifact, Input, Model, Output

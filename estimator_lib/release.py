@@ -28,6 +28,8 @@ import datetime
 import hashlib
 import json
 import os
+import posixpath
+import shlex
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
@@ -123,6 +125,7 @@ def publish_model(
         is published then.
     """
     pointer = storage.join(root, POINTER)
+    remove_leftovers(root)
     current, token = _read_versioned_pointer(root)  # a damaged pointer is replaced (see `latest_version`)
     _check_based_on(pointer, current, based_on)
     if not _is_saved_model(export_dir):
@@ -197,7 +200,7 @@ class _Missing(_Damaged):
 
 
 def repair_command(root: str) -> str:
-    return f"tpu-pipeline release --repair --publish-root {root}"
+    return f"tpu-pipeline release --repair --publish-root {shlex.quote(root)}"
 
 
 REQUIRED = ("version", "uri", "fingerprint", "published_at")  # what publish_model writes; "root" is the reader's
@@ -221,17 +224,20 @@ def _record_json(data: bytes) -> Dict[str, Any]:
 
 
 def _normal(uri: str) -> str:
-    return uri.rstrip("/") if storage.is_gcs(uri) else os.path.abspath(uri)
+    return uri.rstrip("/") if storage.is_gcs(uri) else os.path.realpath(uri)
 
 
 def _verified(root: str, record: Mapping[str, Any]) -> PublishedModel:
     """The version `record` names, checked: a folder of ROOT/versions/, completely published, its files hashing
-    to the recorded fingerprint (every file is read once: the cost of one download of the model)."""
+    to the recorded fingerprint (every file is read once: the cost of one download of the model). Its uri may name
+    it under the root it was published to (the record's "root": the root moved or was restored from a copy), or
+    under `root` by another path to the same folder (a symbolic link)."""
     version, uri = record["version"], record["uri"]
     if version in (".", "..") or "/" in version or "\\" in version:
         raise _Damaged(f"names version {version!r}, which is not a folder name under {storage.join(root, VERSIONS)}")
     expected = storage.join(root, VERSIONS, version)
-    if _normal(uri) != _normal(expected):
+    published_under = str(record.get("root") or root)
+    if _normal(uri) not in (_normal(expected), _normal(storage.join(published_under, VERSIONS, version))):
         where = "another folder" if _normal(uri).startswith(_normal(root) + "/") else "outside its publish root"
         raise _Damaged(f"names version {version!r} but points {where}: {uri} (expected {expected})")
     if not storage.is_committed(expected):
@@ -465,16 +471,23 @@ class Repair:
       damage: what was wrong with it ("" when it was intact or nothing is published).
       restored: the version LATEST now names (None when nothing was written).
       skipped: (version, why) of newer versions that are not intact, newest first.
+      kept: intact versions newer than the intact one LATEST names, newest first: kept, never deleted.
     """
 
     pointer: str
     damage: str
     restored: Optional[PublishedModel]
     skipped: Tuple[Tuple[str, str], ...] = ()
+    kept: Tuple[str, ...] = ()
 
     def lines(self) -> List[str]:
-        """For people: one line per skipped version, then what was done."""
+        """For people: one line per skipped or kept version, then what was done."""
         out = [f"skipped version {version}: {why}" for version, why in self.skipped]
+        out += [
+            f"kept version {version}: intact, newer than the version LATEST names (a publish stopped before it "
+            "moved LATEST, or a rollback); delete it if nobody needs it"
+            for version in self.kept
+        ]
         if not self.damage:
             state = f"names version {self.restored.version}" if self.restored else "is absent: nothing is published"
             return out + [f"{self.pointer} {state} and is intact; nothing to repair"]
@@ -508,8 +521,25 @@ def intact_version(root: str, version: str) -> PublishedModel:
         raise _Damaged(f"{record_path} {e}") from None
 
 
+def _is_intact(root: str, version: str) -> bool:
+    try:
+        return bool(intact_version(root, version))
+    except _Damaged:
+        return False
+
+
+def remove_leftovers(root: str) -> None:
+    """Deletes what publishes killed half-way left under a local root: staging folders whose owner process is gone
+    and LATEST's temporaries (`storage.remove_temporaries_of`). A complete version LATEST never named is kept."""
+    if not storage.is_gcs(root) and os.path.isdir(root):
+        storage.remove_abandoned_staging_under(storage.join(root, VERSIONS))
+        storage.remove_temporaries_of(storage.join(root, POINTER))
+
+
 def repair_latest(root: str) -> Repair:
-    """Points a damaged ROOT/LATEST at the newest intact version under ROOT/versions/; an intact one is kept.
+    """Points a damaged ROOT/LATEST at the newest intact version under ROOT/versions/; an intact one is kept, and
+    the intact versions newer than the one it names are reported (`Repair.kept`). What killed publishes left
+    is deleted first (`remove_leftovers`).
 
     Newest is by version name (they start with the UTC publishing time); a version is intact when it was
     completely published and its files hash to the fingerprint in its own publish.json. Each candidate costs
@@ -522,9 +552,12 @@ def repair_latest(root: str) -> Repair:
       LatestPointerError: the pointer is not UTF-8 text (delete it first).
     """
     pointer = storage.join(root, POINTER)
+    remove_leftovers(root)
     text, token = _read_versioned_pointer(root)
     try:
-        return Repair(pointer, "", _pointed(root, None if text is None else text.encode("utf-8")))
+        model = _pointed(root, None if text is None else text.encode("utf-8"))
+        newer = [v for v in published_versions(root) if model and v > model.version]
+        return Repair(pointer, "", model, kept=tuple(v for v in newer if _is_intact(root, v)))
     except LatestPointerError as e:
         damage = e.problem
     skipped = []
@@ -577,10 +610,22 @@ def export_verified(
     return export
 
 
-def _source_export(metadata: Optional[Mapping[str, Any]]) -> Optional[str]:
-    """The export directory a version's publisher recorded as its source (`metadata["source"]["export_dir"]`)."""
+def _export_folder(metadata: Optional[Mapping[str, Any]]) -> Optional[str]:
+    """The folder of the export a version's publisher recorded as its source (`metadata["source"]["export_dir"]`):
+    the run's export stage output, where each attempt of the run exports into a new time-stamped folder."""
     source = (metadata or {}).get("source")
-    return source.get("export_dir") if isinstance(source, Mapping) else None
+    export_dir = source.get("export_dir") if isinstance(source, Mapping) else None
+    return posixpath.dirname(export_dir.rstrip("/")) if isinstance(export_dir, str) and export_dir else None
+
+
+def _published_by_this_run(export_dir: str, metadata: Optional[Mapping[str, Any]], published: PublishedModel) -> bool:
+    """Whether an earlier attempt of the run whose export is `export_dir` (its source in `metadata`) published
+    `published`: an export into the same folder (`_export_folder`) of the same model
+    (`fingerprints.saved_model_fingerprint`: its graphs and weights, not its paths)."""
+    folder = _export_folder(metadata)
+    if folder is None or folder != _export_folder(published.metadata):
+        return False
+    return fingerprints.saved_model_fingerprint(export_dir) == fingerprints.saved_model_fingerprint(published.uri)
 
 
 # Checkpoint entries that are no model variable: Adam's accumulators (slots are named `<variable>/<slot>`), the
@@ -629,19 +674,6 @@ def checked_identity(evaluation: Evaluation, baseline_dir: Optional[str]) -> Eva
     return dataclasses.replace(evaluation, blessing=evaluation.blessing.identical_to(version))
 
 
-def identical_latest(export_dir: str, root: str) -> Optional[PublishedModel]:
-    """The version ROOT/LATEST names when the SavedModel `export_dir` holds its weights (`identical_weights`: a
-    copy of it, or the same weights exported again); None otherwise. A damaged pointer names no model to compare
-    with (None): a publish replaces it."""
-    try:
-        published = latest(root)
-    except LatestPointerError:
-        return None
-    if published is None:
-        return None
-    return published if identical_weights(storage.join(export_dir, "variables", "variables"), published.uri) else None
-
-
 @dataclasses.dataclass(frozen=True)
 class Release:
     """What the release stage did: the published version, or why there is none.
@@ -664,10 +696,11 @@ def release(
 ) -> Release:
     """The release stage: publishes `export_dir` under `root` if `blessing` says so, recording the verdict
     with the version. It runs last in the pipeline, so a run that failed anywhere publishes nothing. A blessed
-    model identical to the one LATEST names (`identical_latest`) is not published again: LATEST stays, and the
+    model with the weights of the one LATEST names (`identical_weights`) is not published again: LATEST stays, and the
     reason is "not published: identical to version V; nothing to publish", as for a verdict that found the
-    candidate identical to its baseline (`checked_identity`); releasing one export twice publishes it once (a
-    resumed run whose earlier attempt published this very export, by its recorded source, reports that version).
+    candidate identical to its baseline (`checked_identity`). A rerun whose earlier attempt published this model
+    and was stopped before it recorded that (`_published_by_this_run`) reports that version, whatever its verdict
+    (evaluated against LATEST, that is against itself, it is "identical to version V").
 
     Args:
       export_dir: the export stage's verified SavedModel.
@@ -682,13 +715,16 @@ def release(
     """
     if not root:
         raise ValueError("publish_root is empty; give the directory or gs:// prefix where blessed models go")
+    try:
+        published = latest(root)
+    except LatestPointerError:
+        published = None  # a damaged pointer names no model to compare with: a publish replaces it
+    if published is not None and _published_by_this_run(export_dir, metadata, published):
+        done = f"published version {published.version} at {published.uri}"
+        return Release(published, f"{done} (by an earlier attempt of this run)")
     if not blessing.blessed:
         return Release(None, f"not published: {blessing.summary()}")
-    published = identical_latest(export_dir, root)
-    if published is not None:
-        if _source_export(published.metadata) == _source_export(metadata) is not None:
-            # This export itself was published (an earlier attempt of the run, resumed after it published).
-            return Release(published, f"published version {published.version} at {published.uri}")
+    if published is not None and identical_weights(storage.join(export_dir, "variables", "variables"), published.uri):
         return Release(None, f"not published: {identical_message(published.version)}")
     metadata = {"blessing": blessing.to_dict(), **dict(metadata or {})}
     model = publish_model(export_dir, root, metadata=metadata, based_on=based_on)

@@ -343,16 +343,34 @@ def replace_if_unchanged(uri: str, text: str, token: str) -> None:
         except PreconditionFailed:
             raise ConcurrentUpdateError(f"{uri} changed since it was read (generation {token})") from None
         return
+    with _directory_lock(uri):
+        if read_versioned(uri)[1] != token:
+            raise ConcurrentUpdateError(f"{uri} changed since it was read")
+        write_text(uri, text)
+
+
+@contextlib.contextmanager
+def _directory_lock(uri: str) -> Iterator[None]:
+    """An exclusive lock on the local file `uri`'s directory (on its inode: every path to it shares the lock)."""
     directory = os.path.dirname(os.path.abspath(uri))
     os.makedirs(directory, exist_ok=True)
     lock = os.open(directory, os.O_RDONLY)
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if read_versioned(uri)[1] != token:
-            raise ConcurrentUpdateError(f"{uri} changed since it was read")
-        write_text(uri, text)
+        yield
     finally:
         os.close(lock)  # releases the lock
+
+
+def remove_temporaries_of(uri: str) -> None:
+    """Deletes the temporaries (`temporary_path`) that writers of the local file `uri` left when they were killed
+    before their rename. Only for a file written by `replace_if_unchanged` alone: its lock, held here, tells that
+    no writer is using one."""
+    with _directory_lock(uri):
+        for path in glob_lib.glob(glob_lib.escape(uri) + ".tmp-*"):
+            if _TEMPORARY.search(path):
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(path)
 
 
 def delete_tree(uri: str) -> None:

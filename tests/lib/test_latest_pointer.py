@@ -233,11 +233,11 @@ def test_repair_points_latest_at_the_newest_intact_version_and_says_what_it_skip
 
 def test_repair_keeps_an_intact_pointer_even_to_an_older_version(root, tmp_path):
     first = publish(tmp_path, root, b"w1", T0)
-    publish(tmp_path, root, b"w2", T1)
+    second = publish(tmp_path, root, b"w2", T1)
     write_pointer(root, pointer_json(first))  # a rollback: deliberate, intact
     done = release.repair_latest(root)
-    assert (done.damage, done.restored, done.skipped) == ("", first, ())
-    assert done.lines() == [f"{root}/LATEST names version {first.version} and is intact; nothing to repair"]
+    assert (done.damage, done.restored, done.skipped, done.kept) == ("", first, (), (second.version,))
+    assert done.lines()[1:] == [f"{root}/LATEST names version {first.version} and is intact; nothing to repair"]
     assert release.latest(root) == first
     assert release.repair_latest(str(tmp_path / "empty")).lines() == [
         f"{tmp_path}/empty/LATEST is absent: nothing is published and is intact; nothing to repair"

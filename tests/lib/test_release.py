@@ -321,9 +321,10 @@ def test_a_resumed_run_whose_earlier_attempt_published_its_export_reports_that_v
     source = {"source": {"export_dir": export, "global_step": 20}}
     first = release.release(export, blessing(True), root, source, based_on="none").published
     resumed = release.release(export, blessing(True), root, source, based_on=first.version)
-    assert resumed == release.Release(first, f"published version {first.version} at {first.uri}")
+    done = f"published version {first.version} at {first.uri} (by an earlier attempt of this run)"
+    assert resumed == release.Release(first, done)
     # The same model from another run's export is not this run's publication: not published again.
-    other = {"source": {"export_dir": str(tmp_path / "elsewhere"), "global_step": 20}}
+    other = {"source": {"export_dir": str(tmp_path / "run-2" / "export"), "global_step": 20}}
     assert release.release(export, blessing(True), root, other, based_on=first.version).published is None
     assert os.listdir(os.path.join(root, "versions")) == [first.version]
 
