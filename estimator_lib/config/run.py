@@ -176,6 +176,9 @@ class RunConfig(JsonConfig):
                 f"blessing.directions={dict(self.blessing.directions)} names the direction of your own model_fn's "
                 "metrics, and this run trains a built-in family (no --model-fn): remove it",
             )
+            embedded = self.data == EMBEDDED_DATA and self.label == EMBEDDED_LABEL
+            known = TASKS[0] if embedded and self.task == AUTO_TASK else self.task  # the penguins' species: classes
+            self.blessing.check_task(None if known == AUTO_TASK else known)  # a threshold the task has, before work
 
     def _ignored_by_user_model(self) -> list[str]:
         """The settings a run of a user's model_fn would not read, set to other than their defaults."""

@@ -214,3 +214,18 @@ def test_resolve_configs_refuses_what_is_not_an_object():
         resolve_configs([1], [])
     with pytest.raises(ConfigError, match="config section 'blessing' must be a JSON object"):
         resolve_configs({"blessing": 3}, [])
+
+
+def test_a_threshold_metric_the_task_does_not_have_is_refused_before_any_work():
+    from estimator_lib.config.blessing import BlessingError
+
+    rmse = BlessingConfig(thresholds={"rmse": 0.1})
+    for given in ({}, {"task": "classification", "data": "x.csv", "label": "y"}):  # the penguins' species; a task
+        with pytest.raises(BlessingError, match=r"\['rmse'\] do not apply to a classification label"):
+            RunConfig(publish_root="/tmp/p", blessing=rmse, **given)
+    RunConfig(
+        publish_root="/tmp/p", blessing=rmse, task="regression", data="x.csv", label="y"
+    )  # holds for a regression label
+    RunConfig(
+        publish_root="/tmp/p", blessing=rmse, data="x.csv", label="y"
+    )  # the task is inferred from the data: checked at evaluate
