@@ -10,13 +10,15 @@ only place the specs are made. TensorFlow-free, like every config.
   and export read it there.
 - `EvaluateSpec`: the evaluate stage's blessing rules and baseline.
 - `PredictSpec`: the batch-predict stage's rows and engine.
+- `StageLimits`: how long a local run's stage may go without output, and may run at all.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from typing import Optional
 
-from estimator_lib.config.base import JsonConfig
+from estimator_lib.config.base import ConfigError, JsonConfig, require
 from estimator_lib.config.beam import INPROCESS, BeamConfig, check_engine
 from estimator_lib.config.blessing import BlessingConfig
 from estimator_lib.config.job import JobConfig
@@ -27,6 +29,8 @@ from estimator_lib.config.validation import ValidationConfig
 SLICES_FILE = "slices.json"  # inside the Blessing: every slice's metrics and rows
 IMPORTANCE_FILE = "importance.json"  # inside the Blessing: every feature's importance and attribution
 SERVING_CHECK_FILE = "serving_check.json"  # the serving check's record, in its stage's output
+# The environment variable that sets a local run's stage timeout, in minutes (read once, by `run-local`).
+STAGE_TIMEOUT_SETTING = "TPU_PIPELINE_STAGE_TIMEOUT_MINUTES"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,3 +88,34 @@ class StageSpecs:
     train: TrainSpec
     evaluate: EvaluateSpec
     batch_predict: PredictSpec
+
+
+@dataclasses.dataclass(frozen=True)
+class StageLimits(JsonConfig):
+    """How long a local run's stage may go on (`pipelines.local.kfp_patches.run_stage`).
+
+    Attributes:
+      quiet_minutes: a line warns when the stage has printed nothing for this long (a hung model_fn, say).
+      timeout_minutes: the stage is stopped and fails after this long; None: no limit.
+    """
+
+    quiet_minutes: float = 10.0
+    timeout_minutes: Optional[float] = None
+
+    def __post_init__(self) -> None:
+        for name in ("quiet_minutes", "timeout_minutes"):
+            value = getattr(self, name)
+            require(value is None or value > 0, f"{name}={value!r} must be a positive number of minutes")
+
+    @classmethod
+    def from_setting(cls, text: Optional[str]) -> StageLimits:
+        """The limits `STAGE_TIMEOUT_SETTING` gives (its text; None or empty: no timeout)."""
+        if not text:
+            return cls()
+        try:
+            return cls(timeout_minutes=float(text))
+        except ValueError:  # not a number, or not positive
+            raise ConfigError(
+                f"{STAGE_TIMEOUT_SETTING}={text!r} is not a positive number of minutes; e.g. 90 stops a stage "
+                "after an hour and a half; unset it for no limit"
+            ) from None

@@ -20,7 +20,7 @@ from components.records import REUSED_MARKER
 from estimator_lib.progress import count_down, duration
 from pipelines import runs
 from pipelines.local.failures import StageTail, cannot_write, signal_of
-from pipelines.local.kfp_patches import stage_of
+from pipelines.local.kfp_patches import QUIET_MARKER, TIMEOUT_MARKER, stage_of
 from pipelines.run_summary import RunSummary
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -76,6 +76,7 @@ class Progress:
         self.killed_by: Optional[signal.Signals] = None  # the signal that ended the last stage's process
         self.unrecorded: Optional[tuple[str, str]] = None  # (stage, why) a record of the run was refused
         self.refused = False  # a stage was not started: a record of the run had been refused
+        self.timed_out: Optional[str] = None  # why the stage was stopped at its timeout (`kfp_patches.run_stage`)
         self._running = False
         self._started = self._beat = 0.0
         self._every, self._clock = every, clock
@@ -93,6 +94,11 @@ class Progress:
         reported = _STAGE_PROGRESS.search(line)
         if reported and self._running:
             self.latest, self._latest_at = reported["text"], self._clock()
+        for marker in (QUIET_MARKER, TIMEOUT_MARKER) if self._running else ():
+            said = line.partition(marker)[2].strip()
+            if said:
+                self._print(f"{self.stage}: {said}")
+                self.timed_out = said if marker == TIMEOUT_MARKER else self.timed_out
         news = _STAGE_NEWS.search(line)
         if news and self._running:
             self._print(f"{self.stage}: {news['text']}")

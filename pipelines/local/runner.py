@@ -18,13 +18,14 @@ from typing import IO, Any
 from kfp import local as kfp_local
 
 from estimator_lib.cloud.alerts import first_line
+from estimator_lib.config.stages import StageLimits
 from pipelines import runs
 from pipelines.image import LOCAL_IMAGE
 from pipelines.local.console import ConsoleFilter, LogFile, Progress, keep_beating
 from pipelines.local.failures import ATTEMPT_MARKER, REFUSED, failure_message, killed_message, refusal_text
 from pipelines.local.kfp_patches import fast_stage_exit, fixed_run_directory, task_directory
 from pipelines.local.summary import copy_report, summarize
-from pipelines.local.supervisor import ENDING_FD_FLAG, EXIT_FAILED, EXIT_OK, stop_orphans
+from pipelines.local.supervisor import ENDING_FD_FLAG, EXIT_FAILED, EXIT_OK, LIMITS_FLAG, stop_orphans
 from pipelines.pipeline import build_pipeline
 
 
@@ -35,10 +36,15 @@ def _keep_stopping_orphans(interval: float = 1.0) -> None:
 
 
 def run_pipeline(
-    arguments: Mapping[str, Any], folder: runs.RunFolder, progress: Progress, verbose: bool, log: IO[str]
+    arguments: Mapping[str, Any],
+    folder: runs.RunFolder,
+    progress: Progress,
+    verbose: bool,
+    log: IO[str],
+    limits: StageLimits,
 ) -> dict:
-    """Runs the pipeline with the KFP local runner in this process, its output into `log` (the run's log);
-    returns its outputs {name: artifact}.
+    """Runs the pipeline with the KFP local runner in this process, its output into `log` (the run's log), each
+    stage within `limits`; returns its outputs {name: artifact}.
 
     Raises:
       RuntimeError: a stage failed (the local runner's error; the stage's own is in the log), or was not started
@@ -59,7 +65,7 @@ def run_pipeline(
         with (
             warnings.catch_warnings(),
             fixed_run_directory(folder.run_id),
-            fast_stage_exit(progress.exited, progress.refusal),
+            fast_stage_exit(progress.exited, progress.refusal, limits),
         ):
             # The subprocess runner warns that our image name lacks "python": it never uses the image.
             warnings.filterwarnings("ignore", message=".*non-Python base image.*", category=RuntimeWarning)
@@ -68,10 +74,10 @@ def run_pipeline(
 
 
 def runner_main(argv: Sequence[str]) -> int:
-    """`python -m pipelines.runner RUN_FOLDER --ending-fd FD [--verbose]` (which calls this once the run's stage
-    server is starting): runs the pipeline of the run whose summary (with its arguments) the supervisor wrote,
-    and hands how it ended to the supervisor through the pipe FD (its summary, and the log's lines the disk
-    refused), which writes it (`supervisor._finish`)."""
+    """`python -m pipelines.runner RUN_FOLDER --ending-fd FD --stage-limits JSON [--verbose]` (which calls this
+    once the run's stage server is starting): runs the pipeline of the run whose summary (with its arguments) the
+    supervisor wrote, each stage within its limits, and hands how it ended to the supervisor through the pipe FD
+    (its summary, and the log's lines the disk refused), which writes it (`supervisor._finish`)."""
     threading.Thread(target=_keep_stopping_orphans, name="stop-orphans", daemon=True).start()
     path = os.path.abspath(argv[0])
     folder = runs.RunFolder(os.path.dirname(os.path.dirname(path)), os.path.basename(path))
@@ -79,11 +85,12 @@ def runner_main(argv: Sequence[str]) -> int:
     summary = folder.read_summary()
     progress = Progress(folder, summary, sys.stdout)
     verbose = "--verbose" in argv
+    limits = StageLimits.from_json(argv[list(argv).index(LIMITS_FLAG) + 1])
     if not verbose:  # a verbose console streams every stage's log already
         threading.Thread(target=keep_beating, args=(progress,), name="heartbeat", daemon=True).start()
     with LogFile(folder.log, lambda why: progress.unrecordable(progress.stage, why)) as log:
         try:
-            outputs = run_pipeline(summary.arguments, folder, progress, verbose, log)
+            outputs = run_pipeline(summary.arguments, folder, progress, verbose, log, limits)
             results = summarize(outputs, summary)
             summary = replace(results, report=copy_report(outputs, folder), status=runs.OK, stage=None, error=None)
         except Exception as e:  # noqa: BLE001 - whatever failed is recorded
@@ -102,6 +109,8 @@ def _failure(e: Exception, progress: Progress, log: LogFile) -> tuple[str, str]:
     """(stage, error) of a run that raised `e`: a stage's own failure first, else a record the disk refused."""
     stage = progress.failed or progress.stage or "runner"
     ran = isinstance(e, RuntimeError) and progress.failed and not progress.refused
+    if ran and progress.timed_out:
+        return stage, progress.timed_out
     if ran and progress.killed_by is not None:  # a crash
         return stage, killed_message(progress.killed_by, progress.tail.excerpt())
     if ran:  # a stage failed: its traceback is in the log (or, for the lines the disk refused, in `log`)

@@ -27,6 +27,7 @@ from estimator_lib.cloud.alerts import first_line
 from estimator_lib.config import RunConfig
 from estimator_lib.config.alerts import AlertConfig, redact_url
 from estimator_lib.config.run import LOCAL_JOB_DEFAULTS
+from estimator_lib.config.stages import STAGE_TIMEOUT_SETTING, StageLimits
 from pipelines import runs, stage
 from pipelines.local.console import append_unwritten, is_terminal
 from pipelines.local.failures import cannot_write, failure_report
@@ -43,6 +44,7 @@ NO_ALERTS = AlertConfig()
 
 
 ENDING_FD_FLAG = "--ending-fd"
+LIMITS_FLAG = "--stage-limits"  # the runner's: the stages' `StageLimits` as JSON
 
 
 def local_job_defaults() -> dict[str, Any]:
@@ -93,7 +95,9 @@ def run_local(
       runs.OutputInUseError: another run holds OUTPUT.
       ResumeError: resume=True and there is no such run.
       RecordError: the disk refused the run's start, or its summary at the end.
+      ConfigError: the stage timeout (`STAGE_TIMEOUT_SETTING` in the environment) is not a positive number.
     """
+    limits = StageLimits.from_setting(os.environ.get(STAGE_TIMEOUT_SETTING))
     output = os.path.abspath(output)
     if resume and not os.path.isdir(output):  # refused before anything is written
         raise ResumeError(f"--resume: {output} holds no failed or interrupted run to resume")
@@ -106,7 +110,7 @@ def run_local(
         folder, summary = choose_run(output, settings.view(), resume)
         summary = replace(summary, arguments=settings.arguments())  # what the pipeline is called with: the specs
         _start(folder, summary, lock)
-        outcome = _supervise(folder, summary, verbose, lock)
+        outcome = _supervise(folder, summary, verbose, lock, limits)
     finally:
         os.close(lock)
     if alerts.webhook:
@@ -210,7 +214,7 @@ def _naming(path: str) -> Iterator[None]:
         raise OSError(e.errno, e.strerror, path) from None
 
 
-def _supervise(folder: runs.RunFolder, summary: RunSummary, verbose: bool, lock: int) -> Outcome:
+def _supervise(folder: runs.RunFolder, summary: RunSummary, verbose: bool, lock: int, limits: StageLimits) -> Outcome:
     """Starts the runner in a session of its own, stops its process group on a signal, records how it ended.
 
     The runner hands over its final summary through a pipe (`--ending-fd`), not the disk: the supervisor writes
@@ -221,6 +225,7 @@ def _supervise(folder: runs.RunFolder, summary: RunSummary, verbose: bool, lock:
     ending_fd, runner_fd = os.pipe()
     ending = _read_in_background(ending_fd)
     command = [sys.executable, "-m", "pipelines.runner", folder.path, ENDING_FD_FLAG, str(runner_fd)]
+    command += [LIMITS_FLAG, limits.to_json(indent=None)]
     command += ["--verbose"] if verbose else []
     # The stages' output reaches the console through pipes: they learn from the environment that it is a terminal.
     env = {**os.environ, "TMPDIR": folder.tmp, records.CONSOLE_TTY_ENV: "1" if is_terminal(sys.stdout) else "0"}
