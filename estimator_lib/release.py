@@ -590,6 +590,7 @@ def export_verified(
     export_base: str,
     verify_files: Optional[str] = None,
     data_profile: Optional[Dict[str, Any]] = None,
+    row_rules: Optional[Dict[str, Any]] = None,
 ) -> ExportResult:
     """The export stage: exports the model to `export_base` and verifies the export; never publishes.
 
@@ -601,10 +602,12 @@ def export_verified(
       job, schema, model_dir: the trained model (see `estimator_lib.export.export_model`).
       export_base: where the pipeline run keeps its export.
       verify_files: prepared TFRecords whose first rows verify the export.
-      data_profile: the training data's profile, carried in the export's metadata (a later run validates its
-        data against it).
+      data_profile, row_rules: the training data's profile (a later run validates its data against it) and how
+        its rows were read (new rows are scored the same way), carried in the export's metadata.
     """
-    export = export_model(job, schema, model_dir, export_base, verify_rows=verify_files, data_profile=data_profile)
+    export = export_model(
+        job, schema, model_dir, export_base, verify_rows=verify_files, data_profile=data_profile, row_rules=row_rules
+    )
     if job.tpu.strict:
         strict.check_export(export.export_dir)
     return export

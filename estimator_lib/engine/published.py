@@ -3,8 +3,8 @@
 `--model` names a publish root (its LATEST version), `ROOT/versions/V` or `ROOT/V`; `release` reads and checks
 the version. What scores, and how:
   * a built-in family's export, in-process: raw CSV / JSON Lines rows are encoded through the export's schema by
-    prepare's one encoder (`prepare.encode_for_scoring`, prepare's default row rules: the export does not record
-    the training run's), TFRecords are read as they are. The export's `serve` graph scores whole predict batches
+    prepare's one encoder (`prepare.encode_for_scoring`, with the row rules the training run read its rows by:
+    the export's `row_rules`), TFRecords are read as they are. The export's `serve` graph scores whole predict batches
     of the job's `predict_batch_size`, the last padded with empty Examples as the checkpoint path pads it
     (`inputs.padded_batches`), so each row's bytes are those of the pipeline's batch prediction with the same
     model under any kernel setting (oneDNN on or off): a short batch is another matrix shape, which may round
@@ -151,7 +151,10 @@ def _built_in_predictions(
             count, extra = None, {}
         else:
             with beam_passes(engine, beam or BeamConfig()) as passes:
-                rows = encode_for_scoring(list(data), schema, os.path.join(temporary, "rows"), passes=passes)
+                rules = dict(
+                    metadata.get("row_rules", {})
+                )  # the training run's; prepare's defaults before they were recorded
+                rows = encode_for_scoring(list(data), schema, os.path.join(temporary, "rows"), passes=passes, **rules)
             files, count, extra = inputs.resolve_files(rows.files), rows.count, {"raw": raw_record(rows, None)}
         if engine == BEAM:
             return _on_beam(export_dir, schema, files, count, rows, output_dir, batch_size, extra, beam)

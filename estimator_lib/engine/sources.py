@@ -29,6 +29,7 @@ from estimator_lib.export import ExportResult
 from estimator_lib.model.user import package
 from estimator_lib.model.user import prepare as user_prepare
 from estimator_lib.predict import PredictResult, score
+from estimator_lib.predict.sources import scoring_options
 
 USER_TASK = "user model_fn"
 
@@ -82,8 +83,9 @@ class Rows:
 
     def export(self, job: JobConfig, model_dir: str, export_dir: str) -> ExportResult:
         verify = self.prepared.files("eval")
+        profile, rules = self.prepared.profile(), scoring_options(self.prepared)
         return release.export_verified(
-            job, self.prepared.schema, model_dir, export_dir, verify_files=verify, data_profile=self.prepared.profile()
+            job, self.prepared.schema, model_dir, export_dir, verify_files=verify, data_profile=profile, row_rules=rules
         )
 
     def predict(

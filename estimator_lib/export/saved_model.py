@@ -315,6 +315,7 @@ def export_model(
     checkpoint_path: Optional[str] = None,
     verify_rows: Optional[Patterns] = None,
     data_profile: Optional[Dict[str, Any]] = None,
+    row_rules: Optional[Dict[str, Any]] = None,
 ) -> ExportResult:
     """Exports a checkpoint as one SavedModel with `serve` and `serve,tpu` meta graphs, verifies it, and
     publishes it atomically as `export_base/<version>` (local or gs://).
@@ -331,6 +332,8 @@ def export_model(
         estimator and by the fresh CPU graph, which must agree (`outputs_agree`). None checks structure only.
       data_profile: the training split's distribution (`PrepareResult.profile()`), recorded beside the schema
         so a later run can check its data against this model's (`estimator_lib.data.validation`).
+      row_rules: how the training rows were read (`predict.sources.scoring_options`: missing-value tokens,
+        bad-row policy), recorded so new rows scored with the export are read the same way.
 
     Raises:
       ExportVerificationError: a check failed; nothing is published.
@@ -353,6 +356,8 @@ def export_model(
         metadata = _metadata(job, schema, model_schema, checkpoint, api_version, export_dir, report)
         if data_profile is not None:
             metadata["data_profile"] = data_profile
+        if row_rules is not None:
+            metadata["row_rules"] = row_rules
         storage.write_text(os.path.join(local_dir, METADATA_FILE), json.dumps(metadata, indent=2, sort_keys=True))
         storage.commit_directory(local_dir, export_dir)
     finally:

@@ -44,10 +44,12 @@ SCHEMA = {
 }
 
 
-def new_rows(path: str, count: int = 25) -> str:
-    """`count` penguins without their species, every 13th row of the embedded data: rows to score."""
+def new_rows(path: str, count: int = 25, missing: str = "NA") -> str:
+    """`count` penguins without their species, every 13th row of the embedded data: rows to score; the first
+    row's bill length is `missing`."""
     with open(default_dataset().path, newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))[::13][:count]
+    rows[0]["bill_length_mm"] = missing
     with open(path, "w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, [c for c in rows[0] if c != "species"], extrasaction="ignore")
         writer.writeheader()
@@ -143,11 +145,13 @@ def test_a_user_models_code_that_is_not_importable_is_named(tmp_path, capsys):
 # -- end to end: the published penguins model against the pipeline's own batch prediction ---------------------
 @pytest.fixture(scope="module")
 def pipeline_run(tmp_path_factory):
-    """`run-local --predict-data ROWS`: the published model and the pipeline's predictions of ROWS with it."""
+    """`run-local --predict-data ROWS`: the published model and the pipeline's predictions of ROWS with it. The run
+    reads "?" as missing, as one of ROWS has it: `predict` must read the rows by the run's rules."""
     output = tmp_path_factory.mktemp("run")
-    rows = new_rows(str(output / "new.csv"))
+    rows = new_rows(str(output / "new.csv"), missing="?")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     command = [TPU_PIPELINE, "run-local", "--output", str(output / "out"), "--predict-data", rows]
+    command += ["--set", 'prepare.missing_values=["", "NA", "?"]']
     proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900, check=False)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     with open(output / "out" / "summary.json", encoding="utf-8") as f:
