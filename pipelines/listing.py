@@ -122,10 +122,10 @@ def verdict_text(summary: RunSummary) -> str:
     if status != runs.OK or results is None:  # an error's first line: the list it continues with has many
         error = (summary.error or "").partition("\n")[0]
         return f"{status} at {stage}: {error}" if status != runs.RUNNING else f"running ({stage})"
+    if results.export.published:  # also a rerun reporting what its killed first attempt published
+        return f"published {results.export.published_version}"
     if not results.blessed:
         return "not blessed: " + "; ".join(results.blessing.reasons or [results.blessing.summary])
-    if results.export.published:
-        return f"published {results.export.published_version}"
     return f"blessed, not published: {results.export.reason}"
 
 

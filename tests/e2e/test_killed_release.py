@@ -11,12 +11,13 @@ import time
 
 import pytest
 
+from pipelines import cli
 from tests.e2e.test_failures import descendants, run_cli, run_folder, start_cli, wait_for
 
 pytestmark = pytest.mark.slow
 
 
-def test_a_run_killed_after_its_release_started_reports_on_rerun_the_version_it_published(tmp_path):
+def test_a_run_killed_after_its_release_started_reports_on_rerun_the_version_it_published(tmp_path, capsys):
     output = str(tmp_path / "out")
     root = os.path.join(output, "published")
     latest = os.path.join(root, "LATEST")
@@ -46,3 +47,6 @@ def test_a_run_killed_after_its_release_started_reports_on_rerun_the_version_it_
     assert summary["export"] | {"published": True, "published_version": version, "reason": reason} == summary["export"]
     assert f"  {reason}\n" in again.stdout
     assert os.listdir(os.path.join(root, "versions")) == [version]
+    capsys.readouterr()
+    assert cli.main(["list", "--output", output]) == 0
+    assert capsys.readouterr().out.rstrip().endswith(f"published {version}")  # `list` says so too
