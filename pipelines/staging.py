@@ -17,7 +17,7 @@ import dataclasses
 import hashlib
 import os
 import tempfile
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 from estimator_lib import storage
 from estimator_lib.model.user import package
@@ -27,24 +27,26 @@ CODE_DIR, STAGED_DIR = "code", "staged"
 
 @dataclasses.dataclass(frozen=True)
 class Staged:
-    """Where the run's code and feature spec come from, and what was (or, in a dry run, would be) uploaded
-    (`described`: {} when the run has neither)."""
+    """Where the run's code and feature spec come from, what was (or, in a dry run, would be) uploaded
+    (`described`: {} when the run has neither), and warnings about the code folder's files."""
 
     code: Optional[str]
     feature_spec: Optional[str]
     described: dict[str, Any]
+    warnings: tuple[str, ...]
 
 
-def _stage_code(code: str, pipeline_root: str, upload: bool) -> tuple[str, dict[str, Any]]:
+def _stage_code(code: str, pipeline_root: str, upload: bool, leave_out: Mapping[str, str]):
+    """(where the code goes, its description, warnings about its files)."""
     if storage.is_gcs(code) or code.endswith(".whl"):
         where = code
         if not storage.is_gcs(code):
             where = storage.join(pipeline_root, CODE_DIR, os.path.basename(code))
             if upload:
                 storage.upload_file(code, where)
-        return where, {"source": code, "package": where, "how": "the wheel as given, installed when a stage starts"}
+        return where, {"source": code, "package": where, "how": "the wheel as given, installed when a stage starts"}, ()
     with tempfile.TemporaryDirectory() as out:
-        staged = package.stage_code(code, out)
+        staged = package.stage_code(code, out, leave_out)
         where = storage.join(pipeline_root, CODE_DIR, os.path.basename(staged.wheel))
         if upload and not storage.exists(where):  # named by its content: an existing copy is the same bytes
             storage.upload_file(staged.wheel, where)
@@ -53,10 +55,11 @@ def _stage_code(code: str, pipeline_root: str, upload: bool) -> tuple[str, dict[
         "package": where,
         "version": staged.version,
         "fingerprint": staged.fingerprint,
-        "files": len(staged.files),
+        "files": staged.files,
+        "excluded": staged.excluded,
         "how": "a wheel built from --code, installed on the import path when a stage starts",
     }
-    return where, described
+    return where, described, staged.warnings
 
 
 def _stage_spec(path: str, pipeline_root: str, upload: bool) -> tuple[str, dict[str, Any]]:
@@ -70,12 +73,23 @@ def _stage_spec(path: str, pipeline_root: str, upload: bool) -> tuple[str, dict[
     return where, {"source": path, "staged": where}
 
 
-def stage_user_files(code: Optional[str], feature_spec: Optional[str], pipeline_root: str, upload: bool) -> Staged:
+def stage_user_files(
+    code: Optional[str],
+    feature_spec: Optional[str],
+    pipeline_root: str,
+    upload: bool,
+    data: Optional[Mapping[str, Optional[str]]] = None,
+) -> Staged:
     """Stages `--code` and `--feature-spec` under `pipeline_root` for a Vertex AI run (uploading only when
-    `upload`); returns the gs:// URIs the run's settings take instead, and a description for the request."""
-    given = {"code": (code, _stage_code), "feature_spec": (feature_spec, _stage_spec)}
-    staged = {name: stage(path, pipeline_root, upload) for name, (path, stage) in given.items() if path}
-    described = {name: about for name, (_, about) in staged.items()}
-    where = {name: staged.get(name, (None,))[0] for name in given}
-    request = {"uploaded": upload, **described} if described else {}  # {}: nothing to stage
-    return Staged(where["code"], where["feature_spec"], request)
+    `upload`); returns the gs:// URIs the run's settings take instead, a description for the request and warnings
+    about the code folder's files. `data` ({flag: path or glob}, the run's data) and the feature spec are left out
+    of a code folder they lie in, so the code's version does not change with them."""
+    described: dict[str, Any] = {}
+    warnings: tuple[str, ...] = ()
+    if code:
+        given = {**(data or {}), "--feature-spec": feature_spec}
+        leave_out = {path: f"the run's {flag}" for flag, path in given.items() if path}
+        code, described["code"], warnings = _stage_code(code, pipeline_root, upload, leave_out)
+    if feature_spec:
+        feature_spec, described["feature_spec"] = _stage_spec(feature_spec, pipeline_root, upload)
+    return Staged(code, feature_spec, {"uploaded": upload, **described} if described else {}, warnings)

@@ -181,7 +181,8 @@ def prepare(given: PrepareSpec, config: PrepareConfig, output_dir: str, referenc
 
 def code_identity(code: Optional[str]) -> Dict[str, Any]:
     """What names a user's code in a stage's record: a local folder by its content fingerprint (so a stage reruns
-    when the code changes), a staged wheel by its URI (its version is its fingerprint)."""
+    when the code changes; a stage knows no data paths, so data kept in the folder is fingerprinted too), a staged
+    wheel by its URI (its version is its fingerprint)."""
     if not code:
         return {"code": "installed"}
     if os.path.isdir(code):

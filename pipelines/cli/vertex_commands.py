@@ -16,6 +16,7 @@ from google.protobuf import json_format
 from estimator_lib.cloud import cost
 from estimator_lib.config.alerts import AlertConfig, redact_url
 from estimator_lib.config.beam import BEAM
+from estimator_lib.config.run import PREPARED_SPLITS
 from estimator_lib.config.tuning import check_tunable
 from pipelines import tpu as tpu_presets
 from pipelines import vertex
@@ -126,15 +127,13 @@ def _vertex_job(args: argparse.Namespace, template_dir: str, credentials: Any = 
         credentials = AnonymousCredentials()
     image = resolve_image(args) if args.engine == BEAM or not args.template else ""
     beam = resolve_beam(args, image, _dataflow_defaults(args))
-    from estimator_lib.model.user import package  # imports TensorFlow, as the wheel's build below does
-    from pipelines import staging
+    from pipelines import staging  # builds a wheel with the user package's code: TensorFlow is imported
 
-    chosen = package.select(args.code) if args.code and os.path.isdir(args.code) else None
-    for warning in chosen.warnings if chosen else ():
+    data = {"--data": args.data, "--eval-data": args.eval_data}
+    data["--predict-data"] = args.predict_data if args.predict_data not in PREPARED_SPLITS else None
+    staged = staging.stage_user_files(args.code, args.feature_spec, args.pipeline_root, not args.dry_run, data)
+    for warning in staged.warnings:
         print(f"warning: --code {args.code}: {warning}", file=sys.stderr)
-    staged = staging.stage_user_files(args.code, args.feature_spec, args.pipeline_root, upload=not args.dry_run)
-    if chosen:
-        staged.described["code"].update(files=chosen.files, excluded=chosen.excluded)
     args.code, args.feature_spec = staged.code, staged.feature_spec
     publish_root = args.pipeline_root.rstrip("/") + "/published"
     settings = resolve_settings(args, publish_root, beam=beam, placed=not args.template)

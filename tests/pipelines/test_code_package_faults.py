@@ -90,3 +90,47 @@ def test_a_200_mb_file_is_warned_about_and_streamed(tmp_path):
     assert f"warning: --code {big}: blob.bin: 200 MB" in done.stderr
     after_small, after_big = (int(kb) for kb in done.stderr.split("PEAK_KB")[1].split())
     assert after_big - after_small < 30 * 1024, (after_small, after_big)  # KB: far below the file's 200 MB
+
+
+def test_the_runs_data_inside_the_code_folder_is_left_out_and_does_not_change_the_version(
+    monkeypatch, capsys, tmp_path
+):
+    FakeVertexAPI(monkeypatch)
+    from estimator_lib.model.user import package
+
+    scans = []
+    monkeypatch.setattr(package, "select", lambda *a, _select=package.select: scans.append(a) or _select(*a))
+    code, _ = code_folder(tmp_path)
+    clean = package.stage_code(code, str(tmp_path / "clean")).version  # counted below from here
+    scans.clear()
+    data = {"data/train.tfrecord": b"1", "data/eval.tfrecord": b"2", "new/a.tfrecord": b"3", "spec.json": b"{}"}
+    for relative, content in data.items():
+        os.makedirs(os.path.dirname(os.path.join(code, relative)), exist_ok=True)
+        with open(os.path.join(code, relative), "wb") as f:
+            f.write(content)
+    with open(os.path.join(code, "key.pem"), "w") as f:
+        f.write("-----BEGIN PRIVATE KEY-----")
+    flags = ["--data", f"{code}/data/train.tfrecord", "--eval-data", f"{code}/data/eval.tfrecord"]
+    flags += ["--predict-data", f"{code}/new/"]
+    assert cli.main([*argv(code, f"{code}/spec.json"), *flags], credentials=AnonymousCredentials()) == 0
+    out, err = capsys.readouterr()
+    listed = json.loads(out)["compiled"]["user_files"]["code"]
+    assert listed["excluded"] == {
+        "data/eval.tfrecord": "the run's --eval-data",
+        "data/train.tfrecord": "the run's --data",
+        "new/": "the run's --predict-data",
+        "spec.json": "the run's --feature-spec",
+    }
+    assert sorted(listed["files"]) == [
+        "digits_cnn/__init__.py",
+        "digits_cnn/model.py",
+        "hparams.json",
+        "key.pem",
+        "make_records.py",
+    ]
+    assert len(scans) == 1 and err.count("key.pem: looks like a private key") == 1  # one scan, one warning
+    os.remove(os.path.join(code, "key.pem"))
+    with open(os.path.join(code, "data", "train.tfrecord"), "wb") as f:
+        f.write(b"new rows")
+    assert cli.main([*argv(code, f"{code}/spec.json"), *flags], credentials=AnonymousCredentials()) == 0
+    assert json.loads(capsys.readouterr().out)["compiled"]["user_files"]["code"]["version"] == clean

@@ -13,10 +13,11 @@ from __future__ import annotations
 import base64
 import dataclasses
 import fnmatch
+import glob
 import hashlib
 import os
 import zipfile
-from typing import Dict, Iterable, List, Tuple
+from typing import Dict, Iterable, List, Mapping, Optional, Tuple
 
 from estimator_lib import fingerprints
 from estimator_lib.model.user.model_fn import UserCodeError
@@ -31,17 +32,6 @@ _ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 
 
 @dataclasses.dataclass(frozen=True)
-class StagedCode:
-    """A staged code folder: the wheel's path, its distribution name and version, and the content fingerprint."""
-
-    wheel: str
-    name: str
-    version: str
-    fingerprint: str
-    files: Tuple[str, ...]
-
-
-@dataclasses.dataclass(frozen=True)
 class Selection:
     """What a code folder packages ({relative POSIX path: bytes}, sorted), what it leaves out ({path: why}, a folder
     as "path/") and warnings about packaged files (large, or holding keys)."""
@@ -49,6 +39,17 @@ class Selection:
     files: Dict[str, int]
     excluded: Dict[str, str]
     warnings: Tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class StagedCode(Selection):
+    """A staged code folder: what it packaged (`Selection`), the wheel's path, its distribution name and version,
+    and the content fingerprint."""
+
+    wheel: str
+    name: str
+    version: str
+    fingerprint: str
 
 
 def _ignore_patterns(code_dir: str) -> List[str]:
@@ -94,9 +95,10 @@ def _holds_key(path: str) -> bool:
         return b'"private_key"' in f.read(1 << 20)
 
 
-def select(code_dir: str) -> Selection:
+def select(code_dir: str, leave_out: Optional[Mapping[str, str]] = None) -> Selection:
     """The files of `code_dir` that are packaged: all but hidden entries, compiled Python, a local run's output
-    folder and what `IGNORE_FILE` names. Links are followed when they stay inside the folder.
+    folder, what `IGNORE_FILE` names and what `leave_out` does ({local path or glob: why}, matched by real path: a
+    file or a folder; the run's data). Links are followed when they stay inside the folder.
 
     Raises:
       UserCodeError: `code_dir` is not a directory, holds no Python file, or holds a link that leaves it or loops.
@@ -105,15 +107,16 @@ def select(code_dir: str) -> Selection:
         raise UserCodeError(f"--code {code_dir}: not a directory; give the folder that holds your package")
     root = os.path.realpath(code_dir)
     patterns, files, excluded, pending = _ignore_patterns(code_dir), {}, {}, [("", (root,))]
+    left_out = {os.path.realpath(p): why for given, why in (leave_out or {}).items() for p in glob.glob(given)}
     while pending:
         folder, above = pending.pop()  # `above`: the real paths of the folders walked through, to catch a loop
         for entry in os.scandir(os.path.join(code_dir, folder)):
             relative, is_dir = folder + entry.name, entry.is_dir()
-            why = _why_excluded(entry, relative, is_dir, patterns)
+            real = os.path.realpath(entry.path)
+            why = _why_excluded(entry, relative, is_dir, patterns) or left_out.get(real)
             if why:
                 excluded[relative + "/" * is_dir] = why
                 continue
-            real = os.path.realpath(entry.path)
             outside = os.path.commonpath([root, real]) != root
             if outside or is_dir and real in above:
                 where = "is a link to {}, outside the folder" if outside else "leads back to {}, a folder above it"
@@ -153,13 +156,15 @@ def _write(archive: zipfile.ZipFile, path: str, size: int, blocks: Iterable[byte
     return f"{path},sha256={base64.urlsafe_b64encode(digest.digest()).rstrip(b'=').decode('ascii')},{info.file_size}"
 
 
-def stage_code(code_dir: str, out_dir: str) -> StagedCode:
-    """Builds the wheel of `code_dir` into `out_dir` (created if missing); returns what was staged.
+def stage_code(code_dir: str, out_dir: str, leave_out: Optional[Mapping[str, str]] = None) -> StagedCode:
+    """Builds the wheel of what `select(code_dir, leave_out)` packages into `out_dir` (created if missing); returns
+    what was staged.
 
     Raises:
       UserCodeError: as `select` says.
     """
-    digest, files = fingerprint(code_dir)
+    chosen = select(code_dir, leave_out)
+    digest = fingerprints.fingerprint_code(code_dir, list(chosen.files))
     version = f"0+{digest[:12]}"
     dist_info = f"{DISTRIBUTION}-{version}.dist-info"
     metadata = {
@@ -172,7 +177,7 @@ def stage_code(code_dir: str, out_dir: str) -> StagedCode:
     wheel = os.path.join(out_dir, f"{DISTRIBUTION}-{version}-py3-none-any.whl")
     record = []
     with zipfile.ZipFile(wheel + ".tmp", "w") as archive:
-        for relative in files:
+        for relative in chosen.files:
             path = os.path.join(code_dir, relative)
             with open(path, "rb") as f:
                 blocks = iter(lambda: f.read(fingerprints.BLOCK), b"")
@@ -182,4 +187,4 @@ def stage_code(code_dir: str, out_dir: str) -> StagedCode:
         text = ("\n".join(record) + "\n").encode("utf-8")
         _write(archive, f"{dist_info}/RECORD", len(text), [text])
     os.replace(wheel + ".tmp", wheel)
-    return StagedCode(wheel, DISTRIBUTION, version, digest, tuple(files))
+    return StagedCode(**vars(chosen), wheel=wheel, name=DISTRIBUTION, version=version, fingerprint=digest)

@@ -29,7 +29,7 @@ def test_the_same_code_gives_the_same_wheel_and_a_change_gives_another_version(t
     assert first.version == again.version == f"0+{first.fingerprint[:12]}" and first.name == DISTRIBUTION
     with open(first.wheel, "rb") as a, open(again.wheel, "rb") as b:
         assert a.read() == b.read()
-    assert first.files == ("digits_cnn/__init__.py", "digits_cnn/model.py", "hparams.json", "make_records.py")
+    assert tuple(first.files) == ("digits_cnn/__init__.py", "digits_cnn/model.py", "hparams.json", "make_records.py")
     with zipfile.ZipFile(first.wheel) as wheel:
         names = wheel.namelist()
     assert f"{DISTRIBUTION}-{first.version}.dist-info/RECORD" in names and "digits_cnn/model.py" in names
@@ -108,7 +108,13 @@ def test_links_that_stay_inside_are_followed_and_a_loop_is_refused(tmp_path):
     os.symlink("../shared", os.path.join(code, "pkg", "common"))
     os.symlink("../shared/util.py", os.path.join(code, "pkg", "util.py"))
     staged = stage_code(code, str(tmp_path / "wheel"))
-    assert staged.files == ("pkg/__init__.py", "pkg/common/util.py", "pkg/model.py", "pkg/util.py", "shared/util.py")
+    assert tuple(staged.files) == (
+        "pkg/__init__.py",
+        "pkg/common/util.py",
+        "pkg/model.py",
+        "pkg/util.py",
+        "shared/util.py",
+    )
     with zipfile.ZipFile(staged.wheel) as wheel:
         assert wheel.read("pkg/common/util.py") == wheel.read("pkg/util.py") == b"X = 1\n"
     os.symlink("..", os.path.join(code, "shared", "up"))
@@ -178,3 +184,24 @@ def test_large_and_key_like_files_are_warned_about(tmp_path):
     assert [w.split(":")[0] for w in warned] == ["blob.bin", "id_rsa", "prod.env", "sa.json", "tls/server.pem"]
     assert "11 MB" in warned[0] and ".tpu-pipeline-ignore" in warned[0]
     assert "private key" in warned[3] and ".tpu-pipeline-ignore" in warned[3]
+
+
+def test_the_runs_data_is_left_out_by_real_path_a_glob_or_a_folder(tmp_path):
+    code = write(tmp_path / "code", {**MODEL, "data/a.csv": b"1", "data/b.csv": b"2", "predict/p.tfrecord": b""})
+    write(tmp_path / "elsewhere", {"eval.tfrecord": b""})
+    os.symlink(tmp_path / "elsewhere" / "eval.tfrecord", os.path.join(code, "eval.tfrecord"))  # the data, linked
+    leave_out = {
+        os.path.join(code, "data", "*.csv"): "the run's --data",
+        str(tmp_path / "elsewhere" / "eval.tfrecord"): "the run's --eval-data",
+        os.path.join(code, "predict") + "/": "the run's --predict-data",
+        "gs://bucket/rows.csv": "the run's --data",  # not on this disk: nothing to leave out
+    }
+    chosen = select(code, leave_out)
+    assert list(chosen.files) == ["pkg/__init__.py", "pkg/model.py"]
+    assert chosen.excluded == {
+        "data/a.csv": "the run's --data",
+        "data/b.csv": "the run's --data",
+        "eval.tfrecord": "the run's --eval-data",
+        "predict/": "the run's --predict-data",
+    }
+    assert stage_code(code, str(tmp_path / "w"), leave_out).fingerprint == fingerprint(write(tmp_path / "m", MODEL))[0]
