@@ -10,7 +10,7 @@ only place the specs are made. TensorFlow-free, like every config.
   and export read it there.
 - `EvaluateSpec`: the evaluate stage's blessing rules and baseline.
 - `PredictSpec`: the batch-predict stage's rows and engine.
-- `StageLimits`: how long a local run's stage may go without output, and may run at all.
+- `StageLimits`: how long a local run's stage may go without output, and may run at all (run-local's flags).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
-from estimator_lib.config.base import ConfigError, JsonConfig, require
+from estimator_lib.config.base import JsonConfig, require
 from estimator_lib.config.beam import INPROCESS, BeamConfig, check_engine
 from estimator_lib.config.blessing import BlessingConfig
 from estimator_lib.config.job import JobConfig
@@ -29,8 +29,7 @@ from estimator_lib.config.validation import ValidationConfig
 SLICES_FILE = "slices.json"  # inside the Blessing: every slice's metrics and rows
 IMPORTANCE_FILE = "importance.json"  # inside the Blessing: every feature's importance and attribution
 SERVING_CHECK_FILE = "serving_check.json"  # the serving check's record, in its stage's output
-# The environment variable that sets a local run's stage timeout, in minutes (read once, by `run-local`).
-STAGE_TIMEOUT_SETTING = "TPU_PIPELINE_STAGE_TIMEOUT_MINUTES"
+STAGE_TIMEOUT_FLAG = "--stage-timeout"  # run-local's flag that sets `StageLimits.timeout_minutes`
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,16 +105,3 @@ class StageLimits(JsonConfig):
         for name in ("quiet_minutes", "timeout_minutes"):
             value = getattr(self, name)
             require(value is None or value > 0, f"{name}={value!r} must be a positive number of minutes")
-
-    @classmethod
-    def from_setting(cls, text: Optional[str]) -> StageLimits:
-        """The limits `STAGE_TIMEOUT_SETTING` gives (its text; None or empty: no timeout)."""
-        if not text:
-            return cls()
-        try:
-            return cls(timeout_minutes=float(text))
-        except ValueError:  # not a number, or not positive
-            raise ConfigError(
-                f"{STAGE_TIMEOUT_SETTING}={text!r} is not a positive number of minutes; e.g. 90 stops a stage "
-                "after an hour and a half; unset it for no limit"
-            ) from None

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import math
 import os
 from typing import Any
 
 from estimator_lib.cloud import cost
 from estimator_lib.config import RUN_TASKS, RunConfig
 from estimator_lib.config.beam import ENGINES
+from estimator_lib.config.stages import STAGE_TIMEOUT_FLAG, StageLimits
 from pipelines import tpu as tpu_presets
 from pipelines.cli.settings import DEFAULT_IMAGE_REPO, IMAGE_REPO_ENV
 from pipelines.pipeline import PIPELINE_NAME
@@ -117,6 +120,32 @@ def _add_user_model_arguments(parser: argparse.ArgumentParser) -> None:
         "a model_fn hyperparameter, JSON: units=64 (repeatable)",
     )
     group.add_argument("--hparams-file", metavar="FILE.json", help="model_fn hyperparameters as a JSON object")
+
+
+def _minutes(text: str) -> float:
+    """A positive, finite number of minutes; argparse names the flag when it is not one."""
+    with contextlib.suppress(ValueError):
+        if 0 < float(text) < math.inf:
+            return float(text)
+    raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of minutes, e.g. 90")
+
+
+def add_stage_limit_arguments(parser: argparse.ArgumentParser) -> None:
+    """run-local's `StageLimits`: --stage-timeout and --stage-silence."""
+    group = parser.add_argument_group("stage limits")
+    group.add_argument(
+        STAGE_TIMEOUT_FLAG,
+        type=_minutes,
+        metavar="MINUTES",
+        help="stop a stage that runs longer (SIGTERM, then SIGKILL after 10 s) and fail the run (default: no limit)",
+    )
+    group.add_argument(
+        "--stage-silence",
+        type=_minutes,
+        default=StageLimits.quiet_minutes,
+        metavar="MINUTES",
+        help="a console line when a stage prints nothing for this long (default %(default)g)",
+    )
 
 
 def add_engine_arguments(parser: argparse.ArgumentParser, dataflow: bool, vertex_defaults: bool = False) -> None:

@@ -16,6 +16,7 @@ from google.auth.exceptions import DefaultCredentialsError
 
 from estimator_lib import vocabulary
 from estimator_lib.config import ConfigError, RunConfig
+from estimator_lib.config.stages import StageLimits
 from estimator_lib.config.tuning import load_space
 from pipelines import checks, listing, local, reproduce, runs, show
 from pipelines.cli.parser import build_parser
@@ -28,7 +29,9 @@ from pipelines.run_summary import RunSummary
 def cmd_run_local(args: argparse.Namespace) -> int:
     output = checks.output_directory(args.output)
     settings = resolve_local_settings(args, output)
-    outcome = local.run_local(settings, output, verbose=args.verbose, resume=args.resume, alerts=resolve_alerts(args))
+    limits = StageLimits(quiet_minutes=args.stage_silence, timeout_minutes=args.stage_timeout)
+    alerts = resolve_alerts(args)
+    outcome = local.run_local(settings, output, verbose=args.verbose, resume=args.resume, alerts=alerts, limits=limits)
     if outcome.summary.status == runs.OK:
         print(format_summary(outcome.summary, os.path.join(output, runs.SUMMARY_FILE)))
     else:

@@ -19,6 +19,7 @@ from pipelines.cli.arguments import (
     add_image_arguments,
     add_run_arguments,
     add_schedule_arguments,
+    add_stage_limit_arguments,
     add_tracking_arguments,
     add_tuning_arguments,
     add_vertex_arguments,
@@ -260,6 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_arguments(run_local)
     add_engine_arguments(run_local, dataflow=False)
     add_alert_arguments(run_local.add_argument_group("failure alert (docs/vertex.md#failure-alerts)"), email=False)
+    add_stage_limit_arguments(run_local)
     run_local.add_argument("--output", default=DEFAULT_OUTPUT, help=f"output directory (default {DEFAULT_OUTPUT})")
     run_local.add_argument(
         "--verbose",

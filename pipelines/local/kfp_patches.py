@@ -16,7 +16,7 @@ from typing import Callable, Optional
 from kfp.local import executor_input_utils, subprocess_task_handler
 
 from components import build_stages
-from estimator_lib.config.stages import STAGE_TIMEOUT_SETTING, StageLimits
+from estimator_lib.config.stages import STAGE_TIMEOUT_FLAG, StageLimits
 from pipelines import runs, stage
 from pipelines.image import LOCAL_IMAGE
 from pipelines.pipeline import PIPELINE_NAME, task_stages
@@ -129,7 +129,7 @@ def run_stage(command: list[str], limits: StageLimits = DEFAULT_LIMITS) -> int:
                 if stopped is None and limits.timeout_minutes and now - started >= limits.timeout_minutes * 60:
                     print(
                         f"{TIMEOUT_MARKER} stopped after {limits.timeout_minutes:g} min, its timeout "
-                        f"({STAGE_TIMEOUT_SETTING}); raise or unset it if the stage needs longer"
+                        f"({STAGE_TIMEOUT_FLAG}); raise it, or leave it out, if the stage needs longer"
                     )
                     _signal_tree(process.pid, signal.SIGTERM)
                     stopped = now

@@ -25,7 +25,7 @@ from pipelines.local.console import ConsoleFilter, LogFile, Progress, keep_beati
 from pipelines.local.failures import ATTEMPT_MARKER, REFUSED, failure_message, killed_message, refusal_text
 from pipelines.local.kfp_patches import fast_stage_exit, fixed_run_directory, task_directory
 from pipelines.local.summary import copy_report, summarize
-from pipelines.local.supervisor import ENDING_FD_FLAG, EXIT_FAILED, EXIT_OK, LIMITS_FLAG, stop_orphans
+from pipelines.local.supervisor import ENDING_FD_FLAG, EXIT_FAILED, EXIT_OK, LIMITS_KEY, stop_orphans
 from pipelines.pipeline import build_pipeline
 
 
@@ -74,8 +74,8 @@ def run_pipeline(
 
 
 def runner_main(argv: Sequence[str]) -> int:
-    """`python -m pipelines.runner RUN_FOLDER --ending-fd FD --stage-limits JSON [--verbose]` (which calls this
-    once the run's stage server is starting): runs the pipeline of the run whose summary (with its arguments) the
+    """`python -m pipelines.runner RUN_FOLDER --ending-fd FD [--verbose]` (which calls this once the run's stage
+    server is starting): runs the pipeline of the run whose summary (with its arguments and stage limits) the
     supervisor wrote, each stage within its limits, and hands how it ended to the supervisor through the pipe FD
     (its summary, and the log's lines the disk refused), which writes it (`supervisor._finish`)."""
     threading.Thread(target=_keep_stopping_orphans, name="stop-orphans", daemon=True).start()
@@ -85,7 +85,7 @@ def runner_main(argv: Sequence[str]) -> int:
     summary = folder.read_summary()
     progress = Progress(folder, summary, sys.stdout)
     verbose = "--verbose" in argv
-    limits = StageLimits.from_json(argv[list(argv).index(LIMITS_FLAG) + 1])
+    limits = StageLimits.from_dict(summary.config[LIMITS_KEY])
     if not verbose:  # a verbose console streams every stage's log already
         threading.Thread(target=keep_beating, args=(progress,), name="heartbeat", daemon=True).start()
     with LogFile(folder.log, lambda why: progress.unrecordable(progress.stage, why)) as log:

@@ -27,11 +27,11 @@ from estimator_lib.cloud.alerts import first_line
 from estimator_lib.config import RunConfig
 from estimator_lib.config.alerts import AlertConfig, redact_url
 from estimator_lib.config.run import LOCAL_JOB_DEFAULTS
-from estimator_lib.config.stages import STAGE_TIMEOUT_SETTING, StageLimits
+from estimator_lib.config.stages import StageLimits
 from pipelines import runs, stage
 from pipelines.local.console import append_unwritten, is_terminal
 from pipelines.local.failures import cannot_write, failure_report
-from pipelines.local.kfp_patches import task_directory
+from pipelines.local.kfp_patches import DEFAULT_LIMITS, task_directory
 from pipelines.pipeline import PIPELINE_NAME
 from pipelines.run_summary import RunInfo, RunSummary, SummaryError
 
@@ -44,7 +44,7 @@ NO_ALERTS = AlertConfig()
 
 
 ENDING_FD_FLAG = "--ending-fd"
-LIMITS_FLAG = "--stage-limits"  # the runner's: the stages' `StageLimits` as JSON
+LIMITS_KEY = "stage_limits"  # in a local run's summary config: its stages' `StageLimits`, which the runner reads
 
 
 def local_job_defaults() -> dict[str, Any]:
@@ -79,6 +79,7 @@ def run_local(
     verbose: bool = False,
     resume: Optional[bool] = None,
     alerts: AlertConfig = NO_ALERTS,
+    limits: StageLimits = DEFAULT_LIMITS,
 ) -> Outcome:
     """Runs the pipeline locally into OUTPUT/runs/<run id>/ and writes its summary (and OUTPUT/summary.json).
 
@@ -90,14 +91,14 @@ def run_local(
         starts a new run; None resumes the last run if it failed or was interrupted with these arguments.
       alerts: its webhook gets one message when the run fails or is interrupted (`alert_webhook`); the KFP local
         runner runs no exit handler, so the supervisor sends it once the summary is written.
+      limits: how long each stage may go without output, and run at all (recorded in the summary's config, not
+        compared on resume: a failed run may be resumed with other limits).
 
     Raises:
       runs.OutputInUseError: another run holds OUTPUT.
       ResumeError: resume=True and there is no such run.
       RecordError: the disk refused the run's start, or its summary at the end.
-      ConfigError: the stage timeout (`STAGE_TIMEOUT_SETTING` in the environment) is not a positive number.
     """
-    limits = StageLimits.from_setting(os.environ.get(STAGE_TIMEOUT_SETTING))
     output = os.path.abspath(output)
     if resume and not os.path.isdir(output):  # refused before anything is written
         raise ResumeError(f"--resume: {output} holds no failed or interrupted run to resume")
@@ -108,9 +109,10 @@ def run_local(
         raise RecordError(f"cannot start a run in {output}: {cannot_write(e)}") from None
     try:
         folder, summary = choose_run(output, settings.view(), resume)
-        summary = replace(summary, arguments=settings.arguments())  # what the pipeline is called with: the specs
+        config = {**summary.config, LIMITS_KEY: limits.to_dict()}
+        summary = replace(summary, config=config, arguments=settings.arguments())  # the pipeline's: the specs
         _start(folder, summary, lock)
-        outcome = _supervise(folder, summary, verbose, lock, limits)
+        outcome = _supervise(folder, summary, verbose, lock)
     finally:
         os.close(lock)
     if alerts.webhook:
@@ -214,7 +216,7 @@ def _naming(path: str) -> Iterator[None]:
         raise OSError(e.errno, e.strerror, path) from None
 
 
-def _supervise(folder: runs.RunFolder, summary: RunSummary, verbose: bool, lock: int, limits: StageLimits) -> Outcome:
+def _supervise(folder: runs.RunFolder, summary: RunSummary, verbose: bool, lock: int) -> Outcome:
     """Starts the runner in a session of its own, stops its process group on a signal, records how it ended.
 
     The runner hands over its final summary through a pipe (`--ending-fd`), not the disk: the supervisor writes
@@ -225,7 +227,6 @@ def _supervise(folder: runs.RunFolder, summary: RunSummary, verbose: bool, lock:
     ending_fd, runner_fd = os.pipe()
     ending = _read_in_background(ending_fd)
     command = [sys.executable, "-m", "pipelines.runner", folder.path, ENDING_FD_FLAG, str(runner_fd)]
-    command += [LIMITS_FLAG, limits.to_json(indent=None)]
     command += ["--verbose"] if verbose else []
     # The stages' output reaches the console through pipes: they learn from the environment that it is a terminal.
     env = {**os.environ, "TMPDIR": folder.tmp, records.CONSOLE_TTY_ENV: "1" if is_terminal(sys.stdout) else "0"}

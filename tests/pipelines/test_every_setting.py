@@ -358,7 +358,7 @@ def test_run_local_makes_a_data_path_given_by_set_absolute(tmp_path, monkeypatch
     monkeypatch.chdir(tmp_path)
     given = {}
 
-    def run_local(settings, output, verbose=False, resume=None, alerts=None):
+    def run_local(settings, output, verbose=False, resume=None, alerts=None, limits=None):
         given["settings"] = settings
         raise RuntimeError("stop here")
 

@@ -1,6 +1,7 @@
 """A local stage ends when its process does: a process its code started and left running (a tracking agent, a
 pool; in a session of its own, out of reach of the runner's orphan stopper) does not hold it through the output
-pipe it inherited. A stage silent too long is flagged; one past its timeout is stopped, naming the setting."""
+pipe it inherited. A stage silent too long (run-local's --stage-silence) is flagged; one past its timeout
+(--stage-timeout) is stopped, naming the flag; a limit that is not a positive number is refused before any work."""
 
 from __future__ import annotations
 
@@ -14,10 +15,9 @@ import time
 
 import pytest
 
-from estimator_lib.config import ConfigError
-from estimator_lib.config.stages import STAGE_TIMEOUT_SETTING, StageLimits
-from pipelines import runs, stage
-from pipelines.local import kfp_patches
+from estimator_lib.config.stages import STAGE_TIMEOUT_FLAG, StageLimits
+from pipelines import cli, runs, stage
+from pipelines.local import kfp_patches, supervisor
 from pipelines.local.console import Progress
 from pipelines.local.runner import _failure
 from pipelines.run_summary import RunInfo, RunSummary
@@ -84,14 +84,28 @@ def test_a_stage_ends_when_its_process_does_not_when_a_child_it_left_closes_the_
     assert "left a child running" in out and out.rstrip().endswith("exit 0")
 
 
-def test_a_quiet_stage_is_flagged_and_one_past_its_timeout_is_stopped_naming_the_setting(tmp_path, capfd):
-    limits = StageLimits(quiet_minutes=0.03, timeout_minutes=0.12)
-    started = time.monotonic()
-    code = kfp_patches.run_stage(stage_command(tmp_path, "quiet"), limits)
-    assert time.monotonic() - started < 30 and code != 0
+class Started(Exception):
+    """Raised in place of starting the runner: the run's record is written by then."""
+
+
+def test_the_flags_reach_the_stage_a_quiet_one_is_flagged_and_one_past_its_timeout_is_stopped(
+    tmp_path, capfd, monkeypatch
+):
+    """run-local's --stage-timeout and --stage-silence are recorded in the run's summary (its config, which the
+    runner reads its stages' limits from) and stop a stage run with them."""
+    monkeypatch.setattr(supervisor, "_supervise", lambda folder, *rest: (_ for _ in ()).throw(Started(folder)))
+    argv = ["run-local", "--output", str(tmp_path / "out"), "--stage-timeout", "0.12", "--stage-silence", "0.03"]
+    with pytest.raises(Started) as started:
+        cli.main(argv)
+    recorded = started.value.args[0].read_summary().config[supervisor.LIMITS_KEY]
+    assert recorded == {"quiet_minutes": 0.03, "timeout_minutes": 0.12}
+    capfd.readouterr()
+    began = time.monotonic()
+    code = kfp_patches.run_stage(stage_command(tmp_path, "quiet"), StageLimits.from_dict(recorded))
+    assert time.monotonic() - began < 30 and code != 0
     out = capfd.readouterr().out
     assert f"{kfp_patches.QUIET_MARKER} no output for 0.03 min" in out
-    assert f"{kfp_patches.TIMEOUT_MARKER} stopped after 0.12 min, its timeout ({STAGE_TIMEOUT_SETTING})" in out
+    assert f"{kfp_patches.TIMEOUT_MARKER} stopped after 0.12 min, its timeout (--stage-timeout)" in out
     assert not (tmp_path / "quiet").exists()
 
 
@@ -103,7 +117,7 @@ def test_the_console_shows_both_lines_and_the_timeout_is_the_failed_stages_error
     console = io.StringIO()
     progress = Progress(folder, folder.read_summary(), console)
     quiet = f"{kfp_patches.QUIET_MARKER} no output for 10 min: is its code waiting on something?"
-    stopped = f"{kfp_patches.TIMEOUT_MARKER} stopped after 90 min, its timeout ({STAGE_TIMEOUT_SETTING}); raise it"
+    stopped = f"{kfp_patches.TIMEOUT_MARKER} stopped after 90 min, its timeout ({STAGE_TIMEOUT_FLAG}); raise it"
     for line in ("00:24:04.300 - INFO - Executing task 'train-model'", quiet, stopped):
         progress.line(line)
     progress.line("00:25:09.330 - ERROR - Task 'train-model' finished with status FAILURE")
@@ -111,13 +125,16 @@ def test_the_console_shows_both_lines_and_the_timeout_is_the_failed_stages_error
     assert shown == [
         "train: running",
         "train: no output for 10 min: is its code waiting on something?",
-        f"train: stopped after 90 min, its timeout ({STAGE_TIMEOUT_SETTING}); raise it",
+        f"train: stopped after 90 min, its timeout ({STAGE_TIMEOUT_FLAG}); raise it",
     ]
     assert _failure(RuntimeError("a task failed"), progress, io.StringIO()) == ("train", shown[2][7:])
 
 
-@pytest.mark.parametrize("text", ["abc", "0", "-5", "nan"])
-def test_a_stage_timeout_that_is_not_a_positive_number_is_refused_naming_the_setting(text):
-    with pytest.raises(ConfigError, match=f"^{STAGE_TIMEOUT_SETTING}='{text}' is not a positive number of minutes"):
-        StageLimits.from_setting(text)
-    assert StageLimits.from_setting("90").timeout_minutes == 90.0 and StageLimits.from_setting(None) == StageLimits()
+@pytest.mark.parametrize("flag", ["--stage-timeout", "--stage-silence"])
+@pytest.mark.parametrize("text", ["abc", "0", "-5", "nan", "inf"])
+def test_a_stage_limit_that_is_not_a_positive_number_is_refused_naming_the_flag(tmp_path, capsys, flag, text):
+    output = tmp_path / "out"
+    with pytest.raises(SystemExit) as refused:
+        cli.main(["run-local", "--output", str(output), flag, text])
+    assert refused.value.code == 2 and not output.exists()  # before any work
+    assert f"error: argument {flag}: {text!r} is not a positive number of minutes" in capsys.readouterr().err
