@@ -4,10 +4,10 @@ a user's own model_fn, their TFRecords checked against its feature spec and spli
 (`estimator_lib.model.user.prepare`).
 
 A thin adapter over `estimator_lib.data.retrain.prepare_continuing`, its passes in-process or on Apache Beam
-(engine="beam": the same output). Its cache key on Vertex AI is its parameters:
-the data's content token (`data_version`) and the reference model, both resolved by the resolve stage, so a
-changed file is prepared again. Run again on the same files (same versions) and settings, it reuses its
-finished output (`components.records`).
+(engine="beam": the same output). Its cache key on Vertex AI is its parameters: the data's content token
+(`data_version`) and the reference model, both resolved by the resolve stage, so a changed file is prepared again.
+Its stage record (`components.records`) is keyed by the same token: run again on the same data and settings, it
+reuses its finished output without reading the data again.
 """
 
 from kfp.dsl import Dataset, Markdown, Output
@@ -27,7 +27,8 @@ def prepare_data(
         splits, ...), the `ValidationConfig`, and the engine ("inprocess": this machine's cores; "beam": Apache
         Beam, Dataflow on Vertex AI; the output is the same, so a finished output is reused whichever engine
         made it) with its `BeamConfig`.
-      data_version: the data's content token (the resolve stage's); part of the cache key only.
+      data_version: the data's content token (the resolve stage's `fingerprints.content_token` of what it reads):
+        the data's identity in the cache key and in the stage record.
       reference: the published model whose schema is continued and whose data the new data is checked against
         (a SavedModel directory), or "none": the schema is inferred and nothing is checked.
       dataset: output; the prepared directory (train/, eval/, schema.json, profile.json, manifest.json).
@@ -44,7 +45,7 @@ def prepare_data(
     inputs = {
         "prepare": given.prepare.to_dict(),
         "validation": given.validation.to_dict(),
-        "files": records.file_versions(config.reads()),
+        "files": data_version,  # the manifest's "files" is the source `finish` records: the files and their sha256
         "reference": source,
     }
     record = records.StageRecord("prepare", {"dataset": dataset, "validation": validation}, inputs)

@@ -21,10 +21,11 @@ files it read with their content fingerprints, its config (the inputs that are n
 machine it ran on, its outputs' fingerprints, and when it started and ended. A reused stage keeps the manifest
 of the run that computed its outputs.
 
-What "the same inputs" means is the stage's to say: its parameters, the fingerprints of its input artifacts,
-and what it resolves when it runs (the data files' content versions, the LATEST version it compares with). A local run
-resumed into its run folder reuses the same task directories (`pipelines.local`), which is how it skips what it
-finished: the KFP local runner has no cache. On Vertex AI each run's tasks get fresh directories, so a record is
+What "the same inputs" means is the stage's to say: its parameters (prepare's include the resolve stage's content
+token of its data), the fingerprints of its input artifacts, and what it resolves when it runs (the content
+versions of the raw rows batch predict reads, the LATEST version it compares with). A local run resumed into its
+run folder reuses the same task directories (`pipelines.local`), which is how it skips what it finished: the KFP
+local runner has no cache. On Vertex AI each run's tasks get fresh directories, so a record is
 only found there by a retry of the same task (`pipelines.retry`).
 
 A retried task may also get fresh directories of its own. `adopt_interrupted` then looks in the run's directory

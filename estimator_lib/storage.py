@@ -142,9 +142,9 @@ def open_read(uri: str) -> IO[bytes]:
 
 
 def file_version(uri: str) -> str:
-    """A token that changes whenever the file changes: "<bytes>-<mtime ns>" locally, "<bytes>-g<generation>"
-    for a Cloud Storage object. Cheap (no read of the content): a stage record compares it to tell whether an
-    input file is still the one a finished stage read."""
+    """A token that changes whenever the file is written: "<bytes>-g<generation>" for a Cloud Storage object (its
+    content version, `fingerprints.content_version`); "<bytes>-<mtime ns>" locally, which is not one: an edit that
+    keeps the size and mtime (`cp -p`, `rsync -t`) keeps it. Cheap: the content is not read."""
     if is_gcs(uri):
         with _named_errors(uri):
             blob = _blob(uri)

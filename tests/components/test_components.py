@@ -497,7 +497,8 @@ def test_a_stage_run_again_on_the_same_inputs_reuses_its_output(stages, tmp_path
     assert again.metadata == first.metadata
     assert os.path.getmtime(first.metadata["schema_uri"]) == schema_time  # not rewritten
     assert capsys.readouterr().out.startswith("[stage reused] prepare: inputs unchanged since ")
-    write_csv(data, n=100)  # the data changed: prepared again
+    write_csv(data, n=100)  # the data changed: the resolve stage's token too, so it is prepared again
+    args["data_version"] = "v2"
     changed = artifact(Dataset, tmp_path, "dataset")
     prepare_data(**args, dataset=changed)
     assert sum(changed.metadata["counts"].values()) == 100 != sum(first.metadata["counts"].values())

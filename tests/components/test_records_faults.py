@@ -1,5 +1,7 @@
-"""A stage record keys the data a stage read by its content: data edited in place keeping its size and modification
-time (as `cp -p`, `rsync -t` and archive extraction leave it) is prepared again, never reused."""
+"""Prepare's stage record keys the data by the resolve stage's content token (`data_version`), computed once per
+run: data edited in place keeping its size and modification time (as `cp -p`, `rsync -t` and archive extraction
+leave it) gets a new token and is prepared again, never reused; on the same token prepare reads no data file to
+tell it is unchanged."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import os
 from kfp.dsl import Dataset, Markdown
 
 from components.prepare import prepare_data
+from estimator_lib import fingerprints
 from estimator_lib.config import PrepareConfig
 from estimator_lib.config.stages import PrepareSpec
 
@@ -17,10 +20,12 @@ def rows(labels: str) -> str:
 
 
 def prepare(tmp_path, data: str) -> Dataset:
+    """Prepare, given the data's content token as the resolve stage computes it (`release.resolve_sources`)."""
     spec = PrepareSpec(PrepareConfig(data=(data,), label="label", eval_fraction=0.25, num_workers=1))
+    version = fingerprints.content_token(spec.prepare.reads())
     dataset = Dataset(name="dataset", uri=str(tmp_path / "dataset" / "dataset"), metadata={})
     validation = Markdown(name="validation", uri=str(tmp_path / "dataset" / "validation"), metadata={})
-    prepare_data(spec.to_json(indent=None), "v1", "none", dataset, validation)
+    prepare_data(spec.to_json(indent=None), version, "none", dataset, validation)
     return dataset
 
 
@@ -35,3 +40,20 @@ def test_data_edited_keeping_its_size_and_mtime_is_prepared_again(tmp_path, caps
     again = prepare(tmp_path, str(data))
     assert "[stage reused]" not in capsys.readouterr().out
     assert again.metadata["fingerprint"] != first.metadata["fingerprint"]
+
+
+def test_prepare_reused_on_the_same_data_version_hashes_no_data_file(tmp_path, capsys, monkeypatch):
+    data = tmp_path / "data.csv"
+    data.write_text(rows("ab"))
+    spec = PrepareSpec(PrepareConfig(data=(str(data),), label="label", eval_fraction=0.25, num_workers=1))
+    version = fingerprints.content_token([str(data)])
+    outputs = {name: str(tmp_path / "dataset" / name) for name in ("dataset", "validation")}
+    first = Dataset(name="dataset", uri=outputs["dataset"], metadata={})
+    prepare_data(spec.to_json(indent=None), version, "none", first, Markdown(uri=outputs["validation"]))
+    hashed = []
+    monkeypatch.setattr(fingerprints, "file_sha256", lambda path: hashed.append(path) or "")
+    capsys.readouterr()
+    again = Dataset(name="dataset", uri=outputs["dataset"], metadata={})
+    prepare_data(spec.to_json(indent=None), version, "none", again, Markdown(uri=outputs["validation"]))
+    assert capsys.readouterr().out.startswith("[stage reused] prepare: ")
+    assert hashed == [] and again.metadata == first.metadata
