@@ -1,4 +1,4 @@
-"""`python -m pipelines.runner RUN_FOLDER --ending-fd FD --stage-limits JSON [--verbose]`: the process of a local
+"""`python -m pipelines.runner RUN_FOLDER --ending-fd FD [--verbose]`: the process of a local
 run's runner (`pipelines.local`).
 
 It starts the run's stage server (`pipelines.stage_server`) before it imports KFP, TensorFlow or the library,
