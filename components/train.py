@@ -6,7 +6,8 @@ checkpoint there: a local run resumed into its run folder, or a task Vertex AI r
 preempted (`pipelines.retry`), trains on from the interrupted attempt's checkpoint (`components.records`), on the
 same batches an uninterrupted run would have seen (`estimator_lib.model.inputs.train_input_fn_builder`). A retry
 given a fresh model directory first copies in the checkpoints of the run's interrupted attempt on the same inputs
-(`StageRecord.adopt_interrupted`).
+(`StageRecord.adopt_interrupted`). A blessing metric the data's task does not have (the task inferred by prepare)
+is refused before anything trains.
 """
 
 from kfp.dsl import Dataset, Input, Model, Output
@@ -18,6 +19,7 @@ def train_model(
     tpu: str,
     warm_start: str,
     publish_root: str,
+    blessing_metrics: str,
     model: Output[Model],
 ):
     """Trains a model on the prepared train split.
@@ -30,15 +32,22 @@ def train_model(
       warm_start: "none", "latest" (the last model published under `publish_root`; none yet means a cold
         start), a publish root or a SavedModel directory to initialise the weights from.
       publish_root: where blessed models are published.
+      blessing_metrics: the metrics the run's blessing names, a JSON list (the resolve stage's): a built-in
+        family's must be metrics of the data's task.
       model: output; the checkpoint directory, with job_config.json beside the checkpoints.
     """
+    import json
+
     from components import adapter, artifacts, records
     from estimator_lib import engine, release
+    from estimator_lib.config.blessing import check_task_metrics
     from estimator_lib.config.stages import TrainSpec
 
     warm_from = release.resolve_model(warm_start, publish_root)
     job = adapter.training_job(adapter.decode_spec(TrainSpec, spec), tpu, warm_start_from=warm_from)
     source = engine.open_dataset(dataset.uri)  # the built-in families' rows or a user model_fn's records
+    if not job.model.model_fn:  # a user's metric_fn names its own metrics
+        check_task_metrics(json.loads(blessing_metrics), source.facts()["task"])  # before any work
     job = source.for_data(job)  # resolved once: job_config.json records what training used, later stages read it
     record = records.StageRecord(
         "train",

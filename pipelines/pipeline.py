@@ -10,9 +10,10 @@ nothing and LATEST does not move.
 
 Caching is set per task (`CACHED`), right by construction: a task may be cached only when its inputs name
 everything it reads. The resolve stage, first, turns what changes between runs into parameters (the data's
-content token, the resolved warm-start source and reference model); prepare and train take those, so they are
-reused exactly when their data and starting model are. Evaluate reads LATEST when it runs, release publishes,
-and resolve resolves: those run every time. Batch predict, export and the serving check read only artifacts.
+content token, the resolved warm-start source and reference model, the metrics the blessing names); prepare and
+train take those, so they are reused exactly when their data and starting model are. Evaluate reads LATEST when
+it runs, release publishes, and resolve resolves: those run every time. Batch predict, export and the serving
+check read only artifacts.
 
 The pipeline function only wires. What differs between environments is chosen when the DAG is built:
   * the image every component runs on (pinned when compiling for Vertex AI);
@@ -331,7 +332,11 @@ def build_pipeline(
         warm_start: str = defaults["warm_start"],
     ) -> PipelineOutputs:
         resolve = stages.resolve(
-            prepare_spec=prepare_spec, warm_start=warm_start, baseline=baseline, publish_root=publish_root
+            prepare_spec=prepare_spec,
+            warm_start=warm_start,
+            baseline=baseline,
+            publish_root=publish_root,
+            evaluate_spec=evaluate_spec,
         )
         prepare = stages.prepare(
             spec=prepare_spec,
@@ -350,6 +355,7 @@ def build_pipeline(
             tpu=accelerated,
             warm_start=resolve.outputs["warm_start"],
             publish_root=publish_root,
+            blessing_metrics=resolve.outputs["blessing_metrics"],
         )
         model = train.outputs["model"]
         evaluate = stages.evaluate(

@@ -281,24 +281,15 @@ class BlessingConfig(JsonConfig):
                 'blessing.directions={"my_metric": "higher"})'
             )
 
-    def check_task(self, task: Optional[str]) -> None:
-        """Raises when a metric named here does not exist for `task` (a built-in family's), or, with `task` None
-        (not known yet: inferred from the data), when the metrics named belong to both tasks. Checked when a
-        run's settings are resolved, before any work, and again when the evaluation knows the task."""
+    def named_metrics(self) -> Tuple[str, ...]:
+        """Each metric named here (thresholds, comparison and reference metric, slice rules), sorted."""
         chosen = [m for m in (self.comparison_metric, self.reference_metric) if m]
-        named = list(self.thresholds) + chosen + list(self.slice_thresholds) + list(self.slice_max_gap)
-        if task is None:
-            by_task = {t: sorted({m for m in named if m in allowed}) for t, allowed in TASK_METRICS.items()}
-            if all(by_task.values()):
-                raise BlessingError(
-                    f"blessing names metrics of a {CLASSIFICATION} label {by_task[CLASSIFICATION]} and of a "
-                    f"{REGRESSION} label {by_task[REGRESSION]}; a run has one task: keep one of them"
-                )
-            return
-        allowed = TASK_METRICS[task]
-        wrong = sorted(m for m in named if m not in allowed)
-        if wrong:
-            raise BlessingError(f"blessing metric(s) {wrong} do not apply to a {task} label; use {list(allowed)}")
+        return tuple(sorted({*self.thresholds, *chosen, *self.slice_thresholds, *self.slice_max_gap}))
+
+    def check_task(self, task: Optional[str]) -> None:
+        """`check_task_metrics` of the metrics named here: when the settings are resolved, before any work, and
+        when the evaluation knows the task (the train stage checks `named_metrics` once prepare inferred it)."""
+        check_task_metrics(self.named_metrics(), task)
 
     def check_allowed_leakage(self, features: Sequence[str]) -> None:
         """Raises when `allow_leakage` names a feature the data does not have (`features`: its original names)."""
@@ -329,3 +320,20 @@ def _integer(value) -> bool:
 
 def _number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def check_task_metrics(named: Sequence[str], task: Optional[str]) -> None:
+    """Raises when a metric in `named` does not exist for `task` (a built-in family's), or, with `task` None (not
+    known yet: inferred from the data), when the metrics named belong to both tasks."""
+    if task is None:
+        by_task = {t: sorted({m for m in named if m in allowed}) for t, allowed in TASK_METRICS.items()}
+        if all(by_task.values()):
+            raise BlessingError(
+                f"blessing names metrics of a {CLASSIFICATION} label {by_task[CLASSIFICATION]} and of a "
+                f"{REGRESSION} label {by_task[REGRESSION]}; a run has one task: keep one of them"
+            )
+        return
+    allowed = TASK_METRICS[task]
+    wrong = sorted(m for m in named if m not in allowed)
+    if wrong:
+        raise BlessingError(f"blessing metric(s) {wrong} do not apply to a {task} label; use {list(allowed)}")

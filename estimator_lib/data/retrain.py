@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Sequence
 
 from estimator_lib import storage
 from estimator_lib.config import PrepareConfig, ValidationConfig
+from estimator_lib.config.run import NO_MODEL
 from estimator_lib.data import validation
 from estimator_lib.data.prepare import Passes, PrepareResult, prepare
 from estimator_lib.schema import Schema
@@ -63,6 +64,19 @@ class Continued:
     report_uri: str
 
 
+def unreferenced(warm_start: str, baseline: str, notes: Sequence[str]) -> str:
+    """The resolve stage's reference for a run that continues no published model: "none (why)", which
+    `prepare_continuing` takes as no reference, its skipped validation giving the reason (`notes`: resolve's
+    lines for a model of another lineage left out)."""
+    if notes:
+        why = "; ".join(notes)
+    elif {warm_start.strip(), baseline.strip()} <= {"", NO_MODEL}:
+        why = "--warm-start none with --baseline none"
+    else:
+        why = "nothing is published yet"
+    return f"{NO_MODEL} ({why})"
+
+
 def prepare_continuing(
     config: PrepareConfig,
     output_dir: str,
@@ -78,7 +92,8 @@ def prepare_continuing(
       config: what to prepare.
       output_dir: where the preparation is published.
       reference_model: the published model the run continues (a SavedModel directory with export metadata), or
-        None: the schema is inferred and nothing is validated (a first run, or a cold start).
+        None or `unreferenced`'s "none (why)": the schema is inferred and nothing is validated, the report
+        saying why.
       checks: the validation thresholds and what a breach does.
       report_uri: where the Markdown report goes.
       passes: who runs preparation's passes (`prepare.prepare`'s; None: this host's worker processes).
@@ -87,9 +102,10 @@ def prepare_continuing(
       DataError: the data cannot continue the reference (a new label class, a retyped column), or, with
         `checks.on_breach="fail"`, `validation.DataValidationError` naming each breach.
     """
-    reference = load_reference(reference_model) if reference_model else None
+    why = reference_model[len(NO_MODEL) + 2 : -1] if (reference_model or "").startswith(f"{NO_MODEL} (") else ""
+    reference = load_reference(reference_model) if reference_model and not why else None
     prepared = prepare(config, output_dir, reference=reference.schema if reference else None, passes=passes)
-    report = validation.skipped(reference.uri if reference else "")
+    report = validation.skipped(reference.uri if reference else "", why)
     if reference is not None and reference.profile is not None:
         report = validation.validate_data(
             reference.profile,

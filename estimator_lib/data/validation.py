@@ -74,6 +74,7 @@ class ValidationReport:
       rows: (reference training rows, new training rows).
       findings: every figure measured, breaches first.
       on_breach: the `ValidationConfig.on_breach` applied.
+      why: skipped with no reference, why the run continues no published model (the resolve stage's reason).
     """
 
     status: str
@@ -81,6 +82,7 @@ class ValidationReport:
     rows: Tuple[int, int] = (0, 0)
     findings: Tuple[Finding, ...] = ()
     on_breach: str = FAIL
+    why: str = ""
 
     @property
     def breaches(self) -> Tuple[Finding, ...]:
@@ -91,11 +93,8 @@ class ValidationReport:
         if self.status == SKIPPED and self.reference:
             return f"skipped: {self.reference} records no profile of its data (exported before profiles were)"
         if self.status == SKIPPED:
-            return (
-                "skipped: this run continues no published model (nothing is published yet, or --warm-start none "
-                "with --baseline none, or the published model is of another lineage), so there is no data to compare "
-                "with"
-            )
+            why = f" ({self.why})" if self.why else ""
+            return f"skipped: this run continues no published model{why}, so there is no data to compare with"
         if not self.breaches:
             return f"passed: {len(self.findings)} figures within their thresholds against {self.reference}"
         listed = "; ".join(f.text() for f in self.breaches)
@@ -150,9 +149,10 @@ _ADVICE = (
 )
 
 
-def skipped(reference: str = "") -> ValidationReport:
-    """Nothing to compare with: no reference model, or one exported before data profiles were recorded."""
-    return ValidationReport(SKIPPED, reference)
+def skipped(reference: str = "", why: str = "") -> ValidationReport:
+    """Nothing to compare with: no reference model (`why` says why), or one exported before data profiles were
+    recorded."""
+    return ValidationReport(SKIPPED, reference, why=why)
 
 
 def validate_data(

@@ -60,6 +60,7 @@ def test_the_components_take_one_spec_parameter_each():
         "tpu",
         "warm_start",
         "publish_root",
+        "blessing_metrics",
         "model",
     }
 

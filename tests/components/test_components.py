@@ -44,7 +44,7 @@ JOB = JobConfig().with_overrides(
     }
 )
 # The train stage's parameters (besides its dataset and publish root), as the pipeline passes them.
-TRAIN = {"spec": TrainSpec(JOB).to_json(indent=None), "tpu": CPU, "warm_start": "none"}
+TRAIN = {"spec": TrainSpec(JOB).to_json(indent=None), "tpu": CPU, "warm_start": "none", "blessing_metrics": "[]"}
 # What the prepare stage gets from the resolve stage on a first run (nothing published yet).
 FIRST_RUN = {"data_version": "v1", "reference": "none"}
 # The prepare stage's validation checks when a test does not name them: the defaults.
@@ -155,13 +155,14 @@ def test_resolve_gives_the_data_version_and_the_published_model(stages, tmp_path
     published = release.latest(str(stages["work"] / "published"))
     data = write_csv(str(tmp_path / "data.csv"), n=80)
     root = str(stages["work"] / "published")
-    first = resolve_inputs(prepare_spec=prepare_spec(data), warm_start="latest", baseline="latest", publish_root=root)
+    first = resolve_inputs(prepare_spec(data), "latest", "latest", root, evaluate_spec())
     assert (first.warm_start, first.reference) == (published.uri, published.uri)
-    cold = resolve_inputs(prepare_spec=prepare_spec(data), warm_start="none", baseline="latest", publish_root=root)
+    cold = resolve_inputs(prepare_spec(data), "none", "latest", root, evaluate_spec())
     assert (cold.warm_start, cold.reference, cold.data_version) == ("none", published.uri, first.data_version)
     write_csv(data, n=81)  # new content at the same path: a new version, so a cached prepare is not reused
-    changed = resolve_inputs(prepare_spec=prepare_spec(data), warm_start="none", baseline="none", publish_root=root)
-    assert changed.data_version != first.data_version and changed.reference == "none"
+    changed = resolve_inputs(prepare_spec(data), "none", "none", root, evaluate_spec())
+    assert changed.data_version != first.data_version
+    assert changed.reference == "none (--warm-start none with --baseline none)"
 
 
 def test_prepare_against_the_published_model_continues_its_schema_and_checks_the_data(stages, tmp_path):

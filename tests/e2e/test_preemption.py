@@ -51,6 +51,7 @@ def prepare_and_train(policy: RetryPolicy):
             tpu=json.dumps(CPU_SETTINGS),
             warm_start="none",
             publish_root=publish_root,
+            blessing_metrics="[]",
         )
         return policy.apply(train).outputs["model"]
 

@@ -35,6 +35,9 @@ def test_the_cached_tasks_are_keyed_by_what_they_read(spec):
     assert _from_resolve(tasks["prepare-data"], "reference", "reference")
     # Train's key holds the resolved warm-start source (a version directory, immutable), never "latest".
     assert _from_resolve(tasks["train-model"], "warm_start", "warm_start")
+    # ... and the metrics the blessing names (checked against the data's task first), not their thresholds.
+    assert _from_resolve(tasks["train-model"], "blessing_metrics", "blessing_metrics")
+    assert "evaluate_spec" not in tasks["train-model"]["inputs"]["parameters"]
     # Batch predict and export read only artifacts of this run's (possibly cached) prepare and train.
     for name in ("batch-predict", "export-model"):
         inputs = tasks[name]["inputs"]

@@ -40,7 +40,7 @@ def run(work, name: str, data: str, *overrides: str) -> tuple[Dataset, Model]:
     validation = Markdown(name="validation", uri=str(task / "prepare" / "validation"), metadata={})
     prepare_data(arguments["prepare_spec"], "v1", "none", dataset, validation)
     model = Model(name="model", uri=str(task / "train" / "model"), metadata={})
-    train_model(dataset, arguments["train_spec"], CPU, "none", str(work / "published"), model)
+    train_model(dataset, arguments["train_spec"], CPU, "none", str(work / "published"), "[]", model)
     return dataset, model
 
 
