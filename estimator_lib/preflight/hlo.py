@@ -186,6 +186,14 @@ def tf_op(instruction: Instruction) -> str:
     return "" if name in ("XLA_Args", "XLA_Retvals") else name
 
 
+def op_of(instruction: Instruction, module: Module) -> str:
+    """`tf_op` of the instruction, or of the root of a computation it calls when it has none (a `call`)."""
+    name = tf_op(instruction)
+    for called in instruction.calls if not name else ():
+        name = next((tf_op(i) for i in module.computations.get(called, ()) if i.root), "") or name
+    return name
+
+
 @dataclasses.dataclass(frozen=True)
 class Buffer:
     """One buffer of the step: the instruction defining it, the TF op, its shape, when it is live (positions in the
@@ -235,7 +243,7 @@ def live_buffers(module: Module, skip_parameters: Sequence[int] = (), skip_outpu
         stop = last if name in outputs else end[name]
         kind = "input" if instruction.opcode == "parameter" else "output" if name in outputs else "temporary"
         for array in instruction.outputs:
-            found.append(Buffer(name, tf_op(instruction), array, start[name], stop, kind))
+            found.append(Buffer(name, op_of(instruction, module), array, start[name], stop, kind))
     return found
 
 

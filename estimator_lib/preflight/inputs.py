@@ -25,8 +25,9 @@ def _puller(dataset: tf.data.Dataset):
     count = tf.compat.v1.placeholder(tf.int64, [], name="batches")
 
     def body(i, examples):
-        first = tf.nest.flatten(iterator.get_next())[0]
-        return i + 1, examples + tf.shape(first, out_type=tf.int64)[0]
+        element = tf.nest.flatten(iterator.get_next())
+        with tf.control_dependencies(element):  # every component computed, as the infeed takes them all
+            return i + 1, examples + tf.shape(element[0], out_type=tf.int64)[0]
 
     zero = tf.constant(0, tf.int64)
     return iterator, count, tf.while_loop(lambda i, _: i < count, body, [zero, zero])[1]

@@ -27,10 +27,10 @@ MAX_COMPILES = 10
 # per-core batch past it is no practical limit.
 MAX_BATCH = 1 << 16
 TOP = 5
-# An assumption, not a measurement: the least time a TPU step takes whatever the model (the on-device loop, the
-# infeed dequeue, the gradients' all-reduce), used only for the rate the input must keep up with; a roofline bound
-# of a tiny model (a microsecond) would ask any host for more than it can ever give.
-ASSUMED_MIN_STEP_SECONDS = 1e-4
+# An assumption, not a measurement (no TPU here): the least time a TPUEstimator step takes whatever the model (the
+# on-device loop, 8 infeed transfers per host, the gradients' all-reduce). Used only for the rate the input must
+# keep up with: a tiny model's roofline bound (a microsecond) would ask any host for more than it can ever give.
+ASSUMED_MIN_STEP_SECONDS = 1e-3
 PRICED_MACHINE = "cloud-tpu"  # the machine type Vertex AI prices a TPU slice under (prices.json)
 
 
@@ -175,11 +175,9 @@ def _update_bytes(memory: Memory) -> int:
     return 2 * memory.gradients + memory.gradients + 2 * memory.slots
 
 
-def _input_rate(input_fn, target: TPUTarget, seconds: float, tpu: Chip, step_seconds: float) -> InputRate:
-    """The input's rate against what one host's cores consume at a step of `step_seconds` (at least
-    `ASSUMED_MIN_STEP_SECONDS`)."""
+def _input_rate(input_fn, target: TPUTarget, seconds: float, tpu: Chip, pace: float) -> InputRate:
+    """The input's rate against what one host's cores consume at a step of `pace` seconds."""
     rate, examples = measure_rate(input_fn, target, seconds)
-    pace = max(step_seconds, ASSUMED_MIN_STEP_SECONDS)
     needed = target.batch_sizes[TRAIN] * target.replicas_per_host / pace
     return InputRate(rate, examples, seconds, os.cpu_count() or 1, tpu.host_cores, needed, pace)
 
@@ -198,6 +196,7 @@ def run_preflight(
     region: str = "us-central1",
     spot: bool = False,
     max_compiles: int = MAX_COMPILES,
+    min_step_seconds: float = ASSUMED_MIN_STEP_SECONDS,
 ) -> Preflight:
     """Preflight `model_fn` for `cores` cores of `accelerator` ("TPU_V2", "TPU_V3", "TPU_V5_LITEPOD").
 
@@ -208,11 +207,13 @@ def run_preflight(
       job: the job config (batch sizes, seed, `training.train_steps`).
       schema: the feature schema of a built-in family (its input when `train_input_fn` is None), or None.
       model_fn: a TPUEstimator model_fn (`model.model_fn.build_model_fn(schema, job)`, or a user's).
-      train_input_fn: input_fn(params) -> Dataset; its rate is measured for `input_seconds` (skipped when None).
+      train_input_fn: input_fn(params) -> Dataset (None: the schema's features); its rate is measured for
+        `input_seconds` (not when 0).
       accelerator, cores: the TPU.
       prices: a price table (`cloud.cost.read_prices`) for the run's cost, priced in `region` (`spot`).
       train_steps: the step budget (default `job.training.train_steps`).
       max_compiles: the train-step compilations allowed for the batch search.
+      min_step_seconds: the least time a step takes, for the input's check only (an assumption).
 
     Raises:
       ValueError: no input to build the model on, or an input_fn that fails with the TPU params.
@@ -235,7 +236,12 @@ def run_preflight(
     steps = job.training.train_steps if train_steps is None else train_steps
     run_seconds = None if steps is None else steps * step_seconds
     price, note = _price(prices, region, spot, tpu.accelerator, cores)
-    rate = None if train_input_fn is None else _input_rate(train_input_fn, target, input_seconds, tpu, step_seconds)
+    measured = train_input_fn is not None and input_seconds > 0
+    rate = (
+        None
+        if not measured
+        else _input_rate(train_input_fn, target, input_seconds, tpu, max(step_seconds, min_step_seconds))
+    )
     return Preflight(
         tpu_type=f"{tpu.name}-{cores}",
         accelerator=tpu.accelerator,
