@@ -58,28 +58,39 @@ class CompiledStep:
     variable_parameters: Tuple[int, ...]
 
 
+def _classes(cls: type) -> List[type]:
+    return [cls] + [sub for child in cls.__subclasses__() for sub in _classes(child)]
+
+
 @contextlib.contextmanager
 def _optimizer_variables(created: List[tf.Variable]) -> Iterator[None]:
-    """Collects the variables created inside `Optimizer.apply_gradients` (restored on exit); a wrapping optimizer
+    """Collects the variables created inside `apply_gradients` of `tf.compat.v1.train.Optimizer` and of each of its
+    subclasses that defines its own (BERT's AdamWeightDecayOptimizer); restored on exit. A wrapping optimizer
     (CrossShardOptimizer) calling its inner one is counted once."""
-    cls = v1_optimizer.Optimizer
-    original, depth = cls.apply_gradients, [0]
+    depth = [0]
 
-    def apply_gradients(self, *args, **kwargs):
-        before = {id(v) for v in tf.compat.v1.global_variables()}
-        depth[0] += 1
-        try:
-            return original(self, *args, **kwargs)
-        finally:
-            depth[0] -= 1
-            if not depth[0]:
-                created.extend(v for v in tf.compat.v1.global_variables() if id(v) not in before)
+    def wrap(original):
+        def apply_gradients(self, *args, **kwargs):
+            before = {id(v) for v in tf.compat.v1.global_variables()}
+            depth[0] += 1
+            try:
+                return original(self, *args, **kwargs)
+            finally:
+                depth[0] -= 1
+                if not depth[0]:
+                    created.extend(v for v in tf.compat.v1.global_variables() if id(v) not in before)
 
-    cls.apply_gradients = apply_gradients
+        return apply_gradients
+
+    classes = _classes(v1_optimizer.Optimizer)
+    patched = {cls: cls.__dict__["apply_gradients"] for cls in classes if "apply_gradients" in cls.__dict__}
+    for cls, original in patched.items():
+        cls.apply_gradients = wrap(original)
     try:
         yield
     finally:
-        cls.apply_gradients = original
+        for cls, original in patched.items():
+            cls.apply_gradients = original
 
 
 def _any_batch(info: InputInfo) -> InputInfo:

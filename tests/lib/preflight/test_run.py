@@ -85,6 +85,34 @@ def test_dense_model_variables_are_the_hand_computed_bytes(dense):
     assert 0 < m.activations < 1 << 20 and m.total == m.parameters + m.slots + m.gradients + m.activations
 
 
+class MomentumOfItsOwn(tf.compat.v1.train.Optimizer):
+    """An optimizer with its own apply_gradients (as BERT's AdamWeightDecayOptimizer): one slot per variable."""
+
+    def __init__(self):
+        super().__init__(use_locking=False, name="MomentumOfItsOwn")
+
+    def apply_gradients(self, grads_and_vars, global_step=None, name=None):
+        updates = []
+        for grad, variable in grads_and_vars:
+            zeros = tf.compat.v1.zeros_initializer()
+            slot = tf.compat.v1.get_variable(
+                variable.op.name + "/m", variable.shape, initializer=zeros, trainable=False
+            )
+            updates += [slot.assign(0.9 * slot + grad), variable.assign_sub(0.1 * slot)]
+        return tf.group(updates)
+
+
+def test_slots_of_an_optimizer_with_its_own_apply_gradients():
+    def model_fn(features, labels, mode, params):
+        prediction = tf.compat.v1.layers.dense(features["x"], 1, name="out")[:, 0]
+        loss = tf.reduce_mean(tf.square(prediction - labels))
+        return TPUEstimatorSpec(mode, loss=loss, train_op=MomentumOfItsOwn().minimize(loss))
+
+    found = run_preflight(JOB, None, model_fn, train_input_fn=dense_input_fn, accelerator="TPU_V2", cores=8,
+                          input_seconds=0, max_compiles=1)  # fmt: skip
+    assert found.memory.slots_unpadded == (5 + 1) * 4 and found.memory.parameters_unpadded == (5 + 1) * 4 + 8
+
+
 def test_dense_model_time_cost_and_record(dense):
     v3 = chip("TPU_V3")
     compute, traffic = dense.flops / v3.peak_flops_per_core, dense.bytes_accessed / v3.hbm_bytes_per_second_per_core
