@@ -63,9 +63,8 @@ def measure(step: CompiledStep) -> Tuple[Memory, List[TopBuffer]]:
     return memory, sorted(top, key=lambda b: -b.padded_bytes)
 
 
-def _train_info(
-    job: JobConfig, schema: Optional[Schema], train_input_fn: Optional[Callable], target: TPUTarget
-) -> InputInfo:
+def _train_info(schema: Optional[Schema], train_input_fn: Optional[Callable], target: TPUTarget) -> InputInfo:
+    """The train batch's specs: what `train_input_fn` yields with the TPU params, else the schema's features."""
     batch = target.batch_sizes[TRAIN]
     if train_input_fn is None:
         if schema is None:
@@ -149,7 +148,7 @@ def largest_batch(
     no compiled batch fails within the compiles, the largest that fit.
     """
     target = TPUTarget.for_job(job)
-    info = _train_info(job, schema, train_input_fn, target)
+    info = _train_info(schema, train_input_fn, target)
     with temporary_model_dir() as model_dir:
         return _search(
             _Compiler(model_fn, info, target, model_dir), hbm_bytes, target.batch_sizes[TRAIN], max_compiles
@@ -223,7 +222,7 @@ def run_preflight(
     job = dataclasses.replace(job, tpu=dataclasses.replace(job.tpu, num_cores=cores))
     target = TPUTarget.for_job(job)
     batch = target.batch_sizes[TRAIN]
-    info = _train_info(job, schema, train_input_fn, target)
+    info = _train_info(schema, train_input_fn, target)
     with temporary_model_dir() as model_dir:
         compiler = _Compiler(model_fn, info, target, model_dir)
         compiled = compiler.step(batch)
