@@ -207,13 +207,12 @@ class Buffer:
     kind: str
 
 
-def live_buffers(module: Module, skip_parameters: Sequence[int] = (), skip_outputs: bool = False) -> List[Buffer]:
+def live_buffers(module: Module, skip_parameters: Sequence[int] = ()) -> List[Buffer]:
     """The entry's buffers with their live ranges.
 
     Args:
       module: the parsed module.
       skip_parameters: entry parameter numbers left out (buffers counted elsewhere, e.g. the model's variables).
-      skip_outputs: leave out the buffers the step returns (counted elsewhere, e.g. the gradients).
     """
     instructions = module.entry_instructions
     last = len(instructions) - 1
@@ -238,7 +237,7 @@ def live_buffers(module: Module, skip_parameters: Sequence[int] = (), skip_outpu
     found = []
     for instruction in instructions:
         name = instruction.name
-        if name not in start or name in skipped or (skip_outputs and name in outputs):
+        if name not in start or name in skipped:
             continue
         stop = last if name in outputs else end[name]
         kind = "input" if instruction.opcode == "parameter" else "output" if name in outputs else "temporary"
@@ -262,10 +261,6 @@ def peak(buffers: Sequence[Buffer]) -> Tuple[int, int]:
         if running > best:
             best, where = running, position
     return best, where
-
-
-def live_at(buffers: Sequence[Buffer], position: int) -> List[Buffer]:
-    return [b for b in buffers if b.start <= position <= b.end]
 
 
 def _dims_of(attributes: str, key: str) -> Tuple[int, ...]:

@@ -22,9 +22,6 @@ from estimator_lib.strict.inputs import InputInfo, TPUTarget
 from estimator_lib.strict.xla import _as_the_tpu_compiler, _step_outputs
 
 TRAIN = tf.estimator.ModeKeys.TRAIN
-# Ops on a variable's handle inside the step, rewritten to their value forms once the variable is an input.
-_VALUE_FORMS = {"ReadVariableOp": "Identity", "ResourceGather": "GatherV2", "VariableShape": "Shape"}
-_VARIABLE_OPS = ("VarHandleOp", "VariableV2", "Variable")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,6 +127,9 @@ def _as_inputs(graph_def, handles: Dict[str, tf.Variable]) -> None:
             axis.attr["dtype"].type = tf.int32.as_datatype_enum
             axis.attr["value"].tensor.CopyFrom(tf.make_tensor_proto(0, tf.int32))
             node.input.append(axis.name)
+        elif node.op == "ResourceGatherNd":
+            node.op = "GatherNd"
+            node.attr["Tparams"].CopyFrom(node.attr.pop("dtype"))
         elif node.op == "VariableShape":
             node.op = "Shape"
             node.attr["T"].type = tf.resource.as_datatype_enum
@@ -139,16 +139,15 @@ def _as_inputs(graph_def, handles: Dict[str, tf.Variable]) -> None:
 
 
 def _check_no_handles(graph_def, handles: Dict[str, tf.Variable]) -> None:
-    kept = {node.name: node for node in graph_def.node}
+    """Raises when an op of the step still takes a variable's handle (one preflight does not rewrite)."""
     for node in graph_def.node:
-        for name in node.input:
-            producer = name.split(":")[0]
-            if producer in handles and node.op not in ("Identity", "GatherV2", "Shape") and producer in kept:
-                raise ValueError(
-                    f"preflight cannot compile the train step: op {node.name!r} ({node.op}) uses variable "
-                    f"{producer!r} by its handle, which preflight does not turn into a value; use the variable's "
-                    "value (tf.gather, a read) in the model_fn's forward pass"
-                )
+        used = [name.split(":")[0] for name in node.input if name.split(":")[0] in handles]
+        if used and ("Resource" in node.op or "Variable" in node.op):
+            raise ValueError(
+                f"preflight cannot compile the train step: op {node.name!r} ({node.op}) uses variable "
+                f"{used[0]!r} by its handle, which preflight does not turn into a value; read the variable "
+                "(tf.gather, a read) in the model_fn's forward pass"
+            )
 
 
 def compile_train_step(

@@ -113,6 +113,20 @@ def test_slots_of_an_optimizer_with_its_own_apply_gradients():
     assert found.memory.slots_unpadded == (5 + 1) * 4 and found.memory.parameters_unpadded == (5 + 1) * 4 + 8
 
 
+def test_a_gathered_variable_compiles_without_being_allocated():
+    def model_fn(features, labels, mode, params):  # ResourceGather, ResourceGatherNd and VariableShape on handles
+        table = tf.compat.v1.get_variable("table", [1000, 4])
+        rows = tf.gather(table, features["ids"]) + tf.gather_nd(table, features["ids"][:, :1, None])
+        loss = tf.reduce_mean(rows) + tf.cast(tf.shape(table)[0], tf.float32) * 0.0 + 0.0 * labels[0]
+        return TPUEstimatorSpec(
+            mode, loss=loss, train_op=tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(loss)
+        )
+
+    found = run_preflight(JOB, None, model_fn, train_input_fn=ids_input_fn, accelerator="TPU_V3", cores=8,
+                          input_seconds=0, max_compiles=1)  # fmt: skip
+    assert found.memory.gradients_unpadded == 1000 * 4 * 4 and found.memory.slots == 0
+
+
 def test_dense_model_time_cost_and_record(dense):
     v3 = chip("TPU_V3")
     compute, traffic = dense.flops / v3.peak_flops_per_core, dense.bytes_accessed / v3.hbm_bytes_per_second_per_core
