@@ -19,7 +19,7 @@ from tensorflow.python.training import optimizer as v1_optimizer
 from estimator_lib.preflight.padding import padded_bytes, unpadded_bytes
 from estimator_lib.strict.graph import build_mode_graph
 from estimator_lib.strict.inputs import InputInfo, TPUTarget
-from estimator_lib.strict.xla import _as_the_tpu_compiler, _step_outputs
+from estimator_lib.strict.xla import as_the_tpu_compiler, step_outputs
 
 TRAIN = tf.estimator.ModeKeys.TRAIN
 
@@ -164,7 +164,7 @@ def compile_train_step(
     with _optimizer_variables(created):
         built = build_mode_graph(model_fn, TRAIN, _any_batch(info), target, model_dir)
     with built.graph.as_default():
-        outputs = _step_outputs(TRAIN, built.spec)
+        outputs = step_outputs(TRAIN, built.spec)
         every = tf.compat.v1.global_variables() + tf.compat.v1.local_variables()
     slots = {id(v) for v in created}
     handles = {v.op.name: v for v in every}
@@ -188,7 +188,7 @@ def compile_train_step(
         mapping = dict(zip(names, args))
         return tf.graph_util.import_graph_def(graph_def, mapping, [t.name for t in outputs], name="")
 
-    with _as_the_tpu_compiler():
+    with as_the_tpu_compiler():
         hlo = tf.function(step, jit_compile=True, autograph=False).experimental_get_compiler_ir(*specs)(
             stage="optimized_hlo"
         )

@@ -52,7 +52,7 @@ def _dense(t: Any) -> tf.Tensor:
     return tf.convert_to_tensor(t) if isinstance(t, tf.IndexedSlices) else t
 
 
-def _step_outputs(mode: str, spec) -> List[tf.Tensor]:
+def step_outputs(mode: str, spec) -> List[tf.Tensor]:
     """The tensors one TPU step computes for `mode`."""
     if mode == ModeKeys.PREDICT:
         return [tf.identity(t) for t in tf.nest.flatten(spec.predictions)]
@@ -114,7 +114,7 @@ def check_xla(
     def step(*flat):
         feeds.extend(flat)
         features, labels = (tf.nest.pack_sequence_as(structure, list(flat)) + (None,))[:2]
-        return _step_outputs(mode, call_model_fn(model_fn, mode, features, labels, target, model_dir))
+        return step_outputs(mode, call_model_fn(model_fn, mode, features, labels, target, model_dir))
 
     try:
         wrapped = tf.compat.v1.wrap_function(step, specs)
@@ -129,7 +129,7 @@ def check_xla(
         return [Finding("xla", mode, NOTE, message)]
     compiled = tf.function(lambda *args: pruned(*args), jit_compile=True)
     try:
-        with _as_the_tpu_compiler():
+        with as_the_tpu_compiler():
             compiled.experimental_get_compiler_ir(*[tf.zeros(s.shape, s.dtype) for s in specs])(stage="hlo")
     except (ValueError, tf.errors.OpError) as e:
         what, op_type = _describe(str(e), wrapped.graph)
@@ -143,7 +143,7 @@ def check_xla(
 
 
 @contextlib.contextmanager
-def _as_the_tpu_compiler() -> Iterator[None]:
+def as_the_tpu_compiler() -> Iterator[None]:
     """Compiles without the process's op determinism: XLA on CPU refuses, while it is on, ops it has no deterministic
     kernel for here (MaxPool's gradient), which the TPU compiler compiles; an earlier training run in the same
     process (a tuning trial) turns it on."""

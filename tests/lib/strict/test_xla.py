@@ -162,7 +162,7 @@ def test_step_outputs_per_mode(tmp_path):
         with tf.Graph().as_default():
             x, y = tf.zeros([2]), tf.zeros([2])
             spec = fn({"x": x}, None if mode == ModeKeys.PREDICT else y, mode, {}, config)
-            counts[mode] = len(xla._step_outputs(mode, spec))
+            counts[mode] = len(xla.step_outputs(mode, spec))
     # TRAIN: the loss, a gradient for w and b, the host_call loss; EVAL: the loss, labels, per-example loss
     assert counts == {ModeKeys.TRAIN: 4, ModeKeys.EVAL: 3, ModeKeys.PREDICT: 1}
 
