@@ -39,9 +39,10 @@ def train_model(
     import json
 
     from components import adapter, artifacts, records
-    from estimator_lib import engine, release
+    from estimator_lib import engine, release, storage
     from estimator_lib.config.blessing import check_task_metrics
     from estimator_lib.config.stages import TrainSpec
+    from estimator_lib.estimator import PREFLIGHT_FILE
 
     warm_from = release.resolve_model(warm_start, publish_root)
     job = adapter.training_job(adapter.decode_spec(TrainSpec, spec), tpu, warm_start_from=warm_from)
@@ -63,4 +64,11 @@ def train_model(
     result = source.train(job, model.uri, adapter.progress_seconds())
     adapter.copy_summaries_to_tensorboard(model.uri, "train")
     artifacts.describe_model(model, result, job, warm_from)
+    preflight = storage.join(model.uri, PREFLIGHT_FILE)
+    if model.metadata["strict"] and storage.exists(preflight):  # strict mode's preflight, beside its report
+        found = json.loads(storage.read_text(preflight))
+        model.metadata["strict"]["preflight"] = {
+            **{k: found[k] for k in ("tpu_type", "verdict", "line")},
+            "uri": preflight,
+        }
     record.finish()

@@ -8,16 +8,17 @@ the validation split; `train_prepared` on a prepared dataset) and `evaluate`.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import random
 import time
-from typing import Dict, Optional
+from typing import Any, Dict, Optional
 
 import numpy as np
 import tensorflow as tf
 from tensorflow_estimator.python.estimator.tpu.tpu_estimator import ExportSavedModelApiVersion
 
-from estimator_lib import storage, strict
+from estimator_lib import preflight, storage, strict
 from estimator_lib.config import JobConfig
 from estimator_lib.data.common import TRAIN, VALID
 from estimator_lib.data.prepare import PrepareResult
@@ -30,6 +31,7 @@ from estimator_lib.schema import Schema
 
 tpu_lib = tf.compat.v1.estimator.tpu
 log = logging.getLogger(__name__)
+PREFLIGHT_FILE = "preflight.json"  # beside the checkpoints: the train stage's preflight (`record_preflight`)
 
 
 def enable_determinism(seed: int) -> None:
@@ -235,14 +237,7 @@ def train(
     """
     count = inputs.count_records(train_files) if num_train_examples is None else num_train_examples
     job = job.for_data(count, len(schema.select(job.model.features).features))  # the model_fn reads the budget, l2
-    input_fn = inputs.train_input_fn_builder(
-        train_files,
-        schema,
-        job.training.seed,
-        job.training.shuffle_buffer_size,
-        model_dir=model_dir,
-        num_examples=count,
-    )
+    input_fn = _train_input_fn(job, schema, train_files, model_dir, count)
     valid_fn = _validation_input_fn(valid_files, schema, num_valid_examples)
     if job.tpu.strict:  # every mode: a model that cannot predict on a TPU should not be trained for one
         model_fn, accept = build_model_fn(schema, job), job.tpu.strict_accept
@@ -250,6 +245,8 @@ def train(
             job, schema, model_fn, train_input_fn=input_fn, eval_input_fn=valid_fn, accept=accept
         )
         strict.record_report(report, model_dir)
+        found = preflight.run_preflight(job, schema, model_fn, train_input_fn=input_fn, **recorded_target(job))
+        record_preflight(found, model_dir)
     progress = _stage_progress(job, model_dir, valid_fn is not None, progress_seconds)
     if valid_fn is None:
         _train_to(job, schema, model_dir, input_fn, job.training.train_steps, progress)
@@ -265,6 +262,45 @@ def train(
         inputs.start_step(model_dir),
         job.training.train_steps,
         history,
+    )
+
+
+def _train_input_fn(
+    job: JobConfig, schema: Schema, files: Patterns, model_dir: Optional[str], count: int
+) -> inputs.InputFn:
+    training = job.training
+    return inputs.train_input_fn_builder(
+        files, schema, training.seed, training.shuffle_buffer_size, model_dir=model_dir, num_examples=count
+    )
+
+
+def recorded_target(job: JobConfig) -> Dict[str, Any]:
+    """What strict mode's preflight is made for (`run_preflight`'s arguments): a job names its cores
+    (`tpu.num_cores`) but not its chip, so the chip of the product's default TPU type, v3 (`tpu-pipeline preflight
+    --tpu TYPE` plans for another); the input measured for 2 s (a record, not a decision: the stage trains
+    whatever it finds)."""
+    return {"accelerator": "TPU_V3", "cores": job.tpu.num_cores, "input_seconds": 2.0}
+
+
+def record_preflight(found: preflight.Preflight, model_dir: str) -> str:
+    """Writes `found.to_dict()` with its verdict line ("line") as `PREFLIGHT_FILE` in the model directory, beside
+    strict mode's record, and logs it; returns its URI."""
+    uri = storage.join(model_dir, PREFLIGHT_FILE)
+    storage.write_text(uri, json.dumps({**found.to_dict(), "line": found.verdict_line()}, indent=2, sort_keys=True))
+    log.info("%s", found.describe())
+    return uri
+
+
+def preflight_prepared(
+    job: JobConfig, prepared: PrepareResult, accelerator: str, cores: int, **options: Any
+) -> preflight.Preflight:
+    """`preflight.run_preflight` of a built-in family on a prepared dataset, its model_fn and train input_fn built
+    as `train` builds them (`job` resolved for the data: `JobConfig.for_data`); `options` are run_preflight's."""
+    schema = prepared.schema
+    input_fn = _train_input_fn(job, schema, prepared.files(TRAIN), None, prepared.counts[TRAIN])
+    model_fn = build_model_fn(schema, job)
+    return preflight.run_preflight(
+        job, schema, model_fn, train_input_fn=input_fn, accelerator=accelerator, cores=cores, **options
     )
 
 

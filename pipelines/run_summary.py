@@ -124,11 +124,22 @@ class Validation:
 
 
 @dataclasses.dataclass(frozen=True)
+class Preflight:
+    """Strict mode's preflight (docs/preflight.md): its TPU type, verdict and verdict line; the record at `uri`."""
+
+    tpu_type: str
+    verdict: str
+    line: str
+    uri: str
+
+
+@dataclasses.dataclass(frozen=True)
 class Strict:
     checks: int
     counts: dict[str, int]
     findings: list[dict[str, Any]]
     uri: str
+    preflight: Optional[Preflight] = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -63,7 +63,7 @@ def _result_lines(results: Results) -> list[str]:
         lines += slice_lines(results.slices)
     lines.append(f"  blessed: {results.blessed} ({results.blessing.summary})")
     if results.strict:
-        lines.append(f"  {strict_line(results.strict)}")
+        lines += strict_lines(results.strict)
     lines += [f"  {serving_line(results.serving)}", f"  {results.export.reason}", "  artifacts:"]
     artifacts = results.artifacts
     order = sorted(
@@ -124,6 +124,11 @@ def strict_line(strict: Strict) -> str:
             parts.append(f"{count} {group} ({', '.join(shown)})" if shown else f"{count} {group}")
     found = "; ".join(parts) if parts else "nothing a TPU would refuse"
     return f"TPU-strict: {strict.checks} checks, {found}" + (f"; details in {strict.uri}" if parts else "")
+
+
+def strict_lines(strict: Strict) -> list[str]:
+    """The TPU-strict line, then its preflight's verdict line when it made one."""
+    return [f"  {strict_line(strict)}", *([f"  {strict.preflight.line}"] if strict.preflight else [])]
 
 
 def _headline(summary: RunSummary) -> str:

@@ -7,6 +7,7 @@ was compiled) is never guessed: the stage's cost is None and the estimate names 
 that leaves something out says so.
 
 Hours before a run are assumptions, stated beside each figure: `--expected-hours STAGE=H` when given; for train
+after a preflight, a start-up time plus the steps at preflight's step-time bound (`bound_train_hours`); for train
 with `training.train_steps` set, a start-up time plus the steps at an assumed rate; otherwise a fixed time per
 stage. After a run, `implied_cost` prices the durations measured instead (`stage_seconds` reads them from a
 Vertex AI run's task details); `run_cost` is the record a run's last task writes (`components.run_cost`).
@@ -117,10 +118,33 @@ def _hours(text: str, stage: str, value: str) -> float:
     return hours
 
 
+class Hours(float):
+    """Hours a stage is expected to run with the reason (`basis`): an entry of `estimate`'s `expected` that was not
+    given with --expected-hours."""
+
+    basis: str
+
+    def __new__(cls, hours: float, basis: str) -> "Hours":
+        made = super().__new__(cls, hours)
+        made.basis = basis
+        return made
+
+
+def bound_train_hours(train_steps: int, step_seconds: float) -> Hours:
+    """The train stage's hours from preflight's step-time bound: the start-up assumed for every stage plus the
+    steps at the bound (a lower bound on a step: the hours err low)."""
+    hours = ASSUMED_STAGE_HOURS + train_steps * step_seconds / 3600
+    return Hours(
+        hours,
+        f"{ASSUMED_STAGE_HOURS:g} h start-up + {train_steps} steps at preflight's bound of {step_seconds * 1e3:.3g} ms "
+        "a step (a lower bound)",
+    )
+
+
 def assumed_hours(stage: str, train_steps: int | None, expected: Mapping[str, float]) -> tuple[float, str]:
     """(hours, the assumption behind them) for one stage before the run."""
     if stage in expected:
-        return expected[stage], "given (--expected-hours)"
+        return expected[stage], getattr(expected[stage], "basis", "given (--expected-hours)")
     if stage != "train":
         return ASSUMED_STAGE_HOURS, f"{ASSUMED_STAGE_HOURS:g} h assumed per stage"
     if train_steps is None:
@@ -290,6 +314,10 @@ def format_estimate(costs: Mapping[str, Mapping[str, Any]], summary: Mapping[str
     """The estimate as a table for a terminal: stage, machine, accelerator, hours, price/hour, cost; the total; the
     price table's date and source; what has no price; the assumptions behind the hours."""
     currency = summary["currency"]
+    first = []
+    if not summary["complete"]:  # first: a total that leaves a price out must not read as the run's cost
+        missing = "; ".join(summary["missing"])
+        first = [f"cost estimate incomplete: {missing}; give prices with --prices FILE (as in {PRICES_FILE})"]
     rows = [("stage", "machine", "accelerator", "hours", f"{currency}/hour", currency)]
     for stage, cost in costs.items():
         price = "no price" if cost["pricePerHour"] is None else f"{cost['pricePerHour']:.4f}"
@@ -299,7 +327,7 @@ def format_estimate(costs: Mapping[str, Mapping[str, Any]], summary: Mapping[str
     fee = "?" if summary["runFee"] is None else f"{summary['runFee']:.2f}"
     rows.append(("pipeline run fee", "", "", "", "", fee))
     widths = [max(len(row[i]) for row in rows) for i in range(6)]
-    lines = [
+    lines = first + [
         "  ".join(cell.ljust(w) if i < 3 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths)))
         for row in rows
     ]

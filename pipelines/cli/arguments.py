@@ -315,6 +315,21 @@ def add_cost_arguments(group: Any) -> None:
     )
 
 
+def add_preflight_arguments(group: Any) -> None:
+    """The preflight submit and schedule run for --tpu before anything is uploaded (docs/preflight.md)."""
+    group.add_argument(
+        "--no-preflight",
+        dest="preflight",
+        action="store_false",
+        help="skip the preflight (docs/preflight.md)",
+    )
+    group.add_argument(
+        "--allow-no-fit",
+        action="store_true",
+        help="submit a model too large for the TPU",
+    )
+
+
 def add_schedule_arguments(parser: argparse.ArgumentParser, common: Any) -> None:
     common.add_argument("--cron", required=True, help="e.g. '0 3 * * 1' (UTC; or prefix TZ=Zone/Name)")
     group = parser.add_argument_group("schedule")

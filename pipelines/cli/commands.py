@@ -20,6 +20,7 @@ from estimator_lib.config.stages import StageLimits
 from estimator_lib.config.tuning import load_space
 from pipelines import checks, listing, local, reproduce, runs, show
 from pipelines.cli.parser import build_parser
+from pipelines.cli.preflight import cmd_preflight
 from pipelines.cli.settings import read_space_file, resolve_alerts, resolve_local_settings
 from pipelines.cli.vertex_commands import cmd_compile, cmd_schedule, cmd_submit
 from pipelines.local.failures import next_step
@@ -88,7 +89,7 @@ def format_summary(summary: RunSummary, path: str) -> str:
         *show.data_lines(results.data),
         f"  data validation: {results.validation.summary}",
         "  metrics (eval): " + vocabulary.format_metrics(metrics, vocabulary.headline(metrics)),
-        *([f"  {show.strict_line(results.strict)}"] if results.strict else []),
+        *(show.strict_lines(results.strict) if results.strict else []),
         f"  blessed: {results.blessed} ({results.blessing.summary})",
         f"  predictions: {results.predictions.count} rows in {results.predictions.uri}",
         f"  export: {export.uri} (tag sets {export.tag_sets})",
@@ -150,6 +151,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
 COMMANDS = {
     "run-local": cmd_run_local,
     "predict": cmd_predict,
+    "preflight": cmd_preflight,
     "tune": cmd_tune,
     "release": cmd_release,
     "show": cmd_show,

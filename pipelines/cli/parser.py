@@ -10,6 +10,7 @@ import textwrap
 from collections.abc import Iterable, Sequence
 from typing import Any, Optional
 
+from estimator_lib.cloud import cost
 from estimator_lib.config.beam import ENGINES, INPROCESS
 from pipelines import tpu as tpu_presets
 from pipelines.cli.arguments import (
@@ -17,6 +18,7 @@ from pipelines.cli.arguments import (
     add_cost_arguments,
     add_engine_arguments,
     add_image_arguments,
+    add_preflight_arguments,
     add_run_arguments,
     add_schedule_arguments,
     add_stage_limit_arguments,
@@ -48,15 +50,14 @@ def _installed(*names: str) -> str:
     return "not installed"
 
 
-def _preset_help() -> str:
+def _preset_help(experimental: bool = True) -> str:
+    """The TPU types' table; `experimental`: with what the experimental ones need (preflight plans for any)."""
     rows = "\n".join(
         f"  {name:<12} {machine:<18} {accel:<15} x{count:<3} {f'{cores} cores':<9} {status}"
         for name, machine, accel, count, cores, status in tpu_presets.preset_table()
     )
-    return (
-        f"TPU types (--tpu):\n{rows}\n"
-        "experimental types need --experimental-tpu: TPUEstimator is not known to run on them (docs/vertex.md)"
-    )
+    note = "experimental types need --experimental-tpu: TPUEstimator is not known to run on them (docs/vertex.md)"
+    return f"TPU types (--tpu):\n{rows}" + (f"\n{note}" if experimental else "")
 
 
 def _add_record_commands(commands: Any) -> None:
@@ -217,6 +218,34 @@ class _Main(_Parser):
         return " ".join(messages)
 
 
+def _add_preflight_command(commands: Any) -> None:
+    preflight = commands.add_parser(
+        "preflight",
+        help="will the model fit a TPU's memory, how fast can a step be, will the input keep up (on this CPU)",
+        description="Builds the run's model_fn and train input_fn as the train stage would (the data prepared into a "
+        "temporary folder by the prepare stage's code; the same model and data flags as run-local), compiles its "
+        "train step with XLA on this CPU and prints: memory per core against the TPU's HBM, the largest per-core "
+        "batch that fits, the step's time bound and cost, the input's rate. Nothing runs on a TPU: every figure is "
+        "an estimate (docs/preflight.md). Exit 0 when it fits and its input keeps up, 1 when it does not fit or "
+        "is input-bound, 2 a bad command line.",
+        epilog=_preset_help(experimental=False),
+        formatter_class=_TableFormatter,
+    )
+    preflight.add_argument(
+        "--tpu",
+        default=tpu_presets.DEFAULT_TPU,
+        metavar="TYPE",
+        help=f"the Cloud TPU type to plan for (default {tpu_presets.DEFAULT_TPU}; any listed below)",
+    )
+    preflight.add_argument("--json", action="store_true", help="print the preflight as JSON")
+    preflight.add_argument(
+        "--region", default="us-central1", help="the region whose prices apply (default %(default)s)"
+    )
+    preflight.add_argument("--prices", default=cost.PRICES_FILE, metavar="FILE", help="the price table (JSON)")
+    add_run_arguments(preflight)
+    preflight.set_defaults(engine=INPROCESS, direct_num_workers=None)  # prepared in this process
+
+
 def _add_vertex_command(commands: Any, name: str, text: str) -> None:
     """`submit` or `schedule`: the flags most runs need first (the `common` group), then the rest by concern."""
     cron = " --cron CRON" if name == "schedule" else ""
@@ -234,6 +263,7 @@ def _add_vertex_command(commands: Any, name: str, text: str) -> None:
     add_image_arguments(sub, common)
     common.add_argument("--dry-run", action="store_true", help="print the request and its cost; send nothing")
     add_cost_arguments(common)
+    add_preflight_arguments(common)
     if name == "schedule":
         add_schedule_arguments(sub, common)
     add_tracking_arguments(sub, "the TPU jobs' logs (default: under --pipeline-root)")
@@ -304,6 +334,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_record_commands(commands)
     _add_tune_command(commands)
     _add_predict_command(commands)
+    _add_preflight_command(commands)
 
     release_ = commands.add_parser(
         "release",

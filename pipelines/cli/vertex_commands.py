@@ -21,6 +21,7 @@ from estimator_lib.config.tuning import check_tunable
 from pipelines import tpu as tpu_presets
 from pipelines import vertex
 from pipelines.cli.parser import DEFAULT_TEMPLATE
+from pipelines.cli.preflight import run_preflight, tpu_type
 from pipelines.cli.settings import (
     COMPILED_FLAGS,
     flag_given,
@@ -127,6 +128,7 @@ def _vertex_job(args: argparse.Namespace, template_dir: str, credentials: Any = 
         credentials = AnonymousCredentials()
     image = resolve_image(args) if args.engine == BEAM or not args.template else ""
     beam = resolve_beam(args, image, _dataflow_defaults(args))
+    found = _preflight(args, beam, cost_inputs[0] if cost_inputs else None)
     from pipelines import staging  # builds a wheel with the user package's code: TensorFlow is imported
 
     data = {"--data": args.data, "--eval-data": args.eval_data}
@@ -163,10 +165,57 @@ def _vertex_job(args: argparse.Namespace, template_dir: str, credentials: Any = 
     if staged.described:
         compiled["user_files"] = staged.described
     compiled["plan"] = _plan(args, target, image, tpu if not args.template else None, beam is not None)
+    train_steps, expected = settings.job.training.train_steps, cost_inputs[1] if cost_inputs else {}
+    if found is not None:
+        train_steps = found.train_steps  # the budget the data sets when the job leaves it null
+        if train_steps is not None:
+            expected = {"train": cost.bound_train_hours(train_steps, found.step_seconds), **expected}
     if cost_inputs:
-        train_steps = settings.job.training.train_steps
-        compiled["plan"] = vertex.with_cost_estimate(compiled["plan"], cost_inputs[0], train_steps, cost_inputs[1])
-    return vertex.build_job(template, target, arguments, credentials=credentials), target, compiled, arguments
+        compiled["plan"] = vertex.with_cost_estimate(compiled["plan"], cost_inputs[0], train_steps, expected)
+    job = vertex.build_job(template, target, arguments, credentials=credentials)
+    return job, target, compiled, arguments, found
+
+
+def _preflight(args: argparse.Namespace, beam: Any, prices: cost.PriceTable | None) -> Any:
+    """The run's preflight for --tpu (`pipelines.cli.preflight`), before anything is staged or uploaded; None with
+    --cpu, --no-preflight or --template (whose TPU is its own).
+
+    Raises:
+      DoesNotFitError: the model does not fit the TPU's memory, without --allow-no-fit.
+    """
+    if args.cpu or args.template or not args.preflight:
+        return None
+    settings = resolve_settings(args, args.pipeline_root.rstrip("/") + "/published", beam=beam)
+    found = run_preflight(settings, tpu_type(args.tpu), prices, args.region, args.spot)
+    if not found.fits and not args.allow_no_fit:
+        print(found.describe(), file=sys.stderr)
+        raise DoesNotFitError(_does_not_fit(found, settings.job.training.train_batch_size))
+    return found
+
+
+class DoesNotFitError(RuntimeError):
+    """The model does not fit the TPU's memory (exit 1, before anything is uploaded)."""
+
+
+def _does_not_fit(found: Any, batch: int) -> str:
+    """Why a submit is refused: the memory, the batch that fits, the dominant buffers and the ways on."""
+    from estimator_lib.preflight.report import size  # loaded already: preflight ran
+
+    per_core = found.memory.batch
+    if found.largest_batch:
+        fits = (
+            f"the largest per-core batch that fits is {found.largest_batch} (training.train_batch_size="
+            f"{found.largest_batch * found.cores} on {found.cores} cores)"
+        )
+    else:
+        fits = "not even a per-core batch of 1 fits"
+    buffers = "; ".join(b.describe() for b in found.top_buffers[:3])
+    return (
+        f"the model does not fit TPU {found.tpu_type}'s memory: {size(found.memory.total)} per core at "
+        f"training.train_batch_size={batch} ({per_core} per core), of {size(found.hbm_bytes)}; {fits}; "
+        f"the largest buffers: {buffers}. Make the model or the batch smaller, or submit anyway with --allow-no-fit "
+        "(--no-preflight skips the check)"
+    )
 
 
 def _plan(args: argparse.Namespace, target: vertex.VertexTarget, image: str, tpu: Any, on_beam: bool) -> dict[str, Any]:
@@ -226,13 +275,20 @@ def _print_request(job: Any, arguments: dict[str, Any], extra: dict[str, Any] | 
     print(json.dumps({**request, **(extra or {})}, indent=2, sort_keys=True))
 
 
+def _print_plan(compiled: dict[str, Any], found: Any) -> None:
+    """--dry-run's lines on stderr: the cost estimate, then the preflight."""
+    _print_cost(compiled["plan"])
+    if found is not None:
+        print(found.describe(), file=sys.stderr)
+
+
 def cmd_submit(args: argparse.Namespace, credentials: Any = None) -> int:
     with tempfile.TemporaryDirectory() as template_dir:
-        job, target, compiled, arguments = _vertex_job(args, template_dir, credentials)
+        job, target, compiled, arguments, found = _vertex_job(args, template_dir, credentials)
         if args.dry_run:
             extra = {"serviceAccount": target.service_account, "network": target.network, "compiled": compiled}
             _print_request(job, arguments, extra)
-            _print_cost(compiled["plan"])
+            _print_plan(compiled, found)
             return 0
         vertex.submit(job, target)
     print(f"submitted {job.resource_name}")
@@ -242,7 +298,7 @@ def cmd_submit(args: argparse.Namespace, credentials: Any = None) -> int:
 def cmd_schedule(args: argparse.Namespace, credentials: Any = None) -> int:
     vertex.check_cron(args.cron)
     with tempfile.TemporaryDirectory() as template_dir:
-        job, target, compiled, arguments = _vertex_job(args, template_dir, credentials)
+        job, target, compiled, arguments, found = _vertex_job(args, template_dir, credentials)
         if args.dry_run:
             extra = {
                 "cron": args.cron,
@@ -252,7 +308,7 @@ def cmd_schedule(args: argparse.Namespace, credentials: Any = None) -> int:
                 "compiled": compiled,
             }
             _print_request(job, arguments, extra)
-            _print_cost(compiled["plan"])
+            _print_plan(compiled, found)
             return 0
         created = vertex.schedule(
             job,

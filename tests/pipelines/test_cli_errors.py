@@ -55,7 +55,7 @@ def test_a_mistyped_command_or_choice_names_the_closest(commands, capsys):
     assert err.startswith("usage: tpu-pipeline [-h] [--version] COMMAND ...\ntpu-pipeline: error: argument COMMAND: ")
     assert err.endswith(
         "invalid choice: 'run-locl' (choose from 'run-local', 'show', 'list', 'reproduce', 'diff', "
-        "'tune', 'predict', 'release', 'compile', 'submit', 'schedule'); did you mean run-local?\n"
+        "'tune', 'predict', 'preflight', 'release', 'compile', 'submit', 'schedule'); did you mean run-local?\n"
     )
     assert refused(["run-local", "--engine", "beem"], capsys).endswith(
         "tpu-pipeline run-local: error: argument --engine: invalid choice: 'beem' (choose from 'inprocess', 'beam'); "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import pytest
 import tomllib
@@ -185,7 +186,18 @@ def test_dry_run_with_the_shipped_table_says_what_it_has_no_price_for(monkeypatc
     total = printed["plan"]["costEstimate"]
     assert total["priceTable"]["file"] == cost.PRICES_FILE and total["total"] == 0.03
     assert "no price for cloud-tpu + TPU_V3 x8 in region us-central1" in total["missing"]
-    assert "train: 1 h assumed: training.train_steps is null" in err
+    assert err.splitlines()[0] == (
+        "cost estimate incomplete: no price for cloud-tpu + TPU_V3 x8 in region us-central1; no price for "
+        f"e2-standard-4 in region us-central1; give prices with --prices FILE (as in {cost.PRICES_FILE})"
+    )
+    # training.train_steps is null: the budget the data sets, at preflight's bound on a step
+    train = printed["plan"]["stages"]["train"]["estimatedCost"]
+    steps, bound = re.fullmatch(
+        r"0\.25 h start-up \+ (\d+) steps at preflight's bound of (\S+) ms a step \(a lower bound\)",
+        train["hoursBasis"],
+    ).groups()
+    assert train["hours"] == pytest.approx(0.25 + int(steps) * float(bound) / 1000 / 3600, rel=1e-2)
+    assert any(line.startswith("preflight v3-8: fits (peak ") for line in err.splitlines())
     assert f"compiled 2026-11-25, from {shipped()['source']}" in err
 
 

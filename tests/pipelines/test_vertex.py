@@ -155,6 +155,7 @@ def test_cli_submit_and_schedule_build_the_same_requests(monkeypatch, capsys):
         "sa@p.iam.gserviceaccount.com",
         "--set",
         "training.train_steps=500",
+        "--no-preflight",  # its data is not there to prepare (tests/pipelines/test_preflight_cli.py)
     ]
     assert cli.main(["submit", *common], credentials=AnonymousCredentials()) == 0
     [request] = api.pipeline_jobs

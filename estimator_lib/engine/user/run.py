@@ -22,11 +22,11 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Seque
 import numpy as np
 import tensorflow as tf
 
-from estimator_lib import storage, strict
+from estimator_lib import preflight, storage, strict
 from estimator_lib.config import JobConfig
 from estimator_lib.config.feature_spec import FeatureSpec
 from estimator_lib.engine.user import compat
-from estimator_lib.estimator import EvalResult, build_user_estimator
+from estimator_lib.estimator import EvalResult, build_user_estimator, record_preflight, recorded_target
 from estimator_lib.evaluation.slices import SliceSet
 from estimator_lib.export.saved_model import (
     ExportVerificationError,
@@ -115,22 +115,27 @@ def resolve_train_steps(job: JobConfig, user: UserModel, num_train_examples: Opt
     return dataclasses.replace(user, train_steps=job.training.budget(num_train_examples or 0))
 
 
-def _strict_check(
-    job: JobConfig, user: UserModel, train_input_fn: InputFn, files: Sequence[str], count: Optional[int]
-) -> strict.StrictReport:
-    """TPU-strict mode (`tpu.strict`): the user's model_fn built for the TPU target in every mode, on the train
-    input_fn (the spec's or the user's own) and padded eval and predict input_fns over the train `files` (`count`
-    records, counted when None), with their hyperparameters."""
+def _with_hparams(user: UserModel) -> Callable:
+    """The user's model_fn as TPUEstimator calls it, its hyperparameters in `params`."""
     wrapped = user.load()
     hparams = user.params
 
     def model_fn(features, labels, mode, params, config):
         return wrapped(features, labels, mode, {**hparams, **params}, config)
 
-    named_like(model_fn, wrapped)
+    return named_like(model_fn, wrapped)
+
+
+def _strict_check(
+    job: JobConfig, user: UserModel, train_input_fn: InputFn, files: Sequence[str], count: Optional[int], model_dir: str
+) -> None:
+    """TPU-strict mode (`tpu.strict`): the user's model_fn built for the TPU target in every mode, on the train
+    input_fn (the spec's or the user's own) and padded eval and predict input_fns over the train `files` (`count`
+    records, counted when None), with their hyperparameters; its report and preflight recorded in `model_dir`."""
+    model_fn = _with_hparams(user)
     eval_input_fn = user_inputs.padded_input_fn_builder(files, user.spec, count, with_label=True)
     count = eval_input_fn.num_examples  # type: ignore[attr-defined]
-    return strict.check_model(
+    report = strict.check_model(
         job,
         None,
         model_fn,
@@ -138,6 +143,32 @@ def _strict_check(
         eval_input_fn=eval_input_fn,
         predict_input_fn=user_inputs.padded_input_fn_builder(files, user.spec, count, with_label=False),
         accept=job.tpu.strict_accept,
+    )
+    strict.record_report(report, model_dir)
+    found = preflight.run_preflight(job, None, model_fn, train_input_fn=train_input_fn, **recorded_target(job))
+    record_preflight(found, model_dir)
+
+
+def _train_input_fn(job: JobConfig, user: UserModel, files: Sequence[str], model_dir: Optional[str]) -> InputFn:
+    """The training input: the user's own input_fn (checked against the spec), or the spec's."""
+    if user.input_fn is None:
+        training = job.training
+        return user_inputs.train_input_fn_builder(
+            files, user.spec, training.seed, training.shuffle_buffer_size, model_dir
+        )
+    input_fn = user.load_input_fn(files)
+    _check_user_input(job, input_fn)
+    return input_fn
+
+
+def preflight_user(
+    job: JobConfig, user: UserModel, train_files: Patterns, accelerator: str, cores: int, **options: Any
+) -> preflight.Preflight:
+    """`preflight.run_preflight` of the user's model_fn, it and its train input_fn built as `train` builds them;
+    `options` are run_preflight's."""
+    input_fn = _train_input_fn(job, user, inputs.resolve_files(train_files), None)
+    return preflight.run_preflight(
+        job, None, _with_hparams(user), train_input_fn=input_fn, accelerator=accelerator, cores=cores, **options
     )
 
 
@@ -211,19 +242,13 @@ def train(
     if user.train_steps not in (None, budget):
         raise ValueError(f"UserModel.train_steps={user.train_steps} is not the job's training budget, {budget} steps")
     user = dataclasses.replace(user, train_steps=budget)
-    if user.input_fn is not None:
-        input_fn = user.load_input_fn(files)
-        _check_user_input(job, input_fn)
-    else:
-        input_fn = user_inputs.train_input_fn_builder(
-            files, user.spec, job.training.seed, job.training.shuffle_buffer_size, model_dir
-        )
+    input_fn = _train_input_fn(job, user, files, model_dir)
     warm = warm_start_from if inputs.start_step(model_dir) == 0 else None
     with _named_records(files, user.spec, with_label=True):
         if warm is not None:  # the checkpoint checked is the one loaded
             warm = compat.check_warm_start(job, user, files, warm)
         if job.tpu.strict:
-            strict.record_report(_strict_check(job, user, input_fn, files, count), model_dir)
+            _strict_check(job, user, input_fn, files, count, model_dir)
         progress = TrainingProgress(
             budget,
             job.training.train_batch_size,
