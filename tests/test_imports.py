@@ -53,6 +53,10 @@ ALLOWED_LOCAL_IMPORTS: Dict[Tuple[str, str], str] = {
         "only a submit or schedule stages a user's code (estimator_lib.model.user loads TensorFlow); every other "
         "command stays TensorFlow-free (test_the_command_line_never_imports_tensorflow)"
     ),
+    ("pipelines.cli.preflight", "run_preflight"): (
+        "only a preflight (its command, submit, schedule) prepares data and builds the model, which loads TensorFlow; "
+        "every other command stays TensorFlow-free (test_the_command_line_never_imports_tensorflow)"
+    ),
     ("pipelines.cli.commands", "cmd_release"): (
         "estimator_lib.release loads TensorFlow (its export stage); every other command stays TensorFlow-free "
         "(test_the_command_line_never_imports_tensorflow)"

@@ -198,23 +198,15 @@ class DoesNotFitError(RuntimeError):
 
 
 def _does_not_fit(found: Any, batch: int) -> str:
-    """Why a submit is refused: the memory, the batch that fits, the dominant buffers and the ways on."""
-    from estimator_lib.preflight.report import size  # loaded already: preflight ran
-
-    per_core = found.memory.batch
-    if found.largest_batch:
-        fits = (
-            f"the largest per-core batch that fits is {found.largest_batch} (training.train_batch_size="
-            f"{found.largest_batch * found.cores} on {found.cores} cores)"
-        )
-    else:
-        fits = "not even a per-core batch of 1 fits"
+    """Why a submit is refused: the verdict (memory, the largest per-core batch that fits), the dominant buffers
+    and the ways on."""
+    fits = f"training.train_batch_size={found.largest_batch * found.cores} fits" if found.largest_batch else ""
     buffers = "; ".join(b.describe() for b in found.top_buffers[:3])
     return (
-        f"the model does not fit TPU {found.tpu_type}'s memory: {size(found.memory.total)} per core at "
-        f"training.train_batch_size={batch} ({per_core} per core), of {size(found.hbm_bytes)}; {fits}; "
-        f"the largest buffers: {buffers}. Make the model or the batch smaller, or submit anyway with --allow-no-fit "
-        "(--no-preflight skips the check)"
+        f"the model does not fit TPU {found.tpu_type}'s memory at training.train_batch_size={batch}: "
+        f"{found.verdict_line()}; the largest buffers: {buffers}. Make the model or the batch smaller"
+        + (f" ({fits})" if fits else "")
+        + ", or submit anyway with --allow-no-fit (--no-preflight skips the check)"
     )
 
 

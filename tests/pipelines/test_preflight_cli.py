@@ -116,8 +116,12 @@ def test_a_model_that_does_not_fit_is_refused_by_submit_before_any_upload(monkey
     assert code == 1, err
     assert out == "" and api.pipeline_jobs == []
     error = err.splitlines()[-1]
-    assert error.startswith("tpu-pipeline submit: error: the model does not fit TPU v2-8's memory: ")
-    assert "of 8 GiB; not even a per-core batch of 1 fits; the largest buffers: parameter item_embedding: " in error
+    assert error.startswith(
+        "tpu-pipeline submit: error: the model does not fit TPU v2-8's memory at training.train_batch_size=64: "
+        "preflight v2-8: does not fit (peak "
+    )
+    assert "of 8 GiB per core; batch 1 does not fit); step >= " in error
+    assert "; the largest buffers: parameter item_embedding: " in error
     assert "float32[50000000,64], 23.8 GiB, 11.9 GiB padding" in error and "--allow-no-fit" in error
     assert err.splitlines()[0].startswith("preflight v2-8: does not fit (peak ")
 
