@@ -1,20 +1,22 @@
 """End to end: a full or read-only disk at each stage of a local run (real KFP local runner, real TensorFlow), on a
 real small tmpfs where this machine can mount one, else on the fake file layer of tests/disk_faults.py.
 
-  * a disk that fills up in each stage in turn fails the run (exit 1) in one line naming the stage, the file and
-    the cause; the summary says failed at that stage; the same command again resumes the run and publishes, and
-    no temporary file is left;
+  * a disk that fills up in a stage fails the run (exit 1) in one line naming the stage, the file and the cause;
+    the summary says failed at that stage; the same command again resumes the run past that stage. One run meets
+    a full disk in each stage in turn (each attempt resumes the stage the last one failed in, then fills up in
+    the next); the last attempt, the disk cleared, publishes and leaves no temporary file;
   * an output that turns read-only in the first stage, in training (TensorFlow's own writes) and in the release
     fails the run (exit 1) in one line naming the stage, the file and the cause, then says that the summary could
-    not be written and where the last good record is (status running at that stage); a new run publishes, and its
-    start deletes what the failed run could not (its tmp/, its reserve). Which stage's write is refused is the
-    full disk's case above, stage by stage; what a read-only output adds (the refused summary and what the next
-    run deletes) is the runner's, the same whichever stage met it;
+    not be written and where the last good record is (status running at that stage); a new run's start deletes
+    what the failed run could not (its tmp/, its reserve), and the run failed in the release resumes and
+    publishes. Which stage's write is refused is the full disk's case above, stage by stage; what a read-only
+    output adds (the refused summary and what the next run deletes) is the runner's, the same whichever stage
+    met it;
   * a refusal only one stage meets (EACCES on its files), a log refused from the start, and a summary refused once
     the pipeline has published each fail the run; the next attempt resumes past them and ends ok. Only the fake
     layer can refuse so narrowly (root ignores permission bits; a real disk refuses every file alike).
 
-Slow (whole runs, two per stage and fault: about 5 minutes on 2 cores): `pytest -m "not slow"` skips them.
+Slow (about three whole runs and a dozen restarts: a few minutes on 2 cores): `pytest -m "not slow"` skips them.
 """
 
 from __future__ import annotations
@@ -39,15 +41,16 @@ ARGS = ["--baseline", "none", "--set", "blessing.reference_margin=null", "--set"
 ARGS += ["--set", "prepare.num_workers=1"]
 # Where in each stage its fault fires: after the stage's first `skip` files written (its stage record is the
 # first; resolve's only one is KFP's executor output), or in train once its first checkpoint is on disk, so that
-# the next write is TensorFlow's own.
+# the next write is TensorFlow's own. In the order the local runner runs the stages (the full disk's run meets
+# them one attempt after another).
 POINTS = {
     "resolve": {"skip": 0},
     "prepare": {"skip": 1},
     "train": {"after": "**/model.ckpt-0.index"},
     "export": {"skip": 2},
     "batch_predict": {"skip": 1},
-    "evaluate": {"skip": 2},
     "serving_check": {"skip": 1},
+    "evaluate": {"skip": 2},
     "release": {"skip": 1},
 }
 # The read-only case's stages: the first, the one whose refused write is TensorFlow's, and the last.
@@ -107,27 +110,31 @@ def publishes(disk: disk_faults._Disk, *args: str) -> subprocess.CompletedProces
 
 
 def test_a_disk_that_fills_up_in_any_stage_fails_the_run_in_one_line_and_the_same_command_resumes_it(disk):
-    for stage, point in POINTS.items():
+    folder = None
+    for attempt, (stage, point) in enumerate(POINTS.items(), start=1):
         disk.arm(Fault(FULL, stage, **point))
-        proc = run_cli(disk)
+        proc = run_cli(disk)  # the same command each time: after the first, it resumes the failed run
         disk.clear()
         error = failed_in_one_line(proc, stage, CAUSES[FULL], disk)
-        folder = run_of(proc, disk)
+        folder = folder or run_of(proc, disk)
+        assert run_of(proc, disk) == folder, f"{stage}: the same command resumes the failed run"
         summary = folder.read_summary().to_dict()
         assert (summary["status"], summary["stage"], summary["error"]) == ("failed", stage, error)
+        assert summary["run"]["attempts"] == attempt  # it got past the stage the attempt before failed in
         with open(folder.log, encoding="utf-8") as f:
             log = f.read()
         # The stage's traceback: written then, or (the full disk refused the log's lines too, unless the failed
         # stage had freed space deleting its staging directory) appended once the summary was.
         assert CAUSES[FULL] in log
-        resumed = publishes(disk)
-        assert run_of(resumed, disk) == folder, f"{stage}: the same command resumes the failed run"
+    resumed = publishes(disk)
+    assert run_of(resumed, disk) == folder, "the same command resumes the failed run"
 
 
 def test_an_output_that_turns_read_only_fails_the_run_and_says_where_its_last_good_record_is(disk):
+    before = None  # the run the last read-only output failed, when the next one starts a new run
     for stage in READ_ONLY_STAGES:
         disk.arm(Fault(READ_ONLY, stage, **POINTS[stage]))
-        proc = run_cli(disk)
+        proc = run_cli(disk, *(["--no-resume"] if before else []))
         disk.clear()
         failed_in_one_line(proc, stage, CAUSES[READ_ONLY], disk)
         folder = run_of(proc, disk)
@@ -137,8 +144,12 @@ def test_an_output_that_turns_read_only_fails_the_run_and_says_where_its_last_go
         )
         assert folder.read_summary().to_dict()["status"] == runs.RUNNING  # the same command resumes it
         assert os.path.exists(folder.reserve) and os.path.isdir(folder.tmp)  # the read-only disk kept them
-        # A new run's start deletes them (where a new run costs little more than resuming); the others resume.
-        publishes(disk, *(["--no-resume"] if stage in ("resolve", "train") else []))
+        if before is not None:  # a new run's start deleted them
+            assert folder != before and not os.path.exists(before.reserve) and not os.path.exists(before.tmp)
+        # A new run (where it costs little more than resuming) after a failure before training's end; a resumed
+        # one after the release's.
+        before = folder if stage in ("resolve", "train") else None
+    assert run_of(publishes(disk), disk) == folder
 
 
 def test_a_refusal_one_stage_meets_a_refused_log_and_a_refused_summary_each_fail_the_run_until_it_resumes(tmp_path):
