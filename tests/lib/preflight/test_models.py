@@ -40,7 +40,10 @@ def penguins(tmp_path_factory):
 
 def _preflight(name: str, accelerator: str, *args, **kwargs):
     started = time.perf_counter()
-    found = run_preflight(*args, accelerator=accelerator, cores=8, input_seconds=2.0, **kwargs)
+    # One compile, at the job's batch: what fits (tests/lib/preflight/test_run.py tests the search for the largest
+    # batch; its next compile here would be at a predicted batch of thousands, slow to compile); the input's rate
+    # over 1 s.
+    found = run_preflight(*args, accelerator=accelerator, cores=8, input_seconds=1.0, max_compiles=1, **kwargs)
     print(f"\n{name} {accelerator}: {time.perf_counter() - started:.1f} s, {found.compiles} compiles")
     print(found.describe())
     return found
@@ -58,12 +61,27 @@ def test_a_builtin_family_fits_and_its_input_keeps_up(penguins, family, accelera
     assert found.train_steps == job.training.train_steps and found.run_seconds > 0
 
 
+@pytest.fixture(scope="module")
+def records(tmp_path_factory):
+    """example -> the folder its make_records.py wrote (made once for both TPUs)."""
+    made = {}
+
+    def make(example: str) -> str:
+        if example not in made:
+            root = str(tmp_path_factory.mktemp(example))
+            script = os.path.join(ROOT, "examples", example, "make_records.py")
+            subprocess.run([sys.executable, script, root], check=True, capture_output=True)
+            made[example] = root
+        return made[example]
+
+    return make
+
+
 @pytest.mark.parametrize("example", sorted(EXAMPLES))
 @pytest.mark.parametrize("accelerator", TPUS)
-def test_a_user_example_fits_and_its_input_keeps_up(tmp_path_factory, example, accelerator):
+def test_a_user_example_fits_and_its_input_keeps_up(records, example, accelerator):
     model_fn_name, label = EXAMPLES[example]
-    code, root = os.path.join(ROOT, "examples", example), str(tmp_path_factory.mktemp(example))
-    subprocess.run([sys.executable, os.path.join(code, "make_records.py"), root], check=True, capture_output=True)
+    code, root = os.path.join(ROOT, "examples", example), records(example)
     spec = FeatureSpec.read(os.path.join(root, "feature_spec.json"), label=label)
     with open(os.path.join(code, "hparams.json"), encoding="utf-8") as f:
         user = UserModel(model_fn_name, spec, json.load(f), code_dir=code)

@@ -66,7 +66,7 @@ def dense():
     )
     return run_preflight(
         JOB, None, dense_model_fn, train_input_fn=dense_input_fn, accelerator="TPU_V3", cores=8, prices=prices,
-        train_steps=1000, input_seconds=0.5,
+        train_steps=1000, input_seconds=0.5, max_compiles=1,
     )  # fmt: skip
 
 
