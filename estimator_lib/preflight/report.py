@@ -154,8 +154,8 @@ class Preflight:
         return INPUT_BOUND if self.input is not None and not self.input.keeps_up else FITS
 
     def _largest(self) -> str:
-        if self.largest_batch is None:
-            return "largest per-core batch not searched"
+        if self.largest_batch is None or self.compiles <= 1 and self.smallest_failing_batch != 1:
+            return "largest per-core batch not searched"  # one compile, at the job's batch
         if self.largest_batch == 0:
             return "batch 1 does not fit"
         bound = "" if self.smallest_failing_batch is not None else ">= "
