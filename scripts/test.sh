@@ -23,7 +23,7 @@ run_pytest .venv/bin/python -m pytest -n "${TEST_WORKERS:-2}" --dist loadfile --
 status=$?
 if [ "$#" -eq 0 ]; then
   echo "test.sh: the determinism tests again with oneDNN off (TF_ENABLE_ONEDNN_OPTS=0)"
-  TF_ENABLE_ONEDNN_OPTS=0 run_pytest .venv/bin/python -m pytest -m determinism
+  TF_ENABLE_ONEDNN_OPTS=0 run_pytest .venv/bin/python -m pytest -n "${TEST_WORKERS:-2}" --dist loadfile -m determinism
   second=$?
   [ "$status" -ne 0 ] || status=$second
 fi
