@@ -1,10 +1,11 @@
 """End to end: `tpu-pipeline reproduce` checks a recorded run against its own files and names an edit made after
 the run: one byte of a prediction shard, one metric in summary.json, the training seed in summary.json's config.
 
-Three real runs (a short step budget), each edited in place. Not copies of one run: a run's summary, manifests and
-stage records name its files by absolute path, so a copied folder's record still names the original's files.
-Each `reproduce` also reruns its run (the rerun matches the stages' records: the edits are after the fact), so
-the test runs six pipelines, three at a time. Slow: `pytest -m "not slow"` skips it.
+One real run (a short step budget). The metric and the seed are edited in copies of its summary.json (a record
+may be given from anywhere: it names the run's files by absolute path), reproduced side by side; then one byte
+of its shard is edited in place and the run's own record reproduced. Each `reproduce` also reruns the run (the
+rerun matches the stages' records: the edits are after the fact): four pipelines. Slow: `pytest -m "not slow"`
+skips it.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ pytestmark = pytest.mark.slow
 
 TPU_PIPELINE = os.path.join(os.path.dirname(sys.executable), "tpu-pipeline")
 SMALL = ("--set", "training.train_steps=20")
-EDITS = ("shard", "metric", "seed")
 
 
 def run_all(commands: dict[str, list[str]]) -> dict[str, subprocess.CompletedProcess]:
@@ -62,14 +62,12 @@ def flip_one_byte(path: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    """Three finished runs on the embedded penguins: {edit: summary.json path}."""
-    work = tmp_path_factory.mktemp("edits")
-    outputs = {edit: str(work / edit) for edit in EDITS}
-    done = run_all({edit: ["run-local", "--output", out, *SMALL] for edit, out in outputs.items()})
-    for edit, proc in done.items():
-        assert proc.returncode == 0, edit + proc.stdout[-3000:] + proc.stderr[-3000:]
-    return {edit: os.path.join(out, "summary.json") for edit, out in outputs.items()}
+def recorded(tmp_path_factory):
+    """A finished run on the embedded penguins: its summary.json's path."""
+    output = str(tmp_path_factory.mktemp("edits") / "run")
+    done = run_all({"run": ["run-local", "--output", output, *SMALL]})["run"]
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return os.path.join(output, "summary.json")
 
 
 def differences(report: str, run_id: str) -> list[str]:
@@ -80,28 +78,30 @@ def differences(report: str, run_id: str) -> list[str]:
     return [line.strip() for line in lines[start + 1 : end]]
 
 
-def test_reproduce_names_an_edited_shard_metric_and_seed(runs, tmp_path):
-    records = {edit: reproduce.read_record(path) for edit, path in runs.items()}
-    for edit, record in records.items():
-        assert reproduce.verify_record(record) == [], edit  # a run as it ended agrees with its files
-
-    shard = records["shard"].summary.results.predictions.shards[0]
-    flip_one_byte(shard)
-    metric = load(runs["metric"])
+def test_reproduce_names_an_edited_shard_metric_and_seed(recorded, tmp_path):
+    record = reproduce.read_record(recorded)
+    assert reproduce.verify_record(record) == []  # a run as it ended agrees with its files
+    runs = {edit: str(tmp_path / "records" / edit / "summary.json") for edit in ("metric", "seed")}
+    metric = load(recorded)
     accuracy = metric["metrics"]["accuracy"]
     metric["metrics"]["accuracy"] = 0.5
-    save(runs["metric"], metric)
-    seed = load(runs["seed"])
+    seed = load(recorded)
     assert seed["config"]["job_config"]["training"]["seed"] == 42
     seed["config"]["job_config"]["training"]["seed"] = 7
-    save(runs["seed"], seed)
-
+    for edit, summary in (("metric", metric), ("seed", seed)):
+        os.makedirs(os.path.dirname(runs[edit]))
+        save(runs[edit], summary)
     done = run_all({edit: ["reproduce", path, "--output", str(tmp_path / edit)] for edit, path in runs.items()})
+
+    shard = record.summary.results.predictions.shards[0]
+    flip_one_byte(shard)  # after the others' reproduce: their records name this shard too
+    runs["shard"] = recorded
+    done.update(run_all({"shard": ["reproduce", recorded, "--output", str(tmp_path / "shard")]}))
 
     found = {}
     for edit, proc in done.items():
         assert proc.returncode == 1, edit + proc.stdout[-3000:] + proc.stderr[-3000:]
-        found[edit] = differences(proc.stdout, records[edit].name)
+        found[edit] = differences(proc.stdout, record.name)
         last = proc.stdout.splitlines()[-1]
         assert last.startswith("not reproduced: the recorded run's files or summary were changed after it ran ("), last
         assert last.endswith("; its stages' records are reproduced by the rerun"), last
