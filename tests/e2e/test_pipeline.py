@@ -1,5 +1,6 @@
 """End to end: the README's command runs the whole pipeline on CPU with the KFP local runner (real TensorFlow,
-real subprocess components), then second runs against the first run's published model bless or refuse.
+real subprocess components), then second runs against the first run's published model bless or refuse (one
+differing only by its seed is refused: the difference is noise).
 
 Slow (a minute or so per run): `pytest -m "not slow"` skips them.
 """
@@ -205,6 +206,40 @@ def test_default_run_records_the_full_config(first_run):
     assert training["early_stopping"]["every_steps"] == 100  # about 10 rounds, in whole TPU loops
     assert config["job_config"]["model"]["l2"] == pytest.approx(0.04 * 7 / 257)
     assert config["baseline"] == "auto" and config["warm_start"] == "none"
+
+
+def test_a_second_run_differing_only_by_seed_is_not_called_an_improvement(first_run, tmp_path):
+    """The default run again with another training seed, scored against the first's published model on the same
+    eval rows: their paired difference is noise, so it is not blessed (the default `blessing.baseline_test=paired`)
+    and LATEST still names the first. The first's summary holds the bootstrap interval of its accuracy. Before
+    the tests that publish into the first run's root: its LATEST is the first run's version."""
+    first_output, _, first = first_run
+    root = os.path.join(first_output, "published")
+    assert first["export"]["published"] is True
+    accuracy, interval = first["metrics"]["accuracy"], first["intervals"]["metrics"]["accuracy"]
+    assert interval["value"] == accuracy and interval["low"] <= accuracy <= interval["high"]
+    assert interval["low"] < interval["high"]
+    assert (first["intervals"]["replicates"], first["intervals"]["seed"], first["intervals"]["baseline"]) == (
+        1000,
+        0,
+        None,
+    )
+    latest_before = release.latest(root)
+    assert latest_before.uri == first["export"]["published_uri"]
+    seed = first["config"]["job_config"]["training"]["seed"] + 1
+    _, second = run_local(str(tmp_path / "second"), "--publish-root", root, *settings(f"training.seed={seed}"))
+    assert second["blessing"]["baseline_uri"] == latest_before.uri
+    paired = second["intervals"]["baseline"]
+    assert paired["metric"] == "accuracy" and paired["verdict"] == "no different"
+    assert paired["low"] <= 0 <= paired["high"]
+    assert second["blessed"] is False
+    assert second["blessing"]["reasons"] == [
+        f"vs baseline {first['metrics']['accuracy']:.4f}: difference {paired['difference']:+.4f} "
+        f"[{paired['low']:+.4f}, {paired['high']:+.4f}] at 0.95, not better beyond the noise "
+        "(blessing.baseline_test=paired; 'plain' compares the point values)"
+    ]
+    assert second["export"]["published"] is False
+    assert release.latest(root) == latest_before
 
 
 def test_warm_started_second_run_is_blessed_against_the_published_baseline(first_run, tmp_path):
