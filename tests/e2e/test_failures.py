@@ -1,7 +1,8 @@
 """End to end: runs that fail or are killed leave nothing wrong behind (real KFP local runner, real TensorFlow).
 
   * a stage failing after training publishes nothing: LATEST stays where it was, the failure is one line;
-  * SIGTERM during training stops every process of the run within 5 s and records the run as interrupted;
+  * SIGTERM during training stops every process of the run within 5 s and records the run as interrupted
+    (tests/e2e/test_resume_faults.py, which then resumes it);
   * a run killed outright (SIGKILL to every process) during training and run again resumes in its folder and
     ends with variables bitwise equal to an uninterrupted training's.
 
@@ -10,7 +11,6 @@ Slow (each a partial or whole pipeline run): `pytest -m "not slow"` skips them.
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 import re
@@ -153,34 +153,6 @@ def test_a_failure_after_training_publishes_nothing_and_is_reported_in_one_line(
     assert os.listdir(os.path.join(root, "versions")) == [before.version]
     with open(summary["run"]["log"], encoding="utf-8") as f:
         assert "Traceback (most recent call last):" in f.read()  # the traceback is in the log
-
-
-def test_sigterm_during_training_stops_every_process_within_5_s_and_records_the_run_as_interrupted(tmp_path):
-    output = str(tmp_path / "out")
-    proc, console = start_cli(output, "--set", "training.train_steps=100000")
-    try:
-        folder = run_folder(output)
-        wait_for(lambda: os.path.exists(os.path.join(model_dir(folder), "job_config.json")), 300, "training")
-        # KFP writes each stage's program under the run's TMPDIR, not /tmp.
-        assert glob.glob(os.path.join(folder.tmp, "tmp.*", "ephemeral_component.py"))
-        family = descendants(proc.pid)
-        groups = {processes()[p][1] for p in family if p in processes()}
-        assert len(family) >= 4 and len(groups) == 2  # the CLI; the runner and the stage, in the runner's group
-        assert any(command(p).startswith(SERVER_COMMAND) for p in family)  # the stage server, in the same group
-        proc.send_signal(signal.SIGTERM)
-        stopped = time.monotonic()
-        code = proc.wait(timeout=30)
-        wait_for(lambda: not alive(family, groups), 5 - (time.monotonic() - stopped), "every process to end")
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert code == 143
-    summary = folder.read_summary().to_dict()
-    assert summary["status"] == "interrupted" and summary["stage"] == "train"
-    assert summary["error"] == "interrupted by SIGTERM" and summary["run"]["ended"]
-    with open(console, encoding="utf-8") as f:
-        assert "tpu-pipeline run-local: interrupted by SIGTERM during train\n" in f.read()
-    assert not os.path.exists(folder.tmp)
 
 
 def test_a_run_killed_during_training_resumes_to_the_variables_of_an_uninterrupted_run(tmp_path):
