@@ -126,7 +126,11 @@ def _stage_manifest(path: str, stage: str, uri: str) -> dict[str, Any]:
             raise RecordError(f"{where}: its {section} is {json.dumps(found.get(section))[:60]}, not an object")
     for section in ("inputs", "outputs"):
         for name, entry in found[section].items():
-            if not (isinstance(entry, dict) and isinstance(entry.get("uri"), str) and "fingerprint" in entry):
+            uri = entry.get("uri") if isinstance(entry, dict) else None  # a URI, or the patterns of files read
+            if not (
+                (isinstance(uri, str) or isinstance(uri, list) and all(isinstance(u, str) for u in uri))
+                and "fingerprint" in entry
+            ):
                 raise RecordError(f"{where}: its {section}.{name} is not an object with a uri and a fingerprint")
     return found
 
