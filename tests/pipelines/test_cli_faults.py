@@ -234,3 +234,18 @@ def test_a_key_given_twice_is_refused_naming_it(capsys, flag):
     )
     args = build_parser().parse_args(["run-local", flag, f"{key}=1", flag, "other=3"])
     assert getattr(args, "overrides" if flag == "--set" else "hparams") == [f"{key}=1", "other=3"]
+
+
+def test_a_manifest_input_naming_the_patterns_of_the_files_read_is_a_good_record(tmp_path, capsys):
+    """The prepare stage records its data as the patterns it read (`records.files_source`: a list)."""
+    good = write_run(str(tmp_path / "good"), "run-good")
+    with open(good, encoding="utf-8") as f:
+        summary = json.load(f)
+
+    def patterns(found: dict) -> str:
+        source = {"uri": ["/data/*.csv", "/more.csv"], "files": 2, "fingerprint": "f" * 64}
+        return json.dumps({**found, "inputs": {**found["inputs"], "files": source}})
+
+    path = tmp_path / "summary.json"
+    path.write_text(json.dumps(_edited_manifest(summary, tmp_path, "prepare", patterns)), encoding="utf-8")
+    assert cli.main(["diff", str(path), str(path)]) == 0, capsys.readouterr().err
