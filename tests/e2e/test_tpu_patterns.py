@@ -99,11 +99,12 @@ def test_the_resnet_pattern_passes_strict_mode_and_is_released(tmp_path):
 def test_the_mnist_pattern_trains_through_its_own_input_fn_on_raw_bytes(tmp_path):
     mnist_pattern.write_records(str(tmp_path / "train.tfrecord"), 300, seed=1)
     eval_labels = mnist_pattern.write_records(str(tmp_path / "eval.tfrecord"), 45, seed=2)
-    args = ["--model-fn", "mnist_pattern:model_fn", "--input-fn", "mnist_pattern:train_input_fn", *SMALL]
+    small = SMALL[:-2] + ["--set", "training.train_steps=150"]  # a key is given once
+    args = ["--model-fn", "mnist_pattern:model_fn", "--input-fn", "mnist_pattern:train_input_fn", *small]
     args += ["--feature-spec", write_spec(str(tmp_path / "spec.json"), mnist_pattern.SPEC), "--label", "label"]
     args += ["--data", str(tmp_path / "train.tfrecord"), "--eval-data", str(tmp_path / "eval.tfrecord")]
     args += ["--hparams", "mnist_hidden_units=32", "--set", "blessing.comparison_metric=accuracy"]
-    args += ["--set", "training.train_steps=150", "--predict-data", "eval"]
+    args += ["--predict-data", "eval"]
     summary, _ = run_local(str(tmp_path / "out"), *args)
 
     assert summary["status"] == "ok" and summary["blessed"], summary["blessing"]
