@@ -68,13 +68,9 @@ def unreferenced(warm_start: str, baseline: str, notes: Sequence[str]) -> str:
     """The resolve stage's reference for a run that continues no published model: "none (why)", which
     `prepare_continuing` takes as no reference, its skipped validation giving the reason (`notes`: resolve's
     lines for a model of another lineage left out)."""
-    if notes:
-        why = "; ".join(notes)
-    elif {warm_start.strip(), baseline.strip()} <= {"", NO_MODEL}:
-        why = "--warm-start none with --baseline none"
-    else:
-        why = "nothing is published yet"
-    return f"{NO_MODEL} ({why})"
+    if not notes:  # no model given or found: the same dataset bytes whichever way it was asked (reproduce)
+        return NO_MODEL
+    return f"{NO_MODEL} ({'; '.join(notes)})"
 
 
 def prepare_continuing(
