@@ -52,7 +52,7 @@ def resolve_inputs(
     resolved = release.resolve_sources(config, warm_start, baseline, publish_root)
     reference = resolved.reference
     if reference == NO_MODEL:
-        reference = retrain.unreferenced(warm_start, baseline, resolved.notes)
+        reference = retrain.unreferenced(resolved.lineage)
     print(f"data version {resolved.data_version[:12]}; warm start: {resolved.warm_start}; reference: {reference}")
     for note in resolved.notes:
         logging.getLogger("components").info(note)

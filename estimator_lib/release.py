@@ -383,6 +383,7 @@ class ResolvedRun:
       baseline: what the evaluate stage compares with (resolved when it runs): the run's baseline, or "none"
         when "auto" found a model of another lineage.
       notes: one line for each "auto" source left out as of another lineage.
+      lineage: why the model left out is of another lineage (`other_lineage`), "" when none was.
     A version directory never changes, so its URI names its content.
     """
 
@@ -391,6 +392,7 @@ class ResolvedRun:
     reference: str
     baseline: str
     notes: Tuple[str, ...]
+    lineage: str = ""
 
 
 def other_lineage(model_dir: str, label: str, task: Optional[str]) -> Optional[str]:
@@ -412,9 +414,9 @@ def _labelled(label: Optional[str], task: Optional[str]) -> str:
     return f"{label!r}" + (f" ({task})" if task else "")
 
 
-def _of_lineage(flag: str, spec: str, publish_root: str, config: PrepareConfig) -> Tuple[Optional[str], str]:
-    """The SavedModel directory `spec` names if the run may continue it, and the note when "auto" leaves out a
-    model of another lineage.
+def _of_lineage(flag: str, spec: str, publish_root: str, config: PrepareConfig) -> Tuple[Optional[str], str, str]:
+    """The SavedModel directory `spec` names if the run may continue it, and the note and `other_lineage`'s reason
+    when "auto" leaves out a model of another lineage.
 
     Raises:
       ValueError: `spec` names a model of another lineage explicitly.
@@ -423,12 +425,12 @@ def _of_lineage(flag: str, spec: str, publish_root: str, config: PrepareConfig) 
     model = resolve_model(spec, publish_root)
     other = model and other_lineage(model, config.label, config.task)
     if not other:
-        return model, ""
+        return model, "", ""
     root = publish_root if spec in (AUTO_MODEL, LATEST_MODEL) else spec if model != spec else ""
     named = f"the published model under {root}" if root else f"the model {model}"
     if spec == AUTO_MODEL:
         what = flag.lstrip("-").replace("-", " ")
-        return None, f"{what}: none ({named} {other}: a new lineage, nothing to compare with or continue)"
+        return None, f"{what}: none ({named} {other}: a new lineage, nothing to compare with or continue)", other
     elsewhere = "another --publish-root" if root == publish_root else f"a model that predicts {config.label!r}"
     raise ValueError(f"{flag} {spec}: {named} {other}; give {flag} none, or {elsewhere}")
 
@@ -443,12 +445,13 @@ def resolve_sources(config: PrepareConfig, warm_start: str, baseline: str, publi
       ValueError: `warm_start` or `baseline` names a model of another lineage ("latest", a publish root or a
         SavedModel directory); the message gives the fix.
     """
-    source, skipped = _of_lineage("--warm-start", warm_start, publish_root, config)
-    compared, left_out = _of_lineage("--baseline", baseline, publish_root, config)
+    source, skipped, other = _of_lineage("--warm-start", warm_start, publish_root, config)
+    compared, left_out, other_baseline = _of_lineage("--baseline", baseline, publish_root, config)
     token = fingerprints.content_token(config.reads())
     notes = tuple(note for note in (skipped, left_out) if note)
     reference = source or compared or NO_MODEL
-    return ResolvedRun(token, source or NO_MODEL, reference, NO_MODEL if left_out else baseline, notes)
+    baseline = NO_MODEL if left_out else baseline
+    return ResolvedRun(token, source or NO_MODEL, reference, baseline, notes, other or other_baseline)
 
 
 def latest_version(root: str) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, Optional
 
 from estimator_lib import storage
 from estimator_lib.config import PrepareConfig, ValidationConfig
@@ -64,13 +64,12 @@ class Continued:
     report_uri: str
 
 
-def unreferenced(warm_start: str, baseline: str, notes: Sequence[str]) -> str:
-    """The resolve stage's reference for a run that continues no published model: "none (why)", which
-    `prepare_continuing` takes as no reference, its skipped validation giving the reason (`notes`: resolve's
-    lines for a model of another lineage left out)."""
-    if not notes:  # no model given or found: the same dataset bytes whichever way it was asked (reproduce)
-        return NO_MODEL
-    return f"{NO_MODEL} ({'; '.join(notes)})"
+def unreferenced(lineage: str) -> str:
+    """The resolve stage's reference for a run that continues no published model: "none" when none was given or
+    found (the same dataset bytes however that was asked), "none (a new lineage: why)" when one of another lineage
+    was left out (`lineage`: `release.other_lineage`'s reason), which `prepare_continuing` takes as no reference,
+    its skipped validation giving the reason."""
+    return f"{NO_MODEL} (a new lineage: the published model {lineage})" if lineage else NO_MODEL
 
 
 def prepare_continuing(

@@ -162,7 +162,7 @@ def test_resolve_gives_the_data_version_and_the_published_model(stages, tmp_path
     write_csv(data, n=81)  # new content at the same path: a new version, so a cached prepare is not reused
     changed = resolve_inputs(prepare_spec(data), "none", "none", root, evaluate_spec())
     assert changed.data_version != first.data_version
-    assert changed.reference == "none (--warm-start none with --baseline none)"
+    assert changed.reference == "none"  # no model asked for: plain none, the same dataset bytes however it was asked
 
 
 def test_prepare_against_the_published_model_continues_its_schema_and_checks_the_data(stages, tmp_path):

@@ -59,8 +59,7 @@ def spec_of(tmp_path) -> str:
             ("species",),
             "none",
             "auto",
-            "baseline: none (the published model under {root} predicts 'species' (classification); this run's "
-            "label is 'label': a new lineage, nothing to compare with or continue)",
+            "a new lineage: the published model predicts 'species' (classification); this run's label is 'label'",
         ),
     ],
     ids=["first-run", "cold-start", "other-lineage"],

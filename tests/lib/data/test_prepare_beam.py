@@ -123,7 +123,7 @@ def test_beams_dask_runner_on_a_local_cluster_of_two_workers_is_byte_identical(t
 
 
 def kill_an_encoding_worker(work: str, psutil) -> list:
-    """Starts a thread that SIGKILLs one worker process of the encode pass (started after its facts were
+    """Starts a thread that SIGKILLs one worker process of the encode pass (started as its facts are
     stored) once a few chunks' pieces are stored; returns the list it appends (pid, chunks encoded) to."""
     killed: list = []
 
@@ -132,7 +132,7 @@ def kill_an_encoding_worker(work: str, psutil) -> list:
         while time.monotonic() < deadline:
             facts = glob.glob(os.path.join(work, "*", "facts.pkl"))
             if facts and len(glob.glob(os.path.join(work, "*", "pieces", "*", "*"))) >= 3:
-                since = os.path.getmtime(facts[0]) - 0.5
+                since = os.path.getmtime(facts[0]) - 5  # its workers start as its facts are stored
                 for child in psutil.Process().children(recursive=True):
                     if "sdk_worker_main" in " ".join(child.cmdline()) and child.create_time() >= since:
                         encoded = len(glob.glob(os.path.join(work, "*", "encode", "*")))
