@@ -40,15 +40,13 @@ def train_model(
 
     from components import adapter, artifacts, records
     from estimator_lib import engine, release, storage
-    from estimator_lib.config.blessing import check_task_metrics
     from estimator_lib.config.stages import TrainSpec
     from estimator_lib.estimator import PREFLIGHT_FILE
 
     warm_from = release.resolve_model(warm_start, publish_root)
     job = adapter.training_job(adapter.decode_spec(TrainSpec, spec), tpu, warm_start_from=warm_from)
     source = engine.open_dataset(dataset.uri)  # the built-in families' rows or a user model_fn's records
-    if not job.model.model_fn:  # a user's metric_fn names its own metrics
-        check_task_metrics(json.loads(blessing_metrics), source.facts()["task"])  # before any work
+    source.check_blessing_metrics(json.loads(blessing_metrics))  # before any work
     job = source.for_data(job)  # resolved once: job_config.json records what training used, later stages read it
     record = records.StageRecord(
         "train",

@@ -11,16 +11,18 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-from typing import Any, Dict, List, Mapping, Optional, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from estimator_lib import estimator, release, storage
 from estimator_lib.config import BlessingConfig, JobConfig, PrepareConfig
+from estimator_lib.config.blessing import check_task_metrics
 from estimator_lib.config.beam import BEAM, BeamConfig
 from estimator_lib.config.stages import PrepareSpec
 from estimator_lib.data import prepare as rows
 from estimator_lib.data import retrain
 from estimator_lib.data.output import SCHEMA
 from estimator_lib.data.validation import ValidationReport
+from estimator_lib.engine.user import run as user_run
 from estimator_lib.engine.user import stages as user_stages
 from estimator_lib.evaluation import evaluate_and_bless
 from estimator_lib.evaluation import report as report_lib
@@ -69,6 +71,14 @@ class Rows:
         """`job` with its settings that follow the data set from the train split and the model's features."""
         features = self.prepared.schema.select(job.model.features).features
         return job.for_data(self.prepared.counts[rows.TRAIN], len(features))
+
+    def check_blessing_metrics(self, named: Sequence[str]) -> None:
+        """Raises when a metric the blessing names does not exist for the data's task (before any work)."""
+        check_task_metrics(named, self.prepared.schema.label.task)
+
+    def preflight(self, job: JobConfig, **options: Any) -> Any:
+        """`preflight.run_preflight` of the family's step on this data (`options`: `preflight_prepared`'s)."""
+        return estimator.preflight_prepared(job, self.prepared, **options)
 
     def train(self, job: JobConfig, model_dir: str, progress_seconds: float) -> estimator.TrainResult:
         return estimator.train_prepared(job, self.prepared, model_dir, progress_seconds)
@@ -122,6 +132,14 @@ class Records:
         """`job` with its settings that follow the data set from the train split (a model_fn's own features are
         its business: the budget and the rounds only)."""
         return job.for_data(self.prepared.counts[user_prepare.TRAIN], 0)
+
+    def check_blessing_metrics(self, named: Sequence[str]) -> None:
+        """Nothing to check: a user's metric_fn names its own metrics."""
+
+    def preflight(self, job: JobConfig, **options: Any) -> Any:
+        """`preflight.run_preflight` of the user's model_fn and its train input_fn (`options`: `preflight_user`'s)."""
+        user = user_stages.user_model(job, self.prepared)
+        return user_run.preflight_user(job, user, self.prepared.files(user_prepare.TRAIN), **options)
 
     def train(self, job: JobConfig, model_dir: str, progress_seconds: float) -> estimator.TrainResult:
         return user_stages.train(job, self.prepared, model_dir, progress_seconds)

@@ -42,10 +42,7 @@ def run_preflight(
       checks.UsageError: the job's batch sizes do not split over the TPU's cores.
     """
     from components import adapter  # TensorFlow: only when a preflight runs
-    from estimator_lib import engine, estimator
-    from estimator_lib.data.common import TRAIN
-    from estimator_lib.engine.user import run as user_run
-    from estimator_lib.engine.user import stages as user_stages
+    from estimator_lib import engine
 
     checks.tpu_target(settings.job, tpu.num_cores, f"--tpu {tpu.name}")
     specs = settings.stage_specs()
@@ -55,11 +52,7 @@ def run_preflight(
     with tempfile.TemporaryDirectory(prefix="tpu-pipeline-preflight-") as folder:
         report = os.path.join(folder, "validation.md")
         source = engine.prepare(given, adapter.prepare_config(given), os.path.join(folder, "data"), None, report).source
-        job = source.for_data(specs.train.job)
-        if isinstance(source, engine.Records):  # a user's model_fn on their records
-            user = user_stages.user_model(job, source.prepared)
-            return user_run.preflight_user(job, user, source.prepared.files(TRAIN), **options)
-        return estimator.preflight_prepared(job, source.prepared, **options)
+        return source.preflight(source.for_data(specs.train.job), **options)
 
 
 def print_preflight(found: Any, as_json: bool) -> None:
