@@ -57,6 +57,15 @@ def read_drift(dataset: Dataset) -> dict[str, Any]:
     return dict(json.loads(storage.read_text(details)).get("drift") or {})
 
 
+def read_preflight_lines(model: Model) -> list[str] | None:
+    """The train stage's preflight (strict mode's record, `strict.preflight` in the Model's metadata) as its
+    console block; None when it made none."""
+    uri = dict(dict(model.metadata.get("strict") or {}).get("preflight") or {}).get("uri")
+    if not uri or not storage.exists(uri):
+        return None
+    return list(json.loads(storage.read_text(uri)).get("lines") or []) or None
+
+
 def describe_dataset(dataset: Dataset, source: Source) -> None:
     """Prepared Dataset: split counts, where its schema (or a user model's feature spec) is, label and task,
     content fingerprint."""

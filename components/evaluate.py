@@ -110,6 +110,7 @@ def evaluate_model(
         curves=read_curves(model.uri),
         leakage_threshold=config.leakage_threshold,
         no_baseline=report_header.no_baseline(baseline, based_on),
+        preflight=artifacts.read_preflight_lines(model),  # strict mode's, recorded by the train stage
     )
     written = report_lib.write_report(shown, report.uri, verdict.uri)
     adapter.copy_summaries_to_tensorboard(storage.join(model.uri, summaries.EVAL_DIR), "eval")

@@ -76,6 +76,7 @@ class ReportInputs:
       leakage_threshold: `BlessingConfig.leakage_threshold`, the bound of the leakage check's row when no feature
         reached it (the blessing then records the scores but no check).
       no_baseline: why there is no baseline (shown under the metrics when there is none).
+      preflight: the train stage's TPU preflight, its console block (`Preflight.lines`), when strict mode made one.
     """
 
     title: str
@@ -94,6 +95,7 @@ class ReportInputs:
     header: Optional["RunHeader"] = None
     curves: Optional[Mapping[str, Any]] = None
     worst_rows: Optional[Sequence[Mapping[str, Any]]] = None
+    preflight: Optional[Sequence[str]] = None
     leakage_threshold: Optional[float] = None
     no_baseline: str = "no baseline given"
 
@@ -682,8 +684,8 @@ def performance_plots(truth: Truth, scores: Scores) -> List[Tuple[str, str]]:
 
 def render_html(inputs: ReportInputs) -> str:
     """The standalone HTML report, in the order a reviewer reads it: the verdict and its checks, the run's facts,
-    the metrics (with their intervals and the change against the baseline), the slices, the features'
-    importance, the loss curves, the worst-predicted rows, the task's plots, the data, and the run's config."""
+    the metrics (with their intervals and the change against the baseline), the TPU preflight, the slices, the
+    features' importance, the loss curves, the worst-predicted rows, the task's plots, the data, and the run's config."""
     blessing = inputs.blessing
     badge = (
         '<span class="badge ok">blessed</span>' if blessing.blessed else '<span class="badge fail">not blessed</span>'
@@ -695,6 +697,9 @@ def render_html(inputs: ReportInputs) -> str:
     if inputs.header:
         sections.append('<section id="header"><h2>This run</h2>' + _header_section(inputs.header) + "</section>")
     sections.append("<h2>Metrics</h2>" + _metrics_table(inputs))
+    if inputs.preflight:  # an estimate made on the CPU (docs/preflight.md)
+        block = html.escape("\n".join(inputs.preflight))
+        sections.append(f'<section id="preflight"><h2>TPU preflight (an estimate)</h2><pre>{block}</pre></section>')
     sections += _findings_sections(inputs)
     sections += _performance_sections(inputs)
     sections.append("<h2>Data</h2>" + _data_section(inputs.manifest))

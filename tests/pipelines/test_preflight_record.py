@@ -1,8 +1,10 @@
 """Strict mode's preflight in a run's record: the train stage writes preflight.json beside strict.json, the summary's
-`strict.preflight` carries its verdict line, and `show` prints it under the TPU-strict line."""
+`strict.preflight` carries its verdict line, `show` prints it under the TPU-strict line, and the report shows its
+block."""
 
 from __future__ import annotations
 
+import html
 import json
 import os
 
@@ -54,3 +56,6 @@ def test_a_local_run_records_the_train_stages_preflight(tmp_path, capsys):
     )
     assert preflight.line == recorded["line"] and preflight.line.startswith("preflight v3-8: fits (peak ")
     assert f"  {preflight.line}" in capsys.readouterr().out.splitlines()
+    with open(os.path.join(output, "latest", runs.REPORT_FILE), encoding="utf-8") as f:
+        report = f.read().split('<section id="preflight">')[1].split("</section>")[0]
+    assert html.escape("\n".join(recorded["lines"])) in report and recorded["lines"][0] == preflight.line
