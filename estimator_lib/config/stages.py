@@ -9,7 +9,7 @@ only place the specs are made. TensorFlow-free, like every config.
 - `TrainSpec`: the train stage; its job config is recorded beside the checkpoints, and evaluate, batch predict
   and export read it there.
 - `EvaluateSpec`: the evaluate stage's blessing rules and baseline.
-- `PredictSpec`: the batch-predict stage's rows and engine.
+- `PredictSpec`: the batch-predict stage's rows, engine and skew check.
 - `StageLimits`: how long a local run's stage may go without output, and may run at all (run-local's flags).
 """
 
@@ -23,12 +23,14 @@ from estimator_lib.config.beam import INPROCESS, BeamConfig, check_engine
 from estimator_lib.config.blessing import BlessingConfig
 from estimator_lib.config.job import JobConfig
 from estimator_lib.config.prepare import PrepareConfig
+from estimator_lib.config.skew import BLOCK, SkewConfig
 from estimator_lib.config.validation import ValidationConfig
 
 # Files the stages write inside their artifacts, named once (the describers and `reproduce` fingerprint them).
 SLICES_FILE = "slices.json"  # inside the Blessing: every slice's metrics and rows
 IMPORTANCE_FILE = "importance.json"  # inside the Blessing: every feature's importance and attribution
 SERVING_CHECK_FILE = "serving_check.json"  # the serving check's record, in its stage's output
+SKEW_FILE = "skew.json"  # beside the predictions: the scored rows against the training data
 STAGE_TIMEOUT_FLAG = "--stage-timeout"  # run-local's flag that sets `StageLimits.timeout_minutes`
 
 
@@ -69,14 +71,26 @@ class EvaluateSpec(JsonConfig):
 
 @dataclasses.dataclass(frozen=True)
 class PredictSpec(JsonConfig):
-    """The batch-predict stage's spec: the rows to score (a prepared split or a URI), and the engine."""
+    """The batch-predict stage's spec: the rows to score (a prepared split or a URI), the engine, and the skew
+    check of those rows against the training data (`predict.*`)."""
 
     data: str = "eval"
     engine: str = INPROCESS
     beam: BeamConfig = dataclasses.field(default_factory=BeamConfig)
+    skew: SkewConfig = dataclasses.field(default_factory=SkewConfig)
 
     def __post_init__(self) -> None:
         check_engine(self.engine)
+        check_skew_engine(self.skew, self.engine)
+
+
+def check_skew_engine(skew: SkewConfig, engine: str) -> None:
+    """`predict.skew=block` needs the in-process engine: the Beam engine does not run the skew check yet."""
+    require(
+        skew.skew != BLOCK or engine == INPROCESS,
+        f"predict.skew=block with engine={engine!r}: the skew check runs in-process only for now; use --engine "
+        "inprocess, or predict.skew=warn (Beam then scores without the check)",
+    )
 
 
 @dataclasses.dataclass(frozen=True)

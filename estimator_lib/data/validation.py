@@ -215,12 +215,12 @@ def _feature_findings(
     def finding(check: str, value: float, threshold: float, setting: str) -> Finding:
         return Finding(name, check, float(value), threshold, f"validation.{setting}", value > threshold)
 
-    missing = abs(_share(new["missing"], new) - _share(old["missing"], old))
+    missing = abs(missing_share(new) - missing_share(old))
     out = [finding("missing change", missing, config.max_missing_change, "max_missing_change")]
     if not old["present"] or not new["present"]:
         return out
     if old["kind"] == NUMERIC:
-        out.append(finding("distance (PSI)", _numeric_psi(old, new), config.max_distance, "max_distance"))
+        out.append(finding("distance (PSI)", numeric_psi(old, new), config.max_distance, "max_distance"))
         std = old["std"] if old["std"] > 0 else 1.0
         out.append(
             finding("mean shift (std)", abs(new["mean"] - old["mean"]) / std, config.max_mean_shift, "max_mean_shift")
@@ -229,14 +229,15 @@ def _feature_findings(
             spread = max(new["std"] / old["std"], old["std"] / new["std"])
             out.append(finding("std ratio", spread, config.max_std_ratio, "max_std_ratio"))
         return out
-    old_shares, new_shares, unseen = _category_shares(old, new)
+    old_shares, new_shares, unseen = category_shares(old, new)
     out.append(finding("distance (PSI)", psi(old_shares, new_shares), config.max_distance, "max_distance"))
     out.append(finding("unseen share", unseen, config.max_unseen_share, "max_unseen_share"))
     return out
 
 
-def _share(count: int, profile: Mapping[str, Any]) -> float:
-    return count / max(profile["missing"] + profile["present"], 1)
+def missing_share(profile: Mapping[str, Any]) -> float:
+    """The share of a profiled feature's values that are missing."""
+    return profile["missing"] / max(profile["missing"] + profile["present"], 1)
 
 
 def psi(old: np.ndarray, new: np.ndarray) -> float:
@@ -245,22 +246,28 @@ def psi(old: np.ndarray, new: np.ndarray) -> float:
     return float(np.sum((new - old) * np.log(new / old)))
 
 
-def _cdf(percentiles: Sequence[float], points: np.ndarray) -> np.ndarray:
+def percentile_cdf(percentiles: Sequence[float], points: np.ndarray) -> np.ndarray:
     """The share of values at or below each point, read from 101 percentiles (a step estimate, 1% resolution)."""
     pcts = np.asarray(percentiles, np.float64)
     return np.searchsorted(pcts, points, side="right") / len(pcts)
 
 
-def _numeric_psi(old: Mapping[str, Any], new: Mapping[str, Any]) -> float:
+def numeric_psi(old: Mapping[str, Any], new: Mapping[str, Any]) -> float:
+    """PSI of a numeric feature's two profiles, binned on `old`'s deciles (`numeric_shares`)."""
+    return psi(*numeric_shares(old, new))
+
+
+def numeric_shares(old: Mapping[str, Any], new: Mapping[str, Any]) -> Tuple[np.ndarray, np.ndarray]:
+    """Both profiles' shares over bins cut at `old`'s distinct deciles, each read from the profile's percentiles."""
     edges = np.unique(np.asarray(old["percentiles"], np.float64)[10:100:10])
 
     def shares(profile: Mapping[str, Any]) -> np.ndarray:
-        return np.diff(np.concatenate([[0.0], _cdf(profile["percentiles"], edges), [1.0]]))
+        return np.diff(np.concatenate([[0.0], percentile_cdf(profile["percentiles"], edges), [1.0]]))
 
-    return psi(shares(old), shares(new))
+    return shares(old), shares(new)
 
 
-def _category_shares(old: Mapping[str, Any], new: Mapping[str, Any]) -> Tuple[np.ndarray, np.ndarray, float]:
+def category_shares(old: Mapping[str, Any], new: Mapping[str, Any]) -> Tuple[np.ndarray, np.ndarray, float]:
     """Shares over the reference's values plus one unseen bin, and the new data's unseen share."""
     values = list(old["counts"])
     old_counts = np.array([old["counts"][v] for v in values] + [old.get("other", 0)], np.float64)

@@ -1,0 +1,172 @@
+"""`predict.skew`: the scored rows' profile against the training profile, on the embedded penguins.
+
+Both profiles are made by `distribution.profile_values`, the code preparation profiles its split with; the
+held-out resamples are random 80/20 splits of the 344 penguins (the pipeline scores its eval split by default).
+"""
+
+from __future__ import annotations
+
+import collections
+import csv
+import os
+
+import numpy as np
+import pytest
+
+from estimator_lib.config import ConfigError
+from estimator_lib.config.skew import SkewConfig
+from estimator_lib.data import distribution
+from estimator_lib.predict import skew
+from estimator_lib.schema import CATEGORICAL, NUMERIC, FeatureSpec, LabelSpec, Schema
+
+PENGUINS = os.path.join(os.path.dirname(distribution.__file__), "penguins.csv")
+NUMERICS = ("bill_length_mm", "bill_depth_mm", "flipper_length_mm", "body_mass_g", "year")
+CATEGORICALS = ("island", "sex")
+SCHEMA = Schema(
+    tuple(FeatureSpec(n, f"f_{n}", NUMERIC) for n in NUMERICS)
+    + tuple(FeatureSpec(n, f"f_{n}", CATEGORICAL, value_type="string") for n in CATEGORICALS),
+    LabelSpec("species", "classification", classes=("Adelie", "Chinstrap", "Gentoo")),
+)
+
+
+def _penguins():
+    """{column: values} of the embedded penguins: numerics as float64 (NaN for NA), categoricals as str or None."""
+    with open(PENGUINS, encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    columns = {n: np.array([np.nan if r[n] == "NA" else float(r[n]) for r in rows]) for n in NUMERICS}
+    columns.update({n: [None if r[n] == "NA" else r[n] for r in rows] for n in CATEGORICALS})
+    return columns
+
+
+def _profile(columns, index):
+    """`profile_values` of the rows `index` of `columns`."""
+    numbers, categories, missing = {}, {}, []
+    for i, f in enumerate(SCHEMA.features):
+        if f.kind == NUMERIC:
+            numbers[i] = columns[f.name][index].astype("<f4")
+            missing.append(int(np.isnan(numbers[i]).sum()))
+        else:
+            values = [columns[f.name][j] for j in index]
+            categories[i] = collections.Counter(v for v in values if v is not None)
+            missing.append(sum(v is None for v in values))
+    return distribution.profile_values(SCHEMA, numbers, categories, missing, len(index))
+
+
+@pytest.fixture(scope="module")
+def penguins():
+    return _penguins()
+
+
+def _split(seed: int, n: int = 344):
+    order = np.random.default_rng(seed).permutation(n)
+    return np.sort(order[: n * 4 // 5]), np.sort(order[n * 4 // 5 :])
+
+
+def test_held_out_rows_flag_nothing_in_20_resamples(penguins):
+    flagged, largest_psi = [], 0.0
+    for seed in range(20):
+        train, held_out = _split(seed)
+        report = skew.compare(_profile(penguins, train), _profile(penguins, held_out), SkewConfig())
+        flagged += [(seed, f.feature, f.breaches) for f in report.flagged]
+        largest_psi = max([largest_psi] + [f.figures.get("distance (PSI)", 0.0) for f in report.features])
+    print(f"flagged {flagged}; largest PSI {largest_psi:.4f}")
+    assert len(flagged) <= 1, flagged
+
+
+def _held_out(penguins):
+    train, held_out = _split(0)
+    scored = {n: (v[held_out] if n in NUMERICS else [v[j] for j in held_out]) for n, v in penguins.items()}
+    return _profile(penguins, train), scored
+
+
+def _scored_profile(scored):
+    return _profile(scored, np.arange(len(scored["year"])))
+
+
+def test_a_numeric_column_shifted_by_two_standard_deviations_is_flagged_by_its_psi(penguins):
+    training, scored = _held_out(penguins)
+    std = training["features"]["bill_length_mm"]["std"]
+    scored["bill_length_mm"] = scored["bill_length_mm"] + 2 * std
+    report = skew.compare(training, _scored_profile(scored), SkewConfig())
+    assert [f.feature for f in report.flagged] == ["bill_length_mm"]
+    shifted = report.flagged[0]
+    assert shifted.breaches == ("distance (PSI)", "out of range")
+    assert round(shifted.figures["distance (PSI)"], 2) == 5.88
+    assert round(shifted.figures["out of range"], 2) == 0.34
+    assert shifted.reading.startswith("`bill_length_mm`: its distribution moved (PSI 5.88 over the training deciles")
+    assert report.status == skew.WARNED
+
+
+def test_a_category_never_seen_at_30_percent_of_rows_is_flagged_with_its_reading(penguins):
+    training, scored = _held_out(penguins)
+    n = len(scored["island"])
+    scored["island"] = ["Atlantis" if j % 10 < 3 else v for j, v in enumerate(scored["island"])]
+    report = skew.compare(training, _scored_profile(scored), SkewConfig())
+    assert [f.feature for f in report.flagged] == ["island"]
+    island = report.flagged[0]
+    assert island.figures["unseen share"] == pytest.approx(21 / n)
+    assert island.breaches == ("distance (PSI)", "unseen share")
+    assert island.reading == "`island`: 30% of its values are a category never seen in training"
+
+
+def test_a_column_made_mostly_missing_is_flagged(penguins):
+    training, scored = _held_out(penguins)
+    mass = scored["body_mass_g"].copy()
+    mass[::2] = np.nan
+    scored["body_mass_g"] = mass
+    report = skew.compare(training, _scored_profile(scored), SkewConfig())
+    assert [f.feature for f in report.flagged] == ["body_mass_g"]
+    assert report.flagged[0].breaches == ("missing change",)
+    assert report.flagged[0].reading == "`body_mass_g`: 51% of rows are missing it (0% in training)"
+
+
+def test_three_skews_are_flagged_worst_first_and_block_names_them(penguins):
+    training, scored = _held_out(penguins)
+    scored["bill_length_mm"] = scored["bill_length_mm"] + 2 * training["features"]["bill_length_mm"]["std"]
+    scored["island"] = ["Atlantis" if j % 10 < 3 else v for j, v in enumerate(scored["island"])]
+    scored["sex"] = [None if j % 2 else v for j, v in enumerate(scored["sex"])]
+    report = skew.compare(training, _scored_profile(scored), SkewConfig(skew="block"))
+    assert [f.feature for f in report.flagged] == ["bill_length_mm", "island", "sex"]
+    assert report.status == skew.BLOCKED
+    with pytest.raises(skew.SkewError, match=r"blocked: 3 of 7 features skewed: `bill_length_mm`: .*No prediction"):
+        skew.enforce(report)
+    assert report.headline()["worst"][0]["feature"] == "bill_length_mm"
+    assert report.to_dict()["flagged"] == ["bill_length_mm", "island", "sex"]
+
+
+def test_a_per_feature_override_raises_that_features_limit_only(penguins):
+    training, scored = _held_out(penguins)
+    scored["island"] = ["Atlantis" if j % 10 < 3 else v for j, v in enumerate(scored["island"])]
+    config = SkewConfig(features={"island": {"max_unseen_share": 0.5, "max_distance": 5.0}})
+    report = skew.compare(training, _scored_profile(scored), config)
+    assert report.flagged == () and report.status == skew.PASSED
+    island = next(f for f in report.features if f.feature == "island")
+    assert island.thresholds["unseen share"] == 0.5 and island.figures["unseen share"] > 0.05
+
+
+def test_an_override_of_a_feature_the_model_never_saw_is_an_error_naming_it(penguins):
+    training, scored = _held_out(penguins)
+    config = SkewConfig(features={"islnd": {"max_unseen_share": 0.5}})
+    with pytest.raises(skew.SkewError, match=r"predict.features names \['islnd'\], which the model was not trained"):
+        skew.compare(training, _scored_profile(scored), config)
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        ({"skew": "stop"}, r"predict.skew='stop' must be one of \['off', 'warn', 'block'\]"),
+        ({"max_distance": -1.0}, r"predict.max_distance=-1.0 must be a number >= 0"),
+        ({"features": {"island": {"max_psi": 1.0}}}, r"predict.features\['island'\]: unknown threshold 'max_psi'"),
+        ({"features": {"island": {"max_distance": "x"}}}, r"predict.features\['island'\].max_distance='x' must be"),
+    ],
+)
+def test_bad_settings_are_errors_naming_the_setting(fields, message):
+    with pytest.raises(ConfigError, match=message):
+        SkewConfig(**fields)
+
+
+def test_off_reads_nothing_and_a_model_without_a_profile_is_skipped():
+    missing = ["/nonexistent/rows.tfrecord"]
+    assert skew.check_scored_rows({"features": {}}, missing, SCHEMA, 3, SkewConfig(skew="off")) is None
+    report = skew.check_scored_rows(None, missing, SCHEMA, 3, SkewConfig(skew="block"))
+    assert report.status == skew.SKIPPED and report.summary().startswith("skipped: the model records no profile")
