@@ -33,7 +33,7 @@ from estimator_lib.evaluation.report import WrittenReport
 from estimator_lib.export import METADATA_FILE, ExportResult
 from estimator_lib.fingerprints import fingerprint_directory
 from estimator_lib.model.user.prepare import RecordsValidation
-from estimator_lib.predict import PredictResult
+from estimator_lib.predict import PredictResult, skew
 from estimator_lib.release import Release
 from estimator_lib.strict import STRICT_FILE
 
@@ -277,6 +277,14 @@ def describe_predictions(predictions: Dataset, result: PredictResult) -> None:
             "fingerprint": registry.fingerprint("predictions", predictions.uri, {"shards": list(result.shards)}),
         }
     )
+
+
+def describe_skew(predictions: Dataset) -> None:
+    """Predictions Dataset: the skew check's verdict and its worst features, read from the skew.json beside the
+    predictions (none with `predict.skew=off`, or from a user's model_fn or the Beam engine: not checked yet)."""
+    report = skew.read_report(predictions.uri)
+    if report is not None:
+        predictions.metadata["skew"] = skew.headline(report)
 
 
 def describe_export(exported: Model, export: ExportResult) -> None:

@@ -26,14 +26,17 @@ def batch_predict(
         label is optional), scored through the prepared schema, or prepared TFRecords (.tfrecord, .tfrecords, or
         a directory of them); and the engine, "inprocess" (`predict.score`, the checkpoint) or "beam"
         (`predict.beam.score`: the CPU SavedModel exported beside the predictions, scored by RunInference;
-        Dataflow on Vertex AI) with its `BeamConfig`.
+        Dataflow on Vertex AI) with its `BeamConfig`; and the skew check of the rows against the training data
+        (`predict.skew`: in-process, "block" fails here before any prediction is published).
       tpu: where this stage runs, as JSON text (see train_model).
       predictions: output; JSON Lines shards and a manifest. Each row names its input: "file" and "line" for
-        CSV / JSON Lines rows and prepared splits, "file" and "record" for TFRecords (docs/predict_export.md).
+        CSV / JSON Lines rows and prepared splits, "file" and "record" for TFRecords (docs/predict_export.md);
+        skew.json beside them (its verdict and worst features in the metadata's "skew").
     """
     from components import adapter, artifacts, records
     from estimator_lib import engine, storage
     from estimator_lib.config.run import SPLIT, prediction_kind
+    from estimator_lib.config.skew import SkewConfig
     from estimator_lib.config.stages import PredictSpec
 
     given = adapter.decode_spec(PredictSpec, spec)
@@ -49,6 +52,8 @@ def batch_predict(
         "engine": given.engine,
     }
     inputs.update(engine.code_record(job))  # the model_fn's code runs here too
+    if given.skew != SkewConfig():  # another check reruns the stage; the default leaves earlier records as they were
+        inputs["skew"] = given.skew.to_dict()
     sources = {"dataset": dataset, "model": model}
     if prediction_kind(data) != SPLIT:
         sources["data"] = records.files_source([data, storage.join(data, "*")])
@@ -57,6 +62,7 @@ def batch_predict(
         return
     record.begin()
     source = engine.open_dataset(dataset.uri)
-    result = source.predict(job, model.uri, data, predictions.uri, engine=given.engine, beam=given.beam)
+    result = source.predict(job, model.uri, data, predictions.uri, given.engine, given.beam, given.skew)
     artifacts.describe_predictions(predictions, result)
+    artifacts.describe_skew(predictions)
     record.finish()

@@ -44,7 +44,15 @@ from estimator_lib.config.blessing import BlessingConfig
 from estimator_lib.config.feature_spec import FeatureSpec, FeatureSpecError
 from estimator_lib.config.job import TASKS, USER_UNREAD_TRAINING, JobConfig
 from estimator_lib.config.prepare import PrepareConfig
-from estimator_lib.config.stages import EvaluateSpec, PredictSpec, PrepareSpec, StageSpecs, TrainSpec
+from estimator_lib.config.skew import SkewConfig
+from estimator_lib.config.stages import (
+    EvaluateSpec,
+    PredictSpec,
+    PrepareSpec,
+    StageSpecs,
+    TrainSpec,
+    check_skew_engine,
+)
 from estimator_lib.config.validation import ValidationConfig
 
 EMBEDDED_DATA = "embedded:penguins"
@@ -87,9 +95,10 @@ CONFIG_PARAMETERS: dict[str, str] = {
     "blessing": "blessing_config",
     "validation": "validation_config",
     "beam": "beam_options",
+    "predict": "predict_config",
 }
 # Sections of a run's config file that are not `JobConfig` sections.
-OWN_SECTIONS = ("beam", "blessing", "prepare", "validation")
+OWN_SECTIONS = ("beam", "blessing", "prepare", "validation", "predict")
 
 
 def _field_default(cls: Any, name: str) -> Any:
@@ -125,6 +134,7 @@ class RunConfig(JsonConfig):
       engine: "inprocess" or "beam": who runs preparation and batch prediction (docs/scale.md). With a user
         model_fn, batch prediction only: its records are always prepared (copied and checked) in-process.
       beam: with engine="beam", where Beam runs (the DirectRunner here, or Dataflow's settings).
+      predict: the skew check of the rows batch prediction scores against the training data (`--set predict.*`).
     """
 
     publish_root: str
@@ -144,9 +154,11 @@ class RunConfig(JsonConfig):
     beam: BeamConfig = dataclasses.field(default_factory=BeamConfig)
     feature_spec: str = ""
     eval_data: str = ""
+    predict: SkewConfig = dataclasses.field(default_factory=SkewConfig)
 
     def __post_init__(self) -> None:
         check_engine(self.engine, "--engine")
+        check_skew_engine(self.predict, self.engine)
         require(self.task in RUN_TASKS, f"--task (prepare.task) {self.task!r} is not one of {RUN_TASKS}")
         require(bool(self.label), "--label (prepare.label) is empty; name the label column of your data")
         require(
@@ -191,6 +203,8 @@ class RunConfig(JsonConfig):
         ]
         if self.validation != ValidationConfig():
             out.append("validation")
+        if self.predict != SkewConfig():
+            out.append("predict")
         blessing = BlessingConfig()
         out += [f"blessing.{n}" for n in USER_UNREAD_BLESSING if getattr(self.blessing, n) != getattr(blessing, n)]
         return out
@@ -258,7 +272,7 @@ class RunConfig(JsonConfig):
             prepare=PrepareSpec(self.prepare_config(), self.validation, self.engine, self.beam),
             train=TrainSpec(self.job),
             evaluate=EvaluateSpec(self.blessing),
-            batch_predict=PredictSpec(self.predict_data, self.engine, self.beam),
+            batch_predict=PredictSpec(self.predict_data, self.engine, self.beam, self.predict),
         )
 
     def arguments(self) -> dict[str, Any]:
@@ -285,6 +299,7 @@ class RunConfig(JsonConfig):
             "blessing_config": without_nulls(blessing),
             "validation_config": without_nulls(validation),
             "beam_options": without_nulls(self.beam.to_dict()),
+            "predict_config": self.predict.to_dict(),
             **hyperparameters(self.job),
         }
 
@@ -319,6 +334,7 @@ class RunConfig(JsonConfig):
             "baseline": baseline,
             "warm_start": warm_start,
             "predict_data": specs.batch_predict.data,
+            "predict": specs.batch_predict.skew.to_dict(),
             "engine": specs.prepare.engine,
             "beam": specs.prepare.beam.to_dict(),
         }
@@ -385,6 +401,7 @@ SECTION_TYPES: dict[str, Any] = {
     "blessing": BlessingConfig,
     "prepare": PrepareConfig,
     "validation": ValidationConfig,
+    "predict": SkewConfig,
 }
 JOB_SECTIONS = tuple(f.name for f in dataclasses.fields(JobConfig))
 
@@ -395,6 +412,7 @@ def _split_sections(config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     if not isinstance(config, Mapping):
         raise ConfigError(f"the config file must hold a JSON object, got {type(config).__name__}")
     sections: dict[str, dict[str, Any]] = {"job": {}, "beam": {}, "blessing": {}, "prepare": {}, "validation": {}}
+    sections["predict"] = {}
     for key, value in config.items():
         if key not in OWN_SECTIONS:
             sections["job"][key] = value
@@ -476,6 +494,7 @@ def resolve_configs(
         "blessing": BlessingConfig.from_dict(sections["blessing"], "blessing."),
         "prepare": sections["prepare"],
         "validation": ValidationConfig.from_dict(sections["validation"], "validation."),
+        "predict": SkewConfig.from_dict(sections["predict"], "predict."),
         "beam": sections["beam"],
     }
 
@@ -524,6 +543,7 @@ def resolve_run(
         job=configs["job"],
         blessing=configs["blessing"],
         validation=configs["validation"],
+        predict=configs["predict"],
         prepare_options=prepare,
     )
 

@@ -17,6 +17,7 @@ from estimator_lib import estimator, release, storage
 from estimator_lib.config import BlessingConfig, JobConfig, PrepareConfig
 from estimator_lib.config.blessing import check_task_metrics
 from estimator_lib.config.beam import BEAM, BeamConfig
+from estimator_lib.config.skew import SkewConfig
 from estimator_lib.config.stages import PrepareSpec
 from estimator_lib.data import prepare as rows
 from estimator_lib.data import retrain
@@ -99,13 +100,22 @@ class Rows:
         )
 
     def predict(
-        self, job: JobConfig, model_dir: str, data: str, output_dir: str, engine: str, beam: BeamConfig
+        self,
+        job: JobConfig,
+        model_dir: str,
+        data: str,
+        output_dir: str,
+        engine: str,
+        beam: BeamConfig,
+        skew: SkewConfig = SkewConfig(),
     ) -> PredictResult:
+        """Scores `data`; in-process, its rows are first checked against the training profile (`skew`; the Beam
+        engine does not check them yet)."""
         if engine == BEAM:
             from estimator_lib.predict import beam as beam_predict  # Apache Beam takes about 1 s to import
 
             return beam_predict.score(job, self.prepared, model_dir, data, output_dir, beam)
-        return score(job, self.prepared, model_dir, data, output_dir)
+        return score(job, self.prepared, model_dir, data, output_dir, skew)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -156,8 +166,17 @@ class Records:
         return user_stages.export(job, self.prepared, model_dir, export_dir)
 
     def predict(
-        self, job: JobConfig, model_dir: str, data: str, output_dir: str, engine: str, beam: BeamConfig
+        self,
+        job: JobConfig,
+        model_dir: str,
+        data: str,
+        output_dir: str,
+        engine: str,
+        beam: BeamConfig,
+        skew: SkewConfig = SkewConfig(),
     ) -> PredictResult:
+        """Scores `data` with the user's model_fn; `skew` is not read: the skew check does not cover a user's
+        model_fn yet (RunConfig refuses predict.* settings for one)."""
         if engine == BEAM:
             from estimator_lib.engine.user import beam as user_beam  # Apache Beam takes about 1 s to import
 

@@ -44,6 +44,7 @@ from estimator_lib.predict.keys import KeyedRows
 from estimator_lib.predict.origins import Origins, prepared_origins, record_origins
 from estimator_lib.predict.rows import Batch
 from estimator_lib.predict.shards import PredictResult, check_num_shards, commit_rows
+from estimator_lib.predict.skew import SkewCheck, write_report
 from estimator_lib.schema import INDEX_FEATURE, PADDING_FEATURE, Schema
 
 # Prediction batches buffered between the estimator's thread and the writer: enough to ride out a slow
@@ -64,6 +65,7 @@ def batch_predict(
     num_shards: int = 1,
     checkpoint_path: Optional[str] = None,
     origins: Optional[Origins] = None,
+    skew: Optional[SkewCheck] = None,
 ) -> PredictResult:
     """Predicts every record of `data` with a checkpoint and commits sharded JSON Lines at `output_dir`.
 
@@ -82,9 +84,14 @@ def batch_predict(
       origins: where the records came from (`origins.prepared_origins` for prepared rows); None: each row's
         TFRecord file and record index (`origins.record_origins`, one pass over the record lengths, which then gives
         `num_examples`).
+      skew: the skew check of the records against the training data, run before any is scored (`skew.json`
+        is written beside the predictions); None: no check.
 
     Returns:
       The committed `PredictResult`.
+
+    Raises:
+      SkewError: with `predict.skew=block`, the records are skewed; nothing is scored or published.
     """
     columns = passthrough_columns(schema, passthrough)
     check_num_shards(num_shards)
@@ -94,7 +101,7 @@ def batch_predict(
             origins = record_origins(files)
             num_examples = origins.count if num_examples is None else num_examples
         return _checkpoint_predictions(
-            job, schema, model_dir, data, output_dir, num_examples, columns, num_shards, checkpoint_path, {}, origins
+            job, schema, model_dir, data, output_dir, num_examples, columns, num_shards, checkpoint_path, {}, origins, skew
         )
 
 
@@ -115,6 +122,7 @@ def predict_raw(
     num_shards: int = 1,
     num_workers: Optional[int] = None,
     checkpoint_path: Optional[str] = None,
+    skew: Optional[SkewCheck] = None,
 ) -> PredictResult:
     """Scores raw CSV / JSON Lines rows (local or gs://, globs) with a checkpoint, in input order.
 
@@ -126,7 +134,8 @@ def predict_raw(
     and where the encoded rows are.
 
     Args:
-      job, schema, model_dir, output_dir, num_shards, checkpoint_path: as for `batch_predict`.
+      job, schema, model_dir, output_dir, num_shards, checkpoint_path, skew: as for `batch_predict` (the encoded
+        rows are checked).
       data: CSV / JSON Lines file patterns.
       staging_dir: where the encoded rows are published and kept (TFRecords, manifest.json and, when rows
         were set aside, quarantine.jsonl), local or gs://; None encodes into a local temporary directory that
@@ -169,6 +178,7 @@ def predict_raw(
             checkpoint_path,
             {"raw": raw_record(rows, staging_dir)},
             encoded_origins(rows),
+            skew,
         )
     finally:
         if temporary is not None:
@@ -204,11 +214,14 @@ def _checkpoint_predictions(
     checkpoint_path: Optional[str],
     provenance: Dict[str, Any],
     origins: Origins,
+    skew: Optional[SkewCheck] = None,
 ) -> PredictResult:
-    """`batch_predict` after its argument checks; `provenance` adds entries to the manifest."""
+    """`batch_predict` after its argument checks; `provenance` adds entries to the manifest; the skew check runs
+    before the model, its report is written once the predictions are published."""
     files = inputs.resolve_files(data)
     input_fn = inputs.predict_input_fn_builder(files, schema, num_examples)
     count = input_fn.num_examples  # type: ignore[attr-defined]
+    report = skew.before_scoring(files, schema, count) if skew is not None else None
     checkpoint, batches = _estimator_batches(job, schema, model_dir, input_fn, count, checkpoint_path)
     keyed = KeyedRows(files, columns, schema, job.training.predict_batch_size)
     provenance = {
@@ -220,7 +233,10 @@ def _checkpoint_predictions(
         "keys": keyed.report,  # complete once every row is joined, before the manifest is written
     }
     joined = keyed.join(real_rows(batches, count))
-    return commit_rows(joined, RowFormatter(schema, columns, origins), count, output_dir, num_shards, provenance)
+    result = commit_rows(joined, RowFormatter(schema, columns, origins), count, output_dir, num_shards, provenance)
+    if report is not None:
+        write_report(report, output_dir)
+    return result
 
 
 def _estimator_batches(

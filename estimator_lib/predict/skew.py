@@ -116,14 +116,6 @@ class SkewReport:
             "why": self.why,
         }
 
-    def headline(self) -> Dict[str, Any]:
-        """The bounded summary an artifact's metadata carries: the verdict and the worst `SHOWN` features."""
-        worst = [
-            {"feature": f.feature, "figures": _rounded(f.figures), "breaches": list(f.breaches), "reading": f.reading}
-            for f in self.flagged[:SHOWN]
-        ]
-        return {"status": self.status, "mode": self.mode, "summary": self.summary(), "worst": worst}
-
 
 def _rounded(figures: Mapping[str, float]) -> Dict[str, float]:
     return {k: round(float(v), 4) for k, v in figures.items()}
@@ -256,6 +248,19 @@ def _moved_most(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
     return f"{values[k]!r} {old_shares[k]:.0%} in training, {new_shares[k]:.0%} here"
 
 
+@dataclasses.dataclass(frozen=True)
+class SkewCheck:
+    """What a batch prediction checks its rows against: the training profile (None: the model records none)
+    and the `predict.*` settings."""
+
+    training: Optional[Mapping[str, Any]]
+    config: SkewConfig
+
+    def before_scoring(self, files: Sequence[str], schema: Schema, rows: int) -> Optional[SkewReport]:
+        """`check_scored_rows` of the encoded records about to be scored."""
+        return check_scored_rows(self.training, files, schema, rows, self.config)
+
+
 def check_scored_rows(
     training: Optional[Mapping[str, Any]], files: Sequence[str], schema: Schema, rows: int, config: SkewConfig
 ) -> Optional[SkewReport]:
@@ -284,6 +289,14 @@ def enforce(report: SkewReport) -> None:
         "unit, a new category, a broken export); if the change is expected, run with --set predict.skew=warn, or "
         'raise a threshold for the feature: --set predict.features=\'{"FEATURE": {"max_distance": 0.5}}\''
     )
+
+
+def headline(report: Mapping[str, Any]) -> Dict[str, Any]:
+    """A skew.json's bounded summary (an artifact's metadata carries it): the verdict, the mode, one line, and
+    the worst `SHOWN` flagged features with their figures, breaches and reading."""
+    keep = ("feature", "figures", "breaches", "reading")
+    worst = [{k: f[k] for k in keep} for f in report["features"] if f["breaches"]][:SHOWN]
+    return {"status": report["status"], "mode": report["mode"], "summary": report["summary"], "worst": worst}
 
 
 def write_report(report: SkewReport, output_dir: str) -> str:

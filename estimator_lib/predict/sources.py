@@ -8,6 +8,7 @@ from typing import Any, Dict, Optional
 
 from estimator_lib import storage
 from estimator_lib.config import JobConfig
+from estimator_lib.config.skew import SkewConfig
 from estimator_lib.config.run import DIRECTORY, RAW, RAW_EXTENSIONS, SPLIT, TFRECORD_EXTENSIONS, prediction_kind
 from estimator_lib.data import records
 from estimator_lib.data.prepare import PrepareResult
@@ -15,6 +16,7 @@ from estimator_lib.model.inputs import resolve_files
 from estimator_lib.predict.batch import batch_predict, predict_raw
 from estimator_lib.predict.origins import KeyedOrigins, prepared_origins
 from estimator_lib.predict.shards import PredictResult
+from estimator_lib.predict.skew import SkewCheck
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,7 +89,14 @@ def encoded_rows_uri(predictions_uri: str) -> str:
     return predictions_uri.rstrip("/") + "-rows"
 
 
-def score(job: JobConfig, prepared: PrepareResult, model_dir: str, data: str, output_dir: str) -> PredictResult:
+def score(
+    job: JobConfig,
+    prepared: PrepareResult,
+    model_dir: str,
+    data: str,
+    output_dir: str,
+    skew: SkewConfig = SkewConfig(),
+) -> PredictResult:
     """Batch-predicts what `data` names with the checkpoint in `model_dir` and commits it at `output_dir`.
 
     Args:
@@ -98,8 +107,10 @@ def score(job: JobConfig, prepared: PrepareResult, model_dir: str, data: str, ou
         through the prepared schema with the preparation's row rules; or prepared TFRecords (files, or a
         directory of them).
       output_dir: where the JSON Lines shards and manifest are committed.
+      skew: the skew check of the rows against the preparation's training profile (skew.json beside them).
     """
     source = prediction_source(data, prepared)
+    check = SkewCheck(prepared.profile(), skew)
     if source.raw:
         return predict_raw(
             job,
@@ -108,6 +119,7 @@ def score(job: JobConfig, prepared: PrepareResult, model_dir: str, data: str, ou
             source.uri,
             output_dir,
             staging_dir=encoded_rows_uri(output_dir),
+            skew=check,
             **scoring_options(prepared),
         )
     return batch_predict(
@@ -118,4 +130,5 @@ def score(job: JobConfig, prepared: PrepareResult, model_dir: str, data: str, ou
         output_dir,
         num_examples=source.count,
         origins=split_origins(source, prepared),
+        skew=check,
     )

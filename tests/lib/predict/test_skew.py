@@ -130,7 +130,7 @@ def test_three_skews_are_flagged_worst_first_and_block_names_them(penguins):
     assert report.status == skew.BLOCKED
     with pytest.raises(skew.SkewError, match=r"blocked: 3 of 7 features skewed: `bill_length_mm`: .*No prediction"):
         skew.enforce(report)
-    assert report.headline()["worst"][0]["feature"] == "bill_length_mm"
+    assert skew.headline(report.to_dict())["worst"][0]["feature"] == "bill_length_mm"
     assert report.to_dict()["flagged"] == ["bill_length_mm", "island", "sex"]
 
 
