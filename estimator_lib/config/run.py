@@ -494,7 +494,6 @@ def resolve_configs(
         "blessing": BlessingConfig.from_dict(sections["blessing"], "blessing."),
         "prepare": sections["prepare"],
         "validation": ValidationConfig.from_dict(sections["validation"], "validation."),
-        "predict": SkewConfig.from_dict(sections["predict"], "predict."),
         "beam": sections["beam"],
     }
 
@@ -543,9 +542,19 @@ def resolve_run(
         job=configs["job"],
         blessing=configs["blessing"],
         validation=configs["validation"],
-        predict=configs["predict"],
+        predict=_predict(config, overrides),
         prepare_options=prepare,
     )
+
+
+def _predict(config: Mapping[str, Any] | None, overrides: Sequence[str]) -> SkewConfig:
+    """The "predict" section (`SkewConfig`): the config file's, with the `--set predict.*` overrides over it."""
+    section = _split_sections(config or {})["predict"]
+    for text in overrides:
+        name, dotted, value = typed_override(text)
+        if name == "predict":
+            set_dotted(section, dotted, value, create=True)
+    return SkewConfig.from_dict(section, "predict.")
 
 
 def _beam(flags: BeamConfig | None, section: Mapping[str, Any], overrides: Sequence[str]) -> BeamConfig:
