@@ -284,8 +284,8 @@ def recorded_target(job: JobConfig) -> Dict[str, Any]:
 
 
 def record_preflight(found: preflight.Preflight, model_dir: str) -> str:
-    """Writes `found.to_dict()` with its verdict line ("line") and console block ("lines") as `PREFLIGHT_FILE` in the model directory, beside
-    strict mode's record, and logs it; returns its URI."""
+    """Writes `found.to_dict()` with its verdict line ("line") and console block ("lines") as `PREFLIGHT_FILE` in
+    the model directory, beside strict mode's record, and logs it; returns its URI."""
     uri = storage.join(model_dir, PREFLIGHT_FILE)
     record = {**found.to_dict(), "line": found.verdict_line(), "lines": found.lines()}
     storage.write_text(uri, json.dumps(record, indent=2, sort_keys=True))

@@ -64,7 +64,7 @@ class SkewConfig(JsonConfig):
 def _feature_items(features: Any) -> list:
     require(
         isinstance(features, Mapping) and all(isinstance(v, Mapping) for v in features.values()),
-        f'predict.features={features!r} must be a JSON object {{feature: {{threshold: value}}}}, e.g. '
+        f"predict.features={features!r} must be a JSON object {{feature: {{threshold: value}}}}, e.g. "
         '{"island": {"max_unseen_share": 0.5}}',
     )
     return sorted(features.items())
@@ -73,3 +73,6 @@ def _feature_items(features: Any) -> list:
 def _check_threshold(key: str, value: Any) -> None:
     finite = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
     require(finite and value >= 0, f"{key}={value!r} must be a number >= 0")
+
+
+DEFAULT_SKEW = SkewConfig()  # the defaults: predict.skew=warn and the documented thresholds

@@ -15,9 +15,9 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from estimator_lib import estimator, release, storage
 from estimator_lib.config import BlessingConfig, JobConfig, PrepareConfig
-from estimator_lib.config.blessing import check_task_metrics
 from estimator_lib.config.beam import BEAM, BeamConfig
-from estimator_lib.config.skew import SkewConfig
+from estimator_lib.config.blessing import check_task_metrics
+from estimator_lib.config.skew import DEFAULT_SKEW, SkewConfig
 from estimator_lib.config.stages import PrepareSpec
 from estimator_lib.data import prepare as rows
 from estimator_lib.data import retrain
@@ -107,7 +107,7 @@ class Rows:
         output_dir: str,
         engine: str,
         beam: BeamConfig,
-        skew: SkewConfig = SkewConfig(),
+        skew: SkewConfig = DEFAULT_SKEW,
     ) -> PredictResult:
         """Scores `data`; in-process, its rows are first checked against the training profile (`skew`; the Beam
         engine does not check them yet)."""
@@ -173,7 +173,7 @@ class Records:
         output_dir: str,
         engine: str,
         beam: BeamConfig,
-        skew: SkewConfig = SkewConfig(),
+        skew: SkewConfig = DEFAULT_SKEW,
     ) -> PredictResult:
         """Scores `data` with the user's model_fn; `skew` is not read: the skew check does not cover a user's
         model_fn yet (RunConfig refuses predict.* settings for one)."""

@@ -685,7 +685,8 @@ def performance_plots(truth: Truth, scores: Scores) -> List[Tuple[str, str]]:
 def render_html(inputs: ReportInputs) -> str:
     """The standalone HTML report, in the order a reviewer reads it: the verdict and its checks, the run's facts,
     the metrics (with their intervals and the change against the baseline), the TPU preflight, the slices, the
-    features' importance, the loss curves, the worst-predicted rows, the task's plots, the data, and the run's config."""
+    features' importance, the loss curves, the worst-predicted rows, the task's plots, the data, and the run's
+    config."""
     blessing = inputs.blessing
     badge = (
         '<span class="badge ok">blessed</span>' if blessing.blessed else '<span class="badge fail">not blessed</span>'
@@ -831,9 +832,9 @@ class WrittenReport:
     @property
     def fingerprint(self) -> str:
         """The HTML report's content fingerprint: everything it shows but the run's facts and header (paths,
-        times, and fingerprints a stage manifest records anyway), so the same evaluation written elsewhere or
-        later has the same fingerprint."""
-        shown = render_html(dataclasses.replace(self.inputs, run={}, header=None))
+        times, and fingerprints a stage manifest records anyway) and the TPU preflight (timed on the machine that
+        trained), so the same evaluation written elsewhere or later has the same fingerprint."""
+        shown = render_html(dataclasses.replace(self.inputs, run={}, header=None, preflight=None))
         return hashlib.sha256(shown.encode("utf-8")).hexdigest()
 
 

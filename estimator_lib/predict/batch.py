@@ -101,7 +101,18 @@ def batch_predict(
             origins = record_origins(files)
             num_examples = origins.count if num_examples is None else num_examples
         return _checkpoint_predictions(
-            job, schema, model_dir, data, output_dir, num_examples, columns, num_shards, checkpoint_path, {}, origins, skew
+            job,
+            schema,
+            model_dir,
+            data,
+            output_dir,
+            num_examples,
+            columns,
+            num_shards,
+            checkpoint_path,
+            {},
+            origins,
+            skew,
         )
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import statistics
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -310,4 +310,3 @@ def read_report(output_dir: str) -> Optional[Dict[str, Any]]:
     """`output_dir`/skew.json as written, or None when there is none (`predict.skew=off`)."""
     uri = storage.join(output_dir, SKEW_FILE)
     return json.loads(storage.read_text(uri)) if storage.exists(uri) else None
-

@@ -8,8 +8,8 @@ from typing import Any, Dict, Optional
 
 from estimator_lib import storage
 from estimator_lib.config import JobConfig
-from estimator_lib.config.skew import SkewConfig
 from estimator_lib.config.run import DIRECTORY, RAW, RAW_EXTENSIONS, SPLIT, TFRECORD_EXTENSIONS, prediction_kind
+from estimator_lib.config.skew import DEFAULT_SKEW, SkewConfig
 from estimator_lib.data import records
 from estimator_lib.data.prepare import PrepareResult
 from estimator_lib.model.inputs import resolve_files
@@ -95,7 +95,7 @@ def score(
     model_dir: str,
     data: str,
     output_dir: str,
-    skew: SkewConfig = SkewConfig(),
+    skew: SkewConfig = DEFAULT_SKEW,
 ) -> PredictResult:
     """Batch-predicts what `data` names with the checkpoint in `model_dir` and commits it at `output_dir`.
 

@@ -105,7 +105,10 @@ def test_default_run_has_its_own_folder_log_and_summary(first_run):
     assert all(re.search(rf"\] {stage}: done \({run['seconds'][stage]:.1f} s\)$", stdout, re.M) for stage in stages)
     # Nothing was published before the first run: no schema to continue, no data to compare with.
     assert summary["validation"]["status"] == "skipped" and os.path.exists(summary["validation"]["report_uri"])
-    assert "  data validation: skipped: this run continues no published model, so there is no data to compare with" in stdout
+    assert (
+        "  data validation: skipped: this run continues no published model, so there is no data to compare with"
+        in stdout
+    )
     assert summary["data"] == {
         "counts": summary["dataset"]["counts"],
         "rows": 344,

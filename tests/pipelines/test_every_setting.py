@@ -298,8 +298,8 @@ def test_an_invalid_value_exits_2_naming_the_key_before_anything_starts(key, tmp
         ),
         (
             "trainig.seed=3",
-            "--set trainig.seed: unknown section 'trainig'; sections: ['beam', 'blessing', 'model', 'prepare', "
-            "'tpu', 'training', 'validation']; did you mean 'training'?",
+            "--set trainig.seed: unknown section 'trainig'; sections: ['beam', 'blessing', 'model', 'predict', "
+            "'prepare', 'tpu', 'training', 'validation']; did you mean 'training'?",
         ),
         ("prepare.evalfraction=0.3", "did you mean 'eval_fraction'?"),
     ],

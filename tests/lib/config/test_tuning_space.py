@@ -73,7 +73,7 @@ def test_a_trials_values_become_set_texts_and_hyperparameters_merge_into_model_h
         (
             "parameters:\n  learning_rate: {type: float, min: 0.001, max: 0.1}",
             "--space s.yaml: parameter learning_rate: --set learning_rate: unknown section 'learning_rate'; sections: "
-            "['beam', 'blessing', 'model', 'prepare', 'tpu', 'training', 'validation']; did you mean "
+            "['beam', 'blessing', 'model', 'predict', 'prepare', 'tpu', 'training', 'validation']; did you mean "
             "'training.optimizer.learning_rate'?",
         ),
         (
