@@ -152,11 +152,38 @@ class Model:
 
 
 @dataclasses.dataclass(frozen=True)
+class SkewFeature:
+    """One of the skew check's worst features: its figures ({check: value}), the checks beyond their threshold
+    and its one-line reading."""
+
+    feature: str
+    figures: dict[str, float]
+    breaches: list[str]
+    reading: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Skew:
+    """Batch prediction's skew check (docs/predict_export.md): its verdict, `predict.skew`, one line, the worst
+    flagged features (at most five) and its skew.json at `uri`."""
+
+    status: str
+    mode: str
+    summary: str
+    worst: list[SkewFeature]
+    uri: str
+
+
+@dataclasses.dataclass(frozen=True)
 class Predictions:
+    """`skew`: None when the check wrote no skew.json (`predict.skew=off`, a user's model_fn, the Beam engine)
+    or the run predates it."""
+
     uri: str
     count: int
     data: str
     shards: list[str]
+    skew: Optional[Skew] = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -14,11 +14,13 @@ from components import registry
 from estimator_lib import vocabulary
 from estimator_lib.config.run import PREPARED_SPLITS
 from pipelines import runs
-from pipelines.run_summary import Data, Results, RunSummary, Serving, Slices, Strict
+from pipelines.run_summary import Data, Results, RunSummary, Serving, Skew, Slices, Strict
 
 # The record's artifacts in DAG order (summary.json keeps its keys sorted); others follow by name.
 ARTIFACT_ORDER = tuple(key for key, _ in registry.SUMMARY_ARTIFACTS)
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")  # C0 (ESC, BEL, newline, ...), DEL and C1
+SKEW_READINGS = 3  # the worst features' readings printed under the skew line (skew.json has them all)
+SKEW_CLEAN = "passed"  # the skew verdict the end of a run does not repeat
 
 
 def printable(text: str) -> str:
@@ -64,6 +66,8 @@ def _result_lines(results: Results) -> list[str]:
     lines.append(f"  blessed: {results.blessed} ({results.blessing.summary})")
     if results.strict:
         lines += strict_lines(results.strict)
+    if results.predictions.skew:
+        lines += skew_lines(results.predictions.skew)
     lines += [f"  {serving_line(results.serving)}", f"  {results.export.reason}", "  artifacts:"]
     artifacts = results.artifacts
     order = sorted(
@@ -92,6 +96,18 @@ def slice_lines(slices: Slices) -> list[str]:
     if slices.uri:
         lines.append(f"    full table: {slices.uri}")
     return lines
+
+
+def skew_lines(skew: Skew, indent: str = "  ") -> list[str]:
+    """Batch prediction's skew check: "skew: <verdict>" (the count of skewed features, `predict.skew`, where
+    skew.json is), then the worst features' one-line readings (at most `SKEW_READINGS`). Not yet printable:
+    the caller escapes every line."""
+    head = skew.summary
+    if skew.worst:  # "warned: 2 of 7 features skewed: <readings>": the readings get their own lines
+        head = skew.summary.partition(" skewed: ")[0] + " skewed"
+    where = f"; {skew.uri}" if skew.uri else ""
+    lines = [f"{indent}skew: {head} (predict.skew={skew.mode}{where})"]
+    return lines + [f"{indent}  {feature.reading}" for feature in skew.worst[:SKEW_READINGS]]
 
 
 def serving_line(serving: Serving) -> str:

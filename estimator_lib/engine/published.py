@@ -14,6 +14,9 @@ the version. What scores, and how:
     variables, on TFRecords its feature spec describes: `engine.user.run.predict`, or on Apache Beam
     `engine.user.beam.predict`, as the pipeline's stages score them.
 The output is published in one commit (`storage.commit_staged`); a non-empty output folder is refused.
+A built-in family's rows are first checked against the export's training profile (`data_profile`), in-process, as
+the pipeline's stage checks them (`predict.skew`): skew.json beside the predictions, and with "block" nothing is
+published. Not checked (said in the report's `why`): an export without a profile, a user's model_fn, the Beam engine.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ from estimator_lib.config import ConfigError, JobConfig
 from estimator_lib.config.beam import BEAM, BeamConfig
 from estimator_lib.config.feature_spec import FeatureSpec
 from estimator_lib.config.run import RAW, TFRECORD, prediction_kind
+from estimator_lib.config.skew import BLOCK, OFF, SkewConfig
+from estimator_lib.config.stages import check_skew_engine
 from estimator_lib.data import records
 from estimator_lib.data.prepare import encode_for_scoring
 from estimator_lib.data.score import ScoringData
@@ -42,15 +47,18 @@ from estimator_lib.predict.origins import Origins, record_origins
 from estimator_lib.predict.rows import slice_rows
 from estimator_lib.predict.saved_model import predicted_batches, saved_model_provenance
 from estimator_lib.predict.shards import PredictResult, commit_rows
+from estimator_lib.predict.skew import SkewCheck, SkewReport, skipped, write_report
 from estimator_lib.schema import Schema
 
 
 @dataclasses.dataclass(frozen=True)
 class Scored:
-    """What `predict_published` did: the version it scored with and the committed predictions."""
+    """What `predict_published` did: the version it scored with, the committed predictions, and the skew check's
+    report (None with `predict.skew=off`; "skipped" with its `why` when the rows could not be checked)."""
 
     version: release.PublishedModel
     predictions: PredictResult
+    skew: Optional[SkewReport] = None
 
 
 def published_version(model: str) -> release.PublishedModel:
@@ -86,24 +94,51 @@ def published_version(model: str) -> release.PublishedModel:
 
 
 def predict_published(
-    model: str, data: Sequence[str], output_dir: str, engine: str = "inprocess", beam: Optional[BeamConfig] = None
+    model: str,
+    data: Sequence[str],
+    output_dir: str,
+    engine: str = "inprocess",
+    beam: Optional[BeamConfig] = None,
+    skew: Optional[SkewConfig] = None,
 ) -> Scored:
     """Scores `data` (CSV / JSON Lines rows, or TFRecords) with the published version `model` names and commits
     the predictions at `output_dir` (JSON Lines shards and manifest.json, as the pipeline's batch prediction).
 
+    A built-in family's rows are checked against the export's training profile first (`skew`, None: the defaults,
+    "warn"; skew.json is written beside the predictions, as the pipeline's batch prediction writes it).
+
     Raises:
       ValueError: `output_dir` is not empty, `data` mixes kinds, or a row lacks a feature column (DataError).
       FileNotFoundError: no such version, or no files match `data`.
+      SkewError: with `predict.skew=block`, the rows are skewed (naming the worst features); nothing is published.
+      ConfigError: `predict.skew=block` where the check cannot run (the Beam engine, a user's model_fn).
     """
+    skew = skew or SkewConfig()
+    check_skew_engine(skew, engine)
     _check_empty(output_dir)
     kind = _kind(data)
     version = published_version(model)
     metadata = read_export_metadata(version.uri)
     if "model_fn" in metadata:
+        _refuse_block(skew, version.uri)
         result = _user_predictions(version.uri, metadata, list(data), kind, output_dir, engine, beam)
-    else:
-        result = _built_in_predictions(version.uri, metadata, list(data), kind, output_dir, engine, beam)
-    return Scored(version, result)
+        return Scored(version, result, _not_checked(skew, "the skew check does not cover a user's model_fn yet"))
+    scored = _built_in_predictions(version.uri, metadata, list(data), kind, output_dir, engine, beam, skew)
+    return Scored(version, *scored)
+
+
+def _refuse_block(skew: SkewConfig, export_dir: str) -> None:
+    if skew.skew == BLOCK:
+        raise ConfigError(
+            f"predict.skew=block: {export_dir} is a user model_fn's export, which the skew check does not cover "
+            "yet; use --skew warn or off (its rows are then scored unchecked)"
+        )
+
+
+def _not_checked(skew: SkewConfig, why: str) -> Optional[SkewReport]:
+    """A "skipped" report naming `why` (not written: the pipeline's stage writes none there either); None when
+    the check is off."""
+    return None if skew.skew == OFF else skipped(skew.skew, why)
 
 
 def _check_empty(output_dir: str) -> None:
@@ -138,7 +173,10 @@ def _built_in_predictions(
     output_dir: str,
     engine: str,
     beam: Optional[BeamConfig],
-) -> PredictResult:
+    skew: SkewConfig,
+) -> Tuple[PredictResult, Optional[SkewReport]]:
+    """A built-in family's export: the rows encoded through its schema (raw rows) or read as they are (TFRecords),
+    checked for skew (in-process only) and scored; skew.json is written once the predictions are committed."""
     schema = Schema.from_dict(_metadata_field(export_dir, metadata, "schema", "the columns rows are read by"))
     job = JobConfig.from_dict(_metadata_field(export_dir, metadata, "job", "the predict batch size"))
     batch_size = job.training.predict_batch_size
@@ -157,11 +195,17 @@ def _built_in_predictions(
                 rows = encode_for_scoring(list(data), schema, os.path.join(temporary, "rows"), passes=passes, **rules)
             files, count, extra = inputs.resolve_files(rows.files), rows.count, {"raw": raw_record(rows, None)}
         if engine == BEAM:
-            return _on_beam(export_dir, schema, files, count, rows, output_dir, batch_size, extra, beam)
+            result = _on_beam(export_dir, schema, files, count, rows, output_dir, batch_size, extra, beam)
+            why = "the Beam engine does not run the skew check yet (--engine inprocess does)"
+            return result, _not_checked(skew, why)
         origins = record_origins(files) if rows is None else encoded_origins(rows)
         count = origins.count if rows is None else count
+        report = SkewCheck(metadata.get("data_profile"), skew).before_scoring(files, schema, count)
         provenance = {**saved_model_provenance(export_dir, files, (), batch_size), **extra}
-        return _padded_saved_model(export_dir, schema, files, count, origins, output_dir, batch_size, provenance)
+        result = _padded_saved_model(export_dir, schema, files, count, origins, output_dir, batch_size, provenance)
+        if report is not None:
+            write_report(report, output_dir)
+        return result, report
 
 
 def _on_beam(

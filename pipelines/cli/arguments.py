@@ -11,6 +11,7 @@ from typing import Any
 from estimator_lib.cloud import cost
 from estimator_lib.config import RUN_TASKS, RunConfig
 from estimator_lib.config.beam import ENGINES
+from estimator_lib.config.skew import SKEW_MODES, SkewConfig
 from estimator_lib.config.stages import STAGE_TIMEOUT_FLAG, StageLimits
 from pipelines import tpu as tpu_presets
 from pipelines.cli.settings import DEFAULT_IMAGE_REPO, IMAGE_REPO_ENV
@@ -33,6 +34,25 @@ class _KeyValues(argparse.Action):
 def _add_key_value_option(group: Any, flag: str, dest: str, help: str) -> None:
     """A repeatable `FLAG KEY=VALUE` option collected in a list (empty when not given), each KEY once."""
     group.add_argument(flag, dest=dest, action=_KeyValues, default=[], metavar="KEY=VALUE", help=help)
+
+
+def add_skew_arguments(parser: argparse.ArgumentParser) -> None:
+    """`predict`'s skew check of the rows against the model's training profile (docs/predict_export.md)."""
+    group = parser.add_argument_group("skew check (the rows scored against the model's training data)")
+    group.add_argument(
+        "--skew",
+        choices=SKEW_MODES,
+        default=SkewConfig().skew,
+        help="off, warn (skew.json beside the predictions; the default) or block (nothing is published when a "
+        "feature is beyond its threshold)",
+    )
+    _add_key_value_option(
+        group,
+        "--set",
+        "overrides",
+        "a threshold of the check (repeatable), e.g. predict.max_distance=0.3 or "
+        'predict.features=\'{"island": {"max_unseen_share": 0.5}}\'',
+    )
 
 
 def add_run_arguments(parser: argparse.ArgumentParser, common: Any = None) -> None:

@@ -14,9 +14,12 @@ from typing import Any
 
 from google.auth.exceptions import DefaultCredentialsError
 
-from estimator_lib import vocabulary
+from estimator_lib import storage, vocabulary
 from estimator_lib.config import ConfigError, RunConfig
-from estimator_lib.config.stages import StageLimits
+from estimator_lib.config.base import set_dotted
+from estimator_lib.config.run import typed_override
+from estimator_lib.config.skew import SkewConfig
+from estimator_lib.config.stages import SKEW_FILE, StageLimits
 from estimator_lib.config.tuning import load_space
 from pipelines import checks, listing, local, reproduce, runs, show
 from pipelines.cli.parser import build_parser
@@ -24,7 +27,7 @@ from pipelines.cli.preflight import cmd_preflight
 from pipelines.cli.settings import read_space_file, resolve_alerts, resolve_local_settings
 from pipelines.cli.vertex_commands import cmd_compile, cmd_schedule, cmd_submit
 from pipelines.local.failures import next_step
-from pipelines.run_summary import RunSummary
+from pipelines.run_summary import RunSummary, Skew, decode
 
 
 def cmd_run_local(args: argparse.Namespace) -> int:
@@ -92,6 +95,7 @@ def format_summary(summary: RunSummary, path: str) -> str:
         *(show.strict_lines(results.strict) if results.strict else []),
         f"  blessed: {results.blessed} ({results.blessing.summary})",
         f"  predictions: {results.predictions.count} rows in {results.predictions.uri}",
+        *_unclean_skew_lines(results.predictions.skew),
         f"  export: {export.uri} (tag sets {export.tag_sets})",
         f"  {export.reason}",
         f"  report: {summary.report}",
@@ -99,6 +103,11 @@ def format_summary(summary: RunSummary, path: str) -> str:
         f"summary: {path}",
     ]
     return "\n".join(map(show.printable, lines))
+
+
+def _unclean_skew_lines(skew: Skew | None) -> list[str]:
+    """The skew line and readings under the predictions line, unless the rows passed (or were not checked)."""
+    return show.skew_lines(skew, "    ") if skew is not None and skew.status != show.SKEW_CLEAN else []
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -139,12 +148,33 @@ def cmd_release(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_predict(args: argparse.Namespace) -> int:
-    from estimator_lib.engine import published  # it loads TensorFlow, for this command only
+def predict_skew_setting(mode: str, overrides: Sequence[str]) -> SkewConfig:
+    """`predict`'s skew check: `--skew` and the `--set predict.KEY=VALUE` thresholds, parsed as a run's `--set
+    predict.*` is. Raises ConfigError naming a setting that is not a `predict.*` threshold."""
+    section: dict[str, Any] = {"skew": mode}
+    for text in overrides:
+        name, dotted, value = typed_override(text)
+        if name != "predict" or dotted == "skew":
+            fix = "give the mode with --skew" if dotted == "skew" else "the model's settings are its export's"
+            raise ConfigError(f"--set {text}: predict takes only the skew check's thresholds (predict.*); {fix}")
+        set_dotted(section, dotted, value, create=True)
+    return SkewConfig.from_dict(section, "predict.")
 
-    done = published.predict_published(args.model, args.data, args.output, engine=args.engine)
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    skew = predict_skew_setting(args.skew, args.overrides)  # a bad setting fails before TensorFlow loads
+    from estimator_lib.engine import published  # it loads TensorFlow, for this command only
+    from estimator_lib.predict.skew import headline
+
+    done = published.predict_published(args.model, args.data, args.output, engine=args.engine, skew=skew)
     version, result = done.version, done.predictions
-    print(f"predicted {result.count} rows with version {version.version} of {version.root} into {result.output_dir}")
+    lines = [f"predicted {result.count} rows with version {version.version} of {version.root} into {result.output_dir}"]
+    if done.skew is not None:
+        written = storage.join(result.output_dir, SKEW_FILE)  # none where the check could not run
+        uri = written if storage.exists(written) else ""
+        record = decode(Skew, {**headline(done.skew.to_dict()), "uri": uri}, "the skew check")
+        lines += show.skew_lines(record, indent="")
+    print("\n".join(map(show.printable, lines)))
     return 0
 
 

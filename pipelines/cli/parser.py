@@ -21,6 +21,7 @@ from pipelines.cli.arguments import (
     add_preflight_arguments,
     add_run_arguments,
     add_schedule_arguments,
+    add_skew_arguments,
     add_stage_limit_arguments,
     add_tracking_arguments,
     add_tuning_arguments,
@@ -128,8 +129,10 @@ def _add_predict_command(commands: Any) -> None:
         "--engine",
         choices=ENGINES,
         default=INPROCESS,
-        help="inprocess (the exported CPU graph in this process) or beam (Apache Beam's DirectRunner)",
+        help="inprocess (the exported CPU graph in this process) or beam (Apache Beam's DirectRunner; its rows are "
+        "not checked for skew yet)",
     )
+    add_skew_arguments(predict)
 
 
 class _Formatter(argparse.HelpFormatter):

@@ -10,6 +10,7 @@ from typing import Any
 from components import records, registry
 from estimator_lib import storage
 from estimator_lib.config import JobConfig
+from estimator_lib.config.stages import SKEW_FILE
 from pipelines import runs
 from pipelines.run_summary import Blessing, Dataset, Results, RunSummary, Serving, decode
 
@@ -40,6 +41,13 @@ def data_summary(dataset: Any) -> dict[str, Any]:
         "notes": list(manifest.get("notes", [])),
         "unlabelled": manifest["rows"].get("unlabelled", 0),
     }
+
+
+def skew_summary(predictions: Any) -> dict[str, Any] | None:
+    """The skew check's headline from the predictions' metadata (`components.artifacts.describe_skew`) and
+    where its skew.json is; None when the stage wrote none."""
+    headline = predictions.metadata.get("skew")
+    return {**headline, "uri": storage.join(predictions.uri, SKEW_FILE)} if headline else None
 
 
 def trained_job(model_uri: str) -> JobConfig:
@@ -84,6 +92,7 @@ def summarize(outputs: Mapping[str, Any], summary: RunSummary) -> RunSummary:
             "count": predictions.metadata["count"],
             "data": summary.config["predict_data"],
             "shards": predictions.metadata["shards"],
+            "skew": skew_summary(predictions),
         },
         "export": {
             "uri": exported.metadata["export_dir"],

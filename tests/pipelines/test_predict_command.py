@@ -170,9 +170,16 @@ def test_predict_scores_new_rows_byte_for_byte_as_the_pipeline(pipeline_run, tmp
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "deprecated" not in proc.stderr and "WARNING:tensorflow" not in proc.stderr, proc.stderr  # TF's own
     version = release.latest(summary["config"]["publish_root"])
-    assert proc.stdout == (f"predicted 25 rows with version {version.version} of {version.root} into {out}\n"), (
-        f"{elapsed:.1f} s"
+    assert proc.stdout == (
+        f"predicted 25 rows with version {version.version} of {version.root} into {out}\n"
+        f"skew: passed: 7 features of 25 scored rows within their thresholds (predict.skew=warn; {out}/skew.json)\n"
+    ), f"{elapsed:.1f} s"
+    # The rows were checked as the pipeline's stage checked them: the same verdict, beside the predictions.
+    assert summary["predictions"]["skew"]["status"] == "passed"
+    mine, theirs = (
+        json.loads(storage.read_text(os.path.join(d, "skew.json"))) for d in (out, summary["predictions"]["uri"])
     )
+    assert mine == theirs and mine["rows"]["scored"] == 25
     pipeline = summary["predictions"]["uri"]
     with open(os.path.join(pipeline, SHARD), "rb") as a, open(os.path.join(out, SHARD), "rb") as b:
         assert a.read() == b.read()
@@ -217,8 +224,69 @@ def test_predict_on_beam_gives_the_bytes_of_the_pipelines_beam_engine(pipeline_r
         assert a.read() == b.read()
 
 
+def skewed_rows(path: str) -> str:
+    """25 penguins whose bill length is in centimetres (a changed unit) and whose island is one training never
+    saw."""
+    new_rows(path)
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    for row in rows:
+        if row["bill_length_mm"] not in ("", "NA"):
+            row["bill_length_mm"] = str(round(float(row["bill_length_mm"]) / 10, 2))
+        row["island"] = "Atlantis"
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
 @pytest.mark.slow
-def test_a_users_published_model_fn_scores_its_records_as_the_pipeline_in_process_and_on_beam(tmp_path):
+def test_skewed_rows_are_named_and_with_block_nothing_is_published(pipeline_run, tmp_path, capsys):
+    _, summary = pipeline_run
+    rows = skewed_rows(str(tmp_path / "skewed.csv"))
+    model = summary["config"]["publish_root"]
+    blocked = str(tmp_path / "blocked")
+    line = error_line(capsys, "--model", model, "--data", rows, "--output", blocked, "--skew", "block")
+    assert line.startswith("tpu-pipeline predict: error: skew check blocked: 2 of 7 features skewed: "), line
+    assert "bill_length_mm" in line and "island" in line and "No prediction was published" in line
+    assert not os.path.exists(blocked) or not os.listdir(blocked)
+    warned = str(tmp_path / "warned")
+    assert main(["predict", "--model", model, "--data", rows, "--output", warned]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1].startswith("skew: warned: 2 of 7 features skewed (predict.skew=warn; ") and out[1].endswith(
+        f"{warned}/skew.json)"
+    ), out
+    assert {o.split(":")[0].strip(" `") for o in out[2:]} == {"bill_length_mm", "island"}, out
+    written = json.loads(storage.read_text(os.path.join(warned, "skew.json")))
+    assert sorted(written["flagged"]) == ["bill_length_mm", "island"] and written["status"] == "warned"
+    assert storage.is_committed(warned)
+    # A threshold raised for the new island lets it through; off checks nothing and writes no skew.json.
+    loose = str(tmp_path / "loose")
+    limits = 'predict.features={"island": {"max_unseen_share": 1.0, "max_distance": 100}}'
+    assert main(["predict", "--model", model, "--data", rows, "--output", loose, "--set", limits]) == 0
+    assert "skew: warned: 1 of 7 features skewed" in capsys.readouterr().out
+    off = str(tmp_path / "off")
+    assert main(["predict", "--model", model, "--data", rows, "--output", off, "--skew", "off"]) == 0
+    assert "skew:" not in capsys.readouterr().out and not os.path.exists(os.path.join(off, "skew.json"))
+
+
+@pytest.mark.parametrize(
+    "given, message",
+    [
+        (["--set", "model.l2=0.1"], "--set model.l2=0.1: predict takes only the skew check's thresholds (predict.*)"),
+        (["--set", "predict.skew=off"], "predict takes only the skew check's thresholds (predict.*); give the mode"),
+        (["--set", "predict.max_distanse=0.3"], "did you mean 'max_distance'?"),
+        (["--set", "predict.max_distance=-1"], "predict.max_distance"),
+    ],
+)
+def test_a_bad_skew_setting_is_named_before_anything_is_read(given, message, tmp_path, capsys):
+    line = error_line(capsys, "--model", str(tmp_path), "--data", "rows.csv", "--output", str(tmp_path / "o"), *given)
+    assert message in line, line
+
+
+@pytest.mark.slow
+def test_a_users_published_model_fn_scores_its_records_as_the_pipeline_in_process_and_on_beam(tmp_path, capsys):
     from user_examples import trained_example
 
     from estimator_lib.config import TPUSettings, TrainingConfig
@@ -241,3 +309,9 @@ def test_a_users_published_model_fn_scores_its_records_as_the_pipeline_in_proces
         assert main(["predict", *given]) == 0, engine
         with open(os.path.join(out, SHARD), "rb") as f:
             assert f.read() == expected, engine
+        assert "skew: skipped: the skew check does not cover a user's model_fn yet" in capsys.readouterr().out
+    # Asked to block, it refuses rather than scoring the rows unchecked.
+    given = ["--model", root, "--data", trained.records("eval.tfrecord"), "--output", str(tmp_path / "b")]
+    line = error_line(capsys, *given, "--skew", "block")
+    assert "is a user model_fn's export, which the skew check does not cover yet" in line
+    assert not os.path.exists(tmp_path / "b")

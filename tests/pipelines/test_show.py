@@ -215,3 +215,54 @@ def test_the_strict_line_counts_each_class_and_names_its_findings():
     )
     clean = {"checks": 26, "counts": {"fails": 0, "accepted": 0, "differs": 0, "notes": 0}, "findings": [], "uri": "u"}
     assert show.strict_line(Strict(**clean)) == "TPU-strict: 26 checks, nothing a TPU would refuse"
+
+
+SKEW = {
+    "status": "warned",
+    "mode": "warn",
+    "summary": "warned: 2 of 7 features skewed: island: 100% of rows are categories training never saw (limit 5%); "
+    "bill_length_mm: 96% of rows outside training's range (limit 5%)",
+    "worst": [
+        {
+            "feature": "island",
+            "figures": {"unseen_share": 1.0},
+            "breaches": ["max_unseen_share"],
+            "reading": "island: 100% of rows are categories training never saw (limit 5%)",
+        },
+        {
+            "feature": "bill_length_mm",
+            "figures": {"out_of_range": 0.96},
+            "breaches": ["max_out_of_range"],
+            "reading": "bill_length_mm: 96% of rows outside training's range (limit 5%)",
+        },
+    ],
+    "uri": "/out/b/predictions/skew.json",
+}
+
+
+def test_show_and_the_end_of_a_run_print_the_skew_check_and_its_worst_features(tmp_path, capsys):
+    from pipelines.cli import commands
+
+    predictions = {**RECORDED["predictions"], "skew": SKEW}
+    folder = record(str(tmp_path), {**OK_RUN, "predictions": predictions})
+    assert cli.main(["show", folder.path]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    at = lines.index("  skew: warned: 2 of 7 features skewed (predict.skew=warn; /out/b/predictions/skew.json)")
+    assert lines[at + 1 : at + 3] == [f"    {w['reading']}" for w in SKEW["worst"]]
+    summary = RunSummary.read(runs.find_summary(str(tmp_path), None))
+    assert summary.results.predictions.skew.worst[0].figures == {"unseen_share": 1.0}
+    end = commands.format_summary(summary, "s.json").splitlines()
+    predicted = next(i for i, line in enumerate(end) if line.startswith("  predictions: 58 rows"))
+    assert (
+        end[predicted + 1]
+        == "    skew: warned: 2 of 7 features skewed (predict.skew=warn; /out/b/predictions/skew.json)"
+    )
+    # Rows that passed: show says so, the end of a run does not repeat it; a run before the check has no line.
+    passed = {**SKEW, "status": "passed", "summary": "passed: 7 features of 58 scored rows within their thresholds"}
+    clean = RunSummary.from_dict({**summary.to_dict(), "predictions": {**predictions, "skew": {**passed, "worst": []}}})
+    assert "  skew: passed: 7 features of 58 scored rows within their thresholds (predict.skew=warn; " in (
+        show.format_run(clean, "s.json")
+    )
+    assert "skew" not in commands.format_summary(clean, "s.json")
+    before = RunSummary.from_dict(RECORDED)
+    assert "skew" not in commands.format_summary(before, "s.json") + show.format_run(before, "s.json")
