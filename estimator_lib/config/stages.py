@@ -23,7 +23,7 @@ from estimator_lib.config.beam import INPROCESS, BeamConfig, check_engine
 from estimator_lib.config.blessing import BlessingConfig
 from estimator_lib.config.job import JobConfig
 from estimator_lib.config.prepare import PrepareConfig
-from estimator_lib.config.skew import BLOCK, SkewConfig
+from estimator_lib.config.skew import SkewConfig
 from estimator_lib.config.validation import ValidationConfig
 
 # Files the stages write inside their artifacts, named once (the describers and `reproduce` fingerprint them).
@@ -85,12 +85,11 @@ class PredictSpec(JsonConfig):
 
 
 def check_skew_engine(skew: SkewConfig, engine: str) -> None:
-    """`predict.skew=block` needs the in-process engine: the Beam engine does not run the skew check yet."""
-    require(
-        skew.skew != BLOCK or engine == INPROCESS,
-        f"predict.skew=block with engine={engine!r}: the skew check runs in-process only for now; use --engine "
-        "inprocess, or predict.skew=warn (Beam then scores without the check)",
-    )
+    """Every `predict.skew` mode runs on every engine: the Beam engine's workers profile the rows it scores
+    (`predict.skew_beam`), and "block" fails before anything is published, as in-process. Kept as the one place
+    a later engine without the check would refuse it (`RunConfig`, `PredictSpec` and `tpu-pipeline predict` ask
+    here)."""
+    check_engine(engine)
 
 
 @dataclasses.dataclass(frozen=True)

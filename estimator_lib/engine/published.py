@@ -14,9 +14,10 @@ the version. What scores, and how:
     variables, on TFRecords its feature spec describes: `engine.user.run.predict`, or on Apache Beam
     `engine.user.beam.predict`, as the pipeline's stages score them.
 The output is published in one commit (`storage.commit_staged`); a non-empty output folder is refused.
-A built-in family's rows are first checked against the export's training profile (`data_profile`), in-process, as
-the pipeline's stage checks them (`predict.skew`): skew.json beside the predictions, and with "block" nothing is
-published. Not checked (said in the report's `why`): an export without a profile, a user's model_fn, the Beam engine.
+A built-in family's rows are first checked against the export's training profile (`data_profile`), on either
+engine, as the pipeline's stage checks them (`predict.skew`; on Beam the workers profile the rows, with the same
+skew.json bytes): skew.json beside the predictions, and with "block" nothing is published. Not checked (said in the
+report's `why`): an export without a profile, a user's model_fn.
 """
 
 from __future__ import annotations
@@ -111,7 +112,7 @@ def predict_published(
       ValueError: `output_dir` is not empty, `data` mixes kinds, or a row lacks a feature column (DataError).
       FileNotFoundError: no such version, or no files match `data`.
       SkewError: with `predict.skew=block`, the rows are skewed (naming the worst features); nothing is published.
-      ConfigError: `predict.skew=block` where the check cannot run (the Beam engine, a user's model_fn).
+      ConfigError: `predict.skew=block` where the check cannot run (a user's model_fn).
     """
     skew = skew or SkewConfig()
     check_skew_engine(skew, engine)
@@ -176,7 +177,7 @@ def _built_in_predictions(
     skew: SkewConfig,
 ) -> Tuple[PredictResult, Optional[SkewReport]]:
     """A built-in family's export: the rows encoded through its schema (raw rows) or read as they are (TFRecords),
-    checked for skew (in-process only) and scored; skew.json is written once the predictions are committed."""
+    checked for skew and scored, on `engine`; skew.json is written once the predictions are committed."""
     schema = Schema.from_dict(_metadata_field(export_dir, metadata, "schema", "the columns rows are read by"))
     job = JobConfig.from_dict(_metadata_field(export_dir, metadata, "job", "the predict batch size"))
     batch_size = job.training.predict_batch_size
@@ -194,15 +195,17 @@ def _built_in_predictions(
                 )  # the training run's; prepare's defaults before they were recorded
                 rows = encode_for_scoring(list(data), schema, os.path.join(temporary, "rows"), passes=passes, **rules)
             files, count, extra = inputs.resolve_files(rows.files), rows.count, {"raw": raw_record(rows, None)}
+        check = SkewCheck(metadata.get("data_profile"), skew)
         if engine == BEAM:
-            result = _on_beam(export_dir, schema, files, count, rows, output_dir, batch_size, extra, beam)
-            why = "the Beam engine does not run the skew check yet (--engine inprocess does)"
-            return result, _not_checked(skew, why)
-        origins = record_origins(files) if rows is None else encoded_origins(rows)
-        count = origins.count if rows is None else count
-        report = SkewCheck(metadata.get("data_profile"), skew).before_scoring(files, schema, count)
-        provenance = {**saved_model_provenance(export_dir, files, (), batch_size), **extra}
-        result = _padded_saved_model(export_dir, schema, files, count, origins, output_dir, batch_size, provenance)
+            result, report = _on_beam(
+                export_dir, schema, files, count, rows, output_dir, batch_size, extra, beam, check
+            )
+        else:
+            origins = record_origins(files) if rows is None else encoded_origins(rows)
+            count = origins.count if rows is None else count
+            report = check.before_scoring(files, schema, count)
+            provenance = {**saved_model_provenance(export_dir, files, (), batch_size), **extra}
+            result = _padded_saved_model(export_dir, schema, files, count, origins, output_dir, batch_size, provenance)
         if report is not None:
             write_report(report, output_dir)
         return result, report
@@ -218,15 +221,19 @@ def _on_beam(
     batch_size: int,
     extra: Dict[str, Any],
     beam: Optional[BeamConfig],
-) -> PredictResult:
-    """`predict.beam.predict_from_saved_model`, as the pipeline's beam engine calls it; encoded `rows` are placed
-    by their places table (None: TFRecords, by file and record)."""
+    check: SkewCheck,
+) -> Tuple[PredictResult, Optional[SkewReport]]:
+    """`predict.beam.predict_from_saved_model`, as the pipeline's beam engine calls it, after the skew `check` of
+    the rows profiled on the workers (`predict.skew_beam`); encoded `rows` are placed by their places table (None:
+    TFRecords, by file and record)."""
     from estimator_lib.predict import beam as beam_predict  # Apache Beam takes about 1 s to import
+    from estimator_lib.predict import skew_beam
 
+    report = skew_beam.before_scoring(check, files, schema, count, beam)
     places = None
     if rows is not None:
         places = beam_predict.PlacesRef.of(rows.output_dir, rows.manifest, rows.manifest["key_column"] is not None)
-    return beam_predict.predict_from_saved_model(
+    result = beam_predict.predict_from_saved_model(
         export_dir,
         schema,
         list(files),
@@ -237,6 +244,7 @@ def _on_beam(
         provenance=extra,
         origins=places,
     )
+    return result, report
 
 
 def _padded_saved_model(

@@ -109,12 +109,12 @@ class Rows:
         beam: BeamConfig,
         skew: SkewConfig = DEFAULT_SKEW,
     ) -> PredictResult:
-        """Scores `data`; in-process, its rows are first checked against the training profile (`skew`; the Beam
-        engine does not check them yet)."""
+        """Scores `data`, its rows first checked against the training profile (`skew`; on Beam, profiled by its
+        workers: the same skew.json bytes as in-process)."""
         if engine == BEAM:
             from estimator_lib.predict import beam as beam_predict  # Apache Beam takes about 1 s to import
 
-            return beam_predict.score(job, self.prepared, model_dir, data, output_dir, beam)
+            return beam_predict.score(job, self.prepared, model_dir, data, output_dir, beam, skew)
         return score(job, self.prepared, model_dir, data, output_dir, skew)
 
 

@@ -6,7 +6,8 @@ checkpoint (`engine.user.beam.BeamScorer`).
 The output is byte-identical to the in-process path's for the same input (`saved_model.predict_from_saved_model`,
 `engine.user.run.predict`): the same batches (rows [k * batch_size, (k + 1) * batch_size) of the files in
 order, across file ends, so the model sees the same matrices), the same model, the same JSON Lines formatter,
-the same shard ranges and manifest, and the same atomic commit (`shards.publish`).
+the same shard ranges and manifest, and the same atomic commit (`shards.publish`). `score` first checks the rows
+for skew, profiled on the workers (`skew_beam`), and writes the skew.json bytes the in-process engine writes.
 
     pipeline 1: files --> count each file's records (one worker per file) --> the launcher reads the counts
     pipeline 2: (file, first row, rows) --> one worker reads the file, predicts the batches that lie inside
@@ -36,6 +37,7 @@ import tensorflow as tf
 from estimator_lib import storage
 from estimator_lib.config import JobConfig
 from estimator_lib.config.beam import BeamConfig
+from estimator_lib.config.skew import DEFAULT_SKEW, SkewConfig
 from estimator_lib.data import beam_runners, places
 from estimator_lib.data.beam import beam, beam_passes, read_pickles, require_beam, work_directory, write_pickle
 from estimator_lib.data.common import EVAL
@@ -49,6 +51,8 @@ from estimator_lib.predict.jsonl import RowFormatter
 from estimator_lib.predict.origins import KeyedOrigins, Origins, RecordOrigins
 from estimator_lib.predict.saved_model import check_saved_model_arguments, predicted_batches, saved_model_provenance
 from estimator_lib.predict.shards import PredictResult, formatted_pieces, publish, shard_name, shard_sizes
+from estimator_lib.predict.skew import SkewCheck, write_report
+from estimator_lib.predict.skew_beam import before_scoring
 from estimator_lib.predict.sources import encoded_rows_uri, prediction_source, scoring_options
 from estimator_lib.schema import Schema
 
@@ -247,17 +251,22 @@ def score(
     data: str,
     output_dir: str,
     beam_config: Optional[BeamConfig] = None,
+    skew: SkewConfig = DEFAULT_SKEW,
 ) -> PredictResult:
-    """`predict.score` on Apache Beam: exports the model's CPU SavedModel beside `output_dir`
-    (`<output_dir>-saved_model/<version>`, verified as the export stage verifies it), then scores what
-    `data` names with it. Raw CSV / JSON Lines rows are encoded through the prepared schema on Beam first
-    (kept in `<output_dir>-rows`). Predictions equal the checkpoint's to 1e-5 (the export's verification)
-    and are byte-identical to `saved_model.predict_from_saved_model` with the same export.
+    """`predict.score` on Apache Beam: checks the rows for skew (profiled on the workers, `skew_beam`), exports
+    the model's CPU SavedModel beside `output_dir` (`<output_dir>-saved_model/<version>`, verified as the export
+    stage verifies it), then scores what `data` names with it. Raw CSV / JSON Lines rows are encoded through the
+    prepared schema on Beam first (kept in `<output_dir>-rows`). Predictions equal the checkpoint's to 1e-5 (the
+    export's verification) and are byte-identical to `saved_model.predict_from_saved_model` with the same export;
+    skew.json is written beside them, the bytes `predict.score` writes for the same rows.
 
     Args:
       job: the trained model's job config, placed on the host CPU (`tpu.use_tpu=False`).
-      prepared, model_dir, data, output_dir: as for `predict.score`.
+      prepared, model_dir, data, output_dir, skew: as for `predict.score`.
       beam_config: where the pipelines run (None: the DirectRunner on this machine).
+
+    Raises:
+      SkewError: with `predict.skew=block`, the rows are skewed; nothing is exported, scored or published.
     """
     source = prediction_source(data, prepared)
     uri, count, extra = source.uri, source.count, {}
@@ -274,8 +283,10 @@ def score(
         uri, count = rows.files, rows.count
         extra = {"raw": raw_record(rows, encoded_rows_uri(output_dir))}
         origins = PlacesRef.of(rows.output_dir, rows.manifest, rows.manifest["key_column"] is not None)
+    check = SkewCheck(prepared.profile(), skew)
+    report = before_scoring(check, inputs.resolve_files(uri), prepared.schema, count, beam_config)
     exported = export_model(job, prepared.schema, model_dir, output_dir.rstrip("/") + EXPORT_SUFFIX, verify_rows=uri)
-    return predict_from_saved_model(
+    result = predict_from_saved_model(
         exported.export_dir,
         prepared.schema,
         uri,
@@ -286,6 +297,9 @@ def score(
         provenance=extra,
         origins=origins,
     )
+    if report is not None:
+        write_report(report, output_dir)
+    return result
 
 
 # -- pipeline 1: the files' records -----------------------------------------------------------------------------

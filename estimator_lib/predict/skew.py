@@ -1,10 +1,11 @@
 """The skew check: the rows batch prediction scores against the data the model was trained on. Host CPU only.
 
 Both sides are `estimator_lib.data.distribution` profiles: the training split's (`PrepareResult.profile()`, an
-export's `data_profile`) and the scored rows' (`profile_scored`: `distribution.profile_split` over the encoded
-TFRecords, the code preparation profiles with). `compare` reads only the two profiles, so an engine that profiles
-elsewhere (Beam workers summing `quantiles` chunk summaries and category counters, merged by
-`distribution.profile_summaries`) gives the same report. The figures are `data.validation`'s: one definition each.
+export's `data_profile`) and the scored rows' (`profile_scored`: `distribution.profile_records` over the encoded
+TFRecords, from their chunks' summaries as preparation's exact profile is made). `compare` reads only the two
+profiles; the Beam engine's workers summarise the chunks they read and its launcher merges the summaries
+(`predict.skew_beam`), the same computation, so both engines write the same skew.json bytes for the same rows. The
+figures are `data.validation`'s: one definition each.
 Per feature, against `SkewConfig`'s thresholds (docs/predict_export.md):
 
   * every feature: the change of its missing share (`validation.missing_share`);
@@ -13,9 +14,9 @@ Per feature, against `SkewConfig`'s thresholds (docs/predict_export.md):
   * categorical: PSI over the training categories plus one unseen bin, and the share of present values that are
     a category never seen in training (`validation.category_shares`).
 
-Not covered yet: a user's model_fn (no row profile), the Beam engine, and the prediction distribution against the
-eval predictions the model was blessed on (the evaluation keeps no per-row predictions a later stage could read
-cheaply; comparing them needs the evaluate stage to record its predicted shares).
+Not covered yet: a user's model_fn (no row profile), and the prediction distribution against the eval predictions
+the model was blessed on (the evaluation keeps no per-row predictions a later stage could read cheaply; comparing
+them needs the evaluate stage to record its predicted shares).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import statistics
-from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -133,8 +134,8 @@ def skipped(mode: str, why: str) -> SkewReport:
 
 
 def profile_scored(files: Sequence[str], schema: Schema, rows: int) -> Dict[str, Any]:
-    """The profile of the `rows` encoded records in `files`, by the code that profiles a training split."""
-    return distribution.profile_split(files, schema, rows)
+    """The profile of the `rows` encoded records in `files`, as the Beam engine's workers and launcher make it."""
+    return distribution.profile_records(files, schema, rows)
 
 
 def compare(training: Mapping[str, Any], scored: Mapping[str, Any], config: SkewConfig) -> SkewReport:
@@ -260,6 +261,19 @@ class SkewCheck:
         """`check_scored_rows` of the encoded records about to be scored."""
         return check_scored_rows(self.training, files, schema, rows, self.config)
 
+    def judged(self, scored: Callable[[], Mapping[str, Any]]) -> Optional[SkewReport]:
+        """`check_scored_rows` of the profile `scored()` gives (called only when there is something to compare it
+        with: an engine that profiles the rows elsewhere passes its own)."""
+        if self.config.skew == OFF:
+            return None
+        if self.training is None:
+            return skipped(
+                self.config.skew, "the model records no profile of its training data (prepared before profiles)"
+            )
+        report = compare(self.training, scored(), self.config)
+        enforce(report)
+        return report
+
 
 def check_scored_rows(
     training: Optional[Mapping[str, Any]], files: Sequence[str], schema: Schema, rows: int, config: SkewConfig
@@ -271,13 +285,7 @@ def check_scored_rows(
       SkewError: with `predict.skew=block`, a feature beyond a threshold (naming the worst ones); nothing is
         scored or published.
     """
-    if config.skew == OFF:
-        return None
-    if training is None:
-        return skipped(config.skew, "the model records no profile of its training data (prepared before profiles)")
-    report = compare(training, profile_scored(files, schema, rows), config)
-    enforce(report)
-    return report
+    return SkewCheck(training, config).judged(lambda: profile_scored(files, schema, rows))
 
 
 def enforce(report: SkewReport) -> None:

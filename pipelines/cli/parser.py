@@ -129,8 +129,8 @@ def _add_predict_command(commands: Any) -> None:
         "--engine",
         choices=ENGINES,
         default=INPROCESS,
-        help="inprocess (the exported CPU graph in this process) or beam (Apache Beam's DirectRunner; its rows are "
-        "not checked for skew yet)",
+        help="inprocess (the exported CPU graph in this process) or beam (Apache Beam's DirectRunner; its workers "
+        "profile the rows for the skew check)",
     )
     add_skew_arguments(predict)
 

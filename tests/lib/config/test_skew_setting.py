@@ -32,6 +32,7 @@ def test_a_bad_predict_setting_is_an_error_naming_it(override, message):
         resolve_run(None, [override], GIVEN)
 
 
-def test_block_on_beam_is_refused_until_beam_runs_the_check():
-    with pytest.raises(ConfigError, match=r"predict.skew=block with engine='beam': the skew check runs in-process"):
-        resolve_run(None, ["predict.skew=block"], {**GIVEN, "engine": "beam"})
+def test_block_on_beam_reaches_the_batch_predict_spec():
+    """The Beam engine runs the skew check too (its workers profile the rows): block is no longer refused there."""
+    spec = resolve_run(None, ["predict.skew=block"], {**GIVEN, "engine": "beam"}).stage_specs().batch_predict
+    assert (spec.engine, spec.skew) == ("beam", SkewConfig(skew="block"))
