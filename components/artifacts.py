@@ -281,7 +281,7 @@ def describe_predictions(predictions: Dataset, result: PredictResult) -> None:
 
 def describe_skew(predictions: Dataset) -> None:
     """Predictions Dataset: the skew check's verdict and its worst features, read from the skew.json beside the
-    predictions (none with `predict.skew=off`, or from a user's model_fn or the Beam engine: not checked yet)."""
+    predictions (none with `predict.skew=off`, or from a user's model_fn: not checked yet)."""
     report = skew.read_report(predictions.uri)
     if report is not None:
         predictions.metadata["skew"] = skew.headline(report)

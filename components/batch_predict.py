@@ -27,7 +27,7 @@ def batch_predict(
         a directory of them); and the engine, "inprocess" (`predict.score`, the checkpoint) or "beam"
         (`predict.beam.score`: the CPU SavedModel exported beside the predictions, scored by RunInference;
         Dataflow on Vertex AI) with its `BeamConfig`; and the skew check of the rows against the training data
-        (`predict.skew`: in-process, "block" fails here before any prediction is published).
+        (`predict.skew`, on either engine: "block" fails here before any prediction is published).
       tpu: where this stage runs, as JSON text (see train_model).
       predictions: output; JSON Lines shards and a manifest. Each row names its input: "file" and "line" for
         CSV / JSON Lines rows and prepared splits, "file" and "record" for TFRecords (docs/predict_export.md);

@@ -176,7 +176,7 @@ class Skew:
 
 @dataclasses.dataclass(frozen=True)
 class Predictions:
-    """`skew`: None when the check wrote no skew.json (`predict.skew=off`, a user's model_fn, the Beam engine)
+    """`skew`: None when the check wrote no skew.json (`predict.skew=off`, a user's model_fn)
     or the run predates it."""
 
     uri: str

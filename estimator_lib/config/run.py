@@ -51,7 +51,6 @@ from estimator_lib.config.stages import (
     PrepareSpec,
     StageSpecs,
     TrainSpec,
-    check_skew_engine,
 )
 from estimator_lib.config.validation import ValidationConfig
 
@@ -158,7 +157,6 @@ class RunConfig(JsonConfig):
 
     def __post_init__(self) -> None:
         check_engine(self.engine, "--engine")
-        check_skew_engine(self.predict, self.engine)
         require(self.task in RUN_TASKS, f"--task (prepare.task) {self.task!r} is not one of {RUN_TASKS}")
         require(bool(self.label), "--label (prepare.label) is empty; name the label column of your data")
         require(

@@ -81,15 +81,6 @@ class PredictSpec(JsonConfig):
 
     def __post_init__(self) -> None:
         check_engine(self.engine)
-        check_skew_engine(self.skew, self.engine)
-
-
-def check_skew_engine(skew: SkewConfig, engine: str) -> None:
-    """Every `predict.skew` mode runs on every engine: the Beam engine's workers profile the rows it scores
-    (`predict.skew_beam`), and "block" fails before anything is published, as in-process. Kept as the one place
-    a later engine without the check would refuse it (`RunConfig`, `PredictSpec` and `tpu-pipeline predict` ask
-    here)."""
-    check_engine(engine)
 
 
 @dataclasses.dataclass(frozen=True)

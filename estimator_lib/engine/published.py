@@ -29,11 +29,10 @@ from typing import Any, Dict, Iterator, Mapping, Optional, Sequence, Tuple
 
 from estimator_lib import release, storage
 from estimator_lib.config import ConfigError, JobConfig
-from estimator_lib.config.beam import BEAM, BeamConfig
+from estimator_lib.config.beam import BEAM, BeamConfig, check_engine
 from estimator_lib.config.feature_spec import FeatureSpec
 from estimator_lib.config.run import RAW, TFRECORD, prediction_kind
 from estimator_lib.config.skew import BLOCK, OFF, SkewConfig
-from estimator_lib.config.stages import check_skew_engine
 from estimator_lib.data import records
 from estimator_lib.data.prepare import encode_for_scoring
 from estimator_lib.data.score import ScoringData
@@ -115,7 +114,7 @@ def predict_published(
       ConfigError: `predict.skew=block` where the check cannot run (a user's model_fn).
     """
     skew = skew or SkewConfig()
-    check_skew_engine(skew, engine)
+    check_engine(engine)
     _check_empty(output_dir)
     kind = _kind(data)
     version = published_version(model)

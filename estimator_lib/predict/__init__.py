@@ -11,6 +11,8 @@ The modules, by role:
   * `shards`: the output: sharded, checksummed, atomically published, with its manifest (`publish`).
   * `verify`: a committed output checked and read back.
   * `rows`, `background`: host batches sliced and joined; an iterator consumed in a producer thread.
+  * `skew`: the scored rows' profile against the model's training profile (skew.json), before anything is
+    scored; `skew_beam`: that profile computed by Beam workers, merged from their summaries.
 """
 
 from estimator_lib.model.outputs import PredictionError, output_keys, real_rows
