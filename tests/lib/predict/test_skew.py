@@ -12,21 +12,15 @@ import os
 
 import numpy as np
 import pytest
+from skew_cases import CATEGORICALS, NUMERICS, PENGUIN_SCHEMA
 
 from estimator_lib.config import ConfigError
 from estimator_lib.config.skew import SkewConfig
 from estimator_lib.data import distribution
 from estimator_lib.predict import skew
-from estimator_lib.schema import CATEGORICAL, NUMERIC, FeatureSpec, LabelSpec, Schema
+from estimator_lib.schema import NUMERIC
 
 PENGUINS = os.path.join(os.path.dirname(distribution.__file__), "penguins.csv")
-NUMERICS = ("bill_length_mm", "bill_depth_mm", "flipper_length_mm", "body_mass_g", "year")
-CATEGORICALS = ("island", "sex")
-SCHEMA = Schema(
-    tuple(FeatureSpec(n, f"f_{n}", NUMERIC) for n in NUMERICS)
-    + tuple(FeatureSpec(n, f"f_{n}", CATEGORICAL, value_type="string") for n in CATEGORICALS),
-    LabelSpec("species", "classification", classes=("Adelie", "Chinstrap", "Gentoo")),
-)
 
 
 def _penguins():
@@ -41,7 +35,7 @@ def _penguins():
 def _profile(columns, index):
     """`profile_values` of the rows `index` of `columns`."""
     numbers, categories, missing = {}, {}, []
-    for i, f in enumerate(SCHEMA.features):
+    for i, f in enumerate(PENGUIN_SCHEMA.features):
         if f.kind == NUMERIC:
             numbers[i] = columns[f.name][index].astype("<f4")
             missing.append(int(np.isnan(numbers[i]).sum()))
@@ -49,7 +43,7 @@ def _profile(columns, index):
             values = [columns[f.name][j] for j in index]
             categories[i] = collections.Counter(v for v in values if v is not None)
             missing.append(sum(v is None for v in values))
-    return distribution.profile_values(SCHEMA, numbers, categories, missing, len(index))
+    return distribution.profile_values(PENGUIN_SCHEMA, numbers, categories, missing, len(index))
 
 
 @pytest.fixture(scope="module")
@@ -167,6 +161,6 @@ def test_bad_settings_are_errors_naming_the_setting(fields, message):
 
 def test_off_reads_nothing_and_a_model_without_a_profile_is_skipped():
     missing = ["/nonexistent/rows.tfrecord"]
-    assert skew.check_scored_rows({"features": {}}, missing, SCHEMA, 3, SkewConfig(skew="off")) is None
-    report = skew.check_scored_rows(None, missing, SCHEMA, 3, SkewConfig(skew="block"))
+    assert skew.check_scored_rows({"features": {}}, missing, PENGUIN_SCHEMA, 3, SkewConfig(skew="off")) is None
+    report = skew.check_scored_rows(None, missing, PENGUIN_SCHEMA, 3, SkewConfig(skew="block"))
     assert report.status == skew.SKIPPED and report.summary().startswith("skipped: the model records no profile")

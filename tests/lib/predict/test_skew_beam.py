@@ -5,7 +5,6 @@ anything is exported or published. The library on penguin TFRecords, then the ba
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 
@@ -14,26 +13,14 @@ import tensorflow as tf
 
 pytest.importorskip("apache_beam")
 
-from kfp.dsl import Dataset, Markdown, Model  # noqa: E402
 from penguin_rows import penguin_rows  # noqa: E402
+from skew_cases import CATEGORICALS, NUMERICS, PENGUIN_SCHEMA, predict_stage, rows, trained_stage, write_csv  # noqa: E402
 
-from components.batch_predict import batch_predict  # noqa: E402
-from components.prepare import prepare_data  # noqa: E402
-from components.train import train_model  # noqa: E402
-from estimator_lib.config import JobConfig, PrepareConfig  # noqa: E402
 from estimator_lib.config.skew import SkewConfig  # noqa: E402
-from estimator_lib.config.stages import PredictSpec, PrepareSpec, TrainSpec  # noqa: E402
+from estimator_lib.config.stages import PredictSpec  # noqa: E402
 from estimator_lib.data import distribution, records  # noqa: E402
 from estimator_lib.predict import skew, skew_beam  # noqa: E402
-from estimator_lib.schema import CATEGORICAL, NUMERIC, FeatureSpec, LabelSpec, Schema  # noqa: E402
 
-NUMERICS = ("bill_length_mm", "bill_depth_mm", "flipper_length_mm", "body_mass_g", "year")
-CATEGORICALS = ("island", "sex")
-SCHEMA = Schema(
-    tuple(FeatureSpec(n, f"f_{n}", NUMERIC) for n in NUMERICS)
-    + tuple(FeatureSpec(n, f"f_{n}", CATEGORICAL, value_type="string") for n in CATEGORICALS),
-    LabelSpec("species", "classification", classes=("Adelie", "Chinstrap", "Gentoo")),
-)
 SCORED = 68  # every fifth row of the shipped table is scored, the other 276 train
 
 
@@ -65,7 +52,7 @@ def _write_records(directory, rows, files: int = 3):
         names.append(os.path.join(directory, f"rows-{k}.tfrecord"))
         with tf.io.TFRecordWriter(names[-1]) as writer:
             for i in range(k * cut, min((k + 1) * cut, len(rows))):
-                writer.write(records.serialize_example(rows[i], SCHEMA, key=f"{directory}-{i}"))
+                writer.write(records.serialize_example(rows[i], PENGUIN_SCHEMA, key=f"{directory}-{i}"))
     return names
 
 
@@ -75,7 +62,7 @@ def penguins(tmp_path_factory):
     work = tmp_path_factory.mktemp("skew-beam")
     rows = [_typed(r) for r in penguin_rows()]
     train, scored = [r for i, r in enumerate(rows) if i % 5 != 4], rows[4::5]
-    training = distribution.profile_records(_write_records(str(work / "train"), train), SCHEMA, len(train))
+    training = distribution.profile_records(_write_records(str(work / "train"), train), PENGUIN_SCHEMA, len(train))
     held_out = _write_records(str(work / "held-out"), scored)
     skewed = _write_records(str(work / "skewed"), _skewed(scored))
     return training, {"held-out": held_out, "skewed": skewed}
@@ -89,13 +76,13 @@ def _dumped(profile) -> str:
 @pytest.mark.parametrize("rows", ["held-out", "skewed"])
 def test_the_workers_profile_is_the_in_process_profile_byte_for_byte(penguins, rows):
     files, n = penguins[1][rows], SCORED
-    here = distribution.profile_records(files, SCHEMA, n)
-    assert _dumped(skew_beam.profile_on_beam(files, SCHEMA, n)) == _dumped(here)
-    assert _dumped(skew_beam.profile_on_beam(files, SCHEMA, None)) == _dumped(here)  # counted by the workers
+    here = distribution.profile_records(files, PENGUIN_SCHEMA, n)
+    assert _dumped(skew_beam.profile_on_beam(files, PENGUIN_SCHEMA, n)) == _dumped(here)
+    assert _dumped(skew_beam.profile_on_beam(files, PENGUIN_SCHEMA, None)) == _dumped(here)  # counted by the workers
     # Chunks read again for each selection pass instead of held; and under profile_split's sample size, the profile
     # the in-process check made before (np.percentile of every value read back).
-    assert _dumped(distribution.profile_records(files, SCHEMA, n, held_values=1)) == _dumped(here)
-    assert _dumped(distribution.profile_split(files, SCHEMA, n)) == _dumped(here)
+    assert _dumped(distribution.profile_records(files, PENGUIN_SCHEMA, n, held_values=1)) == _dumped(here)
+    assert _dumped(distribution.profile_split(files, PENGUIN_SCHEMA, n)) == _dumped(here)
     assert here["rows"] == n and here["features"]["island"]["present"] + here["features"]["island"]["missing"] == n
 
 
@@ -107,8 +94,8 @@ def test_the_workers_profile_is_the_in_process_profile_byte_for_byte(penguins, r
 def test_skew_json_is_the_same_bytes_and_flags_the_same_features_on_both_engines(penguins, tmp_path, rows, flagged):
     training, scored = penguins
     check = skew.SkewCheck(training, SkewConfig())
-    here = check.before_scoring(scored[rows], SCHEMA, SCORED)
-    there = skew_beam.before_scoring(check, scored[rows], SCHEMA, SCORED)
+    here = check.before_scoring(scored[rows], PENGUIN_SCHEMA, SCORED)
+    there = skew_beam.before_scoring(check, scored[rows], PENGUIN_SCHEMA, SCORED)
     a, b = skew.write_report(here, str(tmp_path / "inprocess")), skew.write_report(there, str(tmp_path / "beam"))
     with open(a, "rb") as f, open(b, "rb") as g:
         assert f.read() == g.read()
@@ -120,82 +107,38 @@ def test_block_on_beam_raises_the_in_process_error(penguins):
     training, scored = penguins
     check = skew.SkewCheck(training, SkewConfig(skew="block"))
     with pytest.raises(skew.SkewError) as here:
-        check.before_scoring(scored["skewed"], SCHEMA, SCORED)
+        check.before_scoring(scored["skewed"], PENGUIN_SCHEMA, SCORED)
     with pytest.raises(skew.SkewError) as there:
-        skew_beam.before_scoring(check, scored["skewed"], SCHEMA, SCORED)
+        skew_beam.before_scoring(check, scored["skewed"], PENGUIN_SCHEMA, SCORED)
     assert str(there.value) == str(here.value)
     assert str(there.value).startswith("skew check blocked: 3 of 7 features skewed: `bill_length_mm`: ")
 
 
 def test_off_and_a_model_without_a_profile_run_no_pipeline(penguins):
     missing = ["/nonexistent/rows.tfrecord"]  # a pipeline would fail reading it
-    assert skew_beam.before_scoring(skew.SkewCheck(penguins[0], SkewConfig(skew="off")), missing, SCHEMA, 3) is None
-    report = skew_beam.before_scoring(skew.SkewCheck(None, SkewConfig(skew="block")), missing, SCHEMA, 3)
+    assert (
+        skew_beam.before_scoring(skew.SkewCheck(penguins[0], SkewConfig(skew="off")), missing, PENGUIN_SCHEMA, 3)
+        is None
+    )
+    report = skew_beam.before_scoring(skew.SkewCheck(None, SkewConfig(skew="block")), missing, PENGUIN_SCHEMA, 3)
     assert report.status == skew.SKIPPED
 
 
 def test_a_wrong_row_count_is_named(penguins):
     with pytest.raises(ValueError, match="the files hold 68 records, not the 69 expected"):
-        skew_beam.profile_on_beam(penguins[1]["held-out"], SCHEMA, 69)
+        skew_beam.profile_on_beam(penguins[1]["held-out"], PENGUIN_SCHEMA, 69)
 
 
 # -- the batch-predict stage ------------------------------------------------------------------------------------
-CPU = '{"use_tpu": false}'
-JOB = JobConfig().with_overrides(
-    {"training.train_steps": 10, "model.family": "linear", "training.train_batch_size": 32, "training.seed": 1}
-)
-
-
-def _write_csv(path: str, rows) -> str:
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f)
-        writer.writerow(["x", "colour", "label"])
-        writer.writerows(rows)
-    return path
-
-
-def _rows(n: int, colours=("red", "blue", "green")):
-    """Row i: x spread over [0, 100) (every row distinct: keys derive from contents), colour i's in turn."""
-    return [[(i * 7919) % 1000 / 10, colours[i % len(colours)], "yes" if i % 3 else "no"] for i in range(n)]
-
-
-def _artifact(cls, directory, name):
-    return cls(name=name, uri=os.path.join(str(directory), name, name), metadata={})
-
-
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     """A linear model trained 10 steps on 200 rows, and 40 rows to score, a new colour at two thirds of them."""
-    work = tmp_path_factory.mktemp("stage")
-    data = _write_csv(str(work / "data.csv"), _rows(200))
-    dataset = _artifact(Dataset, work, "dataset")
-    config = PrepareConfig(data=(data,), label="label", eval_fraction=0.25, num_workers=1)
-    prepare_data(
-        spec=PrepareSpec(config).to_json(indent=None),
-        data_version="v1",
-        reference="none",
-        dataset=dataset,
-        validation=_artifact(Markdown, work, "validation"),
-    )
-    model = _artifact(Model, work, "model")
-    train_model(
-        dataset=dataset,
-        spec=TrainSpec(JOB).to_json(indent=None),
-        tpu=CPU,
-        warm_start="none",
-        blessing_metrics="[]",
-        publish_root=str(work / "published"),
-        model=model,
-    )
-    skewed = _write_csv(str(work / "new.csv"), _rows(40, ("red", "purple", "purple")))
-    return work, dataset, model, skewed
+    work, dataset, model = trained_stage(tmp_path_factory.mktemp("stage"))
+    return work, dataset, model, write_csv(str(work / "new.csv"), rows(40, ("red", "purple", "purple")))
 
 
-def _predict(trained, name: str, spec: PredictSpec) -> Dataset:
-    work, dataset, model, _ = trained
-    predictions = _artifact(Dataset, work, name)
-    batch_predict(dataset=dataset, model=model, spec=spec.to_json(indent=None), tpu=CPU, predictions=predictions)
-    return predictions
+def _predict(trained, name: str, spec: PredictSpec):
+    return predict_stage(*trained[:3], name, spec)
 
 
 @pytest.mark.determinism
