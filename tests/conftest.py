@@ -15,10 +15,9 @@ sys.path.insert(0, os.path.dirname(__file__))  # tests/synthetic.py and friends
 import pytest  # noqa: E402
 
 EMULATOR_BUCKET = "test-bucket"
-# The longest files first, so that `scripts/test.sh`'s workers (`--dist loadfile --no-loadscope-reorder`: a file
-# runs whole on one worker, the next file in this order going to the first worker free; xdist would otherwise put
-# the files with the most tests first) do not end with one worker alone on a long file: the image build (about 10
-# minutes on a clean machine), then the end-to-end runs, then the rest in their collected order.
+# The longest files first, so that `scripts/test.sh`'s workers (`--dist loadfile`: a file runs whole on one worker,
+# the next file going to the first worker free) do not end with one worker alone on a long file: the image build
+# (about 10 minutes on a clean machine), then the end-to-end runs, then the rest in their collected order.
 _LONGEST_FIRST = ("tests/test_image_build.py", "tests/e2e/")
 
 
