@@ -92,6 +92,20 @@ def descendants(pid: int) -> set[int]:
     return found
 
 
+def kill_tree(pid: int) -> None:
+    """SIGKILLs `pid` and everything under it at once, as when the machine goes down. A process that exits on
+    its own between the listing and its kill is simply gone; children started meanwhile are found by the next
+    pass."""
+    killed: set[int] = set()
+    while pending := {p for p in descendants(pid) if processes().get(p, (0, 0, "Z"))[2] != "Z"} - killed:
+        for p in pending:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        killed |= pending
+
+
 def alive(pids: set[int], groups: set[int]) -> list[int]:
     """Processes (not zombies) among `pids` or in process groups `groups`."""
     return sorted(p for p, (_, group, state) in processes().items() if state != "Z" and (p in pids or group in groups))
@@ -162,8 +176,7 @@ def test_a_run_killed_during_training_resumes_to_the_variables_of_an_uninterrupt
     try:
         folder = run_folder(output)
         wait_for(lambda: recorded_checkpoint_step(model_dir(folder)) >= 100, 600, "a recorded checkpoint")
-        for pid in descendants(proc.pid):  # everything at once, as when the machine goes down
-            os.kill(pid, signal.SIGKILL)
+        kill_tree(proc.pid)
         proc.wait(timeout=30)
     finally:
         if proc.poll() is None:

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import time
 
 import pytest
 
 from pipelines import cli
-from tests.e2e.test_failures import descendants, run_cli, run_folder, start_cli, wait_for
+from tests.e2e.test_failures import kill_tree, run_cli, run_folder, start_cli, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -28,8 +27,7 @@ def test_a_run_killed_after_its_release_started_reports_on_rerun_the_version_it_
         deadline = time.monotonic() + 60
         while not os.path.exists(latest) and time.monotonic() < deadline:  # kill it as soon as LATEST moved
             time.sleep(0.01)
-        for pid in descendants(proc.pid):
-            os.kill(pid, signal.SIGKILL)
+        kill_tree(proc.pid)
         proc.wait(timeout=30)
     finally:
         if proc.poll() is None:

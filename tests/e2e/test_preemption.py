@@ -87,7 +87,10 @@ def preempt_training(root: str, killed: dict, timeout: float = 600) -> None:
             step = recorded_step(model_dir)
             if step >= KILL_AFTER:
                 for pid in descendants(os.getpid()):
-                    os.kill(pid, signal.SIGKILL)
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:  # it exited on its own since the listing
+                        pass
                 killed.update(step=step, model_dir=model_dir)
                 return
         time.sleep(0.05)
