@@ -19,11 +19,11 @@ run_pytest() {
   return "$status"
 }
 
-run_pytest .venv/bin/python -m pytest -n "${TEST_WORKERS:-2}" --dist loadfile --durations=25 "$@"
+run_pytest .venv/bin/python -m pytest -n "${TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder --durations=25 "$@"
 status=$?
 if [ "$#" -eq 0 ]; then
   echo "test.sh: the determinism tests again with oneDNN off (TF_ENABLE_ONEDNN_OPTS=0)"
-  TF_ENABLE_ONEDNN_OPTS=0 run_pytest .venv/bin/python -m pytest -n "${TEST_WORKERS:-2}" --dist loadfile -m determinism
+  TF_ENABLE_ONEDNN_OPTS=0 run_pytest .venv/bin/python -m pytest -n "${TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder -m determinism
   second=$?
   [ "$status" -ne 0 ] || status=$second
 fi

@@ -15,6 +15,28 @@ sys.path.insert(0, os.path.dirname(__file__))  # tests/synthetic.py and friends
 import pytest  # noqa: E402
 
 EMULATOR_BUCKET = "test-bucket"
+# The longest files first, so that `scripts/test.sh`'s workers (`--dist loadfile --no-loadscope-reorder`: a file
+# runs whole on one worker, the next file in this order going to the first worker free; xdist would otherwise put
+# the files with the most tests first) do not end with one worker alone on a long file: the image build (about 10
+# minutes on a clean machine), the three longest end-to-end files, the other end-to-end runs and the Beam runner
+# tests, then the rest in their collected order.
+_LONGEST_FIRST = (
+    "tests/test_image_build.py",
+    "tests/e2e/test_defaults_follow_data.py",
+    "tests/e2e/test_wide_table.py",
+    "tests/e2e/test_pipeline_disk_faults.py",
+    "tests/e2e/",
+    "tests/lib/predict/test_predict_beam_runners.py",
+)
+
+
+def _file_rank(item: pytest.Item) -> int:
+    path = item.nodeid.split("::")[0]
+    return next((i for i, prefix in enumerate(_LONGEST_FIRST) if path.startswith(prefix)), len(_LONGEST_FIRST))
+
+
+def pytest_collection_modifyitems(items: list) -> None:
+    items.sort(key=_file_rank)  # stable: each file's tests stay together and in their order
 
 
 @pytest.fixture(autouse=True)
