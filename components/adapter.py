@@ -26,6 +26,7 @@ from estimator_lib.config.run import NO_MODEL
 from estimator_lib.config.stages import PrepareSpec, TrainSpec
 from estimator_lib.data.embedded import resolve_data
 from estimator_lib.evaluation import Blessing
+from estimator_lib.predict.predicted import PredictionProfile
 from estimator_lib.release import Release
 
 # Set by Vertex AI in a custom job that has a TensorBoard: the directory its uploader reads.
@@ -101,6 +102,14 @@ def read_blessing(blessing_uri: str) -> Blessing:
     path = storage.join(blessing_uri, BLESSING_FILE)
     require_output(path, "the evaluation's blessing")
     return Blessing.from_dict(json.loads(storage.read_text(path)))
+
+
+def eval_predictions_parameter(blessing_uri: str) -> str:
+    """What the candidate predicted for the eval rows (`Blessing.eval_predictions`), as the evaluate stage hands it
+    to batch prediction: a parameter, so that batch prediction stays cached when it did not change
+    (`PredictionProfile.to_parameter`); "" when the evaluation recorded none (a user's model_fn)."""
+    recorded = read_blessing(blessing_uri).eval_predictions
+    return PredictionProfile.from_dict(recorded).to_parameter() if recorded is not None else ""
 
 
 def copy_summaries_to_tensorboard(source_dir: str, run: str) -> list[str]:

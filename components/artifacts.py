@@ -23,6 +23,7 @@ from components import registry
 from components.adapter import require_output
 from components.registry import BLESSING_FILE, PUBLICATION_FILE
 from estimator_lib import storage
+from estimator_lib.cloud.tasks import WARNING_KEY
 from estimator_lib.config import JobConfig
 from estimator_lib.config.stages import IMPORTANCE_FILE, SERVING_CHECK_FILE, SLICES_FILE
 from estimator_lib.data.validation import ValidationReport
@@ -281,10 +282,15 @@ def describe_predictions(predictions: Dataset, result: PredictResult) -> None:
 
 def describe_skew(predictions: Dataset) -> None:
     """Predictions Dataset: the skew check's verdict and its worst features, read from the skew.json beside the
-    predictions (none with `predict.skew=off`, or from a user's model_fn: not checked yet)."""
+    predictions (none with `predict.skew=off`, or from a user's model_fn: not checked yet); and, when the check
+    warned, its one line as the artifact's "warning", which a Vertex AI run's webhook alert reads
+    (`estimator_lib.cloud.alerts.alert_vertex_run`)."""
     report = skew.read_report(predictions.uri)
     if report is not None:
-        predictions.metadata["skew"] = skew.headline(report)
+        head = skew.headline(report)
+        predictions.metadata["skew"] = head
+        if head["warning"]:
+            predictions.metadata[WARNING_KEY] = head["warning"]
 
 
 def describe_export(exported: Model, export: ExportResult) -> None:

@@ -27,7 +27,7 @@ def evaluate_model(
     report: Output[HTML],
     verdict: Output[Markdown],
     slice_metrics: Output[Metrics],
-):
+) -> str:
     """Evaluates the trained model and decides whether it may be published.
 
     Args:
@@ -51,6 +51,10 @@ def evaluate_model(
       verdict: output; the verdict and headline metrics as Markdown (Vertex AI renders it on the run page).
       slice_metrics: output; each slice's metrics and rows ("island=Dream/accuracy", "island=Dream/rows"), empty
         when `blessing.slices` names none; the full table is slices.json inside `blessing`.
+
+    Returns:
+      What the model predicted for the eval rows, which batch prediction's skew check compares its predictions
+      with (`adapter.eval_predictions_parameter`: counts, without class names; "" for a user's model_fn).
     """
     import dataclasses
 
@@ -86,7 +90,7 @@ def evaluate_model(
     }
     record = records.StageRecord("evaluate", outputs, inputs, {"dataset": dataset, "model": model})
     if record.restore():
-        return
+        return adapter.eval_predictions_parameter(blessing.uri)
     record.begin()
     evaluation = source.evaluate(job, model.uri, config, baseline_dir, blessing.uri)
     evaluation = release.checked_identity(evaluation, baseline_dir)  # the published version's own weights
@@ -118,3 +122,4 @@ def evaluate_model(
     artifacts.describe_evaluation(evaluation, metrics, classification_metrics, blessing, based_on)
     artifacts.describe_report(report, verdict, written)
     record.finish()
+    return adapter.eval_predictions_parameter(blessing.uri)

@@ -366,9 +366,10 @@ def build_pipeline(
             publish_root=publish_root,
             tpu=accelerated,
         )
-        predict = stages.batch_predict(
+        predict = stages.batch_predict(  # after evaluate: the skew check compares with its eval predictions
             dataset=dataset,
             model=model,
+            eval_predictions=evaluate.outputs["Output"],
             spec=predict_spec,
             tpu=accelerated if beam is None else host,
         )

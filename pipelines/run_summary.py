@@ -165,13 +165,16 @@ class SkewFeature:
 @dataclasses.dataclass(frozen=True)
 class Skew:
     """Batch prediction's skew check (docs/predict_export.md): its verdict, `predict.skew`, one line, the worst
-    flagged features (at most five) and its skew.json at `uri`."""
+    flagged features (at most five), its skew.json at `uri`, the predictions' reading when they moved against
+    the eval rows' (else ""), and the warning a webhook alert carries ("" unless the check warned)."""
 
     status: str
     mode: str
     summary: str
     worst: list[SkewFeature]
     uri: str
+    predictions: str = ""
+    warning: str = ""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -99,15 +99,20 @@ def slice_lines(slices: Slices) -> list[str]:
 
 
 def skew_lines(skew: Skew, indent: str = "  ") -> list[str]:
-    """Batch prediction's skew check: "skew: <verdict>" (the count of skewed features, `predict.skew`, where
-    skew.json is), then the worst features' one-line readings (at most `SKEW_READINGS`). Not yet printable:
-    the caller escapes every line."""
+    """Batch prediction's skew check: "skew: <verdict>" (the count of skewed features, whether the predictions
+    moved, `predict.skew`, where skew.json is), then the worst features' one-line readings (at most
+    `SKEW_READINGS`) and the predictions' when they moved. Not yet printable: the caller escapes every line."""
     head = skew.summary
-    if skew.worst:  # "warned: 2 of 7 features skewed: <readings>": the readings get their own lines
+    # "warned: 2 of 7 features skewed: <readings>; the predictions moved: <reading>": the readings get their own lines
+    if skew.worst:
         head = skew.summary.partition(" skewed: ")[0] + " skewed"
+        head += "; the predictions moved" if skew.predictions else ""
+    elif skew.predictions:
+        head = skew.summary.partition(": the predictions moved")[0] + ": the predictions moved"
     where = f"; {skew.uri}" if skew.uri else ""
     lines = [f"{indent}skew: {head} (predict.skew={skew.mode}{where})"]
-    return lines + [f"{indent}  {feature.reading}" for feature in skew.worst[:SKEW_READINGS]]
+    lines += [f"{indent}  {feature.reading}" for feature in skew.worst[:SKEW_READINGS]]
+    return lines + ([f"{indent}  {skew.predictions}"] if skew.predictions else [])
 
 
 def serving_line(serving: Serving) -> str:

@@ -1,5 +1,6 @@
 """What the skew check's tests share: the penguins' schema as the profile code sees it, and a tiny model trained
-through the real prepare and train components with rows a test can skew (`trained_stage`, `predict_stage`)."""
+through the real prepare, train and evaluate components with rows a test can skew (`trained_stage`,
+`predict_stage`)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,15 @@ import csv
 import os
 from typing import Any, Sequence
 
-from kfp.dsl import Dataset, Markdown, Model
+from kfp.dsl import HTML, ClassificationMetrics, Dataset, Markdown, Metrics, Model
 
+from components.artifact_types import ModelBlessing
 from components.batch_predict import batch_predict
+from components.evaluate import evaluate_model
 from components.prepare import prepare_data
 from components.train import train_model
-from estimator_lib.config import JobConfig, PrepareConfig
-from estimator_lib.config.stages import PredictSpec, PrepareSpec, TrainSpec
+from estimator_lib.config import BlessingConfig, JobConfig, PrepareConfig
+from estimator_lib.config.stages import EvaluateSpec, PredictSpec, PrepareSpec, TrainSpec
 from estimator_lib.schema import CATEGORICAL, NUMERIC, FeatureSpec, LabelSpec, Schema
 
 NUMERICS = ("bill_length_mm", "bill_depth_mm", "flipper_length_mm", "body_mass_g", "year")
@@ -47,8 +50,8 @@ def artifact(cls: Any, directory: Any, name: str) -> Any:
 
 
 def trained_stage(work: Any) -> tuple:
-    """A linear model trained 10 steps on 200 rows in `work`, by the prepare and train components:
-    (work, dataset, model)."""
+    """A linear model trained 10 steps on 200 rows in `work`, by the prepare and train components, and
+    evaluated by the evaluate component: (work, dataset, model, the eval predictions evaluate returned)."""
     data = write_csv(str(work / "data.csv"), rows(200))
     dataset = artifact(Dataset, work, "dataset")
     config = PrepareConfig(data=(data,), label="label", eval_fraction=0.25, num_workers=1)
@@ -69,11 +72,34 @@ def trained_stage(work: Any) -> tuple:
         publish_root=str(work / "published"),
         model=model,
     )
-    return work, dataset, model
+    eval_predictions = evaluate_model(
+        dataset=dataset,
+        model=model,
+        spec=EvaluateSpec(BlessingConfig(beat_trivial=False, leakage_threshold=None)).to_json(indent=None),
+        baseline="none",
+        publish_root=str(work / "published"),
+        tpu=CPU,
+        metrics=artifact(Metrics, work, "metrics"),
+        classification_metrics=artifact(ClassificationMetrics, work, "classification_metrics"),
+        blessing=artifact(ModelBlessing, work, "blessing"),
+        report=artifact(HTML, work, "report"),
+        verdict=artifact(Markdown, work, "verdict"),
+        slice_metrics=artifact(Metrics, work, "slice_metrics"),
+    )
+    return work, dataset, model, eval_predictions
 
 
-def predict_stage(work: Any, dataset: Any, model: Any, name: str, spec: PredictSpec) -> Any:
-    """The batch-predict component's predictions artifact `name`, scored by `spec`."""
+def predict_stage(work: Any, dataset: Any, model: Any, eval_predictions: str, name: str, spec: PredictSpec) -> Any:
+    """The batch-predict component's predictions artifact `name`, scored by `spec` (its predictions compared with
+    `eval_predictions`, the evaluate component's return value)."""
     predictions = artifact(Dataset, work, name)
-    batch_predict(dataset=dataset, model=model, spec=spec.to_json(indent=None), tpu=CPU, predictions=predictions)
+    spec_json = spec.to_json(indent=None)
+    batch_predict(
+        dataset=dataset,
+        model=model,
+        spec=spec_json,
+        tpu=CPU,
+        eval_predictions=eval_predictions,
+        predictions=predictions,
+    )
     return predictions

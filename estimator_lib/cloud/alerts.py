@@ -1,17 +1,24 @@
-"""Failure alerts: one JSON message to a webhook when a pipeline run fails, naming the stage and its error.
+"""Run alerts: one JSON message to a webhook when a pipeline run fails, naming the stage and its error, or when
+it succeeded with a stage's warning.
 
 The message (`Alert.payload`), the same from a local run and from Vertex AI:
 
     {"text": "tpu-estimator-pipeline run R failed at prepare: DataError: ...",   # what Slack / Google Chat show
      "pipeline": "tpu-estimator-pipeline", "run": R, "state": "FAILED", "stage": "prepare",
-     "error": "DataError: ...", "where": "local", "link": <the run's log, or its Vertex AI console page>}
+     "error": "DataError: ...", "where": "local", "link": <the run's log, or its Vertex AI console page>,
+     "warning": ""}
 
 `state` is Vertex AI's final state: "FAILED", or "CANCELLED" for a run that was stopped (interrupted, locally).
-A run that succeeded sends nothing. Sending never fails a run: a webhook that is down, slow (`TIMEOUT_SECONDS`) or
-answers with an error is logged and reported back as text (`deliver`, `post`), and the run's own outcome stands.
+A run that succeeded sends nothing, unless a stage warned: a batch prediction whose skew check warned
+(`predict.skew=warn`, `estimator_lib.predict.skew`) sends one message with state "SUCCEEDED", the stage, an empty
+"error" and the check's one line in "warning" ("... run R succeeded with a warning at batch_predict: skew check
+warned: ..."). Every message has the same fields, and the webhook gets one message per run. Sending never fails
+a run: a webhook that is down, slow (`TIMEOUT_SECONDS`) or answers with an error is logged and reported back as
+text (`deliver`, `post`), and the run's own outcome stands.
 
 On Vertex AI the exit handler's task gets the run's final status (`PipelineTaskFinalStatus`), which names no
-stage: the stage and its error come from the run's task details (`read_task_details`, `vertex_failure`). There a
+stage: the stage and its error come from the run's task details (`read_task_details`, `vertex_failure`), and a
+succeeded run's warning from its tasks' output artifacts (`vertex_warning`). There a
 task's error is Vertex AI's (the job's exit status and where its logs are); the Python exception's first line is
 in the stage's log, which `link` leads to.
 
@@ -50,17 +57,18 @@ def first_line(text: str) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class Alert:
-    """What a failure alert says.
+    """What an alert says: a run that failed or was cancelled, or one that succeeded with a stage's warning.
 
     Attributes:
       pipeline: the pipeline's name.
       run: the run's ID (a local run's folder name, a Vertex AI PipelineJob's resource name).
-      state: "FAILED" or "CANCELLED".
-      stage: the stage that failed ("prepare", "train", ...), or that was running when the run was stopped;
-        "" when there is none (stopped between stages, or the run's task details could not be read).
-      error: the first line of the stage's error.
+      state: "FAILED", "CANCELLED", or "SUCCEEDED" (with a `warning`).
+      stage: the stage that failed ("prepare", "train", ...), that was running when the run was stopped, or that
+        warned; "" when there is none (stopped between stages, or the run's task details could not be read).
+      error: the first line of the stage's error ("" for a warning).
       where: "local" or "vertex".
       link: where to read more: the local run's log, or the run's page in the Google Cloud console.
+      warning: a run that succeeded: the warning's one line ("" for a failure).
     """
 
     pipeline: str
@@ -70,12 +78,21 @@ class Alert:
     error: str
     where: str
     link: str = ""
+    warning: str = ""
+
+    @property
+    def kind(self) -> str:
+        """What the console calls it: "failure alert" or "warning alert"."""
+        return "warning alert" if self.state == SUCCEEDED else "failure alert"
 
     def payload(self) -> dict[str, str]:
         """The JSON object posted: the fields, and a "text" line chat webhooks (Slack, Google Chat) display."""
-        verb = "was cancelled" if self.state == CANCELLED else "failed"
         at = f" at {self.stage}" if self.stage else ""
-        text = f"{self.pipeline} run {self.run} {verb}{at}: {self.error}"
+        if self.state == SUCCEEDED:
+            text = f"{self.pipeline} run {self.run} succeeded with a warning{at}: {self.warning}"
+        else:
+            verb = "was cancelled" if self.state == CANCELLED else "failed"
+            text = f"{self.pipeline} run {self.run} {verb}{at}: {self.error}"
         return {"text": text, **dataclasses.asdict(self)}
 
 
@@ -98,7 +115,7 @@ def post(url: str, alert: Alert, timeout: float = TIMEOUT_SECONDS) -> Optional[s
         reason = f"cannot reach it: {getattr(e.reason, 'strerror', None) or e.reason}"
     except (TimeoutError, OSError) as e:
         reason = f"no answer within {timeout:g} s" if isinstance(e, TimeoutError) else f"cannot reach it: {e}"
-    _log.warning("failure alert to %s not delivered: %s", redact_url(url), reason)
+    _log.warning("%s to %s not delivered: %s", alert.kind, redact_url(url), reason)
     return reason
 
 
@@ -129,7 +146,7 @@ def deliver(webhook: str, alert: Alert, read: Callable[[str], str] = read_secret
         url = webhook_url(webhook, read)
     except Exception as e:  # noqa: BLE001 - an alert must not turn into the run's error
         reason = f"cannot read its URL from {webhook}: {first_line(str(e))}"
-        _log.warning("failure alert not delivered: %s", reason)
+        _log.warning("%s not delivered: %s", alert.kind, reason)
         return reason
     return post(url, alert)
 
@@ -148,6 +165,16 @@ def vertex_failure(tasks: Sequence[Mapping[str, Any]], stages: Mapping[str, str]
         return "", first_line(message)
     task = min(failed, key=lambda t: t.get("endTime") or "")  # the first failure; later ones may follow from it
     return stages[task["taskName"]], first_line(task.get("error") or message)
+
+
+def vertex_warning(tasks: Sequence[Mapping[str, Any]], stages: Mapping[str, str]) -> tuple[str, str]:
+    """(stage, warning) of a Vertex AI run that succeeded: the first stage task, in end order, whose outputs
+    warned (their "warnings", `read_task_details`); ("", "") when none did."""
+    warned = [t for t in tasks if t["taskName"] in stages and t.get("warnings")]
+    if not warned:
+        return "", ""
+    task = min(warned, key=lambda t: t.get("endTime") or "")
+    return stages[task["taskName"]], "; ".join(task["warnings"])
 
 
 def console_link(pipeline_job: str) -> str:
@@ -177,17 +204,22 @@ def alert_vertex_run(
         status message.
 
     Returns:
-      The alert posted (whether or not the webhook took it), or None for a run that succeeded.
+      The alert posted (whether or not the webhook took it), or None for a run that succeeded with no stage's
+      warning (`vertex_warning`).
     """
-    if status["state"] == SUCCEEDED:
-        return None
     job, message = status["pipeline_job_resource_name"], status.get("error_message") or ""
     try:
         tasks = read_tasks(job)
     except Exception as e:  # noqa: BLE001 - an alert without the stage beats none
         _log.warning("cannot read the task details of %s (%s): the alert names no stage", job, first_line(str(e)))
         tasks = []
-    stage, error = vertex_failure(tasks, stages, message)
-    alert = Alert(pipeline, job, status["state"], stage, error, "vertex", console_link(job))
+    if status["state"] == SUCCEEDED:
+        stage, warning = vertex_warning(tasks, stages)
+        if not warning:
+            return None
+        alert = Alert(pipeline, job, SUCCEEDED, stage, "", "vertex", console_link(job), warning)
+    else:
+        stage, error = vertex_failure(tasks, stages, message)
+        alert = Alert(pipeline, job, status["state"], stage, error, "vertex", console_link(job))
     deliver(url, alert)
     return alert

@@ -34,6 +34,10 @@ class SkewConfig(JsonConfig):
         [min, max].
       features: per-feature overrides, {feature: {threshold name: value}}, e.g.
         {"island": {"max_unseen_share": 0.5}}; a feature the model was not trained on fails the check, naming it.
+      max_prediction_shift: the largest change of one predicted class's share of the rows (a regressor: of one
+        decile of its eval predictions) between the eval rows the model was blessed on and the rows scored (0.1:
+        ten points). For few rows the limit applied is raised to what sampling noise reaches (0.2 for 67 eval
+        rows at a share near one half).
     """
 
     skew: str = WARN
@@ -42,10 +46,11 @@ class SkewConfig(JsonConfig):
     max_missing_change: float = 0.1
     max_out_of_range: float = 0.05
     features: Mapping[str, Mapping[str, float]] = dataclasses.field(default_factory=dict)
+    max_prediction_shift: float = 0.1
 
     def __post_init__(self) -> None:
         require(self.skew in SKEW_MODES, f"predict.skew={self.skew!r} must be one of {list(SKEW_MODES)}")
-        for name in THRESHOLD_NAMES:
+        for name in (*THRESHOLD_NAMES, "max_prediction_shift"):
             _check_threshold(f"predict.{name}", getattr(self, name))
         object.__setattr__(self, "features", {k: dict(v) for k, v in _feature_items(self.features)})
         for feature, overrides in self.features.items():

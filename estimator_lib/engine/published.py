@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import tempfile
-from typing import Any, Dict, Iterator, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, Mapping, Optional, Sequence, Tuple
 
 from estimator_lib import release, storage
 from estimator_lib.config import ConfigError, JobConfig
@@ -44,10 +44,11 @@ from estimator_lib.model.user.model_fn import load_function
 from estimator_lib.predict.batch import encoded_origins, raw_record
 from estimator_lib.predict.jsonl import RowFormatter
 from estimator_lib.predict.origins import Origins, record_origins
+from estimator_lib.predict.predicted import PredictionCounter
 from estimator_lib.predict.rows import slice_rows
 from estimator_lib.predict.saved_model import predicted_batches, saved_model_provenance
 from estimator_lib.predict.shards import PredictResult, commit_rows
-from estimator_lib.predict.skew import SkewCheck, SkewReport, skipped, write_report
+from estimator_lib.predict.skew import SkewCheck, SkewReport, skew_finish, skipped
 from estimator_lib.schema import Schema
 
 
@@ -123,7 +124,8 @@ def predict_published(
         _refuse_block(skew, version.uri)
         result = _user_predictions(version.uri, metadata, list(data), kind, output_dir, engine, beam)
         return Scored(version, result, _not_checked(skew, "the skew check does not cover a user's model_fn yet"))
-    scored = _built_in_predictions(version.uri, metadata, list(data), kind, output_dir, engine, beam, skew)
+    predicted = (version.metadata.get("blessing") or {}).get("eval_predictions")
+    scored = _built_in_predictions(version.uri, metadata, list(data), kind, output_dir, engine, beam, skew, predicted)
     return Scored(version, *scored)
 
 
@@ -174,9 +176,11 @@ def _built_in_predictions(
     engine: str,
     beam: Optional[BeamConfig],
     skew: SkewConfig,
+    predicted: Optional[Mapping[str, Any]] = None,
 ) -> Tuple[PredictResult, Optional[SkewReport]]:
     """A built-in family's export: the rows encoded through its schema (raw rows) or read as they are (TFRecords),
-    checked for skew and scored, on `engine`; skew.json is written once the predictions are committed."""
+    checked for skew and scored, on `engine`, the predictions compared with the eval rows' the version was blessed
+    on (`predicted`, its record's; None: not compared); skew.json is committed with the predictions."""
     schema = Schema.from_dict(_metadata_field(export_dir, metadata, "schema", "the columns rows are read by"))
     job = JobConfig.from_dict(_metadata_field(export_dir, metadata, "job", "the predict batch size"))
     batch_size = job.training.predict_batch_size
@@ -194,20 +198,19 @@ def _built_in_predictions(
                 )  # the training run's; prepare's defaults before they were recorded
                 rows = encode_for_scoring(list(data), schema, os.path.join(temporary, "rows"), passes=passes, **rules)
             files, count, extra = inputs.resolve_files(rows.files), rows.count, {"raw": raw_record(rows, None)}
-        check = SkewCheck(metadata.get("data_profile"), skew)
+        check = SkewCheck(metadata.get("data_profile"), skew, predicted)
         if engine == BEAM:
-            result, report = _on_beam(
-                export_dir, schema, files, count, rows, output_dir, batch_size, extra, beam, check
-            )
-        else:
-            origins = record_origins(files) if rows is None else encoded_origins(rows)
-            count = origins.count if rows is None else count
-            report = check.before_scoring(files, schema, count)
-            provenance = {**saved_model_provenance(export_dir, files, (), batch_size), **extra}
-            result = _padded_saved_model(export_dir, schema, files, count, origins, output_dir, batch_size, provenance)
-        if report is not None:
-            write_report(report, output_dir)
-        return result, report
+            return _on_beam(export_dir, schema, files, count, rows, output_dir, batch_size, extra, beam, check)
+        origins = record_origins(files) if rows is None else encoded_origins(rows)
+        count = origins.count if rows is None else count
+        report = check.before_scoring(files, schema, count)
+        counter = check.counter() if report is not None else None
+        finish = skew_finish(check, report, counter)
+        provenance = {**saved_model_provenance(export_dir, files, (), batch_size), **extra}
+        result = _padded_saved_model(
+            export_dir, schema, files, count, origins, output_dir, batch_size, provenance, counter, finish
+        )
+        return result, finish.report if finish is not None else None
 
 
 def _on_beam(
@@ -229,6 +232,8 @@ def _on_beam(
     from estimator_lib.predict import skew_beam
 
     report = skew_beam.before_scoring(check, files, schema, count, beam)
+    counter = check.counter() if report is not None else None
+    finish = skew_finish(check, report, counter)
     places = None
     if rows is not None:
         places = beam_predict.PlacesRef.of(rows.output_dir, rows.manifest, rows.manifest["key_column"] is not None)
@@ -242,8 +247,10 @@ def _on_beam(
         beam_config=beam,
         provenance=extra,
         origins=places,
+        counter=counter,
+        finish=finish,
     )
-    return result, report
+    return result, finish.report if finish is not None else None
 
 
 def _padded_saved_model(
@@ -255,10 +262,13 @@ def _padded_saved_model(
     output_dir: str,
     batch_size: int,
     provenance: Dict[str, Any],
+    counter: Optional[PredictionCounter] = None,
+    finish: Optional[Callable[[str], None]] = None,
 ) -> PredictResult:
     """The export's `serve` graph on whole batches [batch_size] of serialized Examples, the last one padded with
     empty Examples (`inputs.padded_batches`, as the checkpoint path pads); the padding, which only follows the
-    last real row, is dropped before the rows are written."""
+    last real row, is dropped before the rows are written (and counted into `counter`; `finish` runs before
+    the commit, `shards.publish`)."""
     model = load_serving_model(export_dir)
     try:
         padded = inputs.padded_batches(list(files), count, batch_size, inputs.eval_steps(count, batch_size), {})
@@ -269,7 +279,8 @@ def _padded_saved_model(
                 n = min(batch_size, count - k * batch_size)
                 yield slice_rows(host, 0, n), slice_rows(outputs, 0, n)
 
-        return commit_rows(real(), RowFormatter(schema, (), origins), count, output_dir, 1, provenance)
+        formatter = RowFormatter(schema, (), origins)
+        return commit_rows(real(), formatter, count, output_dir, 1, provenance, counter, finish)
     finally:
         model.close()
 

@@ -108,14 +108,16 @@ class Rows:
         engine: str,
         beam: BeamConfig,
         skew: SkewConfig = DEFAULT_SKEW,
+        predicted: Optional[Mapping[str, Any]] = None,
     ) -> PredictResult:
         """Scores `data`, its rows first checked against the training profile (`skew`; on Beam, profiled by its
-        workers: the same skew.json bytes as in-process)."""
+        workers: the same skew.json bytes as in-process), its predictions against the eval rows' (`predicted`,
+        `Blessing.eval_predictions`; None: not compared)."""
         if engine == BEAM:
             from estimator_lib.predict import beam as beam_predict  # Apache Beam takes about 1 s to import
 
-            return beam_predict.score(job, self.prepared, model_dir, data, output_dir, beam, skew)
-        return score(job, self.prepared, model_dir, data, output_dir, skew)
+            return beam_predict.score(job, self.prepared, model_dir, data, output_dir, beam, skew, predicted)
+        return score(job, self.prepared, model_dir, data, output_dir, skew, predicted)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -174,9 +176,10 @@ class Records:
         engine: str,
         beam: BeamConfig,
         skew: SkewConfig = DEFAULT_SKEW,
+        predicted: Optional[Mapping[str, Any]] = None,
     ) -> PredictResult:
-        """Scores `data` with the user's model_fn; `skew` is not read: the skew check does not cover a user's
-        model_fn yet (RunConfig refuses predict.* settings for one)."""
+        """Scores `data` with the user's model_fn; `skew` and `predicted` are not read: the skew check does not
+        cover a user's model_fn yet (RunConfig refuses predict.* settings for one)."""
         if engine == BEAM:
             from estimator_lib.engine.user import beam as user_beam  # Apache Beam takes about 1 s to import
 

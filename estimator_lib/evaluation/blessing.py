@@ -97,7 +97,9 @@ class Blessing:
     None without a baseline, with `baseline_test="plain"`, or for a user model. `replaces` holds the published
     version this model replaces without comparing, {"version", "why", "metrics", "num_examples"} (its record's
     metrics), or None (`replacing`). `candidate_metrics` holds the finite metrics; a non-finite one is named by
-    its failed check.
+    its failed check. `eval_predictions` holds what the candidate predicted for the eval rows, as counts
+    (`predict.predicted.PredictionProfile.to_dict`), which batch prediction's skew check compares its predictions
+    with; None for a user model.
     """
 
     blessed: bool
@@ -113,6 +115,7 @@ class Blessing:
     leakage: Optional[Mapping[str, Mapping[str, float]]] = None
     baseline_interval: Optional[Mapping[str, Any]] = None
     replaces: Optional[Mapping[str, Any]] = None
+    eval_predictions: Optional[Mapping[str, Any]] = None
 
     @property
     def reasons(self) -> Tuple[str, ...]:
@@ -178,8 +181,9 @@ class Blessing:
         out = dataclasses.asdict(self)
         out["checks"] = [dataclasses.asdict(c) for c in self.checks]
         out["reasons"] = list(self.reasons)
-        if self.replaces is None:
-            del out["replaces"]  # a verdict that replaces nothing keeps its record's bytes
+        for optional in ("replaces", "eval_predictions"):
+            if out[optional] is None:
+                del out[optional]  # a verdict without it keeps its record's bytes
         return out
 
     def to_json(self) -> str:

@@ -50,6 +50,7 @@ from estimator_lib.export import read_export_metadata
 from estimator_lib.model import checkpoints
 from estimator_lib.predict import batch_predict, predict_from_saved_model, read_predictions
 from estimator_lib.predict.origins import prepared_origins
+from estimator_lib.predict.predicted import eval_profile
 from estimator_lib.schema import CLASSIFICATION, REGRESSION, Schema
 
 
@@ -199,6 +200,7 @@ def evaluate_and_bless(
         slices=slices,
         baseline_interval=intervals["baseline"],
     )
+    blessing = dataclasses.replace(blessing, eval_predictions=eval_profile(schema, candidate.predicted).to_dict())
     importance = builtin_importance(job, schema, model_dir, checkpoint, eval_files, count, config)
     step = int(tf.train.load_variable(checkpoint, tf.compat.v1.GraphKeys.GLOBAL_STEP))
     write_summaries(storage.join(model_dir, summaries.EVAL_DIR), step, metrics, slices)

@@ -44,7 +44,7 @@ from estimator_lib.predict.keys import KeyedRows
 from estimator_lib.predict.origins import Origins, prepared_origins, record_origins
 from estimator_lib.predict.rows import Batch
 from estimator_lib.predict.shards import PredictResult, check_num_shards, commit_rows
-from estimator_lib.predict.skew import SkewCheck, write_report
+from estimator_lib.predict.skew import SkewCheck, skew_finish
 from estimator_lib.schema import INDEX_FEATURE, PADDING_FEATURE, Schema
 
 # Prediction batches buffered between the estimator's thread and the writer: enough to ride out a slow
@@ -227,12 +227,14 @@ def _checkpoint_predictions(
     origins: Origins,
     skew: Optional[SkewCheck] = None,
 ) -> PredictResult:
-    """`batch_predict` after its argument checks; `provenance` adds entries to the manifest; the skew check runs
-    before the model, its report is written once the predictions are published."""
+    """`batch_predict` after its argument checks; `provenance` adds entries to the manifest; the skew check of
+    the rows runs before the model, its predictions' part after the scoring, and skew.json is committed with
+    the predictions (`skew_finish`)."""
     files = inputs.resolve_files(data)
     input_fn = inputs.predict_input_fn_builder(files, schema, num_examples)
     count = input_fn.num_examples  # type: ignore[attr-defined]
     report = skew.before_scoring(files, schema, count) if skew is not None else None
+    counter = skew.counter() if skew is not None and report is not None else None
     checkpoint, batches = _estimator_batches(job, schema, model_dir, input_fn, count, checkpoint_path)
     keyed = KeyedRows(files, columns, schema, job.training.predict_batch_size)
     provenance = {
@@ -244,10 +246,9 @@ def _checkpoint_predictions(
         "keys": keyed.report,  # complete once every row is joined, before the manifest is written
     }
     joined = keyed.join(real_rows(batches, count))
-    result = commit_rows(joined, RowFormatter(schema, columns, origins), count, output_dir, num_shards, provenance)
-    if report is not None:
-        write_report(report, output_dir)
-    return result
+    formatter = RowFormatter(schema, columns, origins)
+    finish = skew_finish(skew, report, counter)
+    return commit_rows(joined, formatter, count, output_dir, num_shards, provenance, counter, finish)
 
 
 def _estimator_batches(

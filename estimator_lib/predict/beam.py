@@ -30,7 +30,7 @@ import itertools
 import os
 import queue
 import threading
-from typing import Any, Callable, Dict, Hashable, Iterator, List, Optional, Protocol, Sequence, Tuple
+from typing import Any, Callable, Dict, Hashable, Iterator, List, Mapping, Optional, Protocol, Sequence, Tuple
 
 import tensorflow as tf
 
@@ -49,9 +49,11 @@ from estimator_lib.predict.batch import raw_record
 from estimator_lib.predict.columns import Column
 from estimator_lib.predict.jsonl import RowFormatter
 from estimator_lib.predict.origins import KeyedOrigins, Origins, RecordOrigins
+from estimator_lib.predict.predicted import PredictionCounter
+from estimator_lib.predict.rows import slice_rows
 from estimator_lib.predict.saved_model import check_saved_model_arguments, predicted_batches, saved_model_provenance
 from estimator_lib.predict.shards import PredictResult, formatted_pieces, publish, shard_name, shard_sizes
-from estimator_lib.predict.skew import SkewCheck, write_report
+from estimator_lib.predict.skew import SkewCheck, skew_finish
 from estimator_lib.predict.skew_beam import before_scoring
 from estimator_lib.predict.sources import encoded_rows_uri, prediction_source, scoring_options
 from estimator_lib.schema import Schema
@@ -151,6 +153,7 @@ class _Plan:
     files: Tuple[str, ...]
     per_file: Tuple[int, ...]
     compression: str = ""
+    counter: Optional[PredictionCounter] = None  # at zero: each part counts its rows' predictions in a fresh copy
 
     @property
     def count(self) -> int:
@@ -181,6 +184,8 @@ def predict_from_saved_model(
     beam_config: Optional[BeamConfig] = None,
     provenance: Optional[Dict[str, Any]] = None,
     origins: Optional[KeyedOrigins | PlacesRef] = None,
+    counter: Optional[PredictionCounter] = None,
+    finish: Optional[Callable[[str], None]] = None,
 ) -> PredictResult:
     """`saved_model.predict_from_saved_model` on Apache Beam: the same arguments, the same output.
 
@@ -191,6 +196,7 @@ def predict_from_saved_model(
       provenance: entries added to the manifest (None adds none, keeping it identical to the in-process one).
       origins: prepared rows' origins: a `PlacesRef` (read by the workers) or a `KeyedOrigins` (shipped to
         them with the plan); None places each row by its TFRecord file and record index.
+      counter, finish: as for `score_records`.
     """
     columns = check_saved_model_arguments(schema, batch_size, passthrough, num_shards, num_examples)
     files = inputs.resolve_files(data)
@@ -198,7 +204,19 @@ def predict_from_saved_model(
     keyed = origins if not isinstance(origins, PlacesRef) else KeyedOrigins(None, origins.names, origins.key_column)
     fields = RowFormatter(schema, columns, RecordOrigins(files, []) if origins is None else keyed).fields
     scorer = SavedModelScorer(export_dir, schema, columns, origins)
-    return score_records(scorer, files, output_dir, batch_size, num_examples, num_shards, fields, record, beam_config)
+    return score_records(
+        scorer,
+        files,
+        output_dir,
+        batch_size,
+        num_examples,
+        num_shards,
+        fields,
+        record,
+        beam_config,
+        counter=counter,
+        finish=finish,
+    )
 
 
 def score_records(
@@ -212,11 +230,14 @@ def score_records(
     provenance: Dict[str, Any],
     beam_config: Optional[BeamConfig] = None,
     compression: str = "",
+    counter: Optional[PredictionCounter] = None,
+    finish: Optional[Callable[[str], None]] = None,
 ) -> PredictResult:
     """Scores the records of `files` (in this order) with `scorer` on Apache Beam, batch k being rows
     [k * batch_size, (k + 1) * batch_size) across file ends, and publishes `num_shards` JSON Lines shards and
     their manifest (`provenance` added, `fields` as its fields, or those row 0's formatter found) in one commit.
-    `compression`: the files' ("GZIP" or "").
+    `compression`: the files' ("GZIP" or ""). `counter`: the predictions are counted into it (the workers count
+    their parts, the launcher adds the parts' counts); `finish`: as for `shards.publish`.
 
     A wrong `num_examples` (None: counted) fails before anything is scored and publishes nothing."""
     require_beam()
@@ -229,18 +250,19 @@ def score_records(
             shard_dir = staging if config.is_local else storage.join(work, SHARDS)
             tf.io.gfile.makedirs(storage.join(work, PARTS))
             per_file = _count_files(list(files), work, run, num_examples, compression)
-            plan = _Plan(scorer, batch_size, num_shards, shard_dir, work, tuple(files), per_file, compression)
+            zero = counter.fresh() if counter is not None else None
+            plan = _Plan(scorer, batch_size, num_shards, shard_dir, work, tuple(files), per_file, compression, zero)
             try:
                 run(lambda p: _prediction_pipeline(p, plan), "batch-predict")
             finally:
                 _release(scorer)
             if storage.exists(storage.join(work, FIELDS)):
                 found[:] = next(read_pickles([storage.join(work, FIELDS)]))
-            return _collect_shards(plan, staging, elsewhere)
+            return _collect_shards(plan, staging, elsewhere, counter)
 
     with work_directory(config, "predict") as work:  # kept until the commit has copied the shards out of it
         return publish(
-            lambda staging: write_shards(staging, work), found, output_dir, num_shards, provenance, elsewhere
+            lambda staging: write_shards(staging, work), found, output_dir, num_shards, provenance, elsewhere, finish
         )
 
 
@@ -252,17 +274,19 @@ def score(
     output_dir: str,
     beam_config: Optional[BeamConfig] = None,
     skew: SkewConfig = DEFAULT_SKEW,
+    predicted: Optional[Mapping[str, Any]] = None,
 ) -> PredictResult:
     """`predict.score` on Apache Beam: checks the rows for skew (profiled on the workers, `skew_beam`), exports
     the model's CPU SavedModel beside `output_dir` (`<output_dir>-saved_model/<version>`, verified as the export
     stage verifies it), then scores what `data` names with it. Raw CSV / JSON Lines rows are encoded through the
     prepared schema on Beam first (kept in `<output_dir>-rows`). Predictions equal the checkpoint's to 1e-5 (the
     export's verification) and are byte-identical to `saved_model.predict_from_saved_model` with the same export;
-    skew.json is written beside them, the bytes `predict.score` writes for the same rows.
+    skew.json is committed with them, the bytes `predict.score` writes for the same rows (its predictions' part
+    counted from the export's outputs: a row on a near-tie may count in another class, `predict.predicted`).
 
     Args:
       job: the trained model's job config, placed on the host CPU (`tpu.use_tpu=False`).
-      prepared, model_dir, data, output_dir, skew: as for `predict.score`.
+      prepared, model_dir, data, output_dir, skew, predicted: as for `predict.score`.
       beam_config: where the pipelines run (None: the DirectRunner on this machine).
 
     Raises:
@@ -283,10 +307,11 @@ def score(
         uri, count = rows.files, rows.count
         extra = {"raw": raw_record(rows, encoded_rows_uri(output_dir))}
         origins = PlacesRef.of(rows.output_dir, rows.manifest, rows.manifest["key_column"] is not None)
-    check = SkewCheck(prepared.profile(), skew)
+    check = SkewCheck(prepared.profile(), skew, predicted)
     report = before_scoring(check, inputs.resolve_files(uri), prepared.schema, count, beam_config)
+    counter = check.counter() if report is not None else None
     exported = export_model(job, prepared.schema, model_dir, output_dir.rstrip("/") + EXPORT_SUFFIX, verify_rows=uri)
-    result = predict_from_saved_model(
+    return predict_from_saved_model(
         exported.export_dir,
         prepared.schema,
         uri,
@@ -296,10 +321,9 @@ def score(
         beam_config=beam_config,
         provenance=extra,
         origins=origins,
+        counter=counter,
+        finish=skew_finish(check, report, counter),
     )
-    if report is not None:
-        write_report(report, output_dir)
-    return result
 
 
 # -- pipeline 1: the files' records -----------------------------------------------------------------------------
@@ -358,7 +382,9 @@ def _prediction_pipeline(pipeline: Any, plan: _Plan) -> None:
 
 
 _PART, _ROW = "part", "row"
-PartRef = Tuple[int, Tuple[int, int, str]]  # (shard, (first row, rows, part file URI))
+_PREDICTED = "predicted"  # a shard entry's prediction counts, on their way to the launcher
+# (shard, (first row, rows, part file URI, its rows' prediction counts: () when not counted))
+PartRef = Tuple[int, Tuple[int, int, str, Tuple[int, ...]]]
 
 
 def _file_rows(task: Tuple[int, int, int], plan: _Plan) -> Iterator[Tuple[str, Any]]:
@@ -395,28 +421,36 @@ def _spanning_batch(element: Tuple[int, Any], plan: _Plan) -> List[PartRef]:
 
 def _write_parts(plan: _Plan, first_row: int, batches: Iterator[List[bytes]]) -> List[PartRef]:
     """Predicts consecutive batches starting at input row `first_row` and writes their JSON Lines as part
-    files, a new one at each shard; returns the parts' references."""
+    files, a new one at each shard; returns the parts' references (with their rows' prediction counts when the
+    plan counts them)."""
     predictor, formatter, ends = _predictor(plan), plan.scorer.formatter(plan.files, plan.per_file), plan.ends
     refs: List[PartRef] = []
+    counters: List[PredictionCounter] = []  # one per part
     out, row = None, first_row
     try:
         for records in batches:
             host, outputs = predictor.predict(records)
+            start = row
             for shard, rows, data in formatted_pieces(host, outputs, formatter, row, ends):
                 if not refs or refs[-1][0] != shard:
                     if out is not None:
                         out.close()
                     uri = storage.join(plan.work, PARTS, f"{shard:05d}-{row:012d}.part")
-                    out, refs = tf.io.gfile.GFile(uri, "wb"), refs + [(shard, (row, 0, uri))]
+                    out, refs = tf.io.gfile.GFile(uri, "wb"), refs + [(shard, (row, 0, uri, ()))]
+                    counters += [plan.counter.fresh()] if plan.counter is not None else []
                 out.write(data)
-                shard_, (first, count, uri) = refs[-1]
-                refs[-1] = (shard_, (first, count + rows, uri))
+                if counters:
+                    counters[-1].add(slice_rows(outputs, row - start, row - start + rows))
+                shard_, (first, count, uri, _) = refs[-1]
+                refs[-1] = (shard_, (first, count + rows, uri, ()))
                 row += rows
     finally:
         if out is not None:
             out.close()
     if first_row == 0 and refs:  # one writer: the output's fields, as the formatter found them
         write_pickle(storage.join(plan.work, FIELDS), list(formatter.fields))
+    if counters:
+        refs = [(s, (f, n, u, tuple(int(c) for c in k.counts))) for (s, (f, n, u, _)), k in zip(refs, counters)]
     return refs
 
 
@@ -488,8 +522,9 @@ def _write_shard(element: Tuple[int, Any], plan: _Plan) -> None:
     name = shard_name(shard, plan.num_shards)
     digest, size, rows = hashlib.sha256(), 0, 0
     expected = plan.ends[shard] - shard_sizes(plan.count, plan.num_shards)[shard]
+    counter = plan.counter.fresh() if plan.counter is not None else None
     with tf.io.gfile.GFile(storage.join(plan.shard_dir, name), "wb") as out:
-        for first, count, uri in sorted(refs):
+        for first, count, uri, counts in sorted(refs):
             if first != expected:
                 raise PredictionError(f"shard {shard}: a part starts at row {first}, row {expected} was expected")
             with tf.io.gfile.GFile(uri, "rb") as part:
@@ -498,20 +533,30 @@ def _write_shard(element: Tuple[int, Any], plan: _Plan) -> None:
                     out.write(chunk)
                     size += len(chunk)
             rows, expected = rows + count, expected + count
+            if counter is not None:
+                counter.absorb(counts)
     entry = {"file": name, "rows": rows, "bytes": size, "sha256": digest.hexdigest()}
+    if counter is not None:  # taken out of the entry by the launcher (`_collect_shards`)
+        entry[_PREDICTED] = [int(c) for c in counter.counts]
     write_pickle(storage.join(plan.work, SHARDS, f"{shard:05d}.pkl"), entry)
 
 
-def _collect_shards(plan: _Plan, staging: str, elsewhere: Dict[str, str]) -> List[Dict[str, Any]]:
+def _collect_shards(
+    plan: _Plan, staging: str, elsewhere: Dict[str, str], counter: Optional[PredictionCounter] = None
+) -> List[Dict[str, Any]]:
     """The shards' manifest entries in order. A shard the workers wrote outside `staging` is added to
     `elsewhere` ({name: where it is}: the commit copies it from there, on the server between gs:// locations);
-    shards without rows are written empty into `staging`."""
+    shards without rows are written empty into `staging`. Each shard's prediction counts are added into
+    `counter`."""
     entries = []
     for shard, planned in enumerate(shard_sizes(plan.count, plan.num_shards)):
         name = shard_name(shard, plan.num_shards)
         entry_uri = storage.join(plan.work, SHARDS, f"{shard:05d}.pkl")
         if storage.exists(entry_uri):
             entry = next(read_pickles([entry_uri]))
+            counts = entry.pop(_PREDICTED, None)
+            if counter is not None and counts is not None:
+                counter.absorb(counts)
             if plan.shard_dir != staging:
                 elsewhere[name] = storage.join(plan.shard_dir, name)
         else:

@@ -20,6 +20,7 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Seque
 from estimator_lib import storage
 from estimator_lib.model.outputs import PredictionError
 from estimator_lib.predict.jsonl import RowFormatter
+from estimator_lib.predict.predicted import PredictionCounter
 from estimator_lib.predict.rows import Batch, HostRows, slice_rows
 from estimator_lib.progress import RowProgress
 from estimator_lib.schema import KEY_FEATURE
@@ -150,11 +151,18 @@ def formatted_pieces(
         start = end
 
 
-def write_rows(joined: Iterator[Tuple[HostRows, Batch]], formatter: RowFormatter, writer: ShardWriter) -> int:
-    """Formats and writes joined (host rows, outputs) batches, splitting them at shard boundaries; returns the
-    rows written."""
+def write_rows(
+    joined: Iterator[Tuple[HostRows, Batch]],
+    formatter: RowFormatter,
+    writer: ShardWriter,
+    counter: Optional[PredictionCounter] = None,
+) -> int:
+    """Formats and writes joined (host rows, outputs) batches, splitting them at shard boundaries, and counts
+    their predictions into `counter` (None: not counted); returns the rows written."""
     written, progress = 0, RowProgress("batch predict", total=sum(writer.sizes))
     for host, outputs in joined:
+        if counter is not None:
+            counter.add(outputs)
         for _, rows, data in formatted_pieces(host, outputs, formatter, written, writer.ends):
             writer.rows_until_next_shard()  # moves on to the piece's shard
             writer.write(data, rows)
@@ -171,9 +179,12 @@ def commit_rows(
     output_dir: str,
     num_shards: int,
     provenance: Dict[str, Any],
+    counter: Optional[PredictionCounter] = None,
+    finish: Optional[Callable[[str], None]] = None,
 ) -> PredictResult:
     """Writes joined (host rows, outputs) batches of `count` rows in all into a staging directory, then
-    publishes it as `output_dir` in one commit (`publish`); `provenance` adds entries to the manifest.
+    publishes it as `output_dir` in one commit (`publish`); `provenance` adds entries to the manifest; the
+    predictions are counted into `counter`; `finish` as for `publish`.
 
     Raises:
       PredictionError: a row count other than `count`; nothing is published.
@@ -181,13 +192,13 @@ def commit_rows(
 
     def write_shards(staging: str) -> List[ShardEntry]:
         writer = ShardWriter(staging, count, num_shards)
-        written = write_rows(joined, formatter, writer)
+        written = write_rows(joined, formatter, writer, counter)
         shards = writer.close()
         if written != count:
             raise PredictionError(f"wrote {written} rows for {count} input rows")
         return shards
 
-    return publish(write_shards, formatter.fields, output_dir, num_shards, provenance)
+    return publish(write_shards, formatter.fields, output_dir, num_shards, provenance, finish=finish)
 
 
 def publish(
@@ -197,11 +208,13 @@ def publish(
     num_shards: int,
     provenance: Dict[str, Any],
     elsewhere: Optional[Mapping[str, str]] = None,
+    finish: Optional[Callable[[str], None]] = None,
 ) -> PredictResult:
     """Publishes a prediction output in one commit: `write_shards(staging)` writes the shards into a local
     staging directory (or leaves them where `elsewhere` says: {file name: path or gs:// URI}, filled by the
     time it returns) and returns their manifest entries ({"file", "rows", "bytes", "sha256"}, in order); the
-    manifest is written beside them."""
+    manifest is written beside them. `finish(staging)` then runs before the commit: it may add files (the skew
+    check's skew.json), or raise, and nothing is published."""
 
     def fill(staging: str) -> Dict[str, Any]:
         shards = write_shards(staging)
@@ -209,6 +222,8 @@ def publish(
         manifest = dict(provenance, format="jsonl", count=count, num_shards=num_shards, shards=shards)
         manifest["fields"] = list(fields)
         storage.write_text(os.path.join(staging, PREDICTIONS_MANIFEST), json.dumps(manifest, indent=2, sort_keys=True))
+        if finish is not None:
+            finish(staging)
         return manifest
 
     manifest = storage.commit_staged(output_dir, fill, elsewhere)

@@ -14,9 +14,11 @@ Per feature, against `SkewConfig`'s thresholds (docs/predict_export.md):
   * categorical: PSI over the training categories plus one unseen bin, and the share of present values that are
     a category never seen in training (`validation.category_shares`).
 
-Not covered yet: a user's model_fn (no row profile), and the prediction distribution against the eval predictions
-the model was blessed on (the evaluation keeps no per-row predictions a later stage could read cheaply; comparing
-them needs the evaluate stage to record its predicted shares).
+And the predictions: the shares of the predicted classes (a regressor's: of the deciles of its eval predictions)
+against those of the eval rows the model was blessed on (`predict.predicted`), counted while the rows are scored
+and judged before the predictions are committed (`SkewCheck.after_scoring`).
+
+Not covered yet: a user's model_fn (no row profile).
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from estimator_lib.config.skew import BLOCK, OFF, SkewConfig
 from estimator_lib.config.stages import SKEW_FILE
 from estimator_lib.data import distribution
 from estimator_lib.data.validation import category_shares, missing_share, numeric_shares, psi
+from estimator_lib.predict.predicted import PredictionCounter, PredictionProfile, PredictionSkew
+from estimator_lib.predict.predicted import compare as compare_predictions
 from estimator_lib.schema import NUMERIC, Schema
 
 PASSED, WARNED, BLOCKED, SKIPPED = "passed", "warned", "blocked", "skipped"
@@ -84,6 +88,8 @@ class SkewReport:
       status: "passed", "warned" (breaches, `predict.skew=warn`), "blocked" or "skipped" (`why`).
       mode: the `predict.skew` applied. rows: (training rows, scored rows).
       features: every feature, flagged ones first, worst first. why: why a check was skipped.
+      predictions: the predictions' shares against the eval rows' (`predict.predicted`); None when not compared
+        (the model records no eval predictions, or nothing was scored).
     """
 
     status: str
@@ -91,20 +97,33 @@ class SkewReport:
     rows: Tuple[int, int] = (0, 0)
     features: Tuple[FeatureSkew, ...] = ()
     why: str = ""
+    predictions: Optional[PredictionSkew] = None
 
     @property
     def flagged(self) -> Tuple[FeatureSkew, ...]:
         return tuple(f for f in self.features if f.breaches)
 
+    @property
+    def predictions_moved(self) -> bool:
+        return self.predictions is not None and bool(self.predictions.breaches)
+
     def summary(self) -> str:
-        """One line: the verdict and the worst features' readings."""
+        """One line: the verdict, the worst features' readings, then the predictions' when they moved."""
         if self.status == SKIPPED:
             return f"skipped: {self.why}"
-        if not self.flagged:
-            return f"passed: {len(self.features)} features of {self.rows[1]} scored rows within their thresholds"
-        named = "; ".join(f.reading for f in self.flagged[:SHOWN])
-        more = f" (and {len(self.flagged) - SHOWN} more)" if len(self.flagged) > SHOWN else ""
-        return f"{self.status}: {len(self.flagged)} of {len(self.features)} features skewed: {named}{more}"
+        parts = []
+        if self.flagged:
+            named = "; ".join(f.reading for f in self.flagged[:SHOWN])
+            more = f" (and {len(self.flagged) - SHOWN} more)" if len(self.flagged) > SHOWN else ""
+            parts.append(f"{len(self.flagged)} of {len(self.features)} features skewed: {named}{more}")
+        if self.predictions_moved:
+            parts.append(f"the predictions moved: {self.predictions.reading}")
+        if not parts:
+            checked = " and their predictions" if self.predictions is not None else ""
+            return (
+                f"passed: {len(self.features)} features of {self.rows[1]} scored rows{checked} within their thresholds"
+            )
+        return f"{self.status}: " + "; ".join(parts)
 
     def to_dict(self) -> Dict[str, Any]:
         return {
@@ -115,7 +134,17 @@ class SkewReport:
             "flagged": [f.feature for f in self.flagged],
             "features": [_feature_dict(f) for f in self.features],
             "why": self.why,
+            "predictions": self.predictions.to_dict() if self.predictions is not None else None,
         }
+
+    def with_predictions(self, predictions: Optional[PredictionSkew]) -> "SkewReport":
+        """This report with the predictions' comparison, its status judged again."""
+        if self.status == SKIPPED or predictions is None:
+            return self
+        status = self.status
+        if predictions.breaches:
+            status = BLOCKED if self.mode == BLOCK else WARNED
+        return dataclasses.replace(self, status=status, predictions=predictions)
 
 
 def _rounded(figures: Mapping[str, float]) -> Dict[str, float]:
@@ -251,11 +280,36 @@ def _moved_most(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class SkewCheck:
-    """What a batch prediction checks its rows against: the training profile (None: the model records none)
-    and the `predict.*` settings."""
+    """What a batch prediction checks its rows against: the training profile (None: the model records none),
+    the `predict.*` settings, and the eval rows' prediction profile (`Blessing.eval_predictions`; None: the
+    model's evaluation recorded none, and the predictions are not compared)."""
 
     training: Optional[Mapping[str, Any]]
     config: SkewConfig
+    predicted: Optional[Mapping[str, Any]] = None
+
+    def counter(self) -> Optional[PredictionCounter]:
+        """A counter of the scored rows' predictions over the eval profile's bins; None when there is nothing
+        to compare them with (the check is off, or no training or eval profile)."""
+        if self.config.skew == OFF or self.training is None or self.predicted is None:
+            return None
+        return PredictionProfile.from_dict(self.predicted).counter()
+
+    def after_scoring(self, report: Optional[SkewReport], counter: Optional[PredictionCounter]) -> Optional[SkewReport]:
+        """`report` (`before_scoring`'s) with the scored rows' predictions (`counter`, filled while scoring)
+        compared with the eval rows'; call it before the predictions are committed.
+
+        Raises:
+          SkewError: with `predict.skew=block`, the predictions moved beyond the threshold; nothing is published.
+        """
+        if report is None or counter is None:
+            return report
+        reference = PredictionProfile.from_dict(self.predicted)
+        judged = report.with_predictions(
+            compare_predictions(reference, counter.profile(), self.config.max_prediction_shift)
+        )
+        enforce(judged)
+        return judged
 
     def before_scoring(self, files: Sequence[str], schema: Schema, rows: int) -> Optional[SkewReport]:
         """`check_scored_rows` of the encoded records about to be scored."""
@@ -275,6 +329,26 @@ class SkewCheck:
         return report
 
 
+class SkewFinish:
+    """What runs in a prediction output's staging directory before its commit (`shards.publish`'s `finish`):
+    the predictions' part of the check (`SkewCheck.after_scoring`, which raises on "block"), then skew.json
+    written beside the predictions. `report` is the final report once it ran."""
+
+    def __init__(self, check: SkewCheck, report: SkewReport, counter: Optional[PredictionCounter]):
+        self._check, self._counter, self.report = check, counter, report
+
+    def __call__(self, staging: str) -> None:
+        self.report = self._check.after_scoring(self.report, self._counter)
+        write_report(self.report, staging)
+
+
+def skew_finish(
+    check: Optional[SkewCheck], report: Optional[SkewReport], counter: Optional[PredictionCounter]
+) -> Optional[SkewFinish]:
+    """The `SkewFinish` of a check's `report` (`before_scoring`'s); None when there is none (`predict.skew=off`)."""
+    return None if check is None or report is None else SkewFinish(check, report, counter)
+
+
 def check_scored_rows(
     training: Optional[Mapping[str, Any]], files: Sequence[str], schema: Schema, rows: int, config: SkewConfig
 ) -> Optional[SkewReport]:
@@ -292,19 +366,30 @@ def enforce(report: SkewReport) -> None:
     """Raises `SkewError` naming the worst features when the report blocks."""
     if report.status != BLOCKED:
         return
+    fix = (
+        'raise a threshold for the feature: --set predict.features=\'{"FEATURE": {"max_distance": 0.5}}\''
+        if report.flagged
+        else "raise the predictions' threshold: --set predict.max_prediction_shift=0.3"
+    )
     raise SkewError(
         f"skew check {report.summary()}. No prediction was published. Check the rows being scored (a changed "
         "unit, a new category, a broken export); if the change is expected, run with --set predict.skew=warn, or "
-        'raise a threshold for the feature: --set predict.features=\'{"FEATURE": {"max_distance": 0.5}}\''
+        f"{fix}"
     )
 
 
 def headline(report: Mapping[str, Any]) -> Dict[str, Any]:
-    """A skew.json's bounded summary (an artifact's metadata carries it): the verdict, the mode, one line, and
-    the worst `SHOWN` flagged features with their figures, breaches and reading."""
+    """A skew.json's bounded summary (an artifact's metadata carries it): the verdict, the mode, one line, the
+    worst `SHOWN` flagged features with their figures, breaches and reading, the predictions' reading when they
+    moved (else ""), and the warning a run's webhook alert carries ("skew check warned: ...", or "" unless the
+    check warned)."""
     keep = ("feature", "figures", "breaches", "reading")
     worst = [{k: f[k] for k in keep} for f in report["features"] if f["breaches"]][:SHOWN]
-    return {"status": report["status"], "mode": report["mode"], "summary": report["summary"], "worst": worst}
+    predictions = report.get("predictions") or {}
+    moved = predictions["reading"] if predictions.get("breaches") else ""
+    warning = f"skew check {report['summary']}" if report["status"] == WARNED else ""
+    head = {"status": report["status"], "mode": report["mode"], "summary": report["summary"], "worst": worst}
+    return {**head, "predictions": moved, "warning": warning}
 
 
 def write_report(report: SkewReport, output_dir: str) -> str:

@@ -4,7 +4,7 @@ from the text the user gave (`config.run.prediction_kind`), and the one call tha
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Mapping, Optional
 
 from estimator_lib import storage
 from estimator_lib.config import JobConfig
@@ -96,6 +96,7 @@ def score(
     data: str,
     output_dir: str,
     skew: SkewConfig = DEFAULT_SKEW,
+    predicted: Optional[Mapping[str, Any]] = None,
 ) -> PredictResult:
     """Batch-predicts what `data` names with the checkpoint in `model_dir` and commits it at `output_dir`.
 
@@ -108,9 +109,11 @@ def score(
         directory of them).
       output_dir: where the JSON Lines shards and manifest are committed.
       skew: the skew check of the rows against the preparation's training profile (skew.json beside them).
+      predicted: the eval rows' prediction profile the model was blessed on (`Blessing.eval_predictions`): the
+        predictions are compared with it too; None compares the rows only.
     """
     source = prediction_source(data, prepared)
-    check = SkewCheck(prepared.profile(), skew)
+    check = SkewCheck(prepared.profile(), skew, predicted)
     if source.raw:
         return predict_raw(
             job,

@@ -288,7 +288,7 @@ def add_alert_arguments(group: Any, email: bool = True) -> None:
             metavar="ADDRESS",
             help="Vertex AI's email when a run ends (repeatable)",
         )
-    group.add_argument("--notify-webhook", default="", metavar="URL", help="POST the failed stage and error to URL")
+    group.add_argument("--notify-webhook", default="", metavar="URL", help="POST a failure (or a skew warning) to URL")
 
 
 def add_vertex_arguments(parser: argparse.ArgumentParser, common: Any) -> None:

@@ -34,8 +34,9 @@ The next run's start deletes what the failed one left: tmp/, the reserve, stagin
 (`runs.remove_leftovers`).
 
 A run given a webhook (`--notify-webhook`) that fails or is interrupted posts its failure alert from the supervisor,
-once its summary is written (`supervisor.alert_webhook`): the KFP local runner runs no exit handler, which is where a
-Vertex AI run sends the same message (`pipelines.pipeline`).
+and one that succeeded with a skew warning its warning alert, once its summary is written
+(`supervisor.alert_webhook`): the KFP local runner runs no exit handler, which is where a Vertex AI run sends the
+same message (`pipelines.pipeline`).
 """
 
 from pipelines.local.failures import failure_excerpt

@@ -121,11 +121,15 @@ def run_local(
 
 
 def run_alert(outcome: Outcome) -> Optional[alerting.Alert]:
-    """The alert of a run that failed or was interrupted, as a Vertex AI run's exit handler words it
-    (`estimator_lib.cloud.alerts`); None for a run that succeeded."""
+    """The alert of a run that failed or was interrupted, or that succeeded with its skew check's warning, as a
+    Vertex AI run's exit handler words it (`estimator_lib.cloud.alerts`); None for a run that succeeded without."""
     summary = outcome.summary
     if summary.status == runs.OK:
-        return None
+        skew = summary.results.predictions.skew if summary.results else None
+        if not (skew and skew.warning):
+            return None
+        run, log = outcome.folder.run_id, summary.run.log
+        return alerting.Alert(PIPELINE_NAME, run, alerting.SUCCEEDED, "batch_predict", "", "local", log, skew.warning)
     state = alerting.CANCELLED if summary.status == runs.INTERRUPTED else alerting.FAILED
     error = first_line(summary.error or "")
     return alerting.Alert(
@@ -134,15 +138,15 @@ def run_alert(outcome: Outcome) -> Optional[alerting.Alert]:
 
 
 def alert_webhook(url: str, outcome: Outcome) -> Optional[str]:
-    """Posts the run's alert to `url` (`alerts.webhook_url`; nothing for a run that succeeded) and says on the
-    console whether it was delivered, naming the webhook's host only. The run's outcome stands either way;
-    returns why it was not delivered, or None."""
+    """Posts the run's alert to `url` (`alerts.webhook_url`; nothing for a run that succeeded without a warning)
+    and says on the console whether it was delivered, naming the webhook's host only. The run's outcome stands
+    either way; returns why it was not delivered, or None."""
     alert = run_alert(outcome)
     if alert is None:
         return None
     failed = alerting.deliver(url, alert)
     said = f"not delivered ({failed})" if failed else "delivered"
-    print(f"failure alert to {redact_url(url)}: {said}", flush=True)
+    print(f"{alert.kind} to {redact_url(url)}: {said}", flush=True)
     return failed
 
 

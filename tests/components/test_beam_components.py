@@ -13,7 +13,7 @@ from kfp.dsl import Dataset, Markdown, Model
 pytest.importorskip("apache_beam")
 
 from file_trees import tree  # noqa: E402
-from test_components import CPU, FIRST_RUN, TRAIN, artifact, write_csv  # noqa: E402
+from test_components import CPU, FIRST_RUN, TRAIN, artifact, evaluated, write_csv  # noqa: E402
 
 from components.batch_predict import batch_predict  # noqa: E402
 from components.prepare import prepare_data  # noqa: E402
@@ -55,13 +55,16 @@ def test_prepare_and_batch_predict_components_on_beam(tmp_path):
     assert there.metadata["fingerprint"] == here.metadata["fingerprint"]
 
     model = train(there, tmp_path)
+    predicted = evaluated(tmp_path, there, model, beat_trivial=False)["eval_predictions"]
     for data_arg in ("eval", data):  # a prepared split, and raw CSV rows (encoded on Beam first)
         checkpoint = artifact(Dataset, tmp_path, f"checkpoint-{len(data_arg)}")
-        spec = PredictSpec(data=data_arg)
-        batch_predict(dataset=there, model=model, spec=spec.to_json(indent=None), tpu=CPU, predictions=checkpoint)
+        spec = PredictSpec(data=data_arg).to_json(indent=None)
+        batch_predict(
+            dataset=there, model=model, spec=spec, tpu=CPU, eval_predictions=predicted, predictions=checkpoint
+        )
         scored = artifact(Dataset, tmp_path, f"beam-{len(data_arg)}")
         on_beam = PredictSpec(data=data_arg, engine="beam", beam=BEAM).to_json(indent=None)
-        batch_predict(dataset=there, model=model, spec=on_beam, tpu=CPU, predictions=scored)
+        batch_predict(dataset=there, model=model, spec=on_beam, tpu=CPU, eval_predictions=predicted, predictions=scored)
 
         want, got = read_predictions(checkpoint.uri), read_predictions(scored.uri)
         assert [r["key"] for r in got] == [r["key"] for r in want] and len(got) == checkpoint.metadata["count"]

@@ -77,6 +77,30 @@ def artifact(cls, directory, name, task=None):
     return cls(name=name, uri=os.path.join(str(directory), task or name, name), metadata={})
 
 
+def evaluated(work, dataset: Dataset, model: Model, **blessing) -> dict:
+    """The evaluate component's outputs for `model` (no baseline; `blessing`: the BlessingConfig's settings),
+    and under "eval_predictions" what it returned."""
+    outputs = dict(
+        metrics=artifact(Metrics, work, "metrics", "evaluate"),
+        classification_metrics=artifact(ClassificationMetrics, work, "cm", "evaluate"),
+        blessing=artifact(ModelBlessing, work, "blessing", "evaluate"),
+        report=artifact(HTML, work, "report", "evaluate"),
+        verdict=artifact(Markdown, work, "verdict", "evaluate"),
+        slice_metrics=artifact(Metrics, work, "slice_metrics", "evaluate"),
+    )
+    spec = evaluate_spec(**blessing)
+    returned = evaluate_model(
+        dataset=dataset,
+        model=model,
+        spec=spec,
+        baseline="none",
+        publish_root=str(work / "published"),
+        tpu=CPU,
+        **outputs,
+    )
+    return {**outputs, "eval_predictions": returned}
+
+
 @pytest.fixture(scope="module")
 def stages(tmp_path_factory):
     """prepare -> train -> evaluate -> batch predict -> export -> release, each called as its component function
@@ -98,7 +122,7 @@ def stages(tmp_path_factory):
         artifact(ModelBlessing, work, "blessing", "evaluate"),
     )
     report, verdict = artifact(HTML, work, "report", "evaluate"), artifact(Markdown, work, "verdict", "evaluate")
-    evaluate_model(
+    predicted = evaluate_model(
         dataset=dataset,
         model=model,
         spec=evaluate_spec(thresholds={"accuracy": 0.5}),
@@ -113,9 +137,8 @@ def stages(tmp_path_factory):
         slice_metrics=artifact(Metrics, work, "slice_metrics", "evaluate"),
     )
     predictions = artifact(Dataset, work, "predictions")
-    batch_predict(
-        dataset=dataset, model=model, spec=PredictSpec("eval").to_json(indent=None), tpu=CPU, predictions=predictions
-    )
+    spec = PredictSpec("eval").to_json(indent=None)
+    batch_predict(dataset=dataset, model=model, spec=spec, tpu=CPU, eval_predictions=predicted, predictions=predictions)
     exported = artifact(Model, work, "exported")
     export_model(dataset=dataset, model=model, tpu=CPU, exported=exported)
     publication = artifact(Artifact, work, "publication")

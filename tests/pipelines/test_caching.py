@@ -38,11 +38,15 @@ def test_the_cached_tasks_are_keyed_by_what_they_read(spec):
     # ... and the metrics the blessing names (checked against the data's task first), not their thresholds.
     assert _from_resolve(tasks["train-model"], "blessing_metrics", "blessing_metrics")
     assert "evaluate_spec" not in tasks["train-model"]["inputs"]["parameters"]
-    # Batch predict and export read only artifacts of this run's (possibly cached) prepare and train.
+    # Batch predict and export read only artifacts of this run's (possibly cached) prepare and train ...
     for name in ("batch-predict", "export-model"):
         inputs = tasks[name]["inputs"]
         assert set(inputs["artifacts"]) == {"dataset", "model"}
         assert "publish_root" not in inputs.get("parameters", {})
+    # ... and batch predict what the model predicted for the eval rows: evaluate's returned value (evaluate runs
+    # every time; a parameter keys the cache by its value, where its new artifacts would miss every time).
+    given = tasks["batch-predict"]["inputs"]["parameters"]["eval_predictions"]["taskOutputParameter"]
+    assert given == {"producerTask": "evaluate-model", "outputParameterKey": "Output"}
     # The serving check reads only the export and the predictions.
     assert set(tasks["check-serving"]["inputs"]["artifacts"]) == {"exported", "predictions"}
     assert "parameters" not in tasks["check-serving"]["inputs"]

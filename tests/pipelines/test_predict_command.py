@@ -172,7 +172,8 @@ def test_predict_scores_new_rows_byte_for_byte_as_the_pipeline(pipeline_run, tmp
     version = release.latest(summary["config"]["publish_root"])
     assert proc.stdout == (
         f"predicted 25 rows with version {version.version} of {version.root} into {out}\n"
-        f"skew: passed: 7 features of 25 scored rows within their thresholds (predict.skew=warn; {out}/skew.json)\n"
+        "skew: passed: 7 features of 25 scored rows and their predictions within their thresholds (predict.skew=warn; "
+        f"{out}/skew.json)\n"
     ), f"{elapsed:.1f} s"
     # The rows were checked as the pipeline's stage checked them: the same verdict, beside the predictions.
     assert summary["predictions"]["skew"]["status"] == "passed"
@@ -180,6 +181,10 @@ def test_predict_scores_new_rows_byte_for_byte_as_the_pipeline(pipeline_run, tmp
         json.loads(storage.read_text(os.path.join(d, "skew.json"))) for d in (out, summary["predictions"]["uri"])
     )
     assert mine == theirs and mine["rows"]["scored"] == 25
+    # the predictions against the eval rows' the version was blessed on, as its record carries them
+    blessed = version.metadata["blessing"]["eval_predictions"]
+    assert mine["predictions"]["rows"] == {"eval": blessed["rows"], "scored": 25}
+    assert list(mine["predictions"]["shares"]) == blessed["bins"] == ["Adelie", "Chinstrap", "Gentoo"]
     pipeline = summary["predictions"]["uri"]
     with open(os.path.join(pipeline, SHARD), "rb") as a, open(os.path.join(out, SHARD), "rb") as b:
         assert a.read() == b.read()
@@ -254,10 +259,11 @@ def test_skewed_rows_are_named_and_with_block_nothing_is_published(pipeline_run,
     warned = str(tmp_path / "warned")
     assert main(["predict", "--model", model, "--data", rows, "--output", warned]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[1].startswith("skew: warned: 2 of 7 features skewed (predict.skew=warn; ") and out[1].endswith(
-        f"{warned}/skew.json)"
-    ), out
-    assert {o.split(":")[0].strip(" `") for o in out[2:]} == {"bill_length_mm", "island"}, out
+    # bills a tenth as long: the model's predictions move too, to the class of the shortest bills
+    head = "skew: warned: 2 of 7 features skewed; the predictions moved (predict.skew=warn; "
+    assert out[1].startswith(head) and out[1].endswith(f"{warned}/skew.json)"), out
+    assert {o.split(":")[0].strip(" `") for o in out[2:4]} == {"bill_length_mm", "island"}, out
+    assert out[4].startswith("  predicted class ") and "% of the eval rows the model was blessed on" in out[4], out
     written = json.loads(storage.read_text(os.path.join(warned, "skew.json")))
     assert sorted(written["flagged"]) == ["bill_length_mm", "island"] and written["status"] == "warned"
     assert storage.is_committed(warned)

@@ -266,3 +266,21 @@ def test_show_and_the_end_of_a_run_print_the_skew_check_and_its_worst_features(t
     assert "skew" not in commands.format_summary(clean, "s.json")
     before = RunSummary.from_dict(RECORDED)
     assert "skew" not in commands.format_summary(before, "s.json") + show.format_run(before, "s.json")
+
+
+def test_show_names_the_predictions_that_moved_after_the_worst_features():
+    reading = "predicted class Gentoo: 61% of the scored rows, 36% of the eval rows the model was blessed on"
+    both = {**SKEW, "summary": SKEW["summary"] + f"; the predictions moved: {reading}", "predictions": reading}
+    skew = RunSummary.from_dict({**RECORDED, "predictions": {**RECORDED["predictions"], "skew": both}})
+    assert show.skew_lines(skew.results.predictions.skew) == [
+        "  skew: warned: 2 of 7 features skewed; the predictions moved (predict.skew=warn; "
+        "/out/b/predictions/skew.json)",
+        *(f"    {w['reading']}" for w in SKEW["worst"]),
+        f"    {reading}",
+    ]
+    alone = {**both, "summary": f"warned: the predictions moved: {reading}", "worst": []}
+    skew = RunSummary.from_dict({**RECORDED, "predictions": {**RECORDED["predictions"], "skew": alone}})
+    assert show.skew_lines(skew.results.predictions.skew) == [
+        "  skew: warned: the predictions moved (predict.skew=warn; /out/b/predictions/skew.json)",
+        f"    {reading}",
+    ]

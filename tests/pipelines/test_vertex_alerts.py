@@ -98,19 +98,26 @@ def test_refusals_name_the_fix(monkeypatch, capsys, flags, message):
 
 def failed_job(monkeypatch) -> None:
     """The fake API's PipelineJob, failed at train (Vertex AI's task error wording)."""
+    at = datetime.datetime(2026, 11, 25, 3, 10, tzinfo=datetime.timezone.utc)
+    served_job(
+        monkeypatch,
+        [
+            pipeline_job_v1.PipelineTaskDetail(task_name="exit-handler-1", state="FAILED", end_time=at),
+            pipeline_job_v1.PipelineTaskDetail(task_name="prepare-data", state="SUCCEEDED", end_time=at),
+            pipeline_job_v1.PipelineTaskDetail(
+                task_name="train-model",
+                state="FAILED",
+                end_time=at,
+                error={"message": "The replica workerpool0-0 exited with a non-zero status of 1.\nlogs: https://..."},
+            ),
+        ],
+    )
+
+
+def served_job(monkeypatch, tasks: list) -> None:
+    """The fake API (Vertex AI's API cannot run here) serves a PipelineJob with these task details."""
     FakeVertexAPI(monkeypatch)
     monkeypatch.setattr(google.auth, "default", lambda *a, **k: (AnonymousCredentials(), "my-project"))
-    at = datetime.datetime(2026, 11, 25, 3, 10, tzinfo=datetime.timezone.utc)
-    tasks = [
-        pipeline_job_v1.PipelineTaskDetail(task_name="exit-handler-1", state="FAILED", end_time=at),
-        pipeline_job_v1.PipelineTaskDetail(task_name="prepare-data", state="SUCCEEDED", end_time=at),
-        pipeline_job_v1.PipelineTaskDetail(
-            task_name="train-model",
-            state="FAILED",
-            end_time=at,
-            error={"message": "The replica workerpool0-0 exited with a non-zero status of 1.\nlogs: https://..."},
-        ),
-    ]
 
     def get_pipeline_job(self, name, **_):
         return pipeline_job_v1.PipelineJob(name=name, state="PIPELINE_STATE_FAILED", job_detail={"task_details": tasks})
@@ -146,4 +153,34 @@ def test_the_webhook_task_posts_the_failed_stage_it_reads_from_the_run(monkeypat
         "where": "vertex",
         "link": "https://console.cloud.google.com/vertex-ai/locations/us-central1/pipelines/runs/"
         "tpu-estimator-pipeline-20261125?project=my-project",
+        "warning": "",
     }
+
+
+def test_the_webhook_task_posts_the_skew_warning_of_a_run_that_succeeded(monkeypatch, tmp_path):
+    """The warning is read from the batch-predict task's predictions artifact (`components.artifacts.describe_skew`
+    puts it in the metadata), through the SDK's own task details."""
+    line = "skew check warned: 1 of 7 features skewed: `island`: 33% of its values are a category never seen"
+    at = datetime.datetime(2026, 11, 25, 3, 10, tzinfo=datetime.timezone.utc)
+    artifacts = [{"uri": "gs://b/predictions", "metadata": {"count": 344.0, "warning": line}}]
+    served_job(
+        monkeypatch,
+        [
+            pipeline_job_v1.PipelineTaskDetail(task_name="train-model", state="SUCCEEDED", end_time=at),
+            pipeline_job_v1.PipelineTaskDetail(
+                task_name="batch-predict",
+                state="SUCCEEDED",
+                end_time=at,
+                outputs={"predictions": {"artifacts": artifacts}},
+            ),
+        ],
+    )
+    with webhook() as hook:
+        run_exit_task(tmp_path, hook.url, "SUCCEEDED", {})
+    [post] = hook.posts
+    assert post["body"]["text"] == f"tpu-estimator-pipeline run {JOB} succeeded with a warning at batch_predict: {line}"
+    assert (post["body"]["state"], post["body"]["stage"], post["body"]["warning"]) == (
+        "SUCCEEDED",
+        "batch_predict",
+        line,
+    )

@@ -1,5 +1,5 @@
-"""The failure alert: its message, its POST to a webhook on 127.0.0.1 (up, down, failing, silent), what a Vertex AI
-run's exit task says, and that no log names the webhook's URL."""
+"""The failure alert and the warning alert: their message, their POST to a webhook on 127.0.0.1 (up, down, failing,
+silent), what a Vertex AI run's exit task says, and that no log names the webhook's URL."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 from webhook_server import closed_port_url, silent_server, webhook
 
 from estimator_lib.cloud import alerts
+from estimator_lib.cloud import tasks as task_details
 from estimator_lib.config import ConfigError
 from estimator_lib.config.alerts import AlertConfig, redact_url
 
@@ -37,9 +38,27 @@ def test_the_message_names_the_run_the_stage_and_the_errors_first_line():
         "error": "ValueError: training.train_steps=0 must be a positive integer",
         "where": "local",
         "link": "/out/runs/20261125T000000Z-abcdef/pipeline.log",
+        "warning": "",
     }
     stopped = alerts.Alert("p", "r", "CANCELLED", "", "interrupted by SIGTERM", "local")
     assert stopped.payload()["text"] == "p run r was cancelled: interrupted by SIGTERM"
+
+
+def test_a_warning_alert_says_the_run_succeeded_and_carries_the_warning_in_the_same_fields():
+    warned = alerts.Alert("p", "r", "SUCCEEDED", "batch_predict", "", "local", "/log", "skew check warned: 1 of 7 ...")
+    assert warned.payload() == {
+        "text": "p run r succeeded with a warning at batch_predict: skew check warned: 1 of 7 ...",
+        "pipeline": "p",
+        "run": "r",
+        "state": "SUCCEEDED",
+        "stage": "batch_predict",
+        "error": "",
+        "where": "local",
+        "link": "/log",
+        "warning": "skew check warned: 1 of 7 ...",
+    }
+    assert set(warned.payload()) == set(ALERT.payload()) and ALERT.payload()["warning"] == ""
+    assert (warned.kind, ALERT.kind) == ("warning alert", "failure alert")
 
 
 def test_the_alert_is_one_json_post():
@@ -159,6 +178,39 @@ def test_a_vertex_run_that_succeeded_sends_nothing_and_one_that_failed_sends_its
         "https://console.cloud.google.com/vertex-ai/locations/us-central1/pipelines/runs/"
         "tpu-estimator-pipeline-20261125000000?project=my-project",
     )
+
+
+def test_a_vertex_run_that_succeeded_with_a_stages_warning_sends_it():
+    line = "skew check warned: 1 of 7 features skewed: `island`: 31% of its values are a category never seen"
+    stages = {**STAGES, "batch-predict": "batch_predict"}
+    tasks = [
+        task("tpu-estimator-pipeline-20261125000000", "SUCCEEDED"),
+        task("prepare-data", "SUCCEEDED", end="2026-11-25T00:02:00+00:00"),
+        {**task("batch-predict", "SUCCEEDED", end="2026-11-25T00:09:00+00:00"), "warnings": [line]},
+        {**task("exit-handler-1", "SUCCEEDED"), "warnings": ["not a stage: never read"]},
+    ]
+    succeeded = {"state": "SUCCEEDED", "pipeline_job_resource_name": JOB, "error_message": ""}
+    with webhook() as hook:
+        sent = alerts.alert_vertex_run(hook.url, "p", stages, succeeded, lambda job: tasks)
+        assert alerts.alert_vertex_run(hook.url, "p", stages, succeeded, lambda job: tasks[:2]) is None
+    assert (sent.state, sent.stage, sent.error, sent.warning) == ("SUCCEEDED", "batch_predict", "", line)
+    assert [post["body"] for post in hook.posts] == [sent.payload()]
+    assert sent.payload()["text"] == f"p run {JOB} succeeded with a warning at batch_predict: {line}"
+
+
+def test_a_tasks_warnings_are_read_from_its_output_artifacts_metadata():
+    from google.cloud.aiplatform_v1.types import Artifact, PipelineTaskDetail
+
+    def artifact(**metadata) -> Artifact:
+        return Artifact(uri="gs://b/a", metadata=metadata)
+
+    outputs = {
+        "predictions": PipelineTaskDetail.ArtifactList(artifacts=[artifact(count=40.0, warning="skew check warned")]),
+        "other": PipelineTaskDetail.ArtifactList(artifacts=[artifact(warning=""), artifact()]),
+    }
+    predicted = PipelineTaskDetail(task_name="batch-predict", outputs=outputs)
+    assert task_details._warnings(predicted) == ["skew check warned"]
+    assert task_details._warnings(PipelineTaskDetail(task_name="train-model")) == []
 
 
 def test_task_details_that_cannot_be_read_leave_the_stage_out_but_the_alert_goes(caplog):

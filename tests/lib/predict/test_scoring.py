@@ -25,6 +25,8 @@ from estimator_lib.data import records
 from estimator_lib.data.prepare import DataError, PrepareConfig, encode_for_scoring, prepare
 from estimator_lib.predict import batch_predict, predict_raw, read_predictions, sources
 
+NOT_EVALUATED = ""  # the batch-predict component's eval predictions when none were recorded: not compared
+
 FEATURES = ("x 1", "x-2", "colour")
 N_PREPARED = 120
 CPU = '{"use_tpu": false}'  # the placement the pipeline gives a CPU stage
@@ -276,6 +278,7 @@ def test_component_scores_a_raw_csv_glob_through_the_prepared_schema(trained, tm
         model=model,
         spec=PredictSpec(os.path.join(trained["root"], "new-*.csv")).to_json(indent=None),
         tpu=CPU,
+        eval_predictions=NOT_EVALUATED,
         predictions=predictions,
     )
 
@@ -289,8 +292,9 @@ def test_component_scores_a_raw_csv_glob_through_the_prepared_schema(trained, tm
 def test_component_still_scores_prepared_tfrecords_by_file_and_directory(trained, tmp_path):
     dataset, model, predictions = component_artifacts(trained, tmp_path)
     eval_dir = os.path.join(trained["prepared"].output_dir, "eval") + "/"
+    spec = PredictSpec(eval_dir).to_json(indent=None)
     batch_predict_component(
-        dataset=dataset, model=model, spec=PredictSpec(eval_dir).to_json(indent=None), tpu=CPU, predictions=predictions
+        dataset=dataset, model=model, spec=spec, tpu=CPU, eval_predictions=NOT_EVALUATED, predictions=predictions
     )
     assert predictions.metadata["count"] == trained["prepared"].counts["eval"]
     assert predictions.metadata["scored_rows_uri"] == ""
@@ -336,8 +340,9 @@ def test_component_reads_new_rows_with_the_preparations_rules(trained, tmp_path)
     data = raw_csv(trained, "component-bad.csv", rows)
     dataset, model, predictions = component_artifacts(trained, tmp_path)
     with pytest.raises(DataError, match=r"^component-bad.csv line 3, column 'x-2': 'n/a\?' is not a number"):
+        spec = PredictSpec(data).to_json(indent=None)
         batch_predict_component(
-            dataset=dataset, model=model, spec=PredictSpec(data).to_json(indent=None), tpu=CPU, predictions=predictions
+            dataset=dataset, model=model, spec=spec, tpu=CPU, eval_predictions=NOT_EVALUATED, predictions=predictions
         )
     assert not os.path.exists(predictions.uri)
 

@@ -133,18 +133,18 @@ def test_a_wrong_row_count_is_named(penguins):
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     """A linear model trained 10 steps on 200 rows, and 40 rows to score, a new colour at two thirds of them."""
-    work, dataset, model = trained_stage(tmp_path_factory.mktemp("stage"))
-    return work, dataset, model, write_csv(str(work / "new.csv"), rows(40, ("red", "purple", "purple")))
+    work, dataset, model, blessing = trained_stage(tmp_path_factory.mktemp("stage"))
+    return work, dataset, model, blessing, write_csv(str(work / "new.csv"), rows(40, ("red", "purple", "purple")))
 
 
 def _predict(trained, name: str, spec: PredictSpec):
-    return predict_stage(*trained[:3], name, spec)
+    return predict_stage(*trained[:4], name, spec)
 
 
 @pytest.mark.determinism
 def test_the_stage_on_beam_writes_the_in_process_skew_json_and_metadata(trained):
-    here = _predict(trained, "inprocess", PredictSpec(trained[3]))
-    there = _predict(trained, "beam", PredictSpec(trained[3], engine="beam"))
+    here = _predict(trained, "inprocess", PredictSpec(trained[4]))
+    there = _predict(trained, "beam", PredictSpec(trained[4], engine="beam"))
     with open(os.path.join(here.uri, "skew.json"), "rb") as f, open(os.path.join(there.uri, "skew.json"), "rb") as g:
         assert f.read() == g.read()
     assert there.metadata["skew"] == here.metadata["skew"]
@@ -153,7 +153,7 @@ def test_the_stage_on_beam_writes_the_in_process_skew_json_and_metadata(trained)
 
 
 def test_block_on_beam_fails_the_stage_before_anything_is_exported_or_published(trained):
-    spec = PredictSpec(trained[3], engine="beam", skew=SkewConfig(skew="block"))
+    spec = PredictSpec(trained[4], engine="beam", skew=SkewConfig(skew="block"))
     with pytest.raises(skew.SkewError, match=r"blocked: 1 of 2 features skewed: `colour`: 65% .*No prediction"):
         _predict(trained, "blocked", spec)
     out = os.path.join(str(trained[0]), "blocked", "blocked")
