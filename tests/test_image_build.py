@@ -415,8 +415,8 @@ def test_stages_run_in_dag_order(stages):
         "resolve-inputs",
         "prepare-data",
         "train-model",
-        "batch-predict",
         "evaluate-model",
+        "batch-predict",  # after evaluate: it compares its predictions with the eval rows' evaluate returned
         "export-model",
         "check-serving",
         "release-model",
