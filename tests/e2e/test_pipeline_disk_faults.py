@@ -48,9 +48,9 @@ POINTS = {
     "prepare": {"skip": 1},
     "train": {"after": "**/model.ckpt-0.index"},
     "export": {"skip": 2},
+    "evaluate": {"skip": 2},
     "batch_predict": {"skip": 1},
     "serving_check": {"skip": 1},
-    "evaluate": {"skip": 2},
     "release": {"skip": 1},
 }
 # The read-only case's stages: the first, the one whose refused write is TensorFlow's, and the last.
