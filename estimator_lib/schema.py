@@ -31,6 +31,9 @@ KEY_FEATURE = "example_key"
 LABEL_KEY = "label"
 PADDING_FEATURE = "is_padding"
 INDEX_FEATURE = "example_index"
+CODES_FEATURE = (
+    "skew_codes"  # the skew check's row columns (`predict.tally`), from the predict input to the predictions
+)
 
 NUMERIC = "numeric"
 CATEGORICAL = "categorical"

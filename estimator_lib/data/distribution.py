@@ -20,17 +20,13 @@ the first one included); row, missing and category counts always cover every rec
 The statistics do not depend on the order of the records: mean and standard deviation are exact and rounded
 once (`combine.NumericStats`), percentiles come from the sorted values.
 
-Records read back can also be profiled from their chunks' summaries (`record_chunks`, merged by
-`profile_counted`): exact over every value, whatever their number, and the same bytes whoever read which chunk.
-The skew check profiles the rows being scored so (`profile_records` in this process; on Beam's workers,
-`predict.skew_beam`).
+The skew check (`predict.skew`) counts the rows being scored over the bins of this profile (`predict.tally`).
 """
 
 from __future__ import annotations
 
 import collections
-import dataclasses
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -44,8 +40,6 @@ FORMAT_VERSION = 1
 MAX_VALUES = 10_000
 SAMPLE_ROWS = 1_000_000
 _BATCH = 8192
-CHUNK_ROWS = 1 << 16  # records a chunk of `record_chunks` holds (its keys: 4 bytes a present numeric value)
-HELD_VALUES = 1 << 25  # `profile_records` holds the chunks' keys up to this many values (128 MB), else reads again
 
 
 def _spec(schema: Schema) -> Dict[str, Any]:
@@ -142,91 +136,6 @@ def profile_summaries(
             counts[b""] += missing[index]  # a missing value reads back as b""
             features[f.name] = _categorical(counts, rows)
     return {"format_version": FORMAT_VERSION, "rows": rows, "features": features}
-
-
-@dataclasses.dataclass(frozen=True)
-class RecordCounts:
-    """What some encoded records add to their profile besides their numeric values (`quantiles.ChunkNumbers`):
-    sums, so parts merge in any order to the same counts.
-
-    Attributes:
-      rows: the records. missing: per feature (schema order), the records without a value.
-      categories: {feature index: Counter of the present values (bytes)} of every categorical feature.
-    """
-
-    rows: int
-    missing: Tuple[int, ...]
-    categories: Mapping[int, collections.Counter]
-
-    @classmethod
-    def empty(cls, schema: Schema) -> "RecordCounts":
-        categorical = {i: collections.Counter() for i, f in enumerate(schema.features) if f.kind != NUMERIC}
-        return cls(0, (0,) * len(schema.features), categorical)
-
-    def merge(self, other: "RecordCounts") -> "RecordCounts":
-        missing = tuple(a + b for a, b in zip(self.missing, other.missing))
-        return RecordCounts(
-            self.rows + other.rows, missing, {i: c + other.categories[i] for i, c in self.categories.items()}
-        )
-
-
-def record_chunks(
-    files: Sequence[str], schema: Schema, compression: str = "", chunk_rows: int = CHUNK_ROWS
-) -> Iterator[Tuple[quantiles.ChunkNumbers, RecordCounts]]:
-    """The encoded records of the TFRecord `files` (`compression`: "GZIP" or ""), `chunk_rows` at a time: each
-    chunk's numeric values as the percentile selection reads them, and its counts."""
-    numeric = [(i, f.key) for i, f in enumerate(schema.features) if f.kind == NUMERIC]
-    categorical = [(i, f.key) for i, f in enumerate(schema.features) if f.kind != NUMERIC]
-    spec = _spec(schema)
-    dataset = tf.data.TFRecordDataset(list(files), compression_type=compression).batch(chunk_rows)
-    for batch in dataset.map(lambda s: tf.io.parse_example(s, spec)).as_numpy_iterator():
-        missing = {i: int(np.isnan(batch[key]).sum()) for i, key in numeric}
-        counters = {i: collections.Counter(batch[key].tolist()) for i, key in categorical}  # counted in C
-        missing.update({i: counters[i].pop(b"", 0) for i, _ in categorical})  # a present value is never empty
-        rows = len(next(iter(batch.values())))
-        counts = RecordCounts(rows, tuple(missing[i] for i in range(len(schema.features))), counters)
-        yield quantiles.chunk_numbers({i: batch[key] for i, key in numeric}), counts
-
-
-def profile_counted(
-    schema: Schema, numbers: quantiles.Numbers, counts: RecordCounts, rows: Optional[int] = None
-) -> Dict[str, Any]:
-    """The profile of records from their chunks' summaries: `numbers`, their numeric values' (`profile_numbers`:
-    the chunks, or a counter of them), and their merged `counts`; `profile_split`'s entries, its percentiles
-    exact over every value (no sample).
-
-    Raises:
-      ValueError: `rows` (None: not checked) is not the number of records counted.
-    """
-    if rows is not None and rows != counts.rows:
-        raise ValueError(f"profile: the files hold {counts.rows} records, not the {rows} expected")
-    categories = {
-        i: collections.Counter({v.decode("utf-8"): n for v, n in c.items()}) for i, c in counts.categories.items()
-    }
-    found = profile_summaries(schema, quantiles.profile_numbers(numbers), categories, counts.missing, counts.rows)
-    if found is None:
-        raise AssertionError(f"profile: a category count of {counts.rows} records is incomplete: {counts.missing}")
-    return found
-
-
-def profile_records(
-    files: Sequence[str], schema: Schema, rows: int, compression: str = "", held_values: int = HELD_VALUES
-) -> Dict[str, Any]:
-    """`profile_counted` of the `rows` encoded records of `files`, read in this process: one read for the
-    counts, the chunks' keys held for the selection while they total at most `held_values` values (beyond that,
-    each of its five passes reads the files again). The same bytes as Beam's workers give (`predict.skew_beam`).
-    """
-    counts, size = RecordCounts.empty(schema), 0
-    held: Optional[List[quantiles.ChunkNumbers]] = []
-    for chunk, part in record_chunks(files, schema, compression):
-        counts, size = counts.merge(part), size + len(chunk.keys)
-        if held is not None and size <= held_values:
-            held.append(chunk)
-        else:
-            held = None
-    if held is None:
-        return profile_counted(schema, lambda: (c for c, _ in record_chunks(files, schema, compression)), counts, rows)
-    return profile_counted(schema, lambda: iter(held), counts, rows)
 
 
 def _numeric(present: np.ndarray, missing: int, rows: int, every: int) -> Dict[str, Any]:

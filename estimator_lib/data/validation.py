@@ -257,14 +257,21 @@ def numeric_psi(old: Mapping[str, Any], new: Mapping[str, Any]) -> float:
     return psi(*numeric_shares(old, new))
 
 
+def decile_edges(percentiles: Sequence[float]) -> np.ndarray:
+    """The bin edges PSI uses for a numeric feature: the distinct deciles of its reference's 101 percentiles (bin k
+    holds the values v with edges[k-1] < v <= edges[k])."""
+    return np.unique(np.asarray(percentiles, np.float64)[10:100:10])
+
+
+def percentile_shares(percentiles: Sequence[float], edges: np.ndarray) -> np.ndarray:
+    """A profile's shares over the bins cut at `edges`, read from its percentiles."""
+    return np.diff(np.concatenate([[0.0], percentile_cdf(percentiles, edges), [1.0]]))
+
+
 def numeric_shares(old: Mapping[str, Any], new: Mapping[str, Any]) -> Tuple[np.ndarray, np.ndarray]:
     """Both profiles' shares over bins cut at `old`'s distinct deciles, each read from the profile's percentiles."""
-    edges = np.unique(np.asarray(old["percentiles"], np.float64)[10:100:10])
-
-    def shares(profile: Mapping[str, Any]) -> np.ndarray:
-        return np.diff(np.concatenate([[0.0], percentile_cdf(profile["percentiles"], edges), [1.0]]))
-
-    return shares(old), shares(new)
+    edges = decile_edges(old["percentiles"])
+    return percentile_shares(old["percentiles"], edges), percentile_shares(new["percentiles"], edges)
 
 
 def category_shares(old: Mapping[str, Any], new: Mapping[str, Any]) -> Tuple[np.ndarray, np.ndarray, float]:

@@ -15,7 +15,7 @@ the version. What scores, and how:
     `engine.user.beam.predict`, as the pipeline's stages score them.
 The output is published in one commit (`storage.commit_staged`); a non-empty output folder is refused.
 A built-in family's rows are first checked against the export's training profile (`data_profile`), on either
-engine, as the pipeline's stage checks them (`predict.skew`; on Beam the workers profile the rows, with the same
+engine, as the pipeline's stage checks them (`predict.skew`; on Beam the workers count the rows, with the same
 skew.json bytes): skew.json beside the predictions, and with "block" nothing is published. Not checked (said in the
 report's `why`): an export without a profile, a user's model_fn.
 """
@@ -48,7 +48,7 @@ from estimator_lib.predict.predicted import PredictionCounter
 from estimator_lib.predict.rows import slice_rows
 from estimator_lib.predict.saved_model import predicted_batches, saved_model_provenance
 from estimator_lib.predict.shards import PredictResult, commit_rows
-from estimator_lib.predict.skew import SkewCheck, SkewReport, skew_finish, skipped
+from estimator_lib.predict.skew import SkewCheck, SkewReport, skipped
 from estimator_lib.schema import Schema
 
 
@@ -203,9 +203,9 @@ def _built_in_predictions(
             return _on_beam(export_dir, schema, files, count, rows, output_dir, batch_size, extra, beam, check)
         origins = record_origins(files) if rows is None else encoded_origins(rows)
         count = origins.count if rows is None else count
-        report = check.before_scoring(files, schema, count)
-        counter = check.counter() if report is not None else None
-        finish = skew_finish(check, report, counter)
+        pending = check.start(files, schema, count)
+        counter = check.counter() if pending is not None else None
+        finish = check.finish(pending, counter)
         provenance = {**saved_model_provenance(export_dir, files, (), batch_size), **extra}
         result = _padded_saved_model(
             export_dir, schema, files, count, origins, output_dir, batch_size, provenance, counter, finish
@@ -231,9 +231,9 @@ def _on_beam(
     from estimator_lib.predict import beam as beam_predict  # Apache Beam takes about 1 s to import
     from estimator_lib.predict import skew_beam
 
-    report = skew_beam.before_scoring(check, files, schema, count, beam)
-    counter = check.counter() if report is not None else None
-    finish = skew_finish(check, report, counter)
+    pending = skew_beam.start(check, files, schema, count, beam)
+    counter = check.counter() if pending is not None else None
+    finish = check.finish(pending, counter)
     places = None
     if rows is not None:
         places = beam_predict.PlacesRef.of(rows.output_dir, rows.manifest, rows.manifest["key_column"] is not None)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
 
@@ -28,11 +28,15 @@ from estimator_lib.data import example_keys, records
 from estimator_lib.data.common import DataError
 from estimator_lib.model import record_check, transform
 from estimator_lib.schema import (
+    CODES_FEATURE,
     INDEX_FEATURE,
     KEY_FEATURE,
     PADDING_FEATURE,
     Schema,
 )
+
+if TYPE_CHECKING:
+    from estimator_lib.predict.tally import Bins
 
 InputFn = Callable[[Dict], tf.data.Dataset]
 Patterns = Union[str, Sequence[str]]
@@ -419,9 +423,13 @@ def padded_batches(
     return own.apply(tf.data.experimental.assert_cardinality(steps * replicas_per_host))
 
 
-def _padded_input_fn(files: List[str], schema: Schema, num_examples: Optional[int], with_label: bool) -> InputFn:
+def _padded_input_fn(
+    files: List[str], schema: Schema, num_examples: Optional[int], with_label: bool, bins: Optional[Bins] = None
+) -> InputFn:
     count = count_records(files) if num_examples is None else num_examples
     spec = transform.parse_spec(schema, with_label=with_label, label_default=True)
+    if bins is not None:  # its numerics parse missing as NaN, then take the schema's default
+        spec.update(bins.spec())
 
     def input_fn(params: Dict) -> tf.data.Dataset:
         batch_size = params["batch_size"]
@@ -434,11 +442,16 @@ def _padded_input_fn(files: List[str], schema: Schema, num_examples: Optional[in
             rows = batch_size if group == 1 else tf.shape(serialized)[0]  # static on a TPU
             index = tf.cast(batch_index, tf.int32) * batch_size * group + tf.range(rows, dtype=tf.int32)
             parsed = tf.io.parse_example(serialized, spec)
+            codes = None
+            if bins is not None:
+                codes, parsed = bins.columns(parsed, rows), transform.impute_numerics(parsed, schema)
             features = transform.to_model_features(parsed, schema)
             features[PADDING_FEATURE] = tf.cast(index >= count, tf.float32)
             if not with_label:
                 features[INDEX_FEATURE] = index
                 features[example_keys.KEY_BYTES_FEATURE] = example_keys.encode(parsed[KEY_FEATURE])
+                if codes is not None:
+                    features[CODES_FEATURE] = codes
                 return features
             return features, transform.to_model_label(parsed, schema)
 
@@ -470,15 +483,19 @@ def eval_input_fn_builder(patterns: Patterns, schema: Schema, num_examples: Opti
     return _padded_input_fn(files, schema, num_examples, with_label=True)
 
 
-def predict_input_fn_builder(patterns: Patterns, schema: Schema, num_examples: Optional[int] = None) -> InputFn:
+def predict_input_fn_builder(
+    patterns: Patterns, schema: Schema, num_examples: Optional[int] = None, bins: Optional[Bins] = None
+) -> InputFn:
     """Builds the prediction input_fn: every record once, in file order, padded to whole batches.
 
     Returns:
       input_fn(params) -> Dataset of features, including `is_padding` float32 [batch], `example_index`
       int32 [batch] (the row's position in the input, so the host can check order) and `example_key_bytes`
-      int32 [batch, example_keys.WIDTH] (the row's key, packed by `example_keys.encode`).
+      int32 [batch, example_keys.WIDTH] (the row's key, packed by `example_keys.encode`); with `bins`, the skew
+      check's `skew_codes` float32 [batch, features] too (`predict.tally`: counted from the predictions, so the check
+      reads and parses no row of its own).
 
     The files are not checked against the schema here: batch prediction checks TFRecords from elsewhere where
     it takes them (`predict.sources`), and a prepared split is checked when the model trains on its dataset.
     """
-    return _padded_input_fn(resolve_files(patterns), schema, num_examples, with_label=False)
+    return _padded_input_fn(resolve_files(patterns), schema, num_examples, with_label=False, bins=bins)

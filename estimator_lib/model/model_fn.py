@@ -24,7 +24,7 @@ from estimator_lib.model import metrics as metrics_lib
 from estimator_lib.model.families import ModelContext, load_logits_fn
 from estimator_lib.model.inputs import PREDICT_BATCHES_PER_RUN, STEPS_PER_RUN
 from estimator_lib.model.warm_start import warm_start_scaffold_fn
-from estimator_lib.schema import INDEX_FEATURE, PADDING_FEATURE, Schema, SchemaError
+from estimator_lib.schema import CODES_FEATURE, INDEX_FEATURE, PADDING_FEATURE, Schema, SchemaError
 
 ModeKeys = tf.estimator.ModeKeys
 TPUEstimatorSpec = tf.compat.v1.estimator.tpu.TPUEstimatorSpec
@@ -35,6 +35,9 @@ StepFn = Callable[[Dict[str, tf.Tensor], tf.Tensor], Tuple[tf.Tensor, tf.Operati
 TARGET_STEP = "target_step"
 # The eval set's real rows per eval step (rows / steps): makes EVAL mode's loss exact under padding (`_eval_loss`).
 EVAL_ROWS_PER_STEP = "eval_rows_per_step"
+
+# What the predict input adds for the host only: the predictions carry it whole, the model never sees it.
+CARRIED = (KEY_BYTES_FEATURE, CODES_FEATURE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -354,10 +357,11 @@ def build_model_fn(schema: Schema, job: JobConfig, metric_fn: Optional[metrics_l
                 loss, train_op, _ = step_fn(features, labels)
             return _train_spec(loss, train_op, scaffold_fn(), hooks)
         ctx = ModelContext(model_schema, job.model, mode, schema.label.num_logits)
-        # The packed example key only travels from the input to the predictions; the model never sees it.
-        key_bytes = features.get(KEY_BYTES_FEATURE) if isinstance(features, dict) else None
-        if key_bytes is not None:
-            features = {k: v for k, v in features.items() if k != KEY_BYTES_FEATURE}
+        # The packed example key and the skew check's codes only travel from the input to the predictions; the
+        # model never sees them.
+        carried = {k: features[k] for k in CARRIED if isinstance(features, dict) and k in features}
+        if carried:
+            features = {k: v for k, v in features.items() if k not in carried}
         if _predicts_in_loop(mode, params):
             logits, head = None, predict_head(features, ctx, params)
         else:
@@ -368,8 +372,7 @@ def build_model_fn(schema: Schema, job: JobConfig, metric_fn: Optional[metrics_l
             for passthrough in (PADDING_FEATURE, INDEX_FEATURE):
                 if passthrough in features:
                     predictions[passthrough] = tf.identity(features[passthrough])
-            if key_bytes is not None:
-                predictions[KEY_BYTES_FEATURE] = tf.identity(key_bytes)
+            predictions.update({k: tf.identity(v) for k, v in carried.items()})
             return TPUEstimatorSpec(mode, predictions=predictions, export_outputs=_export_outputs(head, schema))
         weights = 1.0 - features.get(PADDING_FEATURE, tf.zeros_like(head.per_example_loss))
         eval_metrics = (metric_fn, [labels, logits, head.per_example_loss, weights])

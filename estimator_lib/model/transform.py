@@ -71,6 +71,16 @@ def to_model_features(parsed: Mapping[str, Tensor], schema: Schema) -> Dict[str,
     return out
 
 
+def impute_numerics(parsed: Mapping[str, Tensor], schema: Schema) -> Dict[str, Tensor]:
+    """`parsed` with each numeric feature's NaN (a missing value parsed as NaN) replaced by the default
+    `parse_spec` gives a missing value (the schema's mean): the model sees what it would have seen."""
+    out = dict(parsed)
+    for f in schema.features:
+        if f.kind == NUMERIC and f.key in out:
+            out[f.key] = tf.where(tf.math.is_nan(out[f.key]), tf.constant(f.mean, tf.float32), out[f.key])
+    return out
+
+
 def to_model_label(parsed: Mapping[str, Tensor], schema: Schema) -> Optional[Tensor]:
     """The label as int32 [B] class index (classification) or float32 [B] value (regression), if parsed."""
     if LABEL_KEY not in parsed:

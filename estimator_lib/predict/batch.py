@@ -44,8 +44,8 @@ from estimator_lib.predict.keys import KeyedRows
 from estimator_lib.predict.origins import Origins, prepared_origins, record_origins
 from estimator_lib.predict.rows import Batch
 from estimator_lib.predict.shards import PredictResult, check_num_shards, commit_rows
-from estimator_lib.predict.skew import SkewCheck, skew_finish
-from estimator_lib.schema import INDEX_FEATURE, PADDING_FEATURE, Schema
+from estimator_lib.predict.skew import SkewCheck
+from estimator_lib.schema import CODES_FEATURE, INDEX_FEATURE, PADDING_FEATURE, Schema
 
 # Prediction batches buffered between the estimator's thread and the writer: enough to ride out a slow
 # shard switch or a GC pause without stalling the model (32 x batch x outputs, a few MB at batch 1024; on CPU
@@ -228,14 +228,17 @@ def _checkpoint_predictions(
     skew: Optional[SkewCheck] = None,
 ) -> PredictResult:
     """`batch_predict` after its argument checks; `provenance` adds entries to the manifest; the skew check of
-    the rows runs before the model, its predictions' part after the scoring, and skew.json is committed with
-    the predictions (`skew_finish`)."""
+    the rows counts the codes the predict input passes through the model (`SkewCheck.tap`; "block" reads the rows
+    before the model instead), its predictions' part after the scoring, and skew.json is committed with the
+    predictions (`SkewCheck.finish`)."""
     files = inputs.resolve_files(data)
-    input_fn = inputs.predict_input_fn_builder(files, schema, num_examples)
+    tap = skew.tap(schema) if skew is not None else None
+    input_fn = inputs.predict_input_fn_builder(files, schema, num_examples, tap.bins if tap is not None else None)
     count = input_fn.num_examples  # type: ignore[attr-defined]
-    report = skew.before_scoring(files, schema, count) if skew is not None else None
-    counter = skew.counter() if skew is not None and report is not None else None
-    checkpoint, batches = _estimator_batches(job, schema, model_dir, input_fn, count, checkpoint_path)
+    pending = skew.start(files, schema, count, tap=tap) if skew is not None else None
+    counter = skew.counter() if pending is not None else None
+    fetched = fetched_keys(schema) + ([CODES_FEATURE] if tap is not None else [])
+    checkpoint, batches = _estimator_batches(job, schema, model_dir, input_fn, count, checkpoint_path, fetched)
     keyed = KeyedRows(files, columns, schema, job.training.predict_batch_size)
     provenance = {
         **provenance,
@@ -246,8 +249,10 @@ def _checkpoint_predictions(
         "keys": keyed.report,  # complete once every row is joined, before the manifest is written
     }
     joined = keyed.join(real_rows(batches, count))
+    if tap is not None:
+        joined = tap.counted(joined)
     formatter = RowFormatter(schema, columns, origins)
-    finish = skew_finish(skew, report, counter)
+    finish = skew.finish(pending, counter) if skew is not None else None
     return commit_rows(joined, formatter, count, output_dir, num_shards, provenance, counter, finish)
 
 
@@ -258,17 +263,16 @@ def _estimator_batches(
     input_fn: Callable[..., Any],
     count: int,
     checkpoint_path: Optional[str],
+    fetched: List[str],
 ) -> Tuple[str, Iterator[Batch]]:
-    """The checkpoint used and the estimator's whole predict batches (padding included, `fetched_keys`),
+    """The checkpoint used and the estimator's whole predict batches (padding included, the `fetched` keys),
     produced in a thread of their own."""
     per_run = 1 if job.tpu.use_tpu else inputs.predict_batches_per_run(job.training.predict_batch_size, count)
     estimator = build_estimator(job, schema, model_dir, predict_batches_per_run=per_run)
     checkpoint = checkpoint_path or checkpoints.selected_checkpoint(model_dir)
     if checkpoint is None:
         raise FileNotFoundError(f"no checkpoint in model_dir={model_dir!r} to predict with; train first")
-    batches = estimator.predict(
-        input_fn, predict_keys=fetched_keys(schema), yield_single_examples=False, checkpoint_path=checkpoint
-    )
+    batches = estimator.predict(input_fn, predict_keys=fetched, yield_single_examples=False, checkpoint_path=checkpoint)
     # The generator keeps the estimator's graph as this thread's default graph between batches, which would
     # break the eager host pass; a producer thread also overlaps the model with formatting and writing.
     return checkpoint, in_background(batches, depth=max(2, QUEUE_DEPTH // per_run))

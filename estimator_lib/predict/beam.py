@@ -53,8 +53,8 @@ from estimator_lib.predict.predicted import PredictionCounter
 from estimator_lib.predict.rows import slice_rows
 from estimator_lib.predict.saved_model import check_saved_model_arguments, predicted_batches, saved_model_provenance
 from estimator_lib.predict.shards import PredictResult, formatted_pieces, publish, shard_name, shard_sizes
-from estimator_lib.predict.skew import SkewCheck, skew_finish
-from estimator_lib.predict.skew_beam import before_scoring
+from estimator_lib.predict.skew import SkewCheck
+from estimator_lib.predict.skew_beam import start
 from estimator_lib.predict.sources import encoded_rows_uri, prediction_source, scoring_options
 from estimator_lib.schema import Schema
 
@@ -308,8 +308,8 @@ def score(
         extra = {"raw": raw_record(rows, encoded_rows_uri(output_dir))}
         origins = PlacesRef.of(rows.output_dir, rows.manifest, rows.manifest["key_column"] is not None)
     check = SkewCheck(prepared.profile(), skew, predicted)
-    report = before_scoring(check, inputs.resolve_files(uri), prepared.schema, count, beam_config)
-    counter = check.counter() if report is not None else None
+    pending = start(check, inputs.resolve_files(uri), prepared.schema, count, beam_config)
+    counter = check.counter() if pending is not None else None
     exported = export_model(job, prepared.schema, model_dir, output_dir.rstrip("/") + EXPORT_SUFFIX, verify_rows=uri)
     return predict_from_saved_model(
         exported.export_dir,
@@ -322,7 +322,7 @@ def score(
         provenance=extra,
         origins=origins,
         counter=counter,
-        finish=skew_finish(check, report, counter),
+        finish=check.finish(pending, counter),
     )
 
 

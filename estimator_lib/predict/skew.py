@@ -1,22 +1,26 @@
 """The skew check: the rows batch prediction scores against the data the model was trained on. Host CPU only.
 
-Both sides are `estimator_lib.data.distribution` profiles: the training split's (`PrepareResult.profile()`, an
-export's `data_profile`) and the scored rows' (`profile_scored`: `distribution.profile_records` over the encoded
-TFRecords, from their chunks' summaries as preparation's exact profile is made). `compare` reads only the two
-profiles; the Beam engine's workers summarise the chunks they read and its launcher merges the summaries
-(`predict.skew_beam`), the same computation, so both engines write the same skew.json bytes for the same rows. The
-figures are `data.validation`'s: one definition each.
-Per feature, against `SkewConfig`'s thresholds (docs/predict_export.md):
+The training side is its `estimator_lib.data.distribution` profile (`PrepareResult.profile()`, an export's
+`data_profile`); the scored side is the rows' counts over that profile's bins (`predict.tally`: one parse of the
+encoded records, integer counts). `compare` reads only the two; the Beam engine's workers count the files they read
+and its launcher adds the counts (`predict.skew_beam`), so both engines write the same skew.json bytes for the same
+rows. The figures are `data.validation`'s: one definition each. Per feature, against `SkewConfig`'s thresholds
+(docs/predict_export.md):
 
   * every feature: the change of its missing share (`validation.missing_share`);
-  * numeric: PSI over the training deciles (`validation.numeric_psi`), and the share of present values outside
-    the training [min, max] (read from the 101 percentiles: 1% resolution);
+  * numeric: PSI over the training deciles (`validation.psi`; the scored shares are counted exactly), and the share
+    of present values outside the training [min, max];
   * categorical: PSI over the training categories plus one unseen bin, and the share of present values that are
     a category never seen in training (`validation.category_shares`).
 
 And the predictions: the shares of the predicted classes (a regressor's: of the deciles of its eval predictions)
-against those of the eval rows the model was blessed on (`predict.predicted`), counted while the rows are scored
-and judged before the predictions are committed (`SkewCheck.after_scoring`).
+against those of the eval rows the model was blessed on (`predict.predicted`), counted while the rows are scored.
+
+When: with `predict.skew=warn` the rows are counted while they are scored: from the columns the checkpoint's own
+predict input passes through the model (`SkewCheck.tap`), else in a read of their own in a thread beside the
+scoring (`SkewCheck.start`); both parts are judged before the predictions are committed (`SkewFinish`). With
+`block` the rows are read and judged before any is scored, so a skewed set costs no scoring, and the predictions
+before the commit.
 
 Not covered yet: a user's model_fn (no row profile).
 """
@@ -25,7 +29,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import statistics
+import threading
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
@@ -33,10 +39,10 @@ import numpy as np
 from estimator_lib import storage
 from estimator_lib.config.skew import BLOCK, OFF, SkewConfig
 from estimator_lib.config.stages import SKEW_FILE
-from estimator_lib.data import distribution
-from estimator_lib.data.validation import category_shares, missing_share, numeric_shares, psi
+from estimator_lib.data.validation import category_shares, decile_edges, missing_share, percentile_shares, psi
 from estimator_lib.predict.predicted import PredictionCounter, PredictionProfile, PredictionSkew
 from estimator_lib.predict.predicted import compare as compare_predictions
+from estimator_lib.predict.tally import Bins, CodeCounter, Tally
 from estimator_lib.schema import NUMERIC, Schema
 
 PASSED, WARNED, BLOCKED, SKIPPED = "passed", "warned", "blocked", "skipped"
@@ -48,11 +54,16 @@ CHECKS = {
     "out of range": "max_out_of_range",
 }
 SHOWN = 5  # features a summary names
+NOW, THREAD, LATER = "now", "thread", "later"  # when a `PendingReport` is made
 PSI = "distance (PSI)"
+OUT_OF_RANGE = "out of range"
 # The breach a reading tells, the most specific first: a new category or missing values explain a PSI.
 READING_ORDER = ("unseen share", "missing change", PSI, "out of range")
 # A PSI is flagged only beyond what sampling noise reaches this often between samples of one distribution.
 NOISE_CONFIDENCE = 0.999
+# Added to each counted bin before its share is taken (Jeffreys' prior): PSI takes the log of a share, and a
+# decile that 69 scored rows happen to leave empty is not evidence of a share of 0.
+COUNT_PRIOR = 0.5
 
 
 class SkewError(ValueError):
@@ -162,13 +173,8 @@ def skipped(mode: str, why: str) -> SkewReport:
     return SkewReport(SKIPPED, mode, why=why)
 
 
-def profile_scored(files: Sequence[str], schema: Schema, rows: int) -> Dict[str, Any]:
-    """The profile of the `rows` encoded records in `files`, as the Beam engine's workers and launcher make it."""
-    return distribution.profile_records(files, schema, rows)
-
-
 def compare(training: Mapping[str, Any], scored: Mapping[str, Any], config: SkewConfig) -> SkewReport:
-    """Compares the scored rows' profile with the training profile, feature by feature.
+    """Compares the scored rows (`tally.Bins.scored`) with the training profile, feature by feature.
 
     Raises:
       SkewError: `config.features` overrides a feature the training profile lacks (naming it).
@@ -196,11 +202,15 @@ def feature_skew(
     name: str, old: Mapping[str, Any], new: Mapping[str, Any], thresholds: Mapping[str, float]
 ) -> FeatureSkew:
     """One feature's figures (`_figures`), judged against `thresholds` ({`SkewConfig` field: limit}); the PSI's
-    limit is raised to what sampling noise reaches between samples of these sizes (`psi_noise`)."""
+    limit and the out-of-range share's are raised to what sampling noise reaches between samples of these sizes
+    (`psi_noise`, `out_of_range_noise`)."""
     figures, bins = _figures(old, new)
     limits = {check: float(thresholds[CHECKS[check]]) for check in figures}
     if bins:
         limits[PSI] = max(limits[PSI], psi_noise(bins, old["present"], new["present"]))
+    if OUT_OF_RANGE in figures:
+        sampled = old["present"] // old.get("sample_every", 1)  # the values the training min and max are of
+        limits[OUT_OF_RANGE] = max(limits[OUT_OF_RANGE], out_of_range_noise(sampled, new["present"]))
     ratios = {check: _ratio(figures[check], limits[check]) for check in figures}
     breaches = tuple(sorted((c for c in figures if figures[c] > limits[c]), key=lambda c: -ratios[c]))
     severity = max(ratios.values())
@@ -222,12 +232,39 @@ def _figures(old: Mapping[str, Any], new: Mapping[str, Any]) -> Tuple[Dict[str, 
         return figures, 0
     if old["kind"] == NUMERIC:
         old_shares, new_shares = numeric_shares(old, new)
-        figures["out of range"] = out_of_range(old, new)
+        figures[OUT_OF_RANGE] = (new["below"] + new["above"]) / new["present"]
     else:
         old_shares, new_shares, unseen = category_shares(old, new)
         figures["unseen share"] = float(unseen)
     figures[PSI] = psi(old_shares, new_shares)
     return figures, int(np.count_nonzero((old_shares > 0) | (new_shares > 0)))
+
+
+def out_of_range_noise(old_present: int, new_present: int) -> float:
+    """The share of values outside the training [min, max] that rows of the training distribution stay at or under
+    with probability `NOISE_CONFIDENCE`.
+
+    A value of the same distribution falls outside the range of n training values with probability 2 / (n + 1);
+    the count of m such values beyond it is taken as binomial, and its quantile found by summing the probabilities
+    (over a mean of 50, by the normal approximation).
+    0.087 for 47 rows against 150, 0.00002 for 200,000 against a million: the limit then is `max_out_of_range`.
+    """
+    n, m = max(old_present, 1), max(new_present, 1)
+    p = min(2.0 / (n + 1), 1.0)
+    if p >= 1.0:
+        return 1.0
+    mean = m * p
+    if mean > 50:  # the normal approximation (and the first probabilities would underflow)
+        z = statistics.NormalDist().inv_cdf(NOISE_CONFIDENCE)
+        return min((mean + z * math.sqrt(mean * (1 - p))) / m, 1.0)
+    log_q = math.log1p(-p)
+    k, log_pmf = 0, m * log_q  # P(X = 0)
+    cdf = math.exp(log_pmf)
+    while cdf < NOISE_CONFIDENCE and k < m:
+        log_pmf += math.log(m - k) - math.log(k + 1) + math.log(p) - log_q
+        k += 1
+        cdf += math.exp(log_pmf)
+    return k / m
 
 
 def psi_noise(bins: int, old_present: int, new_present: int) -> float:
@@ -243,14 +280,13 @@ def psi_noise(bins: int, old_present: int, new_present: int) -> float:
     return quantile * (1 / max(old_present, 1) + 1 / max(new_present, 1))
 
 
-def out_of_range(old: Mapping[str, Any], new: Mapping[str, Any]) -> float:
-    """The share of `new`'s present values outside `old`'s [min, max], read from `new`'s 101 percentiles:
-    those strictly below the minimum plus those strictly above the maximum (1% resolution)."""
-    points = np.asarray(new["percentiles"], np.float64)
-    low, high = old["percentiles"][0], old["percentiles"][-1]
-    below = np.searchsorted(points, low, side="left")
-    above = len(points) - np.searchsorted(points, high, side="right")
-    return float((below + above) / len(points))
+def numeric_shares(old: Mapping[str, Any], new: Mapping[str, Any]) -> Tuple[np.ndarray, np.ndarray]:
+    """The shares of the training profile (read from its percentiles) and of the scored rows (counted, each bin's
+    count plus `COUNT_PRIOR`: an empty bin of a small sample is not read as a share of 0) over the bins cut at the
+    training deciles' distinct values (`tally.FeatureBins.edges`)."""
+    old_shares = percentile_shares(old["percentiles"], decile_edges(old["percentiles"]))
+    counts = np.asarray(new["bins"], np.float64) + COUNT_PRIOR
+    return old_shares, counts / counts.sum()
 
 
 def _reading(name: str, check: str, old: Mapping[str, Any], new: Mapping[str, Any], figures: Mapping) -> str:
@@ -263,11 +299,24 @@ def _reading(name: str, check: str, old: Mapping[str, Any], new: Mapping[str, An
         low, high = old["percentiles"][0], old["percentiles"][-1]
         return f"`{name}`: {value:.0%} of its values lie outside the training range [{low:g}, {high:g}]"
     if old["kind"] == NUMERIC:
-        return (
-            f"`{name}`: its distribution moved (PSI {value:.2f} over the training deciles; mean {old['mean']:.4g} "
-            f"in training, {new['mean']:.4g} here)"
-        )
+        moved = _bin_moved_most(old, new)
+        return f"`{name}`: its distribution moved (PSI {value:.2f} over the training deciles; {moved})"
     return f"`{name}`: its category shares moved (PSI {value:.2f}; {_moved_most(old, new)})"
+
+
+def _bin_moved_most(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
+    """The training decile bin whose share of present values changed most, as "30% of its values lie in
+    (39.2, 42.1] here, 10% in training"."""
+    old_shares, new_shares = numeric_shares(old, new)
+    edges = decile_edges(old["percentiles"])
+    k = int(np.argmax(np.abs(new_shares - old_shares)))
+    if k == 0:
+        where = f"at or below {edges[0]:g}"
+    elif k == len(edges):
+        where = f"above {edges[-1]:g}"
+    else:
+        where = f"in ({edges[k - 1]:g}, {edges[k]:g}]"
+    return f"{new_shares[k]:.0%} of its values lie {where} here, {old_shares[k]:.0%} in training"
 
 
 def _moved_most(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
@@ -295,14 +344,66 @@ class SkewCheck:
             return None
         return PredictionProfile.from_dict(self.predicted).counter()
 
-    def after_scoring(self, report: Optional[SkewReport], counter: Optional[PredictionCounter]) -> Optional[SkewReport]:
-        """`report` (`before_scoring`'s) with the scored rows' predictions (`counter`, filled while scoring)
-        compared with the eval rows'; call it before the predictions are committed.
+    def tap(self, schema: Schema) -> Optional[CodeCounter]:
+        """What batch prediction's own input pipeline feeds with the rows' codes (`tally.CodeCounter`; its
+        `bins` go to `inputs.predict_input_fn_builder`): with "warn" and a training profile; None otherwise
+        ("block" reads the rows before scoring them, "off" reads nothing)."""
+        if self.config.skew in (OFF, BLOCK) or self.training is None:
+            return None
+        return CodeCounter(Bins.of(self.training, schema))
+
+    def start(
+        self,
+        files: Sequence[str],
+        schema: Schema,
+        rows: Optional[int],
+        tally: Optional[Callable[[Bins], Tally]] = None,
+        tap: Optional[CodeCounter] = None,
+    ) -> Optional["PendingReport"]:
+        """The check of the `rows` encoded records of `files` (None: not checked) against the training profile;
+        None with `predict.skew=off` (nothing is read). With "block" the rows are judged here, before any is
+        scored; with "warn" they are counted while they are scored: by `tap` (`SkewCheck.tap`'s, fed by the
+        scoring's own input) and judged when the report is asked for, else read in a thread of their own.
+        `tally(bins)` counts them elsewhere, at once (Beam's workers); None counts them here (`Bins.tally`).
+
+        Raises:
+          SkewError: with `predict.skew=block`, a feature beyond a threshold (naming the worst ones); nothing is
+            scored or published.
+        """
+        if self.config.skew == OFF:
+            return None
+        training = self.training
+        if training is None:
+            why = "the model records no profile of its training data (prepared before profiles)"
+            return PendingReport(lambda: skipped(self.config.skew, why))
+        bins = Bins.of(training, schema) if tap is None else tap.bins
+
+        def judged(counted: Tally) -> SkewReport:
+            report = compare(training, bins.scored(bins.checked(counted, rows)), self.config)
+            enforce(report)
+            return report
+
+        if tap is not None:
+            return PendingReport(lambda: judged(tap.tally), LATER)
+        count = tally or (lambda b: b.tally(files))
+        return PendingReport(
+            lambda: judged(count(bins)), THREAD if tally is None and self.config.skew != BLOCK else NOW
+        )
+
+    def finish(
+        self, pending: Optional["PendingReport"], counter: Optional[PredictionCounter]
+    ) -> Optional["SkewFinish"]:
+        """The `SkewFinish` of `start`'s check; None when there is none (`predict.skew=off`)."""
+        return None if pending is None else SkewFinish(self, pending, counter)
+
+    def after_scoring(self, report: SkewReport, counter: Optional[PredictionCounter]) -> SkewReport:
+        """`report` (the rows') with the scored rows' predictions (`counter`, filled while scoring) compared with
+        the eval rows'; call it before the predictions are committed.
 
         Raises:
           SkewError: with `predict.skew=block`, the predictions moved beyond the threshold; nothing is published.
         """
-        if report is None or counter is None:
+        if counter is None:
             return report
         reference = PredictionProfile.from_dict(self.predicted)
         judged = report.with_predictions(
@@ -311,55 +412,50 @@ class SkewCheck:
         enforce(judged)
         return judged
 
-    def before_scoring(self, files: Sequence[str], schema: Schema, rows: int) -> Optional[SkewReport]:
-        """`check_scored_rows` of the encoded records about to be scored."""
-        return check_scored_rows(self.training, files, schema, rows, self.config)
 
-    def judged(self, scored: Callable[[], Mapping[str, Any]]) -> Optional[SkewReport]:
-        """`check_scored_rows` of the profile `scored()` gives (called only when there is something to compare it
-        with: an engine that profiles the rows elsewhere passes its own)."""
-        if self.config.skew == OFF:
-            return None
-        if self.training is None:
-            return skipped(
-                self.config.skew, "the model records no profile of its training data (prepared before profiles)"
-            )
-        report = compare(self.training, scored(), self.config)
-        enforce(report)
-        return report
+class PendingReport:
+    """The rows' skew report (`SkewCheck.start`), made `when`: NOW (raising here), in a THREAD of its own while the
+    rows are scored, or LATER, by `result()` (from counts the scoring made); `result()` returns it, raising what
+    making it raised."""
+
+    def __init__(self, make: Callable[[], SkewReport], when: str = NOW):
+        self._make, self._report, self._error = make, None, None
+        self._thread: Optional[threading.Thread] = None
+        if when == THREAD:
+            self._thread = threading.Thread(target=self._run, name="skew-check", daemon=True)
+            self._thread.start()
+        elif when == NOW:
+            self._report = make()
+
+    def _run(self) -> None:
+        try:
+            self._report = self._make()
+        except BaseException as e:  # noqa: B902 - handed to the thread that waits for the report
+            self._error = e
+
+    def result(self) -> SkewReport:
+        if self._thread is not None:
+            self._thread.join()
+        elif self._report is None and self._error is None:
+            self._run()
+        if self._error is not None:
+            raise self._error
+        assert self._report is not None
+        return self._report
 
 
 class SkewFinish:
     """What runs in a prediction output's staging directory before its commit (`shards.publish`'s `finish`):
-    the predictions' part of the check (`SkewCheck.after_scoring`, which raises on "block"), then skew.json
-    written beside the predictions. `report` is the final report once it ran."""
+    the rows' report awaited, the predictions' part of the check (`SkewCheck.after_scoring`), each raising on
+    "block", then skew.json written beside the predictions. `report` is the final report once it ran."""
 
-    def __init__(self, check: SkewCheck, report: SkewReport, counter: Optional[PredictionCounter]):
-        self._check, self._counter, self.report = check, counter, report
+    def __init__(self, check: SkewCheck, pending: PendingReport, counter: Optional[PredictionCounter]):
+        self._check, self._pending, self._counter = check, pending, counter
+        self.report: Optional[SkewReport] = None
 
     def __call__(self, staging: str) -> None:
-        self.report = self._check.after_scoring(self.report, self._counter)
+        self.report = self._check.after_scoring(self._pending.result(), self._counter)
         write_report(self.report, staging)
-
-
-def skew_finish(
-    check: Optional[SkewCheck], report: Optional[SkewReport], counter: Optional[PredictionCounter]
-) -> Optional[SkewFinish]:
-    """The `SkewFinish` of a check's `report` (`before_scoring`'s); None when there is none (`predict.skew=off`)."""
-    return None if check is None or report is None else SkewFinish(check, report, counter)
-
-
-def check_scored_rows(
-    training: Optional[Mapping[str, Any]], files: Sequence[str], schema: Schema, rows: int, config: SkewConfig
-) -> Optional[SkewReport]:
-    """The skew report of the `rows` encoded records in `files`, before any is scored; None with
-    `predict.skew=off` (nothing is read).
-
-    Raises:
-      SkewError: with `predict.skew=block`, a feature beyond a threshold (naming the worst ones); nothing is
-        scored or published.
-    """
-    return SkewCheck(training, config).judged(lambda: profile_scored(files, schema, rows))
 
 
 def enforce(report: SkewReport) -> None:

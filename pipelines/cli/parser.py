@@ -130,7 +130,7 @@ def _add_predict_command(commands: Any) -> None:
         choices=ENGINES,
         default=INPROCESS,
         help="inprocess (the exported CPU graph in this process) or beam (Apache Beam's DirectRunner; its workers "
-        "profile the rows for the skew check)",
+        "count the rows for the skew check)",
     )
     add_skew_arguments(predict)
 

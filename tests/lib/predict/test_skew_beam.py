@@ -1,11 +1,10 @@
-"""The skew check on the Beam engine (DirectRunner): the workers' summaries merged by the launcher give the
-in-process profile byte for byte, so skew.json is the same bytes and flags the same features; "block" fails before
-anything is exported or published. The library on penguin TFRecords, then the batch-predict stage on a tiny model.
+"""The skew check on the Beam engine (DirectRunner): the workers' tallies added by the launcher are the in-process
+tally, so skew.json is the same bytes and flags the same features; "block" fails before anything is exported or
+published. The library on penguin TFRecords, then the batch-predict stage on a tiny model.
 """
 
 from __future__ import annotations
 
-import json
 import os
 
 import pytest
@@ -20,6 +19,7 @@ from estimator_lib.config.skew import SkewConfig  # noqa: E402
 from estimator_lib.config.stages import PredictSpec  # noqa: E402
 from estimator_lib.data import distribution, records  # noqa: E402
 from estimator_lib.predict import skew, skew_beam  # noqa: E402
+from estimator_lib.predict.tally import Bins  # noqa: E402
 
 SCORED = 68  # every fifth row of the shipped table is scored, the other 276 train
 
@@ -62,28 +62,21 @@ def penguins(tmp_path_factory):
     work = tmp_path_factory.mktemp("skew-beam")
     rows = [_typed(r) for r in penguin_rows()]
     train, scored = [r for i, r in enumerate(rows) if i % 5 != 4], rows[4::5]
-    training = distribution.profile_records(_write_records(str(work / "train"), train), PENGUIN_SCHEMA, len(train))
+    training = distribution.profile_split(_write_records(str(work / "train"), train), PENGUIN_SCHEMA, len(train))
     held_out = _write_records(str(work / "held-out"), scored)
     skewed = _write_records(str(work / "skewed"), _skewed(scored))
     return training, {"held-out": held_out, "skewed": skewed}
 
 
-def _dumped(profile) -> str:
-    return json.dumps(profile, indent=2, sort_keys=True)
-
-
 @pytest.mark.determinism
 @pytest.mark.parametrize("rows", ["held-out", "skewed"])
-def test_the_workers_profile_is_the_in_process_profile_byte_for_byte(penguins, rows):
-    files, n = penguins[1][rows], SCORED
-    here = distribution.profile_records(files, PENGUIN_SCHEMA, n)
-    assert _dumped(skew_beam.profile_on_beam(files, PENGUIN_SCHEMA, n)) == _dumped(here)
-    assert _dumped(skew_beam.profile_on_beam(files, PENGUIN_SCHEMA, None)) == _dumped(here)  # counted by the workers
-    # Chunks read again for each selection pass instead of held; and under profile_split's sample size, the profile
-    # the in-process check made before (np.percentile of every value read back).
-    assert _dumped(distribution.profile_records(files, PENGUIN_SCHEMA, n, held_values=1)) == _dumped(here)
-    assert _dumped(distribution.profile_split(files, PENGUIN_SCHEMA, n)) == _dumped(here)
-    assert here["rows"] == n and here["features"]["island"]["present"] + here["features"]["island"]["missing"] == n
+def test_the_workers_tally_is_the_in_process_tally(penguins, rows):
+    bins = Bins.of(penguins[0], PENGUIN_SCHEMA)
+    here, there = bins.tally(penguins[1][rows]), skew_beam.tally_on_beam(bins, penguins[1][rows])
+    assert here.rows == there.rows == SCORED
+    assert [c.tolist() for c in there.counts] == [c.tolist() for c in here.counts]
+    island = bins.scored(here)["features"]["island"]
+    assert island["present"] + island["missing"] == SCORED
 
 
 @pytest.mark.determinism
@@ -94,8 +87,8 @@ def test_the_workers_profile_is_the_in_process_profile_byte_for_byte(penguins, r
 def test_skew_json_is_the_same_bytes_and_flags_the_same_features_on_both_engines(penguins, tmp_path, rows, flagged):
     training, scored = penguins
     check = skew.SkewCheck(training, SkewConfig())
-    here = check.before_scoring(scored[rows], PENGUIN_SCHEMA, SCORED)
-    there = skew_beam.before_scoring(check, scored[rows], PENGUIN_SCHEMA, SCORED)
+    here = check.start(scored[rows], PENGUIN_SCHEMA, SCORED).result()  # counted in a thread
+    there = skew_beam.start(check, scored[rows], PENGUIN_SCHEMA, SCORED).result()
     a, b = skew.write_report(here, str(tmp_path / "inprocess")), skew.write_report(there, str(tmp_path / "beam"))
     with open(a, "rb") as f, open(b, "rb") as g:
         assert f.read() == g.read()
@@ -107,26 +100,26 @@ def test_block_on_beam_raises_the_in_process_error(penguins):
     training, scored = penguins
     check = skew.SkewCheck(training, SkewConfig(skew="block"))
     with pytest.raises(skew.SkewError) as here:
-        check.before_scoring(scored["skewed"], PENGUIN_SCHEMA, SCORED)
+        check.start(scored["skewed"], PENGUIN_SCHEMA, SCORED)  # judged at once: before any row is scored
     with pytest.raises(skew.SkewError) as there:
-        skew_beam.before_scoring(check, scored["skewed"], PENGUIN_SCHEMA, SCORED)
+        skew_beam.start(check, scored["skewed"], PENGUIN_SCHEMA, SCORED)
     assert str(there.value) == str(here.value)
     assert str(there.value).startswith("skew check blocked: 3 of 7 features skewed: `bill_length_mm`: ")
 
 
 def test_off_and_a_model_without_a_profile_run_no_pipeline(penguins):
     missing = ["/nonexistent/rows.tfrecord"]  # a pipeline would fail reading it
-    assert (
-        skew_beam.before_scoring(skew.SkewCheck(penguins[0], SkewConfig(skew="off")), missing, PENGUIN_SCHEMA, 3)
-        is None
-    )
-    report = skew_beam.before_scoring(skew.SkewCheck(None, SkewConfig(skew="block")), missing, PENGUIN_SCHEMA, 3)
+    assert skew_beam.start(skew.SkewCheck(penguins[0], SkewConfig(skew="off")), missing, PENGUIN_SCHEMA, 3) is None
+    report = skew_beam.start(skew.SkewCheck(None, SkewConfig(skew="block")), missing, PENGUIN_SCHEMA, 3).result()
     assert report.status == skew.SKIPPED
 
 
 def test_a_wrong_row_count_is_named(penguins):
+    check = skew.SkewCheck(penguins[0], SkewConfig())
     with pytest.raises(ValueError, match="the files hold 68 records, not the 69 expected"):
-        skew_beam.profile_on_beam(penguins[1]["held-out"], PENGUIN_SCHEMA, 69)
+        skew_beam.start(check, penguins[1]["held-out"], PENGUIN_SCHEMA, 69)
+    with pytest.raises(ValueError, match="the files hold 68 records, not the 69 expected"):
+        check.start(penguins[1]["held-out"], PENGUIN_SCHEMA, 69).result()
 
 
 # -- the batch-predict stage ------------------------------------------------------------------------------------
