@@ -10,7 +10,8 @@ command finds a run's summary (`find_summary`: a run id, a run folder, a summary
                               the list it continues with; a crash adds the signal and the stage's last log
                               lines), times, attempts; with status ok also the results (metrics, predictions,
                               export, ...)
-        report.html           when the run ends ok, the evaluation report (standalone HTML), copied here; when it
+        report.html           when the run ends ok, the evaluation report (standalone HTML), copied here with the
+                              skew check's section (`local.summary.copy_report`); when it
                               fails or is interrupted, a short report of where and why (`failures.failure_report`)
         tmp/                  TMPDIR of the run's processes while it runs; deleted when it ends
         space.reserve         1 MiB held while the run runs, so that a full disk still takes the summary that

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import html
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -16,9 +17,37 @@ from pipelines.run_summary import Blessing, Dataset, Results, RunSummary, Servin
 
 
 def copy_report(outputs: Mapping[str, Any], folder: runs.RunFolder) -> str:
-    """Copies the evaluate stage's HTML report into the run folder (OUTPUT/runs/<id>/report.html); its path."""
-    storage.write_bytes(folder.report, storage.read_bytes(outputs["report"].uri))
+    """Writes the evaluate stage's HTML report into the run folder (OUTPUT/runs/<id>/report.html), with the skew
+    check of the rows batch prediction scored after it (`skew_section`, before the data's section; none with
+    `predict.skew=off`); its path."""
+    page = storage.read_text(outputs["report"].uri)
+    skew = skew_summary(outputs["predictions"])
+    if skew is not None:
+        at = page.find("<h2>Data</h2>")
+        at = at if at >= 0 else page.rfind("</body>")
+        page = page[:at] + skew_section(skew) + page[at:]
+    storage.write_text(folder.report, page)
     return folder.report
+
+
+def skew_section(skew: Mapping[str, Any]) -> str:
+    """The run report's section on the skew check (`skew_summary`'s headline): the verdict, each of the worst
+    flagged features' reading and figures beyond their limits, the predictions' reading when they moved, and where
+    the whole skew.json is."""
+    worst = "".join(
+        f"<li><b>{html.escape(f['feature'])}</b>: {html.escape(f['reading'])} ("
+        + html.escape(", ".join(f"{b} {f['figures'][b]:g}" for b in f["breaches"]))
+        + ")</li>"
+        for f in skew["worst"]
+    )
+    moved = f"<p>The predictions moved: {html.escape(skew['predictions'])}</p>" if skew.get("predictions") else ""
+    return (
+        '<section id="skew"><h2>Skew check of the scored rows</h2>'
+        f"<p>{html.escape(skew['summary'])} (<code>predict.skew={html.escape(skew['mode'])}</code>)</p>"
+        + (f"<ul>{worst}</ul>" if worst else "")
+        + moved
+        + f"<p>Every feature's figures against its limits: <code>{html.escape(skew['uri'])}</code></p></section>"
+    )
 
 
 def data_summary(dataset: Any) -> dict[str, Any]:

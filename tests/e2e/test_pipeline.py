@@ -24,6 +24,7 @@ from estimator_lib import release, storage
 from estimator_lib.config import BlessingConfig, JobConfig, PrepareConfig, RunConfig
 from estimator_lib.data.embedded import default_dataset
 from estimator_lib.fingerprints import fingerprint_directory, saved_model_fingerprint
+from pipelines.local import summary as local_summary
 
 pytestmark = pytest.mark.slow
 
@@ -176,8 +177,12 @@ def test_default_run_copies_its_report_into_the_run_folder_and_prints_where(firs
     with open(summary["report"], encoding="utf-8") as f:
         document = f.read()
     assert_complete_report(document, classification=True)
+    # the evaluate stage's report, with the skew check of the rows batch prediction scored after it
     with open(summary["artifacts"]["report"], encoding="utf-8") as f:
-        assert f.read() == document
+        evaluated = f.read()
+    section = local_summary.skew_section(summary["predictions"]["skew"])
+    assert document == evaluated.replace("<h2>Data</h2>", section + "<h2>Data</h2>", 1)
+    assert '<section id="skew"><h2>Skew check of the scored rows</h2><p>passed: 7 features of ' in document
     with open(summary["artifacts"]["verdict"], encoding="utf-8") as f:
         assert f.read().startswith("# species (classification): model at step ")
 
