@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple, Union
 
 import tensorflow as tf
 
@@ -35,10 +35,17 @@ from estimator_lib.schema import (
     Schema,
 )
 
-if TYPE_CHECKING:
-    from estimator_lib.predict.tally import Bins
-
 InputFn = Callable[[Dict], tf.data.Dataset]
+
+
+class Bins(Protocol):
+    """What the predict input computes the skew check's columns with (`predict.tally.Bins`)."""
+
+    def spec(self) -> Dict[str, Any]: ...
+
+    def columns(self, parsed: Mapping[str, tf.Tensor], rows: tf.Tensor) -> tf.Tensor: ...
+
+
 Patterns = Union[str, Sequence[str]]
 _AUTOTUNE = tf.data.AUTOTUNE
 _INTERLEAVE_CYCLE = 4
