@@ -282,7 +282,7 @@ def describe_predictions(predictions: Dataset, result: PredictResult) -> None:
 
 def describe_skew(predictions: Dataset) -> None:
     """Predictions Dataset: the skew check's verdict and its worst features, read from the skew.json beside the
-    predictions (none with `predict.skew=off`, or from a user's model_fn: not checked yet); and, when the check
+    predictions (none with `predict.skew=off`); and, when the check
     warned, its one line as the artifact's "warning", which a Vertex AI run's webhook alert reads
     (`estimator_lib.cloud.alerts.alert_vertex_run`)."""
     report = skew.read_report(predictions.uri)

@@ -179,7 +179,7 @@ class Skew:
 
 @dataclasses.dataclass(frozen=True)
 class Predictions:
-    """`skew`: None when the check wrote no skew.json (`predict.skew=off`, a user's model_fn)
+    """`skew`: None when the check wrote no skew.json (`predict.skew=off`)
     or the run predates it."""
 
     uri: str

@@ -1,6 +1,6 @@
-"""What the skew check's tests share: the penguins' schema as the profile code sees it, and a tiny model trained
+"""What the skew check's tests share: the penguins' schema as the profile code sees it, a tiny model trained
 through the real prepare, train and evaluate components with rows a test can skew (`trained_stage`,
-`predict_stage`)."""
+`predict_stage`), and a user's records of every kind of feature a test can skew (`user_records`)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import csv
 import os
 from typing import Any, Sequence
 
+import numpy as np
+import tensorflow as tf
 from kfp.dsl import HTML, ClassificationMetrics, Dataset, Markdown, Metrics, Model
 
 from components.artifact_types import ModelBlessing
@@ -16,6 +18,7 @@ from components.evaluate import evaluate_model
 from components.prepare import prepare_data
 from components.train import train_model
 from estimator_lib.config import BlessingConfig, JobConfig, PrepareConfig
+from estimator_lib.config.feature_spec import FeatureSpec as RecordSpec
 from estimator_lib.config.stages import EvaluateSpec, PredictSpec, PrepareSpec, TrainSpec
 from estimator_lib.schema import CATEGORICAL, NUMERIC, FeatureSpec, LabelSpec, Schema
 
@@ -103,3 +106,80 @@ def predict_stage(work: Any, dataset: Any, model: Any, eval_predictions: str, na
         predictions=predictions,
     )
     return predictions
+
+
+# -- a user's records (a model_fn's feature spec) ----------------------------------------------------------
+USER_SPEC_JSON = {
+    "x": {"dtype": "float32", "shape": []},
+    "count": {"dtype": "int64", "shape": []},
+    "colour": {"dtype": "bytes", "shape": []},
+    "blob": {"dtype": "bytes", "shape": []},
+    "tokens": {"dtype": "int64", "shape": [8], "var_len": True},
+    "ids": {"dtype": "int32", "shape": [6]},
+    "pixels": {"dtype": "float32", "shape": [2, 2]},
+    "id": {"dtype": "bytes", "shape": []},
+    "label": {"dtype": "int64", "shape": []},
+}
+USER_SPEC = RecordSpec.from_json(USER_SPEC_JSON, "label", "id")
+COLOURS = ("red", "green", "blue")
+
+
+def user_example(x, count, colour, blob, tokens, ids, label):
+    def ints(values):
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
+
+    def text(value):
+        return tf.train.Feature(bytes_list=tf.train.BytesList(value=[value]))
+
+    feature = {
+        "x": tf.train.Feature(float_list=tf.train.FloatList(value=[x])),
+        "count": ints([count]),
+        "colour": text(colour.encode()),
+        "blob": text(blob),
+        "ids": ints(ids),
+        "pixels": tf.train.Feature(float_list=tf.train.FloatList(value=[0.0] * 4)),
+        "id": text(b"row"),
+        "label": ints([label]),
+    }
+    if tokens:
+        feature["tokens"] = ints(tokens)
+    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+
+
+def user_records(path, n, seed, shift=0.0, new_colour=0.0, no_tokens=0.0):
+    """`n` records drawn from one distribution; `shift` moves x by that many standard deviations, `new_colour`
+    and `no_tokens` are the shares of records with a colour never seen and without tokens."""
+    rng = np.random.default_rng(seed)
+    with tf.io.TFRecordWriter(path) as writer:
+        for _ in range(n):
+            colour = "purple" if rng.random() < new_colour else COLOURS[rng.choice(3, p=[0.5, 0.3, 0.2])]
+            tokens = [] if rng.random() < no_tokens else list(rng.integers(1, 100, rng.integers(1, 9)))
+            real = int(rng.integers(1, 7))
+            ids = list(rng.integers(1, 50, real)) + [0] * (6 - real)
+            blob = rng.bytes(int(rng.integers(300, 400)))  # a blob, not a category
+            x = rng.normal(10.0, 2.0) + 2.0 * shift
+            writer.write(user_example(x, int(rng.poisson(4)), colour, blob, tokens, ids, int(rng.integers(0, 2))))
+    return path
+
+
+# A user's model_fn on two scalar features of `USER_SPEC` (the module tabular_model.py of a code folder).
+USER_MODEL = '''
+import tensorflow as tf
+
+TPUEstimatorSpec = tf.compat.v1.estimator.tpu.TPUEstimatorSpec
+
+
+def model_fn(features, labels, mode, params):
+    """A logistic regression on two scalar features."""
+    x = tf.stack([features["x"], tf.cast(features["count"], tf.float32)], axis=1)
+    logit = tf.compat.v1.layers.dense(x, 1)[:, 0]
+    if mode == tf.estimator.ModeKeys.PREDICT:
+        return TPUEstimatorSpec(mode, predictions={"score": tf.sigmoid(logit)})
+    labels = tf.cast(tf.reshape(labels, [-1]), tf.float32)
+    loss = tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=logit))
+    if mode == tf.estimator.ModeKeys.EVAL:
+        metric_fn = lambda value: {"mean_loss": tf.compat.v1.metrics.mean(value)}
+        return TPUEstimatorSpec(mode, loss=loss, eval_metrics=(metric_fn, [tf.reshape(loss, [1])]))
+    train_op = tf.compat.v1.train.GradientDescentOptimizer(0.01).minimize(loss, tf.compat.v1.train.get_global_step())
+    return TPUEstimatorSpec(mode, loss=loss, train_op=train_op)
+'''

@@ -201,8 +201,8 @@ class RunConfig(JsonConfig):
         ]
         if self.validation != ValidationConfig():
             out.append("validation")
-        if self.predict != SkewConfig():
-            out.append("predict")
+        if self.predict.max_prediction_shift != SkewConfig().max_prediction_shift:
+            out.append("predict.max_prediction_shift")
         blessing = BlessingConfig()
         out += [f"blessing.{n}" for n in USER_UNREAD_BLESSING if getattr(self.blessing, n) != getattr(blessing, n)]
         return out

@@ -52,33 +52,53 @@ def _spec(schema: Schema) -> Dict[str, Any]:
     }
 
 
+class ColumnProfiler:
+    """Profiles a split's columns batch by batch (`add`), in bounded memory: numeric columns (float, NaN where
+    missing) keep every `every`-th present value (k = ceil(rows / SAMPLE_ROWS), the first one included), categorical
+    ones (bytes, b"" where missing) count every value; `numeric` and `categorical` give a column's profile entry."""
+
+    def __init__(self, numeric: Sequence[str], categorical: Sequence[str], rows: int):
+        self.rows, self.every, self.seen = rows, max(1, -(-rows // SAMPLE_ROWS)), 0
+        self._numbers: Dict[str, List[np.ndarray]] = {key: [] for key in numeric}
+        self._missing = {key: 0 for key in numeric}
+        self._present = {key: 0 for key in numeric}
+        self.counts: Dict[str, collections.Counter] = {key: collections.Counter() for key in categorical}
+
+    def add(self, batch: Dict[str, np.ndarray], size: int) -> None:
+        """Adds `size` records' columns (every numeric and categorical key's)."""
+        self.seen += size
+        for key, values in self._numbers.items():
+            present = batch[key][~np.isnan(batch[key])]
+            self._missing[key] += len(batch[key]) - len(present)
+            # Every `every`-th present value of the split, the first one included.
+            values.append(present[-self._present[key] % self.every :: self.every])
+            self._present[key] += len(present)
+        for key, counter in self.counts.items():
+            counter.update(batch[key].tolist())  # counted in C, no sort
+
+    def check(self) -> None:
+        if self.seen != self.rows:
+            raise AssertionError(f"profile: the split's shards hold {self.seen} records, not the {self.rows} written")
+
+    def numeric(self, key: str) -> Dict[str, Any]:
+        parts = self._numbers[key]
+        column = np.concatenate(parts) if parts else np.zeros(0, np.float32)
+        return _numeric(column.astype(np.float64), self._missing[key], self.rows, self.every)
+
+    def categorical(self, key: str) -> Dict[str, Any]:
+        return _categorical(self.counts[key], self.rows)
+
+
 def profile_split(files: Sequence[str], schema: Schema, rows: int) -> Dict[str, Any]:
     """The profile of the TFRecord `files` of one prepared split, which hold `rows` records."""
-    every = max(1, -(-rows // SAMPLE_ROWS))
-    numbers: Dict[str, List[np.ndarray]] = {f.key: [] for f in schema.numeric}
-    missing = {f.key: 0 for f in schema.numeric}
-    counts: Dict[str, collections.Counter] = {f.key: collections.Counter() for f in schema.categorical}
-    seen, present_seen = 0, {f.key: 0 for f in schema.numeric}
+    profiler = ColumnProfiler([f.key for f in schema.numeric], [f.key for f in schema.categorical], rows)
     dataset = tf.data.TFRecordDataset(list(files)).batch(_BATCH).map(lambda s: tf.io.parse_example(s, _spec(schema)))
     for batch in dataset.as_numpy_iterator():
-        seen += len(next(iter(batch.values())))
-        for key, values in numbers.items():
-            present = batch[key][~np.isnan(batch[key])]
-            missing[key] += len(batch[key]) - len(present)
-            # Every `every`-th present value of the split, the first one included.
-            values.append(present[-present_seen[key] % every :: every])
-            present_seen[key] += len(present)
-        for key, counter in counts.items():
-            counter.update(batch[key].tolist())  # counted in C, no sort
-    if seen != rows:
-        raise AssertionError(f"profile: the split's shards hold {seen} records, not the {rows} written")
-    features = {}
-    for f in schema.features:
-        if f.kind == NUMERIC:
-            column = np.concatenate(numbers[f.key]) if numbers[f.key] else np.zeros(0, np.float32)
-            features[f.name] = _numeric(column.astype(np.float64), missing[f.key], rows, every)
-        else:
-            features[f.name] = _categorical(counts[f.key], rows)
+        profiler.add(batch, len(next(iter(batch.values()))))
+    profiler.check()
+    features = {
+        f.name: profiler.numeric(f.key) if f.kind == NUMERIC else profiler.categorical(f.key) for f in schema.features
+    }
     return {"format_version": FORMAT_VERSION, "rows": rows, "features": features}
 
 

@@ -16,8 +16,9 @@ the version. What scores, and how:
 The output is published in one commit (`storage.commit_staged`); a non-empty output folder is refused.
 A built-in family's rows are first checked against the export's training profile (`data_profile`), on either
 engine, as the pipeline's stage checks them (`predict.skew`; on Beam the workers count the rows, with the same
-skew.json bytes): skew.json beside the predictions, and with "block" nothing is published. Not checked (said in the
-report's `why`): an export without a profile, a user's model_fn.
+skew.json bytes): skew.json beside the predictions, and with "block" nothing is published. A user's model_fn export
+is checked the same way over the columns of its feature spec its training records were profiled by
+(`model.user.profile`). Not checked (said in the report's `why`): an export without a profile.
 """
 
 from __future__ import annotations
@@ -25,14 +26,14 @@ from __future__ import annotations
 import dataclasses
 import os
 import tempfile
-from typing import Any, Callable, Dict, Iterator, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from estimator_lib import release, storage
 from estimator_lib.config import ConfigError, JobConfig
 from estimator_lib.config.beam import BEAM, BeamConfig, check_engine
 from estimator_lib.config.feature_spec import FeatureSpec
 from estimator_lib.config.run import RAW, TFRECORD, prediction_kind
-from estimator_lib.config.skew import BLOCK, OFF, SkewConfig
+from estimator_lib.config.skew import SkewConfig
 from estimator_lib.data import records
 from estimator_lib.data.prepare import encode_for_scoring
 from estimator_lib.data.score import ScoringData
@@ -48,7 +49,7 @@ from estimator_lib.predict.predicted import PredictionCounter
 from estimator_lib.predict.rows import slice_rows
 from estimator_lib.predict.saved_model import predicted_batches, saved_model_provenance
 from estimator_lib.predict.shards import PredictResult, commit_rows
-from estimator_lib.predict.skew import SkewCheck, SkewReport, skipped
+from estimator_lib.predict.skew import SkewCheck, SkewFinish, SkewReport
 from estimator_lib.schema import Schema
 
 
@@ -105,14 +106,14 @@ def predict_published(
     """Scores `data` (CSV / JSON Lines rows, or TFRecords) with the published version `model` names and commits
     the predictions at `output_dir` (JSON Lines shards and manifest.json, as the pipeline's batch prediction).
 
-    A built-in family's rows are checked against the export's training profile first (`skew`, None: the defaults,
-    "warn"; skew.json is written beside the predictions, as the pipeline's batch prediction writes it).
+    The rows (a user's model_fn: its records) are checked against the export's training profile first (`skew`,
+    None: the defaults, "warn"; skew.json is written beside the predictions, as the pipeline's batch prediction
+    writes it).
 
     Raises:
       ValueError: `output_dir` is not empty, `data` mixes kinds, or a row lacks a feature column (DataError).
       FileNotFoundError: no such version, or no files match `data`.
       SkewError: with `predict.skew=block`, the rows are skewed (naming the worst features); nothing is published.
-      ConfigError: `predict.skew=block` where the check cannot run (a user's model_fn).
     """
     skew = skew or SkewConfig()
     check_engine(engine)
@@ -121,26 +122,13 @@ def predict_published(
     version = published_version(model)
     metadata = read_export_metadata(version.uri)
     if "model_fn" in metadata:
-        _refuse_block(skew, version.uri)
-        result = _user_predictions(version.uri, metadata, list(data), kind, output_dir, engine, beam)
-        return Scored(version, result, _not_checked(skew, "the skew check does not cover a user's model_fn yet"))
+        check = SkewCheck(metadata.get("data_profile"), skew)
+        return Scored(
+            version, *_user_predictions(version.uri, metadata, list(data), kind, output_dir, engine, beam, check)
+        )
     predicted = (version.metadata.get("blessing") or {}).get("eval_predictions")
     scored = _built_in_predictions(version.uri, metadata, list(data), kind, output_dir, engine, beam, skew, predicted)
     return Scored(version, *scored)
-
-
-def _refuse_block(skew: SkewConfig, export_dir: str) -> None:
-    if skew.skew == BLOCK:
-        raise ConfigError(
-            f"predict.skew=block: {export_dir} is a user model_fn's export, which the skew check does not cover "
-            "yet; use --skew warn or off (its rows are then scored unchecked)"
-        )
-
-
-def _not_checked(skew: SkewConfig, why: str) -> Optional[SkewReport]:
-    """A "skipped" report naming `why` (not written: the pipeline's stage writes none there either); None when
-    the check is off."""
-    return None if skew.skew == OFF else skipped(skew.skew, why)
 
 
 def _check_empty(output_dir: str) -> None:
@@ -293,8 +281,10 @@ def _user_predictions(
     output_dir: str,
     engine: str,
     beam: Optional[BeamConfig],
-) -> PredictResult:
-    """A user's export: their model_fn with the export's variables, on TFRecords its feature spec describes."""
+    check: SkewCheck,
+) -> Tuple[PredictResult, Optional[SkewReport]]:
+    """A user's export: their model_fn with the export's variables, on TFRecords its feature spec describes,
+    checked against the profile of its training records (`check`), as the pipeline's stage checks them."""
     spec_json = _metadata_field(export_dir, metadata, "feature_spec", "how its records are parsed")
     if kind != TFRECORD:
         raise ValueError(
@@ -310,14 +300,18 @@ def _user_predictions(
     spec = FeatureSpec.from_json(spec_json, metadata.get("label"), metadata.get("key"))
     user = run.UserModel(metadata["model_fn"], spec, dict(metadata.get("hparams", {})), code_dir)
     files = inputs.resolve_files(data)
+    finished: List[SkewFinish] = []
     with tempfile.TemporaryDirectory(prefix="published-") as work:
         if engine == BEAM:  # the workers read a gs:// export where it is, as the pipeline's beam engine does
             from estimator_lib.engine.user import beam as user_beam  # Apache Beam takes about 1 s to import
 
             where = export_dir if storage.is_gcs(export_dir) else work
             with compat.readable_checkpoint(export_dir, where) as checkpoint:
-                return user_beam.predict(
-                    job, user, files, work, output_dir, checkpoint_path=checkpoint, beam_config=beam, code=code
-                )
-        with compat.readable_checkpoint(export_dir, work) as checkpoint:
-            return run.predict(job, user, files, work, output_dir, checkpoint_path=checkpoint)
+                on_beam = dict(beam_config=beam, code=code, skew=check, finished=finished)
+                result = user_beam.predict(job, user, files, work, output_dir, checkpoint_path=checkpoint, **on_beam)
+        else:
+            finish = run.skew_finish(check, files, spec, None)
+            finished += [finish] if finish is not None else []
+            with compat.readable_checkpoint(export_dir, work) as checkpoint:
+                result = run.predict(job, user, files, work, output_dir, checkpoint_path=checkpoint, finish=finish)
+    return result, finished[0].report if finished else None

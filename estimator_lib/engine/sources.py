@@ -178,13 +178,14 @@ class Records:
         skew: SkewConfig = DEFAULT_SKEW,
         predicted: Optional[Mapping[str, Any]] = None,
     ) -> PredictResult:
-        """Scores `data` with the user's model_fn; `skew` and `predicted` are not read: the skew check does not
-        cover a user's model_fn yet (RunConfig refuses predict.* settings for one)."""
+        """Scores `data` with the user's model_fn, its records first checked against the train split's profile
+        (`skew`; on Beam, counted by its workers); `predicted` is not read: a model_fn's predictions are its own
+        (RunConfig refuses `predict.max_prediction_shift` for one)."""
         if engine == BEAM:
             from estimator_lib.engine.user import beam as user_beam  # Apache Beam takes about 1 s to import
 
-            return user_beam.predict_stage(job, self.prepared, model_dir, data, output_dir, beam)
-        return user_stages.predict(job, self.prepared, model_dir, data, output_dir)
+            return user_beam.predict_stage(job, self.prepared, model_dir, data, output_dir, beam, skew)
+        return user_stages.predict(job, self.prepared, model_dir, data, output_dir, skew)
 
 
 Source = Union[Rows, Records]

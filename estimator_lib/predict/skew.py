@@ -22,7 +22,9 @@ scoring (`SkewCheck.start`); both parts are judged before the predictions are co
 `block` the rows are read and judged before any is scored, so a skewed set costs no scoring, and the predictions
 before the commit.
 
-Not covered yet: a user's model_fn (no row profile).
+A user's model_fn: its records are checked over the columns of their feature spec its preparation profiled
+(`model.user.profile`: the scalar features' values, the var_len features' lengths, encoded images' sizes), read in
+a thread beside the scoring ("block": before it); its predictions are its own and not compared.
 """
 
 from __future__ import annotations
@@ -32,11 +34,12 @@ import json
 import math
 import statistics
 import threading
-from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from estimator_lib import storage
+from estimator_lib.config.feature_spec import FeatureSpec
 from estimator_lib.config.skew import BLOCK, OFF, SkewConfig
 from estimator_lib.config.stages import SKEW_FILE
 from estimator_lib.data.validation import category_shares, decile_edges, missing_share, percentile_shares, psi
@@ -355,12 +358,14 @@ class SkewCheck:
     def start(
         self,
         files: Sequence[str],
-        schema: Schema,
+        schema: Union[Schema, FeatureSpec],
         rows: Optional[int],
         tally: Optional[Callable[[Bins], Tally]] = None,
         tap: Optional[CodeCounter] = None,
+        compression: str = "",
     ) -> Optional["PendingReport"]:
-        """The check of the `rows` encoded records of `files` (None: not checked) against the training profile;
+        """The check of the `rows` records of `files` (None: not checked) against the training profile: rows
+        encoded by `schema`, or a user's records its feature spec describes ("GZIP" or "" `compression`);
         None with `predict.skew=off` (nothing is read). With "block" the rows are judged here, before any is
         scored; with "warn" they are counted while they are scored: by `tap` (`SkewCheck.tap`'s, fed by the
         scoring's own input) and judged when the report is asked for, else read in a thread of their own.
@@ -377,6 +382,9 @@ class SkewCheck:
             why = "the model records no profile of its training data (prepared before profiles)"
             return PendingReport(lambda: skipped(self.config.skew, why))
         bins = Bins.of(training, schema) if tap is None else tap.bins
+        if not bins.features:
+            why = "none of the model's features is one the check reads (a scalar, a sequence's length)"
+            return PendingReport(lambda: skipped(self.config.skew, why))
 
         def judged(counted: Tally) -> SkewReport:
             report = compare(training, bins.scored(bins.checked(counted, rows)), self.config)
@@ -385,7 +393,7 @@ class SkewCheck:
 
         if tap is not None:
             return PendingReport(lambda: judged(tap.tally), LATER)
-        count = tally or (lambda b: b.tally(files))
+        count = tally or (lambda b: b.tally(files, compression))
         return PendingReport(
             lambda: judged(count(bins)), THREAD if tally is None and self.config.skew != BLOCK else NOW
         )

@@ -11,10 +11,11 @@ in-process engine makes (`Bins.tally`), and skew.json is the same bytes on both 
 from __future__ import annotations
 
 import functools
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple, Union
 
 from estimator_lib import storage
 from estimator_lib.config.beam import BeamConfig
+from estimator_lib.config.feature_spec import FeatureSpec
 from estimator_lib.data import beam_runners
 from estimator_lib.data.beam import beam, read_pickles, require_beam, work_directory, write_pickle
 from estimator_lib.predict.skew import PendingReport, SkewCheck
@@ -27,7 +28,7 @@ PURPOSE = "batch-predict-skew"
 def start(
     check: SkewCheck,
     files: Sequence[str],
-    schema: Schema,
+    schema: Union[Schema, FeatureSpec],
     rows: Optional[int],
     beam_config: Optional[BeamConfig] = None,
     compression: str = "",
@@ -38,7 +39,8 @@ def start(
     Raises:
       SkewError: with `predict.skew=block`, the rows are skewed (naming the worst features).
     """
-    return check.start(files, schema, rows, lambda bins: tally_on_beam(bins, files, beam_config, compression))
+    count = lambda bins: tally_on_beam(bins, files, beam_config, compression)  # noqa: E731
+    return check.start(files, schema, rows, count, compression=compression)
 
 
 def tally_on_beam(

@@ -26,12 +26,14 @@ parsed
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, Iterator, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import tensorflow as tf
 
+from estimator_lib.config.feature_spec import FeatureSpec
 from estimator_lib.data.validation import decile_edges
+from estimator_lib.model.user.profile import RecordColumn, parse_spec, profiled
 from estimator_lib.schema import CODES_FEATURE, NUMERIC, Schema
 
 CHUNK_ROWS = 1 << 16  # records parsed at a time by `Bins.tally`
@@ -48,6 +50,7 @@ class FeatureBins:
       edges: numeric: the training deciles' distinct values (bin k holds edges[k-1] < v <= edges[k]); empty when
         the training split had no present value. low, high: the training minimum and maximum.
       categories: categorical: the training categories, in the profile's order.
+      record: a user's records: the column of them it is (`model.user.profile`); None: an encoded row's feature.
     """
 
     name: str
@@ -57,6 +60,7 @@ class FeatureBins:
     low: float = 0.0
     high: float = 0.0
     categories: Tuple[str, ...] = ()
+    record: Optional[RecordColumn] = None
 
     @classmethod
     def of(cls, name: str, key: str, old: Mapping[str, Any]) -> "FeatureBins":
@@ -136,13 +140,21 @@ class Tally:
 
 @dataclasses.dataclass(frozen=True)
 class Bins:
-    """The bins of every feature both the training profile and the schema have, in schema order."""
+    """The bins of every feature both the training profile and the schema have, in schema order; of a user's
+    records, of every column of the feature spec the profile holds (`model.user.profile.profiled`)."""
 
     features: Tuple[FeatureBins, ...]
 
     @classmethod
-    def of(cls, training: Mapping[str, Any], schema: Schema) -> "Bins":
+    def of(cls, training: Mapping[str, Any], schema: Union[Schema, FeatureSpec]) -> "Bins":
         known = training["features"]
+        if isinstance(schema, FeatureSpec):
+            return cls(
+                tuple(
+                    dataclasses.replace(FeatureBins.of(c.name, c.key, known[c.name]), record=c)
+                    for c in profiled(schema, training)
+                )
+            )
         return cls(tuple(FeatureBins.of(f.name, f.key, known[f.name]) for f in schema.features if f.name in known))
 
     def empty(self) -> Tally:
@@ -150,7 +162,10 @@ class Bins:
 
     def spec(self) -> Dict[str, Any]:
         """The parse spec of the binned features: missing numerics parse as NaN, missing categoricals as "" (a
-        present one never is)."""
+        present one never is); a user's record columns parse as ragged lists (`profile.parse_spec`)."""
+        records = [f.record for f in self.features if f.record is not None]
+        if records:
+            return parse_spec(records)
         return {
             f.key: tf.io.FixedLenFeature([], tf.float32, default_value=float("nan"))
             if f.kind == NUMERIC
@@ -162,7 +177,11 @@ class Bins:
         """float32 [rows, features]: each feature's `FeatureBins.column` of columns parsed with `spec`."""
         if not self.features:
             return tf.zeros(tf.stack([rows, 0]), tf.float32)
-        return tf.stack([f.column(parsed[f.key]) for f in self.features], axis=1)
+        return tf.stack([f.column(self._values(f, parsed)) for f in self.features], axis=1)
+
+    @staticmethod
+    def _values(f: FeatureBins, parsed: Mapping[str, Any]) -> tf.Tensor:
+        return parsed[f.key] if f.record is None else f.record.values(parsed[f.key])
 
     def count(self, columns: np.ndarray) -> Tally:
         """The tally of some rows' `columns` matrix ([rows, features])."""

@@ -19,16 +19,18 @@ import tensorflow as tf
 from estimator_lib.config import JobConfig
 from estimator_lib.config.beam import BeamConfig
 from estimator_lib.config.feature_spec import FeatureSpec
+from estimator_lib.config.skew import SkewConfig
 from estimator_lib.engine.user import run, stages
 from estimator_lib.estimator import build_user_estimator
 from estimator_lib.model import inputs
 from estimator_lib.model.inputs import InputFn, Patterns
 from estimator_lib.model.user import records
 from estimator_lib.model.user.prepare import PreparedRecords
-from estimator_lib.predict import PredictResult
+from estimator_lib.predict import PredictResult, skew_beam
 from estimator_lib.predict.beam import FedBatches, score_records
 from estimator_lib.predict.rows import Batch, HostRows
 from estimator_lib.predict.shards import check_num_shards
+from estimator_lib.predict.skew import SkewCheck, SkewFinish
 from estimator_lib.schema import INDEX_FEATURE, PADDING_FEATURE
 
 
@@ -130,6 +132,8 @@ def predict(
     checkpoint_path: Optional[str] = None,
     beam_config: Optional[BeamConfig] = None,
     code: Optional[str] = None,
+    skew: Optional[SkewCheck] = None,
+    finished: Optional[List[SkewFinish]] = None,
 ) -> PredictResult:
     """`run.predict` on Apache Beam (`beam_config`; None: the DirectRunner here): the same arguments, the same
     bytes. The workers count the records, predict them and write the shards; the launcher holds a count per file.
@@ -138,6 +142,8 @@ def predict(
     import the model_fn from (a folder they can read, or a wheel, gs:// on Dataflow: the job's `model.code`);
     None: `user.code_dir`. The launcher checks each file's first record against the spec; a later record that
     does not match it fails the worker that reads it, naming the file, the record and the feature (as in-process).
+    The `skew` check's counts are made by the workers too, before the scoring (`predict.skew_beam`); its
+    `SkewFinish` is appended to `finished` (its report, once committed).
     """
     user = run.resolve_train_steps(job, user)
     files = inputs.resolve_files(data)
@@ -148,15 +154,41 @@ def predict(
     provenance = run.prediction_provenance(checkpoint, files, user)
     compression = records.compression(files)  # one kind for all files, as in-process
     size = job.training.predict_batch_size
+    finish = None
+    if skew is not None:
+        pending = skew_beam.start(skew, files, user.spec, num_examples, beam_config, compression)
+        finish = skew.finish(pending, None)
+        if finished is not None and finish is not None:
+            finished.append(finish)
     return score_records(
-        scorer, files, output_dir, size, num_examples, num_shards, [], provenance, beam_config, compression
+        scorer,
+        files,
+        output_dir,
+        size,
+        num_examples,
+        num_shards,
+        [],
+        provenance,
+        beam_config,
+        compression,
+        None,
+        finish,
     )
 
 
 def predict_stage(
-    job: JobConfig, prepared: PreparedRecords, model_dir: str, data: str, output_dir: str, beam: BeamConfig
+    job: JobConfig,
+    prepared: PreparedRecords,
+    model_dir: str,
+    data: str,
+    output_dir: str,
+    beam: BeamConfig,
+    skew: Optional[SkewConfig] = None,
 ) -> PredictResult:
-    """`stages.predict` on Apache Beam (`beam` says where): the workers import the job's code (`model.code`)."""
+    """`stages.predict` on Apache Beam (`beam` says where): the workers import the job's code (`model.code`)
+    and count the records for the skew check."""
     files, count = stages.predict_inputs(prepared, data)
     user = stages.user_model(job, prepared)
-    return predict(job, user, files, model_dir, output_dir, num_examples=count, beam_config=beam, code=job.model.code)
+    check = stages.skew_check(prepared, skew)
+    code = job.model.code
+    return predict(job, user, files, model_dir, output_dir, num_examples=count, beam_config=beam, code=code, skew=check)

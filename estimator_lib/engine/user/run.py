@@ -54,6 +54,7 @@ from estimator_lib.model.user.model_fn import (
 from estimator_lib.predict import PredictionError, PredictResult
 from estimator_lib.predict.rows import Batch, HostRows
 from estimator_lib.predict.shards import check_num_shards, commit_rows
+from estimator_lib.predict.skew import SkewCheck, SkewFinish
 from estimator_lib.progress import TrainingProgress
 from estimator_lib.schema import INDEX_FEATURE, KEY_FEATURE, PADDING_FEATURE
 from estimator_lib.strict import export as strict_export
@@ -439,11 +440,16 @@ def predict(
     num_examples: Optional[int] = None,
     num_shards: int = 1,
     checkpoint_path: Optional[str] = None,
+    finish: Optional[SkewFinish] = None,
 ) -> PredictResult:
     """Predicts every record of `data` and publishes one JSON Lines row per record, in input order:
     {"index": its position in the input, "key": the spec's key feature (when it names one), "file": its TFRecord
     file, "record": its 0-based index in that file, then the user's predictions by their names, tensors as
-    nested lists}. Published in one commit, with a manifest."""
+    nested lists}. Published in one commit, with a manifest, and the skew check's skew.json (`finish`, of
+    `skew_finish`; None: not checked).
+
+    Raises:
+      SkewError: with `predict.skew=block`, the records are skewed; nothing is published."""
     user = resolve_train_steps(job, user)
     input_fn = user_inputs.padded_input_fn_builder(data, user.spec, num_examples, with_label=False)
     count, files = input_fn.num_examples, input_fn.files  # type: ignore[attr-defined]
@@ -460,9 +466,18 @@ def predict(
             done += _size(batch)
 
     with _named_records(files, user.spec, with_label=False):
-        return commit_rows(
-            joined(), lines, count, output_dir, num_shards, prediction_provenance(checkpoint, files, user)
-        )
+        provenance = prediction_provenance(checkpoint, files, user)
+        return commit_rows(joined(), lines, count, output_dir, num_shards, provenance, finish=finish)
+
+
+def skew_finish(
+    check: Optional[SkewCheck], files: Sequence[str], spec: FeatureSpec, count: Optional[int]
+) -> Optional[SkewFinish]:
+    """The skew check of the `count` records of `files` (None: not counted) for `predict`'s `finish`: read in a
+    thread beside the scoring, or now with "block" (raising `SkewError`); None when not checked."""
+    if check is None:
+        return None
+    return check.finish(check.start(files, spec, count, compression=records.compression(files)), None)
 
 
 # -- export ---------------------------------------------------------------------------------------------------
@@ -516,12 +531,14 @@ def export(
     *,
     verify_files: Optional[Patterns] = None,
     checkpoint_path: Optional[str] = None,
+    data_profile: Optional[Dict[str, Any]] = None,
 ) -> Dict[str, Any]:
     """Exports the checkpoint as one SavedModel (`serve` and `serve,tpu`), verifies it (the tag sets, the TPU
     graph's TPUPartitionedCall, and, with `verify_files`, the CPU graph's predictions on their first records
     against the estimator's), then publishes it atomically as `export_base/<version>`. Returns
     {"export_dir", "tag_sets", "rows_checked"}; writes `assets.extra/export_metadata.json` (the spec, the
-    model_fn, the hyperparameters, the job, the checkpoint) inside the export: no metadata travels elsewhere."""
+    model_fn, the hyperparameters, the job, the checkpoint, and `data_profile`, the training records' profile the
+    skew check reads) inside the export: no metadata travels elsewhere."""
     checkpoint = checkpoint_of(model_dir, checkpoint_path, "export")
     user = resolve_train_steps(job, user)
     estimator = _estimator(job, user, model_dir)
@@ -553,6 +570,8 @@ def export(
             "tag_sets": tag_sets,
             "rows_checked": checked,
         }
+        if data_profile is not None:
+            metadata["data_profile"] = data_profile
         os.makedirs(os.path.join(local_dir, "assets.extra"), exist_ok=True)
         storage.write_text(
             os.path.join(local_dir, "assets.extra", "export_metadata.json"),

@@ -22,6 +22,7 @@ from estimator_lib import storage
 from estimator_lib.config import BlessingConfig, JobConfig
 from estimator_lib.config.feature_spec import FeatureSpec
 from estimator_lib.config.run import SPLIT, TFRECORD, prediction_kind
+from estimator_lib.config.skew import SkewConfig
 from estimator_lib.data.common import EVAL, TRAIN
 from estimator_lib.engine.user import run
 from estimator_lib.engine.user.importance import user_importance
@@ -35,6 +36,7 @@ from estimator_lib.model import checkpoints, inputs
 from estimator_lib.model.user import records
 from estimator_lib.model.user.prepare import PreparedRecords
 from estimator_lib.predict import PredictResult
+from estimator_lib.predict.skew import SkewCheck
 
 _LOCAL_CODE = os.path.join(tempfile.gettempdir(), "tpu-pipeline-user-code")
 
@@ -137,16 +139,36 @@ def predict_inputs(prepared: PreparedRecords, data: str) -> Tuple[List[str], Opt
     return inputs.resolve_files(pattern), None
 
 
-def predict(job: JobConfig, prepared: PreparedRecords, model_dir: str, data: str, output_dir: str) -> PredictResult:
+def skew_check(prepared: PreparedRecords, skew: Optional[SkewConfig]) -> Optional[SkewCheck]:
+    """The skew check of scored records against the preparation's profile of its train split (`skew`, None: not
+    checked); a user's predictions are their own, and are not compared with the eval records'."""
+    return None if skew is None else SkewCheck(prepared.profile(), skew)
+
+
+def predict(
+    job: JobConfig,
+    prepared: PreparedRecords,
+    model_dir: str,
+    data: str,
+    output_dir: str,
+    skew: Optional[SkewConfig] = None,
+) -> PredictResult:
     """Predicts `data` ("eval", "train", or TFRecords the spec describes; the label is not read) and publishes
-    one JSON Lines row per record, in input order (on Apache Beam: `engine.user.beam.predict_stage`)."""
+    one JSON Lines row per record, in input order, with the `skew` check's skew.json (None: not checked; on Apache
+    Beam: `engine.user.beam.predict_stage`).
+
+    Raises:
+      SkewError: with `predict.skew=block`, the records are skewed; nothing is published."""
     files, count = predict_inputs(prepared, data)
-    return run.predict(job, user_model(job, prepared), files, model_dir, output_dir, num_examples=count)
+    user = user_model(job, prepared)
+    finish = run.skew_finish(skew_check(prepared, skew), files, prepared.spec, count)
+    return run.predict(job, user, files, model_dir, output_dir, num_examples=count, finish=finish)
 
 
 def export(job: JobConfig, prepared: PreparedRecords, model_dir: str, export_base: str) -> ExportResult:
     """Exports (`serve` and `serve,tpu`), verified on the first eval records, published as export_base/<version>."""
-    done = run.export(job, user_model(job, prepared), model_dir, export_base, verify_files=prepared.files(EVAL))
+    user, verify = user_model(job, prepared), prepared.files(EVAL)
+    done = run.export(job, user, model_dir, export_base, verify_files=verify, data_profile=prepared.profile())
     export_dir = done["export_dir"]
     metadata: Dict[str, Any] = _read_json(storage.join(export_dir, METADATA_FILE))
     metadata["global_step"] = int(tf.train.load_variable(metadata["checkpoint"], "global_step"))

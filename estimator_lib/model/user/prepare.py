@@ -10,7 +10,8 @@ its order is the input's order (prediction rows keep it). Tuning alone adds a va
 preparation's train split by the same hash rule (`carve_validation`); a run's own preparation never holds one.
 
 Layout of the prepared directory: train/ and eval/ (part-NNNNN-of-MMMMM.tfrecord), feature_spec.json (the spec
-with its label and key), manifest.json (kind "records": counts, the input files with their sizes, record counts
+with its label and key), profile.json (the train split's profile, the skew check's reference: `model.user.profile`),
+manifest.json (kind "records": counts, the input files with their sizes, record counts
 and sha256, the config), validation.md is the stage's separate artifact.
 """
 
@@ -29,8 +30,10 @@ from estimator_lib import fingerprints, storage
 from estimator_lib.config import ConfigError, PrepareConfig
 from estimator_lib.config.feature_spec import FeatureSpec, FeatureSpecError
 from estimator_lib.data.common import EVAL, TRAIN, VALID, markdown_text
+from estimator_lib.data.distribution import PROFILE
 from estimator_lib.model import inputs
 from estimator_lib.model.user import records
+from estimator_lib.model.user.profile import profile_records
 
 KIND = "records"
 FEATURE_SPEC = "feature_spec.json"
@@ -51,6 +54,12 @@ class PreparedRecords:
 
     def files(self, split: str) -> List[str]:
         return [storage.join(self.output_dir, name) for name in self.manifest["splits"][split]]
+
+    def profile(self) -> Optional[Dict[str, Any]]:
+        """The train split's profile (`model.user.profile`), the skew check's reference; None for a preparation
+        made before records were profiled."""
+        path = storage.join(self.output_dir, PROFILE)
+        return json.loads(storage.read_text(path)) if storage.exists(path) else None
 
 
 def read_spec(config: PrepareConfig) -> FeatureSpec:
@@ -232,6 +241,8 @@ def prepare_records(config: PrepareConfig, output_dir: str) -> PreparedRecords:
         storage.write_text(os.path.join(staging, MANIFEST), json.dumps(manifest, indent=2, sort_keys=True))
         saved = {"features": spec.to_json(), "label": spec.label, "key": spec.key}
         storage.write_text(os.path.join(staging, FEATURE_SPEC), json.dumps(saved, indent=2, sort_keys=True))
+        profile = profile_records(written[TRAIN], spec, counts[TRAIN])
+        storage.write_text(os.path.join(staging, PROFILE), json.dumps(profile, indent=2, sort_keys=True))
         return manifest
 
     manifest = storage.commit_staged(output_dir, fill)

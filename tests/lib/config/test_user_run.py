@@ -41,6 +41,7 @@ def test_a_user_run_carries_its_model_fn_spec_and_hparams_with_their_types():
         ("blessing.beat_trivial=false", "blessing.beat_trivial"),
         ("blessing.bootstrap_replicates=200", "blessing.bootstrap_replicates"),
         ("model.hidden_units=8", "model.hidden_units"),
+        ("predict.max_prediction_shift=0.3", "predict.max_prediction_shift"),  # a model_fn's predictions are its own
     ],
 )
 def test_a_setting_the_user_model_would_not_read_is_refused(override, name):
@@ -49,6 +50,12 @@ def test_a_setting_the_user_model_would_not_read_is_refused(override, name):
     family = f"{name} is a built-in family's setting, and model.model_fn='digits_cnn.model:model_fn' is your own"
     unread = f"{name} is set, and with --model-fn digits_cnn.model:model_fn nothing reads it"
     assert str(raised.value).startswith(family if name.startswith("model.") else unread), str(raised.value)
+
+
+def test_a_user_runs_skew_check_takes_its_mode_and_thresholds():
+    spec = run("predict.skew=block", 'predict.features={"len(tokens)": {"max_missing_change": 0.3}}').stage_specs()
+    assert spec.batch_predict.skew.skew == "block"
+    assert spec.batch_predict.skew.thresholds("len(tokens)")["max_missing_change"] == 0.3
 
 
 def test_a_user_run_predicts_on_beam_and_its_specs_say_so():
