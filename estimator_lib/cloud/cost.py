@@ -7,7 +7,9 @@ was compiled) is never guessed: the stage's cost is None and the estimate names 
 that leaves something out says so.
 
 Hours before a run are assumptions, stated beside each figure: `--expected-hours STAGE=H` when given; for train
-after a preflight, a start-up time plus the steps at preflight's step-time bound (`bound_train_hours`); for train
+after a preflight, a start-up time plus the steps at preflight's step-time bound (`bound_train_hours`), and for
+batch prediction of a prepared split on the TPU a start-up time plus its rows at the predict step's bound
+(`bound_predict_hours`); for train
 with `training.train_steps` set, a start-up time plus the steps at an assumed rate; otherwise a fixed time per
 stage. After a run, `implied_cost` prices the durations measured instead (`stage_seconds` reads them from a
 Vertex AI run's task details); `run_cost` is the record a run's last task writes (`components.run_cost`).
@@ -138,6 +140,16 @@ def bound_train_hours(train_steps: int, step_seconds: float) -> Hours:
         hours,
         f"{ASSUMED_STAGE_HOURS:g} h start-up + {train_steps} steps at preflight's bound of {step_seconds * 1e3:.3g} ms "
         "a step (a lower bound)",
+    )
+
+
+def bound_predict_hours(rows: int, seconds: float) -> Hours:
+    """The batch-predict stage's hours from preflight's bound of its `rows` (`seconds` at the predict step's
+    roofline): the start-up assumed for every stage plus that time (a lower bound: the hours err low)."""
+    return Hours(
+        ASSUMED_STAGE_HOURS + seconds / 3600,
+        f"{ASSUMED_STAGE_HOURS:g} h start-up + {rows:,} rows at preflight's bound of the predict step "
+        f"({seconds:.3g} s, a lower bound)",
     )
 
 

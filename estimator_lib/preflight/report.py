@@ -100,6 +100,27 @@ ADVICE = (
 
 
 @dataclasses.dataclass(frozen=True)
+class PredictBound:
+    """Batch prediction's time on the TPU at the roofline: `rows` rows in steps of the per-core predict `batch` on
+    every core, each step's bound (`step_seconds`) from the compiled predict step's FLOPs and bytes."""
+
+    rows: int
+    batch: int
+    steps: int
+    flops: int
+    bytes_accessed: int
+    step_seconds: float
+    seconds: float
+
+    def describe(self) -> str:
+        return (
+            f"  batch prediction of {self.rows:,} rows: {self.steps:,} step{'' if self.steps == 1 else 's'} of "
+            f"{self.batch} per core, "
+            f"{self.flops:,} FLOPs and {size(self.bytes_accessed)} accessed each -> >= {duration(self.seconds)}"
+        )
+
+
+@dataclasses.dataclass(frozen=True)
 class Preflight:
     """Before a TPU is paid for: will the model fit, how fast can a step be, will the host keep up.
 
@@ -119,6 +140,7 @@ class Preflight:
       price_note: what is missing for a price.
       input: the train input's rate (None when no input_fn was measured).
       seconds: preflight's own wall time.
+      predict: batch prediction's bound (None when no row count was given).
     """
 
     tpu_type: str
@@ -142,6 +164,7 @@ class Preflight:
     price_note: str
     input: Optional[InputRate]
     seconds: float
+    predict: Optional[PredictBound] = None
 
     @property
     def fits(self) -> bool:
@@ -187,6 +210,8 @@ class Preflight:
         if self.run_seconds is not None:
             cost = f", {self.run_cost:.2f} USD" if self.run_cost is not None else f" ({self.price_note})"
             lines.append(f"  {self.train_steps:,} steps: >= {duration(self.run_seconds)}{cost}")
+        if self.predict is not None:
+            lines.append(self.predict.describe())
         if self.input is not None:
             i = self.input
             lines.append(

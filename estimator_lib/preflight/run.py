@@ -15,13 +15,13 @@ from estimator_lib.config import JobConfig
 from estimator_lib.preflight import hlo
 from estimator_lib.preflight.chips import Chip, chip
 from estimator_lib.preflight.inputs import measure_rate
-from estimator_lib.preflight.report import InputRate, Memory, Preflight, TopBuffer
-from estimator_lib.preflight.step import CompiledStep, compile_train_step
+from estimator_lib.preflight.report import InputRate, Memory, PredictBound, Preflight, TopBuffer
+from estimator_lib.preflight.step import CompiledStep, compile_step, compile_train_step
 from estimator_lib.schema import Schema
 from estimator_lib.strict.graph import temporary_model_dir
 from estimator_lib.strict.inputs import InputInfo, TPUTarget, call_input_fn, schema_input
 
-TRAIN = tf.estimator.ModeKeys.TRAIN
+TRAIN, PREDICT = tf.estimator.ModeKeys.TRAIN, tf.estimator.ModeKeys.PREDICT
 MAX_COMPILES = 10
 # The batch search stops here: XLA's compile time grows with the batch (it folds batch-sized constants), and a
 # per-core batch past it is no practical limit.
@@ -196,6 +196,7 @@ def run_preflight(
     spot: bool = False,
     max_compiles: int = MAX_COMPILES,
     min_step_seconds: float = ASSUMED_MIN_STEP_SECONDS,
+    predict_rows: Optional[int] = None,
 ) -> Preflight:
     """Preflight `model_fn` for `cores` cores of `accelerator` ("TPU_V2", "TPU_V3", "TPU_V5_LITEPOD").
 
@@ -213,6 +214,8 @@ def run_preflight(
       train_steps: the step budget (default `job.training.train_steps`).
       max_compiles: the train-step compilations allowed for the batch search.
       min_step_seconds: the least time a step takes, for the input's check only (an assumption).
+      predict_rows: the rows batch prediction will score: its bound is found from the compiled predict step at
+        the job's per-core predict batch (None: not compiled).
 
     Raises:
       ValueError: no input to build the model on, or an input_fn that fails with the TPU params.
@@ -228,6 +231,7 @@ def run_preflight(
         compiled = compiler.step(batch)
         memory, top = measure(compiled)
         largest, failing = _search(compiler, tpu.hbm_bytes_per_core, batch, max_compiles)
+        predict = None if predict_rows is None else _predict_bound(model_fn, info, target, model_dir, tpu, predict_rows)
     flops, moved = hlo.cost(hlo.parse_module(compiled.hlo))
     moved += _update_bytes(memory)
     compute, traffic = flops / tpu.peak_flops_per_core, moved / tpu.hbm_bytes_per_second_per_core
@@ -263,4 +267,18 @@ def run_preflight(
         price_note=note,
         input=rate,
         seconds=time.perf_counter() - started,
+        predict=predict,
     )
+
+
+def _predict_bound(
+    model_fn: Callable, info: InputInfo, target: TPUTarget, model_dir: str, tpu: Chip, rows: int
+) -> PredictBound:
+    """Batch prediction of `rows` rows at the roofline: the predict step compiled at the per-core predict batch,
+    its FLOPs and bytes against the chip's peaks, times the steps the rows take on every core (the last padded)."""
+    batch = target.batch_sizes[PREDICT]
+    compiled = compile_step(model_fn, PREDICT, info, target, batch, model_dir)
+    flops, moved = hlo.cost(hlo.parse_module(compiled.hlo))
+    step = max(flops / tpu.peak_flops_per_core, moved / tpu.hbm_bytes_per_second_per_core)
+    steps = -(-rows // (batch * target.num_replicas))
+    return PredictBound(rows, batch, steps, flops, moved, step, steps * step)

@@ -159,12 +159,25 @@ def compile_train_step(
       ModelBuildError, Exception: as `strict.graph.build_mode_graph` raises them.
       ValueError: the step uses a variable in a way preflight cannot compile without allocating it.
     """
-    target = dataclasses.replace(target, batch_sizes={**target.batch_sizes, TRAIN: batch})
+    return compile_step(model_fn, TRAIN, info, target, batch, model_dir)
+
+
+def compile_step(
+    model_fn: Callable, mode: str, info: InputInfo, target: TPUTarget, batch: int, model_dir: str
+) -> CompiledStep:
+    """Builds the model_fn for `mode` (TRAIN, or PREDICT: its forward pass to the predictions) at per-core `batch`
+    and compiles its step to optimized HLO on the CPU; `info`: the train input's specs (PREDICT's graph leaves the
+    labels out).
+
+    Raises:
+      as `compile_train_step`.
+    """
+    target = dataclasses.replace(target, batch_sizes={**target.batch_sizes, mode: batch})
     created: List[tf.Variable] = []
     with _optimizer_variables(created):
-        built = build_mode_graph(model_fn, TRAIN, _any_batch(info), target, model_dir)
+        built = build_mode_graph(model_fn, mode, _any_batch(info), target, model_dir)
     with built.graph.as_default():
-        outputs = step_outputs(TRAIN, built.spec)
+        outputs = step_outputs(mode, built.spec)
         every = tf.compat.v1.global_variables() + tf.compat.v1.local_variables()
     slots = {id(v) for v in created}
     handles = {v.op.name: v for v in every}

@@ -1,6 +1,8 @@
 """`tpu-pipeline preflight`, and the preflight `submit` and `schedule` run before anything is uploaded: the run's
 model_fn and train input_fn built as its train stage builds them, on its data prepared into a temporary folder by
-the prepare stage's own code (`engine.prepare`, in this process), then `preflight.run_preflight` for a TPU type."""
+the prepare stage's own code (`engine.prepare`, in this process), then `preflight.run_preflight` for a TPU type, with
+the rows batch prediction will score when they are a prepared split (its step compiled too: the prediction's bound).
+"""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from typing import Any
 from estimator_lib.cloud import cost
 from estimator_lib.config import RunConfig
 from estimator_lib.config.beam import INPROCESS
+from estimator_lib.config.run import SPLIT, prediction_kind
 from pipelines import checks
 from pipelines import tpu as tpu_presets
 from pipelines.cli.settings import resolve_local_settings
@@ -52,7 +55,13 @@ def run_preflight(
     with tempfile.TemporaryDirectory(prefix="tpu-pipeline-preflight-") as folder:
         report = os.path.join(folder, "validation.md")
         source = engine.prepare(given, adapter.prepare_config(given), os.path.join(folder, "data"), None, report).source
+        options["predict_rows"] = predict_rows(settings.predict_data, source.facts()["counts"])
         return source.preflight(source.for_data(specs.train.job), **options)
+
+
+def predict_rows(predict_data: str, counts: dict[str, int]) -> int | None:
+    """The rows batch prediction will score: a prepared split's count; None for files (not read before the run)."""
+    return counts.get(predict_data) if prediction_kind(predict_data) == SPLIT else None
 
 
 def print_preflight(found: Any, as_json: bool) -> None:

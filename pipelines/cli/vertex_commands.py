@@ -36,6 +36,8 @@ from pipelines.cli.settings import (
 from pipelines.pipeline import VertexSteps, compile_pipeline
 from pipelines.retry import RetryPolicy
 
+PREDICT_STAGE = "batch_predict"  # the stage whose hours preflight bounds beside train's
+
 
 def describe_compiled(
     tpu: tpu_presets.TPUTarget | None, steps: VertexSteps, retry: RetryPolicy | None = None
@@ -170,6 +172,11 @@ def _vertex_job(args: argparse.Namespace, template_dir: str, credentials: Any = 
         train_steps = found.train_steps  # the budget the data sets when the job leaves it null
         if train_steps is not None:
             expected = {"train": cost.bound_train_hours(train_steps, found.step_seconds), **expected}
+        stages = compiled["plan"]["stages"]
+        placed = stages.get(PREDICT_STAGE) if isinstance(stages, dict) else None
+        if found.predict is not None and placed and placed.get("accelerator"):  # on the TPU, not on Dataflow
+            bound = cost.bound_predict_hours(found.predict.rows, found.predict.seconds)
+            expected = {PREDICT_STAGE: bound, **expected}
     if cost_inputs:
         compiled["plan"] = vertex.with_cost_estimate(compiled["plan"], cost_inputs[0], train_steps, expected)
     job = vertex.build_job(template, target, arguments, credentials=credentials)

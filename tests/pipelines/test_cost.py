@@ -197,6 +197,15 @@ def test_dry_run_with_the_shipped_table_says_what_it_has_no_price_for(monkeypatc
         train["hoursBasis"],
     ).groups()
     assert train["hours"] == pytest.approx(0.25 + int(steps) * float(bound) / 1000 / 3600, rel=1e-2)
+    # --predict-data eval: the eval split's rows at the bound of the compiled predict step
+    predict = printed["plan"]["stages"]["batch_predict"]["estimatedCost"]
+    rows, seconds = re.fullmatch(
+        r"0\.25 h start-up \+ ([\d,]+) rows at preflight's bound of the predict step \((\S+) s, a lower bound\)",
+        predict["hoursBasis"],
+    ).groups()
+    assert 40 < int(rows.replace(",", "")) < 100  # about a fifth of the 344 penguins
+    assert predict["hours"] == pytest.approx(0.25 + float(seconds) / 3600, rel=1e-2)
+    assert any(line.startswith(f"  batch prediction of {rows} rows: ") for line in err.splitlines())
     assert any(line.startswith("preflight v3-8: fits (peak ") for line in err.splitlines())
     assert f"compiled 2026-11-25, from {shipped()['source']}" in err
 

@@ -52,6 +52,9 @@ def test_the_embedded_penguins_fit_v2_8_and_the_json_says_so(capsys):
     assert found["verdict"] == "fits" and found["memory"]["batch"] == 64 // 8  # training.train_batch_size 64
     assert found["train_steps"] > 0 and found["input"]["keeps_up"]
     assert "no price for cloud-tpu + TPU_V2 x8 in region us-central1" in found["price_note"]
+    predict = found["predict"]  # the eval split, in steps of the per-core predict batch on 8 cores
+    assert predict["batch"] == 64 // 8 and predict["steps"] == -(-predict["rows"] // 64)  # predict_batch_size 64
+    assert predict["flops"] > 0 and predict["seconds"] == pytest.approx(predict["steps"] * predict["step_seconds"])
 
 
 def test_an_example_user_model_fits_v3_8(capsys, tmp_path):
