@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import tempfile
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, Mapping, Optional, Sequence, Tuple
 
 from estimator_lib import release, storage
 from estimator_lib.config import ConfigError, JobConfig
@@ -49,7 +49,7 @@ from estimator_lib.predict.predicted import PredictionCounter
 from estimator_lib.predict.rows import slice_rows
 from estimator_lib.predict.saved_model import predicted_batches, saved_model_provenance
 from estimator_lib.predict.shards import PredictResult, commit_rows
-from estimator_lib.predict.skew import SkewCheck, SkewFinish, SkewReport
+from estimator_lib.predict.skew import SkewCheck, SkewReport
 from estimator_lib.schema import Schema
 
 
@@ -300,18 +300,17 @@ def _user_predictions(
     spec = FeatureSpec.from_json(spec_json, metadata.get("label"), metadata.get("key"))
     user = run.UserModel(metadata["model_fn"], spec, dict(metadata.get("hparams", {})), code_dir)
     files = inputs.resolve_files(data)
-    finished: List[SkewFinish] = []
     with tempfile.TemporaryDirectory(prefix="published-") as work:
         if engine == BEAM:  # the workers read a gs:// export where it is, as the pipeline's beam engine does
             from estimator_lib.engine.user import beam as user_beam  # Apache Beam takes about 1 s to import
 
+            finish = user_beam.skew_finish(check, files, spec, None, beam)
             where = export_dir if storage.is_gcs(export_dir) else work
             with compat.readable_checkpoint(export_dir, where) as checkpoint:
-                on_beam = dict(beam_config=beam, code=code, skew=check, finished=finished)
+                on_beam = dict(beam_config=beam, code=code, finish=finish)
                 result = user_beam.predict(job, user, files, work, output_dir, checkpoint_path=checkpoint, **on_beam)
         else:
             finish = run.skew_finish(check, files, spec, None)
-            finished += [finish] if finish is not None else []
             with compat.readable_checkpoint(export_dir, work) as checkpoint:
                 result = run.predict(job, user, files, work, output_dir, checkpoint_path=checkpoint, finish=finish)
-    return result, finished[0].report if finished else None
+    return result, finish.report if finish is not None else None

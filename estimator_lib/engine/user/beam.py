@@ -132,8 +132,7 @@ def predict(
     checkpoint_path: Optional[str] = None,
     beam_config: Optional[BeamConfig] = None,
     code: Optional[str] = None,
-    skew: Optional[SkewCheck] = None,
-    finished: Optional[List[SkewFinish]] = None,
+    finish: Optional[SkewFinish] = None,
 ) -> PredictResult:
     """`run.predict` on Apache Beam (`beam_config`; None: the DirectRunner here): the same arguments, the same
     bytes. The workers count the records, predict them and write the shards; the launcher holds a count per file.
@@ -142,8 +141,7 @@ def predict(
     import the model_fn from (a folder they can read, or a wheel, gs:// on Dataflow: the job's `model.code`);
     None: `user.code_dir`. The launcher checks each file's first record against the spec; a later record that
     does not match it fails the worker that reads it, naming the file, the record and the feature (as in-process).
-    The `skew` check's counts are made by the workers too, before the scoring (`predict.skew_beam`); its
-    `SkewFinish` is appended to `finished` (its report, once committed).
+    `finish`: the skew check (`skew_finish`, its records counted by the workers) written before the commit.
     """
     user = run.resolve_train_steps(job, user)
     files = inputs.resolve_files(data)
@@ -154,12 +152,6 @@ def predict(
     provenance = run.prediction_provenance(checkpoint, files, user)
     compression = records.compression(files)  # one kind for all files, as in-process
     size = job.training.predict_batch_size
-    finish = None
-    if skew is not None:
-        pending = skew_beam.start(skew, files, user.spec, num_examples, beam_config, compression)
-        finish = skew.finish(pending, None)
-        if finished is not None and finish is not None:
-            finished.append(finish)
     return score_records(
         scorer,
         files,
@@ -176,6 +168,20 @@ def predict(
     )
 
 
+def skew_finish(
+    check: Optional[SkewCheck],
+    files: Sequence[str],
+    spec: FeatureSpec,
+    count: Optional[int],
+    beam_config: Optional[BeamConfig] = None,
+) -> Optional[SkewFinish]:
+    """`run.skew_finish` with the records counted on Beam's workers (`predict.skew_beam`), before the scoring."""
+    if check is None:
+        return None
+    pending = skew_beam.start(check, files, spec, count, beam_config, records.compression(files))
+    return check.finish(pending, None)
+
+
 def predict_stage(
     job: JobConfig,
     prepared: PreparedRecords,
@@ -189,6 +195,6 @@ def predict_stage(
     and count the records for the skew check."""
     files, count = stages.predict_inputs(prepared, data)
     user = stages.user_model(job, prepared)
-    check = stages.skew_check(prepared, skew)
-    code = job.model.code
-    return predict(job, user, files, model_dir, output_dir, num_examples=count, beam_config=beam, code=code, skew=check)
+    finish = skew_finish(stages.skew_check(prepared, skew), files, prepared.spec, count, beam)
+    on_beam = dict(beam_config=beam, code=job.model.code, finish=finish)
+    return predict(job, user, files, model_dir, output_dir, num_examples=count, **on_beam)
